@@ -1,0 +1,331 @@
+"""The catalog: what fleetspec knows about GPUs and their software stacks.
+
+The knowledge lives in YAML data files beside this module (``data/``), every entry with
+a ``source`` naming where the fact comes from (``data/sources.yaml`` maps keys to URLs).
+This module gives typed, read-only access. Facts marked ``unconfirmed`` in the data
+must only ever produce warnings.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from fleetspec.versions import major_minor, parse_version, series_matches, version_key
+
+try:
+    from yaml import CSafeLoader as _Loader
+except ImportError:  # pragma: no cover
+    from yaml import SafeLoader as _Loader  # type: ignore[assignment]
+
+
+@dataclass(frozen=True, slots=True)
+class GpuModel:
+    id: str
+    vendor: str  # "nvidia" | "amd"
+    name: str
+    generation: str
+    gres: str
+    memory_gb: int | None
+    interconnect: str | None
+    smi_names: tuple[str, ...]
+    aliases: tuple[str, ...]
+    sources: tuple[str, ...]
+    compute_capability: str | None = None
+    gfx_target: str | None = None
+    nvswitch: bool = False
+    rack_scale_nvlink: bool = False
+    open_module_required: bool = False
+    min_cuda: str | None = None
+    max_cuda_major: int | None = None
+    min_driver: str | None = None
+    max_driver_branch: int | None = None
+    min_nccl: str | None = None
+    min_rocm: str | None = None
+    gpu_operator_min_driver: str | None = None
+    unconfirmed: tuple[str, ...] = ()
+
+    def confirmed(self, fact: str) -> bool:
+        return fact not in self.unconfirmed
+
+
+@dataclass(frozen=True, slots=True)
+class CudaRelease:
+    version: str  # "13.0"
+    drivers: tuple[str, ...]  # GA minimum driver, then each update's
+    sources: tuple[str, ...]
+
+    def min_driver(self, update: int) -> str:
+        """The minimum driver of update ``update`` (0 = GA); the last known beyond."""
+        return self.drivers[min(update, len(self.drivers) - 1)]
+
+
+@dataclass(frozen=True, slots=True)
+class DriverBranch:
+    branch: int
+    type: str
+    max_cuda_major: int
+    eol: str | None
+    sources: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """A release known to the catalog, with optional facts attached."""
+
+    version: str
+    sources: tuple[str, ...]
+    facts: dict[str, Any] = field(default_factory=dict, compare=False)
+    unconfirmed: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GpuOperatorRelease:
+    version: str
+    driver: str
+    drivers: tuple[str, ...]
+    k8s_min: str | None
+    k8s_max: str | None
+    sources: tuple[str, ...]
+    unconfirmed: tuple[str, ...] = ()
+
+
+class Catalog:
+    """Typed access to the catalog data. Use `load_catalog()` for the shipped one."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self._data = data
+        self.sources: dict[str, str] = data["sources"]
+        self.gpus: dict[str, GpuModel] = {}
+        self._gpu_names: dict[str, str] = {}
+        for vendor in ("nvidia", "amd"):
+            for gpu_id, entry in data["gpus"][vendor].items():
+                model = _gpu_model(gpu_id, vendor, entry)
+                self.gpus[gpu_id] = model
+                for name in (gpu_id, *model.aliases, *model.smi_names, model.name):
+                    self._gpu_names.setdefault(_norm(name), gpu_id)
+
+    # GPUs ---------------------------------------------------------------------------
+    def gpu(self, name: str) -> GpuModel | None:
+        """Look up a GPU by id, alias or the name nvidia-smi/amd-smi prints (any case)."""
+        gpu_id = self._gpu_names.get(_norm(name))
+        return self.gpus[gpu_id] if gpu_id else None
+
+    def suggest_gpu(self, name: str) -> list[str]:
+        ids = sorted({*self.gpus, *(a for g in self.gpus.values() for a in g.aliases)})
+        return difflib.get_close_matches(name.lower(), ids, n=3, cutoff=0.6)
+
+    # NVIDIA stack -------------------------------------------------------------------
+    def cuda_release(self, version: str) -> CudaRelease | None:
+        series = major_minor(version)
+        entry = self._data["nvidia"]["cuda"]["releases"].get(series)
+        if entry is None:
+            return None
+        return CudaRelease(series, tuple(entry["drivers"]), _sources(entry))
+
+    def cuda_never_released(self, version: str) -> bool:
+        return major_minor(version) in self._data["nvidia"]["cuda"]["never_released"]
+
+    def cuda_compat_floor(self, cuda_major: int) -> tuple[str, tuple[str, ...]] | None:
+        """The lowest driver branch that runs any CUDA ``cuda_major`` toolkit."""
+        entry = self._data["nvidia"]["cuda"]["compat_floor"].get(cuda_major)
+        return (str(entry["driver"]), _sources(entry)) if entry else None
+
+    def driver_branch(self, driver: str) -> DriverBranch | None:
+        branch = version_key(driver)[0]
+        entry = self._data["nvidia"]["driver_branches"].get(branch)
+        if entry is None:
+            return None
+        return DriverBranch(branch, entry["type"], entry["max_cuda_major"], entry.get("eol"), _sources(entry))
+
+    def nccl_release(self, version: str) -> Release | None:
+        return _release(self._data["nvidia"]["nccl"]["releases"], version)
+
+    def nccl_first_cuda13(self) -> Release:
+        entry = self._data["nvidia"]["nccl"]["first_cuda13_release"]
+        return Release(entry["version"], _sources(entry))
+
+    def cudnn_release(self, version: str) -> Release | None:
+        return _release(self._data["nvidia"]["cudnn"]["releases"], version)
+
+    def cudnn_last_without_cuda13(self) -> Release:
+        entry = self._data["nvidia"]["cudnn"]["last_without_cuda13"]
+        return Release(entry["version"], _sources(entry))
+
+    # AMD stack ----------------------------------------------------------------------
+    def rocm_release(self, version: str) -> Release | None:
+        """The ROCm release series ``version`` belongs to ("7.0.2" -> "7.0")."""
+        return _release(self._data["amd"]["rocm"], major_minor(version))
+
+    def amdgpu_release(self, version: str) -> Release | None:
+        return _release(self._data["amd"]["amdgpu"], major_minor(version))
+
+    # Platform -----------------------------------------------------------------------
+    def gpu_operator_release(self, version: str) -> GpuOperatorRelease | None:
+        releases = self._data["platform"]["gpu_operator"]["releases"]
+        key = _release_key(releases, version)
+        if key is None:
+            return None
+        entry = releases[key]
+        k8s = entry.get("k8s") or [None, None]
+        return GpuOperatorRelease(
+            version=key,
+            driver=entry["driver"],
+            drivers=tuple(entry.get("drivers", [entry["driver"]])),
+            k8s_min=k8s[0],
+            k8s_max=k8s[1],
+            sources=_sources(entry),
+            unconfirmed=tuple(entry.get("unconfirmed", ())),
+        )
+
+    def amd_gpu_operator_release(self, version: str) -> Release | None:
+        return _release(self._data["platform"]["amd_gpu_operator"]["releases"], version)
+
+    def chart(self, component: str) -> dict[str, Any]:
+        return dict(self._data["platform"][component]["chart"])
+
+    def component(self, name: str) -> dict[str, Any]:
+        """Kueue, Volcano, Slinky: latest version and chart location."""
+        return dict(self._data["platform"]["components"][name])
+
+    def slurm_series(self, version: str) -> Release | None:
+        return _release(self._data["platform"]["slurm"]["series"], major_minor(version))
+
+    def slurm_feature_since(self, feature: str) -> str:
+        return str(self._data["platform"]["slurm"]["features"][feature]["since"])
+
+    def slurm_supports(self, version: str, feature: str) -> bool:
+        since = version_key(self.slurm_feature_since(feature))
+        return version_key(version)[: len(since)] >= since
+
+    def kubernetes_feature(self, name: str) -> dict[str, Any]:
+        return dict(self._data["platform"]["kubernetes"][name])
+
+    # Listing ------------------------------------------------------------------------
+    def source_urls(self, keys: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(self.sources[k] for k in keys)
+
+    def summary(self) -> dict[str, Any]:
+        """Everything the catalog knows, for ``fleetspec catalog``."""
+        nvidia = self._data["nvidia"]
+        return {
+            "gpus": [
+                {
+                    "id": g.id,
+                    "vendor": g.vendor,
+                    "name": g.name,
+                    "generation": g.generation,
+                    "arch": g.compute_capability or g.gfx_target,
+                    "interconnect": g.interconnect,
+                    "memory_gb": g.memory_gb,
+                    "gres": g.gres,
+                    "min_cuda": g.min_cuda,
+                    "min_driver": g.min_driver,
+                    "max_driver_branch": g.max_driver_branch,
+                    "min_rocm": g.min_rocm,
+                    "aliases": list(g.aliases),
+                    "smi_names": list(g.smi_names),
+                    "sources": list(self.source_urls(g.sources)),
+                }
+                for g in self.gpus.values()
+            ],
+            "cuda": sorted(nvidia["cuda"]["releases"], key=version_key),
+            "driver_branches": sorted(nvidia["driver_branches"]),
+            "nccl": sorted(nvidia["nccl"]["releases"], key=version_key),
+            "cudnn": sorted(nvidia["cudnn"]["releases"], key=version_key),
+            "rocm": {k: v.get("rccl") for k, v in self._data["amd"]["rocm"].items()},
+            "gpu_operator": sorted(self._data["platform"]["gpu_operator"]["releases"], key=version_key),
+            "slurm": sorted(self._data["platform"]["slurm"]["series"], key=version_key),
+        }
+
+
+def _norm(name: str) -> str:
+    return " ".join(name.lower().replace("_", "-").split())
+
+
+def _sources(entry: dict[str, Any]) -> tuple[str, ...]:
+    src = entry.get("source", ())
+    return (src,) if isinstance(src, str) else tuple(src)
+
+
+def _release_key(table: dict[str, Any], version: str) -> str | None:
+    if version in table:
+        return version
+    wanted = parse_version(version)
+    if wanted is None:
+        return None
+    return next((k for k in table if parse_version(str(k)) == wanted), None)
+
+
+def _release(table: dict[str, Any], version: str) -> Release | None:
+    key = _release_key(table, version)
+    if key is None:
+        return None
+    entry = table[key]
+    unconfirmed = entry.get("unconfirmed", ())
+    if unconfirmed is True:
+        unconfirmed = ("*",)
+    facts = {k: v for k, v in entry.items() if k not in ("source", "unconfirmed")}
+    return Release(str(key), _sources(entry), facts, tuple(unconfirmed))
+
+
+def _gpu_model(gpu_id: str, vendor: str, e: dict[str, Any]) -> GpuModel:
+    return GpuModel(
+        id=gpu_id,
+        vendor=vendor,
+        name=e["name"],
+        generation=e["generation"],
+        gres=e["gres"],
+        memory_gb=e.get("memory_gb"),
+        interconnect=e.get("interconnect"),
+        smi_names=tuple(e.get("smi_names", ())),
+        aliases=tuple(e.get("aliases", ())),
+        sources=_sources(e),
+        compute_capability=e.get("compute_capability"),
+        gfx_target=e.get("gfx_target"),
+        nvswitch=bool(e.get("nvswitch", False)),
+        rack_scale_nvlink=bool(e.get("rack_scale_nvlink", False)),
+        open_module_required=bool(e.get("open_module_required", False)),
+        min_cuda=e.get("min_cuda"),
+        max_cuda_major=e.get("max_cuda_major"),
+        min_driver=e.get("min_driver"),
+        max_driver_branch=e.get("max_driver_branch"),
+        min_nccl=e.get("min_nccl"),
+        min_rocm=e.get("min_rocm"),
+        gpu_operator_min_driver=e.get("gpu_operator_min_driver"),
+        unconfirmed=tuple(e.get("unconfirmed", ())),
+    )
+
+
+_FILES = {
+    "sources": "sources.yaml",
+    "gpus": "gpus.yaml",
+    "nvidia": "nvidia_stack.yaml",
+    "amd": "amd_stack.yaml",
+    "platform": "platform.yaml",
+}
+
+
+@functools.cache
+def load_catalog() -> Catalog:
+    """The catalog shipped with fleetspec (parsed once per process)."""
+    base = resources.files("fleetspec.catalog") / "data"
+    data = {key: yaml.load((base / name).read_text(), Loader=_Loader) for key, name in _FILES.items()}
+    return Catalog(data)
+
+
+__all__ = [
+    "Catalog",
+    "CudaRelease",
+    "DriverBranch",
+    "GpuModel",
+    "GpuOperatorRelease",
+    "Release",
+    "load_catalog",
+    "series_matches",
+]

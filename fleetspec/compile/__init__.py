@@ -1,0 +1,110 @@
+"""The pipeline from a fleet file to a checked Fleet IR.
+
+``compile_file(path)`` loads the YAML (with positions), validates it against the
+v1alpha1 model, builds the IR and runs every rule. The result carries the fleet (or
+None when the file could not be read at all), the findings in spec order, and the
+source map that locates them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from pydantic import ValidationError
+
+from fleetspec.catalog import Catalog, load_catalog
+from fleetspec.compile.ir import Fleet
+from fleetspec.findings import Finding, LocatedFinding, Severity, locate
+from fleetspec.spec.loader import LoadedSpec, SourceMap, SpecLoadError, load_file, load_text
+from fleetspec.spec.model import FleetSpec
+from fleetspec.spec.schema_errors import schema_findings
+
+
+@dataclass(frozen=True)
+class CompileResult:
+    fleet: Fleet | None
+    findings: tuple[Finding, ...]
+    source: SourceMap
+    suppressed: tuple[Finding, ...] = field(default=())
+
+    @property
+    def valid(self) -> bool:
+        return self.fleet is not None and not any(f.severity >= Severity.ERROR for f in self.findings)
+
+    def located(self) -> list[LocatedFinding]:
+        located = [locate(f, self.source) for f in self.findings]
+        return sorted(located, key=lambda f: (f.line, f.column, -f.severity, f.rule, f.message))
+
+
+def compile_file(path: str | os.PathLike[str], catalog: Catalog | None = None) -> CompileResult:
+    try:
+        loaded = load_file(path)
+    except SpecLoadError as exc:
+        return _load_failure(exc)
+    return compile_loaded(loaded, catalog)
+
+
+def compile_text(text: str, name: str = "<input>", catalog: Catalog | None = None) -> CompileResult:
+    try:
+        loaded = load_text(text, name)
+    except SpecLoadError as exc:
+        return _load_failure(exc)
+    return compile_loaded(loaded, catalog)
+
+
+def compile_loaded(loaded: LoadedSpec, catalog: Catalog | None = None) -> CompileResult:
+    from fleetspec.compile.compiler import build_fleet
+    from fleetspec.rules import run_rules
+
+    catalog = catalog or load_catalog()
+    if not isinstance(loaded.data, dict):
+        finding = Finding("schema", Severity.ERROR,
+                          "a fleet file is a mapping with apiVersion, kind, metadata and spec. "
+                          "Start from examples/quickstart.yaml")
+        return CompileResult(None, (finding,), loaded.source)
+    try:
+        spec = FleetSpec.model_validate(loaded.data)
+    except ValidationError as exc:
+        return CompileResult(None, tuple(schema_findings(exc, FleetSpec, loaded.source)), loaded.source)
+    fleet, findings = build_fleet(spec, catalog)
+    findings.extend(run_rules(fleet, catalog))
+    kept, suppressed = _apply_suppressions(fleet, findings)
+    return CompileResult(fleet, tuple(kept), loaded.source, tuple(suppressed))
+
+
+def _apply_suppressions(fleet: Fleet, findings: list[Finding]) -> tuple[list[Finding], list[Finding]]:
+    from fleetspec.rules import RULES_BY_ID
+
+    kept: list[Finding] = []
+    suppressed: list[Finding] = []
+    wanted = set(fleet.suppress)
+    for i, rule_id in enumerate(fleet.suppress):
+        rule = RULES_BY_ID.get(rule_id)
+        path = ("spec", "suppress", i)
+        if rule is None:
+            kept.append(Finding("schema", Severity.WARNING,
+                                f"'{rule_id}' is not a rule id; nothing is suppressed. Run 'fleetspec rules' for the ids",
+                                path))
+        elif not rule.suppressible:
+            kept.append(Finding("schema", Severity.WARNING,
+                                f"'{rule_id}' reports errors, and errors cannot be suppressed. Fix the spec instead",
+                                path))
+    for f in findings:
+        if f.rule in wanted and f.severity < Severity.ERROR:
+            suppressed.append(f)
+        else:
+            kept.append(f)
+    return kept, suppressed
+
+
+def _load_failure(exc: SpecLoadError) -> CompileResult:
+    source = SourceMap(file=exc.file)
+    from fleetspec.spec.loader import Position
+
+    source.values[()] = Position(exc.line, exc.column)
+    finding = Finding("invalid-yaml", Severity.ERROR, exc.message, ())
+    return CompileResult(None, (finding,), source)
+
+
+__all__ = ["CompileResult", "compile_file", "compile_loaded", "compile_text"]

@@ -1,0 +1,208 @@
+"""FleetSpec -> Fleet: expand hostlists, resolve GPUs and stacks, build partitions.
+
+The compiler reports structural problems itself (bad hostlists, duplicate hosts,
+unknown GPU models and stacks) as findings and leaves the offending node groups out,
+so that the rules still run over the rest and a user sees every problem at once. Any
+error finding makes the result invalid; renderers refuse invalid results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from fleetspec.catalog import Catalog
+from fleetspec.compile import ir
+from fleetspec.compile.partitions import build_partitions
+from fleetspec.findings import Finding, Severity, dotted
+from fleetspec.spec import model as m
+from fleetspec.spec.hostlist import HostlistError, expand
+
+NVIDIA_KEYS = set(ir.NVIDIA_TUPLE_KEYS)
+AMD_KEYS = set(ir.AMD_TUPLE_KEYS)
+
+
+def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Finding]]:
+    findings: list[Finding] = []
+    body = spec.spec
+    stacks = tuple(sorted((_stack(name, s, catalog, findings) for name, s in body.stacks.items()), key=lambda s: s.name))
+    stack_index = {s.name: s for s in stacks}
+
+    nodes: list[ir.Node] = []
+    racks: list[ir.Rack] = []
+    first_seen: dict[str, tuple[str | int, ...]] = {}
+    leaves: list[str] = []
+    for r_i, rack in enumerate(body.racks):
+        rack_path = ("spec", "racks", r_i)
+        if rack.leaf and rack.leaf not in leaves:
+            leaves.append(rack.leaf)
+        rack_nodes: list[str] = []
+        for g_i, group in enumerate(rack.nodes):
+            group_path = rack_path + ("nodes", g_i)
+            hosts = _expand(group.hosts, group_path + ("hosts",), findings)
+            gpu = catalog.gpu(group.gpu.model)
+            if gpu is None:
+                hint = catalog.suggest_gpu(group.gpu.model)
+                did = f" Did you mean '{hint[0]}'?" if hint else ""
+                findings.append(Finding(
+                    "unknown-gpu-model", Severity.ERROR,
+                    f"GPU model '{group.gpu.model}' is not in the catalog.{did} "
+                    "Run 'fleetspec catalog' to list the known models",
+                    group_path + ("gpu", "model"),
+                ))
+            if group.stack not in stack_index:
+                known = ", ".join(sorted(stack_index))
+                findings.append(Finding(
+                    "unknown-stack", Severity.ERROR,
+                    f"stack '{group.stack}' is not defined under spec.stacks. Define it, or use one of: {known}",
+                    group_path + ("stack",),
+                ))
+            if hosts is None or gpu is None or group.stack not in stack_index:
+                continue
+            gpu_spec = ir.GpuSpec(
+                model=gpu.id, count=group.gpu.count, vendor=gpu.vendor,  # type: ignore[arg-type]
+                generation=gpu.generation, gres_type=gpu.gres, memory_gb=gpu.memory_gb,
+            )
+            for host in hosts:
+                if host in first_seen:
+                    findings.append(Finding(
+                        "duplicate-host", Severity.ERROR,
+                        f"host '{host}' is listed twice (first at {dotted(first_seen[host])}). "
+                        "Each host belongs to exactly one node group: remove it from one of them",
+                        group_path + ("hosts",),
+                    ))
+                    continue
+                first_seen[host] = group_path
+                rack_nodes.append(host)
+                nodes.append(ir.Node(
+                    hostname=host,
+                    rack=rack.name,
+                    leaf=rack.leaf,
+                    nvlink_domain=rack.name if rack.nvlink_domain == "rack" else None,
+                    gpu=gpu_spec,
+                    stack=group.stack,
+                    scheduler=group.scheduler,
+                    partition=group.partition or "",  # filled in by build_partitions
+                    cpus=group.cpus,
+                    sockets=group.sockets,
+                    cores_per_socket=group.cores_per_socket,
+                    threads_per_core=group.threads_per_core,
+                    memory_gb=group.memory_gb,
+                    features=tuple(group.features),
+                    path=group_path,
+                ))
+        racks.append(ir.Rack(rack.name, rack.leaf, rack.nvlink_domain == "rack", tuple(rack_nodes), rack_path))
+
+    slurm = _slurm(body.slurm, findings, catalog)
+    kubernetes = _kubernetes(body.kubernetes, catalog)
+    nodes_t, partitions = build_partitions(tuple(nodes), slurm, findings)
+    fabric = (
+        ir.Fabric(body.fabric.type, tuple(body.fabric.spines), tuple(leaves), ("spec", "fabric"))
+        if body.fabric else None
+    )
+    fleet = ir.Fleet(
+        name=spec.metadata.name,
+        os=body.os,
+        stacks=stacks,
+        fabric=fabric,
+        racks=tuple(racks),
+        nodes=nodes_t,
+        partitions=partitions,
+        slurm=slurm,
+        kubernetes=kubernetes,
+        suppress=tuple(body.suppress),
+    )
+    return fleet, findings
+
+
+def _expand(hostlist: str, path: tuple[str | int, ...], findings: list[Finding]) -> list[str] | None:
+    try:
+        return expand(hostlist)
+    except HostlistError as exc:
+        findings.append(Finding("bad-hostlist", Severity.ERROR, str(exc), path))
+        return None
+
+
+def _stack(name: str, s: m.Stack, catalog: Catalog, findings: list[Finding]) -> ir.StackTuple:
+    path = ("spec", "stacks", name)
+    given = {k for k, v in s.model_dump().items() if v is not None}
+    vendor = "amd" if given & AMD_KEYS and not given & NVIDIA_KEYS else "nvidia"
+    if given & AMD_KEYS and given & NVIDIA_KEYS:
+        findings.append(Finding(
+            "stack-vendor-mismatch", Severity.ERROR,
+            f"stack '{name}' mixes NVIDIA keys ({', '.join(sorted(given & NVIDIA_KEYS))}) and AMD keys "
+            f"({', '.join(sorted(given & AMD_KEYS))}). A tuple is one vendor's: split it into two stacks",
+            path,
+        ))
+    missing = [k for k in (("driver", "cuda", "nccl") if vendor == "nvidia" else ("rocm",)) if k not in given]
+    if missing:
+        findings.append(Finding(
+            "schema", Severity.ERROR,
+            f"stack '{name}' has no {', '.join(missing)}. An {'NVIDIA' if vendor == 'nvidia' else 'AMD'} tuple "
+            f"pins {'driver, cuda and nccl (cudnn optional)' if vendor == 'nvidia' else 'rocm (rccl and amdgpu optional)'}: add them",
+            path,
+        ))
+    resolved: list[str] = []
+    rccl, amdgpu = s.rccl, s.amdgpu
+    if vendor == "amd" and s.rocm:
+        release = catalog.rocm_release(s.rocm)
+        if release is not None:
+            if rccl is None and release.facts.get("rccl"):
+                rccl = str(release.facts["rccl"])
+                resolved.append("rccl")
+    return ir.StackTuple(
+        name=name, vendor=vendor,  # type: ignore[arg-type]
+        driver=s.driver, cuda=s.cuda, cudnn=s.cudnn, nccl=s.nccl,
+        amdgpu=amdgpu, rocm=s.rocm, rccl=rccl, resolved=tuple(resolved), path=path,
+    )
+
+
+def _slurm(s: m.Slurm | None, findings: list[Finding], catalog: Catalog) -> ir.SlurmConfig | None:
+    if s is None:
+        return None
+    path = ("spec", "slurm")
+    controllers = _expand(s.controllers, path + ("controllers",), findings) or []
+    settings = tuple(
+        ir.SlurmPartitionSettings(
+            name=name, nodes=p.nodes, default=p.default, max_time=p.max_time, state=p.state,
+            allow_mixed_generations=p.allow_mixed_generations, path=path + ("partitions", name),
+        )
+        for name, p in sorted(s.partitions.items())
+    )
+    slinky_version = None
+    if s.mode == "slinky":
+        slinky_version = s.slinky.version if s.slinky else str(catalog.component("slinky")["latest"])
+    return ir.SlurmConfig(
+        version=s.version, mode=s.mode, controllers=tuple(controllers),
+        accounting_host=s.accounting.host if s.accounting else None,
+        containers=s.containers, partition_settings=settings, slinky_version=slinky_version, path=path,
+    )
+
+
+def _kubernetes(k: m.Kubernetes | None, catalog: Catalog) -> ir.KubernetesConfig | None:
+    if k is None:
+        return None
+    path = ("spec", "kubernetes")
+    owners: Iterable[str] = k.quota_owners if k.quota_owners is not None else (
+        [k.queueing] if k.queueing != "none" else []
+    )
+    tenants = tuple(
+        ir.Tenant(t.name, tuple(t.namespaces), tuple(sorted(t.quota.items())), path + ("tenants", i))
+        for i, t in enumerate(k.tenants)
+    )
+    return ir.KubernetesConfig(
+        version=k.version,
+        gpu_operator=ir.GpuOperatorConfig(k.gpu_operator.version, k.gpu_operator.driver, path + ("gpu_operator",))
+        if k.gpu_operator else None,
+        amd_gpu_operator_version=k.amd_gpu_operator.version if k.amd_gpu_operator else None,
+        queueing=k.queueing,
+        gang=k.gang,
+        quota_owners=tuple(sorted(set(owners))),
+        tenants=tenants,
+        kueue_version=k.kueue.version if k.kueue else (
+            str(catalog.component("kueue")["latest"]) if k.queueing == "kueue" else None),
+        volcano_version=k.volcano.version if k.volcano else (
+            str(catalog.component("volcano")["latest"]) if k.queueing == "volcano" or k.gang == "volcano" else None),
+        gang_timeout=k.gang_policy.timeout,
+        gang_requeue_limit=k.gang_policy.requeue_limit,
+        path=path,
+    )

@@ -1,0 +1,260 @@
+"""The Fleet IR: the resolved, explicit, immutable form of a fleet spec.
+
+Everything downstream of the compiler (rules, renderers, plan, verify) reads only
+these types. They are frozen dataclasses so that nothing can mutate a compiled fleet,
+and `to_dict` gives a deterministic JSON form (``fleet.json``): same spec, same bytes.
+
+Spec locations are kept beside the data (``path`` fields, the key path into the spec)
+so that rules can point at ``fleet.yaml:line:col``; they are left out of ``fleet.json``
+because moving a block in the spec is not a change to the fleet.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Vendor = Literal["nvidia", "amd"]
+Scheduler = Literal["slurm", "kubernetes"]
+SpecPath = tuple[str | int, ...]
+
+IR_VERSION = "fleetspec.io/ir/v1"
+
+NVIDIA_TUPLE_KEYS = ("driver", "cuda", "cudnn", "nccl")
+AMD_TUPLE_KEYS = ("amdgpu", "rocm", "rccl")
+
+
+def _loc(path: SpecPath = ()) -> Any:
+    """A field holding a spec path: compared and kept, never serialised."""
+    return field(default=path, compare=False, repr=False, metadata={"location": True})
+
+
+@dataclass(frozen=True, slots=True)
+class StackTuple:
+    """A pinned stack tuple. NVIDIA: driver, cuda, cudnn, nccl. AMD: amdgpu, rocm, rccl.
+
+    ``rccl`` and ``amdgpu`` may be resolved from the catalog (the RCCL ROCm bundles);
+    ``resolved`` names the keys that were filled in that way.
+    """
+
+    name: str
+    vendor: Vendor
+    driver: str | None = None
+    cuda: str | None = None
+    cudnn: str | None = None
+    nccl: str | None = None
+    amdgpu: str | None = None
+    rocm: str | None = None
+    rccl: str | None = None
+    resolved: tuple[str, ...] = ()
+    path: SpecPath = _loc()
+
+    def versions(self) -> dict[str, str]:
+        """The pinned component versions, in canonical order, without empty ones."""
+        keys = NVIDIA_TUPLE_KEYS if self.vendor == "nvidia" else AMD_TUPLE_KEYS
+        return {k: v for k in keys if (v := getattr(self, k)) is not None}
+
+    def fingerprint(self) -> str:
+        """A short stable text form, e.g. ``driver=580.95.05,cuda=13.0.2,nccl=2.28.3``."""
+        return ",".join(f"{k}={v}" for k, v in self.versions().items())
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSpec:
+    """The GPUs of one node, resolved against the catalog."""
+
+    model: str  # catalog id, e.g. "h100-sxm"
+    count: int
+    vendor: Vendor
+    generation: str  # architecture family: "hopper", "cdna3", ...
+    gres_type: str  # Slurm GRES type, e.g. "h100"
+    memory_gb: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    hostname: str
+    rack: str
+    leaf: str | None
+    nvlink_domain: str | None  # the NVLink domain id (the rack name for NVL72 racks)
+    gpu: GpuSpec
+    stack: str
+    scheduler: Scheduler
+    partition: str  # the node's primary (generated or named) partition
+    cpus: int | None = None
+    sockets: int | None = None
+    cores_per_socket: int | None = None
+    threads_per_core: int | None = None
+    memory_gb: int | None = None
+    features: tuple[str, ...] = ()  # extra user features
+    path: SpecPath = _loc()  # the node group in the spec
+
+
+@dataclass(frozen=True, slots=True)
+class Partition:
+    """A set of nodes that can run one collective: one vendor, one generation, one tuple.
+
+    ``generated`` partitions come from vendor + generation; the others are the user's
+    (``slurm.partitions.<name>: {nodes: ...}``) and may overlap generated ones.
+    ``stack`` is None only when the nodes disagree (a finding says so).
+    """
+
+    name: str
+    scheduler: Scheduler
+    vendors: tuple[str, ...]
+    generations: tuple[str, ...]
+    gpu_models: tuple[str, ...]
+    nodes: tuple[str, ...]  # sorted hostnames
+    gpus: int
+    stacks: tuple[str, ...]
+    generated: bool
+    default: bool = False
+    max_time: str | None = None
+    state: str | None = None
+    allow_mixed_generations: bool = False
+    path: SpecPath = _loc()
+
+    @property
+    def vendor(self) -> str | None:
+        return self.vendors[0] if len(self.vendors) == 1 else None
+
+    @property
+    def generation(self) -> str | None:
+        return self.generations[0] if len(self.generations) == 1 else None
+
+    @property
+    def stack(self) -> str | None:
+        return self.stacks[0] if len(self.stacks) == 1 else None
+
+
+@dataclass(frozen=True, slots=True)
+class Rack:
+    name: str
+    leaf: str | None
+    nvlink_domain: bool  # the whole rack is one NVLink domain (NVL72-class)
+    nodes: tuple[str, ...]
+    path: SpecPath = _loc()
+
+
+@dataclass(frozen=True, slots=True)
+class Fabric:
+    type: Literal["infiniband", "roce", "ethernet"]
+    spines: tuple[str, ...]
+    leaves: tuple[str, ...]  # every leaf named by a rack, in first-seen order
+    path: SpecPath = _loc()
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmPartitionSettings:
+    """Settings the user gave a partition (generated or extra) under ``slurm.partitions``."""
+
+    name: str
+    nodes: str | None = None  # a hostlist: an extra partition
+    default: bool = False
+    max_time: str | None = None
+    state: str | None = None
+    allow_mixed_generations: bool = False
+    path: SpecPath = _loc()
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmConfig:
+    version: str
+    mode: Literal["native", "slinky"]
+    controllers: tuple[str, ...]
+    accounting_host: str | None
+    containers: Literal["none", "pyxis"]
+    partition_settings: tuple[SlurmPartitionSettings, ...] = ()
+    slinky_version: str | None = None  # slurm-operator chart version when mode == "slinky"
+    path: SpecPath = _loc()
+
+
+@dataclass(frozen=True, slots=True)
+class Tenant:
+    name: str
+    namespaces: tuple[str, ...]
+    quota: tuple[tuple[str, int], ...]  # (partition, GPUs), sorted by partition
+    path: SpecPath = _loc()
+
+
+@dataclass(frozen=True, slots=True)
+class GpuOperatorConfig:
+    version: str
+    driver: Literal["operator", "host"]
+    path: SpecPath = _loc()
+
+
+@dataclass(frozen=True, slots=True)
+class KubernetesConfig:
+    version: str
+    gpu_operator: GpuOperatorConfig | None
+    amd_gpu_operator_version: str | None
+    queueing: Literal["kueue", "volcano", "none"]
+    gang: Literal["kueue", "volcano", "workload-api", "none"]
+    quota_owners: tuple[str, ...]  # who holds GPU quota: normally exactly the queueing system
+    tenants: tuple[Tenant, ...] = ()
+    kueue_version: str | None = None  # chart/app version, from the spec or the catalog
+    volcano_version: str | None = None
+    gang_timeout: str = "10m"  # waitForPodsReady.timeout / Volcano job timeout
+    gang_requeue_limit: int | None = None
+    path: SpecPath = _loc()
+
+
+@dataclass(frozen=True)
+class Fleet:
+    name: str
+    os: str
+    stacks: tuple[StackTuple, ...]  # sorted by name
+    fabric: Fabric | None
+    racks: tuple[Rack, ...]
+    nodes: tuple[Node, ...]  # spec order
+    partitions: tuple[Partition, ...]  # generated first (sorted), then extra ones (sorted)
+    slurm: SlurmConfig | None
+    kubernetes: KubernetesConfig | None
+    suppress: tuple[str, ...] = ()
+    api_version: str = "fleetspec.io/v1alpha1"
+
+    def stack(self, name: str) -> StackTuple | None:
+        return next((s for s in self.stacks if s.name == name), None)
+
+    def partition(self, name: str) -> Partition | None:
+        return next((p for p in self.partitions if p.name == name), None)
+
+    def node(self, hostname: str) -> Node | None:
+        return self._node_index().get(hostname)
+
+    def nodes_of(self, partition: str) -> tuple[Node, ...]:
+        p = self.partition(partition)
+        if p is None:
+            return ()
+        index = self._node_index()
+        return tuple(index[h] for h in p.nodes if h in index)
+
+    @functools.cached_property
+    def _nodes_by_name(self) -> dict[str, Node]:
+        return {n.hostname: n for n in self.nodes}
+
+    def _node_index(self) -> dict[str, Node]:
+        return self._nodes_by_name
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"irVersion": IR_VERSION, **_to_plain(self)}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n"
+
+
+def _to_plain(value: Any) -> Any:
+    """Dataclasses to dicts, tuples to lists, location fields dropped."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {
+            f.name: _to_plain(getattr(value, f.name))
+            for f in dataclasses.fields(value)
+            if not f.metadata.get("location")
+        }
+    if isinstance(value, tuple | list):
+        return [_to_plain(v) for v in value]
+    return value

@@ -1,0 +1,77 @@
+"""Findings: what the compiler and the rules say about a fleet, and where.
+
+A `Finding` carries the key path of the offending spec element; `locate` resolves it
+against the loader's source map into ``file:line:column``. Only the CLI formats them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Literal
+
+from fleetspec.spec.loader import SourceMap
+
+SpecPath = tuple[str | int, ...]
+
+
+class Severity(IntEnum):
+    INFO = 0
+    WARNING = 1
+    ERROR = 2
+
+    def __str__(self) -> str:
+        return self.name.lower()
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    rule: str
+    severity: Severity
+    message: str  # says what is wrong and what to do
+    path: SpecPath = ()
+    anchor: Literal["value", "key"] = "value"
+
+
+@dataclass(frozen=True, slots=True)
+class LocatedFinding:
+    rule: str
+    severity: Severity
+    message: str
+    path: str  # dotted spec path, e.g. spec.racks[0].nodes[1].gpu.model
+    file: str
+    line: int
+    column: int
+    source_line: str
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "rule": self.rule,
+            "severity": str(self.severity),
+            "message": self.message,
+            "path": self.path,
+            "file": self.file,
+            "line": self.line,
+            "column": self.column,
+        }
+
+
+def dotted(path: SpecPath) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def locate(finding: Finding, source: SourceMap) -> LocatedFinding:
+    pos = source.locate(finding.path, prefer=finding.anchor)
+    return LocatedFinding(
+        rule=finding.rule,
+        severity=finding.severity,
+        message=finding.message,
+        path=dotted(finding.path),
+        file=source.file,
+        line=pos.line,
+        column=pos.column,
+        source_line=source.source_line(pos.line),
+    )

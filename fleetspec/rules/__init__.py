@@ -1,0 +1,84 @@
+"""Every rule fleetspec applies, in one explicit tuple.
+
+No import-time self-registration: adding a rule means adding it here, with a doc in
+``rules/docs/<id>.md`` and pass/fail fixtures in ``tests/rules/fixtures/<id>/`` (the
+meta-tests enforce all three).
+"""
+
+from __future__ import annotations
+
+from fleetspec.catalog import Catalog
+from fleetspec.compile.ir import Fleet
+from fleetspec.findings import Finding, Severity
+from fleetspec.rules import scheduling, stack_versions, topology
+from fleetspec.rules.base import Rule
+
+E, W = Severity.ERROR, Severity.WARNING
+
+RULES: tuple[Rule, ...] = (
+    # Reported while loading and compiling (they decide whether an IR exists at all).
+    Rule("invalid-yaml", E, "the file is not readable YAML, is empty, too large or hostile", stage="compile"),
+    Rule("schema", E, "unknown key, wrong type or value, missing key, unquoted version", stage="compile", warns=True),
+    Rule("bad-hostlist", E, "a hostlist expression that does not expand", stage="compile"),
+    Rule("duplicate-host", E, "a host listed in two node groups", stage="compile"),
+    Rule("unknown-gpu-model", E, "a GPU model the catalog does not know", stage="compile"),
+    Rule("unknown-stack", E, "a node group names a stack that is not defined", stage="compile"),
+    Rule("unknown-partition", E, "Slurm settings for a partition that does not exist", stage="compile"),
+    Rule("unknown-host", E, "an extra partition names hosts no node group defines", stage="compile"),
+    # Over the compiled fleet.
+    Rule("stack-vendor-mismatch", E, "a node group uses the other vendor's tuple", stack_versions.check_stack_vendor),
+    Rule("driver-too-old-for-cuda", E, "the driver cannot run (or fully run) the tuple's CUDA",
+         stack_versions.check_driver_for_cuda, warns=True),
+    Rule("driver-unsupported-gpu", E, "the driver is below the GPU's first driver or above its last branch",
+         stack_versions.check_driver_for_gpu, warns=True),
+    Rule("cuda-unsupported-gpu", E, "CUDA too old for the GPU, or too new (Volta has no CUDA 13)",
+         stack_versions.check_cuda_for_gpu, warns=True),
+    Rule("nccl-cuda-mismatch", E, "NCCL has no build for the tuple's CUDA major", stack_versions.check_nccl_for_cuda),
+    Rule("nccl-unsupported-gpu", E, "NCCL predates the GPU (Blackwell needs 2.25.1+)", stack_versions.check_nccl_for_gpu),
+    Rule("cudnn-cuda-mismatch", E, "cuDNN is not built for the tuple's CUDA", stack_versions.check_cudnn_for_cuda,
+         warns=True),
+    Rule("rocm-unsupported-gpu", E, "ROCm too old for the AMD GPU", stack_versions.check_rocm_for_gpu),
+    Rule("rccl-rocm-mismatch", E, "RCCL or amdgpu that the ROCm release does not ship or support",
+         stack_versions.check_rccl_for_rocm, warns=True),
+    Rule("unknown-version", W, "a version the catalog does not know: compatibility unchecked",
+         stack_versions.check_unknown_versions, warns=True),
+    Rule("mixed-vendor-partition", E, "a partition mixes NVIDIA and AMD GPUs", topology.check_mixed_vendor),
+    Rule("mixed-generation-partition", E, "a partition mixes GPU generations", topology.check_mixed_generation,
+         warns=True),
+    Rule("mixed-stack-partition", E, "a partition's nodes run different tuples", topology.check_mixed_stack),
+    Rule("double-allocation-owner", E, "two schedulers could grant the same GPU", stage="compile"),
+    Rule("quota-owner-ambiguous", E, "Kueue and Volcano both hold quota", scheduling.check_quota_owner),
+    Rule("gang-needs-k8s-1.37", E, "gang: workload-api below Kubernetes 1.37", scheduling.check_gang_k8s_version),
+    Rule("slurm-security-release", W, "a Slurm release below its security fix release",
+         scheduling.check_slurm_security),
+    Rule("controller-on-gpu-node", W, "a Slurm controller that is also a GPU node", scheduling.check_controller_overlap),
+    Rule("tcp-fallback-risk", W, "multi-node GPU partitions on plain ethernet", topology.check_tcp_fallback),
+    Rule("nvlink-domain-model", E, "an NVLink-domain rack whose GPUs have no rack-scale NVLink",
+         topology.check_nvlink_domain),
+    Rule("tenant-quota", E, "tenant quota on a missing partition, or beyond the fleet", scheduling.check_tenant_quota,
+         warns=True),
+    Rule("gpu-operator-unsupported", E, "GPU Operator release vs Kubernetes version and drivers",
+         scheduling.check_gpu_operator, warns=True),
+)
+
+RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}
+
+
+
+def run_rules(fleet: Fleet, catalog: Catalog) -> list[Finding]:
+    """Run every fleet-stage rule. A rule that raises becomes an internal-error finding."""
+    findings: list[Finding] = []
+    for rule in RULES:
+        if rule.check is None:
+            continue
+        try:
+            findings.extend(rule.check(fleet, catalog))
+        except Exception as exc:  # noqa: BLE001 - a broken rule must not hide the others
+            findings.append(Finding(
+                "internal-error", Severity.ERROR,
+                f"rule '{rule.id}' failed: {type(exc).__name__}: {exc}. This is a fleetspec bug: please report it",
+            ))
+    return findings
+
+
+__all__ = ["RULES", "RULES_BY_ID", "Rule", "run_rules"]

@@ -1,0 +1,164 @@
+"""Rules over the schedulers: Slurm releases and Kubernetes queueing, quota and gang."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from fleetspec.catalog import Catalog
+from fleetspec.compile.ir import Fleet
+from fleetspec.findings import Finding
+from fleetspec.rules.base import error, warning
+from fleetspec.versions import at_least, major_minor, parse_version
+
+
+def check_slurm_security(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
+    s = fleet.slurm
+    if s is None or not parse_version(s.version):
+        return
+    path = s.path + ("version",)
+    series = catalog.slurm_series(s.version)
+    if series is None:
+        yield warning(
+            "slurm-security-release",
+            f"Slurm {s.version} is not a release series the catalog knows. Use a supported series "
+            "(25.05, 25.11, 26.05) at or above its security fix release",
+            path,
+        )
+        return
+    fix = series.facts.get("security_fix")
+    if fix and not at_least(s.version, str(fix)):
+        yield warning(
+            "slurm-security-release",
+            f"Slurm {s.version} predates the {series.version} security fix release {fix} (sbcast credential "
+            "bypass, OCI cleanup outside the spool directory, accounting privilege escalation). "
+            f"Upgrade to {fix} or later",
+            path,
+        )
+    elif not fix:
+        yield warning(
+            "slurm-security-release",
+            f"Slurm {series.version} gets no security fixes (support ended {series.facts.get('eos')}). "
+            "Upgrade to 25.11.8, 26.05.4 or later",
+            path,
+        )
+
+
+def check_controller_overlap(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
+    s = fleet.slurm
+    if s is None:
+        return
+    gpu_hosts = {n.hostname for n in fleet.nodes}
+    both = [c for c in s.controllers if c in gpu_hosts]
+    if both:
+        yield warning(
+            "controller-on-gpu-node",
+            f"controller(s) {', '.join(both)} are also GPU nodes: slurmctld then competes with jobs for CPU "
+            "and memory, and a drain for a tuple change takes the controller with it. Use dedicated controllers",
+            s.path + ("controllers",),
+        )
+
+
+def check_quota_owner(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
+    k = fleet.kubernetes
+    if k is None:
+        return
+    if len(k.quota_owners) > 1:
+        yield error(
+            "quota-owner-ambiguous",
+            f"both {' and '.join(k.quota_owners)} are set to hold GPU quota. Two quota systems admit "
+            "workloads independently and will over-commit the same GPUs: let one of them own quota",
+            k.path + ("quota_owners",),
+        )
+    if k.queueing == "kueue" and k.gang == "volcano" or k.queueing == "volcano" and k.gang == "kueue":
+        yield error(
+            "quota-owner-ambiguous",
+            f"queueing is {k.queueing} but gang scheduling is {k.gang}: both would admit the same pods. "
+            "Use one system for queueing and gang scheduling",
+            k.path + ("gang",),
+        )
+
+
+def check_gang_k8s_version(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
+    k = fleet.kubernetes
+    if k is None or k.gang != "workload-api" or not parse_version(k.version):
+        return
+    feature = catalog.kubernetes_feature("workload_api_gang")
+    if not at_least(k.version, feature["since"]):
+        yield error(
+            "gang-needs-k8s-1.37",
+            f"gang: workload-api needs Kubernetes >= {feature['since']} with the {feature['feature_gate']} feature "
+            f"gate on {', '.join(feature['components'])}; this fleet runs {k.version}. "
+            "Upgrade Kubernetes or use gang: kueue",
+            k.path + ("gang",),
+        )
+
+
+def check_tenant_quota(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
+    k = fleet.kubernetes
+    if k is None:
+        return
+    totals: dict[str, int] = {}
+    for tenant in k.tenants:
+        for i, (partition, gpus) in enumerate(tenant.quota):
+            path = tenant.path + ("quota", partition)
+            p = fleet.partition(partition)
+            if p is None:
+                known = ", ".join(x.name for x in fleet.partitions if x.scheduler == "kubernetes") or "none"
+                yield error("tenant-quota", f"tenant '{tenant.name}' has quota on partition '{partition}', which "
+                            f"does not exist (Kubernetes partitions: {known}). Fix the name", path, "key")
+                continue
+            if p.scheduler != "kubernetes":
+                yield error(
+                    "double-allocation-owner",
+                    f"tenant '{tenant.name}' has Kubernetes quota on '{partition}', a Slurm-owned partition. "
+                    "Slurm allocates those GPUs; Kueue or Volcano must not: remove the quota",
+                    path, "key",
+                )
+                continue
+            totals[partition] = totals.get(partition, 0) + gpus
+    for partition, total in sorted(totals.items()):
+        p = fleet.partition(partition)
+        if p is not None and total > p.gpus:
+            yield warning(
+                "tenant-quota",
+                f"tenants' nominal quotas on '{partition}' add up to {total} GPUs, but it has {p.gpus}. "
+                "Quota beyond the fleet is never admitted: lower it, or lend it through the cohort on purpose",
+                k.path + ("tenants",),
+            )
+
+
+def check_gpu_operator(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
+    k = fleet.kubernetes
+    if k is None or k.gpu_operator is None:
+        return
+    op = k.gpu_operator
+    path = op.path + ("version",)
+    release = catalog.gpu_operator_release(op.version)
+    if release is None:
+        yield warning("unknown-version", f"GPU Operator {op.version} is not in the catalog, so its Kubernetes and "
+                      "driver support are not checked. Pick a release 'fleetspec catalog' lists", path)
+        return
+    if parse_version(k.version):
+        kv = major_minor(k.version)
+        low = release.k8s_min and not at_least(kv, release.k8s_min)
+        high = release.k8s_max and at_least(kv, release.k8s_max) and kv != release.k8s_max
+        if low or high:
+            make = warning if "k8s" in release.unconfirmed else error
+            yield make(
+                "gpu-operator-unsupported",
+                f"GPU Operator {release.version} supports Kubernetes {release.k8s_min}-{release.k8s_max}, not "
+                f"{k.version}{' (an unconfirmed catalog fact)' if make is warning else ''}. "
+                "Pick an operator release that lists this Kubernetes version",
+                path,
+            )
+    if op.driver == "operator" and len(release.drivers) > 1:
+        k8s_stacks = {n.stack for n in fleet.nodes if n.scheduler == "kubernetes" and n.gpu.vendor == "nvidia"}
+        for name in sorted(k8s_stacks):
+            stack = fleet.stack(name)
+            if stack and stack.driver and stack.driver not in release.drivers:
+                yield warning(
+                    "gpu-operator-unsupported",
+                    f"stack '{name}' pins driver {stack.driver}, which GPU Operator {release.version} does not list "
+                    f"among its tested drivers ({', '.join(release.drivers)}). Pick one of them, or use driver: host",
+                    stack.path + ("driver",),
+                )

@@ -1,0 +1,85 @@
+"""Rules over partitions and the fabric: what can form one collective, and how fast."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from fleetspec.catalog import Catalog
+from fleetspec.compile.ir import Fleet
+from fleetspec.findings import Finding
+from fleetspec.rules.base import error, warning
+
+
+def check_mixed_vendor(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
+    for p in fleet.partitions:
+        if len(p.vendors) > 1:
+            yield error(
+                "mixed-vendor-partition",
+                f"partition '{p.name}' mixes {' and '.join(v.upper() for v in p.vendors)} GPUs "
+                f"({', '.join(p.gpu_models)}). NCCL and RCCL cannot form one communicator, so no job can span "
+                "them: keep one vendor per partition",
+                p.path,
+            )
+
+
+def check_mixed_generation(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
+    for p in fleet.partitions:
+        if len(p.vendors) != 1 or len(p.generations) < 2:
+            continue
+        gens = ", ".join(p.generations)
+        if p.allow_mixed_generations:
+            yield warning(
+                "mixed-generation-partition",
+                f"partition '{p.name}' mixes generations ({gens}) as allowed: NCCL will not build one ring "
+                "across NVLink generations, so collectives spanning them fall back to the slowest path. "
+                "Constrain jobs with --constraint to one generation",
+                p.path,
+            )
+        else:
+            yield error(
+                "mixed-generation-partition",
+                f"partition '{p.name}' mixes GPU generations ({gens}). Rings do not span NVLink generations: "
+                "split it, or set allow_mixed_generations: true in slurm.partitions to accept the split communicator",
+                p.path,
+            )
+
+
+def check_mixed_stack(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
+    for p in fleet.partitions:
+        if len(p.stacks) > 1:
+            yield error(
+                "mixed-stack-partition",
+                f"partition '{p.name}' runs several stack tuples ({', '.join(p.stacks)}). Every node of a "
+                "synchronous job must run the same tuple, or the gang hangs: use one stack for all its nodes",
+                p.path,
+            )
+
+
+def check_nvlink_domain(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
+    for rack in fleet.racks:
+        if not rack.nvlink_domain:
+            continue
+        models = sorted({n.gpu.model for n in fleet.nodes if n.rack == rack.name})
+        for model in models:
+            gpu = catalog.gpus.get(model)
+            if gpu is not None and not gpu.rack_scale_nvlink:
+                yield error(
+                    "nvlink-domain-model",
+                    f"rack '{rack.name}' is declared one NVLink domain (nvlink_domain: rack), but {gpu.name} has "
+                    "no rack-scale NVLink (that takes GB200/GB300 NVL72). Remove nvlink_domain or fix the GPU model",
+                    rack.path + ("nvlink_domain",),
+                )
+
+
+def check_tcp_fallback(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
+    if fleet.fabric is None or fleet.fabric.type != "ethernet":
+        return
+    for p in fleet.partitions:
+        if len(p.nodes) > 1:
+            yield warning(
+                "tcp-fallback-risk",
+                f"partition '{p.name}' spans {len(p.nodes)} nodes on plain ethernet: NCCL/RCCL will use TCP "
+                "sockets between nodes, an order of magnitude slower than RDMA. Use fabric type roce or "
+                "infiniband, or suppress tcp-fallback-risk if this is intended",
+                fleet.fabric.path + ("type",),
+            )

@@ -1,0 +1,174 @@
+"""The v1alpha1 fleet spec: what the user writes, validated by pydantic.
+
+This is the public contract (DESIGN.md, "The spec language"). Every model forbids
+unknown keys. Names that end up in hostnames, file paths, Slurm configs and
+Kubernetes objects are checked against strict patterns here, at the boundary.
+Versions must be YAML strings: an unquoted ``12.10`` is the float 12.1, and pydantic's
+strict ``str`` refuses it so the error layer can say "quote this version".
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
+
+DNS_LABEL = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
+# Versions: dotted numbers with an optional leading "v"; nothing a shell or a template
+# could misread.
+VERSION = r"^v?\d+(\.\d+){0,3}$"
+SLURM_TIME = r"^(UNLIMITED|INFINITE|\d+|\d+:\d{2}|\d+:\d{2}:\d{2}|\d+-\d+|\d+-\d+:\d{2}|\d+-\d+:\d{2}:\d{2})$"
+
+Name = Annotated[StrictStr, Field(pattern=DNS_LABEL, max_length=63)]
+Version = Annotated[StrictStr, Field(pattern=VERSION, max_length=32)]
+Hostlist = Annotated[StrictStr, Field(min_length=1, max_length=4096)]
+PositiveInt = Annotated[StrictInt, Field(ge=1)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False)
+
+
+class Metadata(_Model):
+    name: Name
+
+
+class Stack(_Model):
+    """A pinned tuple. NVIDIA: driver, cuda, cudnn (optional), nccl.
+    AMD: rocm, rccl (optional: the one ROCm bundles), amdgpu (optional)."""
+
+    driver: Version | None = None
+    cuda: Version | None = None
+    cudnn: Version | None = None
+    nccl: Version | None = None
+    amdgpu: Version | None = None
+    rocm: Version | None = None
+    rccl: Version | None = None
+
+
+class Fabric(_Model):
+    type: Literal["infiniband", "roce", "ethernet"]
+    spines: list[Name] = Field(default_factory=list)
+
+
+class GpuRef(_Model):
+    model: Annotated[StrictStr, Field(min_length=1, max_length=64)]
+    count: Annotated[StrictInt, Field(ge=1, le=64)]
+
+
+class NodeGroup(_Model):
+    hosts: Hostlist
+    gpu: GpuRef
+    stack: Name
+    scheduler: Literal["slurm", "kubernetes"]
+    partition: Name | None = Field(
+        default=None, description="put these nodes in a named partition instead of the generated one"
+    )
+    cpus: PositiveInt | None = None
+    sockets: PositiveInt | None = None
+    cores_per_socket: PositiveInt | None = None
+    threads_per_core: PositiveInt | None = None
+    memory_gb: PositiveInt | None = None
+    features: list[Name] = Field(default_factory=list)
+
+
+class Rack(_Model):
+    name: Name
+    leaf: Name | None = None
+    nvlink_domain: Literal["rack", "node"] = Field(
+        default="node", description="'rack': the whole rack is one NVLink domain (NVL72-class)"
+    )
+    nodes: list[NodeGroup] = Field(min_length=1)
+
+
+class Accounting(_Model):
+    host: Name
+    fairshare: StrictBool = True
+
+
+class SlurmPartition(_Model):
+    nodes: Hostlist | None = Field(default=None, description="a hostlist: makes this an extra partition")
+    default: StrictBool = False
+    max_time: Annotated[StrictStr, Field(pattern=SLURM_TIME)] | None = None
+    state: Literal["UP", "DOWN", "DRAIN", "INACTIVE"] | None = None
+    allow_mixed_generations: StrictBool = False
+
+
+class Slinky(_Model):
+    version: Version = "1.2.1"
+
+
+class Slurm(_Model):
+    version: Version
+    mode: Literal["native", "slinky"] = "native"
+    controllers: Hostlist
+    accounting: Accounting | None = None
+    containers: Literal["none", "pyxis"] = "none"
+    partitions: dict[Name, SlurmPartition] = Field(default_factory=dict)
+    slinky: Slinky | None = None
+
+
+class GpuOperator(_Model):
+    version: Version
+    driver: Literal["operator", "host"] = "operator"
+
+
+class AmdGpuOperator(_Model):
+    version: Version
+
+
+class Component(_Model):
+    version: Version
+
+
+class Tenant(_Model):
+    name: Name
+    namespaces: list[Name] = Field(min_length=1)
+    quota: dict[Name, Annotated[StrictInt, Field(ge=0)]] = Field(default_factory=dict)
+
+
+class Gang(_Model):
+    timeout: Annotated[StrictStr, Field(pattern=r"^\d+(s|m|h)$")] = "10m"
+    requeue_limit: Annotated[StrictInt, Field(ge=0)] | None = None
+
+
+class Kubernetes(_Model):
+    version: Version
+    gpu_operator: GpuOperator | None = None
+    amd_gpu_operator: AmdGpuOperator | None = None
+    queueing: Literal["kueue", "volcano", "none"] = "kueue"
+    gang: Literal["kueue", "volcano", "workload-api", "none"] = "kueue"
+    gang_policy: Gang = Field(default_factory=Gang)
+    quota_owners: list[Literal["kueue", "volcano"]] | None = Field(
+        default=None, description="who holds GPU quota; defaults to the queueing system"
+    )
+    kueue: Component | None = None
+    volcano: Component | None = None
+    tenants: list[Tenant] = Field(default_factory=list)
+
+
+class FleetBody(_Model):
+    os: Literal["ubuntu-22.04", "ubuntu-24.04", "debian-12"]
+    stacks: dict[Name, Stack] = Field(min_length=1)
+    fabric: Fabric | None = None
+    racks: list[Rack] = Field(min_length=1)
+    slurm: Slurm | None = None
+    kubernetes: Kubernetes | None = None
+    suppress: list[Annotated[StrictStr, Field(pattern=r"^[a-z0-9.-]+$")]] = Field(default_factory=list)
+
+    @field_validator("racks")
+    @classmethod
+    def _unique_rack_names(cls, racks: list[Rack]) -> list[Rack]:
+        seen: set[str] = set()
+        for rack in racks:
+            if rack.name in seen:
+                raise ValueError(f"rack name '{rack.name}' is used twice; give each rack its own name")
+            seen.add(rack.name)
+        return racks
+
+
+class FleetSpec(_Model):
+    apiVersion: Literal["fleetspec.io/v1alpha1"]
+    kind: Literal["Fleet"]
+    metadata: Metadata
+    spec: FleetBody

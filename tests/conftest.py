@@ -1,0 +1,76 @@
+"""Shared test fixtures: paths, the shared/ reference tree, golden files."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = (ROOT / ".." / "shared").resolve()
+EXAMPLES = ROOT / "examples"
+GOLDEN = Path(__file__).resolve().parent / "golden"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-goldens",
+        action="store_true",
+        default=False,
+        help="rewrite golden files from the current output instead of comparing",
+    )
+
+
+def require_shared(relative: str) -> Path:
+    """A path under ../shared; skip when absent in a user's clone, fail under CI."""
+    path = SHARED / relative
+    if not path.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"../shared/{relative} is missing under CI")
+        pytest.skip(f"../shared/{relative} is not present (a clone without shared/)")
+    return path
+
+
+class Golden:
+    """Compare rendered trees with files under tests/golden/, or rewrite them."""
+
+    def __init__(self, update: bool) -> None:
+        self.update = update
+
+    def check_tree(self, name: str, files: dict) -> None:
+        """``files``: {relative path: text}. The golden tree must match exactly."""
+        base = GOLDEN / name
+        expected = (
+            {p.relative_to(base).as_posix(): p for p in base.rglob("*") if p.is_file()}
+            if base.exists()
+            else {}
+        )
+        actual = {str(k): v for k, v in files.items()}
+        if self.update:
+            for rel, path in expected.items():
+                if rel not in actual:
+                    path.unlink()
+            for rel, text in actual.items():
+                target = base / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text)
+            return
+        assert expected, f"no golden tree {base}; run pytest --update-goldens"
+        assert sorted(actual) == sorted(expected), "file set differs from golden tree"
+        for rel, text in actual.items():
+            assert text == expected[rel].read_text(), f"{name}/{rel} differs from golden"
+
+    def check_text(self, name: str, text: str) -> None:
+        path = GOLDEN / name
+        if self.update:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            return
+        assert path.exists(), f"no golden file {path}; run pytest --update-goldens"
+        assert text == path.read_text(), f"{name} differs from golden"
+
+
+@pytest.fixture
+def golden(request: pytest.FixtureRequest) -> Golden:
+    return Golden(request.config.getoption("--update-goldens"))
