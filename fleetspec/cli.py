@@ -1,0 +1,200 @@
+"""The fleetspec command line: thin. Each command calls one function in
+`fleetspec.tasks` (or a feature package), prints its result and picks the exit code.
+
+Exit codes: 0 success; 1 error (invalid spec, drift, failed apply); 2 "changes
+present" for ``plan`` (like ``terraform plan -detailed-exitcode``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from fleetspec import __version__, tasks
+from fleetspec.compile import CompileResult
+from fleetspec.findings import LocatedFinding, Severity
+
+app = typer.Typer(
+    name="fleetspec",
+    help="Compile one YAML description of a GPU fleet into Ansible, Slurm and Kubernetes; "
+    "plan, apply and verify it.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+# Pipes and CI logs get wide tables instead of Rich's 80-column default.
+out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+err = Console(stderr=True, highlight=False, soft_wrap=True, width=None if sys.stderr.isatty() else 200)
+
+SpecArg = Annotated[Path, typer.Argument(help="the fleet spec (YAML)", show_default=False)]
+
+
+class FindingsFormat(str, Enum):
+    text = "text"
+    json = "json"
+    github = "github"
+
+
+class TableFormat(str, Enum):
+    table = "table"
+    json = "json"
+
+
+def _print_findings(compiled: CompileResult, fmt: FindingsFormat = FindingsFormat.text) -> None:
+    located = compiled.located()
+    if fmt is FindingsFormat.json:
+        out.print_json(json.dumps({"valid": compiled.valid, "findings": [f.to_dict() for f in located]}))
+        return
+    if fmt is FindingsFormat.github:
+        for f in located:
+            level = {Severity.ERROR: "error", Severity.WARNING: "warning"}.get(f.severity, "notice")
+            message = f.message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+            print(f"::{level} file={f.file},line={f.line},col={f.column},title={f.rule}::{message}")
+        return
+    for f in located:
+        _print_finding(f)
+    errors = sum(f.severity >= Severity.ERROR for f in located)
+    warnings = sum(f.severity == Severity.WARNING for f in located)
+    summary = f"{errors} error(s), {warnings} warning(s)"
+    if compiled.suppressed:
+        summary += f", {len(compiled.suppressed)} suppressed"
+    err.print(summary if located else f"{compiled.source.file}: valid (no findings)")
+
+
+def _print_finding(f: LocatedFinding) -> None:
+    color = {Severity.ERROR: "red", Severity.WARNING: "yellow"}.get(f.severity, "cyan")
+    err.print(f"{escape(f.file)}:{f.line}:{f.column}: [{color}]{f.severity}[/] {escape(f'[{f.rule}]')} "
+              f"{escape(f.message)}", markup=True)
+    if f.source_line:
+        err.print(f"  {f.source_line}", markup=False)
+        err.print("  " + " " * (f.column - 1) + "^", markup=False)
+
+
+@app.command()
+def validate(
+    spec: SpecArg,
+    format: Annotated[FindingsFormat, typer.Option("--format", help="text, json or github")] = FindingsFormat.text,
+) -> None:
+    """Check a fleet spec: exit 0 when it has no errors (warnings allowed), 1 when it has."""
+    compiled = tasks.validate(spec)
+    _print_findings(compiled, format)
+    raise typer.Exit(0 if compiled.valid else 1)
+
+
+@app.command()
+def partitions(
+    spec: SpecArg,
+    format: Annotated[TableFormat, typer.Option("--format", help="table or json")] = TableFormat.table,
+) -> None:
+    """Show the partitions the fleet compiles to (by owner, vendor and generation)."""
+    result = tasks.partitions(spec)
+    if not result.compiled.valid:
+        _print_findings(result.compiled)
+        raise typer.Exit(1)
+    if format is TableFormat.json:
+        out.print_json(json.dumps({"partitions": result.partitions}))
+        return
+    table = Table(title=f"partitions of {spec}")
+    for column in ("partition", "owner", "vendor", "generation", "GPU models", "nodes", "GPUs", "stack", "tuple"):
+        table.add_column(column)
+    for p in result.partitions:
+        tuple_text = " ".join(f"{k}={v}" for k, v in (p["tuple"] or {}).items())
+        table.add_row(p["name"], p["scheduler"], p["vendor"] or "MIXED", p["generation"] or "MIXED",
+                      ",".join(p["gpu_models"]), str(len(p["nodes"])), str(p["gpus"]), p["stack"] or "MIXED",
+                      tuple_text)
+    out.print(table)
+
+
+@app.command()
+def render(
+    spec: SpecArg,
+    out_dir: Annotated[Path, typer.Option("--out", "-o", help="output directory (replaced as a whole)")] = Path("build"),
+) -> None:
+    """Write fleet.json and the Slurm, Ansible and Kubernetes files; nothing when the spec has errors."""
+    from fleetspec.render.writer import RenderWriteError
+
+    try:
+        result = tasks.render(spec, out_dir)
+    except RenderWriteError as exc:
+        err.print(f"error: {exc}", markup=False)
+        raise typer.Exit(1) from None
+    except OSError as exc:
+        err.print(f"error: cannot write {out_dir}: {exc.strerror}. Check the path and permissions", markup=False)
+        raise typer.Exit(1) from None
+    if not result.written:
+        _print_findings(result.compiled)
+        err.print(f"nothing written: fix the errors above, then render again into {out_dir}", markup=False)
+        raise typer.Exit(1)
+    if result.compiled.findings:
+        _print_findings(result.compiled)
+    out.print(f"wrote {len(result.files)} files to {result.out}", markup=False)
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of the spec (for editors: yaml-language-server)."""
+    print(json.dumps(tasks.spec_json_schema(), indent=2))
+
+
+@app.command()
+def catalog(
+    format: Annotated[TableFormat, typer.Option("--format", help="table or json")] = TableFormat.table,
+) -> None:
+    """List what the catalog knows: GPU models, CUDA, drivers, NCCL, cuDNN, ROCm, operators, Slurm."""
+    from fleetspec.catalog import load_catalog
+
+    summary = load_catalog().summary()
+    if format is TableFormat.json:
+        out.print_json(json.dumps(summary))
+        return
+    table = Table(title="GPU models")
+    for column in ("id", "vendor", "generation", "arch", "interconnect", "memory", "gres", "min CUDA/ROCm",
+                   "min driver", "aliases"):
+        table.add_column(column)
+    for g in summary["gpus"]:
+        table.add_row(g["id"], g["vendor"], g["generation"], g["arch"] or "", g["interconnect"] or "",
+                      f"{g['memory_gb']} GB" if g["memory_gb"] else "", g["gres"],
+                      g["min_cuda"] or g["min_rocm"] or "", g["min_driver"] or "", ", ".join(g["aliases"]))
+    out.print(table)
+    for key in ("cuda", "driver_branches", "nccl", "cudnn", "gpu_operator", "slurm"):
+        out.print(f"[bold]{key}[/]: {', '.join(str(v) for v in summary[key])}")
+    out.print("[bold]rocm -> rccl[/]: " + ", ".join(f"{k}->{v}" for k, v in summary["rocm"].items()))
+
+
+@app.command()
+def rules() -> None:
+    """List the rule ids (public: suppress warnings by id in spec.suppress)."""
+    from fleetspec.rules import RULES
+
+    table = Table()
+    for column in ("id", "severity", "suppressible", "summary"):
+        table.add_column(column)
+    for rule in RULES:
+        table.add_row(rule.id, str(rule.severity), "warnings" if rule.suppressible else "no", rule.summary)
+    out.print(table)
+
+
+@app.command()
+def version() -> None:
+    """Print the fleetspec version."""
+    print(__version__)
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,32 @@
+"""Renderers: pure functions from the Fleet IR to {relative path: text}.
+
+`render_all` runs every renderer and merges their trees; `writer.write_tree` is the
+only code that writes them. No renderer touches the disk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import PurePosixPath
+
+from fleetspec.compile.ir import Fleet
+
+Renderer = Callable[[Fleet], dict[PurePosixPath, str]]
+
+
+def render_fleet_json(fleet: Fleet) -> dict[PurePosixPath, str]:
+    return {PurePosixPath("fleet.json"): fleet.to_json()}
+
+
+def renderers() -> tuple[Renderer, ...]:
+    return (render_fleet_json,)
+
+
+def render_all(fleet: Fleet) -> dict[PurePosixPath, str]:
+    files: dict[PurePosixPath, str] = {}
+    for renderer in renderers():
+        for path, text in renderer(fleet).items():
+            if path in files:
+                raise ValueError(f"two renderers produce {path}")
+            files[path] = text
+    return dict(sorted(files.items()))

@@ -1,0 +1,82 @@
+"""The library behind each CLI command: each returns a typed result, prints nothing.
+
+The CLI (and tests, and pipelines embedding fleetspec) call these; only the CLI turns
+results into text and exit codes.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fleetspec.compile import CompileResult, compile_file
+from fleetspec.compile.ir import Fleet
+
+
+def validate(spec: str | os.PathLike[str]) -> CompileResult:
+    return compile_file(spec)
+
+
+@dataclass(frozen=True)
+class PartitionsResult:
+    compiled: CompileResult
+    partitions: list[dict[str, Any]] = field(default_factory=list)
+
+
+def partitions(spec: str | os.PathLike[str]) -> PartitionsResult:
+    compiled = compile_file(spec)
+    if compiled.fleet is None:
+        return PartitionsResult(compiled)
+    return PartitionsResult(compiled, partition_table(compiled.fleet))
+
+
+def partition_table(fleet: Fleet) -> list[dict[str, Any]]:
+    rows = []
+    for p in fleet.partitions:
+        stack = fleet.stack(p.stack) if p.stack else None
+        rows.append({
+            "name": p.name,
+            "scheduler": p.scheduler,
+            "vendor": p.vendor,
+            "generation": p.generation,
+            "gpu_models": list(p.gpu_models),
+            "nodes": list(p.nodes),
+            "gpus": p.gpus,
+            "stack": p.stack,
+            "tuple": stack.versions() if stack else None,
+            "generated": p.generated,
+        })
+    return rows
+
+
+@dataclass(frozen=True)
+class RenderResult:
+    compiled: CompileResult
+    out: Path
+    files: list[str] = field(default_factory=list)
+    written: bool = False
+
+
+def render(spec: str | os.PathLike[str], out: str | os.PathLike[str]) -> RenderResult:
+    from fleetspec.render import render_all
+    from fleetspec.render.writer import write_tree
+
+    compiled = compile_file(spec)
+    out_path = Path(out)
+    if not compiled.valid or compiled.fleet is None:
+        return RenderResult(compiled, out_path)
+    files = render_all(compiled.fleet)
+    write_tree(files, out_path)
+    return RenderResult(compiled, out_path, [str(p) for p in files], written=True)
+
+
+def spec_json_schema() -> dict[str, Any]:
+    from fleetspec.spec.model import FleetSpec
+
+    schema = FleetSpec.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = "https://fleetspec.io/schemas/v1alpha1/fleet.json"
+    schema["title"] = "fleetspec Fleet (v1alpha1)"
+    return schema

@@ -1,0 +1,1 @@
+"""Verify: collect facts on nodes and compare them with the compiled fleet."""

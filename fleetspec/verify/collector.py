@@ -1,0 +1,1250 @@
+#!/usr/bin/env python3
+"""Collect the facts of one GPU node as a single JSON document.
+
+This file is copied to nodes and run there as ``python3 collector.py``, so it
+uses the standard library only, keeps Python 3.8 syntax, and imports nothing
+from the fleetspec package.  The parsers live here too (``parsers.py``
+re-exports them), so there is one copy of the code that turns tool output into
+facts.
+
+The document is a public contract, described in docs/facts.md.  It is
+deterministic apart from real state (no timestamps unless ``--with-time``),
+and the script always exits 0: a missing tool or file becomes the string
+``"absent"``, an unreadable one ``"unknown"`` plus an entry in the section's
+``errors`` list, and a probe switched off ``"not-collected"``.
+"""
+
+import argparse
+import datetime
+import fnmatch
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+
+SCHEMA = "fleetspec.io/facts/v1"
+ABSENT = "absent"
+UNKNOWN = "unknown"
+NOT_COLLECTED = "not-collected"
+COMMAND_TIMEOUT_S = 10.0
+
+# ---------------------------------------------------------------------------
+# Parsers: pure functions from tool output to plain data.  They never raise;
+# garbage in gives None or an empty container out.
+# ---------------------------------------------------------------------------
+
+_VERSION_RE = r"\d+(?:\.\d+)+"
+
+
+def _safe(default: Any) -> Callable:
+    """Make a parser return ``default`` instead of raising on malformed input."""
+
+    def wrap(func: Callable) -> Callable:
+        def inner(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return func(*args, **kwargs)
+            except Exception:  # parsers must tolerate any garbage
+                return default() if callable(default) else default
+
+        inner.__name__ = func.__name__
+        inner.__doc__ = func.__doc__
+        inner.__wrapped__ = func  # type: ignore[attr-defined]
+        return inner
+
+    return wrap
+
+
+def _int_or_none(value: Any) -> Optional[int]:
+    try:
+        return int(str(value).strip())
+    except (TypeError, ValueError):
+        return None
+
+
+@_safe(None)
+def parse_proc_driver_version(text: str) -> Optional[Dict[str, str]]:
+    """Read /proc/driver/nvidia/version: the loaded kernel module's version.
+
+    The open and proprietary modules name themselves differently on the NVRM
+    line; that is the only reliable place to tell them apart at runtime.
+    """
+    for line in str(text).splitlines():
+        if not line.startswith("NVRM version:"):
+            continue
+        match = re.search(r"Kernel Module(?:\s+for\s+\S+)?\s+(" + _VERSION_RE + ")", line)
+        if not match:
+            return None
+        module = "open" if "Open Kernel Module" in line else "proprietary"
+        return {"version": match.group(1), "module": module}
+    return None
+
+
+def _text(node: Optional[ET.Element], tag: str) -> Optional[str]:
+    """Child text of an XML element, with nvidia-smi's "N/A" read as missing."""
+    if node is None:
+        return None
+    child = node.find(tag)
+    if child is None or child.text is None:
+        return None
+    value = child.text.strip()
+    return None if value in ("", "N/A", "None") else value
+
+
+def _mib(value: Optional[str]) -> Optional[int]:
+    """"143771 MiB" -> 143771."""
+    if not value:
+        return None
+    match = re.match(r"\s*(\d+)\s*(MiB)?\s*$", value)
+    return int(match.group(1)) if match else None
+
+
+@_safe(None)
+def parse_nvidia_smi_xml(text: str) -> Optional[Dict[str, Any]]:
+    """Read ``nvidia-smi -q -x``: driver, supported CUDA, and one entry per GPU.
+
+    GPUs carry no index in the XML; nvidia-smi lists them in index order, so
+    the position is the index.  MIG and fabric state are kept as reported
+    (None where nvidia-smi says N/A) because the comparison needs to tell
+    "not a MIG/NVLink-fabric GPU" from "disabled".
+    """
+    raw = str(text)
+    # The DOCTYPE names an external DTD that is never shipped; drop it.
+    raw = re.sub(r"<!DOCTYPE[^>]*>", "", raw, count=1)
+    root = ET.fromstring(raw)
+    if root.tag != "nvidia_smi_log":
+        return None
+    gpus = []
+    for index, gpu in enumerate(root.findall("gpu")):
+        mig = gpu.find("mig_mode")
+        fabric = gpu.find("fabric")
+        gpus.append(
+            {
+                "index": index,
+                "name": _text(gpu, "product_name"),
+                "architecture": _text(gpu, "product_architecture"),
+                "uuid": _text(gpu, "uuid"),
+                "serial": _text(gpu, "serial"),
+                "pci_bus_id": gpu.get("id") or _text(gpu.find("pci"), "pci_bus_id"),
+                "memory_mib": _mib(_text(gpu.find("fb_memory_usage"), "total")),
+                "compute_capability": _text(gpu, "compute_cap"),
+                "vbios_version": _text(gpu, "vbios_version"),
+                "mig_mode": {
+                    "current": _text(mig, "current_mig"),
+                    "pending": _text(mig, "pending_mig"),
+                },
+                "fabric": {
+                    "state": _text(fabric, "state"),
+                    "status": _text(fabric, "status"),
+                    "clique_id": _text(fabric, "cliqueId"),
+                    "cluster_uuid": _text(fabric, "clusterUuid"),
+                },
+            }
+        )
+    return {
+        "driver_version": _text(root, "driver_version"),
+        "cuda_version": _text(root, "cuda_version"),
+        "gpus": gpus,
+    }
+
+
+_QUERY_GPU_KEYS = {
+    "index": "index",
+    "name": "name",
+    "uuid": "uuid",
+    "driver_version": "driver_version",
+    "pci.bus_id": "pci_bus_id",
+    "memory.total": "memory_mib",
+    "compute_cap": "compute_capability",
+    "serial": "serial",
+    "vbios_version": "vbios_version",
+}
+
+
+@_safe(list)
+def parse_query_gpu_csv(text: str, fields: Optional[List[str]] = None) -> List[Dict[str, Any]]:
+    """Read ``nvidia-smi --query-gpu=... --format=csv``.
+
+    With a header line the columns name themselves; for ``noheader`` output
+    pass the queried ``fields``.  Known fields get stable keys (see
+    _QUERY_GPU_KEYS); others keep their name with dots as underscores.
+    """
+    lines = [line for line in str(text).splitlines() if line.strip()]
+    if not lines:
+        return []
+    if fields is None:
+        fields = [re.sub(r"\s*\[.*\]$", "", f.strip()) for f in lines[0].split(",")]
+        lines = lines[1:]
+    keys = [_QUERY_GPU_KEYS.get(f, f.replace(".", "_")) for f in fields]
+    rows = []
+    for line in lines:
+        values = [v.strip() for v in line.split(",")]
+        if len(values) != len(keys):
+            continue
+        row: Dict[str, Any] = {}
+        for key, value in zip(keys, values):
+            if value in ("", "N/A", "[N/A]", "[Not Supported]"):
+                row[key] = None
+            elif key == "index":
+                row[key] = _int_or_none(value)
+            elif key == "memory_mib":
+                row[key] = _mib(value)
+            else:
+                row[key] = value
+        rows.append(row)
+    return rows
+
+
+@_safe(None)
+def parse_nvcc_version(text: str) -> Optional[Dict[str, str]]:
+    """``nvcc --version`` -> {"release": "13.0", "version": "13.0.88"}."""
+    match = re.search(r"release\s+(\d+\.\d+),\s*V(" + _VERSION_RE + ")", str(text))
+    if not match:
+        return None
+    return {"release": match.group(1), "version": match.group(2)}
+
+
+@_safe(None)
+def parse_cuda_version_json(text: str) -> Optional[Dict[str, Any]]:
+    """Read a toolkit's version.json: the SDK version and each component's.
+
+    Component versions differ from the SDK's (cudart 13.0.96 in CUDA 13.0.2),
+    and the pinned tuple may name either, so both are kept.
+    """
+    data = json.loads(str(text))
+    if not isinstance(data, dict):
+        return None
+    sdk = data.get("cuda")
+    version = sdk.get("version") if isinstance(sdk, dict) else None
+    components = {}
+    for key, value in data.items():
+        if key != "cuda" and isinstance(value, dict) and isinstance(value.get("version"), str):
+            components[key] = value["version"]
+    if not isinstance(version, str) and not components:
+        return None
+    return {"version": version if isinstance(version, str) else None, "components": components}
+
+
+@_safe(None)
+def parse_cuda_version_txt(text: str) -> Optional[str]:
+    """Read a pre-11.1 toolkit's version.txt ("CUDA Version 10.2.89")."""
+    match = re.search(r"CUDA Version\s+(" + _VERSION_RE + ")", str(text))
+    return match.group(1) if match else None
+
+
+@_safe(None)
+def parse_cudnn_version_header(text: str) -> Optional[str]:
+    """Read cudnn_version.h (or cudnn.h before cuDNN 8) -> "9.19.0"."""
+    parts = []
+    for name in ("CUDNN_MAJOR", "CUDNN_MINOR", "CUDNN_PATCHLEVEL"):
+        match = re.search(r"#define\s+" + name + r"\s+(\d+)", str(text))
+        if not match:
+            return None
+        parts.append(match.group(1))
+    return ".".join(parts)
+
+
+@_safe(dict)
+def parse_ldconfig(text: str) -> Dict[str, List[str]]:
+    """Read ``ldconfig -p``: library name -> paths, in cache order, no repeats."""
+    found: Dict[str, List[str]] = {}
+    for line in str(text).splitlines():
+        match = re.match(r"\s+(\S+)\s+\(([^)]*)\)\s+=>\s+(\S+)\s*$", line)
+        if not match:
+            continue
+        paths = found.setdefault(match.group(1), [])
+        if match.group(3) not in paths:
+            paths.append(match.group(3))
+    return found
+
+
+def _decode_int(value: Any) -> Optional[int]:
+    if isinstance(value, bool):
+        return None
+    number = _int_or_none(value)
+    return number if number is not None and number > 0 else None
+
+
+def decode_nccl_version(value: Any) -> Optional[str]:
+    """Decode ncclGetVersion: MAJOR*10000+MINOR*100+PATCH since 2.9, MAJOR*1000+MINOR*100+PATCH before.
+
+    RCCL uses the same encoding.
+    """
+    code = _decode_int(value)
+    if code is None:
+        return None
+    if code >= 10000:
+        return "%d.%d.%d" % (code // 10000, (code % 10000) // 100, code % 100)
+    return "%d.%d.%d" % (code // 1000, (code % 1000) // 100, code % 100)
+
+
+def decode_cudart_version(value: Any) -> Optional[str]:
+    """Decode cudaRuntimeGetVersion/cudaDriverGetVersion: MAJOR*1000+MINOR*10."""
+    code = _decode_int(value)
+    if code is None:
+        return None
+    return "%d.%d" % (code // 1000, (code % 1000) // 10)
+
+
+def decode_cudnn_version(value: Any) -> Optional[str]:
+    """Decode cudnnGetVersion: MAJOR*10000+MINOR*100+PATCH for cuDNN 9+, MAJOR*1000+MINOR*100+PATCH before."""
+    code = _decode_int(value)
+    if code is None:
+        return None
+    if code >= 90000:
+        return "%d.%d.%d" % (code // 10000, (code % 10000) // 100, code % 100)
+    return "%d.%d.%d" % (code // 1000, (code % 1000) // 100, code % 100)
+
+
+def _is_installed(status: str) -> bool:
+    """dpkg's abbreviated status: the second letter says whether files are on disk.
+
+    "n" (not installed) and "c" (only config files left) are not; the others
+    (installed, unpacked, half-configured, ...) are, even if unhealthy.
+    """
+    return len(status) >= 2 and status[1] in "iUFHWt"
+
+
+@_safe(list)
+def parse_dpkg_query(text: str) -> List[Dict[str, Any]]:
+    """Read ``dpkg-query -W -f='${Package}\\t${Version}\\t${db:Status-Abbrev}\\n'``.
+
+    Packages dpkg merely remembers (removed, config files left) are dropped.
+    ``held`` is dpkg's own selection (first status letter "h"), which is what
+    ``apt-mark hold`` sets.
+    """
+    packages = []
+    for line in str(text).splitlines():
+        parts = line.split("\t")
+        if len(parts) < 3 or not parts[0].strip():
+            continue
+        status = parts[2].strip()
+        if not _is_installed(status):
+            continue
+        packages.append(
+            {
+                "name": parts[0].strip().split(":")[0],
+                "version": parts[1].strip(),
+                "status": status,
+                "held": status.startswith("h"),
+            }
+        )
+    return sorted(packages, key=lambda p: (p["name"], p["version"]))
+
+
+@_safe(list)
+def parse_rpm_query(text: str) -> List[Dict[str, Any]]:
+    """Read ``rpm -qa --qf '%{NAME}\\t%{VERSION}-%{RELEASE}\\n'``."""
+    packages = []
+    for line in str(text).splitlines():
+        parts = line.split("\t")
+        if len(parts) < 2 or not parts[0].strip() or not parts[1].strip():
+            continue
+        packages.append({"name": parts[0].strip(), "version": parts[1].strip(), "status": "installed", "held": False})
+    return sorted(packages, key=lambda p: (p["name"], p["version"]))
+
+
+@_safe(list)
+def parse_apt_mark_showhold(text: str) -> List[str]:
+    """Read ``apt-mark showhold``: one package name per line."""
+    names = set()
+    for line in str(text).splitlines():
+        name = line.strip().split(":")[0]
+        if re.match(r"^[a-z0-9][a-z0-9+.-]*$", name):
+            names.add(name)
+    return sorted(names)
+
+
+@_safe(list)
+def parse_dpkg_search(text: str) -> List[str]:
+    """Read ``dpkg -S PATH`` -> owning package names (arch suffix dropped)."""
+    owners = set()
+    for line in str(text).splitlines():
+        if line.startswith("diversion ") or ": " not in line:
+            continue
+        for name in line.split(": ", 1)[0].split(","):
+            name = name.strip().split(":")[0]
+            if name:
+                owners.add(name)
+    return sorted(owners)
+
+
+@_safe(None)
+def parse_rocm_version_file(text: str) -> Optional[str]:
+    """/opt/rocm/.info/version ("6.3.3-74") -> "6.3.3"."""
+    match = re.match(r"\s*(" + _VERSION_RE + ")", str(text))
+    return match.group(1) if match else None
+
+
+def _vram_mib(size: Any) -> Optional[int]:
+    """amd-smi VRAM size as dict {value, unit}, "196592 MB" or a bare number (MB).
+
+    amd-smi's "MB" is 2**20 bytes (an MI300X reports 196592 for 192 GiB).
+    """
+    unit = "MB"
+    value = size
+    if isinstance(size, dict):
+        value, unit = size.get("value"), str(size.get("unit") or "MB")
+    elif isinstance(size, str):
+        match = re.match(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)", size)
+        if not match:
+            return None
+        value, unit = match.group(1), match.group(2) or "MB"
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    scale = {"B": 1.0 / 2 ** 20, "KB": 1.0 / 1024, "MB": 1.0, "MIB": 1.0, "GB": 1024.0, "GIB": 1024.0}
+    factor = scale.get(unit.upper())
+    return int(number * factor) if factor is not None else None
+
+
+def _na(value: Any) -> Optional[str]:
+    if value is None:
+        return None
+    text = str(value).strip()
+    return None if text in ("", "N/A", "n/a") else text
+
+
+@_safe(list)
+def parse_amd_smi_json(text: str) -> List[Dict[str, Any]]:
+    """Read ``amd-smi static --asic --vram --json``.
+
+    ROCm 6.x prints a list of GPU objects, later releases wrap it as
+    {"gpu_data": [...]}; a single object is accepted too.
+    """
+    data = json.loads(str(text))
+    if isinstance(data, dict):
+        items = data.get("gpu_data") if isinstance(data.get("gpu_data"), list) else [data]
+    elif isinstance(data, list):
+        items = data
+    else:
+        return []
+    gpus = []
+    for position, item in enumerate(items):
+        if not isinstance(item, dict) or ("asic" not in item and "gpu" not in item):
+            continue
+        asic = item.get("asic") if isinstance(item.get("asic"), dict) else {}
+        vram = item.get("vram") if isinstance(item.get("vram"), dict) else {}
+        index = _int_or_none(item.get("gpu"))
+        gpus.append(
+            {
+                "index": position if index is None else index,
+                "name": _na(asic.get("market_name")),
+                "gfx_target": _na(asic.get("target_graphics_version")),
+                "vram_mib": _vram_mib(vram.get("size")),
+            }
+        )
+    return sorted(gpus, key=lambda g: g["index"])
+
+
+def _key_ci(mapping: Dict[str, Any], *names: str) -> Any:
+    lowered = {str(k).lower(): v for k, v in mapping.items()}
+    for name in names:
+        if name.lower() in lowered:
+            return lowered[name.lower()]
+    return None
+
+
+@_safe(list)
+def parse_rocm_smi_json(text: str) -> List[Dict[str, Any]]:
+    """Read ``rocm-smi --showproductname --json`` (and/or ``--showmeminfo vram``).
+
+    The document maps "cardN" to a flat dict; fields a query did not ask for
+    come back as None, so two queries can be merged by index.
+    """
+    data = json.loads(str(text))
+    if not isinstance(data, dict):
+        return []
+    gpus = []
+    for key, card in data.items():
+        match = re.match(r"^card(\d+)$", str(key))
+        if not match or not isinstance(card, dict):
+            continue
+        vram_bytes = _int_or_none(_key_ci(card, "VRAM Total Memory (B)"))
+        gpus.append(
+            {
+                "index": int(match.group(1)),
+                "name": _na(_key_ci(card, "Card Series", "Card series", "Device Name")),
+                "gfx_target": _na(_key_ci(card, "GFX Version")),
+                "vram_mib": vram_bytes // 2 ** 20 if vram_bytes is not None else None,
+            }
+        )
+    return sorted(gpus, key=lambda g: g["index"])
+
+
+@_safe(None)
+def parse_slurmd_version(text: str) -> Optional[str]:
+    """``slurmd -V`` ("slurm 22.05.8", Debian: "slurm-wlm 22.05.8") -> "22.05.8"."""
+    match = re.search(r"^\s*slurm\S*\s+(" + _VERSION_RE + r"\S*)", str(text), re.MULTILINE)
+    return match.group(1) if match else None
+
+
+@_safe(None)
+def parse_fabricmanager_version(text: str) -> Optional[str]:
+    """``nv-fabricmanager --version`` ("Fabric Manager version is : 580.95.05")."""
+    match = re.search(r"version\s+is\s*:\s*(" + _VERSION_RE + ")", str(text))
+    return match.group(1) if match else None
+
+
+@_safe(dict)
+def parse_os_release(text: str) -> Dict[str, str]:
+    """Read /etc/os-release KEY=value lines, quotes removed."""
+    values = {}
+    for line in str(text).splitlines():
+        match = re.match(r"^([A-Z0-9_]+)=(.*)$", line.strip())
+        if match:
+            values[match.group(1)] = match.group(2).strip().strip("\"'")
+    return values
+
+
+def _read_small(path: str) -> Optional[str]:
+    try:
+        with open(path, "r", errors="replace") as handle:
+            return handle.read(4096).strip()
+    except (OSError, ValueError):
+        return None
+
+
+def _after_colon(value: Optional[str]) -> Optional[str]:
+    """sysfs "4: ACTIVE" -> "ACTIVE"."""
+    if value is None:
+        return None
+    return value.split(":", 1)[1].strip() if ":" in value else value.strip()
+
+
+@_safe(list)
+def parse_infiniband_sysfs(base_dir: str) -> List[Dict[str, Any]]:
+    """Read /sys/class/infiniband: devices, firmware and per-port link state.
+
+    ``link_layer`` tells InfiniBand from RoCE (Ethernet); ``rate_gbps`` is the
+    number from "400 Gb/sec (4X NDR)" so ports can be compared numerically.
+    """
+    devices = []
+    for name in sorted(os.listdir(base_dir)):
+        device_dir = os.path.join(base_dir, name)
+        ports = []
+        ports_dir = os.path.join(device_dir, "ports")
+        port_names = os.listdir(ports_dir) if os.path.isdir(ports_dir) else []
+        for port in sorted(port_names, key=lambda p: (_int_or_none(p) is None, _int_or_none(p) or 0, p)):
+            port_dir = os.path.join(ports_dir, port)
+            rate = _read_small(os.path.join(port_dir, "rate"))
+            rate_match = re.match(r"\s*(\d+(?:\.\d+)?)\s*Gb/sec", rate or "")
+            gbps = float(rate_match.group(1)) if rate_match else None
+            ports.append(
+                {
+                    "port": _int_or_none(port) if _int_or_none(port) is not None else port,
+                    "state": _after_colon(_read_small(os.path.join(port_dir, "state"))),
+                    "phys_state": _after_colon(_read_small(os.path.join(port_dir, "phys_state"))),
+                    "rate": rate,
+                    "rate_gbps": int(gbps) if gbps is not None and gbps.is_integer() else gbps,
+                    "link_layer": _read_small(os.path.join(port_dir, "link_layer")),
+                }
+            )
+        devices.append(
+            {
+                "device": name,
+                "hca_type": _read_small(os.path.join(device_dir, "hca_type")),
+                "fw_ver": _read_small(os.path.join(device_dir, "fw_ver")),
+                "ports": ports,
+            }
+        )
+    return devices
+
+
+def library_file_version(path: str) -> Optional[str]:
+    """"libnccl.so.2.28.3" -> "2.28.3"; None when the name carries only a major."""
+    match = re.search(r"\.so\.(\d+\.\d+(?:\.\d+)*)$", os.path.basename(str(path)))
+    return match.group(1) if match else None
+
+
+# ---------------------------------------------------------------------------
+# The host: file reads relative to --root, commands with timeouts, and
+# library probes in a child process (a crashing library cannot kill us).
+# ---------------------------------------------------------------------------
+
+_EXTRA_BIN_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin",
+                   "/usr/local/cuda/bin", "/opt/rocm/bin", "/usr/local/nvidia/bin")
+
+# Runs in a child interpreter: load one library, call one version function.
+_LIBRARY_PROBE = r"""
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+func = getattr(lib, sys.argv[2])
+if sys.argv[3] == "out-int":
+    value = ctypes.c_int(0)
+    func.argtypes = [ctypes.POINTER(ctypes.c_int)]
+    func.restype = ctypes.c_int
+    rc = func(ctypes.byref(value))
+    print(rc, value.value)
+else:
+    func.argtypes = []
+    func.restype = ctypes.c_size_t
+    print(0, func())
+"""
+
+
+class CommandResult(object):
+    """What one command did; ``missing`` when the tool is not installed."""
+
+    def __init__(self, state: str, rc: int = 0, stdout: str = "", stderr: str = "") -> None:
+        self.state = state  # "ok" | "failed" | "missing" | "disabled" | "timeout"
+        self.rc = rc
+        self.stdout = stdout
+        self.stderr = stderr
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "ok"
+
+    def describe(self, argv: List[str]) -> str:
+        detail = (self.stderr or self.stdout).strip().splitlines()
+        tail = (": " + detail[-1][:200]) if detail else ""
+        return "%s: %s (rc %s)%s" % (" ".join(argv), self.state, self.rc, tail)
+
+
+class Host(object):
+    """The node as seen through --root, --no-commands and --no-load."""
+
+    def __init__(self, root: str = "/", commands: bool = True, load: bool = True) -> None:
+        self.root = os.path.abspath(root)
+        self.commands = commands
+        self.load = load
+
+    def _raw(self, path: str) -> str:
+        return os.path.join(self.root, path.lstrip("/"))
+
+    def path(self, path: str) -> str:
+        """Where a node path lies on this filesystem, symlinks resolved inside --root."""
+        if self.root == "/":
+            return path
+        return self._raw(self.resolve(path))
+
+    def islink(self, path: str) -> bool:
+        parent, name = os.path.split(path.rstrip("/"))
+        return os.path.islink(self._raw(self.resolve(parent).rstrip("/") + "/" + name))
+
+    def read(self, path: str, limit: int = 1 << 20) -> Optional[str]:
+        try:
+            with open(self.path(path), "r", errors="replace") as handle:
+                return handle.read(limit)
+        except (OSError, ValueError):
+            return None
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(self.path(path))
+
+    def isdir(self, path: str) -> bool:
+        return os.path.isdir(self.path(path))
+
+    def listdir(self, path: str) -> List[str]:
+        try:
+            return sorted(os.listdir(self.path(path)))
+        except OSError:
+            return []
+
+    def glob(self, pattern: str) -> List[str]:
+        """Node paths matching a glob, sorted; expanded one component at a time inside --root."""
+        paths = ["/"]
+        for part in [p for p in pattern.split("/") if p]:
+            expanded = []
+            for base in paths:
+                if re.search(r"[*?\[]", part):
+                    names = [n for n in self.listdir(base) if fnmatch.fnmatchcase(n, part)
+                             and (part.startswith(".") or not n.startswith("."))]
+                else:
+                    names = [part] if os.path.lexists(self.path(base.rstrip("/") + "/" + part)) else []
+                expanded.extend(base.rstrip("/") + "/" + name for name in names)
+            paths = expanded
+        return sorted(p for p in paths if p != "/")
+
+    def resolve(self, path: str) -> str:
+        """The node path with every symlink followed, absolute targets kept inside root."""
+        parts = [p for p in path.split("/") if p]
+        resolved: List[str] = []
+        hops = 0
+        while parts:
+            part = parts.pop(0)
+            if part == ".":
+                continue
+            if part == "..":
+                if resolved:
+                    resolved.pop()
+                continue
+            candidate = "/" + "/".join(resolved + [part])
+            real = self._raw(candidate)
+            if os.path.islink(real) and hops < 40:
+                hops += 1
+                target = os.readlink(real)
+                if target.startswith("/"):
+                    resolved = []
+                parts = [p for p in target.split("/") if p] + parts
+                continue
+            resolved.append(part)
+        return "/" + "/".join(resolved)
+
+    def which(self, name: str) -> Optional[str]:
+        """Find a tool on PATH or in the usual admin directories (Ansible's PATH is thin)."""
+        search = os.environ.get("PATH", "").split(os.pathsep) + list(_EXTRA_BIN_DIRS)
+        return shutil.which(name, path=os.pathsep.join(d for d in search if d))
+
+    def run(self, argv: List[str], timeout: float = COMMAND_TIMEOUT_S) -> CommandResult:
+        if not self.commands:
+            return CommandResult("disabled")
+        tool = argv[0] if "/" in argv[0] else self.which(argv[0])
+        if tool is None or not os.path.exists(tool):
+            return CommandResult("missing")
+        env = dict(os.environ, LC_ALL="C", LANG="C")
+        try:
+            proc = subprocess.run([tool] + list(argv[1:]), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  stdin=subprocess.DEVNULL, timeout=timeout, env=env)
+        except subprocess.TimeoutExpired:
+            return CommandResult("timeout", rc=-1)
+        except OSError as exc:
+            return CommandResult("failed", rc=-1, stderr=str(exc))
+        stdout = proc.stdout.decode("utf-8", "replace")
+        stderr = proc.stderr.decode("utf-8", "replace")
+        return CommandResult("ok" if proc.returncode == 0 else "failed", proc.returncode, stdout, stderr)
+
+    def probe_library(self, path: str, function: str, style: str) -> Tuple[Optional[int], Optional[str]]:
+        """Call one version function of a library in a child process: (value, error)."""
+        if not self.load:
+            return None, None
+        try:
+            proc = subprocess.run([sys.executable, "-c", _LIBRARY_PROBE, self.path(path), function, style],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                  timeout=COMMAND_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            return None, "%s %s: timeout" % (path, function)
+        except OSError as exc:
+            return None, "%s %s: %s" % (path, function, exc)
+        fields = proc.stdout.decode("utf-8", "replace").split()
+        if proc.returncode != 0 or len(fields) != 2 or fields[0] != "0":
+            lines = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+            return None, "%s %s: %s" % (path, function, lines[-1][:200] if lines else "rc %d" % proc.returncode)
+        return _int_or_none(fields[1]), None
+
+
+def _or(value: Any, fallback: str) -> Any:
+    return fallback if value is None else value
+
+
+def _command_value(result: CommandResult, value: Any) -> Any:
+    """The sentinel for a fact a command should have produced."""
+    if value is not None:
+        return value
+    if result.state == "disabled":
+        return NOT_COLLECTED
+    if result.state == "missing":
+        return ABSENT
+    return UNKNOWN
+
+
+# ---------------------------------------------------------------------------
+# Library discovery: system directories, the ld cache, Python environments.
+# ---------------------------------------------------------------------------
+
+SYSTEM_LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
+                   "/usr/local/lib", "/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu", "/lib64",
+                   "/usr/local/nvidia/lib64", "/usr/local/cuda*/lib64", "/usr/local/cuda*/targets/*/lib",
+                   "/opt/rocm*/lib", "/opt/rocm*/lib64")
+ENV_SCAN_BASES = ("/opt", "/home", "/root", "/usr/local/lib", "/usr/lib")
+ENV_SCAN_DEPTH = 6
+ENV_SCAN_MAX_DIRS = 20000
+_HIDDEN_ALLOWED = (".venv", ".local", ".conda", ".pyenv", ".virtualenvs", ".env", ".miniconda3")
+_SKIP_DIRS = ("node_modules", "__pycache__", "site-packages", "dist-packages", "include", "share", "src")
+
+
+def find_site_packages(host: Host, errors: List[str]) -> List[str]:
+    """Every site-/dist-packages directory under the usual homes of Python environments.
+
+    The walk is bounded (depth and directory count) so a huge /home cannot
+    stall a node; hitting the bound is reported, not hidden.
+    """
+    found = []
+    visited = 0
+    stack: List[Tuple[str, int]] = [(base, 0) for base in reversed(ENV_SCAN_BASES)]
+    while stack:
+        current, depth = stack.pop()
+        if visited >= ENV_SCAN_MAX_DIRS:
+            errors.append("python environment scan stopped after %d directories" % ENV_SCAN_MAX_DIRS)
+            break
+        visited += 1
+        try:
+            entries = sorted(os.scandir(host.path(current)), key=lambda e: e.name)
+        except OSError:
+            continue
+        children = []
+        for entry in entries:
+            try:
+                if not entry.is_dir(follow_symlinks=False):
+                    continue
+            except OSError:
+                continue
+            node_path = current.rstrip("/") + "/" + entry.name
+            if entry.name in ("site-packages", "dist-packages"):
+                found.append(node_path)
+            elif depth + 1 < ENV_SCAN_DEPTH and entry.name not in _SKIP_DIRS and (
+                    not entry.name.startswith(".") or entry.name in _HIDDEN_ALLOWED):
+                children.append((node_path, depth + 1))
+        stack.extend(reversed(children))
+    return sorted(set(found))
+
+
+def _environment_of(site_packages: str) -> str:
+    """/opt/torch/.venv/lib/python3.12/site-packages -> /opt/torch/.venv."""
+    match = re.match(r"^(.*)/lib(?:64)?/python[^/]*/(?:site|dist)-packages$", site_packages)
+    return match.group(1) if match else site_packages
+
+
+class LibraryIndex(object):
+    """Where libraries live on this node, gathered once and shared by sections."""
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+        self.errors: List[str] = []
+        result = host.run(["ldconfig", "-p"])
+        self.ldcache = parse_ldconfig(result.stdout) if result.ok else {}
+        if result.state in ("failed", "timeout"):
+            self.errors.append(result.describe(["ldconfig", "-p"]))
+        self.site_packages = find_site_packages(host, self.errors)
+        self._pip_records: Dict[str, Dict[str, Tuple[str, str]]] = {}
+
+    def find(self, stem: str, python_globs: Iterable[str]) -> List[Dict[str, Any]]:
+        """Every distinct library file named ``stem.so*``, with all paths that lead to it."""
+        found: Dict[str, Dict[str, Any]] = {}
+
+        def add(path: str, environment: Optional[str], site: Optional[str]) -> None:
+            real = self.host.resolve(path)
+            if not os.path.isfile(self.host.path(real)):
+                return
+            entry = found.setdefault(real, {"aliases": set(), "environment": None, "site": None})
+            entry["aliases"].add(path)
+            if site is not None:
+                entry["environment"], entry["site"] = environment, site
+
+        for name, paths in self.ldcache.items():
+            if name.startswith(stem + ".so"):
+                for path in paths:
+                    add(path, None, None)
+        for directory in SYSTEM_LIB_DIRS:
+            for path in self.host.glob(directory + "/" + stem + ".so*"):
+                add(path, None, None)
+        for site in self.site_packages:
+            for pattern in python_globs:
+                for path in self.host.glob(site + "/" + pattern + "/" + stem + ".so*"):
+                    add(path, _environment_of(site), site)
+        return [dict(found[real], path=real) for real in sorted(found)]
+
+    def pip_owner(self, site: str, paths: Iterable[str]) -> Optional[Dict[str, str]]:
+        """The wheel that installed a file, from the RECORD of nvidia/torch dist-infos."""
+        records = self._pip_records.get(site)
+        if records is None:
+            records = {}
+            for info in self.host.glob(site + "/*.dist-info"):
+                base = os.path.basename(info)[: -len(".dist-info")]
+                if not base.lower().startswith(("nvidia", "torch", "rccl", "cupy")):
+                    continue
+                name, _, version = base.partition("-")
+                text = self.host.read(info + "/RECORD", limit=8 << 20) or ""
+                for line in text.splitlines():
+                    records[line.split(",", 1)[0]] = (name, version)
+            self._pip_records[site] = records
+        for path in paths:
+            if path.startswith(site + "/") and path[len(site) + 1:] in records:
+                name, version = records[path[len(site) + 1:]]
+                return {"manager": "pip", "name": name.replace("_", "-"), "version": version}
+        return None
+
+
+class PackageOwners(object):
+    """Which OS package owns a file (dpkg -S, rpm -qf), cached per file."""
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+        self.errors: List[str] = []
+        self._versions: Dict[str, str] = {}
+
+    def owner(self, paths: Iterable[str]) -> Any:
+        if not self.host.commands:
+            return NOT_COLLECTED
+        for path in paths:
+            result = self.host.run(["dpkg", "-S", path])
+            if result.ok:
+                names = parse_dpkg_search(result.stdout)
+                if names:
+                    return {"manager": "dpkg", "name": names[0], "version": self._dpkg_version(names[0])}
+            elif result.state == "missing":
+                rpm = self.host.run(["rpm", "-qf", "--qf", "%{NAME}\t%{VERSION}-%{RELEASE}\n", path])
+                packages = parse_rpm_query(rpm.stdout) if rpm.ok else []
+                if packages:
+                    return {"manager": "rpm", "name": packages[0]["name"], "version": packages[0]["version"]}
+        return ABSENT
+
+    def _dpkg_version(self, name: str) -> str:
+        if name not in self._versions:
+            result = self.host.run(["dpkg-query", "-W", "-f=${Package}\t${Version}\t${db:Status-Abbrev}\n", name])
+            packages = parse_dpkg_query(result.stdout) if result.ok else []
+            self._versions[name] = packages[0]["version"] if packages else UNKNOWN
+        return self._versions[name]
+
+
+def describe_libraries(index: LibraryIndex, owners: PackageOwners, stem: str, python_globs: Iterable[str],
+                       function: str, style: str, decode: Callable[[Any], Optional[str]],
+                       errors: List[str]) -> List[Dict[str, Any]]:
+    """One entry per library file: where, what it reports, what its name says, who installed it."""
+    described = []
+    for entry in index.find(stem, python_globs):
+        value, error = index.host.probe_library(entry["path"], function, style)
+        if error:
+            errors.append(error)
+        version = decode(value) if value is not None else None
+        if version is None:
+            version = NOT_COLLECTED if not index.host.load else UNKNOWN
+        if entry["site"] is not None:
+            package = index.pip_owner(entry["site"], sorted(entry["aliases"]) + [entry["path"]]) or ABSENT
+        else:
+            package = owners.owner([entry["path"]] + sorted(entry["aliases"]))
+        described.append(
+            {
+                "path": entry["path"],
+                "aliases": sorted(entry["aliases"]),
+                "origin": "python" if entry["site"] is not None else "system",
+                "environment": entry["environment"],
+                "version": version,
+                "file_version": library_file_version(entry["path"]),
+                "package": package,
+            }
+        )
+    return described
+
+
+def _versions(libraries: List[Dict[str, Any]]) -> List[str]:
+    return sorted({lib["version"] for lib in libraries if lib["version"] not in (UNKNOWN, NOT_COLLECTED)})
+
+
+# ---------------------------------------------------------------------------
+# Sections.  Each returns a dict with its own ``errors`` list.
+# ---------------------------------------------------------------------------
+
+def collect_os(host: Host) -> Dict[str, Any]:
+    text = host.read("/etc/os-release") or host.read("/usr/lib/os-release")
+    values = parse_os_release(text) if text is not None else {}
+    return {
+        "id": values.get("ID", ABSENT),
+        "version_id": values.get("VERSION_ID", ABSENT),
+        "pretty_name": values.get("PRETTY_NAME", ABSENT),
+    }
+
+
+def collect_kernel(host: Host) -> str:
+    release = host.read("/proc/sys/kernel/osrelease")
+    if release and release.strip():
+        return release.strip()
+    if host.root == "/":
+        return os.uname().release
+    return ABSENT
+
+
+def collect_hostname(host: Host) -> str:
+    if host.root == "/":
+        return socket.gethostname()
+    name = (host.read("/etc/hostname") or "").strip()
+    return name or ABSENT
+
+
+def _nvidia_smi(host: Host) -> List[str]:
+    if host.which("nvidia-smi") is None and os.path.exists("/run/nvidia/driver/usr/bin/nvidia-smi"):
+        return ["/run/nvidia/driver/usr/bin/nvidia-smi"]
+    return ["nvidia-smi"]
+
+
+QUERY_GPU_FIELDS = ["index", "name", "uuid", "driver_version", "pci.bus_id", "memory.total", "compute_cap",
+                    "serial", "vbios_version"]
+
+
+def collect_nvidia(host: Host) -> Dict[str, Any]:
+    """Driver (kernel module and userspace), GPUs, fabric manager."""
+    errors: List[str] = []
+    proc_text = host.read("/proc/driver/nvidia/version")
+    proc = parse_proc_driver_version(proc_text) if proc_text is not None else None
+    if proc_text is not None and proc is None:
+        errors.append("/proc/driver/nvidia/version: unrecognised")
+    proc_sentinel = ABSENT if proc_text is None else UNKNOWN
+
+    smi = _nvidia_smi(host)
+    xml_result = host.run(smi + ["-q", "-x"])
+    xml = parse_nvidia_smi_xml(xml_result.stdout) if xml_result.ok else None
+    if xml_result.state in ("failed", "timeout") or (xml_result.ok and xml is None):
+        errors.append(xml_result.describe(smi + ["-q", "-x"]))
+    csv_argv = smi + ["--query-gpu=" + ",".join(QUERY_GPU_FIELDS), "--format=csv,noheader,nounits"]
+    csv_result = host.run(csv_argv) if xml is not None else CommandResult("missing")
+    rows = parse_query_gpu_csv(csv_result.stdout, QUERY_GPU_FIELDS) if csv_result.ok else []
+    if csv_result.state in ("failed", "timeout"):
+        errors.append(csv_result.describe(csv_argv))
+    by_uuid = {row.get("uuid"): row for row in rows}
+
+    gpus = []
+    for gpu in (xml or {}).get("gpus", []):
+        row = by_uuid.get(gpu["uuid"], {})
+        merged = dict(gpu)
+        merged["compute_capability"] = gpu["compute_capability"] or row.get("compute_capability") or UNKNOWN
+        for key in ("name", "uuid", "serial", "pci_bus_id", "memory_mib", "architecture", "vbios_version"):
+            merged[key] = _or(merged[key], UNKNOWN)
+        gpus.append(merged)
+
+    return {
+        "present": proc is not None or proc_text is not None or bool(gpus),
+        "driver_version": proc["version"] if proc else proc_sentinel,
+        "kernel_module": proc["module"] if proc else proc_sentinel,
+        "smi_driver_version": _command_value(xml_result, (xml or {}).get("driver_version")),
+        "smi_cuda_version": _command_value(xml_result, (xml or {}).get("cuda_version")),
+        "gpus": gpus,
+        "fabric_manager": collect_fabric_manager(host, errors),
+        "errors": errors,
+    }
+
+
+def collect_fabric_manager(host: Host, errors: List[str]) -> Dict[str, Any]:
+    """NVSwitch systems need nv-fabricmanager at the driver's exact version."""
+    binary = next((p for p in ("/usr/bin/nv-fabricmanager", "/usr/sbin/nv-fabricmanager") if host.exists(p)), None)
+    if binary is None:
+        return {"version": ABSENT, "service": ABSENT}
+    result = host.run([host.path(binary), "--version"])
+    version = parse_fabricmanager_version(result.stdout + result.stderr) if result.state in ("ok", "failed") else None
+    if result.state in ("failed", "timeout") and version is None:
+        errors.append(result.describe([binary, "--version"]))
+    service = host.run(["systemctl", "is-active", "nvidia-fabricmanager"])
+    state = service.stdout.strip() if service.state in ("ok", "failed") and service.stdout.strip() else None
+    return {"version": _command_value(result, version), "service": _command_value(service, state)}
+
+
+def collect_cuda(host: Host, index: LibraryIndex, owners: PackageOwners) -> Dict[str, Any]:
+    """Toolkits on disk, the default one, nvcc, and every libcudart."""
+    errors: List[str] = []
+    toolkits = []
+    for path in host.glob("/usr/local/cuda*"):
+        if not host.isdir(path) or host.islink(path):
+            continue
+        text = host.read(path + "/version.json")
+        parsed = parse_cuda_version_json(text) if text is not None else None
+        if parsed is None:
+            txt = host.read(path + "/version.txt")
+            legacy = parse_cuda_version_txt(txt) if txt is not None else None
+            parsed = {"version": legacy, "components": {}} if legacy else None
+        if parsed is None and text is None and not host.exists(path + "/bin"):
+            continue
+        if parsed is None:
+            errors.append("%s: no readable version.json or version.txt" % path)
+        toolkits.append({"path": path, "version": _or((parsed or {}).get("version"), UNKNOWN),
+                         "components": (parsed or {}).get("components", {})})
+    default = host.resolve("/usr/local/cuda") if host.exists("/usr/local/cuda") else ABSENT
+
+    nvcc_path = host.which("nvcc") if host.root == "/" else None
+    nvcc_argv = [nvcc_path or host.path("/usr/local/cuda/bin/nvcc"), "--version"]
+    nvcc_result = host.run(nvcc_argv)
+    nvcc = parse_nvcc_version(nvcc_result.stdout) if nvcc_result.ok else None
+    if nvcc_result.state in ("failed", "timeout") or (nvcc_result.ok and nvcc is None):
+        errors.append(nvcc_result.describe(nvcc_argv))
+    cudart = describe_libraries(index, owners, "libcudart", ["nvidia/*/lib"], "cudaRuntimeGetVersion",
+                                "out-int", decode_cudart_version, errors)
+    return {
+        "toolkits": toolkits,
+        "default_toolkit": default,
+        "nvcc": {
+            "release": _command_value(nvcc_result, (nvcc or {}).get("release")),
+            "version": _command_value(nvcc_result, (nvcc or {}).get("version")),
+        },
+        "cudart": cudart,
+        "cudart_versions": _versions(cudart),
+        "errors": errors,
+    }
+
+
+CUDNN_HEADER_GLOBS = ("/usr/include/cudnn_version*.h", "/usr/include/*-linux-gnu/cudnn_version*.h",
+                      "/usr/local/cuda*/include/cudnn_version.h", "/usr/local/cuda*/targets/*/include/cudnn_version.h")
+
+
+def collect_cudnn(host: Host, index: LibraryIndex, owners: PackageOwners) -> Dict[str, Any]:
+    errors: List[str] = []
+    libraries = describe_libraries(index, owners, "libcudnn", ["nvidia/*/lib"], "cudnnGetVersion",
+                                   "ret-size", decode_cudnn_version, errors)
+    headers = []
+    seen = set()
+    for pattern in CUDNN_HEADER_GLOBS:
+        for path in host.glob(pattern):
+            real = host.resolve(path)
+            if real in seen:
+                continue
+            seen.add(real)
+            version = parse_cudnn_version_header(host.read(path) or "")
+            headers.append({"path": path, "version": _or(version, UNKNOWN)})
+    return {"libraries": libraries, "headers": headers, "versions": _versions(libraries), "errors": errors}
+
+
+def collect_nccl(host: Host, index: LibraryIndex, owners: PackageOwners) -> Dict[str, Any]:
+    """Every libnccl on the node: a Python environment's wheel is as real as the system package."""
+    errors: List[str] = []
+    libraries = describe_libraries(index, owners, "libnccl", ["nvidia/*/lib"], "ncclGetVersion", "out-int",
+                                   decode_nccl_version, errors)
+    return {"libraries": libraries, "versions": _versions(libraries), "errors": errors}
+
+
+def _merge_by_index(primary: List[Dict[str, Any]], extra: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    extras = {gpu["index"]: gpu for gpu in extra}
+    merged = []
+    for gpu in primary:
+        other = extras.get(gpu["index"], {})
+        merged.append({k: (v if v is not None else other.get(k)) for k, v in gpu.items()})
+    return merged
+
+
+def collect_amd_gpus(host: Host, errors: List[str]) -> Tuple[str, List[Dict[str, Any]]]:
+    """GPUs from amd-smi, else rocm-smi (product names and VRAM asked separately)."""
+    argv = ["amd-smi", "static", "--asic", "--vram", "--json"]
+    result = host.run(argv)
+    if result.ok:
+        gpus = parse_amd_smi_json(result.stdout)
+        if gpus:
+            return "amd-smi", gpus
+        errors.append("amd-smi: no GPU in output")
+    elif result.state in ("failed", "timeout"):
+        errors.append(result.describe(argv))
+    names_argv = ["rocm-smi", "--showproductname", "--json"]
+    names = host.run(names_argv)
+    if names.ok:
+        gpus = parse_rocm_smi_json(names.stdout)
+        vram = host.run(["rocm-smi", "--showmeminfo", "vram", "--json"])
+        if vram.ok:
+            gpus = _merge_by_index(gpus, parse_rocm_smi_json(vram.stdout))
+        return "rocm-smi", gpus
+    if names.state in ("failed", "timeout"):
+        errors.append(names.describe(names_argv))
+    if result.state == "disabled":
+        return NOT_COLLECTED, []
+    return ABSENT, []
+
+
+def collect_amd(host: Host, index: LibraryIndex, owners: PackageOwners) -> Dict[str, Any]:
+    errors: List[str] = []
+    driver = (host.read("/sys/module/amdgpu/version") or "").strip()
+    installs = []
+    for path in host.glob("/opt/rocm*"):
+        if host.islink(path):
+            continue
+        text = host.read(path + "/.info/version")
+        if text is None:
+            continue
+        installs.append({"path": path, "version": _or(parse_rocm_version_file(text), UNKNOWN)})
+    default_text = host.read("/opt/rocm/.info/version")
+    source, gpus = collect_amd_gpus(host, errors)
+    rccl = describe_libraries(index, owners, "librccl", ["torch/lib", "rccl/lib"], "ncclGetVersion",
+                              "out-int", decode_nccl_version, errors)
+    return {
+        "present": bool(driver) or host.isdir("/sys/module/amdgpu") or bool(gpus),
+        "driver_version": driver or ABSENT,
+        "rocm_version": _or(parse_rocm_version_file(default_text), UNKNOWN) if default_text is not None else ABSENT,
+        "rocm_path": host.resolve("/opt/rocm") if host.exists("/opt/rocm") else ABSENT,
+        "rocm_installs": installs,
+        "gpus": gpus,
+        "gpu_source": source,
+        "rccl": rccl,
+        "rccl_versions": _versions(rccl),
+        "errors": errors,
+    }
+
+
+PACKAGE_PATTERNS = ("nvidia-driver*", "nvidia-open*", "cuda-drivers*", "libnvidia-compute*", "cuda-toolkit*",
+                    "cuda-cudart*", "libcudnn*", "cudnn*", "libnccl*", "nvidia-fabricmanager*",
+                    "nvidia-container-toolkit*", "amdgpu-dkms*", "rocm-core*", "rccl*", "slurm*")
+
+
+def collect_packages(host: Host) -> Dict[str, Any]:
+    """Installed versions and holds of the packages a fleet tuple pins."""
+    errors: List[str] = []
+    dpkg_argv = ["dpkg-query", "-W", "-f=${Package}\t${Version}\t${db:Status-Abbrev}\n"] + list(PACKAGE_PATTERNS)
+    dpkg = host.run(dpkg_argv)
+    if dpkg.state == "disabled":
+        return {"manager": NOT_COLLECTED, "installed": [], "holds": [], "errors": errors}
+    if dpkg.state in ("ok", "failed"):
+        # dpkg-query exits 1 when some pattern matches nothing, yet prints the rest.
+        installed = parse_dpkg_query(dpkg.stdout)
+        holds_result = host.run(["apt-mark", "showhold"])
+        holds = set(parse_apt_mark_showhold(holds_result.stdout)) if holds_result.ok else set()
+        if holds_result.state in ("failed", "timeout"):
+            errors.append(holds_result.describe(["apt-mark", "showhold"]))
+        holds.update(p["name"] for p in installed if p["held"])
+        for package in installed:
+            package["held"] = package["name"] in holds
+        relevant_holds = sorted(h for h in holds if any(fnmatch.fnmatchcase(h, p) for p in PACKAGE_PATTERNS))
+        return {"manager": "dpkg", "installed": installed, "holds": relevant_holds, "errors": errors}
+    if dpkg.state == "timeout":
+        errors.append(dpkg.describe(dpkg_argv[:3]))
+    rpm_argv = ["rpm", "-qa", "--qf", "%{NAME}\t%{VERSION}-%{RELEASE}\n"] + list(PACKAGE_PATTERNS)
+    rpm = host.run(rpm_argv)
+    if rpm.state in ("ok", "failed"):
+        return {"manager": "rpm", "installed": parse_rpm_query(rpm.stdout), "holds": [], "errors": errors}
+    return {"manager": ABSENT, "installed": [], "holds": [], "errors": errors}
+
+
+def collect_slurm(host: Host) -> Dict[str, Any]:
+    errors: List[str] = []
+    result = host.run(["slurmd", "-V"])
+    version = parse_slurmd_version(result.stdout) if result.ok else None
+    if result.state in ("failed", "timeout") or (result.ok and version is None):
+        errors.append(result.describe(["slurmd", "-V"]))
+    return {"slurmd_version": _command_value(result, version), "errors": errors}
+
+
+def collect_fabric(host: Host) -> Dict[str, Any]:
+    base = host.path("/sys/class/infiniband")
+    return {"infiniband": parse_infiniband_sysfs(base) if os.path.isdir(base) else [], "errors": []}
+
+
+def collect(host: Host) -> Dict[str, Any]:
+    """The whole facts document for one node."""
+    index = LibraryIndex(host)
+    owners = PackageOwners(host)
+    return {
+        "schema": SCHEMA,
+        "hostname": collect_hostname(host),
+        "kernel": collect_kernel(host),
+        "os": collect_os(host),
+        "probe": {"root": host.root, "commands": host.commands, "load_libraries": host.load,
+                  "python": "%d.%d.%d" % sys.version_info[:3]},
+        "nvidia": collect_nvidia(host),
+        "cuda": collect_cuda(host, index, owners),
+        "cudnn": collect_cudnn(host, index, owners),
+        "nccl": collect_nccl(host, index, owners),
+        "amd": collect_amd(host, index, owners),
+        "packages": collect_packages(host),
+        "slurm": collect_slurm(host),
+        "fabric": collect_fabric(host),
+        "errors": index.errors,
+    }
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description="Print this node's GPU stack facts as JSON.")
+    parser.add_argument("--root", default="/", help="read files relative to this directory (default /)")
+    parser.add_argument("--no-commands", action="store_true", help="run no external command")
+    parser.add_argument("--no-load", action="store_true", help="load no library to ask its version")
+    parser.add_argument("--with-time", action="store_true", help="add collected_at (UTC, ISO 8601)")
+    args = parser.parse_args(argv)
+    host = Host(args.root, commands=not args.no_commands, load=not args.no_load)
+    try:
+        facts = collect(host)
+    except Exception as exc:  # the contract is one JSON document and exit 0, always
+        facts = {"schema": SCHEMA, "errors": ["collector failed: %s: %s" % (type(exc).__name__, exc)]}
+    if args.with_time:
+        facts["collected_at"] = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
+    sys.stdout.write(json.dumps(facts, indent=2, sort_keys=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
