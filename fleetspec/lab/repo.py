@@ -1,0 +1,359 @@
+"""Stand-in vendor packages and the flat apt repository that serves them to lab nodes.
+
+Why: pinning, holding, up/downgrade and drift detection must be exercised through real
+apt and dpkg, with package names and version strings shaped like the vendors' own, but
+the real packages need GPUs, kernel modules and gigabytes. Each stand-in is a tiny .deb
+whose files report its version the way the real tool does (nvidia-smi, version.json,
+/opt/rocm/.info/version, ncclGetVersion in a real shared library).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import subprocess
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from email.utils import formatdate
+from pathlib import Path, PurePosixPath
+
+from fleetspec.lab.base import default_cache_dir
+
+SOURCE_DATE_EPOCH = "1700000000"
+STANDIN_NOTE = "fleetspec test stand-in: not the vendor package"
+MAINTAINER = "fleetspec lab <lab@fleetspec.invalid>"
+LIBDIR = "/usr/lib/x86_64-linux-gnu"
+_PKG_NAME = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
+_VERSION = re.compile(r"^([0-9]+:)?[0-9][A-Za-z0-9.+~-]*$")
+# The CUDA version a driver branch reports in nvidia-smi (highest CUDA it supports).
+DRIVER_CUDA = {"535": "12.2", "550": "12.4", "560": "12.6", "565": "12.7", "570": "12.8", "575": "12.9", "580": "13.0"}
+ROCM_BUILD = "56~24.04"  # rocm 7.0.2 ships as 7.0.2.70002-56~24.04; stand-ins reuse the suffix shape
+AMDGPU_BUILD = "2226257.24.04"
+
+
+@dataclass(frozen=True)
+class StandInPackage:
+    """One stand-in .deb. `files` maps absolute paths to content; `symlinks` paths to targets.
+
+    Content starting with "#!" is installed executable (0755), everything else 0644.
+    """
+
+    name: str
+    version: str
+    depends: tuple[str, ...] = ()
+    files: Mapping[str, str | bytes] = field(default_factory=dict)
+    description: str = ""
+    symlinks: Mapping[str, str] = field(default_factory=dict)
+    architecture: str = "amd64"
+
+    def __post_init__(self) -> None:
+        if not _PKG_NAME.match(self.name):
+            raise ValueError(f"invalid Debian package name {self.name!r}")
+        if not _VERSION.match(self.version):
+            raise ValueError(f"invalid Debian version {self.version!r} for {self.name}")
+        for path in (*self.files, *self.symlinks):
+            p = PurePosixPath(path)
+            if not p.is_absolute() or ".." in p.parts:
+                raise ValueError(f"{self.name}: file path must be absolute without '..': {path!r}")
+
+    @property
+    def deb_name(self) -> str:
+        """File name dpkg would give it (epoch dropped, as in the archive pool)."""
+        version = self.version.split(":", 1)[-1]
+        return f"{self.name}_{version}_{self.architecture}.deb"
+
+
+def _control(pkg: StandInPackage) -> str:
+    lines = [
+        f"Package: {pkg.name}",
+        f"Version: {pkg.version}",
+        f"Architecture: {pkg.architecture}",
+        f"Maintainer: {MAINTAINER}",
+        "Section: non-free/libs",
+        "Priority: optional",
+    ]
+    if pkg.depends:
+        lines.append("Depends: " + ", ".join(pkg.depends))
+    lines.append(f"Description: {STANDIN_NOTE} ({pkg.name} {pkg.version})")
+    for para in (pkg.description or f"Stands in for {pkg.name} in fleetspec lab tests.").splitlines():
+        lines.append(" " + (para if para.strip() else "."))
+    return "\n".join(lines) + "\n"
+
+
+def _write_tree(pkg: StandInPackage, root: Path) -> None:
+    """Lay out the package tree with fixed modes and mtimes so the .deb is reproducible."""
+    marker = f"/usr/share/doc/{pkg.name}/fleetspec-standin"
+    files: dict[str, str | bytes] = {marker: f"{STANDIN_NOTE}\n{pkg.name} {pkg.version}\n", **pkg.files}
+    (root / "DEBIAN").mkdir(parents=True)
+    (root / "DEBIAN/control").write_text(_control(pkg))
+    for path, content in sorted(files.items()):
+        dest = root / path.lstrip("/")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        data = content.encode() if isinstance(content, str) else content
+        dest.write_bytes(data)
+        dest.chmod(0o755 if data.startswith(b"#!") else 0o644)
+    for path, target in sorted(pkg.symlinks.items()):
+        dest = root / path.lstrip("/")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.symlink_to(target)
+    epoch = int(SOURCE_DATE_EPOCH)
+    for p in sorted(root.rglob("*"), reverse=True):
+        if p.is_dir() and not p.is_symlink():
+            p.chmod(0o755)
+        os.utime(p, (epoch, epoch), follow_symlinks=False)
+
+
+def _run(argv: list[str], cwd: Path | None = None) -> str:
+    env = {**os.environ, "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH, "LC_ALL": "C"}
+    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{argv[0]} failed ({proc.returncode}): {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def build_repo(packages: Iterable[StandInPackage], out_dir: Path) -> Path:
+    """Write the packages as .debs plus Packages/Release into `out_dir` (a flat repo).
+
+    Exactly `packages` end up published: stale .debs from a previous call are removed,
+    so a test that unpublishes a version sees apt lose it. Same input, same bytes.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    pkgs = {(p.name, p.version): p for p in packages}
+    wanted = {p.deb_name for p in pkgs.values()}
+    if len(wanted) != len(pkgs):
+        raise ValueError("two stand-ins map to the same .deb file name")
+    for stale in out.glob("*.deb"):
+        if stale.name not in wanted:
+            stale.unlink()
+    with tempfile.TemporaryDirectory(prefix="fleetspec-debs-") as tmp:
+        for pkg in pkgs.values():
+            tree = Path(tmp) / pkg.deb_name
+            _write_tree(pkg, tree)
+            _run(["dpkg-deb", "--root-owner-group", "-Zxz", "--build", str(tree), str(out / pkg.deb_name)])
+    (out / "Packages").write_text(_run(["apt-ftparchive", "packages", "."], cwd=out))
+    release = _run(["apt-ftparchive", "-o", "APT::FTPArchive::Release::Origin=fleetspec-lab", "release", "."], cwd=out)
+    (out / "Release").write_text(_fixed_date(release))
+    return out
+
+
+def _fixed_date(release: str) -> str:
+    """apt-ftparchive stamps Release with the wall clock; pin it so the repo is reproducible."""
+    stamp = formatdate(int(SOURCE_DATE_EPOCH), usegmt=True)
+    return re.sub(r"^Date: .*$", f"Date: {stamp}", release, count=1, flags=re.M)
+
+
+# ---------------------------------------------------------------- shared libraries
+
+_VERSION_LIB_C = """\
+/* fleetspec test stand-in: not the vendor library. */
+int ncclGetVersion(int *version) { *version = FLEETSPEC_CODE; return 0; }
+"""
+
+
+def version_library(soname: str, code: int, cache_dir: Path | None = None) -> bytes:
+    """A real ELF shared library exporting `int ncclGetVersion(int*)` that returns `code`.
+
+    NCCL and RCCL both export this symbol; callers load it with ctypes exactly as they
+    would on a real node. Compiled with gcc once per (soname, code) and cached.
+    """
+    cache = (Path(cache_dir) if cache_dir is not None else default_cache_dir()) / "standin-libs"
+    key = hashlib.sha256(f"{soname}\n{code}\n{_VERSION_LIB_C}".encode()).hexdigest()[:16]
+    cached = cache / f"{soname}-{code}-{key}"
+    if cached.exists():
+        return cached.read_bytes()
+    cache.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="fleetspec-lib-") as tmp:
+        src, out = Path(tmp) / "version.c", Path(tmp) / soname
+        src.write_text(_VERSION_LIB_C)
+        _run(["gcc", "-shared", "-fPIC", "-O2", "-s", f"-DFLEETSPEC_CODE={code}", f"-Wl,-soname,{soname}",
+              f"-ffile-prefix-map={tmp}=.", "-o", str(out), str(src)])
+        data = out.read_bytes()
+    partial = cached.with_suffix(".tmp")
+    partial.write_bytes(data)
+    partial.rename(cached)
+    return data
+
+
+# ---------------------------------------------------------------- vendor stand-ins
+
+
+def _parts(version: str, n: int, what: str) -> list[int]:
+    if not re.fullmatch(r"[0-9]+(\.[0-9]+)*", version) or len(version.split(".")) < n:
+        raise ValueError(f"{what} version {version!r} needs at least {n} numeric parts")
+    return [int(x) for x in version.split(".")]
+
+
+def nccl_code(version: str) -> int:
+    """ncclGetVersion's encoding since NCCL 2.9: MAJOR*10000 + MINOR*100 + PATCH."""
+    major, minor, patch = _parts(version, 3, "NCCL")[:3]
+    return major * 10000 + minor * 100 + patch
+
+
+def rocm_int(version: str) -> str:
+    """ROCm's numeric form used inside package versions: 7.0.2 -> 70002."""
+    major, minor, patch = _parts(version, 3, "ROCm")[:3]
+    return f"{major}{minor:02d}{patch:02d}"
+
+
+def _nvidia_smi(driver: str, cuda: str) -> str:
+    return f"""#!/bin/sh
+# {STANDIN_NOTE}. A node with the driver but no GPUs: reports the driver, attaches none.
+case "$*" in
+  *--query-gpu=driver_version*) echo "{driver}"; exit 0;;
+  *--version*) printf 'NVIDIA-SMI version  : {driver}\\nDRIVER version      : {driver}\\nCUDA Version        : {cuda}\\n'; exit 0;;
+  *-q*-x*|*-x*-q*) cat <<'XML'
+<?xml version="1.0" ?>
+<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v13.dtd">
+<nvidia_smi_log>
+	<timestamp>Thu Jan  1 00:00:00 1970</timestamp>
+	<driver_version>{driver}</driver_version>
+	<cuda_version>{cuda}</cuda_version>
+	<attached_gpus>0</attached_gpus>
+</nvidia_smi_log>
+XML
+  exit 0;;
+esac
+echo "No devices were found"
+exit 6
+"""
+
+
+def _nvidia(driver: str, cuda_hint: str | None) -> list[StandInPackage]:
+    _parts(driver, 2, "driver")
+    branch = driver.split(".")[0]
+    version = f"{driver}-0ubuntu1"
+    reported_cuda = DRIVER_CUDA.get(branch) or ".".join((cuda_hint or "0.0").split(".")[:2])
+    compute = StandInPackage(
+        f"libnvidia-compute-{branch}", version,
+        files={f"/usr/share/doc/libnvidia-compute-{branch}/version": driver + "\n"},
+        description="NVIDIA compute libraries (libcuda, libnvidia-ml) of the driver branch.",
+    )
+    driver_pkg = StandInPackage(
+        f"nvidia-driver-{branch}", version, depends=(f"libnvidia-compute-{branch} (= {version})",),
+        files={"/usr/bin/nvidia-smi": _nvidia_smi(driver, reported_cuda)},
+        description="NVIDIA driver metapackage; its nvidia-smi reports the driver and no GPUs.",
+    )
+    fabric = StandInPackage(
+        f"nvidia-fabricmanager-{branch}", f"{driver}-1",
+        files={"/usr/bin/nv-fabricmanager": f"#!/bin/sh\necho 'Fabric Manager version is : {driver}'\n"},
+        description="NVSwitch fabric manager of the driver branch (no service: no NVSwitch here).",
+    )
+    return [compute, driver_pkg, fabric]
+
+
+def _cuda(cuda: str) -> StandInPackage:
+    major, minor = _parts(cuda, 2, "CUDA")[:2]
+    mm = f"{major}.{minor}"
+    version_json = (
+        '{\n   "cuda" : {\n      "name" : "CUDA SDK",\n      "version" : "' + cuda + '"\n   }\n}\n'
+    )
+    return StandInPackage(
+        f"cuda-toolkit-{major}-{minor}", f"{cuda}-1",
+        files={f"/usr/local/cuda-{mm}/version.json": version_json},
+        symlinks={"/usr/local/cuda": f"cuda-{mm}"},
+        description="CUDA toolkit metapackage; carries version.json like the real toolkit.",
+    )
+
+
+def _cudnn(cudnn: str, cuda: str | None) -> StandInPackage:
+    parts = _parts(cudnn, 3, "cuDNN")
+    full = cudnn if len(parts) >= 4 else f"{cudnn}.0"  # real builds carry a 4th field; unknown -> 0
+    cuda_major = (cuda or "12").split(".")[0]
+    return StandInPackage(
+        f"libcudnn{parts[0]}-cuda-{cuda_major}", f"{full}-1",
+        files={f"/usr/include/x86_64-linux-gnu/cudnn_version_v{parts[0]}.h":
+               f"#define CUDNN_MAJOR {parts[0]}\n#define CUDNN_MINOR {parts[1]}\n#define CUDNN_PATCHLEVEL {parts[2]}\n"},
+        description="cuDNN runtime for the CUDA major; version header as cudnn_version.h has it.",
+    )
+
+
+def _nccl(nccl: str, cuda: str | None) -> list[StandInPackage]:
+    code = nccl_code(nccl)
+    mm = ".".join((cuda or "12.8").split(".")[:2])
+    version = f"{nccl}-1+cuda{mm}"
+    lib = StandInPackage(
+        "libnccl2", version,
+        files={f"{LIBDIR}/libnccl.so.{nccl}": version_library("libnccl.so.2", code)},
+        symlinks={f"{LIBDIR}/libnccl.so.2": f"libnccl.so.{nccl}"},
+        description=f"NCCL runtime; libnccl.so.2 exports ncclGetVersion() = {code}.",
+    )
+    dev = StandInPackage(
+        "libnccl-dev", version, depends=(f"libnccl2 (= {version})",),
+        files={"/usr/include/nccl.h": "#define NCCL_MAJOR {}\n#define NCCL_MINOR {}\n#define NCCL_PATCH {}\n".format(
+            *_parts(nccl, 3, "NCCL")[:3])},
+        symlinks={f"{LIBDIR}/libnccl.so": "libnccl.so.2"},
+        description="NCCL development files.",
+    )
+    return [lib, dev]
+
+
+def _rocm(rocm: str, rccl: str | None) -> list[StandInPackage]:
+    rint = rocm_int(rocm)
+    prefix = f"/opt/rocm-{rocm}"
+    core = StandInPackage(
+        "rocm-core", f"{rocm}.{rint}-{ROCM_BUILD}",
+        files={f"{prefix}/.info/version": f"{rocm}-{ROCM_BUILD.split('~')[0]}\n"},
+        symlinks={"/opt/rocm": f"rocm-{rocm}"},
+        description="ROCm core; /opt/rocm/.info/version as the real package writes it.",
+    )
+    out = [core]
+    if rccl:
+        code = nccl_code(rccl)
+        out.append(StandInPackage(
+            "rccl", f"{rccl}.{rint}-{ROCM_BUILD}", depends=(f"rocm-core (= {core.version})",),
+            files={f"{prefix}/lib/librccl.so.1.0.{rint}": version_library("librccl.so.1", code)},
+            symlinks={f"{prefix}/lib/librccl.so.1": f"librccl.so.1.0.{rint}"},
+            description=f"RCCL; librccl.so.1 exports ncclGetVersion() = {code}.",
+        ))
+    return out
+
+
+def _amdgpu(amdgpu: str) -> StandInPackage:
+    if "-" in amdgpu:  # already a full Debian version, e.g. 1:6.14.14.30100200-2226257.24.04
+        version = amdgpu
+    else:
+        parts = _parts(amdgpu, 2, "amdgpu") + [0, 0]
+        version = f"1:{amdgpu}.{parts[0]}{parts[1]:02d}{parts[2]:02d}00-{AMDGPU_BUILD}"
+    return StandInPackage(
+        "amdgpu-dkms", version, architecture="all",
+        files={f"/usr/src/amdgpu-{version.split(':')[-1].split('-')[0]}/dkms.conf":
+               f'PACKAGE_NAME="amdgpu"\nPACKAGE_VERSION="{version}"\n'},
+        description="amdgpu kernel driver sources for DKMS (never built: no kernel modules in the lab).",
+    )
+
+
+def vendor_standins(tuples: Iterable[Mapping[str, str]]) -> list[StandInPackage]:
+    """Stand-ins for every version in the given stack tuples, de-duplicated, sorted.
+
+    A tuple is a mapping with optional keys driver, cuda, cudnn, nccl, rocm, rccl, amdgpu.
+    Several tuples publish several versions of the same package, as a vendor repo does.
+    """
+    found: dict[tuple[str, str], StandInPackage] = {}
+    for t in tuples:
+        unknown = set(t) - {"driver", "cuda", "cudnn", "nccl", "rocm", "rccl", "amdgpu"}
+        if unknown:
+            raise ValueError(f"unknown stack tuple keys: {sorted(unknown)}")
+        pkgs: list[StandInPackage] = []
+        if t.get("driver"):
+            pkgs += _nvidia(t["driver"], t.get("cuda"))
+        if t.get("cuda"):
+            pkgs.append(_cuda(t["cuda"]))
+        if t.get("cudnn"):
+            pkgs.append(_cudnn(t["cudnn"], t.get("cuda")))
+        if t.get("nccl"):
+            pkgs += _nccl(t["nccl"], t.get("cuda"))
+        if t.get("rocm"):
+            pkgs += _rocm(t["rocm"], t.get("rccl"))
+        elif t.get("rccl"):
+            raise ValueError("an rccl version needs the rocm version it ships with")
+        if t.get("amdgpu"):
+            pkgs.append(_amdgpu(t["amdgpu"]))
+        for p in pkgs:
+            found.setdefault((p.name, p.version), p)
+    return [found[k] for k in sorted(found)]
+
+
+__all__ = ["StandInPackage", "build_repo", "nccl_code", "rocm_int", "version_library", "vendor_standins"]

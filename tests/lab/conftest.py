@@ -1,0 +1,87 @@
+"""Session fixtures for real lab nodes (namespaced hosts with sshd) and a stand-in repo.
+
+Self-contained so the lead can move these fixtures into tests/conftest.py unchanged.
+A machine that cannot host a lab skips these tests with the reason, unless CI=true,
+where the same condition fails: CI must exercise the real thing.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fleetspec.lab import Lab, LabNode, LabUnavailable, build_repo, ensure_base, ensure_host_packages, vendor_standins
+
+# Two tuples, so the repo carries two versions of libnccl2 (up/downgrade paths).
+LAB_TUPLES = [
+    {"driver": "580.95.05", "cuda": "13.0.2", "cudnn": "9.17.0", "nccl": "2.28.3"},
+    {"cuda": "13.0.2", "nccl": "2.27.3"},
+    {"rocm": "7.0.2", "rccl": "2.26.6", "amdgpu": "30.10.2"},
+]
+LAB_NODE_NAMES = ["node-a", "node-b"]
+
+
+def lab_unavailable(reason: str) -> None:
+    """Skip locally, fail in CI (CI=true) where the lab must work."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"lab unavailable in CI: {reason}")
+    pytest.skip(f"lab unavailable: {reason}")
+
+
+def lab_mode() -> str:
+    return os.environ.get("FLEETSPEC_LAB_MODE", "nspawn")
+
+
+@pytest.fixture(scope="session")
+def lab_base() -> Path:
+    """The cached bookworm base rootfs (built once per machine, ~16 s)."""
+    if os.geteuid() != 0:
+        lab_unavailable("needs root (network namespaces, overlay mounts, nspawn)")
+    try:
+        ensure_host_packages()
+        return ensure_base()
+    except (LabUnavailable, subprocess.CalledProcessError, OSError) as exc:
+        lab_unavailable(str(exc))
+        raise  # unreachable: lab_unavailable raises
+
+
+@pytest.fixture(scope="session")
+def lab_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A flat apt repo with stand-ins for LAB_TUPLES."""
+    return build_repo(vendor_standins(LAB_TUPLES), tmp_path_factory.mktemp("lab-repo"))
+
+
+def namespaces_problem() -> str | None:
+    """Why this kernel/container cannot give a node its own mount+network namespaces, if so."""
+    probe = subprocess.run(["unshare", "--mount", "--net", "--pid", "--fork", "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        return f"cannot create namespaces: {probe.stderr.strip()}"
+    if lab_mode() == "nspawn":
+        nspawn = subprocess.run(["systemd-nspawn", "--version"], capture_output=True, text=True)
+        if nspawn.returncode != 0:
+            return f"systemd-nspawn does not run: {nspawn.stderr.strip()}"
+    return None
+
+
+@pytest.fixture(scope="session")
+def lab(lab_base: Path, lab_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """A running lab of LAB_NODE_NAMES serving lab_repo; torn down at session end."""
+    problem = namespaces_problem()
+    if problem:
+        lab_unavailable(problem)
+    lab = Lab(tmp_path_factory.mktemp("lab"), lab_base, repo_dir=lab_repo, mode=lab_mode())
+    lab.up(LAB_NODE_NAMES)
+    try:
+        yield lab
+    finally:
+        lab.down()
+
+
+@pytest.fixture(scope="session")
+def lab_nodes(lab: Lab) -> list[LabNode]:
+    """The running nodes of the session lab."""
+    return list(lab.nodes)
