@@ -1,0 +1,732 @@
+"""The Kubernetes layer: Fleet IR -> node labels, Helm releases and objects.
+
+Two views of one computation. :func:`kubernetes_resources` gives the typed layer that the
+Pulumi program (``stacks/kubernetes``) declares and that ``plan`` reports from;
+:func:`render_kubernetes` writes the same layer as plain files under ``kubernetes/`` that a
+platform engineer, Argo CD or Flux can apply as they are. Both are pure and deterministic:
+the same Fleet gives the same bytes, with no timestamps.
+
+Only Kubernetes-owned nodes (``scheduler: kubernetes``) appear here. Slurm-owned nodes,
+Slinky ones included, never get node labels, flavors, queues or quota: one allocation
+owner per device.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Any
+
+import yaml
+
+from fleetspec.compile.ir import Fleet, Node, Partition
+
+LABEL_PREFIX = "fleetspec.io/"
+STACK_LABEL = LABEL_PREFIX + "stack"
+PARTITION_LABEL = LABEL_PREFIX + "partition"
+RACK_LABEL = LABEL_PREFIX + "rack"
+LEAF_LABEL = LABEL_PREFIX + "leaf"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+VOLCANO_NODEGROUP_LABEL = "volcano.sh/nodegroup-name"  # Volcano's nodegroup plugin key
+GPU_RESOURCE = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu"}
+
+# Chart defaults when the IR names no version; each from ../shared/reference/compat-facts.yaml.
+# https://github.com/kubernetes-sigs/kueue charts/kueue/Chart.yaml @ v0.19.2
+KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
+KUEUE_DEFAULT_VERSION = "0.19.2"
+# https://github.com/volcano-sh/volcano installer/helm/chart/volcano/Chart.yaml @ v1.15.1
+VOLCANO_REPO = "https://volcano-sh.github.io/helm-charts"
+VOLCANO_DEFAULT_VERSION = "1.15.1"
+# https://github.com/NVIDIA/gpu-operator (chart nvidia/gpu-operator, NGC Helm repo)
+NVIDIA_REPO = "https://helm.ngc.nvidia.com/nvidia"
+# https://github.com/ROCm/gpu-operator helm-charts-k8s/Chart.yaml @ v1.5.1
+AMD_REPO = "https://rocm.github.io/gpu-operator"
+AMD_DEFAULT_VERSION = "v1.5.1"
+# https://github.com/SlinkyProject/slurm-operator helm/*/Chart.yaml @ v1.2.1
+SLINKY_CHARTS = "oci://ghcr.io/slinkyproject/charts"
+SLINKY_DEFAULT_VERSION = "1.2.1"
+
+NAMESPACES = {
+    "gpu-operator": "gpu-operator",
+    "amd-gpu-operator": "kube-amd-gpu",
+    "kueue": "kueue-system",
+    "volcano": "volcano-system",
+    "slurm-operator": "slinky",
+}
+# Operators that run privileged DaemonSets need the privileged Pod Security level.
+PRIVILEGED_NAMESPACES = frozenset({"gpu-operator", "kube-amd-gpu"})
+# Kueue counts only GPUs: fleetspec quotas are in GPUs, and a resource a ClusterQueue does
+# not cover would make every workload that requests it inadmissible.
+KUEUE_EXCLUDED_RESOURCES = ("cpu", "memory", "ephemeral-storage", "hugepages-", "pods")
+WORKLOAD_API_COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+
+
+@dataclass(frozen=True)
+class NodeLabels:
+    """The labels fleetspec owns on one existing Kubernetes node (never creates Nodes)."""
+
+    hostname: str
+    labels: Mapping[str, str]
+
+    @property
+    def key(self) -> str:
+        return f"node/{self.hostname}"
+
+
+@dataclass(frozen=True)
+class HelmRelease:
+    """One pinned Helm release. ``repo`` is None for OCI charts (``chart`` is the URL)."""
+
+    name: str
+    namespace: str
+    chart: str
+    repo: str | None
+    version: str
+    values: Mapping[str, Any]
+    depends_on: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return f"release/{self.name}"
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """One Kubernetes object, the file it is written to, and what must exist first."""
+
+    body: Mapping[str, Any]
+    file: str  # manifest file stem under kubernetes/manifests/
+    depends_on: tuple[str, ...] = ()
+
+    @property
+    def kind(self) -> str:
+        return self.body["kind"]
+
+    @property
+    def name(self) -> str:
+        return self.body["metadata"]["name"]
+
+    @property
+    def namespace(self) -> str | None:
+        return self.body["metadata"].get("namespace")
+
+    @property
+    def key(self) -> str:
+        ns = self.namespace
+        return f"{self.kind}/{ns}/{self.name}" if ns else f"{self.kind}/{self.name}"
+
+
+@dataclass(frozen=True)
+class Prerequisite:
+    """Something the cluster itself must provide; fleetspec cannot apply it."""
+
+    id: str
+    message: str
+    components: tuple[str, ...] = ()
+    feature_gates: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class KubernetesLayer:
+    node_labels: tuple[NodeLabels, ...] = ()
+    releases: tuple[HelmRelease, ...] = ()
+    manifests: tuple[Manifest, ...] = ()  # in dependency order
+    prerequisites: tuple[Prerequisite, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not (self.node_labels or self.releases or self.manifests or self.prerequisites)
+
+
+# --------------------------------------------------------------------------- the layer
+
+
+def kubernetes_nodes(fleet: Fleet) -> tuple[Node, ...]:
+    return tuple(n for n in fleet.nodes if n.scheduler == "kubernetes")
+
+
+def kubernetes_partitions(fleet: Fleet) -> tuple[Partition, ...]:
+    """Partitions whose GPUs Kubernetes allocates: the generated, Kubernetes-owned ones."""
+    return tuple(p for p in fleet.partitions if p.scheduler == "kubernetes" and p.generated)
+
+
+def kubernetes_resources(fleet: Fleet) -> KubernetesLayer:
+    """The whole Kubernetes layer of ``fleet``; empty without Kubernetes-owned nodes."""
+    k8s = fleet.kubernetes
+    nodes = kubernetes_nodes(fleet)
+    slinky = fleet.slurm is not None and fleet.slurm.mode == "slinky"
+    if k8s is None or (not nodes and not slinky):
+        return KubernetesLayer()
+    owners = set(k8s.quota_owners) or ({k8s.queueing} - {"none"})
+    volcano_quota = "volcano" in owners
+    labels = tuple(_node_labels(fleet, n, volcano_quota) for n in nodes)
+    label_keys = tuple(n.key for n in labels)
+
+    releases: list[HelmRelease] = []
+    manifests: list[Manifest] = []
+    releases_and_crs = [
+        _nvidia(fleet, label_keys),
+        _amd(fleet, label_keys),
+        _kueue(fleet, "kueue" in owners, label_keys),
+        _volcano(fleet, volcano_quota, label_keys),
+        _slinky(fleet),
+    ]
+    for rel, objs in releases_and_crs:
+        releases.extend(rel)
+        manifests.extend(objs)
+    namespaces = _namespaces(fleet, releases)
+    return KubernetesLayer(
+        node_labels=labels,
+        releases=tuple(releases),
+        manifests=tuple(namespaces) + tuple(manifests),
+        prerequisites=_prerequisites(fleet),
+    )
+
+
+def _label_value(text: str) -> str:
+    """A valid label value: ``2.28.3-1+cuda13.0`` -> ``2.28.3-1_cuda13.0``; max 63 chars."""
+    cleaned = "".join(c if c.isalnum() or c in "-_." else "_" for c in text)[:63]
+    return cleaned.strip("-_.")
+
+
+def _node_labels(fleet: Fleet, node: Node, volcano_quota: bool) -> NodeLabels:
+    labels = {
+        PARTITION_LABEL: node.partition,
+        LABEL_PREFIX + "vendor": node.gpu.vendor,
+        LABEL_PREFIX + "generation": node.gpu.generation,
+        LABEL_PREFIX + "gpu-model": node.gpu.model,
+        STACK_LABEL: node.stack,
+        RACK_LABEL: node.rack,
+    }
+    if node.leaf:
+        labels[LEAF_LABEL] = node.leaf
+    if node.nvlink_domain:
+        labels[LABEL_PREFIX + "nvlink-domain"] = node.nvlink_domain
+    stack = fleet.stack(node.stack)
+    if stack is not None:
+        for component, version in stack.versions().items():
+            labels[LABEL_PREFIX + component] = version
+    if volcano_quota:
+        labels[VOLCANO_NODEGROUP_LABEL] = node.partition
+    return NodeLabels(node.hostname, {k: _label_value(v) for k, v in sorted(labels.items())})
+
+
+def _obj(api: str, kind: str, name: str, spec: Any = None, *, namespace: str | None = None,
+         labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if namespace:
+        meta["namespace"] = namespace
+    meta["labels"] = {"app.kubernetes.io/managed-by": "fleetspec", **(labels or {})}
+    body: dict[str, Any] = {"apiVersion": api, "kind": kind, "metadata": meta}
+    if spec is not None:
+        body["spec"] = spec
+    return body
+
+
+def _namespaces(fleet: Fleet, releases: Iterable[HelmRelease]) -> list[Manifest]:
+    wanted: dict[str, dict[str, str]] = {}
+    for rel in releases:
+        extra = {"pod-security.kubernetes.io/enforce": "privileged"}
+        wanted[rel.namespace] = extra if rel.namespace in PRIVILEGED_NAMESPACES else {}
+    assert fleet.kubernetes is not None
+    for tenant in fleet.kubernetes.tenants:
+        for ns in tenant.namespaces:
+            wanted[ns] = {LABEL_PREFIX + "tenant": tenant.name}
+    return [
+        Manifest(_obj("v1", "Namespace", ns, labels=wanted[ns]), "00-namespaces")
+        for ns in sorted(wanted)
+    ]
+
+
+def _ns_key(namespace: str) -> str:
+    return f"Namespace/{namespace}"
+
+
+def _vendor_stacks(fleet: Fleet, vendor: str) -> list[str]:
+    return sorted({n.stack for n in kubernetes_nodes(fleet) if n.gpu.vendor == vendor})
+
+
+def _nvidia(fleet: Fleet, label_keys: tuple[str, ...]):
+    k8s = fleet.kubernetes
+    stacks = _vendor_stacks(fleet, "nvidia")
+    if k8s is None or k8s.gpu_operator is None or not stacks:
+        return [], []
+    op = k8s.gpu_operator
+    ns = NAMESPACES["gpu-operator"]
+    driver: dict[str, Any] = {"enabled": op.driver == "operator"}
+    per_stack = op.driver == "operator" and len(stacks) > 1
+    if per_stack:
+        # One NVIDIADriver per stack: the per-pool driver mechanism of the operator.
+        driver["nvidiaDriverCRD"] = {"enabled": True, "deployDefaultCR": False}
+    elif op.driver == "operator":
+        pinned = fleet.stack(stacks[0])
+        if pinned is not None and pinned.driver:
+            driver["version"] = pinned.driver
+    release = HelmRelease(
+        name="gpu-operator",
+        namespace=ns,
+        chart="gpu-operator",
+        repo=NVIDIA_REPO,
+        version=_v_prefixed(op.version),
+        values={"driver": driver},
+        depends_on=(_ns_key(ns), *label_keys),
+    )
+    crs = []
+    if per_stack:
+        for name in stacks:
+            stack = fleet.stack(name)
+            spec = {"driverType": "gpu", "default": False, "repository": "nvcr.io/nvidia",
+                    "image": "driver"}
+            if stack is not None and stack.driver:
+                spec["version"] = stack.driver
+            spec["nodeSelector"] = {STACK_LABEL: name}
+            crs.append(Manifest(
+                _obj("nvidia.com/v1alpha1", "NVIDIADriver", name, spec),
+                "10-nvidia-drivers",
+                (release.key,),
+            ))
+    return [release], crs
+
+
+def _amd(fleet: Fleet, label_keys: tuple[str, ...]):
+    k8s = fleet.kubernetes
+    stacks = _vendor_stacks(fleet, "amd")
+    if k8s is None or not stacks:
+        return [], []
+    ns = NAMESPACES["amd-gpu-operator"]
+    host_driver = k8s.gpu_operator is not None and k8s.gpu_operator.driver == "host"
+    release = HelmRelease(
+        name="amd-gpu-operator",
+        namespace=ns,
+        chart="gpu-operator-charts",
+        repo=AMD_REPO,
+        version=_v_prefixed(k8s.amd_gpu_operator_version or AMD_DEFAULT_VERSION),
+        # fleetspec writes one DeviceConfig per stack instead of the chart's default one.
+        values={"crds": {"defaultCR": {"install": False}}},
+        depends_on=(_ns_key(ns), *label_keys),
+    )
+    crs = []
+    for name in stacks:
+        stack = fleet.stack(name)
+        amdgpu = stack.amdgpu if stack is not None else None
+        driver: dict[str, Any] = {"enable": amdgpu is not None and not host_driver}
+        if driver["enable"]:
+            driver["version"] = amdgpu
+        spec = {
+            "selector": {STACK_LABEL: name},
+            "driver": driver,
+            "devicePlugin": {"enableNodeLabeller": True},
+        }
+        crs.append(Manifest(
+            _obj("amd.com/v1alpha1", "DeviceConfig", name, spec, namespace=ns),
+            "11-amd-deviceconfigs",
+            (release.key, _ns_key(ns)),
+        ))
+    return [release], crs
+
+
+def _quota_rows(fleet: Fleet) -> list[tuple[str, tuple[str, ...], dict[str, int]]]:
+    """(queue name, namespaces, {partition: GPUs}) per tenant, or per partition without
+    tenants. Partitions that are not Kubernetes-owned are dropped: checks report them."""
+    assert fleet.kubernetes is not None
+    parts = {p.name: p for p in kubernetes_partitions(fleet)}
+    if fleet.kubernetes.tenants:
+        return [
+            (t.name, t.namespaces, {p: g for p, g in t.quota if p in parts})
+            for t in sorted(fleet.kubernetes.tenants, key=lambda t: t.name)
+        ]
+    return [(p.name, ("default",), {p.name: p.gpus}) for p in sorted(parts.values(),
+                                                                      key=lambda p: p.name)]
+
+
+def _resource_groups(quota: Mapping[str, int], parts: Mapping[str, Partition]) -> list[dict]:
+    by_resource: dict[str, list[dict]] = {}
+    for partition in sorted(quota):
+        resource = GPU_RESOURCE[parts[partition].vendor or "nvidia"]
+        by_resource.setdefault(resource, []).append({
+            "name": partition,
+            "resources": [{"name": resource, "nominalQuota": quota[partition]}],
+        })
+    return [
+        {"coveredResources": [resource], "flavors": flavors}
+        for resource, flavors in sorted(by_resource.items())
+    ]
+
+
+def kueue_topology_levels(fleet: Fleet) -> list[str]:
+    """Topology levels from the fabric, widest first: leaf (when every Kubernetes node has
+    one), rack (the NVLink domain on NVL72-class racks), then the host."""
+    nodes = kubernetes_nodes(fleet)
+    levels = [LEAF_LABEL] if nodes and all(n.leaf for n in nodes) else []
+    return [*levels, RACK_LABEL, HOSTNAME_LABEL]
+
+
+def _kueue(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
+    k8s = fleet.kubernetes
+    assert k8s is not None
+    if "kueue" not in (k8s.queueing, k8s.gang) and not holds_quota:
+        return [], []
+    ns = NAMESPACES["kueue"]
+    release = HelmRelease(
+        name="kueue",
+        namespace=ns,
+        chart=KUEUE_CHART,
+        repo=None,
+        version=_v_stripped(k8s.kueue_version or KUEUE_DEFAULT_VERSION),
+        values={"managerConfig": {"controllerManagerConfigYaml": kueue_configuration(fleet)}},
+        depends_on=(_ns_key(ns),),
+    )
+    if not holds_quota:
+        return [release], []
+    rk = release.key
+    parts = {p.name: p for p in kubernetes_partitions(fleet)}
+    topo_name = f"{fleet.name}-fabric"
+    objs = [Manifest(
+        _obj("kueue.x-k8s.io/v1beta2", "Topology", topo_name,
+             {"levels": [{"nodeLabel": lvl} for lvl in kueue_topology_levels(fleet)]}),
+        "20-kueue-topology", (rk,),
+    )]
+    topo_key = objs[0].key
+    flavor_keys = {}
+    for name in sorted(parts):
+        vendor = parts[name].vendor or "nvidia"
+        spec = {
+            "nodeLabels": {PARTITION_LABEL: name},
+            "tolerations": [{"key": GPU_RESOURCE[vendor], "operator": "Exists",
+                             "effect": "NoSchedule"}],
+            "topologyName": topo_name,
+        }
+        m = Manifest(_obj("kueue.x-k8s.io/v1beta2", "ResourceFlavor", name, spec),
+                     "21-kueue-flavors", (rk, topo_key, *label_keys))
+        flavor_keys[name] = m.key
+        objs.append(m)
+    rows = _quota_rows(fleet)
+    # Whatever no tenant holds stays in the cohort, for every queue to borrow.
+    spare = {p: parts[p].gpus - sum(q.get(p, 0) for _, _, q in rows) for p in parts}
+    spare = {p: g for p, g in spare.items() if g > 0}
+    cohort_spec = {"resourceGroups": _resource_groups(spare, parts)} if spare else {}
+    cohort = Manifest(_obj("kueue.x-k8s.io/v1beta2", "Cohort", fleet.name, cohort_spec),
+                      "22-kueue-cohort", (rk, *(flavor_keys[p] for p in sorted(spare))))
+    objs.append(cohort)
+    for queue, namespaces, quota in rows:
+        spec = {
+            "cohortName": fleet.name,
+            "namespaceSelector": {"matchExpressions": [{
+                "key": "kubernetes.io/metadata.name", "operator": "In",
+                "values": sorted(namespaces)}]},
+            "queueingStrategy": "BestEffortFIFO",
+            "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
+            "resourceGroups": _resource_groups(quota, parts),
+        }
+        cq = Manifest(_obj("kueue.x-k8s.io/v1beta2", "ClusterQueue", queue, spec),
+                      "23-kueue-clusterqueues",
+                      (rk, cohort.key, *(flavor_keys[p] for p in sorted(quota))))
+        objs.append(cq)
+        for namespace in sorted(namespaces):
+            objs.append(Manifest(
+                _obj("kueue.x-k8s.io/v1beta2", "LocalQueue", queue,
+                     {"clusterQueue": queue}, namespace=namespace),
+                "24-kueue-localqueues", (rk, cq.key, _ns_key(namespace)),
+            ))
+    return [release], objs
+
+
+def kueue_configuration(fleet: Fleet) -> str:
+    """The Kueue ``Configuration`` (config.kueue.x-k8s.io/v1beta2) as the chart's
+    ``managerConfig.controllerManagerConfigYaml`` text. The base is the chart's own default
+    at v0.19.2; fleetspec adds gang admission and GPU-only accounting."""
+    k8s = fleet.kubernetes
+    assert k8s is not None
+    config: dict[str, Any] = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "health": {"healthProbeBindAddress": ":8081"},
+        "metrics": {"bindAddress": ":8443"},
+        "webhook": {"port": 9443},
+        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+        "controller": {"groupKindConcurrency": {
+            "Job.batch": 5, "Pod": 5, "Workload.kueue.x-k8s.io": 10,
+            "LocalQueue.kueue.x-k8s.io": 5, "ClusterQueue.kueue.x-k8s.io": 5,
+            "ResourceFlavor.kueue.x-k8s.io": 1}},
+        "clientConnection": {"qps": 300, "burst": 500},
+    }
+    if k8s.gang == "kueue":
+        # All-or-nothing: admit one workload at a time until its pods are ready; evict and
+        # requeue a gang whose pods are not all ready within the timeout.
+        requeue: dict[str, Any] = {"timestamp": "Eviction"}
+        if k8s.gang_requeue_limit is not None:
+            requeue["backoffLimitCount"] = k8s.gang_requeue_limit
+        config["waitForPodsReady"] = {
+            "timeout": k8s.gang_timeout,
+            "blockAdmission": True,
+            "requeuingStrategy": requeue,
+        }
+    config["resources"] = {"excludeResourcePrefixes": list(KUEUE_EXCLUDED_RESOURCES)}
+    config["integrations"] = {"frameworks": [
+        "batch/job", "kubeflow.org/mpijob", "ray.io/rayjob", "ray.io/rayservice",
+        "ray.io/raycluster", "jobset.x-k8s.io/jobset", "workload.codeflare.dev/appwrapper",
+        "trainer.kubeflow.org/trainjob", "pod", "deployment", "statefulset",
+        "leaderworkerset.x-k8s.io/leaderworkerset"]}
+    return _dump(config)
+
+
+def volcano_scheduler_conf(with_nodegroups: bool, with_topology: bool) -> str:
+    """The chart default (installer/helm/chart/volcano/config/volcano-scheduler.conf at
+    v1.15.1, gang in the first tier) plus nodegroup (queue -> partition) and
+    network-topology-aware (HyperNodes) when fleetspec renders them."""
+    second = [{"name": "overcommit"}, {"name": "drf", "enablePreemptable": False},
+              {"name": "predicates"}, {"name": "proportion"}, {"name": "nodeorder"},
+              {"name": "binpack"}]
+    if with_nodegroups:
+        second.append({"name": "nodegroup"})
+    if with_topology:
+        second.append({"name": "network-topology-aware"})
+    conf = {
+        "actions": "enqueue, allocate, backfill",
+        "tiers": [
+            {"plugins": [{"name": "priority"}, {"name": "gang", "enablePreemptable": False},
+                         {"name": "conformance"}]},
+            {"plugins": second},
+        ],
+    }
+    return _dump(conf)
+
+
+def _hypernodes(fleet: Fleet) -> list[Manifest]:
+    """Tier 1: a rack (an NVLink domain on NVL72 racks); tier 2: a leaf; tier 3: the
+    spine layer joining the leaves, when there is more than one."""
+    nodes = kubernetes_nodes(fleet)
+    racks: dict[str, list[str]] = {}
+    leaf_of: dict[str, str | None] = {}
+    for n in nodes:
+        racks.setdefault(n.rack, []).append(n.hostname)
+        leaf_of[n.rack] = n.leaf
+    api = "topology.volcano.sh/v1alpha1"
+    objs = []
+    for rack in sorted(racks):
+        members = [{"type": "Node", "selector": {"exactMatch": {"name": h}}}
+                   for h in sorted(racks[rack])]
+        objs.append(Manifest(_obj(api, "HyperNode", f"rack-{rack}",
+                                  {"tier": 1, "tierName": "rack", "members": members}),
+                             "20-volcano-hypernodes"))
+    leaves: dict[str, list[str]] = {}
+    for rack, leaf in leaf_of.items():
+        if leaf:
+            leaves.setdefault(leaf, []).append(rack)
+    for leaf in sorted(leaves):
+        members = [{"type": "HyperNode", "selector": {"exactMatch": {"name": f"rack-{r}"}}}
+                   for r in sorted(leaves[leaf])]
+        objs.append(Manifest(_obj(api, "HyperNode", f"leaf-{leaf}",
+                                  {"tier": 2, "tierName": "leaf", "members": members}),
+                             "20-volcano-hypernodes",
+                             tuple(f"HyperNode/rack-{r}" for r in sorted(leaves[leaf]))))
+    if len(leaves) > 1:
+        members = [{"type": "HyperNode", "selector": {"exactMatch": {"name": f"leaf-{lf}"}}}
+                   for lf in sorted(leaves)]
+        objs.append(Manifest(_obj(api, "HyperNode", f"{fleet.name}-spine",
+                                  {"tier": 3, "tierName": "spine", "members": members}),
+                             "20-volcano-hypernodes",
+                             tuple(f"HyperNode/leaf-{lf}" for lf in sorted(leaves))))
+    return objs
+
+
+def _volcano(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
+    k8s = fleet.kubernetes
+    assert k8s is not None
+    if "volcano" not in (k8s.queueing, k8s.gang) and not holds_quota:
+        return [], []
+    ns = NAMESPACES["volcano"]
+    hypernodes = _hypernodes(fleet)
+    release = HelmRelease(
+        name="volcano",
+        namespace=ns,
+        chart="volcano",
+        repo=VOLCANO_REPO,
+        version=_v_stripped(k8s.volcano_version or VOLCANO_DEFAULT_VERSION),
+        values={"custom": {"scheduler_config_override": volcano_scheduler_conf(
+            holds_quota, bool(hypernodes))}},
+        depends_on=(_ns_key(ns),),
+    )
+    rk = release.key
+    objs = [Manifest(m.body, m.file, (rk, *label_keys, *m.depends_on)) for m in hypernodes]
+    if holds_quota:
+        parts = {p.name: p for p in kubernetes_partitions(fleet)}
+        for queue, _namespaces, quota in _quota_rows(fleet):
+            capability: dict[str, int] = {}
+            for partition, gpus in sorted(quota.items()):
+                resource = GPU_RESOURCE[parts[partition].vendor or "nvidia"]
+                capability[resource] = capability.get(resource, 0) + gpus
+            spec = {
+                "weight": 1,
+                "reclaimable": True,
+                "capability": dict(sorted(capability.items())),
+                "affinity": {"nodeGroupAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": sorted(quota)}},
+            }
+            objs.append(Manifest(_obj("scheduling.volcano.sh/v1beta1", "Queue", queue, spec),
+                                 "21-volcano-queues", (rk,)))
+    return [release], objs
+
+
+def _slinky(fleet: Fleet):
+    """Slinky's operator and CRDs; the ``slurm`` chart (the cluster itself) belongs to the
+    Slurm layer, which knows its values."""
+    if fleet.slurm is None or fleet.slurm.mode != "slinky":
+        return [], []
+    ns = NAMESPACES["slurm-operator"]
+    version = _v_stripped(fleet.slurm.slinky_version or SLINKY_DEFAULT_VERSION)
+    crds = HelmRelease("slurm-operator-crds", ns, f"{SLINKY_CHARTS}/slurm-operator-crds", None,
+                       version, {}, (_ns_key(ns),))
+    operator = HelmRelease("slurm-operator", ns, f"{SLINKY_CHARTS}/slurm-operator", None,
+                           version, {"crds": {"enabled": False}}, (_ns_key(ns), crds.key))
+    return [crds, operator], []
+
+
+def _prerequisites(fleet: Fleet) -> tuple[Prerequisite, ...]:
+    k8s = fleet.kubernetes
+    if k8s is None or k8s.gang != "workload-api":
+        return ()
+    return (Prerequisite(
+        id="feature-gate-GenericWorkload",
+        message=("gang: workload-api needs the GenericWorkload feature gate "
+                 "(--feature-gates=GenericWorkload=true) on kube-apiserver, "
+                 "kube-controller-manager and kube-scheduler (Kubernetes 1.37+)"),
+        components=WORKLOAD_API_COMPONENTS,
+        feature_gates=("GenericWorkload=true",),
+    ),)
+
+
+def _v_prefixed(version: str) -> str:
+    return version if version.startswith("v") else f"v{version}"
+
+
+def _v_stripped(version: str) -> str:
+    return version[1:] if version.startswith("v") else version
+
+
+# --------------------------------------------------------------------------- files
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block style; multi-line strings (embedded config files) as literal blocks."""
+
+
+def _str_representer(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in data else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_Dumper.add_representer(str, _str_representer)
+
+
+def _dump(data: Any) -> str:
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False,
+                     width=100)
+
+
+def _dump_all(docs: Iterable[Any]) -> str:
+    return yaml.dump_all(list(docs), Dumper=_Dumper, sort_keys=False,
+                         default_flow_style=False, explicit_start=True, width=100)
+
+
+def render_kubernetes(fleet: Fleet) -> dict[PurePosixPath, str]:
+    """``{kubernetes/...: text}``: manifests, Helm values, a node-label script, a README."""
+    layer = kubernetes_resources(fleet)
+    if layer.empty:
+        return {}
+    base = PurePosixPath("kubernetes")
+    files: dict[PurePosixPath, str] = {}
+    by_file: dict[str, list[Mapping[str, Any]]] = {}
+    for m in layer.manifests:
+        by_file.setdefault(m.file, []).append(m.body)
+    for stem, bodies in by_file.items():
+        files[base / "manifests" / f"{stem}.yaml"] = _HEADER + _dump_all(bodies)
+    for rel in layer.releases:
+        files[base / "helm" / f"{rel.name}.values.yaml"] = _HEADER + _dump(dict(rel.values))
+    if layer.releases:
+        files[base / "helm" / "releases.yaml"] = _HEADER + _dump({"releases": [
+            {"name": r.name, "namespace": r.namespace, "chart": r.chart,
+             **({"repo": r.repo} if r.repo else {}), "version": r.version,
+             "valuesFile": f"{r.name}.values.yaml"} for r in layer.releases]})
+        files[base / "helm" / "install.sh"] = _install_script(layer.releases)
+    if layer.node_labels:
+        files[base / "node-labels.sh"] = _label_script(layer.node_labels)
+    files[base / "README.md"] = _readme(fleet, layer, sorted(by_file))
+    return dict(sorted(files.items()))
+
+
+_HEADER = "# Generated by fleetspec from the fleet spec; edit the spec, not this file.\n"
+
+
+def _sh_quote(text: str) -> str:
+    return text if all(c.isalnum() or c in "-_./:=+@," for c in text) else \
+        "'" + text.replace("'", "'\"'\"'") + "'"
+
+
+def _label_script(nodes: Iterable[NodeLabels]) -> str:
+    lines = [
+        "#!/bin/sh",
+        "# Generated by fleetspec: the labels fleetspec owns on each Kubernetes-owned node.",
+        "# Nodes join the cluster through kubelet; this only labels them, and fails on a",
+        "# node that has not joined yet. Set KUBECTL to use another client or context.",
+        "set -eu",
+        'KUBECTL="${KUBECTL:-kubectl}"',
+        "",
+    ]
+    for node in nodes:
+        pairs = [f"{k}={v}" for k, v in node.labels.items()]
+        lines.append(f"$KUBECTL label node --overwrite {_sh_quote(node.hostname)} \\")
+        lines.extend(f"  {_sh_quote(p)} \\" for p in pairs[:-1])
+        lines.append(f"  {_sh_quote(pairs[-1])}")
+    return "\n".join(lines) + "\n"
+
+
+def _install_script(releases: Iterable[HelmRelease]) -> str:
+    lines = [
+        "#!/bin/sh",
+        "# Generated by fleetspec: install or upgrade the pinned Helm releases, in order.",
+        "# Run from this directory after manifests/00-namespaces.yaml is applied.",
+        "set -eu",
+        'HELM="${HELM:-helm}"',
+        "",
+    ]
+    for r in releases:
+        chart = r.chart if r.repo is None else f"{r.chart} --repo {r.repo}"
+        lines.append(f"$HELM upgrade --install {r.name} {chart} --version {r.version} "
+                     f"--namespace {r.namespace} --values {r.name}.values.yaml --wait")
+    return "\n".join(lines) + "\n"
+
+
+def _readme(fleet: Fleet, layer: KubernetesLayer, stems: list[str]) -> str:
+    out = [
+        f"# Kubernetes layer of fleet `{fleet.name}`",
+        "",
+        "Generated by fleetspec; `fleetspec apply` declares the same objects through the",
+        "Pulumi stack in `stacks/kubernetes`. To apply by hand, in this order:",
+        "",
+    ]
+    step = 1
+    if layer.prerequisites:
+        out.append(f"{step}. Cluster prerequisites (fleetspec cannot apply these):")
+        out.extend(f"   - {p.message}" for p in layer.prerequisites)
+        step += 1
+    if layer.node_labels:
+        out.append(f"{step}. `sh node-labels.sh`: label the {len(layer.node_labels)} "
+                   "Kubernetes-owned nodes (they must have joined).")
+        step += 1
+    if "00-namespaces" in stems:
+        out.append(f"{step}. `kubectl apply -f manifests/00-namespaces.yaml`")
+        step += 1
+    if layer.releases:
+        names = ", ".join(r.name for r in layer.releases)
+        out.append(f"{step}. `cd helm && sh install.sh`: Helm releases {names} "
+                   "(pinned in `helm/releases.yaml`; the operators install their CRDs).")
+        step += 1
+    rest = [s for s in stems if s != "00-namespaces"]
+    if rest:
+        out.append(f"{step}. `kubectl apply --server-side -f manifests/`: "
+                   + ", ".join(f"`{s}.yaml`" for s in rest) + ".")
+    out.extend(["", "Argo CD or Flux can sync `manifests/` as it is, with the releases in",
+                "`helm/releases.yaml` declared as Helm sources."])
+    return "\n".join(out) + "\n"

@@ -1,0 +1,57 @@
+"""The Automation driver: cheap to import, and one plain line when the CLI is absent."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fleetspec.apply import pulumi as driver
+
+from . import fleets
+
+
+def test_import_is_cheap() -> None:
+    code = ("import sys, fleetspec.apply.pulumi; "
+            "print(any(m == 'pulumi' or m.startswith('pulumi.') for m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                         text=True, cwd=Path(driver.__file__).resolve().parents[2])
+    assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("operation", [driver.preview, driver.up])
+def test_without_cli_says_so_in_one_line(operation, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty PATH: no pulumi on it
+    assert shutil.which("pulumi") is None
+    lines: list[str] = []
+    result = operation(fleets.museum(), driver.PulumiOptions(state_dir=tmp_path),
+                       on_output=lines.append)
+    assert result.available is False and result.ok is False
+    assert "pulumi CLI not found on PATH" in result.summary
+    assert "\n" not in result.summary
+    assert lines == [] and not (tmp_path / "pulumi").exists()  # nothing attempted
+
+
+def test_missing_passphrase_is_reported(tmp_path, monkeypatch) -> None:
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "pulumi").write_text("#!/bin/sh\nexit 1\n")
+    (fake / "pulumi").chmod(0o755)
+    monkeypatch.setenv("PATH", str(fake))
+    monkeypatch.delenv(driver.PASSPHRASE_ENV, raising=False)
+    options = driver.PulumiOptions(state_dir=tmp_path)
+    assert driver.unavailable_reason(options).startswith(driver.PASSPHRASE_ENV)
+    # Any other backend brings its own secrets story.
+    other = driver.PulumiOptions(state_dir=tmp_path, backend_url="s3://bucket/fleet")
+    assert driver.unavailable_reason(other) is None
+    assert other.backend == "s3://bucket/fleet"
+    assert options.backend == (tmp_path / "pulumi").resolve().as_uri()
+
+
+def test_the_program_file_is_the_stack_folder_program() -> None:
+    module = driver.load_program()
+    assert module.__file__.endswith("stacks/kubernetes/program.py")
+    assert callable(module.program)

@@ -1,0 +1,196 @@
+"""The Pulumi program under Pulumi's own mock runtime: the resources it registers, their
+types, names, chart versions, per-stack drivers, flavors and quotas, and dependencies."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pytest
+from pulumi.runtime import mocks as pulumi_mocks
+
+from fleetspec.apply.pulumi import load_program
+
+from . import fleets
+
+
+@dataclass
+class Registered:
+    type: str
+    name: str
+    inputs: dict
+    depends_on: list[str]  # names of the resources it was declared to depend on
+
+
+class _Mocks(pulumi.runtime.Mocks):
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+        return f"{args.name}-id", args.inputs
+
+    def call(self, args: pulumi.runtime.MockCallArgs):
+        return {}
+
+
+class _RecordingMonitor(pulumi_mocks.MockMonitor):
+    """Pulumi's mock monitor, also keeping each registration's declared dependencies
+    (the mock API hands ``new_resource`` the inputs only)."""
+
+    def __init__(self, mocks: pulumi.runtime.Mocks) -> None:
+        super().__init__(mocks)
+        self.registered: list[Registered] = []
+
+    def RegisterResource(self, request):  # noqa: N802 - Pulumi's gRPC method name
+        response = super().RegisterResource(request)
+        if request.type != "pulumi:pulumi:Stack":
+            self.registered.append(Registered(
+                request.type, request.name, {},
+                [urn.rsplit("::", 1)[-1] for urn in request.dependencies]))
+        return response
+
+
+@pytest.fixture
+def run_program():
+    """Run the program for a fleet (or from ``fleetspec:irPath``) under the mock runtime;
+    return {name: Registered}, inputs filled in from what the mocks saw."""
+    program = load_program()
+    seen: dict[str, dict] = {}
+
+    class Mocks(_Mocks):
+        def new_resource(self, args):
+            seen[args.name] = args.inputs
+            return super().new_resource(args)
+
+    def run(fleet=None, config: dict[str, str] | None = None) -> dict[str, Registered]:
+        mocks = Mocks()
+        monitor = _RecordingMonitor(mocks)
+        pulumi.runtime.set_mocks(mocks, project="fleetspec-kubernetes", stack="test",
+                                 preview=False, monitor=monitor)
+        for key, value in (config or {}).items():
+            pulumi.runtime.set_config(key, value)
+
+        @pulumi.runtime.test
+        def declare():
+            program.program(fleet)
+
+        declare()
+        out = {}
+        for r in monitor.registered:
+            r.inputs = seen[r.name]
+            out[r.name] = r
+        return out
+
+    saved = dict(pulumi.runtime.config.CONFIG.get())
+    yield run
+    pulumi.runtime.config.CONFIG.get().clear()  # the stack config is process-global
+    pulumi.runtime.config.CONFIG.get().update(saved)
+
+
+def test_museum_resources(run_program) -> None:
+    res = run_program(fleets.museum())
+    types = {}
+    for r in res.values():
+        types.setdefault(r.type, set()).add(r.name)
+    assert types["kubernetes:helm.sh/v3:Release"] == {
+        "release/gpu-operator", "release/amd-gpu-operator", "release/kueue"}
+    assert len(types["kubernetes:core/v1:NodePatch"]) == 24
+    assert not any(n.startswith("node/h100") or n.startswith("node/mi300x")
+                   for n in types["kubernetes:core/v1:NodePatch"])  # Slurm-owned
+    assert types["kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor"] == {
+        "ResourceFlavor/amd-cdna4", "ResourceFlavor/nvidia-blackwell"}
+    assert types["kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"] == {
+        "ClusterQueue/inference", "ClusterQueue/research"}
+    assert types["kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue"] == {
+        "LocalQueue/inference/inference", "LocalQueue/inference-canary/inference",
+        "LocalQueue/research/research"}
+    assert "kubernetes:nvidia.com/v1alpha1:NVIDIADriver" not in types  # one stack: one pin
+
+    gpu = res["release/gpu-operator"].inputs
+    assert gpu["chart"] == "gpu-operator" and gpu["version"] == "v26.7.0"
+    assert gpu["repositoryOpts"]["repo"] == "https://helm.ngc.nvidia.com/nvidia"
+    assert gpu["values"]["driver"] == {"enabled": True, "version": "580.173.02"}
+    kueue = res["release/kueue"].inputs
+    assert kueue["chart"] == "oci://registry.k8s.io/kueue/charts/kueue"
+    assert kueue["version"] == "0.19.2" and kueue["name"] == "kueue"
+    assert res["release/amd-gpu-operator"].inputs["version"] == "v1.5.1"
+
+    research = res["ClusterQueue/research"].inputs["spec"]
+    assert research["cohortName"] == "museum"
+    assert research["resourceGroups"] == [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
+        {"name": "nvidia-blackwell", "resources": [{"name": "nvidia.com/gpu",
+                                                     "nominalQuota": 64}]}]}]
+    inference = res["ClusterQueue/inference"].inputs["spec"]["resourceGroups"]
+    assert [(g["coveredResources"], g["flavors"][0]["resources"][0]["nominalQuota"])
+            for g in inference] == [(["amd.com/gpu"], 16), (["nvidia.com/gpu"], 40)]
+    flavor = res["ResourceFlavor/nvidia-blackwell"].inputs["spec"]
+    assert flavor["nodeLabels"] == {"fleetspec.io/partition": "nvidia-blackwell"}
+    assert flavor["topologyName"] == "museum-fabric"
+    labels = res["node/gb200-r07-01"].inputs["metadata"]["labels"]
+    assert labels["fleetspec.io/nvlink-domain"] == "r07"
+    assert labels["fleetspec.io/nccl"] == "2.28.3"
+
+
+def test_museum_dependencies(run_program) -> None:
+    res = run_program(fleets.museum())
+    deps = {name: set(r.depends_on) for name, r in res.items()}
+    assert "Namespace/kueue-system" in deps["release/kueue"]
+    assert "release/kueue" in deps["ResourceFlavor/nvidia-blackwell"]
+    assert "Topology/museum-fabric" in deps["ResourceFlavor/nvidia-blackwell"]
+    assert {"release/kueue", "Cohort/museum", "ResourceFlavor/nvidia-blackwell",
+            "ResourceFlavor/amd-cdna4"} <= deps["ClusterQueue/inference"]
+    assert {"ClusterQueue/inference", "Namespace/inference-canary"} <= \
+        deps["LocalQueue/inference-canary/inference"]
+    assert "release/amd-gpu-operator" in deps["DeviceConfig/kube-amd-gpu/cdna4-rocm7"]
+    # The operators select nodes by the labels fleetspec sets: labels first.
+    assert "node/b200-01" in deps["release/gpu-operator"]
+
+
+def test_per_stack_nvidia_drivers(run_program) -> None:
+    res = run_program(fleets.two_nvidia_stacks(fleets.museum()))
+    gpu = res["release/gpu-operator"].inputs["values"]["driver"]
+    assert gpu == {"enabled": True,
+                   "nvidiaDriverCRD": {"enabled": True, "deployDefaultCR": False}}
+    drivers = {n: r.inputs["spec"] for n, r in res.items()
+               if r.type == "kubernetes:nvidia.com/v1alpha1:NVIDIADriver"}
+    assert {n: (s["version"], s["nodeSelector"]) for n, s in drivers.items()} == {
+        "NVIDIADriver/ampere-cu12": ("580.95.05", {"fleetspec.io/stack": "ampere-cu12"}),
+        "NVIDIADriver/blackwell-cu13": ("580.173.02",
+                                        {"fleetspec.io/stack": "blackwell-cu13"}),
+    }
+    for name in drivers:
+        assert "release/gpu-operator" in res[name].depends_on
+
+
+def test_host_driver_disables_operator_drivers(run_program) -> None:
+    res = run_program(fleets.host_driver(fleets.two_nvidia_stacks(fleets.museum())))
+    assert res["release/gpu-operator"].inputs["values"]["driver"] == {"enabled": False}
+    assert not any(r.type.endswith(":NVIDIADriver") for r in res.values())
+
+
+def test_volcano_queues_and_hypernodes(run_program) -> None:
+    res = run_program(fleets.volcano(fleets.museum()))
+    assert "release/kueue" not in res
+    assert res["release/volcano"].inputs["version"] == "1.15.1"
+    queues = {n: r.inputs["spec"]["capability"] for n, r in res.items()
+              if r.type == "kubernetes:scheduling.volcano.sh/v1beta1:Queue"}
+    assert queues == {"Queue/inference": {"amd.com/gpu": 16, "nvidia.com/gpu": 40},
+                      "Queue/research": {"nvidia.com/gpu": 64}}
+    hyper = {n: r for n, r in res.items() if r.type.endswith(":HyperNode")}
+    assert set(hyper) == {"HyperNode/rack-r03", "HyperNode/rack-r04", "HyperNode/rack-r07",
+                          "HyperNode/leaf-leaf-02"}  # one leaf: no spine tier
+    assert set(hyper["HyperNode/leaf-leaf-02"].depends_on) >= {
+        "HyperNode/rack-r03", "HyperNode/rack-r04", "HyperNode/rack-r07"}
+    assert "gang" in res["release/volcano"].inputs["values"]["custom"][
+        "scheduler_config_override"]
+
+
+def test_program_reads_ir_from_stack_config(run_program, tmp_path) -> None:
+    ir = tmp_path / "fleet.json"
+    ir.write_text(fleets.museum().to_json())
+    res = run_program(None, {"fleetspec:irPath": str(ir)})
+    assert "ClusterQueue/research" in res and len(res) == len(run_program(fleets.museum()))
+
+
+def test_quickstart_declares_nothing(run_program) -> None:
+    quick = fleets.compiled("quickstart")
+    if quick is None:
+        pytest.skip("the compiler is not importable yet")
+    assert run_program(quick) == {}
