@@ -31,6 +31,7 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
     racks: list[ir.Rack] = []
     first_seen: dict[str, tuple[str | int, ...]] = {}
     leaves: list[str] = []
+    dropped_hosts: set[str] = set()
     for r_i, rack in enumerate(body.racks):
         rack_path = ("spec", "racks", r_i)
         if rack.leaf and rack.leaf not in leaves:
@@ -57,6 +58,7 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
                     group_path + ("stack",),
                 ))
             if hosts is None or gpu is None or group.stack not in stack_index:
+                dropped_hosts.update(hosts or ())  # reported already; do not cascade
                 continue
             gpu_spec = ir.GpuSpec(
                 model=gpu.id, count=group.gpu.count, vendor=gpu.vendor,  # type: ignore[arg-type]
@@ -94,7 +96,7 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
 
     slurm = _slurm(body.slurm, findings, catalog)
     kubernetes = _kubernetes(body.kubernetes, catalog)
-    nodes_t, partitions = build_partitions(tuple(nodes), slurm, findings)
+    nodes_t, partitions = build_partitions(tuple(nodes), slurm, findings, dropped_hosts)
     fabric = (
         ir.Fabric(body.fabric.type, tuple(body.fabric.spines), tuple(leaves), ("spec", "fabric"))
         if body.fabric else None

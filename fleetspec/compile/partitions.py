@@ -25,9 +25,16 @@ def generated_name(node: ir.Node) -> str:
 
 
 def build_partitions(
-    nodes: tuple[ir.Node, ...], slurm: ir.SlurmConfig | None, findings: list[Finding]
+    nodes: tuple[ir.Node, ...],
+    slurm: ir.SlurmConfig | None,
+    findings: list[Finding],
+    dropped_hosts: set[str] = frozenset(),  # type: ignore[assignment]
 ) -> tuple[tuple[ir.Node, ...], tuple[ir.Partition, ...]]:
-    """Assign every node its primary partition and build all partitions."""
+    """Assign every node its primary partition and build all partitions.
+
+    ``dropped_hosts`` belong to node groups the compiler already reported and left out;
+    extra partitions naming them are not reported again.
+    """
     owners_by_name: dict[str, set[str]] = defaultdict(set)
     for node in nodes:
         if not node.partition:
@@ -105,7 +112,10 @@ def build_partitions(
             continue
         group, unknown = [], []
         for host in hosts:
-            (group.append(by_host[host]) if host in by_host else unknown.append(host))
+            if host in by_host:
+                group.append(by_host[host])
+            elif host not in dropped_hosts:
+                unknown.append(host)
         if unknown:
             findings.append(Finding(
                 "unknown-host", Severity.ERROR,

@@ -19,7 +19,11 @@ def render_fleet_json(fleet: Fleet) -> dict[PurePosixPath, str]:
 
 
 def renderers() -> tuple[Renderer, ...]:
-    return (render_fleet_json,)
+    from fleetspec.render.ansible import render_ansible
+    from fleetspec.render.kubernetes import render_kubernetes
+    from fleetspec.render.slurm import render_slurm
+
+    return (render_fleet_json, render_slurm, render_ansible, render_kubernetes)
 
 
 def render_all(fleet: Fleet) -> dict[PurePosixPath, str]:

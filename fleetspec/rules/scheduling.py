@@ -162,3 +162,17 @@ def check_gpu_operator(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
                     f"among its tested drivers ({', '.join(release.drivers)}). Pick one of them, or use driver: host",
                     stack.path + ("driver",),
                 )
+
+
+def check_slurm_topology(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
+    from fleetspec.render.slurm import topology_problems
+
+    for message, path in topology_problems(fleet):
+        yield error("slurm-topology", message, path)
+
+
+def check_slinky_mapping(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
+    from fleetspec.render.slurm import slinky_problems
+
+    for message, path in slinky_problems(fleet):
+        yield error("slinky-mapping", message, path)

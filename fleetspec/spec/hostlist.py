@@ -132,14 +132,21 @@ def compress(hostnames: Iterable[str]) -> str:
     """
     groups: dict[tuple[str, str, int], set[int]] = {}
     plain: set[str] = set()
+    unpadded: list[tuple[str, str, str]] = []
     for host in hostnames:
         m = _TRAILING_NUMBER.match(host)
         if m is None:
             plain.add(host)
             continue
         prefix, digits, suffix = m.groups()
-        width = len(digits) if digits.startswith("0") and len(digits) > 1 else 0
-        groups.setdefault((prefix, suffix, width), set()).add(int(digits))
+        if digits.startswith("0") and len(digits) > 1:
+            groups.setdefault((prefix, suffix, len(digits)), set()).add(int(digits))
+        else:
+            unpadded.append((prefix, digits, suffix))
+    for prefix, digits, suffix in unpadded:
+        # "10" belongs with "01"-"09" when that zero-padded group has its width.
+        key = (prefix, suffix, len(digits))
+        groups.setdefault(key if key in groups else (prefix, suffix, 0), set()).add(int(digits))
     items: list[tuple[str, str]] = [(h, h) for h in plain]
     for (prefix, suffix, width), numbers in groups.items():
         ordered = sorted(numbers)

@@ -1,0 +1,56 @@
+"""Generate large fleet specs for benchmarks: racks of 16 nodes written with hostlists."""
+
+from __future__ import annotations
+
+NVIDIA = [("h100-sxm", "hopper-cu13"), ("h200", "hopper-cu13"), ("b200", "blackwell-cu13"), ("a100", "ampere-cu12")]
+AMD = [("mi300x", "cdna3-rocm7"), ("mi355x", "cdna4-rocm7")]
+
+
+def fleet_yaml(nodes: int, per_rack: int = 16, name: str = "bench") -> str:
+    racks = []
+    models = NVIDIA + AMD
+    for r in range(nodes // per_rack):
+        model, stack = models[r % len(models)]
+        scheduler = "kubernetes" if r % 5 == 4 else "slurm"
+        racks.append(
+            f"    - name: r{r:05d}\n"
+            f"      leaf: leaf-{r // 8:04d}\n"
+            f"      nodes:\n"
+            f"        - hosts: {model}-r{r:05d}-[01-{per_rack:02d}]\n"
+            f"          gpu: {{model: {model}, count: 8}}\n"
+            f"          stack: {stack}\n"
+            f"          scheduler: {scheduler}\n"
+            f"          cpus: 224\n"
+            f"          sockets: 2\n"
+            f"          cores_per_socket: 56\n"
+            f"          threads_per_core: 2\n"
+            f"          memory_gb: 2048\n"
+        )
+    return f"""\
+apiVersion: fleetspec.io/v1alpha1
+kind: Fleet
+metadata:
+  name: {name}
+spec:
+  os: ubuntu-24.04
+  stacks:
+    ampere-cu12: {{driver: "580.95.05", cuda: "12.8.1", cudnn: "9.10.2", nccl: "2.26.2"}}
+    hopper-cu13: {{driver: "580.95.05", cuda: "13.0.2", cudnn: "9.17.0", nccl: "2.28.3"}}
+    blackwell-cu13: {{driver: "580.173.02", cuda: "13.0.2", nccl: "2.28.3"}}
+    cdna3-rocm7: {{rocm: "7.0.2", rccl: "2.26.6"}}
+    cdna4-rocm7: {{rocm: "7.0.2"}}
+  fabric:
+    type: infiniband
+    spines: [spine-01, spine-02]
+  racks:
+{"".join(racks)}  slurm:
+    version: "25.11.8"
+    controllers: ctl-[01-02]
+    accounting: {{host: db-01}}
+  kubernetes:
+    version: "1.36"
+    gpu_operator: {{version: v26.7.0, driver: operator}}
+    amd_gpu_operator: {{version: v1.5.1}}
+    queueing: kueue
+    gang: kueue
+"""

@@ -1,0 +1,231 @@
+"""The Slurm renderer without daemons: goldens, purity, ownership, secrets, topology
+forms per version (including the ones Debian's 22.05 cannot run), Slinky values."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import PurePosixPath
+
+import pytest
+import yaml
+
+from tests.conftest import require_shared
+from fleetspec.render.slurm import (
+    autodetect_for,
+    render_slurm,
+    slinky_problems,
+    slurm_nodes,
+    topology_problems,
+)
+from fleetspec.spec.hostlist import expand
+
+from . import fleets
+
+VERSIONS = {"22.05": "22.05.8", "24.11": "24.11.6", "25.11": "25.11.8"}
+EXAMPLES = {"quickstart": fleets.quickstart, "museum": fleets.museum, "nvl72": fleets.nvl72}
+
+
+def _text(files, name: str) -> str:
+    return files[PurePosixPath("slurm") / name]
+
+
+@pytest.mark.parametrize("series", VERSIONS)
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_golden_tree(golden, example, series):
+    fleet = fleets.with_version(EXAMPLES[example](), VERSIONS[series])
+    golden.check_tree(f"slurm/{example}-{series}", render_slurm(fleet))
+
+
+def test_golden_block_only_topology(golden):
+    """Only NVL72 racks in Slurm: topology/block in topology.conf, BlockSizes from 24.05."""
+    fleet = fleets.with_version(fleets.nvl72(with_tree_nodes=False), "24.11.6")
+    golden.check_tree("slurm/nvl72-racks-24.11", render_slurm(fleet))
+
+
+def test_golden_slinky(golden):
+    museum = fleets.museum()
+    assert museum.slurm is not None
+    slinky = dataclasses.replace(museum, slurm=dataclasses.replace(museum.slurm, mode="slinky"))
+    files = render_slurm(slinky)
+    assert list(files) == [PurePosixPath("slurm/slinky-values.yaml")]
+    golden.check_tree("slurm/museum-slinky", files)
+
+
+def test_render_is_pure_and_sorted():
+    fleet = fleets.museum()
+    first, second = render_slurm(fleet), render_slurm(fleet)
+    assert first == second
+    assert list(first) == sorted(first)
+    assert all(p.parts[0] == "slurm" and len(p.parts) == 2 for p in first)
+
+
+def test_only_slurm_owned_nodes_appear():
+    fleet = fleets.museum()
+    files = render_slurm(fleet)
+    owned = {n.hostname for n in slurm_nodes(fleet)}
+    others = {n.hostname for n in fleet.nodes} - owned
+    assert others  # museum has Kubernetes-owned nodes
+    named = set()
+    for text in files.values():
+        for token in text.replace(",", " ").replace("=", " ").split():
+            if "-" in token and any(ch.isdigit() for ch in token):
+                try:
+                    named.update(expand(token))
+                except ValueError:
+                    continue
+    assert named & owned == owned
+    assert not named & others
+    conf = _text(files, "slurm.conf")
+    assert "nvidia-blackwell" not in conf and "amd-cdna4" not in conf
+
+
+def test_secrets_are_references():
+    files = render_slurm(fleets.museum())
+    dbd = _text(files, "slurmdbd.conf")
+    assert "StoragePass=@@secret:slurmdbd_password@@" in dbd
+    assert all("munge.key" not in t for t in files.values())
+
+
+def test_slurm_conf_essentials():
+    conf = _text(render_slurm(fleets.museum()), "slurm.conf").splitlines()
+    assert [line for line in conf if line.startswith("SlurmctldHost=")] == [
+        "SlurmctldHost=ctl-01", "SlurmctldHost=ctl-02"]
+    for line in ("SelectType=select/cons_tres", "GresTypes=gpu", "PriorityType=priority/multifactor",
+                 "TopologyPlugin=topology/tree", "ClusterName=museum"):
+        assert line in conf
+    h200 = next(line for line in conf if line.startswith("NodeName=h200"))
+    assert "Gres=gpu:h200:8" in h200 and "Features=nvidia,hopper,h200,r02,hopper-cu13" in h200
+    hopper = next(line for line in conf if line.startswith("PartitionName=nvidia-hopper"))
+    assert "Default=YES" in hopper and "MaxTime=2-00:00:00" in hopper
+
+
+def test_no_accounting_means_basic_priority_and_no_slurmdbd():
+    files = render_slurm(fleets.lab())
+    assert "PriorityType=priority/basic" in _text(files, "slurm.conf")
+    assert PurePosixPath("slurm/slurmdbd.conf") not in files
+    assert PurePosixPath("slurm/plugstack.conf") not in files
+
+
+def test_gres_autodetect_follows_the_version():
+    assert autodetect_for("nvidia", "22.05.8") == "nvml"
+    assert autodetect_for("amd", "20.02.0") == "rsmi"
+    assert autodetect_for("amd", "19.05.5") is None
+    gres = _text(render_slurm(fleets.museum()), "gres.conf")
+    assert "NodeName=mi300x-[01-04] AutoDetect=rsmi" in gres
+    assert "NodeName=mi300x-[01-04] Name=gpu Type=mi300x File=/dev/dri/renderD[128-135]" in gres
+
+
+# --- topology the Debian 22.05 daemons cannot run: checked by parsing -----------------
+
+
+def _check_blocks(fleet, blocks: list[tuple[str, str]], base: int) -> None:
+    """Every named host exists and is Slurm's; every block is exactly one NVLink domain."""
+    index = {n.hostname: n for n in slurm_nodes(fleet)}
+    domains = {}
+    for n in slurm_nodes(fleet):
+        if n.nvlink_domain:
+            domains.setdefault(n.nvlink_domain, set()).add(n.hostname)
+    seen = {}
+    for name, nodes in blocks:
+        hosts = set(expand(nodes))
+        assert hosts <= set(index), hosts - set(index)
+        assert {index[h].nvlink_domain for h in hosts} == {name}
+        assert len(hosts) >= base
+        seen[name] = hosts
+    assert seen == domains
+
+
+def test_topology_yaml_for_tree_and_blocks():
+    fleet = fleets.with_version(fleets.nvl72(), "25.11.8")
+    files = render_slurm(fleet)
+    assert PurePosixPath("slurm/topology.conf") not in files
+    doc = yaml.safe_load(_text(files, "topology.yaml"))
+    assert [t["topology"] for t in doc] == ["fabric", "nvlink"]
+    assert all(next(iter(t)) == "topology" for t in doc)  # must be the first attribute
+    tree, block = doc[0]["tree"], doc[1]["block"]
+    leaves = {s["switch"]: set(expand(s["nodes"])) for s in tree["switches"] if "nodes" in s}
+    assert set().union(*leaves.values()) == {n.hostname for n in slurm_nodes(fleet)}
+    assert sum(len(v) for v in leaves.values()) == len(slurm_nodes(fleet))  # one leaf each
+    _check_blocks(fleet, [(b["block"], b["nodes"]) for b in block["blocks"]], block["block_sizes"][0])
+    conf = _text(files, "slurm.conf")
+    assert "TopologyPlugin" not in conf.replace("# Topology", "")
+    assert "PartitionName=nvidia-blackwell" in conf and "Topology=nvlink" in conf
+    assert topology_problems(fleet) == []
+
+
+def test_block_topology_conf():
+    fleet = fleets.with_version(fleets.nvl72(with_tree_nodes=False), "24.11.6")
+    files = render_slurm(fleet)
+    lines = [line for line in _text(files, "topology.conf").splitlines() if not line.startswith("#")]
+    blocks = [tuple(f.split("=", 1)[1] for f in line.split()) for line in lines if line.startswith("BlockName=")]
+    (sizes,) = [line for line in lines if line.startswith("BlockSizes=")]
+    _check_blocks(fleet, blocks, int(sizes.split("=")[1]))  # type: ignore[arg-type]
+    assert "TopologyPlugin=topology/block" in _text(files, "slurm.conf")
+    older = render_slurm(fleets.with_version(fleet, "23.11.10"))
+    assert "BlockSizes" not in _text(older, "topology.conf")  # 23.11 has BlockLevels instead
+    assert topology_problems(fleet) == []
+
+
+@pytest.mark.parametrize(
+    ("tree_nodes", "version", "needs"),
+    [(True, "24.11.6", "25.05"), (True, "22.05.8", "25.05"), (False, "22.05.8", "23.11")],
+)
+def test_a_version_that_cannot_express_the_topology_is_a_problem(tree_nodes, version, needs):
+    fleet = fleets.with_version(fleets.nvl72(with_tree_nodes=tree_nodes), version)
+    problems = topology_problems(fleet)
+    assert len(problems) == 1
+    message, path = problems[0]
+    assert needs in message and version in message
+    assert path == ("spec", "slurm", "version")
+    files = render_slurm(fleet)  # still the best valid form: a tree
+    assert "TopologyPlugin=topology/tree" in _text(files, "slurm.conf")
+    assert PurePosixPath("slurm/topology.yaml") not in files
+
+
+def test_examples_have_no_topology_problems():
+    for make in (fleets.quickstart, fleets.museum):
+        for version in VERSIONS.values():
+            assert topology_problems(fleets.with_version(make(), version)) == []
+
+
+# --- Slinky ---------------------------------------------------------------------------
+
+
+def _slinky(fleet):
+    assert fleet.slurm is not None
+    return dataclasses.replace(fleet, slurm=dataclasses.replace(fleet.slurm, mode="slinky"))
+
+
+def test_slinky_values_use_the_chart_keys():
+    chart = yaml.safe_load(require_shared("crds/slurm-operator/slurm-chart-values.yaml").read_text())
+    values = yaml.safe_load(_text(render_slurm(_slinky(fleets.museum())), "slinky-values.yaml"))
+    assert set(values) <= set(chart)
+    assert set(values["controller"]) <= set(chart["controller"])
+    assert set(values["accounting"]["storageConfig"]) <= set(chart["accounting"]["storageConfig"])
+    for name, nodeset in values["nodesets"].items():
+        assert set(nodeset) <= set(chart["nodesetDefaults"]), name
+        assert set(nodeset["podSpec"]) <= set(chart["nodesetDefaults"]["podSpec"])
+        assert "fleetspec.io/partition" in nodeset["podSpec"]["nodeSelector"]
+    for name, partition in values["partitions"].items():
+        assert set(partition) <= set(chart["partitions"]["all"]), name
+
+
+def test_slinky_maps_partitions_to_nodesets():
+    fleet = _slinky(fleets.museum())
+    values = yaml.safe_load(_text(render_slurm(fleet), "slinky-values.yaml"))
+    parts = {k: v for k, v in values["partitions"].items() if v.get("enabled")}
+    assert set(parts) == {"amd-cdna3", "nvidia-ampere", "nvidia-hopper"}  # Slurm-owned, generated
+    # nvidia-hopper mixes H100 and H200: one NodeSet per model, one Gres line each
+    assert parts["nvidia-hopper"]["nodesets"] == ["nvidia-hopper-h100-sxm", "nvidia-hopper-h200"]
+    h200 = values["nodesets"]["nvidia-hopper-h200"]
+    assert h200["extraConfMap"]["Gres"] == ["gpu:h200:8"]
+    assert h200["podSpec"]["nodeSelector"] == {
+        "fleetspec.io/partition": "nvidia-hopper", "fleetspec.io/gpu-model": "h200"}
+    assert values["nodesets"]["amd-cdna3"]["slurmd"]["resources"]["limits"] == {"amd.com/gpu": 8}
+    messages = [m for m, _ in slinky_problems(fleet)]
+    assert any("'debug'" in m for m in messages)  # host-level extra partition cannot map
+    assert any("two vendors" in m for m in messages)  # one gres.conf for NVIDIA and AMD
+    single = _slinky(fleets.quickstart())
+    assert yaml.safe_load(_text(render_slurm(single), "slinky-values.yaml"))["configFiles"]["gres.conf"] == (
+        "AutoDetect=nvml\n")
+    assert topology_problems(fleet) == []
