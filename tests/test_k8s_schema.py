@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import require_shared
+from tests.conftest import require_shared
 
 from fleetspec.k8s_schema import (
     CrdIndex,

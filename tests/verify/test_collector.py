@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import require_shared
+from tests.conftest import require_shared
 
 import fleetspec.verify.collector as collector_module
 

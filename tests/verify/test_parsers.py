@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import require_shared
+from tests.conftest import require_shared
 
 from fleetspec.verify import parsers
 
