@@ -182,6 +182,52 @@ def rules() -> None:
     out.print(table)
 
 
+secrets_app = typer.Typer(help="Create and check the secrets the spec refers to (values are never printed).",
+                          no_args_is_help=True)
+app.add_typer(secrets_app, name="secrets")
+
+
+@secrets_app.command("init")
+def secrets_init(spec: SpecArg) -> None:
+    """Create missing file secrets (munge key, database password) with mode 0600; never overwrite."""
+    from fleetspec import secrets as sec
+
+    compiled = tasks.validate(spec)
+    if compiled.fleet is None:
+        _print_findings(compiled)
+        raise typer.Exit(1)
+    result = sec.init(compiled.fleet, Path(spec).resolve().parent)
+    for line in result.created:
+        out.print(f"created {line}", markup=False)
+    for line in result.existing:
+        out.print(f"exists  {line} (left as it is)", markup=False)
+    for line in result.skipped:
+        out.print(f"skipped {line}: not a file fleetspec can create", markup=False)
+
+
+@secrets_app.command("check")
+def secrets_check(spec: SpecArg) -> None:
+    """Resolve every secret reference; exit 1 if one cannot be resolved."""
+    from fleetspec import secrets as sec
+
+    compiled = tasks.validate(spec)
+    if compiled.fleet is None:
+        _print_findings(compiled)
+        raise typer.Exit(1)
+    failed = False
+    for ref in sec.refs(compiled.fleet):
+        if ref.kind == "pulumi":
+            out.print(f"{ref.name}: {ref} (resolved by Pulumi at apply time)", markup=False)
+            continue
+        try:
+            sec.resolve(ref, Path(spec).resolve().parent)
+            out.print(f"{ref.name}: ok ({ref})", markup=False)
+        except sec.SecretError as exc:
+            failed = True
+            err.print(f"{ref.name}: {exc}", markup=False)
+    raise typer.Exit(1 if failed else 0)
+
+
 @app.command()
 def version() -> None:
     """Print the fleetspec version."""

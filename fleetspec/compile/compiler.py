@@ -112,8 +112,23 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
         slurm=slurm,
         kubernetes=kubernetes,
         suppress=tuple(body.suppress),
+        secrets=_needed_secrets(body),
     )
     return fleet, findings
+
+
+def _needed_secrets(body: m.FleetBody) -> tuple[tuple[str, str], ...]:
+    """The secret references this fleet uses (a Slurm-only fleet needs no Pulumi passphrase)."""
+    s = body.secrets
+    needed: list[tuple[str, str | None]] = []
+    if body.slurm is not None and body.slurm.mode == "native":
+        needed.append(("munge_key", s.munge_key))
+    if body.slurm is not None and body.slurm.accounting is not None:
+        needed.append(("slurmdbd_password", s.slurmdbd_password))
+    if body.kubernetes is not None:
+        needed.append(("pulumi_passphrase", s.pulumi_passphrase))
+        needed.append(("registry_password", s.registry_password))
+    return tuple((k, v) for k, v in needed if v is not None)
 
 
 def _expand(hostlist: str, path: tuple[str | int, ...], findings: list[Finding]) -> list[str] | None:

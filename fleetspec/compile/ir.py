@@ -215,10 +215,14 @@ class Fleet:
     slurm: SlurmConfig | None
     kubernetes: KubernetesConfig | None
     suppress: tuple[str, ...] = ()
+    secrets: tuple[tuple[str, str], ...] = ()  # (name, reference): references only, never values
     api_version: str = "fleetspec.io/v1alpha1"
 
     def stack(self, name: str) -> StackTuple | None:
         return next((s for s in self.stacks if s.name == name), None)
+
+    def secret_ref(self, name: str) -> str | None:
+        return dict(self.secrets).get(name)
 
     def partition(self, name: str) -> Partition | None:
         return next((p for p in self.partitions if p.name == name), None)

@@ -147,6 +147,24 @@ class Kubernetes(_Model):
     tenants: list[Tenant] = Field(default_factory=list)
 
 
+SECRET_REF = r"^(env:[A-Za-z_][A-Za-z0-9_]*|file:[^\x00\n]{1,4096}|vault:[^\x00\n#]{1,4096}#[A-Za-z0-9_]{1,128}|pulumi:[A-Za-z0-9_.:-]{1,128})$"
+SecretRef = Annotated[StrictStr, Field(pattern=SECRET_REF)]
+
+
+class Secrets(_Model):
+    """Where each secret lives: references only, resolved at apply time, never rendered.
+
+    ``env:NAME`` (an environment variable), ``file:PATH`` (relative to the spec),
+    ``vault:PATH#KEY`` (a key in an Ansible Vault file), ``pulumi:KEY`` (a Pulumi config
+    secret of the stack).
+    """
+
+    munge_key: SecretRef = "file:.fleetspec/secrets/munge.key"
+    slurmdbd_password: SecretRef = "file:.fleetspec/secrets/slurmdbd_password"
+    pulumi_passphrase: SecretRef = "env:PULUMI_CONFIG_PASSPHRASE"
+    registry_password: SecretRef | None = None
+
+
 class FleetBody(_Model):
     os: Literal["ubuntu-22.04", "ubuntu-24.04", "debian-12"]
     stacks: dict[Name, Stack] = Field(min_length=1)
@@ -154,6 +172,7 @@ class FleetBody(_Model):
     racks: list[Rack] = Field(min_length=1)
     slurm: Slurm | None = None
     kubernetes: Kubernetes | None = None
+    secrets: Secrets = Field(default_factory=Secrets)
     suppress: list[Annotated[StrictStr, Field(pattern=r"^[a-z0-9.-]+$")]] = Field(default_factory=list)
 
     @field_validator("racks")

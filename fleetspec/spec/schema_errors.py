@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 from fleetspec.findings import Finding, Severity, SpecPath, dotted
 from fleetspec.spec.loader import SourceMap
 
+SECRET_KEYS = {"munge_key", "slurmdbd_password", "pulumi_passphrase", "registry_password"}
 VERSION_KEYS = {"driver", "cuda", "cudnn", "nccl", "amdgpu", "rocm", "rccl", "version"}
 
 
@@ -61,6 +62,9 @@ def _message(err: dict[str, Any], path: SpecPath, root: type[BaseModel], source:
         expected = err.get("ctx", {}).get("expected", "")
         return f"{where} is {err.get('input')!r}; it must be one of {expected}. Pick one of those"
     if kind == "string_pattern_mismatch":
+        if path[-2:-1] == ("secrets",) or str(key) in SECRET_KEYS:
+            # Never echo what was written there: it may be the secret itself.
+            return f"{where} is not a secret reference. {_pattern_hint(str(key))}"
         return f"{where} is {err.get('input')!r}, which is not allowed here. {_pattern_hint(str(key))}"
     if kind in ("string_type", "int_type", "bool_type", "dict_type", "list_type", "model_type", "model_attributes_type"):
         expected = {
@@ -87,6 +91,9 @@ def _pattern_hint(key: str) -> str:
         return 'Write a version of dotted numbers in quotes, like "13.0.2"'
     if key == "max_time":
         return "Use Slurm time syntax: MM, HH:MM:SS, D-HH, D-HH:MM:SS or UNLIMITED"
+    if key in SECRET_KEYS:
+        return ("Write a reference to the secret, never the secret itself: env:NAME, file:PATH, "
+                "vault:PATH#KEY or pulumi:KEY")
     if key == "timeout":
         return "Use a duration like 10m, 600s or 1h"
     return "Use lower-case letters, digits and '-' (a DNS label, at most 63 characters)"

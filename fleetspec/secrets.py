@@ -1,0 +1,149 @@
+"""Secrets: references in the spec, values only at apply time, never on disk in clear.
+
+The spec names where each secret lives (``env:NAME``, ``file:PATH``, ``vault:PATH#KEY``,
+``pulumi:KEY``). Renderers emit placeholders (``@@secret:slurmdbd_password@@``); the
+apply step resolves the references, hands values to Ansible and Pulumi through their
+own secret channels, and runs every line of output through a `Redactor` that knows the
+values. ``fleetspec secrets init`` creates what is missing (a munge key, a database
+password) with mode 0600 in a 0700 directory, and never overwrites.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets as _random
+import stat
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from fleetspec.compile.ir import Fleet
+
+MUNGE_KEY_BYTES = 1024  # what mungekey(8) generates by default
+
+
+class SecretError(Exception):
+    """A reference that cannot be resolved; the message names the reference, never a value."""
+
+
+@dataclass(frozen=True, slots=True)
+class SecretRef:
+    name: str  # munge_key, slurmdbd_password, ...
+    kind: str  # env | file | vault | pulumi
+    target: str
+
+    @classmethod
+    def parse(cls, name: str, text: str) -> SecretRef:
+        kind, _, target = text.partition(":")
+        if kind not in ("env", "file", "vault", "pulumi") or not target:
+            raise SecretError(f"secret '{name}': '{kind}:' is not a reference kind (env, file, vault, pulumi)")
+        return cls(name, kind, target)
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.target}"
+
+
+def refs(fleet: Fleet) -> list[SecretRef]:
+    return [SecretRef.parse(name, text) for name, text in fleet.secrets]
+
+
+def file_path(ref: SecretRef, base_dir: Path) -> Path:
+    path = Path(ref.target.split("#", 1)[0]).expanduser()
+    return path if path.is_absolute() else base_dir / path
+
+
+def resolve(ref: SecretRef, base_dir: Path) -> bytes:
+    """The secret's value. Raises `SecretError` saying what is missing and what to do."""
+    if ref.kind == "env":
+        value = os.environ.get(ref.target)
+        if not value:
+            raise SecretError(f"secret '{ref.name}': environment variable {ref.target} is not set. Export it")
+        return value.encode()
+    if ref.kind == "file":
+        path = file_path(ref, base_dir)
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            raise SecretError(
+                f"secret '{ref.name}': {path} does not exist. Create it, or run 'fleetspec secrets init SPEC'"
+            ) from None
+        if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise SecretError(
+                f"secret '{ref.name}': {path} is readable by group or others (mode {stat.S_IMODE(st.st_mode):o}). "
+                f"Run: chmod 600 {path}"
+            )
+        return path.read_bytes()
+    if ref.kind == "vault":
+        return _vault(ref, base_dir)
+    raise SecretError(
+        f"secret '{ref.name}': {ref} is a Pulumi config secret; only the Pulumi stack can read it"
+    )
+
+
+def _vault(ref: SecretRef, base_dir: Path) -> bytes:
+    path = file_path(ref, base_dir)
+    key = ref.target.split("#", 1)[1]
+    if not os.environ.get("ANSIBLE_VAULT_PASSWORD_FILE"):
+        raise SecretError(f"secret '{ref.name}': set ANSIBLE_VAULT_PASSWORD_FILE to decrypt {path}")
+    try:
+        out = subprocess.run(["ansible-vault", "view", str(path)], capture_output=True, check=True, timeout=60)
+    except FileNotFoundError:
+        raise SecretError(f"secret '{ref.name}': ansible-vault is not installed. pip install ansible-core") from None
+    except subprocess.CalledProcessError:
+        raise SecretError(f"secret '{ref.name}': ansible-vault could not decrypt {path}. Check the password file") from None
+    import yaml
+
+    data = yaml.safe_load(out.stdout) or {}
+    if not isinstance(data, dict) or key not in data:
+        raise SecretError(f"secret '{ref.name}': {path} has no key '{key}'")
+    return str(data[key]).encode()
+
+
+@dataclass(frozen=True)
+class InitResult:
+    created: list[str]
+    existing: list[str]
+    skipped: list[str]  # references fleetspec cannot create (env, vault, pulumi)
+
+
+def init(fleet: Fleet, base_dir: Path) -> InitResult:
+    """Create missing file secrets: a munge key and random passwords. Never overwrite."""
+    created, existing, skipped = [], [], []
+    for ref in refs(fleet):
+        if ref.kind != "file":
+            skipped.append(f"{ref.name} ({ref})")
+            continue
+        path = file_path(ref, base_dir)
+        if path.exists():
+            existing.append(f"{ref.name} ({path})")
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        value = os.urandom(MUNGE_KEY_BYTES) if ref.name == "munge_key" else _random.token_urlsafe(32).encode()
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(value)
+        created.append(f"{ref.name} ({path})")
+    return InitResult(created, existing, skipped)
+
+
+class Redactor:
+    """Replaces every known secret value in text with a fixed mask."""
+
+    MASK = "********"
+
+    def __init__(self, values: list[bytes] | None = None) -> None:
+        self._values: list[str] = []
+        for v in values or []:
+            self.add(v)
+
+    def add(self, value: bytes | str) -> None:
+        text = value.decode(errors="replace") if isinstance(value, bytes) else value
+        if len(text) >= 4 and text not in self._values:  # a 1-3 char "secret" would mask noise
+            self._values.append(text)
+            self._values.sort(key=len, reverse=True)
+
+    def __call__(self, text: str) -> str:
+        for value in self._values:
+            if value in text:
+                text = text.replace(value, self.MASK)
+        return text
