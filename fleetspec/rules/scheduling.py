@@ -37,7 +37,8 @@ def check_slurm_security(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
     elif not fix:
         yield warning(
             "slurm-security-release",
-            f"Slurm {series.version} gets no security fixes (support ended {series.facts.get('eos')}). "
+            f"Slurm {series.version} gets no security fixes: its support has ended"
+            f"{'' if series.facts.get('eos') in (None, 'ended') else ' (' + str(series.facts['eos']) + ')'}. "
             "Upgrade to 25.11.8, 26.05.4 or later",
             path,
         )
@@ -175,4 +176,6 @@ def check_slinky_mapping(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
     from fleetspec.render.slurm import slinky_problems
 
     for message, path in slinky_problems(fleet):
-        yield error("slinky-mapping", message, path)
+        # Losing topology costs placement quality, not correctness: a warning.
+        make = warning if "topology" in message.lower() else error
+        yield make("slinky-mapping", message, path)

@@ -107,15 +107,20 @@ def check_driver_for_gpu(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
                 f"{gpu.min_driver}{note}{_cite(catalog, gpu.sources)}. Raise the driver",
                 path,
             )
-        kube = fleet.kubernetes
-        if (gpu.gpu_operator_min_driver and node.scheduler == "kubernetes" and kube and kube.gpu_operator
-                and kube.gpu_operator.driver == "operator"
-                and not at_least(stack.driver, gpu.gpu_operator_min_driver)):
+    kube = fleet.kubernetes
+    if not (kube and kube.gpu_operator and kube.gpu_operator.driver == "operator"):
+        return
+    operated = {(n.stack, n.gpu.model) for n in fleet.nodes if n.scheduler == "kubernetes"}
+    for stack_name, model_id in sorted(operated):
+        stack, gpu = fleet.stack(stack_name), catalog.gpus.get(model_id)
+        if not (stack and gpu and gpu.gpu_operator_min_driver and stack.driver and parse_version(stack.driver)):
+            continue
+        if not at_least(stack.driver, gpu.gpu_operator_min_driver):
             yield error(
                 "driver-unsupported-gpu",
                 f"under the GPU Operator, {gpu.name} needs driver container >= {gpu.gpu_operator_min_driver}; "
-                f"stack '{stack.name}' pins {stack.driver}{_cite(catalog, gpu.sources[-2:])}. Raise the driver",
-                path,
+                f"stack '{stack.name}' pins {stack.driver}{_cite(catalog, ('GPUOP_DOC',))}. Raise the driver",
+                stack.path + ("driver",),
             )
 
 
@@ -228,11 +233,12 @@ def check_rocm_for_gpu(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
 
 def check_rccl_for_rocm(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
     for s in _amd(fleet):
-        if not (s.rocm and s.rccl and "rccl" not in s.resolved and parse_version(s.rocm)):
+        if not (s.rocm and parse_version(s.rocm)):
             continue
         release = catalog.rocm_release(s.rocm)
         bundled = release.facts.get("rccl") if release else None
-        if bundled and parse_version(s.rccl) != parse_version(str(bundled)):
+        if (s.rccl and "rccl" not in s.resolved and bundled
+                and parse_version(s.rccl) != parse_version(str(bundled))):
             yield error(
                 "rccl-rocm-mismatch",
                 f"ROCm {s.rocm} ships RCCL {bundled}, not {s.rccl}; RCCL is built against its ROCm release's HIP "
@@ -274,7 +280,10 @@ def check_unknown_versions(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
             if s.nccl and parse_version(s.nccl) and catalog.nccl_release(s.nccl) is None:
                 yield unknown(s, "nccl", "NCCL")
             if s.cudnn and parse_version(s.cudnn) and catalog.cudnn_release(s.cudnn) is None:
-                yield unknown(s, "cudnn", "cuDNN")
+                no_cuda13 = s.cuda and parse_version(s.cuda) and version_key(s.cuda)[0] >= 13 and not at_least(
+                    s.cudnn, _next_patch(catalog.cudnn_last_without_cuda13().version))
+                if not no_cuda13:  # cudnn-cuda-mismatch already reports it as an error
+                    yield unknown(s, "cudnn", "cuDNN")
         else:
             if s.rocm and parse_version(s.rocm) and catalog.rocm_release(s.rocm) is None:
                 yield unknown(s, "rocm", "ROCm")

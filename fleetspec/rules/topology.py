@@ -27,18 +27,20 @@ def check_mixed_generation(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
         if len(p.vendors) != 1 or len(p.generations) < 2:
             continue
         gens = ", ".join(p.generations)
+        amd = p.vendors == ("amd",)
+        lib, link = ("RCCL", "xGMI") if amd else ("NCCL", "NVLink")
         if p.allow_mixed_generations:
             yield warning(
                 "mixed-generation-partition",
-                f"partition '{p.name}' mixes generations ({gens}) as allowed: NCCL will not build one ring "
-                "across NVLink generations, so collectives spanning them fall back to the slowest path. "
+                f"partition '{p.name}' mixes generations ({gens}) as allowed: {lib} will not build one ring "
+                f"across {link} generations, so collectives spanning them fall back to the slowest path. "
                 "Constrain jobs with --constraint to one generation",
                 p.path,
             )
         else:
             yield error(
                 "mixed-generation-partition",
-                f"partition '{p.name}' mixes GPU generations ({gens}). Rings do not span NVLink generations: "
+                f"partition '{p.name}' mixes GPU generations ({gens}). {lib} rings do not span {link} generations: "
                 "split it, or set allow_mixed_generations: true in slurm.partitions to accept the split communicator",
                 p.path,
             )
