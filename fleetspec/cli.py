@@ -182,6 +182,15 @@ def rules() -> None:
     out.print(table)
 
 
+def _register_feature_commands() -> None:
+    """Commands whose code lives with their feature package (imported lazily inside)."""
+    from fleetspec.verify.cli import verify as verify_command
+
+    app.command("verify")(verify_command)
+
+
+_register_feature_commands()
+
 secrets_app = typer.Typer(help="Create and check the secrets the spec refers to (values are never printed).",
                           no_args_is_help=True)
 app.add_typer(secrets_app, name="secrets")

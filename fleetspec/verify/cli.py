@@ -1,0 +1,112 @@
+"""``fleetspec verify``: one Typer command function; fleetspec/cli.py registers it.
+
+Thin, like the other commands: compile the spec, run one mode from ``run``, print the
+report, pick the exit code (0: every node conforms, warnings allowed; 1: drift, an
+unreachable node, or verification could not run).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from fleetspec.compile import compile_file
+from fleetspec.compile.ir import Fleet
+from fleetspec.findings import Severity
+from fleetspec.verify.compare import VerifyReport
+from fleetspec.verify.report import summary_line, tables, to_json, to_junit
+from fleetspec.verify.run import VerifyError, verify_facts_dir, verify_inventory, verify_local
+
+
+class ReportFormat(str, Enum):
+    table = "table"
+    json = "json"
+
+
+def _consoles() -> tuple[Console, Console]:
+    """Made per call: CliRunner swaps sys.stdout, and pipes want wide tables."""
+    out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+    err = Console(stderr=True, highlight=False, soft_wrap=True, width=None if sys.stderr.isatty() else 200)
+    return out, err
+
+
+def verify(
+    spec: Annotated[Path, typer.Argument(help="the fleet spec (YAML)", show_default=False)],
+    facts: Annotated[Path | None, typer.Option("--facts", help="offline: a directory of <hostname>.json facts files",
+                                               file_okay=False)] = None,
+    local: Annotated[bool, typer.Option("--local", help="collect facts on this machine and check it")] = False,
+    as_host: Annotated[str | None, typer.Option("--as", help="with --local: the spec hostname this machine is "
+                                                             "(default: this machine's hostname)")] = None,
+    inventory: Annotated[Path | None, typer.Option("--inventory", "-i", help="an Ansible inventory whose hostnames "
+                                                   "are the spec's (e.g. build/ansible/inventory.yml)")] = None,
+    forks: Annotated[int, typer.Option("--forks", help="with --inventory: nodes collected in parallel", min=1)] = 20,
+    format: Annotated[ReportFormat, typer.Option("--format", help="table or json")] = ReportFormat.table,
+    junit: Annotated[Path | None, typer.Option("--junit", help="also write a JUnit XML report to this file",
+                                               dir_okay=False)] = None,
+) -> None:
+    """Check that every node runs its partition's stack tuple: exit 0 when all conform, 1 otherwise."""
+    out, err = _consoles()
+    chosen = [name for name, on in (("--facts", facts is not None), ("--local", local),
+                                    ("--inventory", inventory is not None)) if on]
+    if len(chosen) != 1:
+        err.print("give exactly one of --facts DIR, --local [--as HOSTNAME] or --inventory FILE"
+                  + (f" (got {' and '.join(chosen)})" if chosen else ""), markup=False)
+        raise typer.Exit(1)
+    if as_host is not None and not local:
+        err.print("--as goes with --local", markup=False)
+        raise typer.Exit(1)
+    fleet = _compile(spec, err)
+    try:
+        if facts is not None:
+            report = verify_facts_dir(fleet, facts)
+        elif local:
+            report = verify_local(fleet, as_host or _this_host(fleet))
+        else:
+            assert inventory is not None
+            report = verify_inventory(fleet, inventory, forks)
+    except VerifyError as exc:
+        err.print(f"error: {exc}", markup=False)
+        raise typer.Exit(1) from None
+    _print(report, format, out, err)
+    if junit is not None:
+        try:
+            junit.write_text(to_junit(report))
+        except OSError as exc:
+            err.print(f"error: cannot write {junit}: {exc.strerror}", markup=False)
+            raise typer.Exit(1) from None
+    raise typer.Exit(0 if report.conforms else 1)
+
+
+def _compile(spec: Path, err: Console) -> Fleet:
+    compiled = compile_file(spec)
+    if compiled.fleet is None or not compiled.valid:
+        for f in compiled.located():
+            if f.severity >= Severity.ERROR:
+                err.print(f"{f.file}:{f.line}:{f.column}: error [{f.rule}] {f.message}", markup=False)
+        err.print(f"{spec}: the spec has errors; fix them (fleetspec validate) before verifying", markup=False)
+        raise typer.Exit(1)
+    return compiled.fleet
+
+
+def _this_host(fleet: Fleet) -> str:
+    """The spec's name for this machine: its hostname, or the short form of it."""
+    name = socket.gethostname()
+    return name if fleet.node(name) is not None else name.split(".")[0]
+
+
+def _print(report: VerifyReport, fmt: ReportFormat, out: Console, err: Console) -> None:
+    if fmt is ReportFormat.json:
+        sys.stdout.write(json.dumps(to_json(report), indent=2) + "\n")
+        return
+    for table in tables(report):
+        out.print(table)
+    line = summary_line(report)
+    err.print(f"[{'green' if report.conforms else 'red'}]{escape(line)}[/]")

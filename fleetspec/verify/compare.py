@@ -1,0 +1,524 @@
+"""Compare node facts with the compiled fleet: each node against its partition's tuple,
+and the nodes of each partition against each other.
+
+Pure: ``compare(fleet, facts_by_host)`` reads the collector's documents
+(docs/facts.md) and returns a typed ``VerifyReport``; nothing here runs a command or
+reads a file, so ``fleetspec verify`` (every mode) and the testinfra module share it.
+
+Why each rule is what it is:
+- Versions are compared by meaning (``fleetspec.verify.versions``): nvcc shows only
+  major.minor, a package carries ``-1+cuda13.0``; a match on what a source can show
+  is a match, and the check says so.
+- The *pinned* NCCL/RCCL/cuDNN is the system library (the package the playbooks install).
+  Copies in Python environments are what jobs may load instead; a copy that differs is
+  a warning with its path: it hangs collectives only when a job picks it up.
+- Nodes owned by Kubernetes carry only the driver (and the container toolkit); CUDA,
+  cuDNN and NCCL live in images. Those checks are ``not-applicable``, never drift.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from fleetspec.catalog import Catalog, load_catalog
+from fleetspec.compile.ir import Fleet, Node, StackTuple
+from fleetspec.packages import PackageError, has_nvswitch, kernel_module_flavor, packages_for
+from fleetspec.verify.versions import at_precision, match_version, upstream
+
+FACTS_SCHEMA = "fleetspec.io/facts/v1"
+_NOT_VERSIONS = ("absent", "unknown", "not-collected")
+
+
+class Status(str, Enum):
+    """A check's outcome, in increasing order of concern. Only ``drift`` fails a node."""
+
+    OK = "ok"
+    NOT_APPLICABLE = "not-applicable"
+    WARNING = "warning"
+    DRIFT = "drift"
+
+    @property
+    def rank(self) -> int:
+        return _RANK[self]
+
+
+_RANK = {Status.OK: 0, Status.NOT_APPLICABLE: 1, Status.WARNING: 2, Status.DRIFT: 3}
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One component of one node (or of a partition) compared with what the spec pins."""
+
+    component: str  # "driver", "cuda", "nccl", "nccl-shadow", "gpu-count", "facts", ...
+    status: Status
+    expected: str | None
+    found: str | None
+    message: str
+    paths: tuple[str, ...] = ()  # files the finding is about (shadow libraries)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeReport:
+    hostname: str
+    partition: str  # the node's primary partition
+    stack: str
+    scheduler: str
+    checks: tuple[Check, ...]
+    fingerprint: str | None  # the tuple as found, at the spec's precision; None without facts
+
+    @property
+    def status(self) -> Status:
+        return max((c.status for c in self.checks), key=lambda s: s.rank, default=Status.OK)
+
+    @property
+    def conforms(self) -> bool:
+        return self.status is not Status.DRIFT
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionReport:
+    name: str
+    scheduler: str
+    stack: str | None
+    expected: str | None  # the pinned tuple's fingerprint
+    nodes: tuple[NodeReport, ...]
+    checks: tuple[Check, ...]  # partition-wide: "consistency"
+
+    @property
+    def status(self) -> Status:
+        statuses = [c.status for c in self.checks] + [n.status for n in self.nodes]
+        return max(statuses, key=lambda s: s.rank, default=Status.OK)
+
+    @property
+    def conforms(self) -> bool:
+        return self.status is not Status.DRIFT
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyReport:
+    fleet: str
+    partitions: tuple[PartitionReport, ...]
+    unknown_hosts: tuple[str, ...] = ()  # facts for hosts the spec does not name
+    nodes: tuple[NodeReport, ...] = field(default=())  # every checked node once, spec order
+
+    @property
+    def conforms(self) -> bool:
+        return all(p.conforms for p in self.partitions) and all(n.conforms for n in self.nodes)
+
+    @property
+    def status(self) -> Status:
+        statuses = [p.status for p in self.partitions] + [n.status for n in self.nodes]
+        return max(statuses, key=lambda s: s.rank, default=Status.OK)
+
+
+class UnknownHostError(ValueError):
+    """A host asked for by name is not a node of the spec."""
+
+
+def compare(
+    fleet: Fleet,
+    facts_by_host: Mapping[str, Mapping[str, Any]],
+    hosts: Iterable[str] | None = None,
+    unreachable: Mapping[str, str] | None = None,
+    catalog: Catalog | None = None,
+) -> VerifyReport:
+    """Check ``hosts`` (default: every node of the fleet) against the fleet.
+
+    ``unreachable`` gives, per host, why no facts came back (ssh error, bad file); a node
+    with neither facts nor a reason is reported "missing".
+    """
+    catalog = catalog or load_catalog()
+    unreachable = unreachable or {}
+    wanted = list(hosts) if hosts is not None else [n.hostname for n in fleet.nodes]
+    unknown = sorted(h for h in wanted if fleet.node(h) is None)
+    if unknown:
+        raise UnknownHostError(f"not a node of fleet {fleet.name!r}: {', '.join(unknown)}")
+    reports: dict[str, NodeReport] = {}
+    for hostname in wanted:
+        node = fleet.node(hostname)
+        assert node is not None
+        facts = facts_by_host.get(hostname)
+        reports[hostname] = (
+            _unreachable(node, unreachable.get(hostname)) if facts is None else check_node(fleet, node, facts, catalog)
+        )
+    partitions = []
+    for partition in fleet.partitions:
+        members = tuple(reports[h] for h in partition.nodes if h in reports)
+        if not members:
+            continue
+        stack = fleet.stack(partition.stack) if partition.stack else None
+        partitions.append(
+            PartitionReport(
+                name=partition.name,
+                scheduler=partition.scheduler,
+                stack=partition.stack,
+                expected=stack.fingerprint() if stack else None,
+                nodes=members,
+                checks=(consistency(members),),
+            )
+        )
+    extra = tuple(sorted(h for h in facts_by_host if fleet.node(h) is None))
+    return VerifyReport(fleet.name, tuple(partitions), extra, tuple(reports.values()))
+
+
+def _unreachable(node: Node, reason: str | None) -> NodeReport:
+    message = f"unreachable: {reason}" if reason else "missing: no facts for this host"
+    check = Check("facts", Status.DRIFT, "facts document", "none", message)
+    return NodeReport(node.hostname, node.partition, node.stack, node.scheduler, (check,), None)
+
+
+def consistency(nodes: Iterable[NodeReport]) -> Check:
+    """All nodes of a partition must show the same tuple: one collective runs across them."""
+    groups: dict[str, list[str]] = {}
+    for node in nodes:
+        if node.fingerprint is not None:
+            groups.setdefault(node.fingerprint, []).append(node.hostname)
+    if len(groups) <= 1:
+        found = next(iter(groups), None)
+        return Check("consistency", Status.OK, "one tuple on every node", found,
+                     "every node with facts shows the same tuple" if found else "no node returned facts")
+    parts = [f"{fp} on {', '.join(hosts)}" for fp, hosts in sorted(groups.items(), key=lambda kv: -len(kv[1]))]
+    return Check("consistency", Status.DRIFT, "one tuple on every node", f"{len(groups)} tuples",
+                 "the partition is split: " + "; ".join(parts))
+
+
+# --- one node -------------------------------------------------------------------------
+
+
+def check_node(fleet: Fleet, node: Node, facts: Mapping[str, Any], catalog: Catalog | None = None) -> NodeReport:
+    """Every check of one node whose facts came back."""
+    catalog = catalog or load_catalog()
+    stack = fleet.stack(node.stack)
+    problem = _facts_problem(facts)
+    if problem is not None or stack is None:
+        message = problem or f"stack {node.stack!r} is not in the spec"
+        check = Check("facts", Status.DRIFT, FACTS_SCHEMA, str(facts.get("schema", "none")), message)
+        return NodeReport(node.hostname, node.partition, node.stack, node.scheduler, (check,), None)
+    found: dict[str, str] = {}
+    collected = Check("facts", Status.OK, FACTS_SCHEMA, FACTS_SCHEMA,
+                      f"facts collected on {facts.get('hostname', '?')} (kernel {facts.get('kernel', '?')})")
+    if stack.vendor == "nvidia":
+        checks = _nvidia_checks(fleet, node, stack, facts, catalog, found)
+    else:
+        checks = _amd_checks(fleet, node, stack, facts, catalog, found)
+    checks = [collected, *checks, *_hold_checks(fleet, node, stack, facts)]
+    fingerprint = ",".join(f"{k}={found.get(k, '?')}" for k in stack.versions())
+    return NodeReport(node.hostname, node.partition, node.stack, node.scheduler, tuple(checks), fingerprint)
+
+
+def _facts_problem(facts: Mapping[str, Any]) -> str | None:
+    if facts.get("schema") != FACTS_SCHEMA:
+        return f"not a facts document (schema {facts.get('schema')!r}, expected {FACTS_SCHEMA!r})"
+    failed = [e for e in facts.get("errors", []) if str(e).startswith("collector failed")]
+    if failed:
+        return "; ".join(failed)
+    return None
+
+
+def _section(facts: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    value = facts.get(name)
+    return value if isinstance(value, Mapping) else {}
+
+
+def _is_version(value: object) -> bool:
+    return isinstance(value, str) and value not in _NOT_VERSIONS and upstream(value) is not None
+
+
+def _version_check(component: str, expected: str, found: object, source: str) -> Check:
+    """Compare one reported version with the pinned one, naming the source."""
+    if not _is_version(found):
+        return Check(component, Status.DRIFT, expected, str(found), f"{source}: {found}")
+    match = match_version(expected, found)
+    if match is None:
+        return Check(component, Status.DRIFT, expected, str(found), f"{source} reports {found}, the spec pins {expected}")
+    if match.agreement == "partial":
+        return Check(component, Status.OK, expected, str(found),
+                     f"{source} shows only {match.shown}: it matches {expected} as far as it can show")
+    return Check(component, Status.OK, expected, str(found), f"{source} reports {found}")
+
+
+# --- NVIDIA ---------------------------------------------------------------------------
+
+
+def _nvidia_checks(fleet: Fleet, node: Node, stack: StackTuple, facts: Mapping[str, Any], catalog: Catalog,
+                   found: dict[str, str]) -> list[Check]:
+    nvidia = _section(facts, "nvidia")
+    checks = [_driver_check(stack, nvidia, found)]
+    if nvidia.get("driver_version") not in _NOT_VERSIONS:
+        checks.append(_kernel_module_check(node, nvidia, catalog))
+    checks += _gpu_checks(node, nvidia.get("gpus"), nvidia.get("smi_driver_version"), catalog)
+    if has_nvswitch(node.gpu) and stack.driver:
+        checks.append(_fabric_manager_check(stack.driver, _section(nvidia, "fabric_manager")))
+    if node.scheduler == "kubernetes":
+        checks.append(_container_toolkit_check(fleet, facts))
+        for key in ("cuda", "cudnn", "nccl"):
+            if getattr(stack, key):
+                checks.append(_in_images(key, getattr(stack, key)))
+                found[key] = "image"
+        return checks
+    if stack.cuda:
+        checks.append(_cuda_check(stack.cuda, _section(facts, "cuda"), found))
+    if stack.cudnn:
+        cudnn = _section(facts, "cudnn")
+        checks += _library_checks("cudnn", "libcudnn", stack.cudnn, cudnn.get("libraries"), facts, found,
+                                  headers=cudnn.get("headers"))
+    if stack.nccl:
+        checks += _library_checks("nccl", "libnccl", stack.nccl, _section(facts, "nccl").get("libraries"), facts,
+                                  found)
+    return checks
+
+
+def _driver_check(stack: StackTuple, nvidia: Mapping[str, Any], found: dict[str, str]) -> Check:
+    if not stack.driver:
+        return Check("driver", Status.OK, None, nvidia.get("driver_version"), "the stack pins no driver")
+    loaded = nvidia.get("driver_version")
+    if loaded == "absent":
+        found["driver"] = "absent"
+        return Check("driver", Status.DRIFT, stack.driver, "absent",
+                     "no NVIDIA driver: /proc/driver/nvidia/version is absent (kernel module not loaded)")
+    check = _version_check("driver", stack.driver, loaded, "loaded kernel module (/proc/driver/nvidia/version)")
+    found["driver"] = str(loaded)
+    user_space = nvidia.get("smi_driver_version")
+    if check.status is Status.OK and _is_version(user_space) and match_version(str(loaded), user_space) is None:
+        return Check("driver", Status.DRIFT, stack.driver, f"{loaded} (kernel), {user_space} (user space)",
+                     f"the loaded kernel module is {loaded} but nvidia-smi's user-space driver is {user_space}: "
+                     "reboot or reload the module after the upgrade")
+    return check
+
+
+def _kernel_module_check(node: Node, nvidia: Mapping[str, Any], catalog: Catalog) -> Check:
+    try:
+        wanted = kernel_module_flavor([node.gpu])
+    except PackageError as exc:
+        return Check("kernel-module", Status.WARNING, None, nvidia.get("kernel_module"), str(exc))
+    module = nvidia.get("kernel_module")
+    if module == wanted:
+        return Check("kernel-module", Status.OK, wanted, str(module), f"the {module} kernel module is loaded")
+    model = catalog.gpu(node.gpu.model)
+    required = bool(model and model.open_module_required) and wanted == "open"
+    return Check("kernel-module", Status.DRIFT if required else Status.WARNING, wanted, str(module),
+                 f"the {module} kernel module is loaded; fleetspec installs the {wanted} one"
+                 + (f" and {node.gpu.model} requires it" if required else ""))
+
+
+def _gpu_checks(node: Node, gpus: object, source_state: object, catalog: Catalog) -> list[Check]:
+    """GPU model and count as nvidia-smi/amd-smi list them, mapped through the catalog."""
+    listed = gpus if isinstance(gpus, list) else []
+    if not listed and source_state in ("unknown", "not-collected"):
+        why = f"the GPU list is {source_state} (see the facts' errors)"
+        return [Check("gpu-count", Status.DRIFT, str(node.gpu.count), str(source_state), why)]
+    tool = " (no GPU tool on the node)" if not listed and source_state == "absent" else ""
+    count = Check("gpu-count", Status.OK if len(listed) == node.gpu.count else Status.DRIFT, str(node.gpu.count),
+                  str(len(listed)), f"{len(listed)} GPU(s) listed{tool}, the spec says {node.gpu.count}")
+    names = sorted({str(g.get("name")) for g in listed if isinstance(g, Mapping)})
+    if not names:
+        return [count]
+    wrong = []
+    for name in names:
+        model = catalog.gpu(name)
+        if model is None or model.id != node.gpu.model:
+            wrong.append(f"{name} ({model.id if model else 'not in the catalog'})")
+    model_check = Check(
+        "gpu-model", Status.DRIFT if wrong else Status.OK, node.gpu.model, ", ".join(names),
+        f"GPUs are {', '.join(wrong)}, the spec says {node.gpu.model}" if wrong else f"every GPU is {node.gpu.model}",
+    )
+    return [model_check, count]
+
+
+def _fabric_manager_check(driver: str, fabric_manager: Mapping[str, Any]) -> Check:
+    version, service = fabric_manager.get("version"), fabric_manager.get("service")
+    if version == "absent":
+        return Check("fabric-manager", Status.DRIFT, driver, "absent",
+                     "an NVSwitch node needs nvidia-fabricmanager at the driver's version; it is not installed")
+    check = _version_check("fabric-manager", driver, version, "nv-fabricmanager --version")
+    if check.status is Status.OK and service not in ("active", "not-collected"):
+        return Check("fabric-manager", Status.DRIFT, driver, f"{version} ({service})",
+                     f"nvidia-fabricmanager is {service}; NVSwitch GPUs stay unusable until it runs")
+    return check
+
+
+def _container_toolkit_check(fleet: Fleet, facts: Mapping[str, Any]) -> Check:
+    installed = [p for p in _installed(facts) if str(p.get("name", "")).startswith("nvidia-container-toolkit")]
+    if installed:
+        versions = ", ".join(f"{p['name']} {p.get('version')}" for p in installed)
+        return Check("container-toolkit", Status.OK, None, versions, "installed on the host")
+    operator = fleet.kubernetes.gpu_operator if fleet.kubernetes else None
+    if operator is not None:
+        return Check("container-toolkit", Status.NOT_APPLICABLE, None, "no host package",
+                     f"the GPU Operator {operator.version} deploys the container toolkit; the host carries none")
+    return Check("container-toolkit", Status.WARNING, "nvidia-container-toolkit", "absent",
+                 "no GPU Operator in the spec and no nvidia-container-toolkit on the host: pods cannot see GPUs")
+
+
+def _in_images(component: str, expected: str) -> Check:
+    return Check(component, Status.NOT_APPLICABLE, expected, None,
+                 f"a Kubernetes node: {component} lives in container images, the host cannot show it")
+
+
+def _cuda_check(expected: str, cuda: Mapping[str, Any], found: dict[str, str]) -> Check:
+    """The default toolkit's version.json, else nvcc, else the system cudart."""
+    default = cuda.get("default_toolkit")
+    toolkits = [t for t in cuda.get("toolkits") or [] if isinstance(t, Mapping)]
+    chosen = next((t for t in toolkits if t.get("path") == default), None)
+    if chosen is None and len(toolkits) == 1:
+        chosen = toolkits[0]
+    if chosen is not None and _is_version(chosen.get("version")):
+        value, source = str(chosen["version"]), f"{chosen.get('path')}/version.json"
+    elif _is_version(_section(cuda, "nvcc").get("release")):
+        value, source = str(cuda["nvcc"]["release"]), "nvcc --version"
+    else:
+        system = [lib for lib in cuda.get("cudart") or [] if lib.get("origin") == "system" and _is_version(lib.get("version"))]
+        if not system:
+            found["cuda"] = "absent"
+            return Check("cuda", Status.DRIFT, expected, "absent",
+                         "missing: no CUDA toolkit in /usr/local/cuda*, no nvcc and no system libcudart")
+        value, source = str(system[0]["version"]), f"cudaRuntimeGetVersion ({system[0].get('path')})"
+    found["cuda"] = at_precision(expected, value)
+    return _version_check("cuda", expected, value, source)
+
+
+def _library_version(lib: Mapping[str, Any]) -> tuple[str | None, str]:
+    """What a library entry says its version is, and which source said it."""
+    if _is_version(lib.get("version")):
+        return str(lib["version"]), "the library itself"
+    package = lib.get("package")
+    if isinstance(package, Mapping) and _is_version(package.get("version")):
+        return str(package["version"]), f"package {package.get('name')}"
+    if _is_version(lib.get("file_version")):
+        return str(lib["file_version"]), "its file name"
+    return None, f"unreadable ({lib.get('version')})"
+
+
+def _library_checks(component: str, library: str, expected: str, libraries: object, facts: Mapping[str, Any],
+                    found: dict[str, str], headers: object = None) -> list[Check]:
+    """The pinned (system) library must match; other copies that differ are shadows (warning)."""
+    entries = [lib for lib in (libraries if isinstance(libraries, list) else []) if isinstance(lib, Mapping)]
+    system = [lib for lib in entries if lib.get("origin") != "python"]
+    matching, differing = [], []
+    for lib in system:
+        version, _ = _library_version(lib)
+        (matching if version and match_version(expected, version) else differing).append(lib)
+    checks: list[Check] = []
+    if matching:
+        lib = matching[0]
+        version, source = _library_version(lib)
+        check = _version_check(component, expected, version, f"{lib.get('path')} ({source})")
+        checks.append(Check(check.component, check.status, check.expected, check.found, check.message,
+                            (str(lib.get("path")),)))
+        found[component] = at_precision(expected, str(version))
+    elif differing:
+        shown = [f"{_library_version(lib)[0] or lib.get('version')} at {lib.get('path')}" for lib in differing]
+        found[component] = ",".join(sorted({at_precision(expected, str(_library_version(lib)[0])) for lib in differing}))
+        checks.append(Check(component, Status.DRIFT, expected, ", ".join(sorted({str(_library_version(l)[0]) for l in differing})),
+                            f"the system {library} is {'; '.join(shown)}, the spec pins {expected}",
+                            tuple(str(lib.get("path")) for lib in differing)))
+        differing = []
+    else:
+        found[component] = "absent"
+        copies = [str(lib.get("path")) for lib in entries]
+        where = f"; only Python environments carry it: {', '.join(copies)}" if copies else ""
+        header = _header_version(headers)
+        note = f" (the header {header[1]} says {header[0]})" if header else ""
+        checks.append(Check(component, Status.DRIFT, expected, "absent",
+                            f"missing: no system {library} on the node{note}{where}", tuple(copies)))
+    shadows = differing + [lib for lib in entries if lib.get("origin") == "python"
+                           and not match_version(expected, _library_version(lib)[0] or "")]
+    if shadows:
+        described = [f"{_library_version(lib)[0] or lib.get('version')} at {lib.get('path')}"
+                     + (f" (environment {lib['environment']})" if lib.get("environment") else "") for lib in shadows]
+        checks.append(Check(f"{component}-shadow", Status.WARNING, expected,
+                            ", ".join(sorted({str(_library_version(lib)[0] or lib.get("version")) for lib in shadows})),
+                            f"other {library} copies differ from the pinned {expected}: {'; '.join(described)}. "
+                            "A job that loads one of them runs a different version than its peers",
+                            tuple(str(lib.get("path")) for lib in shadows)))
+    return checks
+
+
+def _header_version(headers: object) -> tuple[str, str] | None:
+    for header in headers if isinstance(headers, list) else []:
+        if isinstance(header, Mapping) and _is_version(header.get("version")):
+            return str(header["version"]), str(header.get("path"))
+    return None
+
+
+# --- AMD ------------------------------------------------------------------------------
+
+
+def _amd_checks(fleet: Fleet, node: Node, stack: StackTuple, facts: Mapping[str, Any], catalog: Catalog,
+                found: dict[str, str]) -> list[Check]:
+    amd = _section(facts, "amd")
+    checks = []
+    if stack.amdgpu:
+        checks.append(_amdgpu_check(stack.amdgpu, amd, facts, found))
+    checks += _gpu_checks(node, amd.get("gpus"), amd.get("gpu_source"), catalog)
+    if node.scheduler == "kubernetes":
+        for key in ("rocm", "rccl"):
+            if getattr(stack, key):
+                checks.append(_in_images(key, getattr(stack, key)))
+                found[key] = "image"
+        return checks
+    if stack.rocm:
+        rocm = amd.get("rocm_version")
+        found["rocm"] = at_precision(stack.rocm, str(rocm)) if _is_version(rocm) else str(rocm)
+        checks.append(_version_check("rocm", stack.rocm, rocm, "/opt/rocm/.info/version"))
+    if stack.rccl:
+        checks += _library_checks("rccl", "librccl", stack.rccl, amd.get("rccl"), facts, found)
+    return checks
+
+
+def _amdgpu_check(expected: str, amd: Mapping[str, Any], facts: Mapping[str, Any], found: dict[str, str]) -> Check:
+    """amdgpu-dkms's version encodes the release (``...30300300`` = 30.30.3); the module alone does not."""
+    dkms = next((p for p in _installed(facts) if p.get("name") == "amdgpu-dkms"), None)
+    if dkms is not None:
+        release = _amdgpu_release(str(dkms.get("version")))
+        found["amdgpu"] = release or str(dkms.get("version"))
+        return _version_check("amdgpu", expected, release or "unknown", f"package amdgpu-dkms {dkms.get('version')}")
+    if amd.get("driver_version") == "absent":
+        found["amdgpu"] = "absent"
+        return Check("amdgpu", Status.DRIFT, expected, "absent", "no amdgpu DKMS driver (/sys/module/amdgpu/version)")
+    found["amdgpu"] = str(amd.get("driver_version"))
+    return Check("amdgpu", Status.WARNING, expected, str(amd.get("driver_version")),
+                 "the amdgpu module reports its kernel-module version, not the release; "
+                 "no amdgpu-dkms package to read the release from")
+
+
+def _amdgpu_release(version: str) -> str | None:
+    """``1:6.16.13.30300300-2327507.22.04`` -> ``30.30.3`` (last field MMmmpp00)."""
+    shown = upstream(version)
+    last = shown.split(".")[-1] if shown else ""
+    if len(last) != 8:
+        return None
+    return f"{int(last[0:2])}.{int(last[2:4])}.{int(last[4:6])}"
+
+
+# --- package holds ----------------------------------------------------------------------
+
+
+def _installed(facts: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    installed = _section(facts, "packages").get("installed")
+    return [p for p in installed if isinstance(p, Mapping)] if isinstance(installed, list) else []
+
+
+def _hold_checks(fleet: Fleet, node: Node, stack: StackTuple, facts: Mapping[str, Any]) -> list[Check]:
+    """Pinned packages must be held, or the next ``apt upgrade`` moves the node off its tuple."""
+    manager = _section(facts, "packages").get("manager")
+    if manager != "dpkg":
+        return [Check("package-holds", Status.NOT_APPLICABLE, None, str(manager),
+                      f"package manager {manager}: holds are read from dpkg only")]
+    if node.scheduler == "kubernetes":
+        return []
+    try:
+        pins = packages_for(stack, fleet.os, [node.gpu])
+    except PackageError as exc:
+        return [Check("package-holds", Status.NOT_APPLICABLE, None, None, f"pinned packages unknown: {exc}")]
+    installed = {str(p.get("name")): p for p in _installed(facts)}
+    unheld = [pin.name for pin in pins if pin.name in installed and not installed[pin.name].get("held")]
+    held = [pin.name for pin in pins if pin.name in installed and installed[pin.name].get("held")]
+    if unheld:
+        return [Check("package-holds", Status.WARNING, "held", f"not held: {', '.join(unheld)}",
+                      f"pinned packages not held ({', '.join(unheld)}): an apt upgrade would move them")]
+    return [Check("package-holds", Status.OK, "held", f"held: {', '.join(held)}" if held else "none installed",
+                  "every installed pinned package is held" if held else "no pinned package installed by dpkg")]

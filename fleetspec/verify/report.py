@@ -1,0 +1,174 @@
+"""A VerifyReport as people and machines read it: Rich tables, JSON, JUnit XML.
+
+Pure formatting of the typed report from ``compare``; the JSON and JUnit shapes are
+a documented contract (docs/verify.md), so keys and ordering here are stable:
+partitions in spec order, nodes in spec order, checks in the order compare makes them.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from typing import Any
+
+from rich.table import Table
+
+from fleetspec.verify.compare import Check, NodeReport, PartitionReport, Status, VerifyReport
+
+REPORT_SCHEMA = "fleetspec.io/verify-report/v1"
+_STYLE = {Status.OK: "green", Status.NOT_APPLICABLE: "cyan", Status.WARNING: "yellow", Status.DRIFT: "red"}
+
+
+# --- JSON -----------------------------------------------------------------------------
+
+
+def check_dict(check: Check) -> dict[str, Any]:
+    return {
+        "component": check.component,
+        "status": check.status.value,
+        "expected": check.expected,
+        "found": check.found,
+        "message": check.message,
+        "paths": list(check.paths),
+    }
+
+
+def node_dict(node: NodeReport) -> dict[str, Any]:
+    return {
+        "hostname": node.hostname,
+        "partition": node.partition,
+        "stack": node.stack,
+        "scheduler": node.scheduler,
+        "status": node.status.value,
+        "conforms": node.conforms,
+        "fingerprint": node.fingerprint,
+        "checks": [check_dict(c) for c in node.checks],
+    }
+
+
+def partition_dict(partition: PartitionReport) -> dict[str, Any]:
+    return {
+        "name": partition.name,
+        "scheduler": partition.scheduler,
+        "stack": partition.stack,
+        "expected": partition.expected,
+        "status": partition.status.value,
+        "conforms": partition.conforms,
+        "nodes": [n.hostname for n in partition.nodes],
+        "checks": [check_dict(c) for c in partition.checks],
+    }
+
+
+def to_json(report: VerifyReport) -> dict[str, Any]:
+    """The ``--format json`` document (schema ``fleetspec.io/verify-report/v1``)."""
+    counts = {s.value: sum(n.status is s for n in report.nodes) for s in Status}
+    return {
+        "schema": REPORT_SCHEMA,
+        "fleet": report.fleet,
+        "conforms": report.conforms,
+        "status": report.status.value,
+        "summary": {
+            "nodes": len(report.nodes),
+            "conforming": sum(n.conforms for n in report.nodes),
+            "by_status": counts,
+            "unknown_hosts": list(report.unknown_hosts),
+        },
+        "partitions": [partition_dict(p) for p in report.partitions],
+        "nodes": [node_dict(n) for n in report.nodes],
+    }
+
+
+# --- Rich tables ------------------------------------------------------------------------
+
+
+def tables(report: VerifyReport) -> list[Table]:
+    """One table per partition: a row per check that is not plain ok; a conforming node
+    with nothing to say gets one "ok" row."""
+    out = []
+    for partition in report.partitions:
+        status = partition.status
+        title = (f"{partition.name} ({partition.scheduler}, stack {partition.stack or 'MIXED'}: "
+                 f"{partition.expected or '-'}) [{_STYLE[status]}]{status.value}[/]")
+        table = Table(title=title, title_justify="left")
+        for column in ("node", "status", "component", "expected", "found", "detail"):
+            table.add_column(column, overflow="fold")
+        for check in partition.checks:
+            if check.status is not Status.OK:
+                _add_row(table, "(partition)", check)
+        for node in partition.nodes:
+            notable = [c for c in node.checks if c.status is not Status.OK]
+            if not notable:
+                table.add_row(node.hostname, "[green]ok[/]", "", "", node.fingerprint or "",
+                              f"{len(node.checks)} checks ok")
+            for check in notable:
+                _add_row(table, node.hostname, check)
+        out.append(table)
+    return out
+
+
+def _add_row(table: Table, name: str, check: Check) -> None:
+    detail = check.message + ("".join(f"\n  {p}" for p in check.paths) if check.paths and check.status is not Status.OK
+                              and not all(p in check.message for p in check.paths) else "")
+    table.add_row(name, f"[{_STYLE[check.status]}]{check.status.value}[/]", check.component, check.expected or "",
+                  check.found or "", detail)
+
+
+def summary_line(report: VerifyReport) -> str:
+    drift = sum(not n.conforms for n in report.nodes)
+    split = sum(any(c.status is Status.DRIFT for c in p.checks) for p in report.partitions)
+    warnings = sum(n.status is Status.WARNING for n in report.nodes)
+    text = (f"{len(report.nodes)} node(s): {len(report.nodes) - drift} conform, {drift} drift, "
+            f"{warnings} with warnings; {split} partition(s) split")
+    if report.unknown_hosts:
+        text += f"; facts for hosts not in the spec: {', '.join(report.unknown_hosts)}"
+    return text
+
+
+# --- JUnit XML --------------------------------------------------------------------------
+
+
+def _failure_text(check: Check) -> str:
+    return f"{check.component}: expected {check.expected or '-'}, found {check.found or '-'}: {check.message}"
+
+
+def _testcase(suite: ET.Element, classname: str, name: str, checks: tuple[Check, ...]) -> bool:
+    case = ET.SubElement(suite, "testcase", classname=classname, name=name, time="0")
+    drift = [c for c in checks if c.status is Status.DRIFT]
+    if drift:
+        failure = ET.SubElement(case, "failure", type="drift",
+                                message="; ".join(f"{c.component}: expected {c.expected or '-'}, found {c.found or '-'}"
+                                                  for c in drift))
+        failure.text = "\n".join(_failure_text(c) for c in drift)
+    others = [c for c in checks if c.status in (Status.WARNING, Status.NOT_APPLICABLE)]
+    if others:
+        ET.SubElement(case, "system-out").text = "\n".join(f"{c.status.value}: {_failure_text(c)}" for c in others)
+    return bool(drift)
+
+
+def to_junit(report: VerifyReport) -> str:
+    """``--junit FILE``: a testsuite per partition, a testcase per node (plus one for the
+    partition's consistency), a failure naming component, expected and found."""
+    root = ET.Element("testsuites", name=f"fleetspec verify {report.fleet}")
+    total = failed = 0
+    for partition in report.partitions:
+        suite = ET.SubElement(root, "testsuite", name=partition.name, errors="0", skipped="0", time="0")
+        props = ET.SubElement(suite, "properties")
+        for key, value in (("scheduler", partition.scheduler), ("stack", partition.stack or "MIXED"),
+                           ("expected", partition.expected or "")):
+            ET.SubElement(props, "property", name=key, value=value)
+        classname = f"fleetspec.verify.{partition.name}"
+        cases = fails = 0
+        for node in partition.nodes:
+            cases += 1
+            fails += _testcase(suite, classname, node.hostname, node.checks)
+        for check in partition.checks:
+            cases += 1
+            fails += _testcase(suite, classname, f"{partition.name}:{check.component}", (check,))
+        suite.set("tests", str(cases))
+        suite.set("failures", str(fails))
+        total += cases
+        failed += fails
+    root.set("tests", str(total))
+    root.set("failures", str(failed))
+    root.set("errors", "0")
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

@@ -1,0 +1,146 @@
+"""The ways facts reach the comparison: a directory of files, this machine, an inventory.
+
+Each mode gathers ``{hostname: facts}`` plus, per host that gave none, the reason, and
+hands both to ``compare``. The collector is the one file ``collector.py``: run here with
+``python3``, or copied to every node by Ansible's ``script`` module (one round trip per
+node, ``forks`` nodes at a time). ansible-runner is imported lazily so the other modes
+(and ``fleetspec validate``) do not pay for it.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from fleetspec.compile.ir import Fleet
+from fleetspec.verify import collector
+from fleetspec.verify.compare import VerifyReport, compare
+
+COLLECTOR = Path(collector.__file__).resolve()
+LOCAL_TIMEOUT_S = 300
+Facts = dict[str, dict[str, Any]]
+
+
+class VerifyError(RuntimeError):
+    """The verification could not run at all (bad directory, unknown host, no Ansible)."""
+
+
+def verify_facts_dir(fleet: Fleet, directory: Path) -> VerifyReport:
+    """Offline: ``<hostname>.json`` files, one per node, as the collector printed them."""
+    facts, problems = load_facts_dir(directory)
+    return compare(fleet, facts, unreachable=problems)
+
+
+def load_facts_dir(directory: Path) -> tuple[Facts, dict[str, str]]:
+    """Read every ``*.json`` in ``directory``; a file that is not a JSON object is a problem
+    for that host, not a crash."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise VerifyError(f"{directory}: not a directory of <hostname>.json facts files")
+    facts: Facts = {}
+    problems: dict[str, str] = {}
+    for path in sorted(directory.glob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            problems[path.stem] = f"{path}: unreadable facts file ({exc})"
+            continue
+        if isinstance(data, dict):
+            facts[path.stem] = data
+        else:
+            problems[path.stem] = f"{path}: not a JSON object"
+    return facts, problems
+
+
+def collect_local(timeout: float = LOCAL_TIMEOUT_S) -> dict[str, Any]:
+    """Run the collector on this machine exactly as on a node: ``python3 collector.py``."""
+    python = shutil.which("python3") or sys.executable
+    try:
+        proc = subprocess.run([python, str(COLLECTOR)], capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise VerifyError(f"the fact collector did not run: {exc}") from None
+    try:
+        data = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise VerifyError(f"the fact collector printed no JSON (exit {proc.returncode}): {tail[0]}") from None
+    if not isinstance(data, dict):
+        raise VerifyError("the fact collector printed JSON that is not an object")
+    return data
+
+
+def verify_local(fleet: Fleet, hostname: str) -> VerifyReport:
+    """This machine, checked as node ``hostname`` of the spec (a Slurm health check/prolog)."""
+    if fleet.node(hostname) is None:
+        raise VerifyError(f"{hostname!r} is not a node of fleet {fleet.name!r}; give --as one of the spec's hostnames")
+    return compare(fleet, {hostname: collect_local()}, hosts=[hostname])
+
+
+def verify_inventory(fleet: Fleet, inventory_path: Path, forks: int = 20) -> VerifyReport:
+    """Every node of the fleet through Ansible: inventory hostnames are the spec's hostnames."""
+    facts, problems = collect_inventory(Path(inventory_path), [n.hostname for n in fleet.nodes], forks)
+    for hostname in (n.hostname for n in fleet.nodes):
+        if hostname not in facts and hostname not in problems:
+            problems[hostname] = f"not in inventory {inventory_path} (or Ansible skipped it)"
+    return compare(fleet, facts, unreachable=problems)
+
+
+def collect_inventory(inventory: Path, hosts: list[str], forks: int) -> tuple[Facts, dict[str, str]]:
+    """One ad-hoc ``script`` run of the collector over ``hosts``, in a fresh private data dir."""
+    try:
+        import ansible_runner
+    except ImportError:
+        raise VerifyError("verify over an inventory needs ansible-runner: pip install 'fleetspec[ansible]'") from None
+    if not inventory.exists():
+        raise VerifyError(f"{inventory}: no such inventory")
+    with tempfile.TemporaryDirectory(prefix="fleetspec-verify-") as private:
+        script = Path(private) / "fleetspec-collector.py"
+        shutil.copyfile(COLLECTOR, script)
+        result = ansible_runner.run(
+            private_data_dir=private,
+            inventory=str(inventory.resolve()),
+            host_pattern=":".join(hosts),
+            module="script",
+            module_args=f"{shlex.quote(str(script))} executable=python3",
+            forks=max(1, forks),
+            quiet=True,
+        )
+        facts, problems = _events_to_facts(result.events)
+        if not facts and not problems and result.rc != 0:
+            tail = (result.stdout.read().strip().splitlines() or ["no output"])[-1]
+            raise VerifyError(f"ansible-runner failed (rc {result.rc}): {tail}")
+    return facts, problems
+
+
+def _events_to_facts(events: Any) -> tuple[Facts, dict[str, str]]:
+    facts: Facts = {}
+    problems: dict[str, str] = {}
+    for event in events:
+        kind = event.get("event")
+        data = event.get("event_data", {})
+        host, res = data.get("host"), data.get("res") or {}
+        if host is None:
+            continue
+        if kind == "runner_on_ok":
+            try:
+                document = json.loads(res.get("stdout", ""))
+            except json.JSONDecodeError:
+                problems[host] = "the collector printed no JSON: " + _last_line(res.get("stderr") or res.get("stdout"))
+                continue
+            facts[host] = document
+        elif kind == "runner_on_unreachable":
+            problems[host] = _last_line(res.get("msg"))
+        elif kind == "runner_on_failed":
+            problems[host] = "the collector failed: " + _last_line(res.get("stderr") or res.get("msg"))
+    return facts, problems
+
+
+def _last_line(text: object) -> str:
+    lines = str(text or "").strip().splitlines()
+    return lines[-1] if lines else "no output"
