@@ -1,0 +1,107 @@
+"""``fleetspec plan``: compile the spec, compare it with the applied state (or with
+another revision of the spec, ``--base``), print the plan, optionally save it.
+
+Exit codes like ``terraform plan -detailed-exitcode``: 0 no changes, 2 changes,
+1 error (invalid spec, unreadable or foreign state, bad options). The lead registers
+``plan`` with ``app.command("plan")(plan)``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from fleetspec.compile import CompileResult, compile_file
+from fleetspec.compile.ir import Fleet
+from fleetspec.findings import Severity
+from fleetspec.plan import make_plan, plan_against_state
+from fleetspec.plan.model import Plan
+from fleetspec.plan.render_text import print_plan
+from fleetspec.plan.saved import save_plan
+from fleetspec.plan.waves import parse_max_unavailable
+from fleetspec.state import StateError, StateStore, state_dir
+
+EXIT_NO_CHANGES, EXIT_ERROR, EXIT_CHANGES = 0, 1, 2
+
+
+class PlanFormat(str, Enum):
+    text = "text"
+    json = "json"
+
+
+class PlanError(Exception):
+    """Planning could not start or finish; the message is for the user."""
+
+
+def plan(
+    spec: Annotated[Path, typer.Argument(help="the fleet spec (YAML)", show_default=False)],
+    state: Annotated[Path | None, typer.Option("--state", help="state directory (default: .fleetspec/ beside "
+                                               "the spec, or $FLEETSPEC_STATE_DIR)")] = None,
+    base: Annotated[Path | None, typer.Option("--base", help="compare with another revision of the spec "
+                                              "instead of the applied state")] = None,
+    format: Annotated[PlanFormat, typer.Option("--format", help="text or json")] = PlanFormat.text,
+    out: Annotated[Path | None, typer.Option("--out", help="save the plan for 'apply PLAN'")] = None,
+    canary: Annotated[int, typer.Option("--canary", help="nodes in each partition's first wave")] = 1,
+    max_unavailable: Annotated[str, typer.Option("--max-unavailable",
+                                                 help="nodes (N) or share (P%) of a partition out at once")] = "25%",
+) -> None:
+    """Show what apply would change, how disruptive each change is, and the waves it would run.
+    Exit 0: no changes; 2: changes; 1: error."""
+    console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+    errors = Console(stderr=True, highlight=False, soft_wrap=True)
+    try:
+        result = build_plan(spec, state, base, canary, max_unavailable, errors)
+        if out is not None:
+            save_plan(result, out)
+    except PlanError as exc:
+        errors.print(f"error: {exc}", markup=False)
+        raise typer.Exit(EXIT_ERROR) from None
+    except OSError as exc:
+        errors.print(f"error: {exc.filename or ''}: {exc.strerror}", markup=False)
+        raise typer.Exit(EXIT_ERROR) from None
+    if format is PlanFormat.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        print_plan(result, console)
+        if out is not None:
+            console.print(f"saved to {escape(str(out))}: 'fleetspec apply {escape(str(out))}' applies exactly this "
+                          f"plan while the state stays at serial {result.state_serial}" if result.state_serial
+                          is not None else f"saved to {escape(str(out))}")
+    raise typer.Exit(EXIT_NO_CHANGES if result.empty else EXIT_CHANGES)
+
+
+def build_plan(spec: Path, state: Path | None, base: Path | None, canary: int, max_unavailable: str,
+               errors: Console) -> Plan:
+    try:
+        parse_max_unavailable(max_unavailable)
+    except ValueError as exc:
+        raise PlanError(str(exc)) from None
+    if canary < 0:
+        raise PlanError("--canary must be 0 or more nodes")
+    new = _compiled(spec, errors)
+    try:
+        if base is not None:
+            old = _compiled(base, errors)
+            return make_plan(new, old, canary=canary, max_unavailable=max_unavailable, base=f"spec {base}")
+        store = StateStore(state_dir(spec, state), new.name)
+        return plan_against_state(new, store.read(), canary=canary, max_unavailable=max_unavailable)
+    except StateError as exc:
+        raise PlanError(str(exc)) from None
+
+
+def _compiled(path: Path, errors: Console) -> Fleet:
+    result: CompileResult = compile_file(path)
+    if not result.valid or result.fleet is None:
+        for f in result.located():
+            if f.severity >= Severity.ERROR:
+                errors.print(f"{escape(f.file)}:{f.line}:{f.column}: [red]{f.severity}[/] "
+                             f"{escape(f'[{f.rule}]')} {escape(f.message)}")
+        raise PlanError(f"{path} has errors: fix them, then plan again")
+    return result.fleet

@@ -1,0 +1,89 @@
+"""The plan as a person reads it: one row per kind of change (identical node changes
+share a row with a hostlist), the most disruptive first; nodes per partition and class;
+the waves apply would run.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from fleetspec.plan.model import Change, Disruption, Plan
+from fleetspec.spec.hostlist import compress
+
+STYLES = {
+    Disruption.REPLACE: "bold red", Disruption.DRAIN_REBOOT: "red", Disruption.DRAIN: "yellow",
+    Disruption.RESTART_DAEMON: "magenta", Disruption.RECONFIGURE: "cyan", Disruption.NONE: "dim",
+}
+MAX_WAVE_ROWS = 20
+
+
+def print_plan(plan: Plan, console: Console) -> None:
+    against = plan.base or "nothing"
+    if plan.empty:
+        console.print(f"No changes: fleet [bold]{escape(plan.fleet.name)}[/] matches {escape(against)}.")
+        return
+    summary = plan.summary()
+    worst = Disruption(summary["max_disruption"])
+    console.print(f"Plan for fleet [bold]{escape(plan.fleet.name)}[/] against {escape(against)}: "
+                  f"{summary['changes']} change(s), {sum(summary['nodes'].values())} of them on nodes; most disruptive: [{STYLES[worst]}]{worst.value}[/]")
+    console.print(_changes_table(plan.changes))
+    if summary["partitions"]:
+        console.print(_partitions_table(summary["partitions"]))
+    if plan.waves:
+        console.print(_waves_table(plan))
+    else:
+        console.print("No node has to leave service: no waves.")
+
+
+def grouped(changes: tuple[Change, ...]) -> list[tuple[Change, str]]:
+    """(a representative change, its targets) — node changes alike in all but the host share a row."""
+    rows: dict[tuple, list[Change]] = {}
+    for c in changes:
+        key = ("node", c.action, c.disruption, c.reason) if c.host is not None else (c.target,)
+        rows.setdefault(key, []).append(c)
+    result = []
+    for members in rows.values():
+        first = members[0]
+        target = f"node:{compress(c.host or '' for c in members)}" if first.host is not None else first.target
+        result.append((first, target))
+    return sorted(result, key=lambda row: -row[0].disruption.rank)
+
+
+def _changes_table(changes: tuple[Change, ...]) -> Table:
+    table = Table(title="changes", title_justify="left")
+    for column in ("disruption", "action", "target", "what and why"):
+        table.add_column(column, overflow="fold")
+    for change, target in grouped(changes):
+        style = STYLES[change.disruption]
+        table.add_row(f"[{style}]{change.disruption.value}[/]", change.action.value, escape(target),
+                      escape(change.reason))
+    return table
+
+
+def _partitions_table(partitions: dict[str, dict[str, int]]) -> Table:
+    table = Table(title="nodes per partition and disruption", title_justify="left")
+    table.add_column("partition")
+    classes = [d for d in Disruption if any(d.value in counts for counts in partitions.values())]
+    for d in classes:
+        table.add_column(f"[{STYLES[d]}]{d.value}[/]", justify="right")
+    for name, counts in partitions.items():
+        table.add_row(escape(name), *(str(counts.get(d.value, "")) for d in classes))
+    return table
+
+
+def _waves_table(plan: Plan) -> Table:
+    settings = plan.settings
+    title = (f"waves apply would run (canary {settings.get('canary')}, max unavailable "
+             f"{settings.get('max_unavailable')} per partition)")
+    table = Table(title=title, title_justify="left")
+    for column in ("partition", "wave", "nodes", "hosts", "racks", "disruption"):
+        table.add_column(column, overflow="fold")
+    for w in plan.waves[:MAX_WAVE_ROWS]:
+        label = f"{w.index} (canary)" if w.canary else str(w.index)
+        table.add_row(escape(w.partition), label, str(len(w.hosts)), escape(compress(w.hosts)),
+                      escape(",".join(w.racks)), f"[{STYLES[w.disruption]}]{w.disruption.value}[/]")
+    if len(plan.waves) > MAX_WAVE_ROWS:
+        table.add_row("...", f"{len(plan.waves) - MAX_WAVE_ROWS} more", "", "", "", "")
+    return table

@@ -1,0 +1,75 @@
+"""Saved plans (``plan --out plan.json``): the plan, the state it was made against
+(serial and lineage) and the whole new fleet IR, so that apply runs exactly what was
+reviewed, and refuses, saying why, when the state moved in between.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from fleetspec.compile.ir import Fleet
+from fleetspec.plan.model import PLAN_FORMAT_VERSION, Change, Plan, Wave
+from fleetspec.state.atomic import atomic_write
+from fleetspec.state.codec import FleetDecodeError, fleet_from_dict
+from fleetspec.state.store import State, StateStore
+
+KIND = "fleetspec-plan"
+
+
+class SavedPlanError(Exception):
+    """A saved plan that cannot or must not be applied; the message says why."""
+
+
+def save_plan(plan: Plan, path: Path) -> None:
+    data = {"kind": KIND, **plan.to_dict(include_fleet=True)}
+    atomic_write(Path(path), (json.dumps(data, indent=1) + "\n").encode())
+
+
+def load_saved_plan(path: Path) -> Plan:
+    try:
+        data = json.loads(Path(path).read_bytes())
+    except OSError as exc:
+        raise SavedPlanError(f"cannot read saved plan {path}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise SavedPlanError(f"{path} is not a saved plan (invalid JSON: {exc})") from None
+    if not isinstance(data, dict) or data.get("kind") != KIND:
+        raise SavedPlanError(f"{path} is not a saved plan (write one with 'fleetspec plan SPEC --out {path}')")
+    if data.get("format_version") != PLAN_FORMAT_VERSION:
+        raise SavedPlanError(f"{path} has plan format {data.get('format_version')!r}; this fleetspec reads "
+                             f"{PLAN_FORMAT_VERSION}. Plan again with this fleetspec")
+    try:
+        fleet = fleet_from_dict(data["ir"])
+        plan = _plan_from_dict(data, fleet)
+    except (FleetDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise SavedPlanError(f"{path} is damaged: {exc}") from None
+    expected = "sha256:" + hashlib.sha256(fleet.to_json().encode()).hexdigest()
+    if data.get("spec_digest") != expected:
+        raise SavedPlanError(f"{path} was edited or damaged: its fleet does not match its spec_digest")
+    return plan
+
+
+def _plan_from_dict(data: dict[str, Any], fleet: Fleet) -> Plan:
+    return Plan(fleet, tuple(Change.from_dict(c) for c in data["changes"]),
+                tuple(Wave.from_dict(w) for w in data["waves"]), data["state_serial"], data["lineage"],
+                data.get("base"), data.get("settings") or {})
+
+
+def check_plan_current(plan: Plan, store: StateStore | State) -> None:
+    """Raise SavedPlanError unless the state is exactly the one the plan was made against."""
+    state = store.read() if isinstance(store, StateStore) else store
+    if plan.state_serial is None:
+        raise SavedPlanError("this plan compares two spec revisions (--base), not the applied state: "
+                             "plan against the state to get a plan you can apply")
+    if plan.fleet.name != state.fleet_name:
+        raise SavedPlanError(f"this plan is for fleet {plan.fleet.name!r}, the state is {state.fleet_name!r}")
+    if plan.lineage != state.lineage:
+        raise SavedPlanError(f"the state was replaced since this plan was made (lineage {plan.lineage} -> "
+                             f"{state.lineage}): plan again")
+    if plan.state_serial != state.serial:
+        last = state.journal[-1] if state.journal else {}
+        who = f" by {last.get('user')}@{last.get('host')} at {last.get('time')}" if last else ""
+        raise SavedPlanError(f"the state moved since this plan was made (serial {plan.state_serial} -> "
+                             f"{state.serial}{who}): plan again and review the new plan")

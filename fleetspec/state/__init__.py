@@ -1,0 +1,37 @@
+"""The state store: what was last applied to each fleet, its serial, lineage and journal,
+and the lock that makes one apply at a time. See ``store`` for the document's layout.
+
+Apply uses it like this::
+
+    store = StateStore(state_dir(spec, state_option), fleet.name)
+    with store.lock("fleetspec apply"):       # LockHeld names the holder
+        state = store.read()                   # StateError: corrupt, newer, other fleet
+        for wave in waves:
+            ...                                # drain, upgrade, verify, resume
+            store.record_wave(fleet, wave.hosts, "wave 2/5 nvidia-hopper")
+        store.record_applied(fleet, "12 nodes drain-reboot")
+"""
+
+from fleetspec.state.lock import LockHeld, LockInfo, StateLock
+from fleetspec.state.store import (
+    FORMAT_VERSION,
+    STATE_DIR_ENV,
+    NodeRecord,
+    State,
+    StateError,
+    StateStore,
+    state_dir,
+)
+
+__all__ = [
+    "FORMAT_VERSION",
+    "STATE_DIR_ENV",
+    "LockHeld",
+    "LockInfo",
+    "NodeRecord",
+    "State",
+    "StateError",
+    "StateLock",
+    "StateStore",
+    "state_dir",
+]

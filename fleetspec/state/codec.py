@@ -1,0 +1,86 @@
+"""Fleet IR from its JSON form: the inverse of ``Fleet.to_dict``.
+
+The state store and saved plans keep the IR as JSON; plan and apply need the frozen
+dataclasses back. The decoder walks the dataclasses' own type hints, so a field added
+to the IR is decoded without touching this module. Location fields (spec paths) are
+not serialised and come back as their defaults: a stored fleet has no spec to point at.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import types
+import typing
+from collections.abc import Callable
+from typing import Any
+
+from fleetspec.compile import ir
+from fleetspec.compile.ir import IR_VERSION, Fleet
+
+
+class FleetDecodeError(ValueError):
+    """A stored fleet does not match this fleetspec's IR (wrong version or shape)."""
+
+
+def fleet_from_dict(data: dict[str, Any]) -> Fleet:
+    if not isinstance(data, dict):
+        raise FleetDecodeError("a stored fleet is a JSON object")
+    version = data.get("irVersion")
+    if version != IR_VERSION:
+        raise FleetDecodeError(f"stored fleet has IR version {version!r}; this fleetspec reads {IR_VERSION!r}")
+    body = {k: v for k, v in data.items() if k != "irVersion"}
+    return decode(Fleet, body)
+
+
+def decode(cls: type, value: Any) -> Any:
+    """One IR dataclass (a Fleet, a Node, a StackTuple...) from its JSON form."""
+    try:
+        return _decoder(cls)(value)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise FleetDecodeError(f"stored {cls.__name__} does not match the IR: {exc}") from None
+
+
+def encode(value: Any) -> Any:
+    """The JSON form of one IR dataclass, exactly as ``Fleet.to_dict`` writes it."""
+    return ir._to_plain(value)
+
+
+Decoder = Callable[[Any], Any]
+
+
+@functools.cache
+def _decoder(hint: Any) -> Decoder:
+    """A decoder per type, built once from the type hints: 20,000 nodes decode in a blink."""
+    if dataclasses.is_dataclass(hint):
+        return _dataclass_decoder(hint)
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        options = [a for a in typing.get_args(hint) if a is not type(None)]
+        inner = _decoder(options[0])
+        return lambda value: None if value is None else inner(value)
+    if origin is tuple:
+        args = typing.get_args(hint)
+        if len(args) == 2 and args[1] is Ellipsis:
+            item = _decoder(args[0])
+            return lambda value: tuple(map(item, value))
+        items = tuple(_decoder(a) for a in args)
+        return lambda value: tuple(d(v) for d, v in zip(items, value, strict=True))
+    return _identity
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+def _dataclass_decoder(cls: type) -> Decoder:
+    hints = typing.get_type_hints(cls, vars(ir))
+    fields = tuple((f.name, _decoder(hints[f.name])) for f in dataclasses.fields(cls)
+                   if not f.metadata.get("location"))
+
+    def decode_one(value: Any) -> Any:
+        if not isinstance(value, dict):
+            raise TypeError(f"{cls.__name__} must be an object, got {type(value).__name__}")
+        return cls(**{name: fn(value[name]) for name, fn in fields if name in value})
+
+    return decode_one

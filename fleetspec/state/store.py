@@ -1,0 +1,230 @@
+"""The state store: per fleet, what was last applied, in one JSON document.
+
+``<dir>/<fleet>.state.json`` holds a format version, a lineage id (uuid4, fixed when
+the state is created), a serial (+1 per write), the last fully applied IR (``applied``),
+per-node records of nodes that a partly finished apply has already moved (``nodes``:
+host -> that node and its resolved stack, or null for a removed node), and an
+append-only journal. A node's applied state is its ``nodes`` record when it has one,
+else its entry in ``applied``; so state advances per completed wave, and a killed
+apply loses nothing. ``record_applied`` folds everything back into ``applied`` when
+an apply completes.
+
+Writes are atomic (``atomic.atomic_write``), keep the previous document as ``.bak``,
+and are only allowed while this store holds the fleet's lock. A document that is not
+valid JSON, comes from a newer fleetspec, or names another fleet is refused with a
+clear error and never overwritten.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fleetspec import __version__
+from fleetspec.compile.ir import Fleet, Node, StackTuple
+from fleetspec.spec.hostlist import compress
+from fleetspec.state.atomic import atomic_write, remove_leftovers
+from fleetspec.state.codec import FleetDecodeError, decode, encode, fleet_from_dict
+from fleetspec.state.lock import StateLock, current_user
+
+FORMAT_VERSION = 1
+STATE_DIR_ENV = "FLEETSPEC_STATE_DIR"
+DEFAULT_DIR_NAME = ".fleetspec"
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+class StateError(Exception):
+    """The state cannot be used as it is; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class NodeRecord:
+    """One node as applied, with its resolved stack (stack names can be re-pinned)."""
+
+    node: Node
+    stack: StackTuple | None
+
+
+@dataclass(frozen=True)
+class State:
+    fleet_name: str
+    lineage: str | None  # None: no state written yet
+    serial: int  # 0: no state written yet
+    applied: Fleet | None
+    nodes: Mapping[str, NodeRecord | None] = field(default_factory=dict)
+    journal: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def exists(self) -> bool:
+        return self.lineage is not None
+
+    @property
+    def in_progress(self) -> bool:
+        """An apply moved some nodes but did not finish."""
+        return bool(self.nodes)
+
+
+def state_dir(spec: Path, explicit: Path | None = None) -> Path:
+    """``--state`` wins, then $FLEETSPEC_STATE_DIR, then ``.fleetspec/`` beside the spec."""
+    if explicit is not None:
+        return Path(explicit)
+    if os.environ.get(STATE_DIR_ENV):
+        return Path(os.environ[STATE_DIR_ENV])
+    return Path(spec).resolve().parent / DEFAULT_DIR_NAME
+
+
+class StateStore:
+    def __init__(self, directory: Path, fleet_name: str) -> None:
+        if not _SAFE_NAME.match(fleet_name):
+            raise StateError(f"fleet name {fleet_name!r} cannot name a state file")
+        self.directory = Path(directory)
+        self.fleet_name = fleet_name
+        self.path = self.directory / f"{fleet_name}.state.json"
+        self.backup_path = self.directory / f"{fleet_name}.state.json.bak"
+        self.lock_path = self.directory / f"{fleet_name}.lock"
+        self._lock: StateLock | None = None
+
+    # -- reading ---------------------------------------------------------------------
+
+    def read(self) -> State:
+        document = self._read_document()
+        if document is None:
+            return State(self.fleet_name, None, 0, None)
+        return _state_from_document(document, self.path)
+
+    def _read_document(self) -> dict[str, Any] | None:
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            if self.backup_path.exists():
+                raise StateError(f"{self.path} is missing but its backup {self.backup_path} exists: "
+                                 f"the state was removed by hand. Restore it with "
+                                 f"'cp {self.backup_path} {self.path}', or remove both to start over") from None
+            return None
+        try:
+            document = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise StateError(f"{self.path} is corrupted or truncated ({len(raw)} bytes: {exc}). It was left as it "
+                             f"is. {self._backup_hint()}") from None
+        _check_document(document, self.path, self.fleet_name)
+        return document
+
+    def _backup_hint(self) -> str:
+        try:
+            serial = json.loads(self.backup_path.read_bytes())["serial"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return "No usable backup: restore it from your own copy."
+        return f"The previous state (serial {serial}) is in {self.backup_path}: check it, then copy it over."
+
+    # -- locking ---------------------------------------------------------------------
+
+    @contextmanager
+    def lock(self, command: str) -> Iterator[StateLock]:
+        """Hold the fleet's lock; writes are refused outside it. Raises LockHeld."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with StateLock(self.lock_path, command) as held:
+            self._lock = held
+            try:
+                yield held
+            finally:
+                self._lock = None
+
+    # -- writing ---------------------------------------------------------------------
+
+    def record_wave(self, target: Fleet, hosts: Iterable[str], summary: str) -> State:
+        """Record that ``hosts`` now run as ``target`` describes them (a host absent there was removed)."""
+        hosts = sorted(set(hosts))
+        stacks = {s.name: s for s in target.stacks}
+        records: dict[str, NodeRecord | None] = {}
+        for host in hosts:
+            node = target.node(host)
+            records[host] = None if node is None else NodeRecord(node, stacks.get(node.stack))
+
+        def change(document: dict[str, Any]) -> None:
+            nodes = document.setdefault("nodes", {})
+            for host, record in records.items():
+                nodes[host] = None if record is None else _record_to_dict(record)
+
+        return self._write(change, kind="wave", hosts=hosts, summary=summary)
+
+    def record_applied(self, fleet: Fleet, summary: str) -> State:
+        """The whole of ``fleet`` is applied: it becomes ``applied`` and the node records are cleared."""
+        if fleet.name != self.fleet_name:
+            raise StateError(f"fleet {fleet.name!r} cannot be recorded in the state of {self.fleet_name!r}")
+        applied = fleet.to_dict()
+
+        def change(document: dict[str, Any]) -> None:
+            document["applied"] = applied
+            document["nodes"] = {}
+
+        return self._write(change, kind="apply", hosts=[n.hostname for n in fleet.nodes], summary=summary)
+
+    def _write(self, change: Any, kind: str, hosts: list[str], summary: str) -> State:
+        if self._lock is None or not self._lock.held:
+            raise StateError("state writes need the lock: use 'with store.lock(command):'")
+        document = self._read_document() or _new_document(self.fleet_name)
+        change(document)
+        document["format_version"] = FORMAT_VERSION
+        document["serial"] += 1
+        document["updated"] = _now()
+        document["fleetspec_version"] = __version__
+        document["journal"].append({
+            "serial": document["serial"], "time": document["updated"], "kind": kind,
+            "user": current_user(), "host": socket.gethostname(), "pid": os.getpid(),
+            "command": self._lock.command, "hosts": compress(hosts), "summary": summary,
+        })
+        remove_leftovers(self.directory, self.path.name)
+        atomic_write(self.path, (json.dumps(document, indent=1) + "\n").encode(), backup=self.backup_path)
+        return _state_from_document(document, self.path)
+
+
+def _new_document(fleet_name: str) -> dict[str, Any]:
+    return {"format_version": FORMAT_VERSION, "fleet": fleet_name, "lineage": str(uuid.uuid4()), "serial": 0,
+            "created": _now(), "applied": None, "nodes": {}, "journal": []}
+
+
+def _check_document(document: Any, path: Path, fleet_name: str) -> None:
+    if not isinstance(document, dict):
+        raise StateError(f"{path} is not a fleetspec state (not a JSON object). It was left as it is")
+    version = document.get("format_version")
+    if not isinstance(version, int):
+        raise StateError(f"{path} has no format_version: not a fleetspec state. It was left as it is")
+    if version > FORMAT_VERSION:
+        raise StateError(f"{path} was written by a newer fleetspec (state format {version}; this fleetspec "
+                         f"{__version__} reads up to {FORMAT_VERSION}). Upgrade fleetspec; the state was not touched")
+    if document.get("fleet") != fleet_name:
+        raise StateError(f"{path} holds the state of fleet {document.get('fleet')!r}, not {fleet_name!r}: "
+                         f"two fleets must not share one state file. Use another --state directory")
+    for key, kind in (("lineage", str), ("serial", int), ("nodes", dict), ("journal", list)):
+        if not isinstance(document.get(key), kind):
+            raise StateError(f"{path}: '{key}' is missing or malformed. It was left as it is")
+
+
+def _state_from_document(document: dict[str, Any], path: Path) -> State:
+    try:
+        applied = None if document.get("applied") is None else fleet_from_dict(document["applied"])
+        nodes = {host: None if rec is None else NodeRecord(decode(Node, rec["node"]),
+                                                            None if rec.get("stack") is None
+                                                            else decode(StackTuple, rec["stack"]))
+                 for host, rec in document["nodes"].items()}
+    except (FleetDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise StateError(f"{path}: the applied fleet cannot be read ({exc}). It was left as it is") from None
+    return State(document["fleet"], document["lineage"], document["serial"], applied, nodes,
+                 tuple(document["journal"]))
+
+
+def _record_to_dict(record: NodeRecord) -> dict[str, Any]:
+    return {"node": encode(record.node), "stack": None if record.stack is None else encode(record.stack)}
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -1,0 +1,41 @@
+"""Fleets for plan tests: the quickstart example and its variants in specs/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fleetspec.compile import compile_file, compile_text
+from fleetspec.compile.ir import Fleet
+
+ROOT = Path(__file__).resolve().parents[2]
+SPECS = Path(__file__).resolve().parent / "specs"
+QUICKSTART = ROOT / "examples" / "quickstart.yaml"
+MUSEUM = ROOT / "examples" / "museum.yaml"
+
+
+def compiled(path: Path) -> Fleet:
+    result = compile_file(path)
+    assert result.valid and result.fleet is not None, [f.message for f in result.findings]
+    return result.fleet
+
+
+def compiled_text(text: str) -> Fleet:
+    result = compile_text(text, "variant.yaml")
+    assert result.valid and result.fleet is not None, [f.message for f in result.findings]
+    return result.fleet
+
+
+@pytest.fixture(scope="session")
+def quickstart() -> Fleet:
+    return compiled(QUICKSTART)
+
+
+@pytest.fixture(scope="session")
+def museum() -> Fleet:
+    return compiled(MUSEUM)
+
+
+def variant(name: str) -> Fleet:
+    return compiled(SPECS / f"{name}.yaml")
