@@ -20,6 +20,9 @@ from typing import Any
 
 import yaml
 
+# libyaml's emitter when present: same output, several times faster on 20,000 nodes.
+_BaseDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
 from fleetspec.compile.ir import Fleet, Node, Partition
 
 LABEL_PREFIX = "fleetspec.io/"
@@ -608,7 +611,7 @@ def _v_stripped(version: str) -> str:
 # --------------------------------------------------------------------------- files
 
 
-class _Dumper(yaml.SafeDumper):
+class _Dumper(_BaseDumper):  # type: ignore[misc,valid-type]
     """Block style; multi-line strings (embedded config files) as literal blocks."""
 
 

@@ -1,0 +1,1 @@
+"""Apply drivers: ansible-runner for nodes and Slurm, Pulumi Automation for Kubernetes."""

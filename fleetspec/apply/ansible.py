@@ -1,0 +1,192 @@
+"""Run fleetspec's playbooks through ansible-runner and return a typed result.
+
+Why ansible-runner and not a subprocess of ansible-playbook: it hands us structured
+events (per host, per task) while the run goes, which is what apply needs to report
+progress and to decide per wave. Two traps it sets are avoided here: it silently reuses
+extra vars left in ``<private_data_dir>/env/extravars`` by a previous run, so every run
+gets a fresh private data dir; and ``project_dir`` is passed apart so the playbooks are
+never copied or written into.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+PLAYBOOKS = Path(__file__).resolve().parents[2] / "playbooks"
+
+
+@dataclass(frozen=True, slots=True)
+class HostResult:
+    """What one host went through. ``failures``: "task: message" for every failed task."""
+
+    changed: int = 0
+    failed: bool = False
+    unreachable: bool = False
+    failures: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PlaybookResult:
+    ok: bool
+    hosts: dict[str, HostResult]
+    status: str = ""  # ansible-runner's status: successful, failed, timeout, canceled
+    rc: int = 0
+    private_data_dir: str | None = None  # kept only when the caller asks (keep=True)
+
+    @property
+    def failed_hosts(self) -> list[str]:
+        return sorted(h for h, r in self.hosts.items() if r.failed or r.unreachable)
+
+    @property
+    def changed_hosts(self) -> list[str]:
+        return sorted(h for h, r in self.hosts.items() if r.changed)
+
+
+@dataclass(frozen=True, slots=True)
+class HostEvent:
+    """One per-host progress event: a task started, finished ok/changed, failed, skipped."""
+
+    host: str
+    task: str
+    status: str  # ok | changed | failed | skipped | unreachable
+    message: str = ""
+    item: str | None = None
+
+
+EventCallback = Callable[[HostEvent], None]
+
+_STATUS = {
+    "runner_on_ok": "ok",
+    "runner_on_failed": "failed",
+    "runner_on_skipped": "skipped",
+    "runner_on_unreachable": "unreachable",
+    "runner_item_on_ok": "ok",
+    "runner_item_on_failed": "failed",
+    "runner_item_on_skipped": "skipped",
+}
+
+
+@dataclass
+class _Collector:
+    """Folds the event stream into per-host results, passing each host event on."""
+
+    on_event: EventCallback | None
+    changed: dict[str, int] = field(default_factory=dict)
+    failures: dict[str, list[str]] = field(default_factory=dict)
+    unreachable: set[str] = field(default_factory=set)
+
+    def __call__(self, event: Mapping[str, Any]) -> bool:
+        status = _STATUS.get(event.get("event", ""))
+        data = event.get("event_data") or {}
+        host = data.get("host")
+        if status is None or not host:
+            return True
+        res = data.get("res") or {}
+        if status == "ok" and res.get("changed"):
+            status = "changed"
+        item = _label(res)
+        message = _message(res) if status in ("failed", "unreachable") else ""
+        task = data.get("task", "")
+        if event["event"].startswith("runner_item_"):
+            pass  # per-item events: reported, the task-level event counts
+        elif status == "changed":
+            self.changed[host] = self.changed.get(host, 0) + 1
+        elif status == "failed" and not data.get("ignore_errors"):
+            self.failures.setdefault(host, []).append(f"{task}: {message}")
+        elif status == "unreachable":
+            self.unreachable.add(host)
+            self.failures.setdefault(host, []).append(f"{task}: unreachable: {message}")
+        if self.on_event is not None:
+            self.on_event(HostEvent(host, task, status, message, item))
+        return True
+
+
+def _label(res: Mapping[str, Any]) -> str | None:
+    item = res.get("item")
+    if item is None:
+        return None
+    if isinstance(item, Mapping):
+        return str(item.get("name", item))
+    return str(item)
+
+
+def _message(res: Mapping[str, Any]) -> str:
+    for key in ("msg", "stderr", "module_stderr"):
+        value = res.get(key)
+        if value:
+            return str(value).strip()
+    return ""
+
+
+def run_playbook(
+    inventory: Path | Iterable[Path],
+    *,
+    playbook: str = "site.yml",
+    project_dir: Path = PLAYBOOKS,
+    limit: Iterable[str] | None = None,
+    extravars: Mapping[str, Any] | None = None,
+    on_event: EventCallback | None = None,
+    envvars: Mapping[str, str] | None = None,
+    forks: int | None = None,
+    work_dir: Path | None = None,
+    keep: bool = False,
+) -> PlaybookResult:
+    """Run ``playbook`` from ``project_dir`` against ``inventory`` and fold the events.
+
+    ``limit``: the hosts of one wave (never an empty wave: that would mean "all").
+    ``extravars`` win over every inventory variable (e.g. ``fleetspec_allow_reboot``).
+    ``envvars`` are added to the environment of ansible-playbook (SSH settings, ANSIBLE_*).
+    """
+    import ansible_runner  # lazy: ansible is heavy and optional for render/validate
+
+    hosts = list(limit) if limit is not None else None
+    if hosts is not None and not hosts:
+        raise ValueError("limit is empty: refusing to run against every host")
+    inventories = [str(inventory)] if isinstance(inventory, Path | str) else [str(p) for p in inventory]
+    base = Path(work_dir) if work_dir is not None else None
+    if base is not None:
+        base.mkdir(parents=True, exist_ok=True)
+    private = tempfile.mkdtemp(prefix="fleetspec-run-", dir=base)  # fresh: no stale env/extravars
+    env = {"ANSIBLE_CONFIG": str(Path(project_dir) / "ansible.cfg"), "ANSIBLE_FORCE_COLOR": "0",
+           "ANSIBLE_HOME": os.path.join(private, "ansible-home"), **(envvars or {})}  # fmt: skip
+    collector = _Collector(on_event)
+    try:
+        runner = ansible_runner.run(
+            private_data_dir=private,
+            project_dir=str(project_dir),
+            playbook=playbook,
+            inventory=inventories,
+            limit=",".join(hosts) if hosts else None,
+            extravars=dict(extravars or {}),
+            envvars=env,
+            forks=forks,
+            event_handler=collector,
+            quiet=True,
+        )
+        results = _host_results(runner.stats or {}, collector)
+        ok = runner.status == "successful" and not any(r.failed or r.unreachable for r in results.values())
+        return PlaybookResult(ok, results, runner.status, runner.rc, private if keep else None)
+    finally:
+        if not keep:
+            shutil.rmtree(private, ignore_errors=True)
+
+
+def _host_results(stats: Mapping[str, Mapping[str, int]], collector: _Collector) -> dict[str, HostResult]:
+    names: set[str] = set(collector.failures) | collector.unreachable
+    for key in ("ok", "changed", "failures", "dark", "skipped", "processed"):
+        names |= set(stats.get(key) or {})
+    return {
+        h: HostResult(
+            changed=(stats.get("changed") or {}).get(h, collector.changed.get(h, 0)),
+            failed=h in (stats.get("failures") or {}) or (h in collector.failures and h not in collector.unreachable),
+            unreachable=h in (stats.get("dark") or {}) or h in collector.unreachable,
+            failures=tuple(collector.failures.get(h, ())),
+        )
+        for h in sorted(names)
+    }

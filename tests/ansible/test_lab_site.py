@@ -1,0 +1,242 @@
+"""site.yml through the runner against real lab hosts (namespaced nodes with sshd).
+
+The steps build on each other (first install, idempotence, tuple bump, drift repair,
+missing version, unreachable host), so they share one lab and run in file order.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fleetspec.apply.ansible import HostEvent, PlaybookResult, run_playbook
+from fleetspec.compile.ir import Fleet, StackTuple
+from fleetspec.lab import Lab, LabUnavailable, StandInPackage, build_repo, ensure_base, ensure_host_packages
+from fleetspec.lab.base import REPO_MOUNT
+from fleetspec.lab.repo import vendor_standins
+from fleetspec.packages import packages_for
+from fleetspec.render.ansible import PackageMirror, render_ansible
+from fleetspec.render.slurm import render_slurm
+from tests.ansible.fleets import lab as lab_fleet
+from tests.lab.conftest import lab_mode, lab_unavailable, namespaces_problem
+
+pytestmark = pytest.mark.lab
+
+NV = "gpu-h100-01"
+AMD = "gpu-mi300-01"
+NVIDIA = StackTuple("hopper-cu13", "nvidia", driver="580.95.05", cuda="13.0.2", cudnn="9.17.0", nccl="2.27.3")
+ROCM = StackTuple("cdna3-rocm7", "amd", rocm="7.0.2", rccl="2.26.6")
+BUMPED = replace(NVIDIA, nccl="2.28.3")
+NEW_DRIVER = replace(BUMPED, driver="580.105.08")
+MISSING = replace(BUMPED, nccl="2.99.1")  # never published in the lab repository
+MIRROR = PackageMirror(f"file:{REPO_MOUNT}", trusted=True)
+
+
+def repo_packages(fleets: list[Fleet]) -> list[StandInPackage]:
+    """The lab's vendor stand-ins, plus a bare stand-in for every other pin the fleets use
+    (package names the lab does not model: open driver flavour, Slurm, MariaDB)."""
+    stacks = {s for f in fleets for s in f.stacks}
+    standins = vendor_standins([s.versions() for s in stacks])
+    have = {(p.name, p.version) for p in standins}
+    extra: dict[tuple[str, str], StandInPackage] = {}
+    for fleet in fleets:
+        files = render_ansible(fleet)
+        for rel, text in files.items():
+            data = yaml.safe_load(text)
+            if not isinstance(data, dict) or rel.name == "inventory.yml":
+                continue
+            for key, value in data.items():
+                if key.endswith("_packages") and isinstance(value, list):
+                    for pin in value:
+                        extra.setdefault((pin["name"], pin["version"]), StandInPackage(pin["name"], pin["version"]))
+    extra[("mariadb-server", "1:10.11.6-0+deb12u1")] = StandInPackage("mariadb-server", "1:10.11.6-0+deb12u1")
+    return standins + [p for k, p in sorted(extra.items()) if k not in have]
+
+
+@dataclass
+class Deployment:
+    lab: Lab
+    out: Path  # the render directory: ansible/ and slurm/ side by side
+    secrets: Path
+
+    def render(self, nvidia: StackTuple) -> Fleet:
+        fleet = lab_fleet(nvidia, ROCM)
+        files = {**render_ansible(fleet, mirror=MIRROR), **render_slurm(fleet)}
+        for rel, text in files.items():
+            (self.out / rel).parent.mkdir(parents=True, exist_ok=True)
+            (self.out / rel).write_text(text)
+        return fleet
+
+    def run(self, extra_hosts: dict[str, dict] | None = None, limit: list[str] | None = None,
+            **extravars) -> tuple[PlaybookResult, list[HostEvent]]:
+        """Run site.yml on the lab nodes (the lab's connection vars merged in as host vars)."""
+        hosts = {**self.lab.ansible_vars(), **(extra_hosts or {})}
+        conn = self.out / "ansible" / "lab-hosts.yml"
+        conn.write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
+        events: list[HostEvent] = []
+        result = run_playbook(
+            [self.out / "ansible" / "inventory.yml", conn],
+            extravars={"fleetspec_munge_key_file": str(self.secrets / "munge.key"),
+                       "fleetspec_slurmdbd_password": "lab-secret", **extravars},  # fmt: skip
+            on_event=events.append,
+            work_dir=self.out / "runs",
+            limit=limit,
+        )
+        return result, events
+
+    def ssh(self, node: str, *command: str) -> str:
+        proc = subprocess.run(self.lab.ssh.argv(node, *command), capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    if os.geteuid() != 0:
+        lab_unavailable("needs root (network namespaces, overlay mounts, nspawn)")
+    problem = namespaces_problem()
+    if problem:
+        lab_unavailable(problem)
+    try:
+        ensure_host_packages()
+        base = ensure_base()
+    except (LabUnavailable, subprocess.CalledProcessError, OSError) as exc:
+        lab_unavailable(str(exc))
+        raise
+    fleets = [lab_fleet(s, ROCM) for s in (NVIDIA, BUMPED, NEW_DRIVER)]
+    repo = build_repo(repo_packages(fleets), tmp_path_factory.mktemp("repo"))
+    secrets = tmp_path_factory.mktemp("secrets")
+    (secrets / "munge.key").write_bytes(os.urandom(128))
+    lab = Lab(tmp_path_factory.mktemp("lab"), base, repo_dir=repo, mode=lab_mode())
+    lab.up([NV, AMD])
+    try:
+        yield Deployment(lab, tmp_path_factory.mktemp("render"), secrets)
+    finally:
+        lab.down()
+
+
+def infra(deployment: Deployment, node: str):
+    import testinfra
+
+    return testinfra.get_host(f"ssh://{node}", ssh_config=str(deployment.lab.ssh.config))
+
+
+def pinned(fleet: Fleet, node: str) -> dict[str, str]:
+    """The tuple pins node `node` must hold, from the same function the renderer used."""
+    n = fleet.node(node)
+    assert n is not None
+    pins = packages_for(fleet.stack(n.stack), fleet.os, [n.gpu])
+    nvswitch = n.gpu.count == 8 and n.gpu.vendor == "nvidia"
+    return {p.name: p.version for p in pins if p.condition is None or (p.condition == "nvswitch" and nvswitch)}
+
+
+def assert_held_at(deployment: Deployment, node: str, pins: dict[str, str]) -> None:
+    host = infra(deployment, node)
+    for name, version in pins.items():
+        pkg = host.package(name)
+        assert pkg.is_installed and pkg.version == version, f"{node}: {name} {pkg.version} != {version}"
+        assert host.check_output("dpkg-query -W -f='${Status}' %s", name) == "hold ok installed", f"{node}: {name}"
+
+
+def skipped(events: list[HostEvent], host: str) -> set[str]:
+    return {e.task for e in events if e.host == host and e.status == "skipped"}
+
+
+def test_first_run_installs_and_holds_every_pin(deployment: Deployment) -> None:
+    fleet = deployment.render(NVIDIA)
+    result, events = deployment.run()
+    assert result.ok, result.hosts
+    assert result.changed_hosts == sorted([NV, AMD])
+    for node in (NV, AMD):
+        assert_held_at(deployment, node, pinned(fleet, node))
+        host = infra(deployment, node)
+        assert host.file("/etc/slurm/slurm.conf").contains(f"NodeName={NV}") or host.file(
+            "/etc/slurm/slurm.conf").contains("NodeName=")
+        assert host.file("/etc/munge/munge.key").mode == 0o400
+        collector = host.file("/usr/local/libexec/fleetspec/collector.py")
+        assert collector.is_file and collector.mode == 0o755
+        assert host.run("python3 -m py_compile /usr/local/libexec/fleetspec/collector.py").rc == 0
+    assert_held_at(deployment, NV, {"slurm-smd-slurmctld": "25.11.8-1", "slurm-smd-slurmd": "25.11.8-1"})
+    dbd = infra(deployment, NV).file("/etc/slurm/slurmdbd.conf")
+    assert dbd.mode == 0o600 and dbd.contains("StoragePass=lab-secret")
+    # No GPU, kernel module or NVSwitch in a stand-in: those tasks are skipped, not faked.
+    assert {"Load the NVIDIA kernel module", "Start the persistence daemon",
+            "Start the fabric manager on NVSwitch systems"} <= skipped(events, NV)  # fmt: skip
+    assert "Load the amdgpu kernel module" in skipped(events, AMD)
+    assert "rccl" in pinned(fleet, AMD)
+
+
+def test_second_run_changes_nothing(deployment: Deployment) -> None:
+    result, _ = deployment.run()
+    assert result.ok, result.hosts
+    assert result.changed_hosts == [], {h: r.changed for h, r in result.hosts.items()}
+
+
+def test_nccl_bump_upgrades_only_the_nvidia_group_and_reholds(deployment: Deployment) -> None:
+    fleet = deployment.render(BUMPED)
+    result, events = deployment.run()
+    assert result.ok, result.hosts
+    assert result.changed_hosts == [NV]
+    assert_held_at(deployment, NV, pinned(fleet, NV))
+    assert deployment.ssh(NV, "dpkg-query", "-W", "-f=${Version}", "libnccl2") == "2.28.3-1+cuda13.0"
+    assert not any(e.task == "Record that the new driver needs a reboot" and e.status == "changed" for e in events)
+
+
+def test_hand_made_drift_is_repaired(deployment: Deployment) -> None:
+    deployment.ssh(NV, "apt-mark", "unhold", "libnccl2", "libnccl-dev")
+    deployment.ssh(NV, "apt-get", "install", "-y", "-q", "--allow-downgrades",
+                   "libnccl2=2.27.3-1+cuda13.0", "libnccl-dev=2.27.3-1+cuda13.0")  # fmt: skip
+    assert deployment.ssh(NV, "dpkg-query", "-W", "-f=${Version} ${Status}", "libnccl2") == (
+        "2.27.3-1+cuda13.0 install ok installed")
+    result, _ = deployment.run()
+    assert result.ok, result.hosts
+    assert result.changed_hosts == [NV]
+    assert_held_at(deployment, NV, {"libnccl2": "2.28.3-1+cuda13.0", "libnccl-dev": "2.28.3-1+cuda13.0"})
+
+
+def test_driver_change_marks_a_reboot_and_the_reboot_waits_for_permission_and_a_kernel(deployment: Deployment) -> None:
+    fleet = deployment.render(NEW_DRIVER)
+    result, events = deployment.run(fleetspec_allow_reboot=True)
+    assert result.ok, result.hosts
+    assert_held_at(deployment, NV, pinned(fleet, NV))
+    marker = deployment.ssh(NV, "cat", "/var/lib/fleetspec/reboot-required")
+    assert "libnvidia-compute-580" in marker and "nvidia-driver-580-open" in marker
+    # Allowed, but a container has no kernel module to replace: the handler is skipped.
+    assert "Reboot for the new driver" in skipped(events, NV)
+    assert infra(deployment, NV).check_output("cat /proc/1/comm") == "systemd"
+
+
+def test_missing_version_fails_that_host_naming_it_and_changes_nothing_there(deployment: Deployment) -> None:
+    deployment.render(MISSING)
+    result, _ = deployment.run()
+    assert not result.ok
+    assert result.failed_hosts == [NV]
+    message = " ".join(result.hosts[NV].failures)
+    assert "libnccl2" in message and "2.99.1-1+cuda13.0" in message
+    assert result.hosts[AMD].failed is False
+    assert deployment.ssh(NV, "dpkg-query", "-W", "-f=${Version}", "libnccl2") == "2.28.3-1+cuda13.0"
+
+
+def test_unreachable_host_is_reported_and_the_others_continue(deployment: Deployment) -> None:
+    deployment.render(NEW_DRIVER)
+    # ProxyCommand=false: the connection fails inside ssh, no packet leaves the machine.
+    ghost = {"gpu-ghost-01": {**deployment.lab.ansible_vars()[AMD], "ansible_host": "gpu-ghost-01",
+                              "ansible_ssh_common_args": "-o ProxyCommand=false -o ConnectTimeout=5"}}  # fmt: skip
+    result, _ = deployment.run(extra_hosts=ghost)
+    assert not result.ok
+    assert result.hosts["gpu-ghost-01"].unreachable
+    assert result.failed_hosts == ["gpu-ghost-01"]
+    assert not result.hosts[NV].failed and not result.hosts[AMD].failed
+
+
+def test_limit_runs_one_wave_only(deployment: Deployment) -> None:
+    result, events = deployment.run(limit=[AMD])
+    assert result.ok, result.hosts
+    assert set(result.hosts) == {AMD}
+    assert {e.host for e in events} == {AMD}

@@ -1,0 +1,92 @@
+"""Package names and exact versions, as the vendors' repositories publish them."""
+
+from __future__ import annotations
+
+import pytest
+
+from fleetspec.compile.ir import StackTuple
+from fleetspec.packages import PackageError, kernel_module_flavor, packages_for, slurm_packages
+from tests.ansible.fleets import GPUS
+
+HOPPER = StackTuple("hopper-cu13", "nvidia", driver="580.95.05", cuda="13.0.2", cudnn="9.17.0", nccl="2.28.3")
+ROCM = StackTuple("cdna3-rocm7", "amd", rocm="7.0.2", rccl="2.26.6", amdgpu="30.30.3")
+
+
+def specs(pins) -> list[str]:
+    return [p.spec for p in pins]
+
+
+def test_nvidia_tuple_on_ubuntu_2404_names_the_cuda_repository_packages() -> None:
+    assert specs(packages_for(HOPPER, "ubuntu-24.04", [GPUS["h100-sxm"]])) == [
+        "nvidia-driver-580-open=580.95.05-0ubuntu1",
+        "nvidia-dkms-580-open=580.95.05-0ubuntu1",
+        "nvidia-utils-580=580.95.05-0ubuntu1",
+        "libnvidia-compute-580=580.95.05-0ubuntu1",
+        "nvidia-fabricmanager-580=580.95.05-1",
+        "cuda-toolkit-13-0=13.0.2-1",
+        "libcudnn9-cuda-13=9.17.0.29-1",
+        "libnccl2=2.28.3-1+cuda13.0",
+        "libnccl-dev=2.28.3-1+cuda13.0",
+    ]
+
+
+def test_fabric_manager_only_for_nvswitch_boards_and_imex_for_nvl72() -> None:
+    four = GPUS["h100-sxm"].__class__("h100-sxm", 4, "nvidia", "hopper", "h100", 80)
+    assert not any("fabricmanager" in p.name for p in packages_for(HOPPER, "ubuntu-24.04", [four]))
+    fm = [p for p in packages_for(HOPPER, "ubuntu-24.04", [GPUS["h200"]]) if "fabricmanager" in p.name]
+    assert fm and fm[0].condition == "nvswitch"
+    imex = [p for p in packages_for(HOPPER, "ubuntu-24.04", [GPUS["gb200"]]) if "imex" in p.name]
+    assert [p.spec for p in imex] == ["nvidia-imex-580=580.95.05-1"] and imex[0].condition == "imex"
+
+
+def test_debian_12_uses_the_unbranched_driver_names() -> None:
+    names = specs(packages_for(HOPPER, "debian-12", [GPUS["h100-sxm"]]))
+    assert names[:3] == ["nvidia-driver=580.95.05-1", "nvidia-kernel-open-dkms=580.95.05-1", "libcuda1=580.95.05-1"]
+
+
+def test_volta_gets_the_proprietary_module_and_cannot_share_with_blackwell() -> None:
+    volta = GPUS["a100"].__class__("v100", 8, "nvidia", "volta", "v100", 32)
+    assert kernel_module_flavor([volta]) == "proprietary"
+    stack = StackTuple("old", "nvidia", driver="580.95.05", cuda="12.8.1")
+    assert packages_for(stack, "ubuntu-22.04", [volta])[0].name == "nvidia-driver-580"
+    with pytest.raises(PackageError, match="cannot share"):
+        kernel_module_flavor([volta, GPUS["b200"]])
+
+
+def test_rocm_versions_carry_release_number_build_and_distro() -> None:
+    assert specs(packages_for(ROCM, "ubuntu-22.04", [GPUS["mi300x"]])) == [
+        "amdgpu-dkms=1:6.16.13.30300300-2327507.22.04",
+        "rocm-core=7.0.2.70002-56~22.04",
+        "rocm=7.0.2.70002-56~22.04",
+        "rccl=2.26.6.70002-56~22.04",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("stack", "message"),
+    [
+        (StackTuple("x", "nvidia", driver="580.95.05", cuda="13.0.2", cudnn="9.99.0"), "cuDNN 9.99.0"),
+        (StackTuple("x", "amd", rocm="6.9.9"), "ROCm 6.9.9"),
+        (StackTuple("x", "nvidia", driver="580.95.05", nccl="2.28.3"), "give cuda"),
+    ],
+)
+def test_versions_without_a_known_package_string_are_refused(stack: StackTuple, message: str) -> None:
+    with pytest.raises(PackageError, match=message):
+        packages_for(stack, "ubuntu-24.04", [GPUS["h100-sxm"]])
+
+
+def test_a_four_part_cudnn_version_is_taken_as_given() -> None:
+    stack = StackTuple("x", "nvidia", cuda="12.8.1", cudnn="9.99.0.7")
+    assert specs(packages_for(stack, "ubuntu-24.04", [])) == ["cuda-toolkit-12-8=12.8.1-1", "libcudnn9-cuda-12=9.99.0.7-1"]
+
+
+def test_unknown_os_is_refused() -> None:
+    with pytest.raises(PackageError, match="unsupported node OS"):
+        packages_for(HOPPER, "rhel-9", [])
+
+
+def test_slurm_packages_follow_schedmds_debian_packaging() -> None:
+    assert specs(slurm_packages("25.11.8", ["slurm_node", "slurm_controller"])) == [
+        "slurm-smd=25.11.8-1", "slurm-smd-client=25.11.8-1",
+        "slurm-smd-slurmctld=25.11.8-1", "slurm-smd-slurmd=25.11.8-1",
+    ]  # fmt: skip

@@ -1,0 +1,107 @@
+"""The rendered inventory and group_vars: groups, pins, sources; deterministic."""
+
+from __future__ import annotations
+
+from pathlib import Path, PurePosixPath
+
+import pytest
+import yaml
+
+from fleetspec.compile import compile_file
+from fleetspec.render.ansible import PackageMirror, SourceError, check_source_url, render_ansible
+from tests.ansible.fleets import museum
+from tests.conftest import EXAMPLES
+
+
+@pytest.fixture(scope="module")
+def museum_files() -> dict[PurePosixPath, str]:
+    fleet = compile_file(EXAMPLES / "museum.yaml").fleet
+    assert fleet is not None
+    return render_ansible(fleet)
+
+
+def load(files: dict, rel: str):
+    return yaml.safe_load(files[PurePosixPath("ansible") / rel])
+
+
+def test_museum_matches_golden(museum_files, golden) -> None:
+    golden.check_tree("ansible/museum", {p.relative_to("ansible"): t for p, t in museum_files.items()})
+
+
+def test_render_is_deterministic_and_matches_the_hand_built_ir(museum_files) -> None:
+    again = render_ansible(compile_file(EXAMPLES / "museum.yaml").fleet)
+    assert again == museum_files
+    assert sorted(render_ansible(museum())) == sorted(museum_files)
+
+
+def test_inventory_groups_by_partition_vendor_generation_rack_stack_and_role(museum_files) -> None:
+    groups = load(museum_files, "inventory.yml")["all"]["children"]
+    hosts = {g: set(v["hosts"]) for g, v in groups.items()}
+    assert hosts["partition_nvidia_hopper"] >= {"h100-001", "h200-004"}
+    assert hosts["partition_debug"] == {"h100-001", "h100-002"}
+    assert "mi300x-01" in hosts["vendor_amd"] and "mi300x-01" not in hosts["vendor_nvidia"]
+    assert hosts["generation_cdna4"] == {"mi355x-01", "mi355x-02"}
+    assert hosts["rack_r07"] == {f"gb200-r07-{i:02d}" for i in range(1, 19)}
+    assert hosts["stack_hopper_cu13"] == {f"h{m}-00{i}" for m in (100, 200) for i in range(1, 5)}
+    assert hosts["slurm_controller"] == {"ctl-01", "ctl-02"} and hosts["slurmdbd"] == {"db-01"}
+    assert "b200-01" in hosts["k8s_node"] and "b200-01" not in hosts["slurm_node"]
+    assert "h200-001" in hosts["nvswitch"] and "gb200-r07-01" in hosts["imex"]
+
+
+def test_stack_group_vars_carry_the_pins_and_the_vendor_sources(museum_files) -> None:
+    hopper = load(museum_files, "group_vars/stack_hopper_cu13.yml")
+    assert hopper["fleetspec_stack"]["nccl"] == "2.28.3"
+    pins = {p["name"]: p["version"] for p in hopper["fleetspec_packages"]}
+    assert pins["libnccl2"] == "2.28.3-1+cuda13.0" and pins["libcudnn9-cuda-13"] == "9.17.0.29-1"
+    assert [s["uri"] for s in hopper["fleetspec_apt_sources"]] == [
+        "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/"
+    ]
+    rocm = load(museum_files, "group_vars/stack_cdna3_rocm7.yml")
+    assert rocm["fleetspec_apt_sources"][0]["uri"] == "https://repo.radeon.com/rocm/apt/7.0.2"
+
+
+def test_kubernetes_nodes_with_the_operator_driver_install_nothing_on_the_host(museum_files) -> None:
+    assert load(museum_files, "group_vars/k8s_node.yml") == {"fleetspec_components": []}
+    assert "nccl" in load(museum_files, "group_vars/slurm_node.yml")["fleetspec_components"]
+
+
+def test_mirror_replaces_vendor_sources_through_all_vars() -> None:
+    mirror = PackageMirror("https://mirror.example.internal/gpu", suite="noble", components="main",
+                           key_url="https://mirror.example.internal/key.asc")
+    files = render_ansible(museum(), mirror=mirror)
+    assert load(files, "group_vars/all.yml")["fleetspec_package_mirror"]["uri"] == "https://mirror.example.internal/gpu"
+
+
+@pytest.mark.parametrize("url", ["http://mirror.example/gpu", "ftp://x/y", "file:relative", "https://"])
+def test_source_urls_must_be_https_or_file(url: str) -> None:
+    with pytest.raises(SourceError, match="https:// or file:"):
+        check_source_url(url)
+
+
+def test_unsigned_mirror_only_from_a_local_file_repository() -> None:
+    assert PackageMirror("file:/srv/repo", trusted=True).trusted
+    with pytest.raises(SourceError, match="only allowed for file:"):
+        PackageMirror("https://mirror.example/gpu", trusted=True)
+    with pytest.raises(SourceError, match="key_url"):
+        PackageMirror("https://mirror.example/gpu")
+
+
+def test_rendered_tree_is_a_valid_ansible_inventory(museum_files, tmp_path: Path) -> None:
+    import json
+    import shutil
+    import subprocess
+
+    for rel, text in museum_files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    exe = shutil.which("ansible-inventory")
+    assert exe, "ansible-core is required"
+    out = subprocess.run([exe, "-i", str(tmp_path / "ansible/inventory.yml"), "--list"], capture_output=True,
+                         text=True, check=True, env={"ANSIBLE_HOME": str(tmp_path / ".ah"), "PATH": "/usr/bin:/bin:"
+                         + str(Path(exe).parent)})
+    data = json.loads(out.stdout)
+    hostvars = data["_meta"]["hostvars"]
+    h100 = hostvars["h100-001"]
+    assert h100["fleetspec_stack"]["name"] == "hopper-cu13" and h100["fleetspec_nvswitch"] is True
+    assert hostvars["b200-01"]["fleetspec_components"] == []
+    assert hostvars["ctl-01"]["fleetspec_packages"] == []
