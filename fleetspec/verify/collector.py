@@ -1205,6 +1205,16 @@ def collect_fabric(host: Host) -> Dict[str, Any]:
     return {"infiniband": parse_infiniband_sysfs(base) if os.path.isdir(base) else [], "errors": []}
 
 
+def collect_standins(host: Host) -> List[str]:
+    """Packages that are fleetspec test stand-ins (lab hosts): they carry a marker file.
+
+    A stand-in host has no GPU and no kernel module; verify says so instead of
+    reporting drift it cannot fix, and never counts a stand-in as real hardware.
+    """
+    marker = "/usr/share/doc/*/fleetspec-standin"
+    return sorted(p.split("/")[-2] for p in host.glob(marker))
+
+
 def collect(host: Host) -> Dict[str, Any]:
     """The whole facts document for one node."""
     index = LibraryIndex(host)
@@ -1224,6 +1234,7 @@ def collect(host: Host) -> Dict[str, Any]:
         "packages": collect_packages(host),
         "slurm": collect_slurm(host),
         "fabric": collect_fabric(host),
+        "standin": collect_standins(host),
         "errors": index.errors,
     }
 

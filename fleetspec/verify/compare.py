@@ -246,10 +246,13 @@ def _version_check(component: str, expected: str, found: object, source: str) ->
 def _nvidia_checks(fleet: Fleet, node: Node, stack: StackTuple, facts: Mapping[str, Any], catalog: Catalog,
                    found: dict[str, str]) -> list[Check]:
     nvidia = _section(facts, "nvidia")
-    checks = [_driver_check(stack, nvidia, found)]
-    if nvidia.get("driver_version") not in _NOT_VERSIONS:
-        checks.append(_kernel_module_check(node, nvidia, catalog))
-    checks += _gpu_checks(node, nvidia.get("gpus"), nvidia.get("smi_driver_version"), catalog)
+    if facts.get("standin") and nvidia.get("driver_version") == "absent":
+        checks = _standin_checks(stack, nvidia, found)
+    else:
+        checks = [_driver_check(stack, nvidia, found)]
+        if nvidia.get("driver_version") not in _NOT_VERSIONS:
+            checks.append(_kernel_module_check(node, nvidia, catalog))
+        checks += _gpu_checks(node, nvidia.get("gpus"), nvidia.get("smi_driver_version"), catalog)
     if has_nvswitch(node.gpu) and stack.driver:
         checks.append(_fabric_manager_check(stack.driver, _section(nvidia, "fabric_manager")))
     if node.scheduler == "kubernetes":
@@ -268,6 +271,22 @@ def _nvidia_checks(fleet: Fleet, node: Node, stack: StackTuple, facts: Mapping[s
     if stack.nccl:
         checks += _library_checks("nccl", "libnccl", stack.nccl, _section(facts, "nccl").get("libraries"), facts,
                                   found)
+    return checks
+
+
+def _standin_checks(stack: StackTuple, nvidia: Mapping[str, Any], found: dict[str, str]) -> list[Check]:
+    """A lab host with stand-in packages: no GPU, no kernel module, only user space to check."""
+    checks = []
+    if stack.driver:
+        user_space = nvidia.get("smi_driver_version")
+        check = _version_check("driver", stack.driver, user_space, "nvidia-smi of the installed driver package")
+        found["driver"] = str(user_space)
+        checks.append(Check("driver", check.status, check.expected, check.found,
+                            check.message + " (stand-in host: no kernel module is loaded; the user-space package "
+                            "version is checked instead)"))
+    checks.append(Check("gpus", Status.NOT_APPLICABLE, None, "stand-in host",
+                        "a lab host with fleetspec stand-in packages has no GPUs: model, count and kernel module "
+                        "are not checked"))
     return checks
 
 
