@@ -59,7 +59,11 @@ _IMEX_MODELS = frozenset({"gb200", "gb300"})
 
 
 class PackageError(ValueError):
-    """A tuple whose packages cannot be named exactly (unknown OS, build or conflict)."""
+    """A tuple that cannot be named as exact packages; ``component`` is the tuple key at fault."""
+
+    def __init__(self, message: str, component: str | None = None) -> None:
+        super().__init__(message)
+        self.component = component
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +78,11 @@ class PackagePin:
     version: str
     role: str
     condition: str | None = None
+
+    @property
+    def exact(self) -> bool:
+        """False for a version pattern (``9.8.0.*-1``): the build number was not known."""
+        return "*" not in self.version
 
     @property
     def spec(self) -> str:
@@ -158,19 +167,20 @@ def _has_nvswitch(gpu: GpuSpec) -> bool:
 
 
 def _cudnn(cudnn: str, cuda: str) -> tuple[str, str]:
+    """``libcudnn9-cuda-13=9.17.0.29-1``; cuDNN 8: ``libcudnn8=8.9.5.29-1+cuda12.2``.
+
+    Where the repository build number of a release is not in `CUDNN_BUILDS`, the pin is
+    the version pattern ``9.8.0.*-1`` that apt resolves (rule package-pin warns)."""
     parts = version_key(cudnn)
-    cuda_major = version_key(cuda)[0]
+    cuda_parts = version_key(cuda)
     if len(parts) >= 4:
         full = cudnn
     else:
         build = CUDNN_BUILDS.get(".".join(str(p) for p in parts[:3]))
-        if build is None:
-            raise PackageError(
-                f"cuDNN {cudnn}: its package build number is not known to fleetspec; "
-                f"give the four-part version (e.g. {cudnn}.<build>) as the repository lists it"
-            )
-        full = f"{cudnn}.{build}"
-    return f"libcudnn{parts[0]}-cuda-{cuda_major}", f"{full}-1"
+        full = f"{cudnn}.{build}" if build is not None else f"{cudnn}.*"
+    if parts[0] < 9:
+        return f"libcudnn{parts[0]}", f"{full}-1+cuda{cuda_parts[0]}.{cuda_parts[1] if len(cuda_parts) > 1 else 0}"
+    return f"libcudnn{parts[0]}-cuda-{cuda_parts[0]}", f"{full}-1"
 
 
 def _amd(stack: StackTuple, os: str) -> list[PackagePin]:
@@ -193,19 +203,14 @@ def rocm_suffix(rocm: str, distro: str) -> str:
     """The part every package of a ROCm release shares: ``70002-56~24.04`` for 7.0.2."""
     parts = version_key(rocm)
     if len(parts) != 3:
-        raise PackageError(f"ROCm {rocm}: give major.minor.patch (packages carry all three)")
-    build = ROCM_BUILDS.get(rocm)
-    if build is None:
-        raise PackageError(f"ROCm {rocm}: its repository build id is not known to fleetspec")
-    return f"{parts[0]}{parts[1]:02d}{parts[2]:02d}-{build}~{distro}"
+        raise PackageError(f"ROCm {rocm}: give major.minor.patch (packages carry all three)", "rocm")
+    build = ROCM_BUILDS.get(rocm)  # unknown: a pattern apt resolves (rule package-pin warns)
+    return f"{parts[0]}{parts[1]:02d}{parts[2]:02d}-{build if build is not None else '*'}~{distro}"
 
 
 def _amdgpu_version(amdgpu: str, distro: str) -> str:
-    known = AMDGPU_BUILDS.get(amdgpu)
-    if known is None:
-        raise PackageError(f"amdgpu {amdgpu}: its amdgpu-dkms version is not known to fleetspec")
-    kmod, build = known
-    parts = version_key(amdgpu)
+    kmod, build = AMDGPU_BUILDS.get(amdgpu, ("*", "*"))  # unknown: a pattern (rule package-pin warns)
+    parts = (*version_key(amdgpu), 0, 0)
     return f"1:{kmod}.{parts[0]}{parts[1]:02d}{parts[2]:02d}00-{build}.{distro}"
 
 

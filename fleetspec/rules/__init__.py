@@ -10,7 +10,7 @@ from __future__ import annotations
 from fleetspec.catalog import Catalog
 from fleetspec.compile.ir import Fleet
 from fleetspec.findings import Finding, Severity
-from fleetspec.rules import scheduling, stack_versions, topology
+from fleetspec.rules import packaging, scheduling, stack_versions, topology
 from fleetspec.rules.base import Rule
 
 E, W = Severity.ERROR, Severity.WARNING
@@ -59,6 +59,8 @@ RULES: tuple[Rule, ...] = (
     Rule("tcp-fallback-risk", W, "multi-node GPU partitions on plain ethernet", topology.check_tcp_fallback),
     Rule("nvlink-domain-model", E, "an NVLink-domain rack whose GPUs have no rack-scale NVLink",
          topology.check_nvlink_domain),
+    Rule("package-pin", E, "a tuple the node layer cannot pin (error), or pins only by pattern (warning)",
+         packaging.check_package_pins, warns=True),
     Rule("tenant-quota", E, "tenant quota on a missing partition, or beyond the fleet", scheduling.check_tenant_quota,
          warns=True),
     Rule("gpu-operator-unsupported", E, "GPU Operator release vs Kubernetes version and drivers",

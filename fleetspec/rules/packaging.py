@@ -1,0 +1,36 @@
+"""Rules over what the node layer must install: every pinned version must name a package."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from fleetspec.catalog import Catalog
+from fleetspec.compile.ir import Fleet
+from fleetspec.findings import Finding
+from fleetspec.packages import PackageError, packages_for
+from fleetspec.rules.base import error, warning
+
+
+def check_package_pins(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
+    """The renderer turns each tuple into exact apt pins; a tuple it cannot pin is an error
+    here, with its location, rather than a failure halfway through ``render``."""
+    for stack in fleet.stacks:
+        gpus = {(n.gpu.model, n.gpu.count): n.gpu for n in fleet.nodes if n.stack == stack.name}
+        if not gpus:
+            continue
+        try:
+            pins = packages_for(stack, fleet.os, [gpus[k] for k in sorted(gpus)])
+        except PackageError as exc:
+            yield error("package-pin", f"{exc}. Pin a version fleetspec can name as a package, or give the full "
+                        "package version", stack.path + ((exc.component,) if exc.component else ()))
+            continue
+        for pin in pins:
+            if not pin.exact:
+                key = {"cudnn": "cudnn", "rocm": "rocm", "rccl": "rocm", "amdgpu": "amdgpu"}.get(pin.role)
+                yield warning(
+                    "package-pin",
+                    f"fleetspec does not know the repository build of {pin.name} for this release and pins the "
+                    f"pattern {pin.name}={pin.version}: apt picks the matching build. Give the full version "
+                    "(e.g. cudnn: \"9.17.0.29\") for an exact pin",
+                    stack.path + ((key,) if key else ()),
+                )
