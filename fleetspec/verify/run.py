@@ -91,20 +91,22 @@ def verify_inventory(fleet: Fleet, inventory_path: Path, forks: int = 20) -> Ver
     return compare(fleet, facts, unreachable=problems)
 
 
-def collect_inventory(inventory: Path, hosts: list[str], forks: int) -> tuple[Facts, dict[str, str]]:
+def collect_inventory(inventory: Path | list[Path], hosts: list[str], forks: int) -> tuple[Facts, dict[str, str]]:
     """One ad-hoc ``script`` run of the collector over ``hosts``, in a fresh private data dir."""
     try:
         import ansible_runner
     except ImportError:
         raise VerifyError("verify over an inventory needs ansible-runner: pip install 'fleetspec[ansible]'") from None
-    if not inventory.exists():
-        raise VerifyError(f"{inventory}: no such inventory")
+    inventories = [Path(p) for p in (inventory if isinstance(inventory, list) else [inventory])]
+    for path in inventories:
+        if not path.exists():
+            raise VerifyError(f"{path}: no such inventory")
     with tempfile.TemporaryDirectory(prefix="fleetspec-verify-") as private:
         script = Path(private) / "fleetspec-collector.py"
         shutil.copyfile(COLLECTOR, script)
         result = ansible_runner.run(
             private_data_dir=private,
-            inventory=str(inventory.resolve()),
+            inventory=[str(p.resolve()) for p in inventories],
             host_pattern=":".join(hosts),
             module="script",
             module_args=f"{shlex.quote(str(script))} executable=python3",

@@ -1,0 +1,229 @@
+"""``fleetspec apply SPEC|PLAN``: show the plan, ask, then roll it out in waves.
+
+The command builds the engines apply drives (ansible-runner over the rendered
+inventory plus any overlay, Slurm and Kubernetes node control, verify through Ansible)
+and hands them to `rollout.apply_plan`. Exit 0 when the fleet converged (or nothing
+changed), 1 when a wave or the converge run failed, or on any error.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import shutil
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+from rich.console import Console
+from rich.markup import escape
+
+from fleetspec.apply.rollout import ApplyEvent, ApplyError, ApplyOptions, Engines, apply_plan, build_dir
+from fleetspec.compile import compile_file
+from fleetspec.compile.ir import Fleet
+from fleetspec.plan.model import Plan
+from fleetspec.state import StateError, StateStore, state_dir
+
+out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+err = Console(stderr=True, highlight=False, soft_wrap=True, width=None if sys.stderr.isatty() else 200)
+
+
+class ApplyFormat(str, Enum):
+    text = "text"
+    json = "json"
+
+
+class SlurmMode(str, Enum):
+    auto = "auto"
+    local = "local"
+    controller = "controller"
+
+
+def apply(
+    target: Annotated[Path, typer.Argument(help="the fleet spec (YAML), or a plan saved with 'plan --out'",
+                                           show_default=False)],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask for confirmation")] = False,
+    state: Annotated[Path | None, typer.Option("--state", help="state directory (default: .fleetspec/ beside "
+                                                                "the spec, or $FLEETSPEC_STATE_DIR)")] = None,
+    canary: Annotated[int, typer.Option("--canary", help="nodes in each partition's first wave")] = 1,
+    max_unavailable: Annotated[str, typer.Option("--max-unavailable",
+                                                 help="per partition, N nodes or P% at once")] = "25%",
+    lab: Annotated[Path | None, typer.Option("--lab", help="apply to the lab made by 'fleetspec lab up' "
+                                                           "(its directory)")] = None,
+    inventory: Annotated[list[Path] | None, typer.Option("--inventory", "-i", help="extra inventory with "
+                                                         "connection settings (repeatable)")] = None,
+    slurm_control: Annotated[SlurmMode, typer.Option("--slurm-control", help="run scontrol here (local), on the "
+                                                     "first controller through Ansible, or auto")] = SlurmMode.auto,
+    allow_reboot: Annotated[bool, typer.Option("--allow-reboot", help="let driver changes reboot drained "
+                                               "nodes")] = False,
+    drain_timeout: Annotated[float, typer.Option("--drain-timeout", help="seconds to wait for jobs to "
+                                                 "leave a drained node")] = 3600.0,
+    skip_kubernetes: Annotated[bool, typer.Option("--skip-kubernetes", help="apply nodes and Slurm only; "
+                                                  "the Kubernetes layer is applied elsewhere (Argo CD, Flux)")] = False,
+    format: Annotated[ApplyFormat, typer.Option("--format", help="text, or json events for pipelines")] =
+    ApplyFormat.text,
+) -> None:
+    """Apply the spec (or a saved plan) in rolling waves: drain, upgrade, verify, resume."""
+    from fleetspec import secrets as sec
+    from fleetspec.plan import plan_against_state
+    from fleetspec.plan.render_text import print_plan
+    from fleetspec.plan.saved import SavedPlanError, load_saved_plan
+    from fleetspec.render import render_all
+    from fleetspec.render.writer import write_tree
+    from fleetspec.state.lock import LockHeld
+
+    emit = _emitter(format)
+    saved: Plan | None = None
+    try:
+        if target.suffix == ".json":
+            saved = load_saved_plan(target)
+            fleet = saved.fleet
+        else:
+            compiled = compile_file(target)
+            if not compiled.valid or compiled.fleet is None:
+                for f in compiled.located():
+                    err.print(f"{f.file}:{f.line}:{f.column}: {f.severity} [{f.rule}] {f.message}", markup=False)
+                raise typer.Exit(1)
+            fleet = compiled.fleet
+        store = StateStore(state_dir(target, state), fleet.name)
+        base_dir = Path(target).resolve().parent
+        with store.lock("apply"):
+            plan = saved or plan_against_state(fleet, store.read(), canary=canary, max_unavailable=max_unavailable)
+            if format is ApplyFormat.text:
+                print_plan(plan, out)
+            else:
+                emit(ApplyEvent("plan", json.dumps(plan.to_dict())))
+            if plan.empty:
+                emit(ApplyEvent("done", "no changes"))
+                raise typer.Exit(0)
+            if not yes:
+                if not sys.stdin.isatty():
+                    err.print("refusing to apply without confirmation: no terminal to ask on. Pass --yes")
+                    raise typer.Exit(1)
+                typer.confirm("Apply this plan?", abort=True)
+            extravars, redact = _secrets(fleet, base_dir, sec)
+            build = build_dir(store)
+            write_tree(render_all(fleet), build)
+            inventories = [build / "ansible" / "inventory.yml", *_overlays(lab, inventory)]
+            engines = _engines(fleet, inventories, lab, slurm_control)
+            if _has_kubernetes_changes(plan) and not skip_kubernetes:
+                _pulumi_up(fleet, store, emit)
+            result = apply_plan(plan, store, engines,
+                                ApplyOptions(allow_reboot=allow_reboot, drain_timeout_s=drain_timeout,
+                                             extravars=extravars), emit, redact)
+    except (StateError, SavedPlanError, LockHeld, ApplyError, sec.SecretError) as exc:
+        err.print(f"error: {exc}", markup=False)
+        raise typer.Exit(1) from None
+    raise typer.Exit(0 if result.ok else 1)
+
+
+def _emitter(fmt: ApplyFormat):  # type: ignore[no-untyped-def]
+    colors = {"error": "red", "wave-start": "bold", "wave-done": "green", "done": "bold green"}
+
+    def emit(event: ApplyEvent) -> None:
+        if fmt is ApplyFormat.json:
+            print(json.dumps(event.to_dict()), flush=True)
+        elif event.kind != "plan":
+            color = colors.get(event.kind, "")
+            text = escape(event.message)
+            out.print(f"[{color}]{text}[/]" if color else text)
+
+    return emit
+
+
+def _secrets(fleet: Fleet, base_dir: Path, sec: Any) -> tuple[dict[str, Any], Any]:
+    """Resolve the secrets the playbooks need; values only in extravars and the redactor."""
+    extravars: dict[str, Any] = {}
+    redact = sec.Redactor()
+    for ref in sec.refs(fleet):
+        if ref.name == "munge_key":
+            value = sec.resolve(ref, base_dir)
+            redact.add(value)
+            if ref.kind == "file":
+                extravars["fleetspec_munge_key_file"] = str(sec.file_path(ref, base_dir))
+            else:
+                raise sec.SecretError("secret 'munge_key': the playbooks copy the key from a file: use file:PATH")
+        elif ref.name == "slurmdbd_password":
+            value = sec.resolve(ref, base_dir)
+            redact.add(value)
+            extravars["fleetspec_slurmdbd_password"] = value.decode()
+    return extravars, redact
+
+
+def _overlays(lab: Path | None, inventory: list[Path] | None) -> list[Path]:
+    paths = list(inventory or [])
+    if lab is not None:
+        from fleetspec.lab.fleet import LabHandle
+
+        paths.append(LabHandle.load(lab).inventory_overlay)
+    return paths
+
+
+def _engines(fleet: Fleet, inventories: list[Path], lab: Path | None, mode: SlurmMode) -> Engines:
+    from fleetspec.apply.ansible import run_playbook
+    from fleetspec.apply.control import KubernetesControl, SlurmControl, ansible_runner_on, local_runner
+    from fleetspec.verify.compare import compare
+    from fleetspec.verify.run import collect_inventory
+
+    def verify(f: Fleet, hosts: list[str]):  # type: ignore[no-untyped-def]
+        facts, problems = collect_inventory(inventories, hosts, forks=20)
+        return compare(f, facts, hosts=hosts, unreachable=problems)
+
+    slurm = None
+    if fleet.slurm is not None:
+        if lab is not None:
+            from fleetspec.lab.fleet import LabHandle
+
+            handle = LabHandle.load(lab)
+            env = {"SLURM_CONF": str(handle.slurm_conf)} if handle.slurm_conf else {}
+            slurm = SlurmControl(local_runner(env))
+        elif mode is SlurmMode.local or (mode is SlurmMode.auto and shutil.which("scontrol")):
+            slurm = SlurmControl(local_runner())
+        elif fleet.slurm.controllers:
+            slurm = SlurmControl(ansible_runner_on(inventories, fleet.slurm.controllers[0]))
+    kubernetes = KubernetesControl(local_runner()) if shutil.which("kubectl") else None
+    return Engines(
+        run_playbook=functools.partial(run_playbook, inventories),
+        verify=verify,
+        slurm=slurm,
+        kubernetes=kubernetes,
+        all_hosts=lambda: _inventory_hosts(inventories[0]),
+    )
+
+
+def _inventory_hosts(path: Path) -> list[str]:
+    hosts: set[str] = set()
+
+    def walk(group: Any) -> None:
+        if not isinstance(group, dict):
+            return
+        hosts.update((group.get("hosts") or {}).keys())
+        for child in (group.get("children") or {}).values():
+            walk(child)
+
+    data = yaml.safe_load(path.read_text()) or {}
+    for group in data.values():
+        walk(group)
+    return sorted(hosts)
+
+
+def _has_kubernetes_changes(plan: Plan) -> bool:
+    return any(c.target.startswith(("kubernetes:", "helm:")) for c in plan.changes)
+
+
+def _pulumi_up(fleet: Fleet, store: StateStore, emit: Any) -> None:
+    from fleetspec.apply.pulumi import PulumiOptions, unavailable_reason, up
+
+    options = PulumiOptions(state_dir=store.directory)
+    reason = unavailable_reason(options)
+    if reason is not None:
+        raise ApplyError(f"the plan changes the Kubernetes layer, but {reason}. Install pulumi and set "
+                         "PULUMI_CONFIG_PASSPHRASE, or pass --skip-kubernetes and apply build/kubernetes/ "
+                         "with your GitOps tool")
+    result = up(fleet, options, lambda line: emit(ApplyEvent("kubernetes", line)))
+    if not result.ok:
+        raise ApplyError(f"pulumi up failed: {result.summary}")
+    emit(ApplyEvent("kubernetes", f"Kubernetes layer applied: {result.summary}"))

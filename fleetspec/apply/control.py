@@ -1,0 +1,164 @@
+"""Taking nodes out of service and back, through their allocation owner.
+
+Slurm: ``scontrol update nodename=... state=drain reason=...``, wait until ``squeue``
+shows no job on them (or a deadline passes), ``state=resume``. Kubernetes: ``kubectl
+cordon`` + ``kubectl drain``, ``uncordon``. Commands are argv lists (never a shell
+string with spec values in it) and run either here (a Slurm client or kubectl on the
+control machine, the lab) or on the first Slurm controller through Ansible.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from fleetspec.spec.hostlist import HostlistError, compress, expand
+
+Runner = Callable[[Sequence[str]], subprocess.CompletedProcess[str]]
+
+
+class ControlError(Exception):
+    """A scheduler command failed; the message names the command and its output."""
+
+
+class NodeControl(Protocol):
+    def drain(self, hosts: Sequence[str], reason: str) -> None: ...
+    def wait_drained(self, hosts: Sequence[str], deadline_s: float) -> list[str]: ...
+    def resume(self, hosts: Sequence[str]) -> None: ...
+    def reconfigure(self) -> None: ...
+    def states(self, hosts: Sequence[str]) -> dict[str, tuple[str, str]]: ...
+
+
+def local_runner(env: Mapping[str, str] | None = None, timeout: float = 60) -> Runner:
+    """Run commands on this machine (a Slurm client, kubectl), with extra environment."""
+    full_env = {**os.environ, **(env or {})}
+
+    def run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        if shutil.which(argv[0], path=full_env.get("PATH")) is None:
+            raise ControlError(f"{argv[0]} is not on PATH here: install the client or run apply where it is")
+        return subprocess.run(list(argv), capture_output=True, text=True, env=full_env, timeout=timeout,
+                              check=False)
+
+    return run
+
+
+def ansible_runner_on(inventories: Sequence[Path], host: str) -> Runner:
+    """Run commands on ``host`` (the first Slurm controller) through an ad-hoc Ansible task."""
+
+    def run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        import ansible_runner
+
+        with tempfile.TemporaryDirectory(prefix="fleetspec-control-") as private:
+            result = ansible_runner.run(
+                private_data_dir=private, inventory=[str(p) for p in inventories], host_pattern=host,
+                module="ansible.builtin.command", module_args={"argv": list(argv)}, quiet=True,
+            )
+            out, err, rc = "", "", 1
+            for event in result.events:
+                data = event.get("event_data", {}).get("res") or {}
+                if event.get("event") in ("runner_on_ok", "runner_on_failed", "runner_on_unreachable"):
+                    out, err = data.get("stdout", ""), data.get("stderr", "") or data.get("msg", "")
+                    rc = int(data.get("rc", 0 if event["event"] == "runner_on_ok" else 1))
+        return subprocess.CompletedProcess(list(argv), rc, out, err)
+
+    return run
+
+
+@dataclass
+class SlurmControl:
+    run: Runner
+    poll_s: float = 1.0
+    sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
+
+    def _ok(self, argv: Sequence[str]) -> str:
+        result = self.run(argv)
+        if result.returncode != 0:
+            detail = (result.stderr or result.stdout or "").strip().splitlines()
+            raise ControlError(f"{' '.join(argv[:3])} ... failed: {detail[-1] if detail else 'rc ' + str(result.returncode)}")
+        return result.stdout
+
+    def drain(self, hosts: Sequence[str], reason: str) -> None:
+        self._ok(["scontrol", "update", f"nodename={compress(hosts)}", "state=drain", f"reason={reason}"])
+
+    def set_reason(self, hosts: Sequence[str], reason: str) -> None:
+        """Keep nodes drained but say why (a failed wave)."""
+        self.drain(hosts, reason)
+
+    def wait_drained(self, hosts: Sequence[str], deadline_s: float) -> list[str]:
+        """Wait until no job runs on ``hosts``; return the hosts still busy at the deadline."""
+        end = time.monotonic() + deadline_s
+        while True:
+            out = self._ok(["squeue", "-h", "-w", compress(hosts), "-t", "RUNNING,COMPLETING,SUSPENDED", "-o", "%N"])
+            busy = sorted({h for line in out.split() for h in _expand_quiet(line)} & set(hosts))
+            if not busy or time.monotonic() >= end:
+                return busy
+            self.sleep(self.poll_s)
+
+    def resume(self, hosts: Sequence[str]) -> None:
+        self._ok(["scontrol", "update", f"nodename={compress(hosts)}", "state=resume"])
+
+    def reconfigure(self) -> None:
+        self._ok(["scontrol", "reconfigure"])
+
+    def states(self, hosts: Sequence[str]) -> dict[str, tuple[str, str]]:
+        out = self._ok(["sinfo", "-h", "-N", "-n", compress(hosts), "-o", "%N|%T|%E"])
+        states: dict[str, tuple[str, str]] = {}
+        for line in out.splitlines():
+            node, _, rest = line.partition("|")
+            state, _, reason = rest.partition("|")
+            states[node.strip()] = (state.strip(), reason.strip())
+        return states
+
+
+@dataclass
+class KubernetesControl:
+    run: Runner
+    drain_timeout: str = "30m"
+
+    def _ok(self, argv: Sequence[str]) -> str:
+        result = self.run(argv)
+        if result.returncode != 0:
+            detail = (result.stderr or result.stdout or "").strip().splitlines()
+            raise ControlError(f"{' '.join(argv[:2])} failed: {detail[-1] if detail else result.returncode}")
+        return result.stdout
+
+    def drain(self, hosts: Sequence[str], reason: str) -> None:
+        for host in hosts:
+            self._ok(["kubectl", "cordon", host])
+            self._ok(["kubectl", "annotate", "--overwrite", "node", host, f"fleetspec.io/drain-reason={reason}"])
+
+    set_reason = drain
+
+    def wait_drained(self, hosts: Sequence[str], deadline_s: float) -> list[str]:
+        busy = []
+        for host in hosts:
+            result = self.run(["kubectl", "drain", host, "--ignore-daemonsets", "--delete-emptydir-data",
+                               f"--timeout={int(deadline_s)}s"])
+            if result.returncode != 0:
+                busy.append(host)
+        return busy
+
+    def resume(self, hosts: Sequence[str]) -> None:
+        for host in hosts:
+            self._ok(["kubectl", "uncordon", host])
+            self._ok(["kubectl", "annotate", "node", host, "fleetspec.io/drain-reason-"])
+
+    def reconfigure(self) -> None:
+        """Nothing to reload: the Kubernetes layer is applied through Pulumi."""
+
+    def states(self, hosts: Sequence[str]) -> dict[str, tuple[str, str]]:
+        return {}
+
+
+def _expand_quiet(text: str) -> list[str]:
+    try:
+        return expand(text)
+    except HostlistError:
+        return [text]

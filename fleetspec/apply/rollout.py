@@ -1,0 +1,224 @@
+"""Apply a plan in safe rolling waves, through the engines that already exist.
+
+For each wave (a canary first, never more than ``max_unavailable`` of a partition):
+drain through the allocation owner and wait for its jobs (or a deadline), run the
+playbooks limited to the wave, verify the wave's nodes, resume them, record the wave in
+the state. A wave that fails stops the rollout and leaves its nodes drained with the
+reason; the rest of the fleet keeps serving and the state keeps every completed wave,
+so the next ``plan`` shows exactly what is left. After the waves one converge run
+covers every other host (controllers, new nodes, configuration), Slurm reconfigures
+when its partitions changed, and the whole fleet is recorded as applied.
+
+The engines are injected (`Engines`), so the same code drives a datacenter, the lab,
+and the tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fleetspec.apply.ansible import HostEvent, PlaybookResult
+from fleetspec.apply.control import ControlError, NodeControl
+from fleetspec.compile.ir import Fleet
+from fleetspec.plan.model import Disruption, Plan, Wave
+from fleetspec.plan.saved import SavedPlanError, check_plan_current
+from fleetspec.secrets import Redactor
+from fleetspec.state import StateStore
+from fleetspec.verify.compare import Status, VerifyReport
+
+
+@dataclass(frozen=True)
+class ApplyEvent:
+    kind: str  # plan | wave-start | drain | playbook | host | verify | resume | wave-done | converge | done | error
+    message: str
+    wave: str | None = None
+    hosts: tuple[str, ...] = ()
+    ok: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"event": self.kind, "message": self.message, "wave": self.wave, "hosts": list(self.hosts),
+                "ok": self.ok}
+
+
+Emit = Callable[[ApplyEvent], None]
+PlaybookRunner = Callable[..., PlaybookResult]  # (limit=..., extravars=..., on_event=...) -> result
+Verifier = Callable[[Fleet, list[str]], VerifyReport]
+
+
+@dataclass
+class Engines:
+    run_playbook: PlaybookRunner
+    verify: Verifier | None
+    slurm: NodeControl | None
+    kubernetes: NodeControl | None
+    all_hosts: Callable[[], list[str]]  # every host the inventory holds (nodes, controllers, db)
+
+
+@dataclass(frozen=True)
+class ApplyOptions:
+    allow_reboot: bool = False
+    drain_timeout_s: float = 3600.0
+    extravars: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    ok: bool
+    message: str
+    waves_done: tuple[str, ...] = ()
+    failed_wave: str | None = None
+    drained: tuple[str, ...] = ()  # nodes left drained by a failure
+
+
+class ApplyError(Exception):
+    pass
+
+
+def wave_name(wave: Wave) -> str:
+    return f"{wave.partition}#{wave.index}{' (canary)' if wave.canary else ''}"
+
+
+def apply_plan(plan: Plan, store: StateStore, engines: Engines, options: ApplyOptions, emit: Emit,
+               redact: Redactor | None = None) -> ApplyResult:
+    """Run ``plan``; the caller holds ``store``'s lock. Never raises for a failed wave."""
+    redact = redact or Redactor()
+
+    def say(kind: str, message: str, wave: str | None = None, hosts: Sequence[str] = (), ok: bool = True) -> None:
+        emit(ApplyEvent(kind, redact(message), wave, tuple(hosts), ok))
+
+    try:
+        check_plan_current(plan, store.read())
+    except SavedPlanError as exc:
+        say("error", str(exc), ok=False)
+        return ApplyResult(False, str(exc))
+    if plan.empty:
+        say("done", "no changes: the fleet already matches the spec")
+        return ApplyResult(True, "no changes")
+
+    fleet = plan.fleet
+    reasons = _reasons(plan)
+    controls = [_control_for(fleet, wave, engines) for wave in plan.waves]  # refuse before draining anything
+    done: list[str] = []
+    for wave, control in zip(plan.waves, controls, strict=True):
+        name = wave_name(wave)
+        hosts = list(wave.hosts)
+        say("wave-start", f"wave {name}: {len(hosts)} node(s), {wave.disruption.value}", name, hosts)
+        reason = f"fleetspec: {reasons.get(hosts[0], wave.disruption.value)}"
+        try:
+            control.drain(hosts, reason)
+            say("drain", f"drained {', '.join(hosts)}: {reason}", name, hosts)
+            busy = control.wait_drained(hosts, options.drain_timeout_s)
+        except ControlError as exc:
+            return _stop(say, control, name, hosts, f"drain failed: {exc}", done)
+        if busy:
+            return _stop(say, control, name, hosts,
+                         f"jobs still running on {', '.join(busy)} after {options.drain_timeout_s:.0f}s", done)
+
+        extravars = {**options.extravars, "fleetspec_allow_reboot": options.allow_reboot}
+        result = engines.run_playbook(limit=hosts, extravars=extravars,
+                                      on_event=lambda e, n=name: _host_event(say, n, e))
+        if not result.ok:
+            failures = [f"{h}: {'; '.join(r.failures) or ('unreachable' if r.unreachable else 'failed')}"
+                        for h, r in sorted(result.hosts.items()) if r.failed or r.unreachable]
+            return _stop(say, control, name, hosts, "playbook failed: " + " | ".join(failures or [result.status]),
+                         done)
+        say("playbook", f"playbooks ran on {', '.join(hosts)} ({len(result.changed_hosts)} changed)", name, hosts)
+
+        if engines.verify is not None:
+            report = engines.verify(fleet, hosts)
+            drift = _drift(report)
+            if drift:
+                return _stop(say, control, name, hosts, "verify failed: " + "; ".join(drift), done)
+            say("verify", f"{', '.join(hosts)} run the partition's tuple", name, hosts)
+        try:
+            control.resume(hosts)
+        except ControlError as exc:
+            return _stop(say, control, name, hosts, f"resume failed: {exc}", done)
+        store.record_wave(fleet, hosts, f"wave {name}: {wave.disruption.value}")
+        done.append(name)
+        say("wave-done", f"wave {name} done; nodes resumed", name, hosts)
+
+    waved = {h for w in plan.waves for h in w.hosts}
+    rest = sorted(set(engines.all_hosts()) - waved)
+    if rest:
+        say("converge", f"converging {len(rest)} other host(s) (controllers, new nodes, configuration)", None, rest)
+        result = engines.run_playbook(limit=rest, extravars={**options.extravars, "fleetspec_allow_reboot": False},
+                                      on_event=lambda e: _host_event(say, None, e))
+        if not result.ok:
+            failed = result.failed_hosts
+            message = f"converge run failed on {', '.join(failed) or result.status}; completed waves are recorded"
+            say("error", message, None, failed, ok=False)
+            return ApplyResult(False, message, tuple(done))
+    if engines.slurm is not None and fleet.slurm is not None and _slurm_config_changed(plan):
+        try:
+            engines.slurm.reconfigure()
+            say("converge", "scontrol reconfigure: Slurm read the new partitions")
+        except ControlError as exc:
+            say("error", f"scontrol reconfigure failed: {exc}", ok=False)
+            return ApplyResult(False, str(exc), tuple(done))
+    store.record_applied(fleet, f"applied {len(plan.changes)} change(s) in {len(plan.waves)} wave(s)")
+    say("done", f"applied: {len(plan.changes)} change(s), {len(done)} wave(s)")
+    return ApplyResult(True, "applied", tuple(done))
+
+
+def _stop(say: Callable[..., None], control: NodeControl, name: str, hosts: list[str], why: str,
+          done: list[str]) -> ApplyResult:
+    """Stop the rollout: the wave's nodes stay drained, with the reason Slurm shows."""
+    reason = f"fleetspec: {why}"[:250]
+    try:
+        control.drain(hosts, reason)
+    except ControlError as exc:
+        why += f" (and setting the drain reason failed: {exc})"
+    say("error", f"wave {name} stopped: {why}. Its nodes stay drained; the rest of the fleet keeps serving. "
+                 "Fix the cause, then run apply again", name, hosts, ok=False)
+    return ApplyResult(False, f"wave {name} failed: {why}", tuple(done), name, tuple(hosts))
+
+
+def _host_event(say: Callable[..., None], wave: str | None, event: HostEvent) -> None:
+    if event.status in ("changed", "failed", "unreachable"):
+        say("host", f"{event.host}: {event.task}: {event.status}{': ' + event.message if event.message else ''}",
+            wave, [event.host], event.status == "changed")
+
+
+def _drift(report: VerifyReport) -> list[str]:
+    out = []
+    for node in report.nodes:
+        for check in node.checks:
+            if check.status is Status.DRIFT:
+                out.append(f"{node.hostname} {check.component}: expected {check.expected}, found {check.found}")
+    return out
+
+
+def _control_for(fleet: Fleet, wave: Wave, engines: Engines) -> NodeControl:
+    partition = fleet.partition(wave.partition)
+    owner = partition.scheduler if partition else "slurm"
+    control = engines.slurm if owner == "slurm" else engines.kubernetes
+    if control is None:
+        raise ApplyError(f"wave {wave_name(wave)} needs to drain {owner}-owned nodes, but no {owner} control is "
+                         "configured")
+    return control
+
+
+def _reasons(plan: Plan) -> dict[str, str]:
+    """Per host, the most disruptive change in SRE words (the Slurm drain reason)."""
+    best: dict[str, tuple[int, str]] = {}
+    for change in plan.changes:
+        if change.host is None:
+            continue
+        rank = change.disruption.rank
+        if change.host not in best or rank > best[change.host][0]:
+            best[change.host] = (rank, change.reason.split(":")[0] if change.reason else change.disruption.value)
+    return {h: r for h, (_, r) in best.items()}
+
+
+def _slurm_config_changed(plan: Plan) -> bool:
+    return any(c.target.startswith(("slurm:", "partition:")) and c.disruption is not Disruption.NONE
+               for c in plan.changes)
+
+
+def build_dir(store: StateStore) -> Path:
+    """Where apply renders the tree the playbooks read (DIR/ansible and DIR/slurm side by side)."""
+    return store.directory / f"{store.fleet_name}.build"
