@@ -112,10 +112,11 @@ def apply_plan(plan: Plan, store: StateStore, engines: Engines, options: ApplyOp
             say("drain", f"drained {', '.join(hosts)}: {reason}", name, hosts)
             busy = control.wait_drained(hosts, options.drain_timeout_s)
         except ControlError as exc:
-            return _stop(say, control, name, hosts, f"drain failed: {exc}", done)
+            return _stop(say, control, name, hosts, f"drain failed: {exc}", done, redact)
         if busy:
             return _stop(say, control, name, hosts,
-                         f"jobs still running on {', '.join(busy)} after {options.drain_timeout_s:.0f}s", done)
+                         f"jobs still running on {', '.join(busy)} after {options.drain_timeout_s:.0f}s", done,
+                         redact)
 
         extravars = {**options.extravars, "fleetspec_allow_reboot": options.allow_reboot}
         result = engines.run_playbook(limit=hosts, extravars=extravars,
@@ -124,19 +125,19 @@ def apply_plan(plan: Plan, store: StateStore, engines: Engines, options: ApplyOp
             failures = [f"{h}: {'; '.join(r.failures) or ('unreachable' if r.unreachable else 'failed')}"
                         for h, r in sorted(result.hosts.items()) if r.failed or r.unreachable]
             return _stop(say, control, name, hosts, "playbook failed: " + " | ".join(failures or [result.status]),
-                         done)
+                         done, redact)
         say("playbook", f"playbooks ran on {', '.join(hosts)} ({len(result.changed_hosts)} changed)", name, hosts)
 
         if engines.verify is not None:
             report = engines.verify(fleet, hosts)
             drift = _drift(report)
             if drift:
-                return _stop(say, control, name, hosts, "verify failed: " + "; ".join(drift), done)
+                return _stop(say, control, name, hosts, "verify failed: " + "; ".join(drift), done, redact)
             say("verify", f"{', '.join(hosts)} run the partition's tuple", name, hosts)
         try:
             control.resume(hosts)
         except ControlError as exc:
-            return _stop(say, control, name, hosts, f"resume failed: {exc}", done)
+            return _stop(say, control, name, hosts, f"resume failed: {exc}", done, redact)
         store.record_wave(fleet, hosts, f"wave {name}: {wave.disruption.value}")
         done.append(name)
         say("wave-done", f"wave {name} done; nodes resumed", name, hosts)
@@ -165,8 +166,9 @@ def apply_plan(plan: Plan, store: StateStore, engines: Engines, options: ApplyOp
 
 
 def _stop(say: Callable[..., None], control: NodeControl, name: str, hosts: list[str], why: str,
-          done: list[str]) -> ApplyResult:
+          done: list[str], redact: Redactor) -> ApplyResult:
     """Stop the rollout: the wave's nodes stay drained, with the reason Slurm shows."""
+    why = redact(why)
     reason = f"fleetspec: {why}"[:250]
     try:
         control.drain(hosts, reason)

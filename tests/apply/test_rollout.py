@@ -23,6 +23,7 @@ from fleetspec.compile import compile_file
 from fleetspec.lab.slurm import Cluster
 from fleetspec.plan import plan_against_state
 from fleetspec.render.slurm import render_slurm
+from fleetspec.secrets import Redactor
 from fleetspec.state import StateStore
 from fleetspec.verify.compare import compare
 from tests.verify.h200_facts import h200_facts
@@ -80,22 +81,23 @@ class Rollout:
             facts[host] = upgraded(h200_facts(host), "2.28.9") if ran else h200_facts(host)
         return compare(fleet, facts, hosts=hosts)
 
-    def engines(self, fail_hosts=()) -> Engines:
+    def engines(self, fail_hosts=(), fail_message=None) -> Engines:
         def playbook(**kwargs):
-            kwargs["extravars"] = {**kwargs.get("extravars", {}), "fail_hosts": list(fail_hosts)}
+            extra = {"fail_hosts": list(fail_hosts), **({"fail_message": fail_message} if fail_message else {})}
+            kwargs["extravars"] = {**kwargs.get("extravars", {}), **extra}
             return run_playbook(self.inventory, project_dir=HERE / "playbook", **kwargs)
 
         return Engines(run_playbook=playbook, verify=self.verify,
                        slurm=SlurmControl(local_runner({"SLURM_CONF": str(self.cluster.conf)}), poll_s=0.2),
                        kubernetes=None, all_hosts=lambda: list(HOSTS))
 
-    def apply(self, spec: Path, fail_hosts=(), max_unavailable=2):
+    def apply(self, spec: Path, fail_hosts=(), max_unavailable=2, fail_message=None, redact=None):
         events = []
         fleet = compile_file(spec).fleet
         with self.store.lock("apply"):
             plan = plan_against_state(fleet, self.store.read(), canary=1, max_unavailable=max_unavailable)
-            result = apply_plan(plan, self.store, self.engines(fail_hosts), ApplyOptions(drain_timeout_s=20),
-                                events.append)
+            result = apply_plan(plan, self.store, self.engines(fail_hosts, fail_message),
+                                ApplyOptions(drain_timeout_s=20), events.append, redact)
         return plan, result, events
 
     def sinfo(self) -> dict[str, tuple[str, str]]:
@@ -181,3 +183,14 @@ def test_jobs_block_the_drain_until_the_deadline(rollout):
     rollout.cluster.run("scancel", job_id)
     assert control.wait_drained(["h200-001"], deadline_s=15.0) == []
     control.resume(["h200-001"])
+
+
+def test_secrets_in_failure_output_are_masked_everywhere(rollout):
+    secret = "db-pass-5f1c9e7a"
+    _, result, events = rollout.apply(V2, fail_hosts=["h200-001"], fail_message=f"could not log in with {secret}",
+                                      redact=Redactor([secret.encode()]))
+    assert not result.ok
+    texts = [e.message for e in events] + [reason for _, reason in rollout.sinfo().values()]
+    assert any("********" in t for t in texts)
+    assert not any(secret in t for t in texts)
+    assert secret not in rollout.store.path.read_text()
