@@ -1,6 +1,9 @@
 """Property-based tests: whatever the input, compile returns an IR or findings; it never raises."""
 
 import copy
+from pathlib import Path
+
+import pytest
 
 import yaml
 from hypothesis import HealthCheck, given, settings
@@ -94,3 +97,16 @@ def test_arbitrary_bytes_never_crash(raw):
     except SpecLoadError:
         return
     _check(compile_loaded(loaded))
+
+
+REGRESSIONS = sorted((Path(__file__).resolve().parent / "fuzz_regressions").glob("*"))
+
+
+@pytest.mark.parametrize("path", REGRESSIONS, ids=lambda p: p.name)
+def test_fuzz_regressions_give_findings_not_crashes(path):
+    """Inputs that once crashed or were hostile: each must give located findings, fast."""
+    from fleetspec.compile import compile_file
+
+    result = compile_file(path)
+    assert not result.valid
+    _check(result)
