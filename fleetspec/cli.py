@@ -185,12 +185,14 @@ def rules() -> None:
 def _register_feature_commands() -> None:
     """Commands whose code lives with their feature package (imported lazily inside)."""
     from fleetspec.apply.cli import apply as apply_command
+    from fleetspec.lab.cli import lab_app
     from fleetspec.plan.cli import plan as plan_command
     from fleetspec.verify.cli import verify as verify_command
 
     app.command("plan")(plan_command)
     app.command("apply")(apply_command)
     app.command("verify")(verify_command)
+    app.add_typer(lab_app, name="lab")
 
 
 _register_feature_commands()

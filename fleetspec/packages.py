@@ -226,6 +226,14 @@ def slurm_packages(version: str, roles: Iterable[str]) -> list[PackagePin]:
     return [PackagePin(n, f"{version}-1", "slurm") for n in names]
 
 
+def container_packages(enroot: str, pyxis: str) -> list[PackagePin]:
+    """Enroot's own .deb packages (``enroot``, ``enroot+caps`` at ``<version>-1``, as NVIDIA
+    publishes them) and Pyxis built with its ``make deb`` (``nvslurm-plugin-pyxis``)."""
+    return [PackagePin("enroot", f"{enroot}-1", "enroot_pyxis"),
+            PackagePin("enroot+caps", f"{enroot}-1", "enroot_pyxis"),
+            PackagePin("nvslurm-plugin-pyxis", f"{pyxis}-1", "enroot_pyxis")]  # fmt: skip
+
+
 def _mm(version: str) -> tuple[int, int]:
     parts = version_key(version)
     return parts[0], parts[1] if len(parts) > 1 else 0

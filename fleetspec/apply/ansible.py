@@ -148,7 +148,8 @@ def run_playbook(
     hosts = list(limit) if limit is not None else None
     if hosts is not None and not hosts:
         raise ValueError("limit is empty: refusing to run against every host")
-    inventories = [str(inventory)] if isinstance(inventory, Path | str) else [str(p) for p in inventory]
+    # Absolute: ansible-runner resolves relative inventory paths against the project dir.
+    inventories = [str(Path(p).resolve()) for p in ([inventory] if isinstance(inventory, Path | str) else inventory)]
     base = Path(work_dir) if work_dir is not None else None
     if base is not None:
         base.mkdir(parents=True, exist_ok=True)

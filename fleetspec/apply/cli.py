@@ -21,7 +21,15 @@ import yaml
 from rich.console import Console
 from rich.markup import escape
 
-from fleetspec.apply.rollout import ApplyEvent, ApplyError, ApplyOptions, Engines, apply_plan, build_dir
+from fleetspec.apply.rollout import (
+    ApplyEvent,
+    ApplyError,
+    ApplyOptions,
+    Engines,
+    apply_plan,
+    build_dir,
+    restrict_to_hosts,
+)
 from fleetspec.compile import compile_file
 from fleetspec.compile.ir import Fleet
 from fleetspec.plan.model import Plan
@@ -72,6 +80,7 @@ def apply(
     from fleetspec.plan.render_text import print_plan
     from fleetspec.plan.saved import SavedPlanError, load_saved_plan
     from fleetspec.render import render_all
+    from fleetspec.lab.fleet import LabSetupError
     from fleetspec.render.writer import write_tree
     from fleetspec.state.lock import LockHeld
 
@@ -88,6 +97,8 @@ def apply(
                     err.print(f"{f.file}:{f.line}:{f.column}: {f.severity} [{f.rule}] {f.message}", markup=False)
                 raise typer.Exit(1)
             fleet = compiled.fleet
+        if lab is not None and state is None:
+            state = lab / "state"  # a rehearsal keeps its own state, never the fleet's
         store = StateStore(state_dir(target, state), fleet.name)
         base_dir = Path(target).resolve().parent
         with store.lock("apply"):
@@ -109,12 +120,14 @@ def apply(
             write_tree(render_all(fleet), build)
             inventories = [build / "ansible" / "inventory.yml", *_overlays(lab, inventory)]
             engines = _engines(fleet, inventories, lab, slurm_control)
+            if lab is not None:
+                plan = restrict_to_hosts(plan, set(engines.all_hosts()))
             if _has_kubernetes_changes(plan) and not skip_kubernetes:
                 _pulumi_up(fleet, store, emit)
             result = apply_plan(plan, store, engines,
                                 ApplyOptions(allow_reboot=allow_reboot, drain_timeout_s=drain_timeout,
                                              extravars=extravars), emit, redact)
-    except (StateError, SavedPlanError, LockHeld, ApplyError, sec.SecretError) as exc:
+    except (StateError, SavedPlanError, LockHeld, ApplyError, sec.SecretError, LabSetupError) as exc:
         err.print(f"error: {exc}", markup=False)
         raise typer.Exit(1) from None
     raise typer.Exit(0 if result.ok else 1)
@@ -173,11 +186,15 @@ def _engines(fleet: Fleet, inventories: list[Path], lab: Path | None, mode: Slur
         return compare(f, facts, hosts=hosts, unreachable=problems)
 
     slurm = None
+    all_hosts = functools.partial(_inventory_hosts, inventories[0])
+    if lab is not None:
+        from fleetspec.lab.fleet import LabHandle
+
+        handle = LabHandle.load(lab)
+        lab_hosts = list(handle.hosts)
+        all_hosts = lambda: lab_hosts  # noqa: E731 - the lab holds a subset of the fleet
     if fleet.slurm is not None:
         if lab is not None:
-            from fleetspec.lab.fleet import LabHandle
-
-            handle = LabHandle.load(lab)
             env = {"SLURM_CONF": str(handle.slurm_conf)} if handle.slurm_conf else {}
             slurm = SlurmControl(local_runner(env))
         elif mode is SlurmMode.local or (mode is SlurmMode.auto and shutil.which("scontrol")):
@@ -190,7 +207,7 @@ def _engines(fleet: Fleet, inventories: list[Path], lab: Path | None, mode: Slur
         verify=verify,
         slurm=slurm,
         kubernetes=kubernetes,
-        all_hosts=lambda: _inventory_hosts(inventories[0]),
+        all_hosts=all_hosts,
     )
 
 

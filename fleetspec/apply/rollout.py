@@ -15,6 +15,7 @@ and the tests.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,9 +122,11 @@ def apply_plan(plan: Plan, store: StateStore, engines: Engines, options: ApplyOp
         extravars = {**options.extravars, "fleetspec_allow_reboot": options.allow_reboot}
         result = engines.run_playbook(limit=hosts, extravars=extravars,
                                       on_event=lambda e, n=name: _host_event(say, n, e))
-        if not result.ok:
+        unseen = sorted(set(hosts) - set(result.hosts))
+        if not result.ok or unseen:
             failures = [f"{h}: {'; '.join(r.failures) or ('unreachable' if r.unreachable else 'failed')}"
                         for h, r in sorted(result.hosts.items()) if r.failed or r.unreachable]
+            failures += [f"{h}: the playbook never reached it (not in the inventory?)" for h in unseen]
             return _stop(say, control, name, hosts, "playbook failed: " + " | ".join(failures or [result.status]),
                          done, redact)
         say("playbook", f"playbooks ran on {', '.join(hosts)} ({len(result.changed_hosts)} changed)", name, hosts)
@@ -148,8 +151,9 @@ def apply_plan(plan: Plan, store: StateStore, engines: Engines, options: ApplyOp
         say("converge", f"converging {len(rest)} other host(s) (controllers, new nodes, configuration)", None, rest)
         result = engines.run_playbook(limit=rest, extravars={**options.extravars, "fleetspec_allow_reboot": False},
                                       on_event=lambda e: _host_event(say, None, e))
-        if not result.ok:
-            failed = result.failed_hosts
+        unseen = sorted(set(rest) - set(result.hosts))
+        if not result.ok or unseen:
+            failed = result.failed_hosts + [f"{h} (never reached: not in the inventory?)" for h in unseen]
             message = f"converge run failed on {', '.join(failed) or result.status}; completed waves are recorded"
             say("error", message, None, failed, ok=False)
             return ApplyResult(False, message, tuple(done))
@@ -219,6 +223,17 @@ def _reasons(plan: Plan) -> dict[str, str]:
 def _slurm_config_changed(plan: Plan) -> bool:
     return any(c.target.startswith(("slurm:", "partition:")) and c.disruption is not Disruption.NONE
                for c in plan.changes)
+
+
+def restrict_to_hosts(plan: Plan, hosts: set[str]) -> Plan:
+    """The plan as it applies to a subset of the fleet (the lab's scaled-down stand-in):
+    waves keep only those hosts, and waves left empty go."""
+    waves = []
+    for wave in plan.waves:
+        kept = tuple(h for h in wave.hosts if h in hosts)
+        if kept:
+            waves.append(dataclasses.replace(wave, hosts=kept))
+    return dataclasses.replace(plan, waves=tuple(waves))
 
 
 def build_dir(store: StateStore) -> Path:

@@ -185,13 +185,22 @@ def _slurm(s: m.Slurm | None, findings: list[Finding], catalog: Catalog) -> ir.S
         )
         for name, p in sorted(s.partitions.items())
     )
+    if s.containers == "pyxis" and s.pyxis is None and s.mode == "native":
+        findings.append(Finding(
+            "schema", Severity.ERROR,
+            "containers: pyxis needs the Enroot and Pyxis releases to pin. Add slurm.pyxis: "
+            '{enroot: "3.5.0", pyxis: "0.20.0"} (the versions your package repository carries)',
+            path + ("containers",),
+        ))
     slinky_version = None
     if s.mode == "slinky":
         slinky_version = s.slinky.version if s.slinky else str(catalog.component("slinky")["latest"])
     return ir.SlurmConfig(
         version=s.version, mode=s.mode, controllers=tuple(controllers),
         accounting_host=s.accounting.host if s.accounting else None,
-        containers=s.containers, partition_settings=settings, slinky_version=slinky_version, path=path,
+        containers=s.containers, partition_settings=settings, slinky_version=slinky_version,
+        enroot_version=s.pyxis.enroot if s.pyxis else None, pyxis_version=s.pyxis.pyxis if s.pyxis else None,
+        path=path,
     )
 
 

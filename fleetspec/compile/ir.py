@@ -169,6 +169,8 @@ class SlurmConfig:
     containers: Literal["none", "pyxis"]
     partition_settings: tuple[SlurmPartitionSettings, ...] = ()
     slinky_version: str | None = None  # slurm-operator chart version when mode == "slinky"
+    enroot_version: str | None = None  # containers == "pyxis"
+    pyxis_version: str | None = None
     path: SpecPath = _loc()
 
 

@@ -309,8 +309,11 @@ class Lab:
         """The node itself: our launcher and whatever runs in the node's cgroups."""
         pids = {node.pid} if self._alive(node) else set()
         for cg in node.cgroups:
-            for procs in Path(cg).rglob("cgroup.procs") if Path(cg).exists() else ():
-                pids.update(int(p) for p in procs.read_text().split())
+            try:
+                for procs in Path(cg).rglob("cgroup.procs") if Path(cg).exists() else ():
+                    pids.update(int(p) for p in procs.read_text().split())
+            except FileNotFoundError:
+                continue  # systemd inside the node removed that cgroup while we walked it
         return pids
 
     def _leftover_pids(self, node: LabNode) -> list[int]:

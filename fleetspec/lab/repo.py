@@ -290,12 +290,12 @@ def _nccl(nccl: str, cuda: str | None) -> list[StandInPackage]:
     return [lib, dev]
 
 
-def _rocm(rocm: str, rccl: str | None) -> list[StandInPackage]:
+def _rocm(rocm: str, rccl: str | None, build: str = ROCM_BUILD) -> list[StandInPackage]:
     rint = rocm_int(rocm)
     prefix = f"/opt/rocm-{rocm}"
     core = StandInPackage(
-        "rocm-core", f"{rocm}.{rint}-{ROCM_BUILD}",
-        files={f"{prefix}/.info/version": f"{rocm}-{ROCM_BUILD.split('~')[0]}\n"},
+        "rocm-core", f"{rocm}.{rint}-{build}",
+        files={f"{prefix}/.info/version": f"{rocm}-{build.split('~')[0]}\n"},
         symlinks={"/opt/rocm": f"rocm-{rocm}"},
         description="ROCm core; /opt/rocm/.info/version as the real package writes it.",
     )
@@ -303,7 +303,7 @@ def _rocm(rocm: str, rccl: str | None) -> list[StandInPackage]:
     if rccl:
         code = nccl_code(rccl)
         out.append(StandInPackage(
-            "rccl", f"{rccl}.{rint}-{ROCM_BUILD}", depends=(f"rocm-core (= {core.version})",),
+            "rccl", f"{rccl}.{rint}-{build}", depends=(f"rocm-core (= {core.version})",),
             files={f"{prefix}/lib/librccl.so.1.0.{rint}": version_library("librccl.so.1", code)},
             symlinks={f"{prefix}/lib/librccl.so.1": f"librccl.so.1.0.{rint}"},
             description=f"RCCL; librccl.so.1 exports ncclGetVersion() = {code}.",
@@ -356,4 +356,82 @@ def vendor_standins(tuples: Iterable[Mapping[str, str]]) -> list[StandInPackage]
     return [found[k] for k in sorted(found)]
 
 
-__all__ = ["StandInPackage", "build_repo", "nccl_code", "rocm_int", "version_library", "vendor_standins"]
+# ---------------------------------------------------------------- stand-ins for exact pins
+
+_DRIVER_META = re.compile(r"^nvidia-driver(-[0-9]+)?(-open)?$")
+# Packages the driver metapackage pulls in at its own version (Ubuntu and Debian naming).
+_DRIVER_PARTS = re.compile(r"^(nvidia-dkms-|nvidia-kernel-|nvidia-utils-|libnvidia-compute-|libcuda1$)")
+_UPSTREAM_REVISION = re.compile(r"^(?P<upstream>.+)-(?P<revision>[^-]+)$")
+_NCCL_VERSION = re.compile(r"^(?P<nccl>[0-9]+\.[0-9]+\.[0-9]+)-1\+cuda(?P<cuda>[0-9]+\.[0-9]+)$")
+_ROCM_VERSION = re.compile(r"^(?P<v>[0-9]+\.[0-9]+\.[0-9]+)\.(?P<rint>[0-9]{5,})-(?P<build>.+)$")
+
+
+def _upstream(version: str) -> str:
+    """``580.95.05-0ubuntu1`` -> ``580.95.05``: the vendor's version without the Debian revision."""
+    m = _UPSTREAM_REVISION.match(version.split(":", 1)[-1])
+    return m["upstream"] if m else version
+
+
+def _rocm_from_int(rint: str) -> str:
+    """``70002`` -> ``7.0.2`` (inverse of rocm_int)."""
+    return f"{int(rint[:-4])}.{int(rint[-4:-2])}.{int(rint[-2:])}"
+
+
+def _pin_standin(name: str, version: str, versions_of: Mapping[str, set[str]]) -> StandInPackage:
+    """The stand-in for one exact pin: the version-reporting content the vendor package
+    carries where fleetspec models it, a bare package otherwise (same name, same version)."""
+    up = _upstream(version)
+    made: StandInPackage | None = None
+    if _DRIVER_META.match(name):
+        branch = up.split(".")[0]
+        siblings = sorted(n for n, vs in versions_of.items() if version in vs and _DRIVER_PARTS.match(n))
+        utils = f"nvidia-utils-{branch}" in siblings
+        files = {} if utils else {"/usr/bin/nvidia-smi": _nvidia_smi(up, DRIVER_CUDA.get(branch, "0.0"))}
+        made = StandInPackage(name, version, depends=tuple(f"{n} (= {version})" for n in siblings), files=files,
+                              description="NVIDIA driver metapackage (no kernel module in the lab).")
+    elif m := re.match(r"^nvidia-utils-([0-9]+)$", name):
+        smi = _nvidia_smi(up, DRIVER_CUDA.get(m[1], "0.0"))
+        made = StandInPackage(name, version, files={"/usr/bin/nvidia-smi": smi},
+                              description="NVIDIA driver utilities; its nvidia-smi reports the driver and no GPUs.")
+    elif re.match(r"^(libnvidia-compute|nvidia-fabricmanager)-[0-9]+$", name):
+        made = next(p for p in _nvidia(up, None) if p.name.rsplit("-", 1)[0] == name.rsplit("-", 1)[0])
+    elif re.match(r"^cuda-toolkit-[0-9]+-[0-9]+$", name):
+        made = _cuda(up)
+    elif m := re.match(r"^libcudnn[0-9]+-cuda-([0-9]+)$", name):
+        made = _cudnn(up, m[1])
+    elif name in ("libnccl2", "libnccl-dev") and (v := _NCCL_VERSION.match(version)):
+        made = next(p for p in _nccl(v["nccl"], v["cuda"]) if p.name == name)
+    elif name in ("rocm-core", "rccl") and (v := _ROCM_VERSION.match(version)):
+        rocm = _rocm_from_int(v["rint"])
+        made = _rocm(rocm, v["v"], v["build"])[0 if name == "rocm-core" else 1]
+    elif name == "rocm":
+        made = StandInPackage(name, version, depends=(f"rocm-core (= {version})",), description="ROCm metapackage.")
+    elif name == "amdgpu-dkms" and "-" in version:
+        made = _amdgpu(version)
+    if made is None:
+        return StandInPackage(name, version, description=f"Stands in for {name}: installed and held, runs nothing.")
+    if (made.name, made.version) != (name, version):
+        raise ValueError(f"stand-in for {name}={version} came out as {made.name}={made.version}")
+    return made
+
+
+def pin_standins(pins: Iterable[tuple[str, str]]) -> list[StandInPackage]:
+    """One stand-in per exact ``(name, version)`` pin, de-duplicated and sorted.
+
+    Why pins and not tuples: the playbooks install exactly what ``fleetspec.packages``
+    names (``nvidia-driver-580-open``, ``libcudnn9-cuda-13=9.17.0.29-1``, Slurm's
+    ``slurm-smd-*``), so the lab repository must carry exactly those names and versions.
+    Packages whose files report a version (nvidia-smi, version.json, ncclGetVersion, ...)
+    carry the same content as ``vendor_standins`` makes; the driver metapackage depends
+    on its same-version siblings, so apt moves them together as it does on a real node.
+    """
+    unique = sorted(set(pins))
+    versions_of: dict[str, set[str]] = {}
+    for name, version in unique:
+        versions_of.setdefault(name, set()).add(version)
+    return [_pin_standin(name, version, versions_of) for name, version in unique]
+
+
+__all__ = [
+    "StandInPackage", "build_repo", "nccl_code", "pin_standins", "rocm_int", "version_library", "vendor_standins",
+]

@@ -94,6 +94,13 @@ class SlurmPartition(_Model):
     allow_mixed_generations: StrictBool = False
 
 
+class Pyxis(_Model):
+    """Enroot and Pyxis releases for ``containers: pyxis`` (packages from the site's repository)."""
+
+    enroot: Version
+    pyxis: Version
+
+
 class Slinky(_Model):
     version: Version = "1.2.1"
 
@@ -104,6 +111,7 @@ class Slurm(_Model):
     controllers: Hostlist
     accounting: Accounting | None = None
     containers: Literal["none", "pyxis"] = "none"
+    pyxis: Pyxis | None = None
     partitions: dict[Name, SlurmPartition] = Field(default_factory=dict)
     slinky: Slinky | None = None
 

@@ -35,10 +35,14 @@ def atomic_write(path: Path, data: bytes, backup: Path | None = None) -> None:
 
 def _link_over(source: Path, target: Path) -> None:
     """Make ``target`` another name of ``source``'s current inode, atomically."""
+    if target.exists() and os.path.samefile(source, target):
+        return  # already the same file (a writer was killed between the link and the write)
     staging = target.with_name(f".{target.name}.{os.getpid()}{TEMP_SUFFIX}")
     staging.unlink(missing_ok=True)
     os.link(source, staging)
     os.replace(staging, target)
+    # rename(2) of two names of one inode does nothing and leaves the staging name.
+    staging.unlink(missing_ok=True)
 
 
 def fsync_dir(directory: Path) -> None:

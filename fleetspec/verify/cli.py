@@ -23,7 +23,7 @@ from fleetspec.compile.ir import Fleet
 from fleetspec.findings import Severity
 from fleetspec.verify.compare import VerifyReport
 from fleetspec.verify.report import summary_line, tables, to_json, to_junit
-from fleetspec.verify.run import VerifyError, verify_facts_dir, verify_inventory, verify_local
+from fleetspec.verify.run import VerifyError, verify_facts_dir, verify_inventory, verify_lab, verify_local
 
 
 class ReportFormat(str, Enum):
@@ -47,6 +47,8 @@ def verify(
                                                              "(default: this machine's hostname)")] = None,
     inventory: Annotated[Path | None, typer.Option("--inventory", "-i", help="an Ansible inventory whose hostnames "
                                                    "are the spec's (e.g. build/ansible/inventory.yml)")] = None,
+    lab: Annotated[Path | None, typer.Option("--lab", help="the lab made by 'fleetspec lab up' (its directory): "
+                                             "check its hosts", file_okay=False)] = None,
     forks: Annotated[int, typer.Option("--forks", help="with --inventory: nodes collected in parallel", min=1)] = 20,
     format: Annotated[ReportFormat, typer.Option("--format", help="table or json")] = ReportFormat.table,
     junit: Annotated[Path | None, typer.Option("--junit", help="also write a JUnit XML report to this file",
@@ -55,9 +57,9 @@ def verify(
     """Check that every node runs its partition's stack tuple: exit 0 when all conform, 1 otherwise."""
     out, err = _consoles()
     chosen = [name for name, on in (("--facts", facts is not None), ("--local", local),
-                                    ("--inventory", inventory is not None)) if on]
+                                    ("--inventory", inventory is not None), ("--lab", lab is not None)) if on]
     if len(chosen) != 1:
-        err.print("give exactly one of --facts DIR, --local [--as HOSTNAME] or --inventory FILE"
+        err.print("give exactly one of --facts DIR, --local [--as HOSTNAME], --inventory FILE or --lab DIR"
                   + (f" (got {' and '.join(chosen)})" if chosen else ""), markup=False)
         raise typer.Exit(1)
     if as_host is not None and not local:
@@ -69,6 +71,8 @@ def verify(
             report = verify_facts_dir(fleet, facts)
         elif local:
             report = verify_local(fleet, as_host or _this_host(fleet))
+        elif lab is not None:
+            report = verify_lab(fleet, lab, forks)
         else:
             assert inventory is not None
             report = verify_inventory(fleet, inventory, forks)

@@ -91,6 +91,19 @@ def verify_inventory(fleet: Fleet, inventory_path: Path, forks: int = 20) -> Ver
     return compare(fleet, facts, unreachable=problems)
 
 
+def verify_lab(fleet: Fleet, lab_dir: Path, forks: int = 20) -> VerifyReport:
+    """The lab's hosts (a scaled-down subset of the fleet) through the lab's inventory."""
+    from fleetspec.lab.fleet import LabHandle, LabSetupError
+
+    try:
+        handle = LabHandle.load(lab_dir)
+    except LabSetupError as exc:
+        raise VerifyError(str(exc)) from None
+    hosts = [h for h in handle.hosts if fleet.node(h) is not None]
+    facts, problems = collect_inventory(handle.inventory_overlay, hosts, forks)
+    return compare(fleet, facts, hosts=hosts, unreachable=problems)
+
+
 def collect_inventory(inventory: Path | list[Path], hosts: list[str], forks: int) -> tuple[Facts, dict[str, str]]:
     """One ad-hoc ``script`` run of the collector over ``hosts``, in a fresh private data dir."""
     try:

@@ -1,0 +1,359 @@
+"""The lab for a fleet spec: a few of its nodes as real lab hosts, a real Slurm cluster
+for them on loopback, and an apt repository carrying exactly the versions the spec pins.
+
+Why a scaled-down copy and not a simulation: plan/apply/verify are rehearsed through the
+same playbooks, the same `scontrol`/`sinfo` calls and the same apt pins they use on a
+datacenter, so a drain that would not happen, a version the repository lacks or a host
+Ansible cannot reach fails here first.
+
+Layout of a lab directory (default `.fleetspec/lab/` beside the spec):
+  lab.json                 what `lab up` made: spec, hosts, mode, paths, pids
+  inventory-overlay.yml    Ansible host vars: connection through the lab, packages from its repo
+  env                      `export SLURM_CONF=...` for a shell
+  repo/                    the flat apt repository (bind-mounted read-only into every host)
+  hosts/                   the hosts' work dir (fleetspec.lab.hosts.Lab: ssh key, node layers)
+  slurm/                   the cluster's config, state, logs and fake GPU devices
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import yaml
+
+from fleetspec.compile import compile_file
+from fleetspec.compile.ir import Fleet
+from fleetspec.findings import Severity
+from fleetspec.lab.base import REPO_MOUNT, ensure_base, ensure_host_packages
+from fleetspec.lab.hosts import Lab, validate_name
+from fleetspec.lab.repo import build_repo, pin_standins
+from fleetspec.lab.slurm import Cluster, ensure_slurm, restrict_slurm_files
+from fleetspec.packages import container_packages, packages_for, slurm_packages
+from fleetspec.render.ansible import PackageMirror
+from fleetspec.render.slurm import render_slurm
+
+DEFAULT_PER_PARTITION = 2
+STATE_FILE = "lab.json"
+OVERLAY_FILE = "inventory-overlay.yml"
+ENV_FILE = "env"
+# Everything `lab up` creates inside the lab directory; `lab down` removes exactly these.
+_OWNED = (STATE_FILE, OVERLAY_FILE, ENV_FILE, "repo", "hosts", "slurm")
+# The lab repository as the playbooks see it on every host (a file: source, no signature).
+LAB_MIRROR = PackageMirror(f"file:{REPO_MOUNT}", trusted=True)
+SLURM_ROLES = ("slurm_controller", "slurm_node", "slurmdbd")
+
+
+class LabSetupError(RuntimeError):
+    """The lab cannot be made for this spec (invalid spec, bad host names, already up)."""
+
+
+def default_lab_dir(spec: Path) -> Path:
+    """`.fleetspec/lab/` beside the spec, next to the state store."""
+    return Path(spec).resolve().parent / ".fleetspec" / "lab"
+
+
+def default_mode() -> str:
+    """`$FLEETSPEC_LAB_MODE` (nspawn | unshare), nspawn unless set."""
+    return os.environ.get("FLEETSPEC_LAB_MODE", "nspawn")
+
+
+# ---------------------------------------------------------------- pure: what the lab holds
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The hosts a lab runs: per partition its first nodes, plus the Slurm controller."""
+
+    nodes: tuple[str, ...]  # fleet nodes, sorted
+    controller: str | None
+    slurm_nodes: tuple[str, ...]  # the nodes that run a slurmd (native Slurm only)
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        return self.nodes + ((self.controller,) if self.controller and self.controller not in self.nodes else ())
+
+
+def select_hosts(fleet: Fleet, per_partition: int = DEFAULT_PER_PARTITION) -> Selection:
+    """Per partition the first `per_partition` nodes by hostname, and the first controller.
+
+    Why per partition: each partition is a scheduling and rollout unit (waves, drains), so
+    each must be present in the lab. Host names must be valid lab names (they become
+    hostnames and namespace names).
+    """
+    if per_partition < 1:
+        raise LabSetupError(f"--nodes must be at least 1, not {per_partition}")
+    chosen = sorted({h for p in fleet.partitions for h in sorted(p.nodes)[:per_partition]})
+    native = fleet.slurm is not None and fleet.slurm.mode == "native"
+    controller = fleet.slurm.controllers[0] if native and fleet.slurm and fleet.slurm.controllers else None
+    slurm_nodes = tuple(h for h in chosen if native and (n := fleet.node(h)) is not None and n.scheduler == "slurm")
+    selection = Selection(tuple(chosen), controller, slurm_nodes)
+    for host in selection.hosts:
+        try:
+            validate_name(host)
+        except ValueError as exc:
+            raise LabSetupError(f"host {host!r} cannot be a lab host: {exc}") from None
+    return selection
+
+
+def fleet_pins(fleet: Fleet) -> list[tuple[str, str]]:
+    """Every (package, exact version) the playbooks install for this fleet, sorted.
+
+    The same calls the Ansible renderer makes: per stack `packages_for` with the GPUs of
+    that stack's nodes, and SchedMD's Slurm packages for each Slurm role.
+    """
+    pins: set[tuple[str, str]] = set()
+    for stack in fleet.stacks:
+        gpus = {(n.gpu.model, n.gpu.count): n.gpu for n in fleet.nodes if n.stack == stack.name}
+        pins.update((p.name, p.version) for p in packages_for(stack, fleet.os, [gpus[k] for k in sorted(gpus)]))
+    if fleet.slurm is not None and fleet.slurm.mode == "native":
+        pins.update((p.name, p.version) for p in slurm_packages(fleet.slurm.version, SLURM_ROLES))
+        if fleet.slurm.enroot_version and fleet.slurm.pyxis_version:
+            pins.update((p.name, p.version)
+                        for p in container_packages(fleet.slurm.enroot_version, fleet.slurm.pyxis_version))
+    return sorted(pins)
+
+
+def lab_slurm_files(fleet: Fleet, nodes: tuple[str, ...]) -> dict[PurePosixPath, str]:
+    """The fleet's rendered Slurm files, every node/partition/switch line limited to `nodes`."""
+    return restrict_slurm_files(render_slurm(fleet), nodes)
+
+
+def overlay_inventory(host_vars: Mapping[str, Mapping[str, Any]], mirror: PackageMirror = LAB_MIRROR) -> dict:
+    """The Ansible inventory overlay: each lab host's connection vars plus the lab mirror.
+
+    The mirror goes into host vars, not `all.vars`: an inventory file's group vars lose to
+    the rendered `group_vars/all.yml` (which sets `fleetspec_package_mirror: null`), while
+    inventory host vars win over every group var. With the mirror set, the playbooks
+    configure only the lab repository and drop the vendors' sources.
+    """
+    hosts = {name: {**dict(v), "fleetspec_package_mirror": mirror.as_var()} for name, v in sorted(host_vars.items())}
+    return {"all": {"hosts": hosts}}
+
+
+def env_snippet(slurm_conf: Path | None) -> str:
+    """Shell lines pointing Slurm's clients at the lab's controller."""
+    if slurm_conf is None:
+        return "# this lab runs no Slurm\n"
+    return f"export SLURM_CONF={json.dumps(str(slurm_conf))}\n"
+
+
+# ---------------------------------------------------------------- the running lab
+
+
+@dataclass
+class LabHandle:
+    """A lab that `lab up` made, as recorded in `dir/lab.json`; what apply and verify use."""
+
+    dir: Path
+    spec: Path
+    hosts: tuple[str, ...]
+    slurm_nodes: tuple[str, ...]
+    mode: str
+    base: Path
+    per_partition: int
+    pids: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, dir: Path) -> LabHandle:
+        path = Path(dir) / STATE_FILE
+        if not path.exists():
+            raise LabSetupError(f"no lab at {dir} ({path} is missing): run `fleetspec lab up SPEC`")
+        data = json.loads(path.read_text())
+        return cls(Path(dir), Path(data["spec"]), tuple(data["hosts"]), tuple(data["slurm_nodes"]), data["mode"],
+                   Path(data["base"]), data["per_partition"], data.get("pids", {}))  # fmt: skip
+
+    def save(self) -> None:
+        data = {
+            "spec": str(self.spec),
+            "hosts": list(self.hosts),
+            "slurm_nodes": list(self.slurm_nodes),
+            "mode": self.mode,
+            "base": str(self.base),
+            "per_partition": self.per_partition,
+            "repo_dir": str(self.repo_dir),
+            "inventory_overlay": str(self.inventory_overlay),
+            "slurm_conf": str(self.slurm_conf) if self.slurm_conf else None,
+            "pids": self.pids,
+        }
+        tmp = self.dir / (STATE_FILE + ".tmp")
+        tmp.write_text(json.dumps(data, indent=1) + "\n")
+        tmp.rename(self.dir / STATE_FILE)
+
+    @property
+    def repo_dir(self) -> Path:
+        return self.dir / "repo"
+
+    @property
+    def inventory_overlay(self) -> Path:
+        return self.dir / OVERLAY_FILE
+
+    @property
+    def env_file(self) -> Path:
+        return self.dir / ENV_FILE
+
+    @property
+    def slurm_root(self) -> Path:
+        return self.dir / "slurm"
+
+    @property
+    def slurm_conf(self) -> Path | None:
+        return self.slurm_root / "etc" / "slurm.conf" if self.slurm_nodes else None
+
+    @property
+    def package_mirror(self) -> PackageMirror:
+        """The mirror to render the playbooks' vars with when targeting this lab."""
+        return LAB_MIRROR
+
+    def lab(self) -> Lab:
+        """The hosts, as fleetspec.lab.hosts.Lab (reads its own state under `hosts/`)."""
+        return Lab(self.dir / "hosts", self.base, repo_dir=self.repo_dir, mode=self.mode)
+
+    def cluster(self) -> Cluster | None:
+        return Cluster(self.slurm_root) if self.slurm_conf is not None and self.slurm_conf.exists() else None
+
+    def ssh_argv(self, host: str, *command: str) -> list[str]:
+        """ssh argv running `command` on lab host `host`."""
+        return self.lab().ssh.argv(host, *command)
+
+    def scontrol(self, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+        """The host's real `scontrol` against the lab's controller (SLURM_CONF set)."""
+        return self._slurm_client("scontrol", *args, timeout=timeout)
+
+    def sinfo_states(self) -> dict[str, tuple[str, str]]:
+        """{node: (state, reason)} from the real `sinfo` (reason "" when none)."""
+        done = self._slurm_client("sinfo", "-h", "-N", "-o", "%N|%T|%E")
+        if done.returncode != 0:
+            raise LabSetupError(f"sinfo failed: {done.stderr.strip()}")
+        states = {}
+        for line in done.stdout.splitlines():
+            node, state, reason = line.split("|", 2)
+            states[node] = (state, "" if reason == "none" else reason)
+        return states
+
+    def _slurm_client(self, tool: str, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+        if self.slurm_conf is None:
+            raise LabSetupError(f"the lab at {self.dir} runs no Slurm")
+        env = {**os.environ, "SLURM_CONF": str(self.slurm_conf)}
+        return subprocess.run([tool, *args], env=env, capture_output=True, text=True, timeout=timeout)
+
+    def refresh_repo(self, fleet: Fleet) -> int:
+        """Rebuild the repository in place for `fleet`'s pins; returns the package count.
+
+        In place because every host bind-mounts the directory read-only: new contents are
+        visible to them at once (after `apt-get update`, which the playbooks run).
+        """
+        build_repo(pin_standins(fleet_pins(fleet)), self.repo_dir)
+        return self.package_count()
+
+    def package_count(self) -> int:
+        return len(list(self.repo_dir.glob("*.deb")))
+
+
+@dataclass(frozen=True)
+class LabStatus:
+    hosts: dict[str, str]  # host -> running | stopped
+    slurm: dict[str, tuple[str, str]]  # node -> (state, reason); empty without Slurm
+    controller_running: bool
+    packages: int
+
+
+def _compile(spec: Path) -> Fleet:
+    compiled = compile_file(spec)
+    if compiled.fleet is None or not compiled.valid:
+        errors = "; ".join(f.message for f in compiled.located() if f.severity is Severity.ERROR)
+        raise LabSetupError(f"{spec}: the spec does not compile: {errors}")
+    return compiled.fleet
+
+
+def lab_up(spec: Path, per_partition: int = DEFAULT_PER_PARTITION, lab_dir: Path | None = None,
+           mode: str | None = None) -> tuple[LabHandle, bool]:  # fmt: skip
+    """Bring the lab for `spec` up; returns (handle, started).
+
+    When the lab is already up with the same hosts, only the repository is rebuilt for
+    the spec as it is now (started = False): the way to publish a changed tuple to the lab.
+    """
+    spec = Path(spec).resolve()
+    fleet = _compile(spec)
+    selection = select_hosts(fleet, per_partition)
+    lab_dir = Path(lab_dir).resolve() if lab_dir is not None else default_lab_dir(spec)
+    if (lab_dir / STATE_FILE).exists():
+        handle = LabHandle.load(lab_dir)
+        if handle.hosts != selection.hosts:
+            raise LabSetupError(f"the lab at {lab_dir} is up with hosts {list(handle.hosts)}, not "
+                                f"{list(selection.hosts)}: run `fleetspec lab down` first")  # fmt: skip
+        handle.spec = spec
+        handle.refresh_repo(fleet)
+        handle.save()
+        return handle, False
+    ensure_host_packages()
+    base = ensure_base()
+    if selection.slurm_nodes:
+        ensure_slurm()
+    handle = LabHandle(lab_dir, spec, selection.hosts, selection.slurm_nodes, mode or default_mode(), base,
+                       per_partition)  # fmt: skip
+    try:
+        handle.lab()
+    except ValueError as exc:  # a path the hosts' mounts cannot take
+        raise LabSetupError(f"lab directory {lab_dir}: {exc}") from None
+    lab_dir.mkdir(parents=True, exist_ok=True)
+    handle.save()  # first, so that `lab down` finds a lab that failed half-way up
+    try:
+        handle.refresh_repo(fleet)
+        lab = handle.lab()
+        nodes = lab.up(list(selection.hosts))
+        handle.pids["hosts"] = {n.name: n.pid for n in nodes}
+        handle.inventory_overlay.write_text(yaml.safe_dump(overlay_inventory(lab.ansible_vars()), sort_keys=False))
+        if selection.slurm_nodes:
+            cluster = Cluster(handle.slurm_root, lab_slurm_files(fleet, selection.slurm_nodes))
+            cluster.start()
+            handle.pids["slurm"] = {d.name: d.pid for d in cluster.daemons}
+        handle.env_file.write_text(env_snippet(handle.slurm_conf))
+        handle.save()
+    except BaseException:
+        lab_down(lab_dir)
+        raise
+    return handle, True
+
+
+def lab_status(lab_dir: Path) -> LabStatus:
+    handle = LabHandle.load(lab_dir)
+    cluster = handle.cluster()
+    running = cluster is not None and cluster.running
+    return LabStatus(
+        hosts=handle.lab().status(),
+        slurm=handle.sinfo_states() if running else {},
+        controller_running=running,
+        packages=handle.package_count(),
+    )
+
+
+def lab_down(lab_dir: Path) -> None:
+    """Stop the Slurm daemons and the hosts by their recorded pids, remove namespaces,
+    cgroups and every file the lab made. Works on a lab that failed half-way up."""
+    lab_dir = Path(lab_dir).resolve()
+    handle = LabHandle.load(lab_dir)
+    if (handle.slurm_root / "etc" / "slurm.conf").exists():
+        Cluster(handle.slurm_root).stop()
+    try:
+        handle.lab().down()
+    except FileNotFoundError:
+        # Lab.down walks a container's cgroup tree while systemd inside removes it; the
+        # lab's own state survives that, so a second pass finishes the job.
+        handle.lab().down()
+    for name in _OWNED:
+        path = lab_dir / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+    try:
+        lab_dir.rmdir()
+    except OSError:
+        pass  # the user's own files are there too (--dir elsewhere): leave them
