@@ -44,7 +44,8 @@ STATE_FILE = "lab.json"
 OVERLAY_FILE = "inventory-overlay.yml"
 ENV_FILE = "env"
 # Everything `lab up` creates inside the lab directory; `lab down` removes exactly these.
-_OWNED = (STATE_FILE, OVERLAY_FILE, ENV_FILE, "repo", "hosts", "slurm")
+_OWNED = ("state",  # apply --lab keeps the rehearsal's state here; it dies with the hosts
+           STATE_FILE, OVERLAY_FILE, ENV_FILE, "repo", "hosts", "slurm")
 # The lab repository as the playbooks see it on every host (a file: source, no signature).
 LAB_MIRROR = PackageMirror(f"file:{REPO_MOUNT}", trusted=True)
 SLURM_ROLES = ("slurm_controller", "slurm_node", "slurmdbd")

@@ -150,13 +150,15 @@ def _fixed_date(release: str) -> str:
 _VERSION_LIB_C = """\
 /* fleetspec test stand-in: not the vendor library. */
 int ncclGetVersion(int *version) { *version = FLEETSPEC_CODE; return 0; }
+unsigned long cudnnGetVersion(void) { return FLEETSPEC_CODE; }
 """
 
 
 def version_library(soname: str, code: int, cache_dir: Path | None = None) -> bytes:
-    """A real ELF shared library exporting `int ncclGetVersion(int*)` that returns `code`.
+    """A real ELF shared library exporting `int ncclGetVersion(int*)` and `size_t
+    cudnnGetVersion(void)`, both reporting `code`.
 
-    NCCL and RCCL both export this symbol; callers load it with ctypes exactly as they
+    NCCL and RCCL export the first, cuDNN the second; callers load it with ctypes exactly as they
     would on a real node. Compiled with gcc once per (soname, code) and cached.
     """
     cache = (Path(cache_dir) if cache_dir is not None else default_cache_dir()) / "standin-libs"
@@ -262,11 +264,15 @@ def _cudnn(cudnn: str, cuda: str | None) -> StandInPackage:
     parts = _parts(cudnn, 3, "cuDNN")
     full = cudnn if len(parts) >= 4 else f"{cudnn}.0"  # real builds carry a 4th field; unknown -> 0
     cuda_major = (cuda or "12").split(".")[0]
+    code = parts[0] * 10000 + parts[1] * 100 + parts[2]  # cudnnGetVersion's encoding for cuDNN 9
+    soname = f"libcudnn.so.{parts[0]}"
     return StandInPackage(
         f"libcudnn{parts[0]}-cuda-{cuda_major}", f"{full}-1",
         files={f"/usr/include/x86_64-linux-gnu/cudnn_version_v{parts[0]}.h":
-               f"#define CUDNN_MAJOR {parts[0]}\n#define CUDNN_MINOR {parts[1]}\n#define CUDNN_PATCHLEVEL {parts[2]}\n"},
-        description="cuDNN runtime for the CUDA major; version header as cudnn_version.h has it.",
+               f"#define CUDNN_MAJOR {parts[0]}\n#define CUDNN_MINOR {parts[1]}\n#define CUDNN_PATCHLEVEL {parts[2]}\n",
+               f"{LIBDIR}/{soname}.{parts[0]}.{parts[1]}.{parts[2]}": version_library(soname, code)},
+        symlinks={f"{LIBDIR}/{soname}": f"{soname}.{parts[0]}.{parts[1]}.{parts[2]}"},
+        description=f"cuDNN runtime for the CUDA major; {soname} exports cudnnGetVersion() = {code}.",
     )
 
 

@@ -254,7 +254,13 @@ def _nvidia_checks(fleet: Fleet, node: Node, stack: StackTuple, facts: Mapping[s
             checks.append(_kernel_module_check(node, nvidia, catalog))
         checks += _gpu_checks(node, nvidia.get("gpus"), nvidia.get("smi_driver_version"), catalog)
     if has_nvswitch(node.gpu) and stack.driver:
-        checks.append(_fabric_manager_check(stack.driver, _section(nvidia, "fabric_manager")))
+        fabric_manager = _fabric_manager_check(stack.driver, _section(nvidia, "fabric_manager"))
+        if facts.get("standin") and fabric_manager.status is Status.DRIFT and "inactive" in fabric_manager.message:
+            # No NVSwitch on a stand-in host: the service cannot start; its version still counts.
+            fabric_manager = Check("fabric-manager", Status.NOT_APPLICABLE, fabric_manager.expected,
+                                   fabric_manager.found, "stand-in host: no NVSwitch, so the fabric manager "
+                                   "service cannot run; its package version matches")
+        checks.append(fabric_manager)
     if node.scheduler == "kubernetes":
         checks.append(_container_toolkit_check(fleet, facts))
         for key in ("cuda", "cudnn", "nccl"):
