@@ -1,0 +1,84 @@
+"""The README's whole loop on a lab fleet, through the CLI exactly as a user types it:
+secrets init, lab up, plan, apply, verify; change a tuple; lab up (new packages), plan
+(shows drain), apply (drains, upgrades, verifies, resumes), verify; lab down.
+
+Real parts throughout: lab hosts (systemd-nspawn in private network namespaces) with
+sshd, the repository of stand-in packages carrying the spec's versions, the real
+playbooks through ansible-runner, a real slurmctld and slurmd's for drain/resume, the
+collector over Ansible for verify.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import EXAMPLES
+from tests.lab.conftest import lab_base, lab_unavailable, namespaces_problem  # noqa: F401 - fixture
+
+pytestmark = [pytest.mark.lab, pytest.mark.slurm]
+
+
+def fleetspec(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["fleetspec", *args], cwd=cwd, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "COLUMNS": "200"})
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, lab_base: Path):  # noqa: F811 - lab_base builds the cached rootfs
+    problem = namespaces_problem()
+    if problem:
+        lab_unavailable(problem)
+    (tmp_path / "fleet.yaml").write_text((EXAMPLES / "quickstart.yaml").read_text())
+    yield tmp_path
+    if (tmp_path / ".fleetspec" / "lab" / "lab.json").exists():
+        fleetspec(tmp_path, "lab", "down", "--dir", ".fleetspec/lab")
+
+
+def test_the_readme_loop(workdir: Path) -> None:
+    lab = ".fleetspec/lab"
+    assert fleetspec(workdir, "secrets", "init", "fleet.yaml").returncode == 0
+    up = fleetspec(workdir, "lab", "up", "fleet.yaml", "--nodes", "2")
+    assert up.returncode == 0, up.stderr
+
+    plan = fleetspec(workdir, "plan", "fleet.yaml", "--state", f"{lab}/state", "--format", "json")
+    assert plan.returncode == 2, plan.stderr  # changes: a first apply
+    assert json.loads(plan.stdout)["summary"]["max_disruption"] == "restart-daemon"
+
+    first = fleetspec(workdir, "apply", "fleet.yaml", "--lab", lab, "--yes")
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr
+    verify = fleetspec(workdir, "verify", "fleet.yaml", "--lab", lab, "--format", "json")
+    assert verify.returncode == 0, verify.stdout[-3000:]
+    assert json.loads(verify.stdout)["summary"]["conforming"] == 2
+
+    spec = workdir / "fleet.yaml"
+    spec.write_text(spec.read_text().replace('nccl: "2.28.3"', 'nccl: "2.28.9"'))
+    assert fleetspec(workdir, "lab", "up", "fleet.yaml", "--nodes", "2").returncode == 0  # repo gets 2.28.9
+    plan = fleetspec(workdir, "plan", "fleet.yaml", "--state", f"{lab}/state", "--format", "json")
+    assert plan.returncode == 2
+    planned = json.loads(plan.stdout)
+    assert planned["summary"]["max_disruption"] == "drain"
+    assert planned["waves"][0]["canary"] is True
+
+    second = fleetspec(workdir, "apply", "fleet.yaml", "--lab", lab, "--yes", "--format", "json")
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr
+    events = [json.loads(line) for line in second.stdout.splitlines() if line.startswith("{")]
+    kinds = [e["event"] for e in events]
+    assert kinds.count("wave-done") == 2 and kinds[-1] == "done"
+    assert any(e["event"] == "drain" and "NCCL 2.28.3 -> 2.28.9" in e["message"] for e in events)
+
+    verify = fleetspec(workdir, "verify", "fleet.yaml", "--lab", lab, "--format", "json")
+    assert verify.returncode == 0, verify.stdout[-3000:]
+    report = json.loads(verify.stdout)
+    nccl = [c for n in report["nodes"] for c in n["checks"] if c["component"] == "nccl"]
+    assert nccl and all(c["found"] == "2.28.9" and c["status"] == "ok" for c in nccl)
+
+    again = fleetspec(workdir, "plan", "fleet.yaml", "--state", f"{lab}/state")
+    assert again.returncode == 0, again.stdout  # converged: nothing left to do
+
+    down = fleetspec(workdir, "lab", "down", "--dir", lab)
+    assert down.returncode == 0 and not (workdir / lab).exists()
