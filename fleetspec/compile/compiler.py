@@ -113,8 +113,25 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
         kubernetes=kubernetes,
         suppress=tuple(body.suppress),
         secrets=_needed_secrets(body),
+        package_mirror=_mirror(body, findings),
     )
     return fleet, findings
+
+
+def _mirror(body: m.FleetBody, findings: list[Finding]) -> ir.PackageSource | None:
+    mirror = body.packages.mirror
+    if mirror is None:
+        return None
+    path = ("spec", "packages", "mirror")
+    if mirror.trusted and not mirror.uri.startswith("file:"):
+        findings.append(Finding("schema", Severity.ERROR,
+                                f"mirror {mirror.uri} is marked trusted (no signature check), which only a file: "
+                                "repository on the node may be. Give key_url instead", path + ("trusted",)))
+    elif not mirror.trusted and mirror.key_url is None:
+        findings.append(Finding("schema", Severity.ERROR,
+                                f"mirror {mirror.uri} has no key_url: apt must check its signature. Add key_url "
+                                "(its signing key), or trusted: true for a file: repository", path))
+    return ir.PackageSource(mirror.uri, mirror.suite, mirror.components, mirror.key_url, mirror.trusted, path)
 
 
 def _needed_secrets(body: m.FleetBody) -> tuple[tuple[str, str], ...]:

@@ -205,6 +205,18 @@ class KubernetesConfig:
     path: SpecPath = _loc()
 
 
+@dataclass(frozen=True, slots=True)
+class PackageSource:
+    """The site's mirror for every pinned package (None in Fleet: the vendors' repositories)."""
+
+    uri: str
+    suite: str = "./"
+    components: str = ""
+    key_url: str | None = None
+    trusted: bool = False
+    path: SpecPath = _loc()
+
+
 @dataclass(frozen=True)
 class Fleet:
     name: str
@@ -218,6 +230,7 @@ class Fleet:
     kubernetes: KubernetesConfig | None
     suppress: tuple[str, ...] = ()
     secrets: tuple[tuple[str, str], ...] = ()  # (name, reference): references only, never values
+    package_mirror: PackageSource | None = None
     api_version: str = "fleetspec.io/v1alpha1"
 
     def stack(self, name: str) -> StackTuple | None:

@@ -95,7 +95,12 @@ def group_name(kind: str, value: str) -> str:
 
 
 def render_ansible(fleet: Fleet, mirror: PackageMirror | None = None) -> dict[PurePosixPath, str]:
-    """``ansible/inventory.yml`` and ``ansible/group_vars/<group>.yml`` for ``fleet``."""
+    """``ansible/inventory.yml`` and ``ansible/group_vars/<group>.yml`` for ``fleet``.
+
+    ``mirror`` overrides the spec's ``packages.mirror`` (the lab passes its own)."""
+    if mirror is None and fleet.package_mirror is not None:
+        m = fleet.package_mirror
+        mirror = PackageMirror(m.uri, m.suite, m.components, m.key_url, m.trusted)
     members = _groups(fleet)
     files: dict[PurePosixPath, str] = {ROOT / "inventory.yml": _inventory(fleet, members)}
     for group, data in _group_vars(fleet, members, mirror).items():

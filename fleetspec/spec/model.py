@@ -173,6 +173,20 @@ class Secrets(_Model):
     registry_password: SecretRef | None = None
 
 
+class PackageSource(_Model):
+    """One apt repository serving every pinned package (an air-gapped site's mirror)."""
+
+    uri: Annotated[StrictStr, Field(pattern=r"^(https://[^\s'\"]+|file:/[^\s'\"]*)$", max_length=2048)]
+    suite: Annotated[StrictStr, Field(pattern=r"^[A-Za-z0-9._/~-]+$", max_length=128)] = "./"
+    components: Annotated[StrictStr, Field(pattern=r"^[A-Za-z0-9._ -]*$", max_length=256)] = ""
+    key_url: Annotated[StrictStr, Field(pattern=r"^(https://[^\s'\"]+|file:/[^\s'\"]*)$")] | None = None
+    trusted: StrictBool = False
+
+
+class Packages(_Model):
+    mirror: PackageSource | None = None
+
+
 class FleetBody(_Model):
     os: Literal["ubuntu-22.04", "ubuntu-24.04", "debian-12"]
     stacks: dict[Name, Stack] = Field(min_length=1)
@@ -181,6 +195,7 @@ class FleetBody(_Model):
     slurm: Slurm | None = None
     kubernetes: Kubernetes | None = None
     secrets: Secrets = Field(default_factory=Secrets)
+    packages: Packages = Field(default_factory=Packages)
     suppress: list[Annotated[StrictStr, Field(pattern=r"^[a-z0-9.-]+$")]] = Field(default_factory=list)
 
     @field_validator("racks")

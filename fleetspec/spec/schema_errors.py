@@ -94,6 +94,8 @@ def _pattern_hint(key: str) -> str:
     if key in SECRET_KEYS:
         return ("Write a reference to the secret, never the secret itself: env:NAME, file:PATH, "
                 "vault:PATH#KEY or pulumi:KEY")
+    if key in ("uri", "key_url"):
+        return "Use an https:// or file:/ URL: plain http lets anyone on the path swap packages"
     if key == "timeout":
         return "Use a duration like 10m, 600s or 1h"
     return "Use lower-case letters, digits and '-' (a DNS label, at most 63 characters)"

@@ -173,3 +173,21 @@ def test_node_count_scales_and_hostlists_expand():
     """))
     assert result.valid
     assert len(result.fleet.nodes) == 2048 and result.fleet.partitions[0].gpus == 16384
+
+
+def test_package_mirror_must_be_https_or_file_and_signed(tmp_path):
+    base = (EXAMPLES / "quickstart.yaml").read_text()
+
+    def with_mirror(mirror: str):
+        return compile_text(base.replace("  slurm:\n", f"  packages:\n    mirror: {mirror}\n  slurm:\n", 1), "f.yaml")
+
+    plain_http = with_mirror('{uri: "http://mirror.local/gpu", key_url: "https://mirror.local/k.gpg"}')
+    assert [f.rule for f in plain_http.located()] == ["schema"] and "https://" in plain_http.located()[0].message
+    unsigned = with_mirror('{uri: "https://mirror.local/gpu"}')
+    assert "key_url" in unsigned.located()[0].message and not unsigned.valid
+    trusted_net = with_mirror('{uri: "https://mirror.local/gpu", trusted: true}')
+    assert "only a file: repository" in trusted_net.located()[0].message
+    good = with_mirror('{uri: "https://mirror.local/gpu", key_url: "https://mirror.local/k.gpg"}')
+    assert good.valid and good.fleet.package_mirror.uri == "https://mirror.local/gpu"
+    local = with_mirror('{uri: "file:/srv/repo", trusted: true}')
+    assert local.valid
