@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from fleetspec import __version__, tasks
 from fleetspec.compile import CompileResult
+from fleetspec.console import consoles
 from fleetspec.findings import LocatedFinding, Severity
 
 app = typer.Typer(
@@ -30,9 +30,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-# Pipes and CI logs get wide tables instead of Rich's 80-column default.
-out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
-err = Console(stderr=True, highlight=False, soft_wrap=True, width=None if sys.stderr.isatty() else 200)
+out, err = consoles()
 
 SpecArg = Annotated[Path, typer.Argument(help="the fleet spec (YAML)", show_default=False)]
 

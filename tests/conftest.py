@@ -71,6 +71,20 @@ class Golden:
         assert text == path.read_text(), f"{name} differs from golden"
 
 
+@pytest.fixture(scope="session")
+def slurm_installed() -> None:
+    """Debian's slurmctld/slurmd/slurm-client/munge; skip where they cannot be installed
+    (not root, no apt), fail under CI where the test script provides them."""
+    from fleetspec.lab.slurm import SlurmUnavailable, ensure_slurm
+
+    try:
+        ensure_slurm()
+    except SlurmUnavailable as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"real Slurm is required under CI: {exc}")
+        pytest.skip(f"real Slurm unavailable: {exc}")
+
+
 @pytest.fixture
 def golden(request: pytest.FixtureRequest) -> Golden:
     return Golden(request.config.getoption("--update-goldens"))

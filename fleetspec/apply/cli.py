@@ -18,12 +18,11 @@ from typing import Annotated, Any
 
 import typer
 import yaml
-from rich.console import Console
 from rich.markup import escape
 
 from fleetspec.apply.rollout import (
-    ApplyEvent,
     ApplyError,
+    ApplyEvent,
     ApplyOptions,
     Engines,
     apply_plan,
@@ -32,11 +31,11 @@ from fleetspec.apply.rollout import (
 )
 from fleetspec.compile import compile_file
 from fleetspec.compile.ir import Fleet
+from fleetspec.console import consoles
 from fleetspec.plan.model import Plan
 from fleetspec.state import StateError, StateStore, state_dir
 
-out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
-err = Console(stderr=True, highlight=False, soft_wrap=True, width=None if sys.stderr.isatty() else 200)
+out, err = consoles()
 
 
 class ApplyFormat(str, Enum):
@@ -76,11 +75,11 @@ def apply(
 ) -> None:
     """Apply the spec (or a saved plan) in rolling waves: drain, upgrade, verify, resume."""
     from fleetspec import secrets as sec
+    from fleetspec.lab.fleet import LabSetupError
     from fleetspec.plan import plan_against_state
     from fleetspec.plan.render_text import print_plan
     from fleetspec.plan.saved import SavedPlanError, load_saved_plan
     from fleetspec.render import render_all
-    from fleetspec.lab.fleet import LabSetupError
     from fleetspec.render.writer import write_tree
     from fleetspec.state.lock import LockHeld
 

@@ -71,6 +71,15 @@ def ansible_runner_on(inventories: Sequence[Path], host: str) -> Runner:
     return run
 
 
+def checked(run: Runner, argv: Sequence[str]) -> str:
+    """Run ``argv``; its stdout, or a ControlError naming the command and its last output line."""
+    result = run(argv)
+    if result.returncode != 0:
+        detail = (result.stderr or result.stdout or "").strip().splitlines()
+        raise ControlError(f"{' '.join(argv[:3])} failed: {detail[-1] if detail else 'rc ' + str(result.returncode)}")
+    return result.stdout
+
+
 @dataclass
 class SlurmControl:
     run: Runner
@@ -78,11 +87,7 @@ class SlurmControl:
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
 
     def _ok(self, argv: Sequence[str]) -> str:
-        result = self.run(argv)
-        if result.returncode != 0:
-            detail = (result.stderr or result.stdout or "").strip().splitlines()
-            raise ControlError(f"{' '.join(argv[:3])} ... failed: {detail[-1] if detail else 'rc ' + str(result.returncode)}")
-        return result.stdout
+        return checked(self.run, argv)
 
     def drain(self, hosts: Sequence[str], reason: str) -> None:
         self._ok(["scontrol", "update", f"nodename={compress(hosts)}", "state=drain", f"reason={reason}"])
@@ -123,11 +128,7 @@ class KubernetesControl:
     drain_timeout: str = "30m"
 
     def _ok(self, argv: Sequence[str]) -> str:
-        result = self.run(argv)
-        if result.returncode != 0:
-            detail = (result.stderr or result.stdout or "").strip().splitlines()
-            raise ControlError(f"{' '.join(argv[:2])} failed: {detail[-1] if detail else result.returncode}")
-        return result.stdout
+        return checked(self.run, argv)
 
     def drain(self, hosts: Sequence[str], reason: str) -> None:
         for host in hosts:

@@ -6,15 +6,14 @@ Exit codes: 0 done; 1 the lab could not be made, read or taken down (message on 
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from fleetspec.console import consoles
 from fleetspec.lab.base import LabUnavailable
 from fleetspec.lab.fleet import DEFAULT_PER_PARTITION, LabSetupError, lab_down, lab_status, lab_up
 from fleetspec.lab.hosts import LabError
@@ -27,8 +26,7 @@ lab_app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-_out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
-_err = Console(stderr=True, highlight=False, soft_wrap=True, width=None if sys.stderr.isatty() else 200)
+_out, _err = consoles()
 _FAILURES = (LabSetupError, LabUnavailable, LabError, SlurmError, SlurmUnavailable, OSError)
 
 DirOption = Annotated[

@@ -9,7 +9,6 @@ Exit codes like ``terraform plan -detailed-exitcode``: 0 no changes, 2 changes,
 from __future__ import annotations
 
 import json
-import sys
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
@@ -20,6 +19,7 @@ from rich.markup import escape
 
 from fleetspec.compile import CompileResult, compile_file
 from fleetspec.compile.ir import Fleet
+from fleetspec.console import consoles
 from fleetspec.findings import Severity
 from fleetspec.plan import make_plan, plan_against_state
 from fleetspec.plan.model import Plan
@@ -54,8 +54,7 @@ def plan(
 ) -> None:
     """Show what apply would change, how disruptive each change is, and the waves it would run.
     Exit 0: no changes; 2: changes; 1: error."""
-    console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
-    errors = Console(stderr=True, highlight=False, soft_wrap=True)
+    console, errors = consoles()
     try:
         result = build_plan(spec, state, base, canary, max_unavailable, errors)
         if out is not None:

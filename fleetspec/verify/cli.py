@@ -20,6 +20,7 @@ from rich.markup import escape
 
 from fleetspec.compile import compile_file
 from fleetspec.compile.ir import Fleet
+from fleetspec.console import consoles
 from fleetspec.findings import Severity
 from fleetspec.verify.compare import VerifyReport
 from fleetspec.verify.report import summary_line, tables, to_json, to_junit
@@ -33,8 +34,7 @@ class ReportFormat(str, Enum):
 
 def _consoles() -> tuple[Console, Console]:
     """Made per call: CliRunner swaps sys.stdout, and pipes want wide tables."""
-    out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
-    err = Console(stderr=True, highlight=False, soft_wrap=True, width=None if sys.stderr.isatty() else 200)
+    out, err = consoles()
     return out, err
 
 
