@@ -22,6 +22,7 @@ from fleetspec.compile.ir import Fleet
 from fleetspec.console import consoles
 from fleetspec.findings import Severity
 from fleetspec.plan import make_plan, plan_against_state
+from fleetspec.plan.kubernetes_layer import kubernetes_notes
 from fleetspec.plan.model import Plan
 from fleetspec.plan.render_text import print_plan
 from fleetspec.plan.saved import save_plan
@@ -65,10 +66,18 @@ def plan(
     except OSError as exc:
         errors.print(f"error: {exc.filename or ''}: {exc.strerror}", markup=False)
         raise typer.Exit(EXIT_ERROR) from None
+    notes = kubernetes_notes(result, None if base is not None else state_dir(spec, state))
     if format is PlanFormat.json:
-        print(json.dumps(result.to_dict(), indent=2))
+        data = result.to_dict()
+        if notes is not None:
+            data["kubernetes"] = notes
+        print(json.dumps(data, indent=2))
     else:
         print_plan(result, console)
+        for prerequisite in (notes or {}).get("prerequisites", []):
+            console.print(f"[yellow]prerequisite[/] {escape(prerequisite['message'])}")
+        if notes and "preview" in notes:
+            console.print(f"Kubernetes layer (Pulumi preview): {escape(notes['preview']['summary'])}")
         if out is not None:
             console.print(f"saved to {escape(str(out))}: 'fleetspec apply {escape(str(out))}' applies exactly this "
                           f"plan while the state stays at serial {result.state_serial}" if result.state_serial
