@@ -9,28 +9,20 @@ real H200 node's facts (../shared/fixtures), upgraded where the playbook ran.
 
 from __future__ import annotations
 
-import copy
+import os
+import signal
+import subprocess
+import sys
 import time
-from pathlib import Path
 
 import pytest
-import yaml
 
-from fleetspec.apply.ansible import run_playbook
-from fleetspec.apply.control import SlurmControl, local_runner
-from fleetspec.apply.rollout import ApplyOptions, Engines, apply_plan
 from fleetspec.compile import compile_file
 from fleetspec.lab.slurm import Cluster
 from fleetspec.plan import plan_against_state
 from fleetspec.render.slurm import render_slurm
 from fleetspec.secrets import Redactor
-from fleetspec.state import StateStore
-from fleetspec.verify.compare import compare
-from tests.verify.h200_facts import h200_facts
-
-HERE = Path(__file__).resolve().parent
-V1, V2 = HERE / "specs" / "v1.yaml", HERE / "specs" / "v2.yaml"
-HOSTS = ["h200-001", "h200-002", "h200-003", "h200-004"]
+from tests.apply.harness import HOSTS, ROOT_DIR, V1, V2, Rollout
 
 pytestmark = pytest.mark.slurm
 
@@ -47,76 +39,6 @@ def cluster(slurm_installed, tmp_path):
 @pytest.fixture
 def rollout(cluster, tmp_path):
     return Rollout(cluster, tmp_path)
-
-
-def upgraded(facts: dict, nccl: str) -> dict:
-    """The node after the playbook moved its system NCCL (the venv copy stays a shadow)."""
-    out = copy.deepcopy(facts)
-    for lib in out["nccl"]["libraries"]:
-        if lib["origin"] == "system":
-            lib["version"] = nccl
-    out["nccl"]["versions"] = sorted({lib["version"] for lib in out["nccl"]["libraries"]})
-    return out
-
-
-class Rollout:
-    def __init__(self, cluster: Cluster, tmp: Path) -> None:
-        self.cluster = cluster
-        self.markers = tmp / "markers"
-        self.markers.mkdir()
-        self.inventory = tmp / "inventory.yml"
-        self.inventory.write_text(yaml.safe_dump({"all": {
-            "hosts": {h: {"ansible_connection": "local", "ansible_python_interpreter": "python3"} for h in HOSTS},
-            "vars": {"marker_dir": str(self.markers)},
-        }}))
-        self.store = StateStore(tmp / "state", "rollout")
-        self.broken_after_upgrade: set[str] = set()
-        with self.store.lock("test"):
-            self.store.record_applied(compile_file(V1).fleet, "initial fleet")
-
-    def verify(self, fleet, hosts):
-        facts = {}
-        for host in hosts:
-            ran = (self.markers / host).exists() and host not in self.broken_after_upgrade
-            facts[host] = upgraded(h200_facts(host), "2.28.9") if ran else h200_facts(host)
-        return compare(fleet, facts, hosts=hosts)
-
-    def engines(self, fail_hosts=(), fail_message=None) -> Engines:
-        def playbook(**kwargs):
-            extra = {"fail_hosts": list(fail_hosts), **({"fail_message": fail_message} if fail_message else {})}
-            kwargs["extravars"] = {**kwargs.get("extravars", {}), **extra}
-            return run_playbook(self.inventory, project_dir=HERE / "playbook", **kwargs)
-
-        return Engines(run_playbook=playbook, verify=self.verify,
-                       slurm=SlurmControl(local_runner({"SLURM_CONF": str(self.cluster.conf)}), poll_s=0.2),
-                       kubernetes=None, all_hosts=lambda: list(HOSTS))
-
-    def apply(self, spec: Path, fail_hosts=(), max_unavailable=2, fail_message=None, redact=None):
-        events = []
-        fleet = compile_file(spec).fleet
-        with self.store.lock("apply"):
-            plan = plan_against_state(fleet, self.store.read(), canary=1, max_unavailable=max_unavailable)
-            result = apply_plan(plan, self.store, self.engines(fail_hosts, fail_message),
-                                ApplyOptions(drain_timeout_s=20), events.append, redact)
-        return plan, result, events
-
-    def sinfo(self) -> dict[str, tuple[str, str]]:
-        out = self.cluster.run("sinfo", "-h", "-N", "-o", "%N|%T|%E").stdout
-        rows = [line.split("|") for line in out.splitlines()]
-        return {r[0]: (r[1], r[2]) for r in rows}
-
-    def settled(self, timeout: float = 60.0) -> dict[str, tuple[str, str]]:
-        """sinfo once no node is still marked not-responding ("idle*": slurmctld pings a
-        resumed node before it shows plain idle)."""
-        end = time.monotonic() + timeout
-        while True:
-            states = self.sinfo()
-            if not any(state.endswith("*") for state, _ in states.values()) or time.monotonic() > end:
-                return states
-            time.sleep(0.5)
-
-    def touched(self) -> set[str]:
-        return {p.name for p in self.markers.iterdir()}
 
 
 def test_nccl_bump_rolls_through_waves_and_resumes_every_node(rollout):
@@ -194,3 +116,33 @@ def test_secrets_in_failure_output_are_masked_everywhere(rollout):
     assert any("********" in t for t in texts)
     assert not any(secret in t for t in texts)
     assert secret not in rollout.store.path.read_text()
+
+
+def test_sigkill_in_the_middle_of_a_wave_then_a_clean_resume(rollout, cluster, tmp_path):
+    """apply is killed (SIGKILL) while wave 2's playbook runs: the canary wave is recorded,
+    wave 2's node stays drained, and the next apply takes over the dead lock and finishes."""
+    child = subprocess.Popen([sys.executable, "-m", "tests.apply.harness", str(cluster.root), str(tmp_path),
+                              str(V2), "h200-002"], cwd=ROOT_DIR, stdout=subprocess.PIPE,
+                             start_new_session=True)  # its own group: the kill takes ansible with it
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            state = rollout.sinfo().get("h200-002", ("", ""))
+            if rollout.store.read().serial >= 2 and state[0].startswith("drain"):
+                break  # the canary wave is recorded and wave 2 is under way
+            time.sleep(0.2)
+        else:
+            pytest.fail("the child apply never reached wave 2")
+        time.sleep(1.0)  # inside wave 2's (slow) playbook run
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)  # like a crashed control machine: apply and its ansible
+        child.wait()
+    state = rollout.store.read()
+    assert state.serial == 2 and set(state.nodes) == {"h200-001"}  # the canary wave, nothing half-done
+    assert rollout.settled()["h200-002"][0].startswith("drain")  # taken out, never put back by the dead apply
+    left = plan_against_state(compile_file(V2).fleet, state)
+    assert sorted(c.host for c in left.changes if c.host) == ["h200-002", "h200-003", "h200-004"]
+    _, result, events = rollout.apply(V2)  # takes over the stale lock of the killed apply
+    assert result.ok, [e.message for e in events]
+    assert all(s == "idle" for s, _ in rollout.settled().values())
+    assert plan_against_state(compile_file(V2).fleet, rollout.store.read()).empty

@@ -1,0 +1,107 @@
+"""The rollout test harness: a real Slurm cluster's nodes as Ansible hosts on local
+connections, the stand-in playbook (tests/apply/playbook), and verify over the real H200
+node's facts, upgraded where the playbook ran. Runnable as a child process
+(``python -m tests.apply.harness``) so a test can SIGKILL an apply in the middle."""
+
+from __future__ import annotations
+
+import copy
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from fleetspec.apply.ansible import run_playbook
+from fleetspec.apply.control import SlurmControl, local_runner
+from fleetspec.apply.rollout import ApplyOptions, Engines, apply_plan
+from fleetspec.compile import compile_file
+from fleetspec.lab.slurm import Cluster
+from fleetspec.plan import plan_against_state
+from fleetspec.state import StateStore
+from fleetspec.verify.compare import compare
+from tests.verify.h200_facts import h200_facts
+
+HERE = Path(__file__).resolve().parent
+ROOT_DIR = HERE.parents[1]
+V1, V2 = HERE / "specs" / "v1.yaml", HERE / "specs" / "v2.yaml"
+HOSTS = ["h200-001", "h200-002", "h200-003", "h200-004"]
+
+
+def upgraded(facts: dict, nccl: str) -> dict:
+    """The node after the playbook moved its system NCCL (the venv copy stays a shadow)."""
+    out = copy.deepcopy(facts)
+    for lib in out["nccl"]["libraries"]:
+        if lib["origin"] == "system":
+            lib["version"] = nccl
+    out["nccl"]["versions"] = sorted({lib["version"] for lib in out["nccl"]["libraries"]})
+    return out
+
+
+class Rollout:
+    def __init__(self, cluster: Cluster, tmp: Path, initial: bool = True) -> None:
+        self.cluster = cluster
+        self.markers = tmp / "markers"
+        self.markers.mkdir(exist_ok=True)
+        self.inventory = tmp / "inventory.yml"
+        self.inventory.write_text(yaml.safe_dump({"all": {
+            "hosts": {h: {"ansible_connection": "local", "ansible_python_interpreter": "python3"} for h in HOSTS},
+            "vars": {"marker_dir": str(self.markers)},
+        }}))
+        self.store = StateStore(tmp / "state", "rollout")
+        self.broken_after_upgrade: set[str] = set()
+        if initial:
+            with self.store.lock("test"):
+                self.store.record_applied(compile_file(V1).fleet, "initial fleet")
+
+    def verify(self, fleet, hosts):
+        facts = {}
+        for host in hosts:
+            ran = (self.markers / host).exists() and host not in self.broken_after_upgrade
+            facts[host] = upgraded(h200_facts(host), "2.28.9") if ran else h200_facts(host)
+        return compare(fleet, facts, hosts=hosts)
+
+    def engines(self, fail_hosts=(), fail_message=None, slow_hosts=()) -> Engines:
+        def playbook(**kwargs):
+            extra = {"fail_hosts": list(fail_hosts), "slow_hosts": list(slow_hosts),
+                     **({"fail_message": fail_message} if fail_message else {})}
+            kwargs["extravars"] = {**kwargs.get("extravars", {}), **extra}
+            return run_playbook(self.inventory, project_dir=HERE / "playbook", **kwargs)
+
+        return Engines(run_playbook=playbook, verify=self.verify,
+                       slurm=SlurmControl(local_runner({"SLURM_CONF": str(self.cluster.conf)}), poll_s=0.2),
+                       kubernetes=None, all_hosts=lambda: list(HOSTS))
+
+    def apply(self, spec: Path, fail_hosts=(), max_unavailable=2, fail_message=None, redact=None, slow_hosts=()):
+        events = []
+        fleet = compile_file(spec).fleet
+        with self.store.lock("apply"):
+            plan = plan_against_state(fleet, self.store.read(), canary=1, max_unavailable=max_unavailable)
+            result = apply_plan(plan, self.store, self.engines(fail_hosts, fail_message, slow_hosts),
+                                ApplyOptions(drain_timeout_s=20), events.append, redact)
+        return plan, result, events
+
+    def sinfo(self) -> dict[str, tuple[str, str]]:
+        out = self.cluster.run("sinfo", "-h", "-N", "-o", "%N|%T|%E").stdout
+        rows = [line.split("|") for line in out.splitlines()]
+        return {r[0]: (r[1], r[2]) for r in rows}
+
+    def settled(self, timeout: float = 60.0) -> dict[str, tuple[str, str]]:
+        """sinfo once no node is still marked not-responding ("idle*": slurmctld pings a
+        resumed node before it shows plain idle)."""
+        end = time.monotonic() + timeout
+        while True:
+            states = self.sinfo()
+            if not any(state.endswith("*") for state, _ in states.values()) or time.monotonic() > end:
+                return states
+            time.sleep(0.5)
+
+    def touched(self) -> set[str]:
+        return {p.name for p in self.markers.iterdir()}
+
+
+if __name__ == "__main__":  # python -m tests.apply.harness SLURM_ROOT TMP SPEC SLOW_HOST
+    slurm_root, tmp, spec, slow = sys.argv[1:5]
+    child = Rollout(Cluster(Path(slurm_root)), Path(tmp), initial=False)
+    print("starting", flush=True)
+    child.apply(Path(spec), slow_hosts=[slow])
