@@ -48,6 +48,7 @@ class GpuModel:
     min_nccl: str | None = None
     min_rocm: str | None = None
     gpu_operator_min_driver: str | None = None
+    cpu_arch: str = "x86_64"  # the node's CPU architecture (Debian name: x86_64 or arm64)
     unconfirmed: tuple[str, ...] = ()
 
     def confirmed(self, fact: str) -> bool:
@@ -117,8 +118,15 @@ class Catalog:
         return self.gpus[gpu_id] if gpu_id else None
 
     def suggest_gpu(self, name: str) -> list[str]:
+        """Close catalog ids, preferring the same model family: 'H100-SXM5-80GB' must never
+        suggest an A100 (that would move nodes into another generation's partition)."""
         ids = sorted({*self.gpus, *(a for g in self.gpus.values() for a in g.aliases)})
-        return difflib.get_close_matches(name.lower(), ids, n=3, cutoff=0.6)
+        wanted = _norm(name).replace(" ", "-")
+        family = wanted.split("-")[0]
+        same_family = [i for i in ids if i.split("-")[0] == family]
+        if same_family:
+            return difflib.get_close_matches(wanted, same_family, n=3, cutoff=0.3) or same_family[:3]
+        return difflib.get_close_matches(wanted, ids, n=3, cutoff=0.75)
 
     # NVIDIA stack -------------------------------------------------------------------
     def cuda_release(self, version: str) -> CudaRelease | None:
@@ -224,6 +232,7 @@ class Catalog:
                     "interconnect": g.interconnect,
                     "memory_gb": g.memory_gb,
                     "gres": g.gres,
+                    "cpu_arch": g.cpu_arch,
                     "min_cuda": g.min_cuda,
                     "min_driver": g.min_driver,
                     "max_driver_branch": g.max_driver_branch,
@@ -298,6 +307,7 @@ def _gpu_model(gpu_id: str, vendor: str, e: dict[str, Any]) -> GpuModel:
         min_nccl=e.get("min_nccl"),
         min_rocm=e.get("min_rocm"),
         gpu_operator_min_driver=e.get("gpu_operator_min_driver"),
+        cpu_arch=e.get("cpu_arch", "x86_64"),
         unconfirmed=tuple(e.get("unconfirmed", ())),
     )
 

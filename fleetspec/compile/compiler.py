@@ -62,7 +62,7 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
                 continue
             gpu_spec = ir.GpuSpec(
                 model=gpu.id, count=group.gpu.count, vendor=gpu.vendor,  # type: ignore[arg-type]
-                generation=gpu.generation, gres_type=gpu.gres, memory_gb=gpu.memory_gb,
+                generation=gpu.generation, gres_type=gpu.gres, memory_gb=gpu.memory_gb, cpu_arch=gpu.cpu_arch,
             )
             for host in hosts:
                 if host in first_seen:

@@ -72,6 +72,7 @@ class GpuSpec:
     generation: str  # architecture family: "hopper", "cdna3", ...
     gres_type: str  # Slurm GRES type, e.g. "h100"
     memory_gb: int | None
+    cpu_arch: str = "x86_64"  # the node's CPU: x86_64, or arm64 for Grace superchips
 
 
 @dataclass(frozen=True, slots=True)

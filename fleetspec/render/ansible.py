@@ -118,6 +118,7 @@ def _groups(fleet: Fleet) -> dict[str, set[str]]:
         groups[group_name("generation", node.gpu.generation)].add(host)
         groups[group_name("rack", node.rack)].add(host)
         groups[group_name("stack", node.stack)].add(host)
+        groups[group_name("arch", node.gpu.cpu_arch)].add(host)
         groups["slurm_node" if node.scheduler == "slurm" else "k8s_node"].add(host)
         if has_nvswitch(node.gpu):
             groups["nvswitch"].add(host)
@@ -155,6 +156,8 @@ def _group_vars(fleet: Fleet, members: dict[str, set[str]], mirror: PackageMirro
         out["nvswitch"] = {"fleetspec_nvswitch": True}
     if "imex" in members:
         out["imex"] = {"fleetspec_imex": True}
+    if "arch_arm64" in members:
+        out["arch_arm64"] = {"fleetspec_cuda_repo_arch": "sbsa"}  # NVIDIA's name for Arm servers
     if "k8s_node" in members:
         out["k8s_node"] = {"fleetspec_components": list(_k8s_components(fleet))}
     if fleet.slurm is not None and fleet.slurm.mode == "native":
@@ -186,6 +189,8 @@ def _all_vars(fleet: Fleet, mirror: PackageMirror | None) -> dict[str, Any]:
         "fleetspec_allow_reboot": False,
         "fleetspec_nvswitch": False,
         "fleetspec_imex": False,
+        # NVIDIA's CUDA repository path for the node's CPU (arch_arm64: Grace systems).
+        "fleetspec_cuda_repo_arch": "x86_64",
         "fleetspec_components": [],
         "fleetspec_packages": [],
         "fleetspec_apt_sources": [],
@@ -221,7 +226,9 @@ def _pins(pins: Iterable[PackagePin]) -> list[dict[str, Any]]:
 def _vendor_sources(os: str, stack: StackTuple) -> list[dict[str, Any]]:
     """The vendors' own repositories for this stack (replaced by the mirror when one is set)."""
     if stack.vendor == "nvidia":
-        base = f"https://developer.download.nvidia.com/compute/cuda/repos/{_CUDA_REPO_OS[os]}/x86_64/"
+        # The arch part is a variable: one stack can run on x86_64 (HGX B200) and arm64 (GB200).
+        base = (f"https://developer.download.nvidia.com/compute/cuda/repos/{_CUDA_REPO_OS[os]}/"
+                "{{ fleetspec_cuda_repo_arch }}/")
         return [{"name": "cuda", "uri": base, "suite": "/", "components": "", "key_url": base + _CUDA_KEY}]
     suite = "jammy" if os == "debian-12" else _CODENAME[os]
     sources = []

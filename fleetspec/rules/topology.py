@@ -85,3 +85,22 @@ def check_tcp_fallback(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
                 "infiniband, or suppress tcp-fallback-risk if this is intended",
                 fleet.fabric.path + ("type",),
             )
+
+
+def check_node_shape(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
+    """CPUs must equal sockets x cores x threads where all are given: slurmd reports the
+    real layout, and a node whose slurm.conf line disagrees is drained as INVALID."""
+    seen: set[tuple[str | int, ...]] = set()
+    for node in fleet.nodes:
+        if node.path in seen or None in (node.cpus, node.sockets, node.cores_per_socket, node.threads_per_core):
+            continue
+        seen.add(node.path)
+        layout = node.sockets * node.cores_per_socket * node.threads_per_core  # type: ignore[operator]
+        if layout != node.cpus:
+            yield error(
+                "node-shape",
+                f"cpus is {node.cpus} but sockets x cores_per_socket x threads_per_core is "
+                f"{node.sockets} x {node.cores_per_socket} x {node.threads_per_core} = {layout}. Slurm would mark "
+                "these nodes INVALID: fix whichever number is wrong (lscpu on a node shows the layout)",
+                node.path + ("cpus",),
+            )

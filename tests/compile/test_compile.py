@@ -32,11 +32,14 @@ def rules_of(result):
 def test_museum_partitions_by_owner_vendor_generation():
     fleet = compile_file(EXAMPLES / "museum.yaml").fleet
     parts = {p.name: p for p in fleet.partitions}
-    assert sorted(parts) == ["amd-cdna3", "amd-cdna4", "debug", "nvidia-ampere", "nvidia-blackwell", "nvidia-hopper"]
+    assert sorted(parts) == ["amd-cdna3", "amd-cdna4", "debug", "nvidia-ampere", "nvidia-blackwell",
+                             "nvidia-blackwell-arm64", "nvidia-hopper"]
     hopper = parts["nvidia-hopper"]
     assert hopper.scheduler == "slurm" and hopper.gpu_models == ("h100-sxm", "h200")
     assert hopper.gpus == 64 and hopper.default and hopper.max_time == "2-00:00:00"
-    assert parts["nvidia-blackwell"].scheduler == "kubernetes" and parts["nvidia-blackwell"].gpus == 4 * 8 + 18 * 4
+    assert parts["nvidia-blackwell"].scheduler == "kubernetes" and parts["nvidia-blackwell"].gpus == 4 * 8
+    # Grace (arm64) GB200 trays are not in one partition with x86 HGX B200s: other packages and images.
+    assert parts["nvidia-blackwell-arm64"].gpu_models == ("gb200",) and parts["nvidia-blackwell-arm64"].gpus == 72
     assert parts["debug"].nodes == ("h100-001", "h100-002") and not parts["debug"].generated
     gb200 = fleet.node("gb200-r07-01")
     assert gb200.nvlink_domain == "r07" and gb200.gpu.gres_type == "gb200" and gb200.leaf == "leaf-02"
@@ -191,3 +194,14 @@ def test_package_mirror_must_be_https_or_file_and_signed(tmp_path):
     assert good.valid and good.fleet.package_mirror.uri == "https://mirror.local/gpu"
     local = with_mirror('{uri: "file:/srv/repo", trusted: true}')
     assert local.valid
+
+
+def test_did_you_mean_stays_within_the_model_family():
+    result = compile_text(spec("""\
+        - hosts: a1
+          gpu: {model: H100-SXM5-94GB, count: 8}
+          stack: hopper
+          scheduler: slurm
+    """), "f.yaml")
+    [finding] = result.located()
+    assert "Did you mean 'h100" in finding.message and "a100" not in finding.message
