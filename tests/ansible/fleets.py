@@ -9,9 +9,7 @@ from __future__ import annotations
 from fleetspec.compile.ir import (
     Fabric,
     Fleet,
-    GpuOperatorConfig,
     GpuSpec,
-    KubernetesConfig,
     Node,
     Partition,
     Rack,
@@ -28,15 +26,6 @@ GPUS = {
     "mi300x": GpuSpec("mi300x", 8, "amd", "cdna3", "mi300x", 192),
     "mi355x": GpuSpec("mi355x", 8, "amd", "cdna4", "mi355x", 288),
 }
-
-MUSEUM_STACKS = (
-    StackTuple("ampere-cu12", "nvidia", driver="580.95.05", cuda="12.8.1", cudnn="9.10.2", nccl="2.26.2"),
-    StackTuple("blackwell-cu13", "nvidia", driver="580.173.02", cuda="13.0.2", nccl="2.28.3"),
-    StackTuple("cdna3-rocm7", "amd", rocm="7.0.2", rccl="2.26.6"),
-    StackTuple("cdna4-rocm7", "amd", rocm="7.0.2"),
-    StackTuple("hopper-cu13", "nvidia", driver="580.95.05", cuda="13.0.2", cudnn="9.17.0", nccl="2.28.3"),
-)
-
 
 def _nodes(prefix: str, count: int, model: str, rack: str, leaf: str, stack: str, scheduler: str,
            width: int = 2, domain: str | None = None) -> list[Node]:
@@ -75,32 +64,6 @@ def _racks(nodes: list[Node]) -> tuple[Rack, ...]:
         seen.setdefault(n.rack, []).append(n)
     return tuple(Rack(r, ms[0].leaf, ms[0].nvlink_domain is not None, tuple(m.hostname for m in ms))
                  for r, ms in seen.items())
-
-
-def museum() -> Fleet:
-    """The museum example, as the compiler resolves it."""
-    nodes = (
-        _nodes("a100", 4, "a100", "r01", "leaf-01", "ampere-cu12", "slurm")
-        + _nodes("h100", 4, "h100-sxm", "r01", "leaf-01", "hopper-cu13", "slurm", width=3)
-        + _nodes("h200", 4, "h200", "r02", "leaf-01", "hopper-cu13", "slurm", width=3)
-        + _nodes("b200", 4, "b200", "r03", "leaf-02", "blackwell-cu13", "kubernetes")
-        + _nodes("mi300x", 4, "mi300x", "r03", "leaf-02", "cdna3-rocm7", "slurm")
-        + _nodes("mi355x", 2, "mi355x", "r04", "leaf-02", "cdna4-rocm7", "kubernetes")
-        + _nodes("gb200-r07", 18, "gb200", "r07", "leaf-02", "blackwell-cu13", "kubernetes", domain="r07")
-    )
-    return Fleet(
-        name="museum",
-        os="ubuntu-24.04",
-        stacks=MUSEUM_STACKS,
-        fabric=Fabric("infiniband", ("spine-01", "spine-02"), ("leaf-01", "leaf-02")),
-        racks=_racks(nodes),
-        nodes=tuple(nodes),
-        partitions=_partitions(nodes, {"debug": ["h100-001", "h100-002"]}),
-        slurm=SlurmConfig("25.11.8", "native", ("ctl-01", "ctl-02"), "db-01", "pyxis"),
-        kubernetes=KubernetesConfig(
-            "1.36", GpuOperatorConfig("v26.7.0", "operator"), "v1.5.1", "kueue", "kueue", ("kueue",)
-        ),
-    )
 
 
 def lab(nvidia: StackTuple, amd: StackTuple, os: str = "ubuntu-24.04") -> Fleet:
