@@ -6,9 +6,10 @@ Pulumi program (``stacks/kubernetes``) declares and that ``plan`` reports from;
 platform engineer, Argo CD or Flux can apply as they are. Both are pure and deterministic:
 the same Fleet gives the same bytes, with no timestamps.
 
-Only Kubernetes-owned nodes (``scheduler: kubernetes``) appear here. Slurm-owned nodes,
-Slinky ones included, never get node labels, flavors, queues or quota: one allocation
-owner per device.
+Kubernetes-owned nodes (``scheduler: kubernetes``) get the full label set, flavors,
+queues and quota. Slurm-owned nodes never get flavors, queues or quota: one allocation
+owner per device. In Slinky mode the Slurm-owned nodes are Kubernetes nodes running slurmd
+in pods, so they get exactly the labels their NodeSets select on, and nothing more.
 """
 
 from __future__ import annotations
@@ -24,10 +25,12 @@ import yaml
 _BaseDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 from fleetspec.compile.ir import Fleet, Node, Partition
+from fleetspec.render.slurm import render_slinky_values, slurm_nodes, slurm_partitions
 
 LABEL_PREFIX = "fleetspec.io/"
 STACK_LABEL = LABEL_PREFIX + "stack"
 PARTITION_LABEL = LABEL_PREFIX + "partition"
+GPU_MODEL_LABEL = LABEL_PREFIX + "gpu-model"
 RACK_LABEL = LABEL_PREFIX + "rack"
 LEAF_LABEL = LABEL_PREFIX + "leaf"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
@@ -56,9 +59,27 @@ NAMESPACES = {
     "kueue": "kueue-system",
     "volcano": "volcano-system",
     "slurm-operator": "slinky",
+    "slurm": "slurm",  # the Slinky cluster (the ``slurm`` chart), as Slinky's docs install it
 }
-# Operators that run privileged DaemonSets need the privileged Pod Security level.
-PRIVILEGED_NAMESPACES = frozenset({"gpu-operator", "kube-amd-gpu"})
+# Operators that run privileged DaemonSets, and slurmd pods (privileged: they own the node's
+# devices and cgroups), need the privileged Pod Security level.
+PRIVILEGED_NAMESPACES = frozenset({"gpu-operator", "kube-amd-gpu", "slurm"})
+# With both GPU operators, NFD runs once: the NVIDIA chart's (``nfd.enabled``, default true),
+# with the AMD chart's off (``node-feature-discovery.enabled``, default true; chart values at
+# v26.7.0 and v1.5.1 in ../shared/crds). Its worker must then also run on AMD nodes (KMM
+# builds the amdgpu module per kernel from NFD's labels): the NVIDIA chart's default worker
+# tolerations plus the AMD chart's. A Helm list value replaces the default, hence both.
+NFD_WORKER_TOLERATIONS = (
+    # NVIDIA gpu-operator v26.7.0 values.yaml node-feature-discovery.worker.tolerations
+    {"key": "node-role.kubernetes.io/control-plane", "operator": "Equal", "value": "",
+     "effect": "NoSchedule"},
+    {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+    # AMD gpu-operator v1.5.1 values.yaml node-feature-discovery.worker.tolerations
+    {"key": "amd-dcm", "operator": "Equal", "value": "up", "effect": "NoExecute"},
+    {"key": "amd-gpu-unhealthy", "operator": "Exists", "effect": "NoSchedule"},
+    # the vendor taint fleetspec's AMD flavors tolerate
+    {"key": "amd.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+)
 # Kueue counts only GPUs: fleetspec quotas are in GPUs, and a resource a ClusterQueue does
 # not cover would make every workload that requests it inadmissible.
 KUEUE_EXCLUDED_RESOURCES = ("cpu", "memory", "ephemeral-storage", "hugepages-", "pods")
@@ -154,36 +175,44 @@ def kubernetes_partitions(fleet: Fleet) -> tuple[Partition, ...]:
     return tuple(p for p in fleet.partitions if p.scheduler == "kubernetes" and p.generated)
 
 
+def slinky_mode(fleet: Fleet) -> bool:
+    return fleet.slurm is not None and fleet.slurm.mode == "slinky"
+
+
 def kubernetes_resources(fleet: Fleet) -> KubernetesLayer:
-    """The whole Kubernetes layer of ``fleet``; empty without Kubernetes-owned nodes."""
+    """The whole Kubernetes layer of ``fleet``; empty without Kubernetes-owned nodes and
+    without Slinky."""
     k8s = fleet.kubernetes
     nodes = kubernetes_nodes(fleet)
-    slinky = fleet.slurm is not None and fleet.slurm.mode == "slinky"
+    slinky = slinky_mode(fleet)
     if k8s is None or (not nodes and not slinky):
         return KubernetesLayer()
     owners = set(k8s.quota_owners) or ({k8s.queueing} - {"none"})
     volcano_quota = "volcano" in owners
     labels = tuple(_node_labels(fleet, n, volcano_quota) for n in nodes)
     label_keys = tuple(n.key for n in labels)
+    slinky_labels = slinky_node_labels(fleet) if slinky else ()
 
     releases: list[HelmRelease] = []
     manifests: list[Manifest] = []
+    nvidia_releases, nvidia_crs = _nvidia(fleet, label_keys)
+    nfd_from = nvidia_releases[0] if nvidia_releases else None
     releases_and_crs = [
-        _nvidia(fleet, label_keys),
-        _amd(fleet, label_keys),
+        (nvidia_releases, nvidia_crs),
+        _amd(fleet, label_keys, nfd_from=nfd_from),
         _kueue(fleet, "kueue" in owners, label_keys),
         _volcano(fleet, volcano_quota, label_keys),
-        _slinky(fleet),
+        _slinky(fleet, tuple(n.key for n in slinky_labels)),
     ]
     for rel, objs in releases_and_crs:
         releases.extend(rel)
         manifests.extend(objs)
     namespaces = _namespaces(fleet, releases)
     return KubernetesLayer(
-        node_labels=labels,
+        node_labels=labels + slinky_labels,
         releases=tuple(releases),
         manifests=tuple(namespaces) + tuple(manifests),
-        prerequisites=_prerequisites(fleet),
+        prerequisites=_prerequisites(fleet, releases),
     )
 
 
@@ -198,7 +227,7 @@ def _node_labels(fleet: Fleet, node: Node, volcano_quota: bool) -> NodeLabels:
         PARTITION_LABEL: node.partition,
         LABEL_PREFIX + "vendor": node.gpu.vendor,
         LABEL_PREFIX + "generation": node.gpu.generation,
-        LABEL_PREFIX + "gpu-model": node.gpu.model,
+        GPU_MODEL_LABEL: node.gpu.model,
         STACK_LABEL: node.stack,
         RACK_LABEL: node.rack,
     }
@@ -213,6 +242,26 @@ def _node_labels(fleet: Fleet, node: Node, volcano_quota: bool) -> NodeLabels:
     if volcano_quota:
         labels[VOLCANO_NODEGROUP_LABEL] = node.partition
     return NodeLabels(node.hostname, {k: _label_value(v) for k, v in sorted(labels.items())})
+
+
+def slinky_node_labels(fleet: Fleet) -> tuple[NodeLabels, ...]:
+    """Labels for the Kubernetes nodes that host Slinky's slurmd pods: the generated Slurm
+    partition and the GPU model, the keys the ``slurm`` chart's NodeSets select on
+    (``render_slinky_values``). Nothing else: no stack label, so no NVIDIADriver or
+    DeviceConfig selects them, and no Kueue flavor or Volcano nodegroup claims their GPUs."""
+    owned = {n.hostname: n for n in slurm_nodes(fleet)}
+    labels: dict[str, NodeLabels] = {}
+    for p in slurm_partitions(fleet):
+        if not p.generated:
+            continue
+        for host in p.nodes:
+            node = owned.get(host)
+            if node is not None and host not in labels:
+                labels[host] = NodeLabels(host, {
+                    GPU_MODEL_LABEL: _label_value(node.gpu.model),
+                    PARTITION_LABEL: _label_value(p.name),
+                })
+    return tuple(labels[n.hostname] for n in owned.values() if n.hostname in labels)
 
 
 def _obj(api: str, kind: str, name: str, spec: Any = None, *, namespace: str | None = None,
@@ -266,13 +315,19 @@ def _nvidia(fleet: Fleet, label_keys: tuple[str, ...]):
         pinned = fleet.stack(stacks[0])
         if pinned is not None and pinned.driver:
             driver["version"] = pinned.driver
+    values: dict[str, Any] = {"driver": driver}
+    if _vendor_stacks(fleet, "amd"):
+        # The one NFD of a mixed-vendor cluster (the AMD chart's is off): on AMD nodes too.
+        values["nfd"] = {"enabled": True}
+        values["node-feature-discovery"] = {"worker": {
+            "tolerations": [dict(t) for t in NFD_WORKER_TOLERATIONS]}}
     release = HelmRelease(
         name="gpu-operator",
         namespace=ns,
         chart="gpu-operator",
         repo=NVIDIA_REPO,
         version=_v_prefixed(op.version),
-        values={"driver": driver},
+        values=values,
         depends_on=(_ns_key(ns), *label_keys),
     )
     crs = []
@@ -292,22 +347,30 @@ def _nvidia(fleet: Fleet, label_keys: tuple[str, ...]):
     return [release], crs
 
 
-def _amd(fleet: Fleet, label_keys: tuple[str, ...]):
+def _amd(fleet: Fleet, label_keys: tuple[str, ...], nfd_from: HelmRelease | None):
+    """``nfd_from``: the NVIDIA release when there is one. Its NFD then serves both vendors
+    (and brings the NodeFeatureRule CRD the AMD chart's default rule needs), so the AMD
+    chart's own NFD is off and the AMD release comes after it."""
     k8s = fleet.kubernetes
     stacks = _vendor_stacks(fleet, "amd")
     if k8s is None or not stacks:
         return [], []
     ns = NAMESPACES["amd-gpu-operator"]
     host_driver = k8s.gpu_operator is not None and k8s.gpu_operator.driver == "host"
+    # fleetspec writes one DeviceConfig per stack instead of the chart's default one.
+    values: dict[str, Any] = {"crds": {"defaultCR": {"install": False}}}
+    after: tuple[str, ...] = ()
+    if nfd_from is not None:
+        values["node-feature-discovery"] = {"enabled": False}
+        after = (nfd_from.key,)
     release = HelmRelease(
         name="amd-gpu-operator",
         namespace=ns,
         chart="gpu-operator-charts",
         repo=AMD_REPO,
         version=_v_prefixed(k8s.amd_gpu_operator_version or AMD_DEFAULT_VERSION),
-        # fleetspec writes one DeviceConfig per stack instead of the chart's default one.
-        values={"crds": {"defaultCR": {"install": False}}},
-        depends_on=(_ns_key(ns), *label_keys),
+        values=values,
+        depends_on=(_ns_key(ns), *label_keys, *after),
     )
     crs = []
     for name in stacks:
@@ -329,18 +392,32 @@ def _amd(fleet: Fleet, label_keys: tuple[str, ...]):
     return [release], crs
 
 
-def _quota_rows(fleet: Fleet) -> list[tuple[str, tuple[str, ...], dict[str, int]]]:
-    """(queue name, namespaces, {partition: GPUs}) per tenant, or per partition without
-    tenants. Partitions that are not Kubernetes-owned are dropped: checks report them."""
+@dataclass(frozen=True)
+class QueueRow:
+    """One queue: a tenant's quota on one partition (or a whole partition without tenants).
+
+    One partition per queue keeps "one job, one generation": Kueue assigns a flavor per
+    PodSet, so a ClusterQueue with two flavors can admit one JobSet or MPIJob with pods on
+    both; Volcano's nodegroup affinity lists groups a job's pods may spread over."""
+
+    name: str  # ClusterQueue / Volcano Queue: ``<tenant>-<partition>``, or ``<partition>``
+    partition: str  # also the LocalQueue name in each namespace
+    namespaces: tuple[str, ...]
+    gpus: int
+
+
+def queue_rows(fleet: Fleet) -> list[QueueRow]:
+    """A row per (tenant, partition it has quota on), or per partition without tenants.
+    Partitions that are not Kubernetes-owned are dropped: checks report them."""
     assert fleet.kubernetes is not None
     parts = {p.name: p for p in kubernetes_partitions(fleet)}
     if fleet.kubernetes.tenants:
         return [
-            (t.name, t.namespaces, {p: g for p, g in t.quota if p in parts})
+            QueueRow(f"{t.name}-{p}", p, tuple(sorted(t.namespaces)), g)
             for t in sorted(fleet.kubernetes.tenants, key=lambda t: t.name)
+            for p, g in sorted(t.quota) if p in parts
         ]
-    return [(p.name, ("default",), {p.name: p.gpus}) for p in sorted(parts.values(),
-                                                                      key=lambda p: p.name)]
+    return [QueueRow(p, p, ("default",), parts[p].gpus) for p in sorted(parts)]
 
 
 def _resource_groups(quota: Mapping[str, int], parts: Mapping[str, Partition]) -> list[dict]:
@@ -404,32 +481,34 @@ def _kueue(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
                      "21-kueue-flavors", (rk, topo_key, *label_keys))
         flavor_keys[name] = m.key
         objs.append(m)
-    rows = _quota_rows(fleet)
+    rows = queue_rows(fleet)
     # Whatever no tenant holds stays in the cohort, for every queue to borrow.
-    spare = {p: parts[p].gpus - sum(q.get(p, 0) for _, _, q in rows) for p in parts}
+    spare = {p: parts[p].gpus - sum(r.gpus for r in rows if r.partition == p) for p in parts}
     spare = {p: g for p, g in spare.items() if g > 0}
     cohort_spec = {"resourceGroups": _resource_groups(spare, parts)} if spare else {}
     cohort = Manifest(_obj("kueue.x-k8s.io/v1beta2", "Cohort", fleet.name, cohort_spec),
                       "22-kueue-cohort", (rk, *(flavor_keys[p] for p in sorted(spare))))
     objs.append(cohort)
-    for queue, namespaces, quota in rows:
+    for row in rows:
+        # One flavor per ClusterQueue: every PodSet of a workload gets that flavor, and it
+        # borrows only that flavor from the cohort. Users pick the generation by LocalQueue.
         spec = {
             "cohortName": fleet.name,
             "namespaceSelector": {"matchExpressions": [{
                 "key": "kubernetes.io/metadata.name", "operator": "In",
-                "values": sorted(namespaces)}]},
+                "values": list(row.namespaces)}]},
             "queueingStrategy": "BestEffortFIFO",
             "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
-            "resourceGroups": _resource_groups(quota, parts),
+            "resourceGroups": _resource_groups({row.partition: row.gpus}, parts),
         }
-        cq = Manifest(_obj("kueue.x-k8s.io/v1beta2", "ClusterQueue", queue, spec),
-                      "23-kueue-clusterqueues",
-                      (rk, cohort.key, *(flavor_keys[p] for p in sorted(quota))))
+        cq = Manifest(_obj("kueue.x-k8s.io/v1beta2", "ClusterQueue", row.name, spec,
+                           labels={PARTITION_LABEL: row.partition}),
+                      "23-kueue-clusterqueues", (rk, cohort.key, flavor_keys[row.partition]))
         objs.append(cq)
-        for namespace in sorted(namespaces):
+        for namespace in row.namespaces:
             objs.append(Manifest(
-                _obj("kueue.x-k8s.io/v1beta2", "LocalQueue", queue,
-                     {"clusterQueue": queue}, namespace=namespace),
+                _obj("kueue.x-k8s.io/v1beta2", "LocalQueue", row.partition,
+                     {"clusterQueue": row.name}, namespace=namespace),
                 "24-kueue-localqueues", (rk, cq.key, _ns_key(namespace)),
             ))
     return [release], objs
@@ -555,49 +634,68 @@ def _volcano(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
     objs = [Manifest(m.body, m.file, (rk, *label_keys, *m.depends_on)) for m in hypernodes]
     if holds_quota:
         parts = {p.name: p for p in kubernetes_partitions(fleet)}
-        for queue, _namespaces, quota in _quota_rows(fleet):
-            capability: dict[str, int] = {}
-            for partition, gpus in sorted(quota.items()):
-                resource = GPU_RESOURCE[parts[partition].vendor or "nvidia"]
-                capability[resource] = capability.get(resource, 0) + gpus
+        for row in queue_rows(fleet):
+            if row.gpus == 0:
+                continue  # capability is a hard cap: a 0-GPU queue could never run a job
+            resource = GPU_RESOURCE[parts[row.partition].vendor or "nvidia"]
             spec = {
                 "weight": 1,
                 "reclaimable": True,
-                "capability": dict(sorted(capability.items())),
+                "capability": {resource: row.gpus},
+                # One node group: the nodegroup plugin keeps every pod of the queue's jobs
+                # on the nodes labelled volcano.sh/nodegroup-name=<partition>.
                 "affinity": {"nodeGroupAffinity": {
-                    "requiredDuringSchedulingIgnoredDuringExecution": sorted(quota)}},
+                    "requiredDuringSchedulingIgnoredDuringExecution": [row.partition]}},
             }
-            objs.append(Manifest(_obj("scheduling.volcano.sh/v1beta1", "Queue", queue, spec),
+            objs.append(Manifest(_obj("scheduling.volcano.sh/v1beta1", "Queue", row.name, spec,
+                                      labels={PARTITION_LABEL: row.partition}),
                                  "21-volcano-queues", (rk,)))
     return [release], objs
 
 
-def _slinky(fleet: Fleet):
-    """Slinky's operator and CRDs; the ``slurm`` chart (the cluster itself) belongs to the
-    Slurm layer, which knows its values."""
-    if fleet.slurm is None or fleet.slurm.mode != "slinky":
+def _slinky(fleet: Fleet, label_keys: tuple[str, ...]):
+    """Slinky's CRDs, its operator, and the Slurm cluster itself: the ``slurm`` chart with
+    the Slinky values of the Slurm layer (``render_slinky_values``), after the operator
+    (its CRs) and after the labels its NodeSets select on. All three charts share one
+    version (slurm-operator v1.2.1: helm/*/Chart.yaml)."""
+    if not slinky_mode(fleet):
         return [], []
+    assert fleet.slurm is not None
     ns = NAMESPACES["slurm-operator"]
     version = _v_stripped(fleet.slurm.slinky_version or SLINKY_DEFAULT_VERSION)
     crds = HelmRelease("slurm-operator-crds", ns, f"{SLINKY_CHARTS}/slurm-operator-crds", None,
                        version, {}, (_ns_key(ns),))
     operator = HelmRelease("slurm-operator", ns, f"{SLINKY_CHARTS}/slurm-operator", None,
                            version, {"crds": {"enabled": False}}, (_ns_key(ns), crds.key))
-    return [crds, operator], []
+    cluster_ns = NAMESPACES["slurm"]
+    cluster = HelmRelease("slurm", cluster_ns, f"{SLINKY_CHARTS}/slurm", None, version,
+                          yaml.safe_load(render_slinky_values(fleet)),
+                          (_ns_key(cluster_ns), operator.key, *label_keys))
+    return [crds, operator, cluster], []
 
 
-def _prerequisites(fleet: Fleet) -> tuple[Prerequisite, ...]:
+def _prerequisites(fleet: Fleet, releases: Iterable[HelmRelease]) -> tuple[Prerequisite, ...]:
     k8s = fleet.kubernetes
-    if k8s is None or k8s.gang != "workload-api":
-        return ()
-    return (Prerequisite(
-        id="feature-gate-GenericWorkload",
-        message=("gang: workload-api needs the GenericWorkload feature gate "
-                 "(--feature-gates=GenericWorkload=true) on kube-apiserver, "
-                 "kube-controller-manager and kube-scheduler (Kubernetes 1.37+)"),
-        components=WORKLOAD_API_COMPONENTS,
-        feature_gates=("GenericWorkload=true",),
-    ),)
+    found: list[Prerequisite] = []
+    if k8s is not None and k8s.gang == "workload-api":
+        found.append(Prerequisite(
+            id="feature-gate-GenericWorkload",
+            message=("gang: workload-api needs the GenericWorkload feature gate "
+                     "(--feature-gates=GenericWorkload=true) on kube-apiserver, "
+                     "kube-controller-manager and kube-scheduler (Kubernetes 1.37+)"),
+            components=WORKLOAD_API_COMPONENTS,
+            feature_gates=("GenericWorkload=true",),
+        ))
+    if any(r.name == "amd-gpu-operator" for r in releases):
+        # ROCm/gpu-operator docs/installation/kubernetes-helm.md: "The AMD GPU Operator
+        # requires cert-manager for TLS certificate management" (its webhooks and KMM's).
+        found.append(Prerequisite(
+            id="cert-manager",
+            message=("the AMD GPU Operator needs cert-manager running in the cluster before "
+                     "amd-gpu-operator is installed (TLS certificates for its webhooks and "
+                     "KMM's), e.g. the jetstack/cert-manager chart with crds.enabled=true"),
+        ))
+    return tuple(found)
 
 
 def _v_prefixed(version: str) -> str:
@@ -670,7 +768,8 @@ def _sh_quote(text: str) -> str:
 def _label_script(nodes: Iterable[NodeLabels]) -> str:
     lines = [
         "#!/bin/sh",
-        "# Generated by fleetspec: the labels fleetspec owns on each Kubernetes-owned node.",
+        "# Generated by fleetspec: the labels fleetspec owns on each Kubernetes-owned node",
+        "# and on each node hosting Slinky's slurmd pods (slurm.mode: slinky).",
         "# Nodes join the cluster through kubelet; this only labels them, and fails on a",
         "# node that has not joined yet. Set KUBECTL to use another client or context.",
         "set -eu",
@@ -715,8 +814,13 @@ def _readme(fleet: Fleet, layer: KubernetesLayer, stems: list[str]) -> str:
         out.extend(f"   - {p.message}" for p in layer.prerequisites)
         step += 1
     if layer.node_labels:
-        out.append(f"{step}. `sh node-labels.sh`: label the {len(layer.node_labels)} "
-                   "Kubernetes-owned nodes (they must have joined).")
+        owned = len(kubernetes_nodes(fleet))
+        hosts = len(layer.node_labels) - owned
+        which = " and ".join(part for part in (
+            f"{owned} Kubernetes-owned" if owned else "",
+            f"{hosts} Slinky-hosted (slurmd pods)" if hosts else "") if part)
+        out.append(f"{step}. `sh node-labels.sh`: label the {which} nodes "
+                   "(they must have joined).")
         step += 1
     if "00-namespaces" in stems:
         out.append(f"{step}. `kubectl apply -f manifests/00-namespaces.yaml`")

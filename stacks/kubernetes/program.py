@@ -2,9 +2,10 @@
 
 Thin on purpose. ``fleetspec.render.kubernetes.kubernetes_resources`` decides what exists;
 this module only declares it with ``pulumi_kubernetes``, keeping the layer's dependencies
-explicit (node labels before the operators that select on them, namespaces before their
-releases, each operator or Kueue/Volcano release before its custom resources, flavors
-before the queues that name them). Nothing is created at import time.
+explicit (node labels before the operators and the Slinky ``slurm`` chart whose NodeSets
+select on them, namespaces before their releases, each operator or Kueue/Volcano release
+before its custom resources, flavors before the queues that name them). Nothing is created
+at import time.
 """
 
 from __future__ import annotations

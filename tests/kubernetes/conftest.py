@@ -21,6 +21,7 @@ VARIANTS = {
     "host-driver": lambda: fleets.host_driver(fleets.museum()),
     "two-nvidia-stacks": lambda: fleets.two_nvidia_stacks(fleets.museum()),
     "no-tenants": lambda: fleets.no_tenants(fleets.museum()),
+    "slinky": lambda: fleets.slinky(fleets.museum()),
 }
 
 

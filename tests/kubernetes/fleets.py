@@ -185,3 +185,18 @@ def two_nvidia_stacks(fleet: Fleet) -> Fleet:
 
 def no_tenants(fleet: Fleet) -> Fleet:
     return _k8s(fleet, tenants=())
+
+
+def slinky(fleet: Fleet) -> Fleet:
+    """``slurm.mode: slinky`` as validation accepts it: the user's host-list partition
+    dropped, and the AMD Slurm pool (MI300X) moved to Kubernetes, so one vendor runs under
+    Slinky (one gres.conf for all NodeSets)."""
+    assert fleet.slurm is not None
+    amd_slurm = {p.name for p in fleet.partitions if p.scheduler == "slurm" and p.generated
+                 and p.vendors == ("amd",)}
+    nodes = tuple(dataclasses.replace(n, scheduler="kubernetes") if n.partition in amd_slurm
+                  else n for n in fleet.nodes)
+    parts = tuple(dataclasses.replace(p, scheduler="kubernetes") if p.name in amd_slurm else p
+                  for p in fleet.partitions if p.generated or p.scheduler != "slurm")
+    slurm = dataclasses.replace(fleet.slurm, mode="slinky", slinky_version="1.2.1")
+    return dataclasses.replace(fleet, nodes=nodes, partitions=parts, slurm=slurm)

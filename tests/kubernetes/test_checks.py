@@ -50,9 +50,10 @@ def test_unknown_partition_and_slurm_partition() -> None:
 def test_quota_larger_than_partition_or_oversubscribed() -> None:
     big = tenant_quota_findings(_tenants(Tenant("a", ("a",), (("amd-cdna4", 17),))))
     assert len(big) == 1 and "asks for 17 GPUs" in big[0][0] and "has 16" in big[0][0]
-    over = tenant_quota_findings(_tenants(Tenant("a", ("a",), (("nvidia-blackwell", 100),)),
+    size = next(p.gpus for p in fleets.museum().partitions if p.name == "nvidia-blackwell")
+    over = tenant_quota_findings(_tenants(Tenant("a", ("a",), (("nvidia-blackwell", size),)),
                                           Tenant("b", ("b",), (("nvidia-blackwell", 8),))))
-    assert len(over) == 1 and "promised 108 GPUs" in over[0][0]
+    assert len(over) == 1 and f"promised {size + 8} GPUs" in over[0][0]
 
 
 def test_gpu_operator_kubernetes_range_and_drivers() -> None:

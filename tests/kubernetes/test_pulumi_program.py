@@ -7,9 +7,11 @@ from dataclasses import dataclass
 
 import pulumi
 import pytest
+import yaml
 from pulumi.runtime import mocks as pulumi_mocks
 
 from fleetspec.apply.pulumi import load_program
+from fleetspec.render.slurm import render_slinky_values
 
 from . import fleets
 
@@ -94,32 +96,39 @@ def test_museum_resources(run_program) -> None:
     assert len(types["kubernetes:core/v1:NodePatch"]) == 24
     assert not any(n.startswith("node/h100") or n.startswith("node/mi300x")
                    for n in types["kubernetes:core/v1:NodePatch"])  # Slurm-owned
+    fleet = fleets.museum()
+    k8s_parts = {p.name for p in fleet.partitions if p.scheduler == "kubernetes"}
     assert types["kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor"] == {
-        "ResourceFlavor/amd-cdna4", "ResourceFlavor/nvidia-blackwell"}
+        f"ResourceFlavor/{p}" for p in k8s_parts}
+    # A ClusterQueue per (tenant, partition); LocalQueues named after the partition.
     assert types["kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"] == {
-        "ClusterQueue/inference", "ClusterQueue/research"}
+        f"ClusterQueue/{t.name}-{p}" for t in fleet.kubernetes.tenants for p, _ in t.quota}
     assert types["kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue"] == {
-        "LocalQueue/inference/inference", "LocalQueue/inference-canary/inference",
-        "LocalQueue/research/research"}
+        f"LocalQueue/{ns}/{p}" for t in fleet.kubernetes.tenants for p, _ in t.quota
+        for ns in t.namespaces}
     assert "kubernetes:nvidia.com/v1alpha1:NVIDIADriver" not in types  # one stack: one pin
 
     gpu = res["release/gpu-operator"].inputs
     assert gpu["chart"] == "gpu-operator" and gpu["version"] == "v26.7.0"
     assert gpu["repositoryOpts"]["repo"] == "https://helm.ngc.nvidia.com/nvidia"
     assert gpu["values"]["driver"] == {"enabled": True, "version": "580.173.02"}
+    # One NFD for both vendors: NVIDIA's on, AMD's off.
+    assert gpu["values"]["nfd"] == {"enabled": True}
+    amd = res["release/amd-gpu-operator"].inputs["values"]
+    assert amd["node-feature-discovery"] == {"enabled": False}
     kueue = res["release/kueue"].inputs
     assert kueue["chart"] == "oci://registry.k8s.io/kueue/charts/kueue"
     assert kueue["version"] == "0.19.2" and kueue["name"] == "kueue"
     assert res["release/amd-gpu-operator"].inputs["version"] == "v1.5.1"
 
-    research = res["ClusterQueue/research"].inputs["spec"]
-    assert research["cohortName"] == "museum"
-    assert research["resourceGroups"] == [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
-        {"name": "nvidia-blackwell", "resources": [{"name": "nvidia.com/gpu",
-                                                     "nominalQuota": 64}]}]}]
-    inference = res["ClusterQueue/inference"].inputs["spec"]["resourceGroups"]
-    assert [(g["coveredResources"], g["flavors"][0]["resources"][0]["nominalQuota"])
-            for g in inference] == [(["amd.com/gpu"], 16), (["nvidia.com/gpu"], 40)]
+    for tenant in fleet.kubernetes.tenants:
+        for partition, gpus in tenant.quota:
+            spec = res[f"ClusterQueue/{tenant.name}-{partition}"].inputs["spec"]
+            assert spec["cohortName"] == "museum"
+            resource = "amd.com/gpu" if partition.startswith("amd-") else "nvidia.com/gpu"
+            assert spec["resourceGroups"] == [{"coveredResources": [resource], "flavors": [
+                {"name": partition, "resources": [{"name": resource,
+                                                   "nominalQuota": gpus}]}]}]
     flavor = res["ResourceFlavor/nvidia-blackwell"].inputs["spec"]
     assert flavor["nodeLabels"] == {"fleetspec.io/partition": "nvidia-blackwell"}
     assert flavor["topologyName"] == "museum-fabric"
@@ -134,13 +143,15 @@ def test_museum_dependencies(run_program) -> None:
     assert "Namespace/kueue-system" in deps["release/kueue"]
     assert "release/kueue" in deps["ResourceFlavor/nvidia-blackwell"]
     assert "Topology/museum-fabric" in deps["ResourceFlavor/nvidia-blackwell"]
-    assert {"release/kueue", "Cohort/museum", "ResourceFlavor/nvidia-blackwell",
-            "ResourceFlavor/amd-cdna4"} <= deps["ClusterQueue/inference"]
-    assert {"ClusterQueue/inference", "Namespace/inference-canary"} <= \
-        deps["LocalQueue/inference-canary/inference"]
+    assert {"release/kueue", "Cohort/museum", "ResourceFlavor/amd-cdna4"} <= \
+        deps["ClusterQueue/inference-amd-cdna4"]
+    assert {"ClusterQueue/inference-amd-cdna4", "Namespace/inference-canary"} <= \
+        deps["LocalQueue/inference-canary/amd-cdna4"]
     assert "release/amd-gpu-operator" in deps["DeviceConfig/kube-amd-gpu/cdna4-rocm7"]
     # The operators select nodes by the labels fleetspec sets: labels first.
     assert "node/b200-01" in deps["release/gpu-operator"]
+    # The AMD chart's NFD rule needs NVIDIA's NFD (the only one): after it.
+    assert "release/gpu-operator" in deps["release/amd-gpu-operator"]
 
 
 def test_per_stack_nvidia_drivers(run_program) -> None:
@@ -169,10 +180,16 @@ def test_volcano_queues_and_hypernodes(run_program) -> None:
     res = run_program(fleets.volcano(fleets.museum()))
     assert "release/kueue" not in res
     assert res["release/volcano"].inputs["version"] == "1.15.1"
-    queues = {n: r.inputs["spec"]["capability"] for n, r in res.items()
+    queues = {n: r.inputs["spec"] for n, r in res.items()
               if r.type == "kubernetes:scheduling.volcano.sh/v1beta1:Queue"}
-    assert queues == {"Queue/inference": {"amd.com/gpu": 16, "nvidia.com/gpu": 40},
-                      "Queue/research": {"nvidia.com/gpu": 64}}
+    fleet = fleets.museum()
+    expected = {f"Queue/{t.name}-{p}": (p, g) for t in fleet.kubernetes.tenants
+                for p, g in t.quota}
+    assert set(queues) == set(expected)
+    for name, (partition, gpus) in expected.items():
+        assert list(queues[name]["capability"].values()) == [gpus]
+        assert queues[name]["affinity"]["nodeGroupAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"] == [partition]
     hyper = {n: r for n, r in res.items() if r.type.endswith(":HyperNode")}
     assert set(hyper) == {"HyperNode/rack-r03", "HyperNode/rack-r04", "HyperNode/rack-r07",
                           "HyperNode/leaf-leaf-02"}  # one leaf: no spine tier
@@ -186,7 +203,8 @@ def test_program_reads_ir_from_stack_config(run_program, tmp_path) -> None:
     ir = tmp_path / "fleet.json"
     ir.write_text(fleets.museum().to_json())
     res = run_program(None, {"fleetspec:irPath": str(ir)})
-    assert "ClusterQueue/research" in res and len(res) == len(run_program(fleets.museum()))
+    assert "ClusterQueue/research-nvidia-blackwell-arm64" in res
+    assert len(res) == len(run_program(fleets.museum()))
 
 
 def test_quickstart_declares_nothing(run_program) -> None:
@@ -194,3 +212,23 @@ def test_quickstart_declares_nothing(run_program) -> None:
     if quick is None:
         pytest.skip("the compiler is not importable yet")
     assert run_program(quick) == {}
+
+
+def test_slinky_cluster_release_and_host_labels(run_program) -> None:
+    """Slinky mode: the ``slurm`` chart after the operator and after the labels of the
+    nodes its NodeSets select (NodePatches of the Slurm-owned hosts)."""
+    fleet = fleets.slinky(fleets.museum())
+    res = run_program(fleet)
+    slurm = res["release/slurm"]
+    assert slurm.type == "kubernetes:helm.sh/v3:Release"
+    assert slurm.inputs["chart"] == "oci://ghcr.io/slinkyproject/charts/slurm"
+    assert slurm.inputs["version"] == "1.2.1" and slurm.inputs["namespace"] == "slurm"
+    assert slurm.inputs["values"]["clusterName"] == fleet.name
+    slinky_values = yaml.safe_load(render_slinky_values(fleet))
+    assert set(slurm.inputs["values"]["nodesets"]) == set(slinky_values["nodesets"])
+    assert set(slurm.inputs["values"]["partitions"]) == set(slinky_values["partitions"])
+    hosts = {n.hostname for n in fleet.nodes if n.scheduler == "slurm"}
+    assert {f"node/{h}" for h in hosts} <= set(slurm.depends_on)
+    assert {"release/slurm-operator", "Namespace/slurm"} <= set(slurm.depends_on)
+    labels = res["node/h200-001"].inputs["metadata"]["labels"]
+    assert labels == {"fleetspec.io/gpu-model": "h200", "fleetspec.io/partition": "nvidia-hopper"}

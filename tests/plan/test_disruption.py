@@ -139,7 +139,7 @@ def test_kubernetes_objects_and_helm_releases_are_diffed_per_object(museum: Flee
     changed = dataclasses.replace(museum, kubernetes=dataclasses.replace(k8s, tenants=tenants, gpu_operator=operator))
     changes = by_target(make_plan(changed, museum))
     queue = [t for t in changes if t.startswith("kubernetes:ClusterQueue/")]
-    assert queue == ["kubernetes:ClusterQueue/research"]
+    assert queue == ["kubernetes:ClusterQueue/research-nvidia-blackwell-arm64"]
     assert changes[queue[0]].disruption is D.NONE
     helm = changes["helm:gpu-operator"]
     assert helm.disruption is D.RECONFIGURE and "v26.7.0 -> v26.8.0" in helm.reason

@@ -27,7 +27,7 @@ def test_feature_gate_prerequisite_and_preview_are_in_the_plan(tmp_path):
     plan = make_plan(workload_api_fleet(), None)
     calls = []
     notes = kubernetes_notes(plan, tmp_path, preview=lambda d: calls.append(d) or {"available": True, "summary": "+ 12"})
-    [gate] = notes["prerequisites"]
+    gate = next(p for p in notes["prerequisites"] if p["id"] == "feature-gate-GenericWorkload")
     assert gate["feature_gates"] == ["GenericWorkload=true"]
     assert gate["components"] == ["kube-apiserver", "kube-controller-manager", "kube-scheduler"]
     assert calls == [tmp_path] and notes["preview"]["summary"] == "+ 12"
