@@ -217,6 +217,8 @@ def _slurm(s: m.Slurm | None, findings: list[Finding], catalog: Catalog) -> ir.S
         accounting_host=s.accounting.host if s.accounting else None,
         containers=s.containers, partition_settings=settings, slinky_version=slinky_version,
         enroot_version=s.pyxis.enroot if s.pyxis else None, pyxis_version=s.pyxis.pyxis if s.pyxis else None,
+        state_save_location=s.state_save_location, gres_autodetect=s.gres_autodetect,
+        slurm_ids=(s.users.slurm.uid, s.users.slurm.gid), munge_ids=(s.users.munge.uid, s.users.munge.gid),
         path=path,
     )
 

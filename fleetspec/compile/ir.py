@@ -172,6 +172,10 @@ class SlurmConfig:
     slinky_version: str | None = None  # slurm-operator chart version when mode == "slinky"
     enroot_version: str | None = None  # containers == "pyxis"
     pyxis_version: str | None = None
+    state_save_location: str = "/var/spool/slurmctld"
+    gres_autodetect: bool = False  # AutoDetect lines in gres.conf (needs an NVML/RSMI build)
+    slurm_ids: tuple[int, int] = (64030, 64030)  # (uid, gid) of SlurmUser on every host
+    munge_ids: tuple[int, int] = (64031, 64031)
     path: SpecPath = _loc()
 
 

@@ -203,6 +203,13 @@ def _all_vars(fleet: Fleet, mirror: PackageMirror | None) -> dict[str, Any]:
             "controllers": list(slurm.controllers),
             "accounting_host": slurm.accounting_host,
             "containers": slurm.containers,
+            "state_save_location": slurm.state_save_location,
+            # Fixed ids: SlurmUser and munge must be the same uid on every host and on
+            # the shared state directory, or slurmd refuses the controller's RPCs.
+            "users": {
+                "slurm": {"uid": slurm.slurm_ids[0], "gid": slurm.slurm_ids[1]},
+                "munge": {"uid": slurm.munge_ids[0], "gid": slurm.munge_ids[1]},
+            },
         }
         common = [p for p in slurm_packages(slurm.version, []) if p.name in _SLURM_COMMON]
         data["fleetspec_slurm_common_packages"] = _pins(common)

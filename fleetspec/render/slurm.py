@@ -25,6 +25,7 @@ from pathlib import PurePosixPath
 import yaml
 
 from fleetspec.compile.ir import Fleet, Node, Partition, SpecPath
+from fleetspec.slurm_syntax import slurm_time_minutes
 from fleetspec.spec.hostlist import compress
 from fleetspec.versions import at_least
 
@@ -37,6 +38,22 @@ TOPOLOGY_YAML_SINCE = "25.05"
 AUTODETECT_SINCE = {"nvidia": "19.05", "amd": "20.02"}  # AutoDetect=nvml / rsmi
 AUTODETECT_PLUGIN = {"nvidia": "nvml", "amd": "rsmi"}
 DEVICE_FILES = {"nvidia": ("/dev/nvidia", 0), "amd": ("/dev/dri/renderD", 128)}
+# DRM render minors per physical GPU. amdgpu reserves 8 per MI300-class device (one per
+# possible compute partition) even in the default SPX mode, so GPU n is renderD(128+8n):
+# ROCm/rocDecode#38 ("MI300A/MI300X uses ... 8 render names per physical device") and
+# #310 ("the kernel driver always creates 8 render nodes per MI3xx family").
+RENDER_MINORS_PER_GPU = {"cdna3": 8, "cdna4": 8}
+
+DEFAULT_STATE_SAVE_LOCATION = "/var/spool/slurmctld"
+# DefaultTime for partitions with a MaxTime: long enough for an interactive or test job,
+# short enough that a job without --time does not hold GPUs for days and that backfill
+# can plan around it. Longer jobs say --time, up to MaxTime.
+DEFAULT_TIME_MINUTES = 60
+# Pyxis: the nvslurm-plugin-pyxis package (pyxis `make deb`; debian/rules installs with
+# libdir=/usr/lib/$(DEB_HOST_MULTIARCH)) puts the plugin at
+# /usr/lib/<multiarch>/slurm/spank_pyxis.so and writes its plugstack line, with that
+# path, to /usr/share/pyxis/pyxis.conf (pyxis Makefile: $(datadir)/pyxis).
+PYXIS_CONF_GLOB = "/usr/share/pyxis/*.conf"
 
 # Installed memory minus what the kernel and firmware keep: slurmd reports less than
 # the DIMM total, and a node whose RealMemory exceeds what slurmd sees is drained.
@@ -174,9 +191,10 @@ def render_slurm_conf(fleet: Fleet, topology: TopologyPlan | None = None) -> str
     if len(slurm.controllers) > 1:
         out.append("# HA controllers: StateSaveLocation must be storage every controller shares.")
     out += [
-        "StateSaveLocation=/var/spool/slurmctld",
+        "# Created by the slurm role, owned by SlurmUser (slurmctld runs as slurm).",
+        f"StateSaveLocation={slurm.state_save_location}",
         "SlurmdSpoolDir=/var/spool/slurmd",
-        "SlurmctldPidFile=/run/slurmctld.pid",
+        "SlurmctldPidFile=/run/slurmctld/slurmctld.pid",
         "SlurmdPidFile=/run/slurmd.pid",
         "SlurmctldLogFile=/var/log/slurm/slurmctld.log",
         "SlurmdLogFile=/var/log/slurm/slurmd.log",
@@ -244,8 +262,13 @@ def _node_lines(fleet: Fleet) -> list[str]:
 
 
 def _partition_lines(fleet: Fleet, topology: TopologyPlan) -> list[str]:
-    owned = {n.hostname for n in slurm_nodes(fleet)}
-    lines = ["# Partitions: one vendor and one generation each, so every job can form one NCCL/RCCL communicator."]
+    owned = {n.hostname: n for n in slurm_nodes(fleet)}
+    lines = [
+        "# Partitions: one vendor and one generation each, so every job can form one NCCL/RCCL communicator.",
+        "# DefMemPerGPU/DefCpuPerGPU: a job's share per GPU on the partition's smallest node, so a",
+        "# 1-GPU job without --mem/--cpus-per-gpu leaves room for the others.",
+        f"# DefaultTime: {DEFAULT_TIME_MINUTES} minutes (at most MaxTime) for a job without --time.",
+    ]
     for p in slurm_partitions(fleet):
         nodes = [h for h in p.nodes if h in owned]
         fields = [f"PartitionName={p.name}"]
@@ -253,7 +276,11 @@ def _partition_lines(fleet: Fleet, topology: TopologyPlan) -> list[str]:
             fields.append(f"Nodes={compress(nodes)}")
         if p.default:
             fields.append("Default=YES")
+        fields += [f"{k}={v}" for k, v in per_gpu_defaults([owned[h] for h in nodes])]
         fields.append(f"MaxTime={p.max_time or 'INFINITE'}")
+        default_time = default_time_for(p.max_time)
+        if default_time:
+            fields.append(f"DefaultTime={default_time}")
         fields.append(f"State={(p.state or 'UP').upper()}")
         if p.name in topology.partition_topology:
             fields.append(f"Topology={topology.partition_topology[p.name]}")
@@ -261,16 +288,66 @@ def _partition_lines(fleet: Fleet, topology: TopologyPlan) -> list[str]:
     return lines
 
 
+def node_cpus(node: Node) -> int | None:
+    """CPUs slurmd counts on ``node`` (threads), from CPUs= or the socket layout."""
+    if node.cpus is not None:
+        return node.cpus
+    if node.sockets and node.cores_per_socket:
+        return node.sockets * node.cores_per_socket * (node.threads_per_core or 1)
+    return None
+
+
+def per_gpu_defaults(nodes: list[Node]) -> list[tuple[str, str]]:
+    """DefMemPerGPU (MB) and DefCpuPerGPU for a partition: RealMemory/GPUs and CPUs/GPUs of
+    its smallest node, rounded down; each left out when a node does not declare it."""
+    if not nodes:
+        return []
+    out = []
+    if all(n.memory_gb is not None for n in nodes):
+        out.append(("DefMemPerGPU", str(min(real_memory_mb(n.memory_gb) // n.gpu.count for n in nodes))))  # type: ignore[arg-type]
+    cpus = [node_cpus(n) for n in nodes]
+    if all(c is not None for c in cpus):
+        per_gpu = min(c // n.gpu.count for c, n in zip(cpus, nodes))  # type: ignore[operator]
+        if per_gpu >= 1:
+            out.append(("DefCpuPerGPU", str(per_gpu)))
+    return out
+
+
+def default_time_for(max_time: str | None) -> str | None:
+    """DefaultTime for a partition: DEFAULT_TIME_MINUTES, or MaxTime when shorter; None
+    without a finite MaxTime (a job then runs until it ends, as the partition allows)."""
+    if max_time is None:
+        return None
+    minutes = slurm_time_minutes(max_time)
+    if minutes is None or minutes < 0:
+        return None
+    if minutes <= DEFAULT_TIME_MINUTES:
+        return max_time
+    return f"{DEFAULT_TIME_MINUTES // 60:d}:{DEFAULT_TIME_MINUTES % 60:02d}:00"
+
+
 # ---------------------------------------------------------------------------------
 # gres.conf
 
 
-def device_files(vendor: str, count: int) -> str:
-    """The GPU device files of a node: ``/dev/nvidia[0-7]``, ``/dev/dri/renderD[128-135]``."""
-    base, first = DEVICE_FILES[vendor]
+def device_numbers(vendor: str, generation: str, count: int) -> list[int]:
+    """Minor numbers of a node's GPU device files, GPU 0 first."""
+    _, first = DEVICE_FILES[vendor]
+    stride = RENDER_MINORS_PER_GPU.get(generation, 1) if vendor == "amd" else 1
+    return [first + i * stride for i in range(count)]
+
+
+def device_files(vendor: str, count: int, generation: str = "") -> list[str]:
+    """File= values for a node's GPUs: one contiguous range (``/dev/nvidia[0-7]``,
+    ``/dev/dri/renderD[128-135]``), or one file per GPU where the minors are strided
+    (MI300-class: renderD128, renderD136, ...)."""
+    base, _ = DEVICE_FILES[vendor]
+    numbers = device_numbers(vendor, generation, count)
     if count == 1:
-        return f"{base}{first}"
-    return f"{base}[{first}-{first + count - 1}]"
+        return [f"{base}{numbers[0]}"]
+    if numbers[-1] - numbers[0] == count - 1:
+        return [f"{base}[{numbers[0]}-{numbers[-1]}]"]
+    return [f"{base}{n}" for n in numbers]
 
 
 def autodetect_for(vendor: str, version: str) -> str | None:
@@ -282,21 +359,36 @@ def autodetect_for(vendor: str, version: str) -> str | None:
 
 
 def render_gres_conf(fleet: Fleet) -> str:
-    """gres.conf: AutoDetect where the version has the vendor's plugin, and explicit
-    File= lines per node group as the fallback when the vendor library is absent."""
+    """gres.conf: explicit File= lines per node group; with ``slurm.gres_autodetect``
+    also AutoDetect=nvml/rsmi where the version has the vendor's plugin.
+
+    Why File= by default: AutoDetect needs a slurmd built with NVML/ROCm SMI, which
+    SchedMD's own debian packaging is not. Older Slurm (src/common/gpu.c) calls fatal()
+    when AutoDetect names a plugin the build lacks; current releases log it and use
+    gpu/generic, that is, these File= lines. Explicit files work with every build.
+    """
     assert fleet.slurm is not None
     version = fleet.slurm.version
-    out = [
-        "# AutoDetect finds the GPUs, their links and core affinity through the vendor",
-        "# library (NVML, ROCm SMI); the File= lines are the fallback where it is absent.",
-    ]
-    key = lambda n: (n.gpu.vendor, n.gpu.gres_type, n.gpu.count)  # noqa: E731
-    for (vendor, gres_type, count), hosts in _grouped(slurm_nodes(fleet), key):  # type: ignore[misc]
+    if fleet.slurm.gres_autodetect:
+        out = [
+            "# AutoDetect (slurm.gres_autodetect) finds the GPUs, links and core affinity through",
+            "# NVML / ROCm SMI and needs a slurmd built with that plugin (older Slurm stops with a",
+            "# fatal error without it). The File= lines must match what it detects.",
+        ]
+    else:
+        out = [
+            "# Explicit device files, which every slurmd build reads. AMD MI300-class GPUs in the",
+            "# default SPX mode have 8 DRM render minors each (GPU n = renderD(128+8n)); other",
+            "# compute-partition modes change the GPU count and need a new spec.",
+        ]
+    key = lambda n: (n.gpu.vendor, n.gpu.generation, n.gpu.gres_type, n.gpu.count)  # noqa: E731
+    for (vendor, generation, gres_type, count), hosts in _grouped(slurm_nodes(fleet), key):  # type: ignore[misc]
         hostlist = compress(hosts)
-        plugin = autodetect_for(vendor, version)
+        plugin = autodetect_for(vendor, version) if fleet.slurm.gres_autodetect else None
         if plugin:
             out.append(f"NodeName={hostlist} AutoDetect={plugin}")
-        out.append(f"NodeName={hostlist} Name=gpu Type={gres_type} File={device_files(vendor, count)}")
+        for files in device_files(vendor, count, generation):
+            out.append(f"NodeName={hostlist} Name=gpu Type={gres_type} File={files}")
     return "\n".join(out) + "\n"
 
 
@@ -315,10 +407,20 @@ def render_cgroup_conf() -> str:
 
 
 def render_plugstack_conf() -> str:
-    """plugstack.conf for Pyxis (``srun --container-image``) on Enroot."""
+    """plugstack.conf for Pyxis (``srun --container-image``) on Enroot: an include of
+    the plugstack line the Pyxis package itself ships.
+
+    The package's line carries the arch-specific plugin path and ``required``, so a node
+    where Pyxis fails to load runs no job rather than running it outside its container.
+    Where the package is absent the include matches nothing and loads nothing (spank.c:
+    GLOB_NOMATCH), so srun keeps working there. The same include serves Slinky's
+    slurmd-pyxis/login-pyxis images, which install the same package (slurm-operator's
+    own e2e tests use ``include /usr/share/pyxis/*``).
+    """
     return (
-        "# Pyxis, built and installed by the fleetspec Ansible role under /usr/local.\n"
-        "required /usr/local/lib/slurm/spank_pyxis.so runtime_path=/run/pyxis\n"
+        "# Pyxis from the nvslurm-plugin-pyxis package: its own plugstack line, with the\n"
+        "# plugin path it installed (/usr/lib/<multiarch>/slurm/spank_pyxis.so).\n"
+        f"include {PYXIS_CONF_GLOB}\n"
     )
 
 

@@ -44,6 +44,24 @@ def check_slurm_security(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
         )
 
 
+def check_state_save_shared(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
+    """HA controllers take over from the state the active one saved: on each controller's
+    local disk, a takeover starts from an empty queue."""
+    from fleetspec.render.slurm import DEFAULT_STATE_SAVE_LOCATION
+
+    s = fleet.slurm
+    if s is None or s.mode != "native" or len(s.controllers) < 2:
+        return
+    if s.state_save_location == DEFAULT_STATE_SAVE_LOCATION:
+        yield warning(
+            "slurm-state-not-shared",
+            f"{len(s.controllers)} controllers keep slurmctld state in the local {DEFAULT_STATE_SAVE_LOCATION}: "
+            "a takeover then starts from an empty queue. Set slurm.state_save_location to a directory on "
+            "storage every controller mounts (NFS or another shared file system)",
+            s.path + ("controllers",),
+        )
+
+
 def check_controller_overlap(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
     s = fleet.slurm
     if s is None:

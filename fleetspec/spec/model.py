@@ -105,6 +105,26 @@ class Slinky(_Model):
     version: Version = "1.2.1"
 
 
+# An absolute path with nothing a config file, shell or template could misread.
+AbsolutePath = Annotated[StrictStr, Field(pattern=r"^(/[A-Za-z0-9._-]+)+/?$", max_length=1024)]
+# Above Debian's dynamic ranges (100-999 system, 1000-59999 users): 60000-64999 is
+# allocated centrally by Debian and never handed out by adduser. Debian's own slurm
+# package pins slurm to 64030; munge gets the next id.
+ServiceId = Annotated[StrictInt, Field(ge=1, le=4294967293)]
+
+
+class ServiceAccount(_Model):
+    """A daemon account's fixed ids: the same on every host and on shared storage."""
+
+    uid: ServiceId
+    gid: ServiceId
+
+
+class SlurmUsers(_Model):
+    slurm: ServiceAccount = ServiceAccount(uid=64030, gid=64030)
+    munge: ServiceAccount = ServiceAccount(uid=64031, gid=64031)
+
+
 class Slurm(_Model):
     version: Version
     mode: Literal["native", "slinky"] = "native"
@@ -114,6 +134,13 @@ class Slurm(_Model):
     pyxis: Pyxis | None = None
     partitions: dict[Name, SlurmPartition] = Field(default_factory=dict)
     slinky: Slinky | None = None
+    state_save_location: AbsolutePath = Field(
+        default="/var/spool/slurmctld", description="slurmctld state; shared storage with 2+ controllers"
+    )
+    gres_autodetect: StrictBool = Field(
+        default=False, description="AutoDetect=nvml/rsmi in gres.conf: needs a Slurm built with the vendor plugin"
+    )
+    users: SlurmUsers = Field(default_factory=SlurmUsers)
 
 
 class GpuOperator(_Model):

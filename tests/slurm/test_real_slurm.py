@@ -12,7 +12,14 @@ from pathlib import PurePosixPath
 
 import pytest
 
-from fleetspec.render.slurm import leaf_groups, node_features, render_slurm, slurm_nodes, slurm_partitions
+from fleetspec.render.slurm import (
+    leaf_groups,
+    node_features,
+    per_gpu_defaults,
+    render_slurm,
+    slurm_nodes,
+    slurm_partitions,
+)
 from fleetspec.spec.hostlist import expand
 
 from . import fleets
@@ -85,6 +92,21 @@ def test_n_nodes_by_8_gpus_run_on_n_distinct_nodes(lab: Cluster):
     hosts = [line.split()[0] for line in lines]
     assert sorted(hosts) == sorted(hopper.nodes)  # N distinct nodes, all of the partition
     assert all(line.endswith("CVD=0,1,2,3,4,5,6,7") for line in lines), lines
+
+
+def test_one_gpu_jobs_without_mem_share_a_node(lab: Cluster):
+    """DefMemPerGPU/DefCpuPerGPU: a 1-GPU job without --mem or --cpus takes its GPU's share
+    of the node, not all of it, so a second one starts beside it; DefaultTime applies."""
+    node = next(n for n in slurm_nodes(FLEET) if n.hostname == "h100-01")
+    defaults = dict(per_gpu_defaults([node]))
+    jobs = [lab.sbatch("-p", "nvidia-hopper", "-w", "h100-01", "--gres=gpu:1", script="sleep 30\n") for _ in range(2)]
+    assert all(j.returncode == 0 for j in jobs), [j.stderr for j in jobs]
+    infos = [lab.wait_job(j.stdout.strip(), {"RUNNING", "FAILED", "CANCELLED"}) for j in jobs]
+    assert [i["JobState"] for i in infos] == ["RUNNING", "RUNNING"], infos
+    for info in infos:
+        assert f"mem={defaults['DefMemPerGPU']}M" in info["TRES"], info["TRES"]
+        assert f"cpu={defaults['DefCpuPerGPU']}," in info["TRES"], info["TRES"]
+        assert info["TimeLimit"] == "01:00:00", info
 
 
 def test_more_nodes_than_the_partition_has_is_refused(lab: Cluster):

@@ -12,6 +12,10 @@ import yaml
 from tests.conftest import require_shared
 from fleetspec.render.slurm import (
     autodetect_for,
+    default_time_for,
+    device_files,
+    per_gpu_defaults,
+    real_memory_mb,
     render_slurm,
     slinky_problems,
     slurm_nodes,
@@ -110,9 +114,70 @@ def test_gres_autodetect_follows_the_version():
     assert autodetect_for("nvidia", "22.05.8") == "nvml"
     assert autodetect_for("amd", "20.02.0") == "rsmi"
     assert autodetect_for("amd", "19.05.5") is None
-    gres = _text(render_slurm(fleets.museum()), "gres.conf")
+
+
+def test_gres_conf_is_explicit_files_unless_autodetect_is_asked_for():
+    museum = fleets.museum()
+    gres = _text(render_slurm(museum), "gres.conf")
+    assert "AutoDetect" not in gres.replace("# ", "")
+    assert "NodeName=a100-[01-04] Name=gpu Type=a100 File=/dev/nvidia[0-7]" in gres
+    assert museum.slurm is not None
+    opted = dataclasses.replace(museum, slurm=dataclasses.replace(museum.slurm, gres_autodetect=True))
+    gres = _text(render_slurm(opted), "gres.conf")
     assert "NodeName=mi300x-[01-04] AutoDetect=rsmi" in gres
-    assert "NodeName=mi300x-[01-04] Name=gpu Type=mi300x File=/dev/dri/renderD[128-135]" in gres
+    assert "NodeName=a100-[01-04] AutoDetect=nvml" in gres
+    assert "NodeName=a100-[01-04] Name=gpu Type=a100 File=/dev/nvidia[0-7]" in gres
+
+
+def test_mi300_class_gpus_have_every_eighth_render_minor():
+    gres = _text(render_slurm(fleets.museum()), "gres.conf")
+    files = [line.split("File=")[1] for line in gres.splitlines() if line.startswith("NodeName=mi300x-[01-04] Name=")]
+    assert files == [f"/dev/dri/renderD{128 + 8 * i}" for i in range(8)]
+    assert device_files("amd", 4, "cdna2") == ["/dev/dri/renderD[128-131]"]
+    assert device_files("amd", 1, "cdna4") == ["/dev/dri/renderD128"]
+    assert device_files("nvidia", 8, "hopper") == ["/dev/nvidia[0-7]"]
+
+
+def test_partitions_get_per_gpu_defaults_from_their_smallest_node():
+    node = slurm_nodes(fleets.museum())[0]
+    small = dataclasses.replace(node, memory_gb=1024, cpus=64, sockets=None, cores_per_socket=None,
+                                threads_per_core=None)
+    big = dataclasses.replace(node, memory_gb=2048, cpus=None, sockets=2, cores_per_socket=56, threads_per_core=2)
+    assert per_gpu_defaults([big]) == [("DefMemPerGPU", str(real_memory_mb(2048) // 8)), ("DefCpuPerGPU", "28")]
+    assert per_gpu_defaults([big, small]) == [("DefMemPerGPU", str(real_memory_mb(1024) // 8)), ("DefCpuPerGPU", "8")]
+    unknown = dataclasses.replace(node, memory_gb=None, cpus=None, sockets=None)
+    assert per_gpu_defaults([big, unknown]) == []
+    assert per_gpu_defaults([]) == []
+
+
+def test_default_time_is_an_hour_or_max_time_when_shorter():
+    assert default_time_for("2-00:00:00") == "1:00:00"
+    assert default_time_for("00:30:00") == "00:30:00"
+    assert default_time_for("60") == "60"
+    assert default_time_for("INFINITE") is None
+    assert default_time_for(None) is None
+    conf = _text(render_slurm(fleets.museum()), "slurm.conf")
+    hopper = next(line for line in conf.splitlines() if line.startswith("PartitionName=nvidia-hopper "))
+    assert "MaxTime=2-00:00:00 DefaultTime=1:00:00" in hopper
+    ampere = next(line for line in conf.splitlines() if line.startswith("PartitionName=nvidia-ampere "))
+    assert "DefaultTime" not in ampere  # no MaxTime: nothing to default below
+
+
+def test_state_save_location_follows_the_spec():
+    museum = fleets.museum()
+    assert "StateSaveLocation=/shared/slurm/statesave\n" in _text(render_slurm(museum), "slurm.conf")
+    assert museum.slurm is not None
+    local = dataclasses.replace(museum, slurm=dataclasses.replace(museum.slurm, state_save_location="/var/spool/slurmctld"))
+    assert "StateSaveLocation=/var/spool/slurmctld\n" in _text(render_slurm(local), "slurm.conf")
+    shared = dataclasses.replace(museum, slurm=dataclasses.replace(museum.slurm, state_save_location="/shared/ctld"))
+    assert "StateSaveLocation=/shared/ctld\n" in _text(render_slurm(shared), "slurm.conf")
+
+
+def test_plugstack_includes_the_line_the_pyxis_package_ships():
+    text = _text(render_slurm(fleets.museum()), "plugstack.conf")
+    plugin_lines = [line for line in text.splitlines() if line and not line.startswith("#")]
+    assert plugin_lines == ["include /usr/share/pyxis/*.conf"]
+    assert "/usr/local" not in text
 
 
 # --- topology the Debian 22.05 daemons cannot run: checked by parsing -----------------
