@@ -117,6 +117,14 @@ def check_tenant_quota(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
     if k is None:
         return
     totals: dict[str, int] = {}
+    queues: dict[str, str] = {}  # ClusterQueue name -> tenant/partition that makes it
+    for tenant in k.tenants:
+        for partition, _ in tenant.quota:
+            name, owner = f"{tenant.name}-{partition}", f"{tenant.name}/{partition}"
+            if queues.setdefault(name, owner) != owner:
+                yield error("tenant-quota", f"tenant/partition {owner} and {queues[name]} both make the queue "
+                            f"'{name}'. Rename one tenant so queue names stay distinct",
+                            tenant.path + ("name",))
     for tenant in k.tenants:
         for i, (partition, gpus) in enumerate(tenant.quota):
             path = tenant.path + ("quota", partition)
@@ -193,6 +201,10 @@ def check_slurm_topology(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
 def check_slinky_mapping(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
     from fleetspec.render.slurm import slinky_problems
 
+    if fleet.slurm is not None and fleet.slurm.mode == "slinky" and fleet.kubernetes is None:
+        yield error("slinky-mapping", "slurm.mode: slinky runs Slurm on Kubernetes (slurm-operator), but the spec "
+                    "has no kubernetes section, so nothing would install it. Add spec.kubernetes, or use "
+                    "mode: native", fleet.slurm.path + ("mode",))
     for message, path in slinky_problems(fleet):
         # Losing topology costs placement quality, not correctness: a warning.
         make = warning if "topology" in message.lower() else error
