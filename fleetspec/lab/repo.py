@@ -414,6 +414,11 @@ def _pin_standin(name: str, version: str, versions_of: Mapping[str, set[str]]) -
         made = StandInPackage(name, version, depends=(f"rocm-core (= {version})",), description="ROCm metapackage.")
     elif name == "amdgpu-dkms" and "-" in version:
         made = _amdgpu(version)
+    elif name == "nvslurm-plugin-pyxis":
+        # The real deb ships its plugstack line here; plugstack.conf includes it.
+        made = StandInPackage(name, version, files={
+            "/usr/share/pyxis/pyxis.conf": f"required {LIBDIR}/slurm/spank_pyxis.so\n"},
+            description="Pyxis SPANK plugin; ships /usr/share/pyxis/pyxis.conf like `make deb` builds it.")
     if made is None:
         return StandInPackage(name, version, description=f"Stands in for {name}: installed and held, runs nothing.")
     if (made.name, made.version) != (name, version):
