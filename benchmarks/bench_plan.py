@@ -26,12 +26,12 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fleetgen import fleet_yaml  # noqa: E402
+from fleetgen import fleet_yaml
 
-from fleetspec.compile import compile_text  # noqa: E402
-from fleetspec.plan import plan_against_state  # noqa: E402
-from fleetspec.plan.render_text import print_plan  # noqa: E402
-from fleetspec.state import StateStore  # noqa: E402
+from fleetspec.compile import compile_text
+from fleetspec.plan import plan_against_state
+from fleetspec.plan.render_text import print_plan
+from fleetspec.state import StateStore
 
 TARGET_S = 1.0
 HOPPER = 'hopper-cu13: {driver: "580.95.05"'

@@ -7,7 +7,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import bench_compile  # noqa: E402
+import bench_compile
 
 
 def main() -> None:
@@ -21,7 +21,7 @@ def main() -> None:
         print(f"{'  of which render (' + str(row['files']) + ' files)':<34} {'':>7} {'':>7} {row['render_s']:>9.3f}")
     plan = Path(__file__).resolve().parent / "bench_plan.py"
     if plan.exists():
-        import bench_plan  # noqa: PLC0415
+        import bench_plan
 
         for row in bench_plan.main():
             ok = row["seconds"] < row["target_s"]

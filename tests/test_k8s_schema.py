@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.conftest import require_shared
 
 from fleetspec.k8s_schema import (
     CrdIndex,
@@ -23,6 +22,7 @@ from fleetspec.k8s_schema import (
     validate_manifests,
     validate_object,
 )
+from tests.conftest import require_shared
 
 K8S = "1.33"
 

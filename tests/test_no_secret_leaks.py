@@ -1,7 +1,6 @@
 """Secret values never reach rendered files, plans, state, logs, JSON output or errors."""
 
 import json
-from pathlib import Path
 
 from typer.testing import CliRunner
 

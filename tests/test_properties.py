@@ -4,7 +4,6 @@ import copy
 from pathlib import Path
 
 import pytest
-
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

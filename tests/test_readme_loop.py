@@ -29,7 +29,7 @@ def fleetspec(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture
-def workdir(tmp_path: Path, lab_base: Path):  # noqa: F811 - lab_base builds the cached rootfs
+def workdir(tmp_path: Path, lab_base: Path):
     problem = namespaces_problem()
     if problem:
         lab_unavailable(problem)

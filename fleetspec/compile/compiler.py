@@ -177,12 +177,10 @@ def _stack(name: str, s: m.Stack, catalog: Catalog, findings: list[Finding]) -> 
         ))
     resolved: list[str] = []
     rccl, amdgpu = s.rccl, s.amdgpu
-    if vendor == "amd" and s.rocm:
-        release = catalog.rocm_release(s.rocm)
-        if release is not None:
-            if rccl is None and release.facts.get("rccl"):
-                rccl = str(release.facts["rccl"])
-                resolved.append("rccl")
+    release = catalog.rocm_release(s.rocm) if vendor == "amd" and s.rocm else None
+    if release is not None and rccl is None and release.facts.get("rccl"):
+        rccl = str(release.facts["rccl"])  # the RCCL this ROCm release bundles
+        resolved.append("rccl")
     return ir.StackTuple(
         name=name, vendor=vendor,  # type: ignore[arg-type]
         driver=s.driver, cuda=s.cuda, cudnn=s.cudnn, nccl=s.nccl,

@@ -84,7 +84,7 @@ def run_rules(fleet: Fleet, catalog: Catalog) -> list[Finding]:
             continue
         try:
             findings.extend(rule.check(fleet, catalog))
-        except Exception as exc:  # noqa: BLE001 - a broken rule must not hide the others
+        except Exception as exc:
             findings.append(Finding(
                 "internal-error", Severity.ERROR,
                 f"rule '{rule.id}' failed: {type(exc).__name__}: {exc}. This is a fleetspec bug: please report it",

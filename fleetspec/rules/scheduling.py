@@ -126,7 +126,7 @@ def check_tenant_quota(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
                             f"'{name}'. Rename one tenant so queue names stay distinct",
                             tenant.path + ("name",))
     for tenant in k.tenants:
-        for i, (partition, gpus) in enumerate(tenant.quota):
+        for partition, gpus in tenant.quota:
             path = tenant.path + ("quota", partition)
             p = fleet.partition(partition)
             if p is None:

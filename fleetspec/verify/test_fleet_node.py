@@ -26,7 +26,7 @@ class FleetDriftWarning(UserWarning):
 
 
 @pytest.fixture(scope="module")
-def fleet_node(host, fleet: Fleet, fleet_node_override: str | None) -> NodeReport:  # noqa: ANN001 - testinfra Host
+def fleet_node(host, fleet: Fleet, fleet_node_override: str | None) -> NodeReport:
     return node_report(fleet, host, fleet_node_override)
 
 

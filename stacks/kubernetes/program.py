@@ -22,8 +22,7 @@ import pulumi_kubernetes as k8s
 
 from fleetspec.compile import ir
 from fleetspec.compile.ir import Fleet
-from fleetspec.render.kubernetes import HelmRelease, KubernetesLayer, Manifest, NodeLabels
-from fleetspec.render.kubernetes import kubernetes_resources
+from fleetspec.render.kubernetes import HelmRelease, KubernetesLayer, Manifest, NodeLabels, kubernetes_resources
 
 CONFIG_NAMESPACE = "fleetspec"
 IR_PATH_KEY = "irPath"

@@ -6,6 +6,7 @@ import pytest
 
 from fleetspec.k8s_schema import CrdIndex
 from tests.conftest import require_shared
+
 from . import fleets
 
 

@@ -40,7 +40,7 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
         super().__init__(mocks)
         self.registered: list[Registered] = []
 
-    def RegisterResource(self, request):  # noqa: N802 - Pulumi's gRPC method name
+    def RegisterResource(self, request):
         response = super().RegisterResource(request)
         if request.type != "pulumi:pulumi:Stack":
             self.registered.append(Registered(

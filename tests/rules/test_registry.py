@@ -37,13 +37,7 @@ ACTION = re.compile(
 )
 FIXTURE_NAME = re.compile(r"^(pass|fail)(_[a-z0-9_]+)?\.yaml$")
 
-DESIGN_IDS = (
-    "schema duplicate-host bad-hostlist unknown-gpu-model stack-vendor-mismatch driver-too-old-for-cuda "
-    "driver-unsupported-gpu cuda-unsupported-gpu nccl-cuda-mismatch cudnn-cuda-mismatch rocm-unsupported-gpu "
-    "rccl-rocm-mismatch mixed-vendor-partition mixed-generation-partition mixed-stack-partition "
-    "double-allocation-owner quota-owner-ambiguous gang-needs-k8s-1.37 slurm-security-release tcp-fallback-risk "
-    "nvlink-domain-model unknown-version"
-).split()
+DESIGN_IDS = ["schema", "duplicate-host", "bad-hostlist", "unknown-gpu-model", "stack-vendor-mismatch", "driver-too-old-for-cuda", "driver-unsupported-gpu", "cuda-unsupported-gpu", "nccl-cuda-mismatch", "cudnn-cuda-mismatch", "rocm-unsupported-gpu", "rccl-rocm-mismatch", "mixed-vendor-partition", "mixed-generation-partition", "mixed-stack-partition", "double-allocation-owner", "quota-owner-ambiguous", "gang-needs-k8s-1.37", "slurm-security-release", "tcp-fallback-risk", "nvlink-domain-model", "unknown-version"]
 
 # Rules whose verdict rests on a catalog fact: their doc must cite where it comes from.
 CATALOG_BACKED = {

@@ -9,7 +9,6 @@ from pathlib import PurePosixPath
 import pytest
 import yaml
 
-from tests.conftest import require_shared
 from fleetspec.render.slurm import (
     autodetect_for,
     default_time_for,
@@ -22,6 +21,7 @@ from fleetspec.render.slurm import (
     topology_problems,
 )
 from fleetspec.spec.hostlist import expand
+from tests.conftest import require_shared
 
 from . import fleets
 

@@ -11,9 +11,8 @@ import copy
 import os
 import re
 
-from tests.conftest import require_shared
-
 from fleetspec.verify import parsers
+from tests.conftest import require_shared
 
 FIXTURE = "fixtures/h200-node"
 TRIPLET_LIB = "/usr/lib/x86_64-linux-gnu"

@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.conftest import require_shared
 
 import fleetspec.verify.collector as collector_module
+from tests.conftest import require_shared
 
 COLLECTOR = Path(collector_module.__file__).resolve()
 FIXTURE = "fixtures/h200-node"

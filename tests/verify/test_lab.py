@@ -43,7 +43,7 @@ def ssh(lab: Lab, node: str, *command: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def provisioned(lab: Lab, lab_nodes) -> str:  # noqa: F811
+def provisioned(lab: Lab, lab_nodes) -> str:
     """node-b gets the tuple's CUDA and NCCL stand-ins, NCCL held; node-a stays bare."""
     ssh(lab, "node-b", "apt-get", "update", "-q")
     ssh(lab, "node-b", "env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "-q",
@@ -59,7 +59,7 @@ def spec(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def test_the_testinfra_module_over_ssh(lab: Lab, provisioned: str, spec: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_the_testinfra_module_over_ssh(lab: Lab, provisioned: str, spec: Path, tmp_path: Path) -> None:
     rc, cases, output = run_module(tmp_path, f"--fleet-spec={spec}", f"--hosts=ssh://{provisioned}",
                                    f"--ssh-config={lab.ssh.config}")
     assert rc == 1, output  # node-b has no driver package installed: drift, said the stand-in way
@@ -70,7 +70,7 @@ def test_the_testinfra_module_over_ssh(lab: Lab, provisioned: str, spec: Path, t
     assert outcome(cases["driver"]) == "failure" and "stand-in host" in message(cases["driver"])
 
 
-def test_verify_over_an_inventory_of_lab_hosts(lab: Lab, provisioned: str, spec: Path,  # noqa: F811
+def test_verify_over_an_inventory_of_lab_hosts(lab: Lab, provisioned: str, spec: Path,
                                                tmp_path: Path) -> None:
     inventory = tmp_path / "inventory.yml"
     inventory.write_text(yaml.safe_dump({"all": {"hosts": lab.ansible_vars()}}))

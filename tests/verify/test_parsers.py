@@ -7,9 +7,9 @@ import re
 from pathlib import Path
 
 import pytest
-from tests.conftest import require_shared
 
 from fleetspec.verify import parsers
+from tests.conftest import require_shared
 
 FIXTURE = "fixtures/h200-node"
 
