@@ -152,3 +152,14 @@ def test_console_script_starts_without_heavy_imports():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONWARNINGS": "ignore"})
     assert out.stdout.strip() == "[]"
+
+
+def test_apply_says_where_the_playbooks_are_missing(tmp_path, monkeypatch):
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text((EXAMPLES / "quickstart.yaml").read_text())
+    assert run("secrets", "init", str(spec)).exit_code == 0
+    monkeypatch.setenv("FLEETSPEC_PLAYBOOKS", str(tmp_path / "nowhere"))
+    result = run("apply", str(spec), "--yes", "--state", str(tmp_path / "state"))
+    assert result.exit_code == 1
+    assert "FLEETSPEC_PLAYBOOKS" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "state" / "quickstart.state.json").exists()  # nothing recorded

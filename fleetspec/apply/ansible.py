@@ -18,7 +18,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-PLAYBOOKS = Path(__file__).resolve().parents[2] / "playbooks"
+PLAYBOOKS_ENV = "FLEETSPEC_PLAYBOOKS"
+
+
+def playbooks_dir() -> Path:
+    """The playbooks apply runs: $FLEETSPEC_PLAYBOOKS, else ``playbooks/`` of the source
+    checkout this package was installed from (``pip install -e .``)."""
+    return Path(os.environ.get(PLAYBOOKS_ENV) or Path(__file__).resolve().parents[2] / "playbooks")
+
+
+PLAYBOOKS = playbooks_dir()
 
 
 @dataclass(frozen=True, slots=True)

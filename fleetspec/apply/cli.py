@@ -175,7 +175,12 @@ def _overlays(lab: Path | None, inventory: list[Path] | None) -> list[Path]:
 
 
 def _engines(fleet: Fleet, inventories: list[Path], lab: Path | None, mode: SlurmMode) -> Engines:
-    from fleetspec.apply.ansible import run_playbook
+    from fleetspec.apply.ansible import PLAYBOOKS_ENV, playbooks_dir, run_playbook
+
+    playbooks = playbooks_dir()
+    if not (playbooks / "site.yml").exists():
+        raise ApplyError(f"no site.yml in {playbooks}: run fleetspec from its source checkout (pip install -e .) "
+                         f"or point {PLAYBOOKS_ENV} at a copy of its playbooks/ directory")
     from fleetspec.apply.control import KubernetesControl, SlurmControl, ansible_runner_on, local_runner
     from fleetspec.verify.compare import compare
     from fleetspec.verify.run import collect_inventory
@@ -202,7 +207,7 @@ def _engines(fleet: Fleet, inventories: list[Path], lab: Path | None, mode: Slur
             slurm = SlurmControl(ansible_runner_on(inventories, fleet.slurm.controllers[0]))
     kubernetes = KubernetesControl(local_runner()) if shutil.which("kubectl") else None
     return Engines(
-        run_playbook=functools.partial(run_playbook, inventories),
+        run_playbook=functools.partial(run_playbook, inventories, project_dir=playbooks),
         verify=verify,
         slurm=slurm,
         kubernetes=kubernetes,
