@@ -86,6 +86,9 @@ def _slurm_conf(path: PurePosixPath, action: Action, before: str | None, after: 
     removed = [line for line in old_lines if line not in new_set]
     added = [line for line in new_lines if line not in old_set]
     kinds = {line.split("=", 1)[0] for line in removed + added}
+    if action is Action.CREATE:
+        return Change(f"slurm:{path.name}", action, D.RESTART_DAEMON, None, _clip(added),
+                      f"{path.name}: new ({len(added)} settings); slurmctld and the slurmds start with it")
     if not kinds:
         disruption, why = D.NONE, "only comments or order change"
     elif kinds <= {"PartitionName"}:
