@@ -195,6 +195,15 @@ def _register_feature_commands() -> None:
 
 _register_feature_commands()
 
+def _fleet_or_exit(spec: Path):  # type: ignore[no-untyped-def]
+    """The compiled fleet, or the findings printed and exit 1 when it could not be built."""
+    compiled = tasks.validate(spec)
+    if compiled.fleet is None:
+        _print_findings(compiled)
+        raise typer.Exit(1)
+    return compiled.fleet
+
+
 secrets_app = typer.Typer(help="Create and check the secrets the spec refers to (values are never printed).",
                           no_args_is_help=True)
 app.add_typer(secrets_app, name="secrets")
@@ -205,11 +214,8 @@ def secrets_init(spec: SpecArg) -> None:
     """Create missing file secrets (munge key, database password) with mode 0600; never overwrite."""
     from fleetspec import secrets as sec
 
-    compiled = tasks.validate(spec)
-    if compiled.fleet is None:
-        _print_findings(compiled)
-        raise typer.Exit(1)
-    result = sec.init(compiled.fleet, Path(spec).resolve().parent)
+    fleet = _fleet_or_exit(spec)
+    result = sec.init(fleet, Path(spec).resolve().parent)
     for line in result.created:
         out.print(f"created {line}", markup=False)
     for line in result.existing:
@@ -223,12 +229,9 @@ def secrets_check(spec: SpecArg) -> None:
     """Resolve every secret reference; exit 1 if one cannot be resolved."""
     from fleetspec import secrets as sec
 
-    compiled = tasks.validate(spec)
-    if compiled.fleet is None:
-        _print_findings(compiled)
-        raise typer.Exit(1)
+    fleet = _fleet_or_exit(spec)
     failed = False
-    for ref in sec.refs(compiled.fleet):
+    for ref in sec.refs(fleet):
         if ref.kind == "pulumi":
             out.print(f"{ref.name}: {ref} (resolved by Pulumi at apply time)", markup=False)
             continue

@@ -1,24 +1,15 @@
-"""What Slurm accepts in the names and values fleetspec writes into its configuration.
+"""Slurm time syntax (``MaxTime``, ``DefaultTime``), read the way slurmctld reads it.
 
-Pure validators for the rules layer: each ``*_problem`` function returns None when
-Slurm reads the value as meant, else a message that says what is wrong and how to fix
-it. The rules turn a message into a finding, so a bad spec stops at ``validate``
-instead of becoming a slurm.conf that slurmctld refuses (or, worse, misreads).
+The spec model checks ``max_time`` with `slurm_time_problem`, so a bad value stops at
+``validate`` instead of becoming a slurm.conf that slurmctld refuses; the renderer uses
+`slurm_time_minutes` to derive ``DefaultTime``. Names need no Slurm-specific check:
+the spec accepts only DNS labels, which every Slurm name field reads as written.
 """
 
 from __future__ import annotations
 
 import re
 
-# slurm.conf keywords that are not names: "PartitionName=DEFAULT" / "NodeName=DEFAULT"
-# set defaults for the lines after them, "ALL" means every node in partition lists.
-RESERVED_NAMES = frozenset({"default", "all"})
-
-# Slurm keeps node, switch and block names in fixed buffers of 64 bytes (HOST_NAME_MAX).
-MAX_NAME_LENGTH = 64
-
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-_FEATURE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 _INFINITE = frozenset({"infinite", "unlimited"})
 # Slurm time formats (sbatch --time, MaxTime): minutes, minutes:seconds,
 # hours:minutes:seconds, days-hours, days-hours:minutes, days-hours:minutes:seconds.
@@ -63,51 +54,3 @@ def slurm_time_problem(text: str) -> str | None:
     if slurm_time_minutes(text) is not None:
         return None
     return f"{text!r} is not a Slurm time; write {TIME_FORMS_TEXT} (e.g. \"2-00:00:00\" for two days)"
-
-
-def _name_problem(kind: str, name: str) -> str | None:
-    if not name:
-        return f"an empty {kind} name"
-    if len(name) > MAX_NAME_LENGTH:
-        return f"{kind} name {name!r} is {len(name)} characters; Slurm keeps at most {MAX_NAME_LENGTH}"
-    if name.lower() in RESERVED_NAMES:
-        return f"{kind} name {name!r} is a slurm.conf keyword (DEFAULT, ALL); pick another name"
-    if not _NAME.match(name):
-        return (
-            f"{kind} name {name!r} cannot be written in Slurm's configuration: use letters, digits, "
-            "'-', '_' and '.', starting with a letter or digit (no spaces, ',', '=', '#', brackets)"
-        )
-    return None
-
-
-def hostname_problem(name: str) -> str | None:
-    """None when Slurm can name a node ``name`` in NodeName lines and hostlists.
-
-    Brackets and commas are hostlist syntax, '=' and whitespace end a slurm.conf
-    value, '#' starts a comment: any of them would turn one host into something else.
-    """
-    return _name_problem("host", name)
-
-
-def switch_name_problem(name: str) -> str | None:
-    """None when ``name`` works as a topology SwitchName/BlockName (leaf, spine, rack)."""
-    return _name_problem("switch", name)
-
-
-def partition_name_problem(name: str) -> str | None:
-    """None when ``name`` works as a Slurm PartitionName."""
-    return _name_problem("partition", name)
-
-
-def feature_problem(feature: str) -> str | None:
-    """None when ``feature`` can be asked for in ``--constraint`` as is.
-
-    Constraint expressions use ``& | , * [ ] ( ) ! :`` as operators, so a feature
-    holding one of them could be declared but never requested.
-    """
-    if feature and len(feature) <= MAX_NAME_LENGTH and _FEATURE.match(feature):
-        return None
-    return (
-        f"node feature {feature!r} cannot be used in --constraint: use letters, digits, "
-        f"'-', '_' and '.' (at most {MAX_NAME_LENGTH} characters)"
-    )

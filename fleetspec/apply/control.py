@@ -92,10 +92,6 @@ class SlurmControl:
     def drain(self, hosts: Sequence[str], reason: str) -> None:
         self._ok(["scontrol", "update", f"nodename={compress(hosts)}", "state=drain", f"reason={reason}"])
 
-    def set_reason(self, hosts: Sequence[str], reason: str) -> None:
-        """Keep nodes drained but say why (a failed wave)."""
-        self.drain(hosts, reason)
-
     def wait_drained(self, hosts: Sequence[str], deadline_s: float) -> list[str]:
         """Wait until no job runs on ``hosts``; return the hosts still busy at the deadline."""
         end = time.monotonic() + deadline_s
@@ -134,8 +130,6 @@ class KubernetesControl:
         for host in hosts:
             self._ok(["kubectl", "cordon", host])
             self._ok(["kubectl", "annotate", "--overwrite", "node", host, f"fleetspec.io/drain-reason={reason}"])
-
-    set_reason = drain
 
     def wait_drained(self, hosts: Sequence[str], deadline_s: float) -> list[str]:
         busy = []

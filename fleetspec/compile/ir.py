@@ -241,28 +241,15 @@ class Fleet:
     def stack(self, name: str) -> StackTuple | None:
         return next((s for s in self.stacks if s.name == name), None)
 
-    def secret_ref(self, name: str) -> str | None:
-        return dict(self.secrets).get(name)
-
     def partition(self, name: str) -> Partition | None:
         return next((p for p in self.partitions if p.name == name), None)
 
     def node(self, hostname: str) -> Node | None:
-        return self._node_index().get(hostname)
-
-    def nodes_of(self, partition: str) -> tuple[Node, ...]:
-        p = self.partition(partition)
-        if p is None:
-            return ()
-        index = self._node_index()
-        return tuple(index[h] for h in p.nodes if h in index)
+        return self._nodes_by_name.get(hostname)
 
     @functools.cached_property
     def _nodes_by_name(self) -> dict[str, Node]:
         return {n.hostname: n for n in self.nodes}
-
-    def _node_index(self) -> dict[str, Node]:
-        return self._nodes_by_name
 
     def to_dict(self) -> dict[str, Any]:
         return {"irVersion": IR_VERSION, **_to_plain(self)}

@@ -13,11 +13,12 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
 
+from fleetspec.slurm_syntax import slurm_time_problem
+
 DNS_LABEL = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
 # Versions: dotted numbers with an optional leading "v"; nothing a shell or a template
 # could misread.
 VERSION = r"^v?\d+(\.\d+){0,3}$"
-SLURM_TIME = r"^(UNLIMITED|INFINITE|\d+|\d+:\d{2}|\d+:\d{2}:\d{2}|\d+-\d+|\d+-\d+:\d{2}|\d+-\d+:\d{2}:\d{2})$"
 
 Name = Annotated[StrictStr, Field(pattern=DNS_LABEL, max_length=63)]
 Version = Annotated[StrictStr, Field(pattern=VERSION, max_length=32)]
@@ -83,15 +84,22 @@ class Rack(_Model):
 
 class Accounting(_Model):
     host: Name
-    fairshare: StrictBool = True
 
 
 class SlurmPartition(_Model):
     nodes: Hostlist | None = Field(default=None, description="a hostlist: makes this an extra partition")
     default: StrictBool = False
-    max_time: Annotated[StrictStr, Field(pattern=SLURM_TIME)] | None = None
+    max_time: StrictStr | None = None
     state: Literal["UP", "DOWN", "DRAIN", "INACTIVE"] | None = None
     allow_mixed_generations: StrictBool = False
+
+    @field_validator("max_time")
+    @classmethod
+    def _slurm_time(cls, value: str | None) -> str | None:
+        problem = slurm_time_problem(value) if value is not None else None
+        if problem:
+            raise ValueError(problem)
+        return value
 
 
 class Pyxis(_Model):

@@ -1,17 +1,12 @@
-"""Slurm value syntax checks the rules rely on."""
+"""Slurm time syntax, as the spec model and the renderer read it."""
 
 from __future__ import annotations
 
 import pytest
 
-from fleetspec.slurm_syntax import (
-    feature_problem,
-    hostname_problem,
-    partition_name_problem,
-    slurm_time_minutes,
-    slurm_time_problem,
-    switch_name_problem,
-)
+from fleetspec.compile import compile_text
+from fleetspec.slurm_syntax import slurm_time_minutes, slurm_time_problem
+from tests.conftest import EXAMPLES
 
 
 @pytest.mark.parametrize(
@@ -31,25 +26,7 @@ def test_not_slurm_times(text):
     assert problem is not None and "days-hours:minutes:seconds" in problem
 
 
-@pytest.mark.parametrize("name", ["h100-001", "gb200-r07-01", "node.example.org", "n_1", "A100"])
-def test_hostnames_slurm_can_name(name):
-    assert hostname_problem(name) is None
-
-
-@pytest.mark.parametrize("name", ["gpu[1]", "a,b", "a b", "x=y", "#h", "-lead", "", "DEFAULT", "all", "h" * 65])
-def test_hostnames_slurm_cannot_name(name):
-    assert hostname_problem(name) is not None
-
-
-def test_partition_and_switch_names():
-    assert partition_name_problem("nvidia-hopper") is None
-    assert "keyword" in (partition_name_problem("default") or "")
-    assert partition_name_problem("my partition") is not None
-    assert switch_name_problem("leaf-01") is None
-    assert switch_name_problem("leaf 01") is not None
-
-
-def test_features():
-    assert feature_problem("hopper-cu13") is None
-    assert feature_problem("cuda:13") is not None  # ':' is a constraint operator
-    assert feature_problem("a|b") is not None
+def test_the_spec_refuses_a_max_time_slurm_would_misread():
+    text = (EXAMPLES / "quickstart.yaml").read_text().replace('max_time: "00:30:00"', 'max_time: "00:61:00"')
+    [finding] = compile_text(text, "f.yaml").located()
+    assert finding.rule == "schema" and "not a Slurm time" in finding.message
