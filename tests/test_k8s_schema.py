@@ -1,4 +1,4 @@
-"""fleetspec.k8s_schema against the real upstream CRDs in ../shared/crds and kubernetes-validate.
+"""fleetspec.k8s_schema against the real upstream CRDs in tests/data/crds and kubernetes-validate.
 
 Each valid object below uses field names read from the CRD files (see crds/SOURCES.md for
 the upstream tags); each broken one must fail with a message that names the field.

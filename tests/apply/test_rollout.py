@@ -4,7 +4,7 @@ The fleet's four H200 nodes are real slurmd's (one machine, loopback); drain, re
 the drain reasons are read back with sinfo. The playbook is a small stand-in for
 site.yml run for real by ansible-runner over local connections (it records which
 hosts it touched and fails where a test says). Verify uses the real comparison on the
-real H200 node's facts (../shared/fixtures), upgraded where the playbook ran.
+real H200 node's facts (tests/data/fixtures), upgraded where the playbook ran.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The Helm values fleetspec renders name keys the real charts have (their values.yaml at the
-pinned tags in ../shared/crds), and NFD runs once on a mixed-vendor cluster."""
+pinned tags in tests/data/crds), and NFD runs once on a mixed-vendor cluster."""
 
 from __future__ import annotations
 

@@ -34,7 +34,7 @@ def test_every_rendered_object_is_valid(variant, crd_index: CrdIndex) -> None:
 
 
 def test_custom_resources_are_checked_against_a_crd(crd_index: CrdIndex) -> None:
-    """Every custom kind we render has a CRD in ../shared/crds (none passes unchecked)."""
+    """Every custom kind we render has a CRD in tests/data/crds (none passes unchecked)."""
     from . import fleets
 
     kinds = set()

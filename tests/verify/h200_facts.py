@@ -1,6 +1,6 @@
 """A facts document (docs/facts.md shape) built from the real H200 node's recorded outputs.
 
-The fixture (../shared/fixtures/h200-node) is what that node's own tools printed; the
+The fixture (tests/data/fixtures/h200-node) is what that node's own tools printed; the
 package's parsers turn it into the collector's document, so the comparison tests run
 on real values. Variations for drift cases are made by editing a deep copy.
 """
