@@ -19,10 +19,12 @@ Sources of the shapes (checked against published package file names):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from fleetspec.catalog import DriverPackaging, load_catalog
 from fleetspec.compile.ir import GpuSpec, StackTuple
 from fleetspec.versions import version_key
 
@@ -56,6 +58,9 @@ _HGX_NVSWITCH_MODELS = frozenset({"a100", "a100-sxm", "a800", "h100-sxm", "h800"
 # Grace-Blackwell rack-scale systems: NVLink switch trays run the fabric manager, the
 # compute nodes run IMEX for cross-node NVLink memory.
 _IMEX_MODELS = frozenset({"gb200", "gb300"})
+# The first branch whose packages drop the branch from their names (NVIDIA driver
+# installation guide, "Recent updates": "Ubuntu 590 and later packages").
+_UNBRANCHED_FROM = 590
 
 
 class PackageError(ValueError):
@@ -110,7 +115,7 @@ def _nvidia(stack: StackTuple, os: str, gpus: tuple[GpuSpec, ...]) -> list[Packa
     if stack.cudnn:
         if not stack.cuda:
             raise PackageError(f"stack {stack.name}: cuDNN packages are built per CUDA major; give cuda")
-        pins.append(PackagePin(*_cudnn(stack.cudnn, stack.cuda), "cudnn"))
+        pins += [PackagePin(n, v, "cudnn") for n, v in cudnn_packages(stack.cudnn, stack.cuda)]
     if stack.nccl:
         if not stack.cuda:
             raise PackageError(f"stack {stack.name}: NCCL packages are built per CUDA release; give cuda")
@@ -120,23 +125,55 @@ def _nvidia(stack: StackTuple, os: str, gpus: tuple[GpuSpec, ...]) -> list[Packa
     return pins
 
 
-def _driver(driver: str, os: str, gpus: tuple[GpuSpec, ...]) -> list[PackagePin]:
+def driver_packaging(driver: str, os: str) -> DriverPackaging:
+    """The catalog's naming scheme for ``driver``'s branch on ``os`` (590+ drops the branch on Ubuntu)."""
+    return load_catalog().driver_packaging(driver, "debian" if os.startswith("debian") else "ubuntu")
+
+
+def driver_family(driver: str, os: str, flavor: str) -> dict[str, str]:
+    """Every package of one driver build as NVIDIA's CUDA repository publishes it: {name: version}.
+
+    The metapackage (first) depends on each of the others at ``(= its own version)``; apt
+    moves them only together. The fabric manager, NSCQ and IMEX follow the driver's
+    version with their own Debian revision. Ubuntu names before 590 carry the branch
+    (``libnvidia-gl-580``); from 590 they do not (``libnvidia-gl``). Debian: the
+    unbranched names of NVIDIA's debian12 repository.
+    """
+    scheme = driver_packaging(driver, os)
     branch = str(version_key(driver)[0])
-    flavor = kernel_module_flavor(gpus)
-    if os == "debian-12":
-        version = f"{driver}-1"
+    version, tools = f"{driver}-{scheme.revision}", f"{driver}-{scheme.tools_revision}"
+    if os.startswith("debian"):
         dkms = "nvidia-kernel-open-dkms" if flavor == "open" else "nvidia-kernel-dkms"
-        names = ["nvidia-driver", dkms, "libcuda1"]
+        names = ["nvidia-driver", dkms, "libcuda1", "nvidia-kernel-support", "libnvidia-ml1", "nvidia-smi",
+                 "nvidia-persistenced", "nvidia-modprobe", "firmware-nvidia-gsp"]
+        b = f"-{branch}" if int(branch) < _UNBRANCHED_FROM else ""
+        tool_names = [f"nvidia-fabricmanager{b}", f"libnvidia-nscq{b}", f"nvidia-imex{b}"]
     else:
-        version = f"{driver}-0ubuntu1"
-        suffix = "-open" if flavor == "open" else ""
-        names = [f"nvidia-driver-{branch}{suffix}", f"nvidia-dkms-{branch}{suffix}",
-                 f"nvidia-utils-{branch}", f"libnvidia-compute-{branch}"]  # fmt: skip
-    pins = [PackagePin(n, version, "nvidia_driver") for n in names]
+        b = f"-{branch}" if scheme.branch_in_name else ""
+        o = "-open" if flavor == "open" else ""
+        names = [f"nvidia-driver{b}{o}", f"nvidia-dkms{b}{o}", f"nvidia-utils{b}", f"libnvidia-compute{b}",
+                 "nvidia-persistenced", f"nvidia-kernel-common{b}", f"nvidia-kernel-source{b}{o}",
+                 f"nvidia-compute-utils{b}", f"nvidia-firmware{b}", "nvidia-modprobe"] + [
+                 f"libnvidia-{lib}{b}" for lib in ("cfg1", "common", "decode", "encode", "extra", "fbc1", "gl",
+                                                    "gpucomp")] + [f"xserver-xorg-video-nvidia{b}"]
+        tool_names = [f"nvidia-fabricmanager{b}", f"libnvidia-nscq{b}", f"nvidia-imex{b}"]
+    return {**{n: version for n in names}, **{n: tools for n in tool_names}}
+
+
+def _driver(driver: str, os: str, gpus: tuple[GpuSpec, ...]) -> list[PackagePin]:
+    """What the node asks apt for: the full driver (its metapackage pulls the rest of the
+    family), the DKMS module, nvidia-smi, the compute libraries and the persistence daemon;
+    the fabric manager on NVSwitch boards, IMEX on rack-scale NVLink nodes."""
+    family = list(driver_family(driver, os, kernel_module_flavor(gpus)).items())
+    wanted = family[:3] if os.startswith("debian") else family[:5]
+    if os.startswith("debian"):
+        wanted.append(next(kv for kv in family if kv[0] == "nvidia-persistenced"))
+    pins = [PackagePin(n, v, "nvidia_driver") for n, v in wanted]
+    fabric, nscq, imex = family[-3:]
     if any(_has_nvswitch(g) for g in gpus):
-        pins.append(PackagePin(f"nvidia-fabricmanager-{branch}", f"{driver}-1", "nvidia_driver", "nvswitch"))
+        pins.append(PackagePin(*fabric, "nvidia_driver", "nvswitch"))
     if any(g.model in _IMEX_MODELS for g in gpus):
-        pins.append(PackagePin(f"nvidia-imex-{branch}", f"{driver}-1", "nvidia_driver", "imex"))
+        pins.append(PackagePin(*imex, "nvidia_driver", "imex"))
     return pins
 
 
@@ -181,6 +218,69 @@ def _cudnn(cudnn: str, cuda: str) -> tuple[str, str]:
     if parts[0] < 9:
         return f"libcudnn{parts[0]}", f"{full}-1+cuda{cuda_parts[0]}.{cuda_parts[1] if len(cuda_parts) > 1 else 0}"
     return f"libcudnn{parts[0]}-cuda-{cuda_parts[0]}", f"{full}-1"
+
+
+def cudnn_packages(cudnn: str, cuda: str) -> list[tuple[str, str]]:
+    """cuDNN with its headers, as NVIDIA's meta package ``cudnn9-cuda-<major>`` installs it:
+    the runtime, ``-dev`` (libraries to link, the ``cudnn*.h`` headers through
+    ``-headers``). cuDNN 8: ``libcudnn8`` and ``libcudnn8-dev`` at one version."""
+    name, version = _cudnn(cudnn, cuda)
+    if name.startswith("libcudnn8"):
+        return [(name, version), (f"{name}-dev", version)]
+    major = name.removeprefix("libcudnn").split("-", 1)[0]
+    cuda_major = name.rsplit("-", 1)[1]
+    return [(f"cudnn{major}-cuda-{cuda_major}", version), (name, version),
+            (f"libcudnn{major}-dev-cuda-{cuda_major}", version), (f"libcudnn{major}-headers-cuda-{cuda_major}", version)]
+
+
+def apt_preferences(stack: StackTuple, os: str, gpu_models: Iterable[GpuSpec]) -> str:
+    """An apt_preferences(5) file that locks every package family of ``stack`` at its build.
+
+    Why preferences and not only ``apt-get install name=version``: the driver metapackage,
+    ``cudnn9-cuda-*`` and ROCm's ``rocm`` depend on their companions at ``(= the same
+    version)``; apt takes each companion at its candidate, the newest build in the
+    repository, and refuses the transaction ("held broken packages") whenever the pin is
+    not the newest build. NVIDIA's answer is version locking with apt preferences (the
+    ``nvidia-driver-pinning-*`` packages ship such a file); the same works for ROCm.
+    Priority 1000 also lets apt go down to the pinned build (a rollback). ``Package: *``
+    cannot carry a version pin (apt: "Did not understand pin type version"), so the
+    families are regular expressions. Pure: the same tuple gives the same bytes.
+    """
+    gpus = tuple(gpu_models)
+    stanzas: list[tuple[str, str, str]] = []
+    if stack.vendor == "nvidia":
+        if stack.driver:
+            family = driver_family(stack.driver, os, kernel_module_flavor(gpus))
+            stanzas.append((f"NVIDIA driver {stack.driver}: every package of the driver family (version locking)",
+                            _NVIDIA_DRIVER_FAMILY, f"{stack.driver}-*"))
+            assert all(re.match(r"^(lib)?nvidia-|^libcuda|^libnv|^xserver-xorg-video-nvidia|^firmware-nvidia", n)
+                       for n in family), "a driver package the family expression misses"
+        if stack.cuda:
+            major, minor = _mm(stack.cuda)
+            stanzas.append((f"CUDA {stack.cuda}", f"cuda-toolkit-{major}-{minor}", f"{stack.cuda}-1"))
+        if stack.cudnn and stack.cuda:
+            names = cudnn_packages(stack.cudnn, stack.cuda)
+            stanzas.append((f"cuDNN {stack.cudnn}", " ".join(n for n, _ in names), names[0][1]))
+        if stack.nccl and stack.cuda:
+            major, minor = _mm(stack.cuda)
+            stanzas.append((f"NCCL {stack.nccl}", "libnccl2 libnccl-dev", f"{stack.nccl}-1+cuda{major}.{minor}"))
+    else:
+        distro = _ROCM_DISTRO[os]
+        if stack.amdgpu:
+            stanzas.append((f"amdgpu {stack.amdgpu}", "amdgpu-dkms amdgpu-dkms-firmware",
+                            _amdgpu_version(stack.amdgpu, distro)))
+        if stack.rocm:
+            # Every package of a ROCm release ends in the release's number and build
+            # (hip-runtime-amd 7.0.51831.70002-56~24.04, rocm-core 7.0.2.70002-56~24.04).
+            stanzas.append((f"ROCm {stack.rocm}: every package of the release", "/.*/",
+                            f"*.{rocm_suffix(stack.rocm, distro)}"))
+    head = f"# fleetspec: the packages of stack {stack.name} on {os}, locked at the tuple's builds.\n"
+    return head + "".join(f"\nExplanation: {why}\nPackage: {names}\nPin: version {version}\nPin-Priority: 1000\n"
+                          for why, names, version in stanzas)
+
+
+# Every package NVIDIA's repositories build from one driver release (Ubuntu and Debian names).
+_NVIDIA_DRIVER_FAMILY = "/^(lib)?nvidia-/ /^libcuda/ /^libnv/ /^xserver-xorg-video-nvidia/ /^firmware-nvidia/"
 
 
 def _amd(stack: StackTuple, os: str) -> list[PackagePin]:

@@ -96,6 +96,18 @@ class GpuOperatorRelease:
     unconfirmed: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class DriverPackaging:
+    """How NVIDIA's CUDA repository names and versions one branch's driver packages on one OS family."""
+
+    first_branch: int
+    branch_in_name: bool
+    revision: str
+    tools_revision: str
+    sources: tuple[str, ...]
+    unconfirmed: tuple[str, ...] = ()
+
+
 class Catalog:
     """Typed access to the catalog data. Use `load_catalog()` for the shipped one."""
 
@@ -150,6 +162,14 @@ class Catalog:
         if entry is None:
             return None
         return DriverBranch(branch, entry["type"], entry["max_cuda_major"], entry.get("eol"), _sources(entry))
+
+    def driver_packaging(self, driver: str, os_family: str) -> DriverPackaging:
+        """The packaging scheme of ``driver``'s branch on ``os_family`` (``ubuntu`` or ``debian``)."""
+        branch = version_key(driver)[0]
+        schemes = [e for e in self._data["nvidia"]["driver_packaging"][os_family] if e["branch"] <= branch]
+        e = max(schemes, key=lambda x: x["branch"])
+        return DriverPackaging(e["branch"], e["branch_in_name"], e["revision"], e["tools_revision"], _sources(e),
+                               tuple(e.get("unconfirmed", ())))
 
     def nccl_release(self, version: str) -> Release | None:
         return _release(self._data["nvidia"]["nccl"]["releases"], version)
@@ -333,6 +353,7 @@ __all__ = [
     "Catalog",
     "CudaRelease",
     "DriverBranch",
+    "DriverPackaging",
     "GpuModel",
     "GpuOperatorRelease",
     "Release",

@@ -33,7 +33,7 @@ from fleetspec.compile.ir import Fleet
 from fleetspec.findings import Severity
 from fleetspec.lab.base import REPO_MOUNT, ensure_base, ensure_host_packages
 from fleetspec.lab.hosts import Lab, validate_name
-from fleetspec.lab.repo import build_repo, pin_standins
+from fleetspec.lab.repo import StandInPackage, build_repo, pin_standins, stack_standins
 from fleetspec.lab.slurm import Cluster, ensure_slurm, restrict_slurm_files
 from fleetspec.packages import container_packages, packages_for, slurm_packages
 from fleetspec.render.ansible import PackageMirror
@@ -119,6 +119,22 @@ def fleet_pins(fleet: Fleet) -> list[tuple[str, str]]:
             pins.update((p.name, p.version)
                         for p in container_packages(fleet.slurm.enroot_version, fleet.slurm.pyxis_version))
     return sorted(pins)
+
+
+def repo_packages(fleet: Fleet) -> list[StandInPackage]:
+    """What the lab's repository publishes for ``fleet``: each stack's whole package
+    families at the pinned builds and at a newer build (``stack_standins``: the vendors'
+    dependency graph, as their repositories carry every build), and a stand-in for every
+    other pin (Slurm, Enroot/Pyxis)."""
+    found: dict[tuple[str, str], StandInPackage] = {}
+    for stack in fleet.stacks:
+        gpus = {(n.gpu.model, n.gpu.count): n.gpu for n in fleet.nodes if n.stack == stack.name}
+        if gpus:
+            for p in stack_standins(stack, fleet.os, [gpus[k] for k in sorted(gpus)]):
+                found[(p.name, p.version)] = p
+    for p in pin_standins([pin for pin in fleet_pins(fleet) if pin not in found]):
+        found[(p.name, p.version)] = p
+    return [found[k] for k in sorted(found)]
 
 
 def lab_slurm_files(fleet: Fleet, nodes: tuple[str, ...]) -> dict[PurePosixPath, str]:
@@ -250,7 +266,7 @@ class LabHandle:
         In place because every host bind-mounts the directory read-only: new contents are
         visible to them at once (after `apt-get update`, which the playbooks run).
         """
-        build_repo(pin_standins(fleet_pins(fleet)), self.repo_dir)
+        build_repo(repo_packages(fleet), self.repo_dir)
         return self.package_count()
 
     def package_count(self) -> int:

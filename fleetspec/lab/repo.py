@@ -426,6 +426,175 @@ def _pin_standin(name: str, version: str, versions_of: Mapping[str, set[str]]) -
     return made
 
 
+# ---------------------------------------------------------------- whole package families
+
+# Ubuntu's nvidia-persistenced unit (the package's debian/nvidia-persistenced.service):
+# the daemon runs with --no-persistence-mode, so the GPUs are NOT in persistence mode
+# until a site overrides ExecStart. Source: Ubuntu's nvidia-graphics-drivers packaging,
+# https://git.launchpad.net/~canonical-kernel-team/ubuntu/+source/nvidia-graphics-drivers
+PERSISTENCED_UNIT = """[Unit]
+Description=NVIDIA Persistence Daemon
+Wants=syslog.target
+StopWhenUnneeded=true
+Before=systemd-backlight@backlight:nvidia_0.service
+
+[Service]
+Type=forking
+ExecStart=/usr/bin/nvidia-persistenced --user nvidia-persistenced --no-persistence-mode --verbose
+ExecStopPost=/bin/rm -rf /var/run/nvidia-persistenced
+"""
+# A stand-in daemon: forks, records the arguments it was started with, and stays up.
+_PERSISTENCED = f"""#!/bin/sh
+# {STANDIN_NOTE}. Records its arguments where verify reads them on a stand-in host.
+mkdir -p /run/nvidia-persistenced
+echo "$*" > /run/nvidia-persistenced/fleetspec-args
+(exec -a nvidia-persistenced sleep infinity) >/dev/null 2>&1 &
+echo $! > /run/nvidia-persistenced/nvidia-persistenced.pid
+"""
+
+
+def _with_deps(pkg: StandInPackage, depends: Iterable[str]) -> StandInPackage:
+    return StandInPackage(pkg.name, pkg.version, tuple(depends), pkg.files, pkg.description, pkg.symlinks,
+                          pkg.architecture)
+
+
+def driver_standins(driver: str, os: str, flavor: str) -> list[StandInPackage]:
+    """One driver build as NVIDIA's repository publishes it: every package of the family
+    (``fleetspec.packages.driver_family``) at its version, the metapackage depending on
+    each driver package at ``(= its version)``, the DKMS package on the kernel source and
+    common files at ``=``, nvidia-utils on the compute libraries at ``=`` (the real
+    graph's shape: apt moves the family only together), the persistence daemon with
+    Ubuntu's unit. Files report versions the way the real ones do."""
+    from fleetspec.packages import driver_family
+
+    family = driver_family(driver, os, flavor)
+    names = list(family)
+    meta, dkms, utils, compute = names[0], names[1], names[2], names[3]
+    version = family[meta]
+    branch = driver.split(".")[0]
+    smi = _nvidia_smi(driver, DRIVER_CUDA.get(branch, "0.0"))
+    eq = {n: f"{n} (= {v})" for n, v in family.items()}
+    tools = set(names[-3:])
+    out: list[StandInPackage] = []
+    for name, v in family.items():
+        files: dict[str, str | bytes] = {}
+        depends: list[str] = []
+        if name == meta:
+            depends = [eq[n] for n in names[1:] if n not in tools]
+        elif name == dkms and not os.startswith("debian"):
+            depends = [eq[n] for n in names if n.startswith(("nvidia-kernel-common", "nvidia-kernel-source"))]
+        elif name in (utils, "nvidia-smi") and name != compute:
+            files["/usr/bin/nvidia-smi"] = smi
+            depends = [eq[compute]] if not os.startswith("debian") else []
+        elif name == compute:
+            files[f"/usr/share/doc/{name}/version"] = driver + "\n"
+        elif name == "nvidia-persistenced":
+            files = {"/usr/lib/systemd/system/nvidia-persistenced.service": PERSISTENCED_UNIT,
+                     "/usr/bin/nvidia-persistenced": _PERSISTENCED}
+        elif name.startswith("nvidia-fabricmanager"):
+            files["/usr/bin/nv-fabricmanager"] = f"#!/bin/sh\necho 'Fabric Manager version is : {driver}'\n"
+        elif name.startswith("nvidia-imex"):
+            files["/usr/bin/nvidia-imex"] = f"#!/bin/sh\necho 'IMEX version is: {driver}'\n"
+            files["/etc/nvidia-imex/config.cfg"] = "IMEX_NODE_CONFIG_FILE=/etc/nvidia-imex/nodes_config.cfg\n"
+        out.append(StandInPackage(name, v, tuple(depends), files,
+                                  f"NVIDIA driver {driver}: {name} (no kernel module in the lab)."))
+    assert version == family[meta]
+    return out
+
+
+def newer_build(version: str) -> str:
+    """A build of the same branch/series newer than ``version`` (580.95.05 -> 580.96.05):
+    the lab publishes one beside every pin, as NVIDIA's repository carries every build of a
+    branch, so a pin that is not the newest build is what the lab rehearses by default."""
+    parts = version.split(".")
+    parts[1] = str(int(parts[1]) + 1).zfill(len(parts[1]))
+    return ".".join(parts)
+
+
+def _newer(component: str, version: str) -> str:
+    """The next release fleetspec knows a build number for (cuDNN, ROCm), else ``newer_build``."""
+    from fleetspec.packages import CUDNN_BUILDS, ROCM_BUILDS
+
+    known = {"cudnn": CUDNN_BUILDS, "rocm": ROCM_BUILDS}.get(component)
+    if known is None:
+        return newer_build(version)
+    from fleetspec.versions import version_key
+
+    later = sorted((v for v in known if version_key(v) > version_key(version)), key=version_key)
+    return later[0] if later else version
+
+
+def stack_standins(stack, os: str, gpus, newer: bool = True) -> list[StandInPackage]:
+    """Every package the lab's repository carries for one stack tuple: the whole families
+    at the pinned builds and, with ``newer``, at a newer build of each (driver, NCCL,
+    cuDNN, ROCm release), so that apt sees what the vendors' repositories hold."""
+    from dataclasses import replace
+
+    from fleetspec.packages import cudnn_packages, kernel_module_flavor, packages_for
+
+    tuples = [stack]
+    if newer:
+        bumped = {k: _newer(k, v) for k, v in stack.versions().items() if k in ("driver", "nccl", "cudnn", "rocm")}
+        tuples.append(replace(stack, **bumped))
+    out: list[StandInPackage] = []
+    for t in tuples:
+        pins = {p.name: p.version for p in packages_for(t, os, gpus)}
+        if t.driver:
+            out += driver_standins(t.driver, os, kernel_module_flavor(gpus))
+        if t.cuda:
+            out.append(_cuda(t.cuda))
+        if t.cudnn and t.cuda:
+            names = cudnn_packages(t.cudnn, t.cuda)
+            out += _cudnn_family(t.cudnn, names)
+        if t.nccl and t.cuda:
+            out += [p for p in _nccl(t.nccl, t.cuda) if p.name in pins]
+        if t.rocm:
+            out += _rocm_family(pins["rocm"], pins.get("rccl"))
+        if t.amdgpu and "amdgpu-dkms" in pins:
+            dkms = _amdgpu(pins["amdgpu-dkms"])
+            firmware = StandInPackage("amdgpu-dkms-firmware", dkms.version, architecture="all",
+                                      description="amdgpu firmware for DKMS.")
+            out += [_with_deps(dkms, [f"amdgpu-dkms-firmware (= {dkms.version})"]), firmware]
+    unique = {(p.name, p.version): p for p in out}
+    return [unique[k] for k in sorted(unique)]
+
+
+def _cudnn_family(cudnn: str, names: list[tuple[str, str]]) -> list[StandInPackage]:
+    """``cudnn9-cuda-13`` -> runtime and -dev at ``=``; -dev -> runtime and -headers at ``=``."""
+    (meta, version), (runtime, _), (dev, _), (headers, _) = names
+    lib = _cudnn(version.split("-")[0], runtime.rsplit("-", 1)[1])
+    header = {k: v for k, v in lib.files.items() if k.endswith(".h")}
+    runtime_pkg = StandInPackage(runtime, version, (), {k: v for k, v in lib.files.items() if k not in header},
+                                 lib.description, lib.symlinks)
+    return [
+        StandInPackage(meta, version, (f"{runtime} (= {version})", f"{dev} (= {version})"),
+                       description="cuDNN meta package: the runtime and its development files."),
+        runtime_pkg,
+        StandInPackage(dev, version, (f"{runtime} (= {version})", f"{headers} (= {version})"),
+                       description="cuDNN development files."),
+        StandInPackage(headers, version, (), header, description="cuDNN headers (cudnn_version.h)."),
+    ]
+
+
+# Components ROCm's `rocm` meta package depends on at (= the release's version), modelled
+# on repo.radeon.com/rocm/apt/<release>/ Packages (rocm: Depends: rocm-core (= ...), ...).
+ROCM_META_DEPENDS = ("rocm-core", "rocm-utils", "rocm-developer-tools", "rocm-openmp-sdk", "rocm-opencl-sdk",
+                     "rocm-ml-sdk")
+
+
+def _rocm_family(rocm_version: str, rccl_version: str | None) -> list[StandInPackage]:
+    m = _ROCM_VERSION.match(rocm_version)
+    assert m, rocm_version
+    rocm = m["v"]
+    build = m["build"]
+    core, *rest = _rocm(rocm, _ROCM_VERSION.match(rccl_version)["v"] if rccl_version else None, build)
+    parts = [core] + [StandInPackage(n, rocm_version, (f"rocm-core (= {rocm_version})",),
+                                     description=f"ROCm {rocm} component.") for n in ROCM_META_DEPENDS[1:]]
+    meta = StandInPackage("rocm", rocm_version, tuple(f"{n} (= {rocm_version})" for n in ROCM_META_DEPENDS),
+                          description=f"ROCm {rocm} meta package.")
+    return [meta, *parts, *rest]
+
+
 def pin_standins(pins: Iterable[tuple[str, str]]) -> list[StandInPackage]:
     """One stand-in per exact ``(name, version)`` pin, de-duplicated and sorted.
 

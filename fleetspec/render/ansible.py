@@ -24,6 +24,7 @@ import yaml
 from fleetspec.compile.ir import Fleet, Node, StackTuple
 from fleetspec.packages import (
     PackagePin,
+    apt_preferences,
     container_packages,
     has_nvswitch,
     needs_imex,
@@ -105,7 +106,34 @@ def render_ansible(fleet: Fleet, mirror: PackageMirror | None = None) -> dict[Pu
     files: dict[PurePosixPath, str] = {ROOT / "inventory.yml": _inventory(fleet, members)}
     for group, data in _group_vars(fleet, members, mirror).items():
         files[ROOT / "group_vars" / f"{group}.yml"] = _dump(fleet, data)
+    files.update(render_pins(fleet))
     return dict(sorted(files.items()))
+
+
+def render_pins(fleet: Fleet) -> dict[PurePosixPath, str]:
+    """``ansible/pins/<stack>.pref`` and ``.list`` for every stack that nodes run.
+
+    What a stack's nodes get, reviewable and checkable with apt alone: the .pref is the
+    apt_preferences(5) file the role installs (version locking of every package family),
+    the .list the exact ``apt-get install`` arguments (``name=version``, one per line,
+    including what only some nodes get: fabric manager, IMEX). On a repository with other
+    builds, ``apt-get -s install $(cat S.list)`` under S.pref resolves to exactly the pins.
+    """
+    files: dict[PurePosixPath, str] = {}
+    for stack in fleet.stacks:
+        nodes = [n for n in fleet.nodes if n.stack == stack.name]
+        if not nodes:
+            continue
+        gpus = _stack_gpus(nodes)
+        pins = packages_for(stack, fleet.os, gpus)
+        files[ROOT / "pins" / f"{stack.name}.pref"] = apt_preferences(stack, fleet.os, gpus)
+        files[ROOT / "pins" / f"{stack.name}.list"] = "".join(f"{p.spec}\n" for p in pins)
+    return files
+
+
+def _stack_gpus(nodes: Iterable[Node]) -> list:
+    gpus = {(n.gpu.model, n.gpu.count): n.gpu for n in nodes}
+    return [gpus[k] for k in sorted(gpus)]
 
 
 def _groups(fleet: Fleet) -> dict[str, set[str]]:
@@ -217,8 +245,7 @@ def _all_vars(fleet: Fleet, mirror: PackageMirror | None) -> dict[str, Any]:
 
 
 def _stack_vars(fleet: Fleet, stack: StackTuple, nodes: Iterable[Node]) -> dict[str, Any]:
-    gpus = {(n.gpu.model, n.gpu.count): n.gpu for n in nodes}
-    pins = packages_for(stack, fleet.os, [gpus[k] for k in sorted(gpus)])
+    pins = packages_for(stack, fleet.os, _stack_gpus(nodes))
     return {
         "fleetspec_stack": {"name": stack.name, "vendor": stack.vendor, **stack.versions()},
         "fleetspec_packages": _pins(pins),

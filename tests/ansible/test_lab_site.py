@@ -19,7 +19,7 @@ from fleetspec.apply.ansible import HostEvent, PlaybookResult, run_playbook
 from fleetspec.compile.ir import Fleet, StackTuple
 from fleetspec.lab import Lab, LabUnavailable, StandInPackage, build_repo, ensure_base, ensure_host_packages
 from fleetspec.lab.base import REPO_MOUNT
-from fleetspec.lab.repo import vendor_standins
+from fleetspec.lab.fleet import repo_packages as lab_repo_packages
 from fleetspec.packages import packages_for
 from fleetspec.render.ansible import PackageMirror, render_ansible
 from fleetspec.render.slurm import render_slurm
@@ -39,11 +39,11 @@ MIRROR = PackageMirror(f"file:{REPO_MOUNT}", trusted=True)
 
 
 def repo_packages(fleets: list[Fleet]) -> list[StandInPackage]:
-    """The lab's vendor stand-ins, plus a bare stand-in for every other pin the fleets use
-    (package names the lab does not model: open driver flavour, Slurm, MariaDB)."""
-    stacks = {s for f in fleets for s in f.stacks}
-    standins = vendor_standins([s.versions() for s in stacks])
-    have = {(p.name, p.version) for p in standins}
+    """The lab repository's families (pinned and newer builds, the vendors' dependency
+    graph), plus a bare stand-in for every other pin the fleets use (Slurm, MariaDB)."""
+    found = {(p.name, p.version): p for f in fleets for p in lab_repo_packages(f)}
+    standins = [found[k] for k in sorted(found)]
+    have = set(found)
     extra: dict[tuple[str, str], StandInPackage] = {}
     for fleet in fleets:
         files = render_ansible(fleet)
