@@ -55,6 +55,7 @@ _PROPRIETARY_ONLY = frozenset({"maxwell", "pascal", "volta"})
 _OPEN_REQUIRED = frozenset({"blackwell", "blackwell-ultra", "grace-hopper", "grace-blackwell"})
 # HGX baseboards with NVSwitch (8 GPUs): the nodes run nvidia-fabricmanager.
 _HGX_NVSWITCH_MODELS = frozenset({"a100", "a100-sxm", "a800", "h100-sxm", "h800", "h200", "h20", "b200", "b300"})
+_NVLINK5_MODELS = frozenset({"b200", "b300"})
 # Grace-Blackwell rack-scale systems: NVLink switch trays run the fabric manager, the
 # compute nodes run IMEX for cross-node NVLink memory.
 _IMEX_MODELS = frozenset({"gb200", "gb300"})
@@ -192,6 +193,14 @@ def kernel_module_flavor(gpus: Iterable[GpuSpec]) -> Literal["open", "proprietar
 def has_nvswitch(gpu: GpuSpec) -> bool:
     """Whether a node with these GPUs sits on an NVSwitch baseboard (needs the fabric manager)."""
     return _has_nvswitch(gpu)
+
+
+def nvswitch_on_pci(gpu: GpuSpec) -> bool:
+    """Whether the board's NVSwitches show as NVIDIA PCI bridges (class 0x0680): HGX
+    A100/H100/H200. The fourth generation (HGX B200/B300, NVLink 5) is reached through
+    InfiniBand management devices for the NVLink Subnet Manager instead (Fabric Manager
+    User Guide, "Systems using fourth generation NVSwitches")."""
+    return _has_nvswitch(gpu) and gpu.model not in _NVLINK5_MODELS
 
 
 def needs_imex(gpu: GpuSpec) -> bool:

@@ -172,6 +172,23 @@ def _grouped(nodes: Iterable[Node], key) -> list[tuple[object, list[str]]]:
 # slurm.conf
 
 
+def _imex_switch_lines(fleet: Fleet) -> list[str]:
+    """``SwitchType=switch/nvidia_imex`` where Slurm owns multi-node NVLink (NVL72) nodes:
+    slurmctld gives each job its own IMEX channel, so one job cannot map another's GPU
+    memory across the rack (Slurm 24.05+, slurm.conf(5) SwitchType)."""
+    from fleetspec.catalog import load_catalog
+    from fleetspec.packages import needs_imex
+
+    assert fleet.slurm is not None
+    if not any(n.scheduler == "slurm" and needs_imex(n.gpu) for n in fleet.nodes):
+        return []
+    if not load_catalog().slurm_supports(fleet.slurm.version, "switch_nvidia_imex"):
+        return ["", f"# NVL72 nodes: per-job IMEX channels (switch/nvidia_imex) need Slurm 24.05+, not "
+                    f"{fleet.slurm.version}."]
+    return ["", "# NVL72 racks: one IMEX channel per job (multi-node NVLink memory stays inside the job).",
+            "SwitchType=switch/nvidia_imex"]
+
+
 def render_slurm_conf(fleet: Fleet, topology: TopologyPlan | None = None) -> str:
     """slurm.conf for native (host) mode."""
     slurm = fleet.slurm
@@ -208,6 +225,7 @@ def render_slurm_conf(fleet: Fleet, topology: TopologyPlan | None = None) -> str
         "EnforcePartLimits=ALL",
         "ReturnToService=1",
         "MpiDefault=none",
+        *_imex_switch_lines(fleet),
         "",
         "# Jobs are confined to their cores, memory and GPUs (cgroup.conf: ConstrainDevices).",
         "ProctrackType=proctrack/cgroup",

@@ -133,6 +133,7 @@ def parse_nvidia_smi_xml(text: str) -> Optional[Dict[str, Any]]:
                 "memory_mib": _mib(_text(gpu.find("fb_memory_usage"), "total")),
                 "compute_capability": _text(gpu, "compute_cap"),
                 "vbios_version": _text(gpu, "vbios_version"),
+                "persistence_mode": _text(gpu, "persistence_mode"),
                 "mig_mode": {
                     "current": _text(mig, "current_mig"),
                     "pending": _text(mig, "pending_mig"),
@@ -1005,8 +1006,74 @@ def collect_nvidia(host: Host) -> Dict[str, Any]:
         "smi_cuda_version": _command_value(xml_result, (xml or {}).get("cuda_version")),
         "gpus": gpus,
         "fabric_manager": collect_fabric_manager(host, errors),
+        "installed_module_version": collect_installed_module(host, errors),
+        "nvswitches": collect_nvswitches(host),
+        "persistenced": collect_persistenced(host),
+        "imex": collect_imex(host),
+        "reboot_required": _reboot_marker(host),
         "errors": errors,
     }
+
+
+def collect_installed_module(host: Host, errors: List[str]) -> Any:
+    """The version of the nvidia.ko on disk for the running kernel (``modinfo``): after a
+    driver upgrade it is the new one while ``/proc/driver/nvidia/version`` still shows the
+    module loaded at boot. Installed != loaded: user space and module disagree until reboot."""
+    result = host.run(["modinfo", "-F", "version", "nvidia"])
+    value = result.stdout.strip().splitlines()[0] if result.ok and result.stdout.strip() else None
+    if result.state == "timeout":
+        errors.append(result.describe(["modinfo", "-F", "version", "nvidia"]))
+    if result.state == "failed":
+        return ABSENT  # no nvidia module for this kernel
+    return _command_value(result, value)
+
+
+def collect_nvswitches(host: Host) -> List[str]:
+    """PCI addresses of NVIDIA NVSwitches (vendor 0x10de, class 0x0680xx bridge), as HGX
+    A100/H100/H200 boards show them; read from each device's own vendor and class."""
+    found = []
+    for dev in host.glob("/sys/bus/pci/devices/*"):
+        vendor = (host.read(dev + "/vendor") or "").strip()
+        klass = (host.read(dev + "/class") or "").strip()
+        if vendor == "0x10de" and klass.startswith("0x0680"):
+            found.append(dev.rsplit("/", 1)[-1])
+    return sorted(found)
+
+
+def collect_persistenced(host: Host) -> Dict[str, Any]:
+    """The persistence daemon and the arguments it runs with (Ubuntu's unit passes
+    ``--no-persistence-mode``: the daemon runs, persistence mode stays off)."""
+    service = host.run(["systemctl", "is-active", "nvidia-persistenced"])
+    state = service.stdout.strip() if service.state in ("ok", "failed") and service.stdout.strip() else None
+    show = host.run(["systemctl", "show", "-p", "ExecStart", "--value", "nvidia-persistenced"])
+    exec_start = show.stdout.strip() if show.ok else None
+    return {"service": _command_value(service, state),
+            "exec_start": exec_start if exec_start is not None else _command_value(show, None),
+            "no_persistence_mode": ("--no-persistence-mode" in exec_start) if exec_start else None}
+
+
+def collect_imex(host: Host) -> Dict[str, Any]:
+    """IMEX on multi-node NVLink nodes: the peers file, the service, the channel devices."""
+    config = host.read("/etc/nvidia-imex/nodes_config.cfg")
+    peers = [line.strip() for line in (config or "").splitlines() if line.strip() and not line.startswith("#")]
+    devices = host.read("/proc/devices") or ""
+    registered = any(line.split()[-1:] == ["nvidia-caps-imex-channels"] for line in devices.splitlines())
+    service = host.run(["systemctl", "is-active", "nvidia-imex"])
+    state = service.stdout.strip() if service.state in ("ok", "failed") and service.stdout.strip() else None
+    return {
+        "nodes_config": peers if config is not None else ABSENT,
+        "service": _command_value(service, state) if host.exists("/usr/bin/nvidia-imex") else ABSENT,
+        "channel_device": registered,
+        "channels": host.listdir("/dev/nvidia-caps-imex-channels"),
+        "channel0_option": "NVreg_CreateImexChannel0=1" in "".join(
+            host.read(p) or "" for p in host.glob("/etc/modprobe.d/*.conf")),
+    }
+
+
+def _reboot_marker(host: Host) -> Any:
+    """What the playbook recorded when it changed a driver without a reboot (or None)."""
+    text = host.read("/var/lib/fleetspec/reboot-required")
+    return text.strip() if text is not None else None
 
 
 def collect_fabric_manager(host: Host, errors: List[str]) -> Dict[str, Any]:
@@ -1160,7 +1227,8 @@ def collect_amd(host: Host, index: LibraryIndex, owners: PackageOwners) -> Dict[
 
 PACKAGE_PATTERNS = ("nvidia-driver*", "nvidia-open*", "cuda-drivers*", "libnvidia-compute*", "cuda-toolkit*",
                     "cuda-cudart*", "libcudnn*", "cudnn*", "libnccl*", "nvidia-fabricmanager*",
-                    "nvidia-container-toolkit*", "amdgpu-dkms*", "rocm-core*", "rccl*", "slurm*")
+                    "nvidia-dkms*", "nvidia-kernel-*", "nvidia-utils*", "nvidia-imex*", "nvidia-persistenced*",
+                    "libcuda1", "nvidia-container-toolkit*", "amdgpu-dkms*", "rocm", "rocm-core*", "rccl*", "slurm*")
 
 
 def collect_packages(host: Host) -> Dict[str, Any]:

@@ -25,7 +25,14 @@ from typing import Any
 
 from fleetspec.catalog import Catalog, load_catalog
 from fleetspec.compile.ir import Fleet, Node, StackTuple
-from fleetspec.packages import PackageError, has_nvswitch, kernel_module_flavor, packages_for
+from fleetspec.packages import (
+    PackageError,
+    has_nvswitch,
+    kernel_module_flavor,
+    needs_imex,
+    nvswitch_on_pci,
+    packages_for,
+)
 from fleetspec.verify.versions import at_precision, match_version, upstream
 
 FACTS_SCHEMA = "fleetspec.io/facts/v1"
@@ -58,6 +65,7 @@ class Check:
     found: str | None
     message: str
     paths: tuple[str, ...] = ()  # files the finding is about (shadow libraries)
+    disruption: str | None = None  # what repairing it costs, as plan names it ("drain-reboot")
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,6 +261,8 @@ def _nvidia_checks(fleet: Fleet, node: Node, stack: StackTuple, facts: Mapping[s
         if nvidia.get("driver_version") not in _NOT_VERSIONS:
             checks.append(_kernel_module_check(node, nvidia, catalog))
         checks += _gpu_checks(node, nvidia.get("gpus"), nvidia.get("smi_driver_version"), catalog)
+    standin = bool(facts.get("standin"))
+    checks += _node_runtime_checks(fleet, node, nvidia, standin)
     if has_nvswitch(node.gpu) and stack.driver:
         fabric_manager = _fabric_manager_check(stack.driver, _section(nvidia, "fabric_manager"))
         if facts.get("standin") and fabric_manager.status is Status.DRIFT and "inactive" in fabric_manager.message:
@@ -277,6 +287,128 @@ def _nvidia_checks(fleet: Fleet, node: Node, stack: StackTuple, facts: Mapping[s
     if stack.nccl:
         checks += _library_checks("nccl", "libnccl", stack.nccl, _section(facts, "nccl").get("libraries"), facts,
                                   found)
+    return checks
+
+
+def _node_runtime_checks(fleet: Fleet, node: Node, nvidia: Mapping[str, Any], standin: bool) -> list[Check]:
+    """What the driver runs with: the loaded module against the installed one, persistence
+    mode, NVSwitches where the spec says the board has them, IMEX and the GPU fabric on
+    multi-node NVLink nodes. Only for facts that carry these sections (collector 2026-11+)."""
+    checks = []
+    if "installed_module_version" in nvidia or "reboot_required" in nvidia:
+        checks.append(_loaded_module_check(nvidia, standin))
+    if "persistenced" in nvidia:
+        checks.append(_persistence_check(nvidia, standin))
+    if "nvswitches" in nvidia and not standin and nvswitch_on_pci(node.gpu):
+        switches = nvidia.get("nvswitches") or []
+        checks.append(Check("nvswitch", Status.OK if switches else Status.DRIFT, "NVSwitch PCI bridges",
+                            f"{len(switches)} NVSwitch(es)",
+                            f"{len(switches)} NVSwitch(es) on the PCI bus" if switches else
+                            f"no NVSwitch on the PCI bus, but {node.gpu.model} x{node.gpu.count} is an NVSwitch "
+                            "board: the fabric manager cannot start and CUDA cannot initialise"))
+    if needs_imex(node.gpu) and "imex" in nvidia:
+        checks += _imex_checks(fleet, node, _section(nvidia, "imex"), standin)
+    if (has_nvswitch(node.gpu) or needs_imex(node.gpu)) and not standin:
+        checks += _fabric_state_checks(nvidia.get("gpus"))
+    return checks
+
+
+def _loaded_module_check(nvidia: Mapping[str, Any], standin: bool) -> Check:
+    """Installed != loaded: a driver upgraded without a reboot runs the old kernel module
+    under new user space (nvidia-smi: "Driver/library version mismatch")."""
+    loaded, installed = nvidia.get("driver_version"), nvidia.get("installed_module_version")
+    marker = nvidia.get("reboot_required")
+    if standin:
+        note = f" (the playbook recorded: {marker})" if marker else ""
+        return Check("loaded-module", Status.NOT_APPLICABLE, None, None,
+                     f"stand-in host: no kernel module to load or reboot into{note}")
+    if _is_version(loaded) and _is_version(installed) and match_version(str(installed), loaded) is None:
+        return Check("loaded-module", Status.DRIFT, str(installed), str(loaded),
+                     f"the installed NVIDIA kernel module is {installed} but {loaded} is loaded: "
+                     "reboot the node (drain first)", disruption="drain-reboot")
+    if marker:
+        return Check("loaded-module", Status.DRIFT, "no pending reboot", str(marker),
+                     f"a driver change waits for a reboot ({marker}); apply with --allow-reboot",
+                     disruption="drain-reboot")
+    return Check("loaded-module", Status.OK, str(installed), str(loaded),
+                 "the loaded kernel module is the installed one" if _is_version(installed) else
+                 f"installed module: {installed}")
+
+
+def _persistence_check(nvidia: Mapping[str, Any], standin: bool) -> Check:
+    """Persistence mode keeps the driver initialised between jobs (no seconds-long start,
+    no lost clocks/ECC settings); Ubuntu's nvidia-persistenced unit runs without it."""
+    daemon = _section(nvidia, "persistenced")
+    gpus = [g for g in nvidia.get("gpus") or [] if isinstance(g, Mapping) and g.get("persistence_mode")]
+    off = [str(g.get("index")) for g in gpus if str(g.get("persistence_mode")).lower() != "enabled"]
+    if off:
+        return Check("persistence-mode", Status.WARNING, "Enabled", f"disabled on GPU {', '.join(off)}",
+                     f"persistence mode is off on GPU {', '.join(off)}: run nvidia-persistenced without "
+                     "--no-persistence-mode (the playbook's drop-in does)")
+    if daemon.get("no_persistence_mode"):
+        return Check("persistence-mode", Status.WARNING, "--persistence-mode", str(daemon.get("exec_start")),
+                     "nvidia-persistenced runs with --no-persistence-mode (Ubuntu's unit): GPUs stay out of "
+                     "persistence mode")
+    if gpus:
+        return Check("persistence-mode", Status.OK, "Enabled", "Enabled", "every GPU is in persistence mode")
+    if daemon.get("no_persistence_mode") is False:
+        return Check("persistence-mode", Status.OK if standin else Status.NOT_APPLICABLE, "--persistence-mode",
+                     str(daemon.get("exec_start")), "nvidia-persistenced runs in persistence mode"
+                     + (" (stand-in host: no GPU to hold)" if standin else ""))
+    return Check("persistence-mode", Status.NOT_APPLICABLE, None, str(daemon.get("service")),
+                 "no GPU reports a persistence mode and no nvidia-persistenced unit was read")
+
+
+def _imex_checks(fleet: Fleet, node: Node, imex: Mapping[str, Any], standin: bool) -> list[Check]:
+    domain = sorted(n.hostname for n in fleet.nodes if node.nvlink_domain and n.nvlink_domain == node.nvlink_domain)
+    peers = imex.get("nodes_config")
+    checks = []
+    if not isinstance(peers, list):
+        checks.append(Check("imex-peers", Status.DRIFT, f"{len(domain)} peers", str(peers),
+                            "/etc/nvidia-imex/nodes_config.cfg is missing: IMEX cannot form the NVLink domain"))
+    elif len(peers) != len(domain) or len(set(peers)) != len(peers):
+        checks.append(Check("imex-peers", Status.DRIFT, f"{len(domain)} peers", f"{len(peers)} listed",
+                            f"nodes_config.cfg lists {len(peers)} address(es); the NVLink domain "
+                            f"{node.nvlink_domain} has {len(domain)} node(s)"))
+    else:
+        checks.append(Check("imex-peers", Status.OK, f"{len(domain)} peers", f"{len(peers)} listed",
+                            f"nodes_config.cfg lists every node of NVLink domain {node.nvlink_domain}"))
+    service = imex.get("service")
+    if standin:
+        checks.append(Check("imex-service", Status.NOT_APPLICABLE, "active", str(service),
+                            "stand-in host: IMEX cannot run without GPUs"))
+    else:
+        checks.append(Check("imex-service", Status.OK if service == "active" else Status.DRIFT, "active",
+                            str(service), f"nvidia-imex is {service}"))
+        if node.scheduler == "slurm":
+            checks.append(Check("imex-channel", Status.NOT_APPLICABLE, "per job", None,
+                                "Slurm creates one IMEX channel per job (SwitchType=switch/nvidia_imex)"))
+        else:
+            ok = "channel0" in (imex.get("channels") or []) or bool(imex.get("channel0_option"))
+            checks.append(Check("imex-channel", Status.OK if ok else Status.DRIFT, "channel0",
+                                ", ".join(imex.get("channels") or []) or "none",
+                                "IMEX channel0 exists (and is recreated at module load)" if ok else
+                                "no IMEX channel: CUDA's multi-node NVLink calls fail with insufficient permission"))
+    return checks
+
+
+def _fabric_state_checks(gpus: object) -> list[Check]:
+    """nvidia-smi -q: every GPU's NVLink fabric registration completed, one clique per node."""
+    listed = [g for g in gpus if isinstance(g, Mapping)] if isinstance(gpus, list) else []
+    fabric = [(g.get("index"), _section(g, "fabric")) for g in listed]
+    reported = [(i, f) for i, f in fabric if f.get("state") not in (None, "N/A")]
+    if not reported:
+        return []
+    bad = [f"GPU {i}: {f.get('state')}/{f.get('status')}" for i, f in reported
+           if f.get("state") != "Completed" or f.get("status") != "Success"]
+    cliques = sorted({str(f.get("clique_id")) for _, f in reported})
+    checks = [Check("gpu-fabric", Status.DRIFT if bad else Status.OK, "Completed/Success",
+                    "; ".join(bad) or "Completed/Success",
+                    ("NVLink fabric registration incomplete: " + "; ".join(bad)) if bad else
+                    "every GPU completed NVLink fabric registration")]
+    if len(cliques) > 1:
+        checks.append(Check("gpu-clique", Status.DRIFT, "one clique", ", ".join(cliques),
+                            f"the node's GPUs sit in {len(cliques)} NVLink cliques: {', '.join(cliques)}"))
     return checks
 
 

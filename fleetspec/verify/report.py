@@ -29,6 +29,7 @@ def check_dict(check: Check) -> dict[str, Any]:
         "found": check.found,
         "message": check.message,
         "paths": list(check.paths),
+        **({"disruption": check.disruption} if check.disruption else {}),
     }
 
 

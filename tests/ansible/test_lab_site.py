@@ -48,7 +48,7 @@ def repo_packages(fleets: list[Fleet]) -> list[StandInPackage]:
     for fleet in fleets:
         files = render_ansible(fleet)
         for rel, text in files.items():
-            data = yaml.safe_load(text)
+            data = yaml.safe_load(text) if rel.suffix == ".yml" else None
             if not isinstance(data, dict) or rel.name == "inventory.yml":
                 continue
             for key, value in data.items():

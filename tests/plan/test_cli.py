@@ -136,7 +136,7 @@ def test_saved_plan_round_trip_and_staleness(spec: Path, quickstart: Fleet, tmp_
     assert result.exit_code == 2 and "serial 1" in result.output
     saved = load_saved_plan(out)
     assert saved.fleet == compiled(SPECS / "driver-bump.yaml") and saved.state_serial == 1
-    assert len(saved.changes) == 9 and saved.waves
+    assert len(saved.changes) == 11 and saved.waves  # 8 nodes, group_vars, pins .pref and .list
     assert saved.to_dict() == json.loads(run(spec, "--format", "json").stdout)
     check_plan_current(saved, store)  # current: no error
     with store.lock("someone else's apply"):

@@ -1,0 +1,150 @@
+"""What the driver runs with, checked by verify: installed != loaded (a reboot is due),
+persistence mode, NVSwitches on HGX boards, IMEX and the GPU fabric on NVL72 racks.
+Facts come from the real H200 node's outputs and from the collector run over sysfs trees
+of real node layouts (tests/data/fixtures/sysfs)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+
+import pytest
+
+from fleetspec.compile import compile_text
+from fleetspec.compile.ir import Fleet
+from fleetspec.render.slurm import render_slurm
+from fleetspec.verify.compare import Status, check_node
+from fleetspec.verify.report import check_dict
+from tests.conftest import ROOT
+from tests.verify.h200_facts import h200_facts
+
+SYSFS = ROOT / "tests/data/fixtures/sysfs"
+
+SPEC = """\
+apiVersion: fleetspec.io/v1alpha1
+kind: Fleet
+metadata: {{name: runtime}}
+spec:
+  os: ubuntu-24.04
+  stacks:
+    hopper-h200: {{driver: "580.159.04", cuda: "13.0", cudnn: "9.19.0", nccl: "2.28.3"}}
+    blackwell: {{driver: "580.159.04", cuda: "13.0", nccl: "2.28.3"}}
+  racks:
+    - name: r01
+      nodes:
+        - {{hosts: "h200-[001-002]", gpu: {{model: {model}, count: {count}}}, stack: hopper-h200, scheduler: slurm}}
+    - name: r07
+      nvlink_domain: rack
+      nodes:
+        - {{hosts: "gb200-r07-[01-02]", gpu: {{model: gb200, count: 4}}, stack: blackwell, scheduler: {owner}}}
+  slurm: {{version: "{slurm}", mode: native, controllers: ctl-01}}
+"""
+
+
+def fleet(model: str = "h200", count: int = 1, owner: str = "slurm", slurm: str = "25.11.8") -> Fleet:
+    compiled = compile_text(SPEC.format(model=model, count=count, owner=owner, slurm=slurm))
+    assert compiled.fleet is not None, compiled.located()
+    return compiled.fleet
+
+
+def collected(tree: str) -> dict:
+    """The collector itself over a fixture tree (no commands: the tree has no tools)."""
+    out = subprocess.run([sys.executable, str(ROOT / "fleetspec/verify/collector.py"), "--root", str(SYSFS / tree),
+                          "--no-commands", "--no-load"], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def checks(f: Fleet, host: str, facts: dict) -> dict:
+    node = f.node(host)
+    assert node is not None
+    return {c.component: c for c in check_node(f, node, facts).checks}
+
+
+def with_nvidia(facts: dict, **nvidia) -> dict:
+    out = copy.deepcopy(facts)
+    out["nvidia"].update(nvidia)
+    return out
+
+
+def test_installed_module_newer_than_the_loaded_one_is_drift_that_needs_a_reboot() -> None:
+    f = fleet()
+    ok = checks(f, "h200-001", with_nvidia(h200_facts(), installed_module_version="580.159.04"))["loaded-module"]
+    assert ok.status is Status.OK
+    got = checks(f, "h200-001", with_nvidia(h200_facts(), installed_module_version="580.173.02"))["loaded-module"]
+    assert got.status is Status.DRIFT and got.disruption == "drain-reboot"
+    assert "580.173.02" in got.message and "580.159.04" in got.message
+    assert check_dict(got)["disruption"] == "drain-reboot"
+
+
+def test_a_recorded_pending_reboot_is_drift_until_the_node_reboots() -> None:
+    facts = with_nvidia(h200_facts(), installed_module_version="580.159.04",
+                        reboot_required="driver packages changed: nvidia-driver-580-open")
+    got = checks(fleet(), "h200-001", facts)["loaded-module"]
+    assert got.status is Status.DRIFT and "--allow-reboot" in got.message and got.disruption == "drain-reboot"
+
+
+def test_persistence_mode_off_is_reported() -> None:
+    f = fleet()
+    daemon = {"service": "active", "exec_start": "/usr/bin/nvidia-persistenced --persistence-mode",
+              "no_persistence_mode": False}
+    assert checks(f, "h200-001", with_nvidia(h200_facts(), persistenced=daemon))["persistence-mode"].status is Status.OK
+    facts = with_nvidia(h200_facts(), persistenced=daemon)
+    facts["nvidia"]["gpus"][0]["persistence_mode"] = "Disabled"
+    got = checks(f, "h200-001", facts)["persistence-mode"]
+    assert got.status is Status.WARNING and "GPU 0" in got.message
+
+
+def test_ubuntus_unit_without_persistence_mode_is_reported_on_a_stand_in() -> None:
+    facts = with_nvidia(h200_facts(), persistenced={"service": "active", "exec_start": "{ path=/usr/bin/nvidia-"
+                        "persistenced ; argv[]=/usr/bin/nvidia-persistenced --no-persistence-mode }",
+                        "no_persistence_mode": True})
+    for gpu in facts["nvidia"]["gpus"]:
+        gpu.pop("persistence_mode", None)
+    assert checks(fleet(), "h200-001", facts)["persistence-mode"].status is Status.WARNING
+
+
+@pytest.mark.parametrize(("tree", "status"), [("hgx-h100", Status.OK), ("pcie-h100", Status.DRIFT)])
+def test_an_hgx_node_must_show_its_nvswitches(tree: str, status: Status) -> None:
+    facts = with_nvidia(h200_facts(), nvswitches=collected(tree)["nvidia"]["nvswitches"])
+    got = checks(fleet(count=8), "h200-001", facts)["nvswitch"]
+    assert got.status is status
+    assert "nvswitch" not in checks(fleet(count=1), "h200-001", facts)
+
+
+def test_imex_peers_service_and_channel_on_an_nvl72_node() -> None:
+    f = fleet(owner="kubernetes")
+    base = collected("gb200-tray")["nvidia"]
+    good = dict(base["imex"], nodes_config=["10.0.7.1", "10.0.7.2"], service="active", channels=["channel0"])
+    got = checks(f, "gb200-r07-01", with_nvidia(h200_facts(), imex=good))
+    assert got["imex-peers"].status is Status.OK and got["imex-service"].status is Status.OK
+    assert got["imex-channel"].status is Status.OK
+    missing = checks(f, "gb200-r07-01", with_nvidia(h200_facts(), imex=base["imex"]))
+    assert missing["imex-peers"].status is Status.DRIFT and "nodes_config.cfg is missing" in missing["imex-peers"].message
+    assert missing["imex-channel"].status is Status.DRIFT
+    short = checks(f, "gb200-r07-01", with_nvidia(h200_facts(), imex=dict(good, nodes_config=["10.0.7.1"])))
+    assert short["imex-peers"].status is Status.DRIFT and "has 2 node(s)" in short["imex-peers"].message
+    slurm = checks(fleet(owner="slurm"), "gb200-r07-01", with_nvidia(h200_facts(), imex=dict(good, channels=[])))
+    assert slurm["imex-channel"].status is Status.NOT_APPLICABLE
+
+
+def test_gpu_fabric_registration_must_complete_in_one_clique() -> None:
+    f = fleet(owner="kubernetes")
+    facts = with_nvidia(h200_facts(), imex={"nodes_config": ["a", "b"], "service": "active", "channels": ["channel0"]})
+    gpus = facts["nvidia"]["gpus"]
+    gpus[0]["fabric"] = {"state": "Completed", "status": "Success", "clique_id": "1", "cluster_uuid": "u"}
+    assert checks(f, "gb200-r07-01", facts)["gpu-fabric"].status is Status.OK
+    gpus[0]["fabric"]["state"] = "In Progress"
+    got = checks(f, "gb200-r07-01", facts)["gpu-fabric"]
+    assert got.status is Status.DRIFT and "In Progress" in got.message
+
+
+def test_slurm_owned_nvl72_racks_get_per_job_imex_channels() -> None:
+    conf = render_slurm(fleet(owner="slurm"))
+    text = next(t for p, t in conf.items() if p.name == "slurm.conf")
+    assert "SwitchType=switch/nvidia_imex" in text.splitlines()
+    k8s = next(t for p, t in render_slurm(fleet(owner="kubernetes")).items() if p.name == "slurm.conf")
+    assert "SwitchType" not in k8s
+    old = next(t for p, t in render_slurm(fleet(owner="slurm", slurm="23.11.10")).items() if p.name == "slurm.conf")
+    assert "SwitchType=" not in old and "need Slurm 24.05+" in old
