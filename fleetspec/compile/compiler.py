@@ -9,7 +9,6 @@ error finding makes the result invalid; renderers refuse invalid results.
 from __future__ import annotations
 
 import difflib
-
 from collections.abc import Iterable
 
 from fleetspec.catalog import Catalog
