@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from typing import Any
 
 from fleetspec.compile.ir import Fleet
 from fleetspec.plan.diff import baseline, node_changes, partition_changes, residual_changes
@@ -58,6 +59,29 @@ def restrict_to_hosts(plan: Plan, hosts: set[str], why: str) -> Plan:
     return dataclasses.replace(plan, waves=tuple(waves), restriction=why, skipped=skipped)
 
 
+def with_pending_reboots(plan: Plan, facts: Mapping[str, Mapping[str, Any]]) -> Plan:
+    """The plan plus a drain-reboot for every node whose facts (the verify collector's
+    documents) show the installed kernel module differing from the loaded one, or a
+    driver change waiting for a reboot: the spec did not move, the node did not follow."""
+    from fleetspec.verify.compare import reboot_due
+
+    have = {c.host for c in plan.changes if c.host is not None and c.disruption is Disruption.DRAIN_REBOOT}
+    extra = []
+    for host in sorted(facts):
+        node = plan.fleet.node(host)
+        due = reboot_due(facts[host]) if node is not None and host not in have else None
+        if due is not None and node is not None:
+            loaded, installed, why = due
+            extra.append(Change(f"node:{host}", Action.UPDATE, Disruption.DRAIN_REBOOT, loaded, installed,
+                                f"installed != loaded: {why}", node.partition, node.rack))
+    if not extra:
+        return plan
+    changes = (*plan.changes, *extra)
+    settings = plan.settings
+    return dataclasses.replace(plan, changes=changes, waves=plan_waves(
+        list(changes), plan.fleet, settings["canary"], settings["max_unavailable"]))
+
+
 def _rendered_changes(new: Fleet, old: Fleet | None) -> list[Change]:
     from fleetspec.render import render_all
 
@@ -65,4 +89,4 @@ def _rendered_changes(new: Fleet, old: Fleet | None) -> list[Change]:
 
 
 __all__ = ["Change", "Disruption", "Plan", "Wave", "make_plan", "plan_against_state", "plan_waves",
-           "restrict_to_hosts"]
+           "restrict_to_hosts", "with_pending_reboots"]

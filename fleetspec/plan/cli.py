@@ -57,12 +57,17 @@ def plan(
                                               help="plan for these hosts only (as 'apply --limit' would)")] = None,
     detailed_exitcode: Annotated[bool, typer.Option("--detailed-exitcode",
                                                     help="exit 0 no changes, 1 error, 2 changes")] = False,
+    facts: Annotated[Path | None, typer.Option("--facts", help="collector documents (DIR/<host>.json): nodes "
+                                               "whose loaded kernel module is not the installed one get a "
+                                               "drain-reboot")] = None,
 ) -> None:
     """Show what apply would change, how disruptive each change is, and the waves it would run.
     Exit 0: planned; 1: error. With --detailed-exitcode: 0 no changes, 1 error, 2 changes."""
     console, errors = consoles()
     try:
         result = build_plan(spec, state, base, canary, max_unavailable, errors)
+        if facts is not None:
+            result = _with_facts(result, facts)
         if limit is not None:
             result = _limited(result, limit)
         if out is not None:
@@ -90,6 +95,16 @@ def plan(
                           f"plan while the state stays at serial {result.state_serial}" if result.state_serial
                           is not None else f"saved to {escape(str(out))}")
     raise typer.Exit(EXIT_CHANGES if detailed_exitcode and not result.empty else EXIT_NO_CHANGES)
+
+
+def _with_facts(plan: Plan, directory: Path) -> Plan:
+    from fleetspec.plan import with_pending_reboots
+    from fleetspec.verify.run import load_facts_dir
+
+    if not directory.is_dir():
+        raise PlanError(f"--facts {directory}: not a directory of collector documents")
+    found, _unreadable = load_facts_dir(directory)
+    return with_pending_reboots(plan, found)
 
 
 def _limited(plan: Plan, limit: str) -> Plan:

@@ -6,7 +6,9 @@ diff that a reviewer can read. Pure: Fleet in, {path: text} out, deterministic.
 
 Groups: ``partition_*``, ``vendor_*``, ``generation_*``, ``rack_*``, ``stack_*``, the
 roles ``slurm_controller``, ``slurm_node``, ``slurmdbd``, ``k8s_node``, and the hardware
-groups ``nvswitch`` and ``imex`` (nodes that need the fabric manager or IMEX).
+groups ``nvswitch``, ``nvlink5`` and ``imex`` (nodes that need the fabric manager, its
+NVLink 5 prerequisites or IMEX) and ``nvlink_domain_*`` (the nodes of one NVLink domain,
+IMEX's peers).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from fleetspec.packages import (
     container_packages,
     has_nvswitch,
     needs_imex,
+    nvswitch_on_pci,
     packages_for,
     slurm_packages,
 )
@@ -150,8 +153,12 @@ def _groups(fleet: Fleet) -> dict[str, set[str]]:
         groups["slurm_node" if node.scheduler == "slurm" else "k8s_node"].add(host)
         if has_nvswitch(node.gpu):
             groups["nvswitch"].add(host)
+        if has_nvswitch(node.gpu) and not nvswitch_on_pci(node.gpu):
+            groups["nvlink5"].add(host)
         if needs_imex(node.gpu):
             groups["imex"].add(host)
+            if node.nvlink_domain:
+                groups[group_name("nvlink_domain", node.nvlink_domain)].add(host)
     if fleet.slurm is not None and fleet.slurm.mode == "native":
         groups["slurm_controller"].update(fleet.slurm.controllers)
         if fleet.slurm.accounting_host:
@@ -184,6 +191,17 @@ def _group_vars(fleet: Fleet, members: dict[str, set[str]], mirror: PackageMirro
         out["nvswitch"] = {"fleetspec_nvswitch": True}
     if "imex" in members:
         out["imex"] = {"fleetspec_imex": True}
+    if "nvlink5" in members:
+        out["nvlink5"] = {"fleetspec_nvlink5": True}
+    for domain in sorted({n.nvlink_domain for n in fleet.nodes if n.nvlink_domain and needs_imex(n.gpu)}):
+        hosts = sorted(n.hostname for n in fleet.nodes if n.nvlink_domain == domain and needs_imex(n.gpu))
+        slurm_owned = all(fleet.node(h).scheduler == "slurm" for h in hosts)  # type: ignore[union-attr]
+        out[group_name("nvlink_domain", domain)] = {
+            # IMEX's peers: every node of the NVLink domain (nodes_config.cfg).
+            "fleetspec_imex_domain": {"name": domain, "members": hosts},
+            # Slurm gives each job its own channel (switch/nvidia_imex); others share channel 0.
+            "fleetspec_imex_channel0": not slurm_owned,
+        }
     if "arch_arm64" in members:
         out["arch_arm64"] = {"fleetspec_cuda_repo_arch": "sbsa"}  # NVIDIA's name for Arm servers
     if "k8s_node" in members:

@@ -313,6 +313,19 @@ def _node_runtime_checks(fleet: Fleet, node: Node, nvidia: Mapping[str, Any], st
     return checks
 
 
+def reboot_due(facts: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """(loaded, installed, why) when a node runs another kernel module than the one
+    installed, or the playbook recorded a driver change that waits for a reboot; None
+    otherwise (and on stand-in hosts, which have no module to reboot into)."""
+    nvidia = _section(facts, "nvidia")
+    if facts.get("standin") or not isinstance(facts.get("nvidia"), Mapping):
+        return None
+    check = _loaded_module_check(nvidia, False)
+    if check.status is not Status.DRIFT:
+        return None
+    return str(check.found), str(check.expected), check.message
+
+
 def _loaded_module_check(nvidia: Mapping[str, Any], standin: bool) -> Check:
     """Installed != loaded: a driver upgraded without a reboot runs the old kernel module
     under new user space (nvidia-smi: "Driver/library version mismatch")."""

@@ -170,6 +170,16 @@ def test_first_run_installs_and_holds_every_pin(deployment: Deployment) -> None:
             "Start the fabric manager on NVSwitch systems"} <= skipped(events, NV)  # fmt: skip
     assert "Load the amdgpu kernel module" in skipped(events, AMD)
     assert "rccl" in pinned(fleet, AMD)
+    # Version locking: the rendered preferences are in place (the repository also holds
+    # a newer build of every family, so without them the first install would have failed).
+    pref = infra(deployment, NV).file("/etc/apt/preferences.d/fleetspec-stack.pref")
+    assert pref.content_string == (deployment.out / "ansible/pins/hopper-cu13.pref").read_text()
+    policy = deployment.ssh(NV, "apt-cache", "policy", "libnvidia-gl-580")
+    assert "Candidate: 580.95.05-0ubuntu1" in policy and "580.96.05-0ubuntu1" in policy
+    # Persistence mode: Ubuntu's unit says --no-persistence-mode; the drop-in replaces it.
+    exec_start = deployment.ssh(NV, "systemctl", "show", "-p", "ExecStart", "--value", "nvidia-persistenced")
+    assert "--persistence-mode" in exec_start and "--no-persistence-mode" not in exec_start
+    assert "EXTRA_GROUPS=\"video render\"" in infra(deployment, AMD).file("/etc/adduser.conf").content_string
 
 
 def test_second_run_changes_nothing(deployment: Deployment) -> None:
@@ -210,6 +220,12 @@ def test_driver_change_marks_a_reboot_and_the_reboot_waits_for_permission_and_a_
     # Allowed, but a container has no kernel module to replace: the handler is skipped.
     assert "Reboot for the new driver" in skipped(events, NV)
     assert infra(deployment, NV).check_output("cat /proc/1/comm") == "systemd"
+    # A later apply that may reboot still sees the pending reboot (the marker stays).
+    result, events = deployment.run(fleetspec_allow_reboot=True, limit=[NV])
+    assert result.ok, result.hosts
+    assert any(e.task == "Reboot for a driver change an earlier run installed" and e.status == "changed"
+               for e in events)
+    assert "Reboot for the new driver" in skipped(events, NV)
 
 
 def test_missing_version_fails_that_host_naming_it_and_changes_nothing_there(deployment: Deployment) -> None:

@@ -148,3 +148,37 @@ def test_slurm_owned_nvl72_racks_get_per_job_imex_channels() -> None:
     assert "SwitchType" not in k8s
     old = next(t for p, t in render_slurm(fleet(owner="slurm", slurm="23.11.10")).items() if p.name == "slurm.conf")
     assert "SwitchType=" not in old and "need Slurm 24.05+" in old
+
+
+def test_plan_with_facts_drains_and_reboots_a_node_whose_module_is_not_the_installed_one(tmp_path) -> None:
+    from fleetspec.plan import make_plan, with_pending_reboots
+    from fleetspec.plan.model import Disruption
+
+    f = fleet()
+    plan = make_plan(f, f)
+    assert plan.empty
+    stale = with_nvidia(h200_facts(), installed_module_version="580.173.02")
+    fine = with_nvidia(h200_facts(), installed_module_version="580.159.04")
+    planned = with_pending_reboots(plan, {"h200-001": stale, "h200-002": fine})
+    assert [(c.target, c.disruption) for c in planned.changes] == [("node:h200-001", Disruption.DRAIN_REBOOT)]
+    assert planned.changes[0].before == "580.159.04" and planned.changes[0].after == "580.173.02"
+    assert [w.hosts for w in planned.waves] == [("h200-001",)]
+    standin = dict(stale, standin=["libnvidia-compute-580"])
+    assert with_pending_reboots(plan, {"h200-001": standin}).empty
+
+
+def test_plan_cli_reads_facts(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from fleetspec.cli import app
+
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(SPEC.format(model="h200", count=1, owner="slurm", slurm="25.11.8"))
+    facts = tmp_path / "facts"
+    facts.mkdir()
+    (facts / "h200-001.json").write_text(json.dumps(with_nvidia(h200_facts(), installed_module_version="580.173.02")))
+    result = CliRunner().invoke(app, ["plan", str(spec), "--base", str(spec), "--facts", str(facts), "--format",
+                                      "json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert [(c["target"], c["disruption"]) for c in data["changes"]] == [("node:h200-001", "drain-reboot")]
