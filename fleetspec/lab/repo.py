@@ -47,6 +47,7 @@ class StandInPackage:
     description: str = ""
     symlinks: Mapping[str, str] = field(default_factory=dict)
     architecture: str = "amd64"
+    conflicts: tuple[str, ...] = ()  # also written as Replaces: the package takes over their files
 
     def __post_init__(self) -> None:
         if not _PKG_NAME.match(self.name):
@@ -76,6 +77,9 @@ def _control(pkg: StandInPackage) -> str:
     ]
     if pkg.depends:
         lines.append("Depends: " + ", ".join(pkg.depends))
+    if pkg.conflicts:
+        lines.append("Conflicts: " + ", ".join(pkg.conflicts))
+        lines.append("Replaces: " + ", ".join(pkg.conflicts))
     lines.append(f"Description: {STANDIN_NOTE} ({pkg.name} {pkg.version})")
     for para in (pkg.description or f"Stands in for {pkg.name} in fleetspec lab tests.").splitlines():
         lines.append(" " + (para if para.strip() else "."))
@@ -455,7 +459,15 @@ echo $! > /run/nvidia-persistenced/nvidia-persistenced.pid
 
 def _with_deps(pkg: StandInPackage, depends: Iterable[str]) -> StandInPackage:
     return StandInPackage(pkg.name, pkg.version, tuple(depends), pkg.files, pkg.description, pkg.symlinks,
-                          pkg.architecture)
+                          pkg.architecture, pkg.conflicts)
+
+
+def _branched(name: str, branch: str) -> str:
+    """The pre-590 Ubuntu name of an unbranched package: nvidia-dkms-open -> nvidia-dkms-580-open."""
+    for stem in ("nvidia-driver", "nvidia-dkms", "nvidia-kernel-source"):
+        if name.startswith(stem) and name.endswith("-open"):
+            return f"{stem}-{branch}-open"
+    return f"{name}-{branch}"
 
 
 def driver_standins(driver: str, os: str, flavor: str) -> list[StandInPackage]:
@@ -496,8 +508,15 @@ def driver_standins(driver: str, os: str, flavor: str) -> list[StandInPackage]:
         elif name.startswith("nvidia-imex"):
             files["/usr/bin/nvidia-imex"] = f"#!/bin/sh\necho 'IMEX version is: {driver}'\n"
             files["/etc/nvidia-imex/config.cfg"] = "IMEX_NODE_CONFIG_FILE=/etc/nvidia-imex/nodes_config.cfg\n"
+        # 590+ (unbranched names) takes over from the last branched branch, 580: the
+        # branch switch NVIDIA's pinning packages allow needs the new names to replace
+        # the old ones. Modelled as Conflicts/Replaces on the 580 names (an assumption:
+        # the real packages' fields were not available to copy).
+        renamed = (not os.startswith("debian") and int(branch) >= 590 and name not in
+                   ("nvidia-persistenced", "nvidia-modprobe"))
         out.append(StandInPackage(name, v, tuple(depends), files,
-                                  f"NVIDIA driver {driver}: {name} (no kernel module in the lab)."))
+                                  f"NVIDIA driver {driver}: {name} (no kernel module in the lab).",
+                                  conflicts=(_branched(name, "580"),) if renamed else ()))
     assert version == family[meta]
     return out
 

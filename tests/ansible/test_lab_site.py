@@ -35,6 +35,7 @@ ROCM = StackTuple("cdna3-rocm7", "amd", rocm="7.0.2", rccl="2.26.6")
 BUMPED = replace(NVIDIA, nccl="2.28.3")
 NEW_DRIVER = replace(BUMPED, driver="580.105.08")
 MISSING = replace(BUMPED, nccl="2.99.1")  # never published in the lab repository
+R590 = replace(BUMPED, driver="590.48.01")  # the branch renames every driver package
 MIRROR = PackageMirror(f"file:{REPO_MOUNT}", trusted=True)
 
 
@@ -109,7 +110,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
     except (LabUnavailable, subprocess.CalledProcessError, OSError) as exc:
         lab_unavailable(str(exc))
         raise
-    fleets = [lab_fleet(s, ROCM) for s in (NVIDIA, BUMPED, NEW_DRIVER)]
+    fleets = [lab_fleet(s, ROCM) for s in (NVIDIA, BUMPED, NEW_DRIVER, R590)]
     repo = build_repo(repo_packages(fleets), tmp_path_factory.mktemp("repo"))
     secrets = tmp_path_factory.mktemp("secrets")
     (secrets / "munge.key").write_bytes(os.urandom(128))
@@ -226,6 +227,31 @@ def test_driver_change_marks_a_reboot_and_the_reboot_waits_for_permission_and_a_
     assert any(e.task == "Reboot for a driver change an earlier run installed" and e.status == "changed"
                for e in events)
     assert "Reboot for the new driver" in skipped(events, NV)
+
+
+def test_a_rollback_downgrades_the_whole_driver_family(deployment: Deployment) -> None:
+    fleet = deployment.render(BUMPED)  # back from 580.105.08 to 580.95.05
+    result, _ = deployment.run()
+    assert result.ok, result.hosts
+    assert_held_at(deployment, NV, pinned(fleet, NV))
+    # Packages nobody names on the command line came down with the metapackage.
+    for companion in ("libnvidia-gl-580", "nvidia-kernel-common-580", "nvidia-kernel-source-580-open"):
+        assert deployment.ssh(NV, "dpkg-query", "-W", "-f=${Version}", companion) == "580.95.05-0ubuntu1"
+    assert "nvidia-driver-580-open" in deployment.ssh(NV, "cat", "/var/lib/fleetspec/reboot-required")
+
+
+def test_a_590_tuple_replaces_the_branched_packages_and_retires_their_holds(deployment: Deployment) -> None:
+    fleet = deployment.render(R590)
+    result, _ = deployment.run()
+    assert result.ok, result.hosts
+    assert_held_at(deployment, NV, pinned(fleet, NV))
+    assert "nvidia-driver-open" in pinned(fleet, NV)
+    left = infra(deployment, NV).run("dpkg-query -W -f='${Package} ${db:Status-Abbrev}\\n' '*580*'").stdout
+    assert not [line for line in left.splitlines() if line.endswith("ii ")], left
+    assert "libnvidia-compute-580" not in deployment.ssh(NV, "apt-mark", "showhold")
+    deployment.render(BUMPED)  # back to 580 for the steps that follow
+    result, _ = deployment.run()
+    assert result.ok, result.hosts
 
 
 def test_missing_version_fails_that_host_naming_it_and_changes_nothing_there(deployment: Deployment) -> None:
