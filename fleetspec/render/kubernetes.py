@@ -9,7 +9,12 @@ the same Fleet gives the same bytes, with no timestamps.
 Kubernetes-owned nodes (``scheduler: kubernetes``) get the full label set, flavors,
 queues and quota. Slurm-owned nodes never get flavors, queues or quota: one allocation
 owner per device. In Slinky mode the Slurm-owned nodes are Kubernetes nodes running slurmd
-in pods, so they get exactly the labels their NodeSets select on, and nothing more.
+in pods, so they get the labels their NodeSets select on and their stack, nothing more.
+
+Every GPU node the cluster holds (:func:`cluster_gpu_nodes`) gets its driver from exactly
+one object whose version is its stack's: an NVIDIADriver per NVIDIA stack (the ClusterPolicy
+supports one driver version for all nodes) and a DeviceConfig per AMD stack, each selecting
+on ``fleetspec.io/stack``.
 """
 
 from __future__ import annotations
@@ -170,6 +175,13 @@ def kubernetes_nodes(fleet: Fleet) -> tuple[Node, ...]:
     return tuple(n for n in fleet.nodes if n.scheduler == "kubernetes")
 
 
+def cluster_gpu_nodes(fleet: Fleet) -> tuple[Node, ...]:
+    """Every GPU node the Kubernetes cluster holds: the Kubernetes-owned ones and, in Slinky
+    mode, the Slurm-owned ones (kubelet runs there too, and the GPU operators serve them)."""
+    slinky = slinky_mode(fleet)
+    return tuple(n for n in fleet.nodes if n.scheduler == "kubernetes" or slinky)
+
+
 def kubernetes_partitions(fleet: Fleet) -> tuple[Partition, ...]:
     """Partitions whose GPUs Kubernetes allocates: the generated, Kubernetes-owned ones."""
     return tuple(p for p in fleet.partitions if p.scheduler == "kubernetes" and p.generated)
@@ -192,14 +204,15 @@ def kubernetes_resources(fleet: Fleet) -> KubernetesLayer:
     labels = tuple(_node_labels(fleet, n, volcano_quota) for n in nodes)
     label_keys = tuple(n.key for n in labels)
     slinky_labels = slinky_node_labels(fleet) if slinky else ()
+    all_label_keys = label_keys + tuple(n.key for n in slinky_labels)
 
     releases: list[HelmRelease] = []
     manifests: list[Manifest] = []
-    nvidia_releases, nvidia_crs = _nvidia(fleet, label_keys)
+    nvidia_releases, nvidia_crs = _nvidia(fleet, all_label_keys)
     nfd_from = nvidia_releases[0] if nvidia_releases else None
     releases_and_crs = [
         (nvidia_releases, nvidia_crs),
-        _amd(fleet, label_keys, nfd_from=nfd_from),
+        _amd(fleet, all_label_keys, nfd_from=nfd_from),
         _kueue(fleet, "kueue" in owners, label_keys),
         _volcano(fleet, volcano_quota, label_keys),
         _slinky(fleet, tuple(n.key for n in slinky_labels)),
@@ -247,21 +260,20 @@ def _node_labels(fleet: Fleet, node: Node, volcano_quota: bool) -> NodeLabels:
 def slinky_node_labels(fleet: Fleet) -> tuple[NodeLabels, ...]:
     """Labels for the Kubernetes nodes that host Slinky's slurmd pods: the generated Slurm
     partition and the GPU model, the keys the ``slurm`` chart's NodeSets select on
-    (``render_slinky_values``). Nothing else: no stack label, so no NVIDIADriver or
-    DeviceConfig selects them, and no Kueue flavor or Volcano nodegroup claims their GPUs."""
-    owned = {n.hostname: n for n in slurm_nodes(fleet)}
-    labels: dict[str, NodeLabels] = {}
-    for p in slurm_partitions(fleet):
-        if not p.generated:
-            continue
-        for host in p.nodes:
-            node = owned.get(host)
-            if node is not None and host not in labels:
-                labels[host] = NodeLabels(host, {
-                    GPU_MODEL_LABEL: _label_value(node.gpu.model),
-                    PARTITION_LABEL: _label_value(p.name),
-                })
-    return tuple(labels[n.hostname] for n in owned.values() if n.hostname in labels)
+    (``render_slinky_values``), and the stack, which the stack's NVIDIADriver or DeviceConfig
+    selects on so the node gets its own driver. No Kueue flavor or Volcano nodegroup selects
+    these: flavors name Kubernetes-owned partitions, and the nodegroup label is not set."""
+    generated = {h: p.name for p in slurm_partitions(fleet) if p.generated for h in p.nodes}
+    return tuple(
+        NodeLabels(n.hostname, dict(sorted({
+            GPU_MODEL_LABEL: _label_value(n.gpu.model),
+            STACK_LABEL: _label_value(n.stack),
+            LABEL_PREFIX + "vendor": n.gpu.vendor,
+            **({PARTITION_LABEL: _label_value(generated[n.hostname])}
+               if n.hostname in generated else {}),
+        }.items())))
+        for n in slurm_nodes(fleet)
+    )
 
 
 def _obj(api: str, kind: str, name: str, spec: Any = None, *, namespace: str | None = None,
@@ -296,7 +308,8 @@ def _ns_key(namespace: str) -> str:
 
 
 def _vendor_stacks(fleet: Fleet, vendor: str) -> list[str]:
-    return sorted({n.stack for n in kubernetes_nodes(fleet) if n.gpu.vendor == vendor})
+    """The ``vendor`` stacks of every GPU node the cluster holds (Slinky hosts included)."""
+    return sorted({n.stack for n in cluster_gpu_nodes(fleet) if n.gpu.vendor == vendor})
 
 
 def _nvidia(fleet: Fleet, label_keys: tuple[str, ...]):
@@ -307,14 +320,13 @@ def _nvidia(fleet: Fleet, label_keys: tuple[str, ...]):
     op = k8s.gpu_operator
     ns = NAMESPACES["gpu-operator"]
     driver: dict[str, Any] = {"enabled": op.driver == "operator"}
-    per_stack = op.driver == "operator" and len(stacks) > 1
+    per_stack = op.driver == "operator"
     if per_stack:
-        # One NVIDIADriver per stack: the per-pool driver mechanism of the operator.
+        # One NVIDIADriver per stack, even for one stack: the ClusterPolicy's driver goes
+        # to every NVIDIA node at one version, including nodes of another stack (Slinky
+        # hosts, a pool added later). No default CR: it would select every GPU node too.
+        # https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-driver-configuration.html
         driver["nvidiaDriverCRD"] = {"enabled": True, "deployDefaultCR": False}
-    elif op.driver == "operator":
-        pinned = fleet.stack(stacks[0])
-        if pinned is not None and pinned.driver:
-            driver["version"] = pinned.driver
     values: dict[str, Any] = {"driver": driver}
     if _vendor_stacks(fleet, "amd"):
         # The one NFD of a mixed-vendor cluster (the AMD chart's is off): on AMD nodes too.
@@ -356,7 +368,7 @@ def _amd(fleet: Fleet, label_keys: tuple[str, ...], nfd_from: HelmRelease | None
     if k8s is None or not stacks:
         return [], []
     ns = NAMESPACES["amd-gpu-operator"]
-    host_driver = k8s.gpu_operator is not None and k8s.gpu_operator.driver == "host"
+    host_driver = k8s.amd_driver == "host"
     # fleetspec writes one DeviceConfig per stack instead of the chart's default one.
     values: dict[str, Any] = {"crds": {"defaultCR": {"install": False}}}
     after: tuple[str, ...] = ()
@@ -378,11 +390,23 @@ def _amd(fleet: Fleet, label_keys: tuple[str, ...], nfd_from: HelmRelease | None
         amdgpu = stack.amdgpu if stack is not None else None
         driver: dict[str, Any] = {"enable": amdgpu is not None and not host_driver}
         if driver["enable"]:
+            # AMD GPU Operator, Full Reference Config (DeviceConfig spec.driver): KMM builds
+            # the amdgpu image for each kernel, pushes it to ``image`` (no tag: the operator
+            # tags it) with ``imageRegistrySecret``, and loads it once the inbox module is
+            # blacklisted (``blacklist`` needs the node labeller; a reboot applies it).
+            # https://instinct.docs.amd.com/projects/gpu-operator/en/latest/fulldeviceconfig.html
+            driver["blacklist"] = True
             driver["version"] = amdgpu
+            if k8s.amd_driver_image:
+                driver["image"] = k8s.amd_driver_image
+            if k8s.amd_registry_secret:
+                driver["imageRegistrySecret"] = {"name": k8s.amd_registry_secret}
         spec = {
             "selector": {STACK_LABEL: name},
             "driver": driver,
             "devicePlugin": {"enableNodeLabeller": True},
+            # GPU health and utilisation for Prometheus (off by default in the CRD).
+            "metricsExporter": {"enable": True},
         }
         crs.append(Manifest(
             _obj("amd.com/v1alpha1", "DeviceConfig", name, spec, namespace=ns),

@@ -106,12 +106,16 @@ def test_museum_resources(run_program) -> None:
     assert types["kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue"] == {
         f"LocalQueue/{ns}/{p}" for t in fleet.kubernetes.tenants for p, _ in t.quota
         for ns in t.namespaces}
-    assert "kubernetes:nvidia.com/v1alpha1:NVIDIADriver" not in types  # one stack: one pin
+    # One stack still gets its own NVIDIADriver: the ClusterPolicy's driver would go to
+    # every NVIDIA node the cluster ever holds, at this one version.
+    assert types["kubernetes:nvidia.com/v1alpha1:NVIDIADriver"] == {"NVIDIADriver/blackwell-cu13"}
 
     gpu = res["release/gpu-operator"].inputs
     assert gpu["chart"] == "gpu-operator" and gpu["version"] == "v26.7.0"
     assert gpu["repositoryOpts"]["repo"] == "https://helm.ngc.nvidia.com/nvidia"
-    assert gpu["values"]["driver"] == {"enabled": True, "version": "580.173.02"}
+    assert gpu["values"]["driver"] == {
+        "enabled": True, "nvidiaDriverCRD": {"enabled": True, "deployDefaultCR": False}}
+    assert res["NVIDIADriver/blackwell-cu13"].inputs["spec"]["version"] == "580.173.02"
     # One NFD for both vendors: NVIDIA's on, AMD's off.
     assert gpu["values"]["nfd"] == {"enabled": True}
     amd = res["release/amd-gpu-operator"].inputs["values"]
@@ -231,4 +235,5 @@ def test_slinky_cluster_release_and_host_labels(run_program) -> None:
     assert {f"node/{h}" for h in hosts} <= set(slurm.depends_on)
     assert {"release/slurm-operator", "Namespace/slurm"} <= set(slurm.depends_on)
     labels = res["node/h200-001"].inputs["metadata"]["labels"]
-    assert labels == {"fleetspec.io/gpu-model": "h200", "fleetspec.io/partition": "nvidia-hopper"}
+    assert labels == {"fleetspec.io/gpu-model": "h200", "fleetspec.io/partition": "nvidia-hopper",
+                      "fleetspec.io/stack": "hopper-cu13", "fleetspec.io/vendor": "nvidia"}

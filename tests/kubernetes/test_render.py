@@ -165,9 +165,19 @@ def test_amd_driver_follows_the_tuple_and_host_mode() -> None:
     def device_config(f):
         return next(m for m in kubernetes_resources(f).manifests if m.kind == "DeviceConfig")
 
-    assert device_config(pinned).body["spec"]["driver"] == {"enable": True,
-                                                            "version": "30.10.1"}
-    assert device_config(fleets.host_driver(pinned)).body["spec"]["driver"] == {"enable": False}
+    k8s = dataclasses.replace(pinned.kubernetes, amd_driver_image="registry.example.com/amdgpu",
+                              amd_registry_secret="pull")
+    pinned = dataclasses.replace(pinned, kubernetes=k8s)
+    # The operator's own install path: the inbox module blacklisted, the built image kept in
+    # the site's registry with its pull/push secret.
+    assert device_config(pinned).body["spec"]["driver"] == {
+        "enable": True, "blacklist": True, "version": "30.10.1",
+        "image": "registry.example.com/amdgpu", "imageRegistrySecret": {"name": "pull"}}
+    assert device_config(pinned).body["spec"]["metricsExporter"] == {"enable": True}
+    # The NVIDIA operator's driver mode does not decide the AMD one.
+    assert device_config(fleets.host_driver(pinned)).body["spec"]["driver"]["enable"] is True
+    amd_host = dataclasses.replace(pinned, kubernetes=dataclasses.replace(k8s, amd_driver="host"))
+    assert device_config(amd_host).body["spec"]["driver"] == {"enable": False}
 
 
 def test_node_label_values_are_valid_label_values() -> None:
