@@ -88,6 +88,9 @@ NFD_WORKER_TOLERATIONS = (
 # Kueue counts only GPUs: fleetspec quotas are in GPUs, and a resource a ClusterQueue does
 # not cover would make every workload that requests it inadmissible.
 KUEUE_EXCLUDED_RESOURCES = ("cpu", "memory", "ephemeral-storage", "hugepages-", "pods")
+# Kueue integrations for kinds every cluster has (no operator to install): Jobs and plain
+# Pods, Deployments and StatefulSets (the pod integration).
+KUEUE_BUILTIN_FRAMEWORKS = ("batch/job", "pod", "deployment", "statefulset")
 WORKLOAD_API_COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 
 
@@ -557,39 +560,64 @@ def kueue_configuration(fleet: Fleet) -> str:
             "ResourceFlavor.kueue.x-k8s.io": 1}},
         "clientConnection": {"qps": 300, "burst": 500},
     }
+    # Every workload in a tenant namespace goes through Kueue, with or without a queue name:
+    # one without stays suspended instead of taking GPUs outside quota. Only the tenants'
+    # namespaces: system namespaces (operators, kube-system) are never gated.
+    # https://kueue.sigs.k8s.io/docs/reference/kueue-config.v1beta2/
+    config["manageJobsWithoutQueueName"] = True
+    config["managedJobsNamespaceSelector"] = {"matchExpressions": [{
+        "key": "kubernetes.io/metadata.name", "operator": "In",
+        "values": list(tenant_namespaces(fleet))}]}
     if k8s.gang == "kueue":
-        # All-or-nothing: admit one workload at a time until its pods are ready; evict and
-        # requeue a gang whose pods are not all ready within the timeout.
+        # All-or-nothing: evict and requeue a gang whose pods are not all ready within the
+        # timeout. blockAdmission stays false: true admits one workload at a time until its
+        # pods are ready, serialising admission for the whole cluster (KEP-349), and Kueue
+        # documents false with topology-aware scheduling.
+        # https://kueue.sigs.k8s.io/docs/tasks/manage/setup_wait_for_pods_ready/
         requeue: dict[str, Any] = {"timestamp": "Eviction"}
         if k8s.gang_requeue_limit is not None:
             requeue["backoffLimitCount"] = k8s.gang_requeue_limit
         config["waitForPodsReady"] = {
             "timeout": k8s.gang_timeout,
-            "blockAdmission": True,
+            "blockAdmission": False,
             "requeuingStrategy": requeue,
         }
     config["resources"] = {"excludeResourcePrefixes": list(KUEUE_EXCLUDED_RESOURCES)}
-    config["integrations"] = {"frameworks": [
-        "batch/job", "kubeflow.org/mpijob", "ray.io/rayjob", "ray.io/rayservice",
-        "ray.io/raycluster", "jobset.x-k8s.io/jobset", "workload.codeflare.dev/appwrapper",
-        "trainer.kubeflow.org/trainjob", "pod", "deployment", "statefulset",
-        "leaderworkerset.x-k8s.io/leaderworkerset"]}
+    # Only the kinds this cluster has: the built-in workloads. A framework whose operator
+    # is not installed (JobSet, KubeRay, LeaderWorkerSet, MPI Operator, Kubeflow Trainer,
+    # AppWrapper) has no CRD for Kueue to watch.
+    config["integrations"] = {"frameworks": list(KUEUE_BUILTIN_FRAMEWORKS)}
     return _dump(config)
+
+
+def tenant_namespaces(fleet: Fleet) -> tuple[str, ...]:
+    """The namespaces tenants' workloads run in (``default`` without tenants), sorted."""
+    assert fleet.kubernetes is not None
+    spaces = {ns for t in fleet.kubernetes.tenants for ns in t.namespaces}
+    return tuple(sorted(spaces or {"default"}))
 
 
 def volcano_scheduler_conf(with_nodegroups: bool, with_topology: bool) -> str:
     """The chart default (installer/helm/chart/volcano/config/volcano-scheduler.conf at
     v1.15.1, gang in the first tier) plus nodegroup (queue -> partition) and
-    network-topology-aware (HyperNodes) when fleetspec renders them."""
+    network-topology-aware (HyperNodes) when fleetspec renders them.
+
+    With queues (``with_nodegroups``, Volcano holding quota) ``proportion`` becomes
+    ``capacity`` and the ``reclaim`` action is on: each queue's quota is its per-resource
+    ``deserved``, idle GPUs are lent to other queues up to ``capability`` and reclaimed when
+    their owner needs them, as Kueue's cohort does. The two plugins cannot be used together
+    (volcano docs/user-guide/how_to_use_capacity_plugin.md)."""
+    queue_plugin = "capacity" if with_nodegroups else "proportion"
     second = [{"name": "overcommit"}, {"name": "drf", "enablePreemptable": False},
-              {"name": "predicates"}, {"name": "proportion"}, {"name": "nodeorder"},
+              {"name": "predicates"}, {"name": queue_plugin}, {"name": "nodeorder"},
               {"name": "binpack"}]
     if with_nodegroups:
         second.append({"name": "nodegroup"})
     if with_topology:
         second.append({"name": "network-topology-aware"})
+    actions = "enqueue, allocate, backfill" + (", reclaim" if with_nodegroups else "")
     conf = {
-        "actions": "enqueue, allocate, backfill",
+        "actions": actions,
         "tiers": [
             {"plugins": [{"name": "priority"}, {"name": "gang", "enablePreemptable": False},
                          {"name": "conformance"}]},
@@ -597,6 +625,12 @@ def volcano_scheduler_conf(with_nodegroups: bool, with_topology: bool) -> str:
         ],
     }
     return _dump(conf)
+
+
+def hypernode_name(tier: str, name: str) -> str:
+    """``rack-r03``, ``leaf-02`` (not ``leaf-leaf-02``): the tier once, as a prefix. Names
+    of one tier always start with it, so a rack and a leaf never share a name."""
+    return name if name.startswith(f"{tier}-") else f"{tier}-{name}"
 
 
 def _hypernodes(fleet: Fleet) -> list[Manifest]:
@@ -613,7 +647,7 @@ def _hypernodes(fleet: Fleet) -> list[Manifest]:
     for rack in sorted(racks):
         members = [{"type": "Node", "selector": {"exactMatch": {"name": h}}}
                    for h in sorted(racks[rack])]
-        objs.append(Manifest(_obj(api, "HyperNode", f"rack-{rack}",
+        objs.append(Manifest(_obj(api, "HyperNode", hypernode_name("rack", rack),
                                   {"tier": 1, "tierName": "rack", "members": members}),
                              "20-volcano-hypernodes"))
     leaves: dict[str, list[str]] = {}
@@ -621,19 +655,23 @@ def _hypernodes(fleet: Fleet) -> list[Manifest]:
         if leaf:
             leaves.setdefault(leaf, []).append(rack)
     for leaf in sorted(leaves):
-        members = [{"type": "HyperNode", "selector": {"exactMatch": {"name": f"rack-{r}"}}}
+        members = [{"type": "HyperNode",
+                    "selector": {"exactMatch": {"name": hypernode_name("rack", r)}}}
                    for r in sorted(leaves[leaf])]
-        objs.append(Manifest(_obj(api, "HyperNode", f"leaf-{leaf}",
+        objs.append(Manifest(_obj(api, "HyperNode", hypernode_name("leaf", leaf),
                                   {"tier": 2, "tierName": "leaf", "members": members}),
                              "20-volcano-hypernodes",
-                             tuple(f"HyperNode/rack-{r}" for r in sorted(leaves[leaf]))))
+                             tuple(f"HyperNode/{hypernode_name('rack', r)}"
+                                   for r in sorted(leaves[leaf]))))
     if len(leaves) > 1:
-        members = [{"type": "HyperNode", "selector": {"exactMatch": {"name": f"leaf-{lf}"}}}
+        members = [{"type": "HyperNode",
+                    "selector": {"exactMatch": {"name": hypernode_name("leaf", lf)}}}
                    for lf in sorted(leaves)]
         objs.append(Manifest(_obj(api, "HyperNode", f"{fleet.name}-spine",
                                   {"tier": 3, "tierName": "spine", "members": members}),
                              "20-volcano-hypernodes",
-                             tuple(f"HyperNode/leaf-{lf}" for lf in sorted(leaves))))
+                             tuple(f"HyperNode/{hypernode_name('leaf', lf)}"
+                                   for lf in sorted(leaves))))
     return objs
 
 
@@ -659,13 +697,16 @@ def _volcano(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
     if holds_quota:
         parts = {p.name: p for p in kubernetes_partitions(fleet)}
         for row in queue_rows(fleet):
-            if row.gpus == 0:
-                continue  # capability is a hard cap: a 0-GPU queue could never run a job
             resource = GPU_RESOURCE[parts[row.partition].vendor or "nvidia"]
+            # The same declaration as Kueue's: the tenant's GPUs are its own (deserved,
+            # Kueue's nominalQuota), it may borrow idle GPUs of its partition up to all of
+            # them (capability, Kueue's unlimited borrowing within the cohort), and what it
+            # borrowed is reclaimed when their owner needs them (reclaimable + the reclaim
+            # action, Kueue's reclaimWithinCohort). Only GPUs, as Kueue counts only GPUs.
             spec = {
-                "weight": 1,
                 "reclaimable": True,
-                "capability": {resource: row.gpus},
+                "deserved": {resource: row.gpus},
+                "capability": {resource: parts[row.partition].gpus},
                 # One node group: the nodegroup plugin keeps every pod of the queue's jobs
                 # on the nodes labelled volcano.sh/nodegroup-name=<partition>.
                 "affinity": {"nodeGroupAffinity": {

@@ -191,13 +191,13 @@ def test_volcano_queues_and_hypernodes(run_program) -> None:
                 for p, g in t.quota}
     assert set(queues) == set(expected)
     for name, (partition, gpus) in expected.items():
-        assert list(queues[name]["capability"].values()) == [gpus]
+        assert list(queues[name]["deserved"].values()) == [gpus]
         assert queues[name]["affinity"]["nodeGroupAffinity"][
             "requiredDuringSchedulingIgnoredDuringExecution"] == [partition]
     hyper = {n: r for n, r in res.items() if r.type.endswith(":HyperNode")}
     assert set(hyper) == {"HyperNode/rack-r03", "HyperNode/rack-r04", "HyperNode/rack-r07",
-                          "HyperNode/leaf-leaf-02"}  # one leaf: no spine tier
-    assert set(hyper["HyperNode/leaf-leaf-02"].depends_on) >= {
+                          "HyperNode/leaf-02"}  # one leaf: no spine tier
+    assert set(hyper["HyperNode/leaf-02"].depends_on) >= {
         "HyperNode/rack-r03", "HyperNode/rack-r04", "HyperNode/rack-r07"}
     assert "gang" in res["release/volcano"].inputs["values"]["custom"][
         "scheduler_config_override"]
