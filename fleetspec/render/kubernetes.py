@@ -130,6 +130,8 @@ class Manifest:
     body: Mapping[str, Any]
     file: str  # manifest file stem under kubernetes/manifests/
     depends_on: tuple[str, ...] = ()
+    # Left in the cluster when it leaves the spec (a tenant's namespace and its PVCs).
+    retain_on_delete: bool = False
 
     @property
     def kind(self) -> str:
@@ -300,8 +302,10 @@ def _namespaces(fleet: Fleet, releases: Iterable[HelmRelease]) -> list[Manifest]
     for tenant in fleet.kubernetes.tenants:
         for ns in tenant.namespaces:
             wanted[ns] = {LABEL_PREFIX + "tenant": tenant.name}
+    tenant_spaces = {ns for t in fleet.kubernetes.tenants for ns in t.namespaces}
     return [
-        Manifest(_obj("v1", "Namespace", ns, labels=wanted[ns]), "00-namespaces")
+        Manifest(_obj("v1", "Namespace", ns, labels=wanted[ns]), "00-namespaces",
+                 retain_on_delete=ns in tenant_spaces)
         for ns in sorted(wanted)
     ]
 

@@ -22,6 +22,8 @@ class Registered:
     name: str
     inputs: dict
     depends_on: list[str]  # names of the resources it was declared to depend on
+    provider: str = ""  # the provider reference it was registered with ("urn::id")
+    retain_on_delete: bool = False
 
 
 class _Mocks(pulumi.runtime.Mocks):
@@ -45,7 +47,8 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
         if request.type != "pulumi:pulumi:Stack":
             self.registered.append(Registered(
                 request.type, request.name, {},
-                [urn.rsplit("::", 1)[-1] for urn in request.dependencies]))
+                [urn.rsplit("::", 1)[-1] for urn in request.dependencies],
+                request.provider, bool(request.retainOnDelete)))
         return response
 
 
@@ -66,7 +69,8 @@ def run_program():
         monitor = _RecordingMonitor(mocks)
         pulumi.runtime.set_mocks(mocks, project="fleetspec-kubernetes", stack="test",
                                  preview=False, monitor=monitor)
-        for key, value in (config or {}).items():
+        settings = {"fleetspec:context": "museum-admin"} if config is None else config
+        for key, value in settings.items():
             pulumi.runtime.set_config(key, value)
 
         @pulumi.runtime.test
@@ -206,7 +210,7 @@ def test_volcano_queues_and_hypernodes(run_program) -> None:
 def test_program_reads_ir_from_stack_config(run_program, tmp_path) -> None:
     ir = tmp_path / "fleet.json"
     ir.write_text(fleets.museum().to_json())
-    res = run_program(None, {"fleetspec:irPath": str(ir)})
+    res = run_program(None, {"fleetspec:irPath": str(ir), "fleetspec:context": "museum-admin"})
     assert "ClusterQueue/research-nvidia-blackwell-arm64" in res
     assert len(res) == len(run_program(fleets.museum()))
 
@@ -237,3 +241,43 @@ def test_slinky_cluster_release_and_host_labels(run_program) -> None:
     labels = res["node/h200-001"].inputs["metadata"]["labels"]
     assert labels == {"fleetspec.io/gpu-model": "h200", "fleetspec.io/partition": "nvidia-hopper",
                       "fleetspec.io/stack": "hopper-cu13", "fleetspec.io/vendor": "nvidia"}
+
+
+# --- item 8: the provider, retained tenant namespaces, the project's toolchain ----------
+
+
+def test_every_resource_goes_through_the_stack_configs_provider(run_program) -> None:
+    res = run_program(fleets.museum(), {"fleetspec:context": "museum-admin",
+                                        "fleetspec:kubeconfig": "/etc/fleet/kubeconfig"})
+    provider = res.pop("fleet-cluster")
+    assert provider.type == "pulumi:providers:kubernetes"
+    assert provider.inputs["context"] == "museum-admin"
+    assert provider.inputs["kubeconfig"] == "/etc/fleet/kubeconfig"
+    assert res and all("::fleet-cluster::" in r.provider for r in res.values()), [
+        r.name for r in res.values() if "::fleet-cluster::" not in r.provider]
+
+
+def test_without_a_context_the_program_refuses_instead_of_using_the_ambient_one(run_program) -> None:
+    with pytest.raises(pulumi.ConfigMissingError, match="fleetspec:context"):
+        run_program(fleets.museum(), {})
+
+
+def test_tenant_namespaces_outlive_their_removal_from_the_spec(run_program) -> None:
+    res = run_program(fleets.museum())
+    fleet = fleets.museum()
+    tenant_spaces = {ns for t in fleet.kubernetes.tenants for ns in t.namespaces}
+    namespaces = {r.name.split("/", 1)[1]: r for r in res.values() if r.type == "kubernetes:core/v1:Namespace"}
+    assert tenant_spaces <= set(namespaces)
+    for name, r in namespaces.items():
+        assert r.retain_on_delete is (name in tenant_spaces), name
+
+
+def test_the_project_names_its_python_toolchain_and_virtualenv() -> None:
+    from pathlib import Path
+
+    folder = Path(load_program().__file__).parent
+    project = yaml.safe_load((folder / "Pulumi.yaml").read_text())
+    assert project["runtime"]["name"] == "python"
+    assert project["runtime"]["options"] == {"toolchain": "pip", "virtualenv": "venv"}
+    requirements = (folder / "requirements.txt").read_text().split("\n")
+    assert "-e ../..[pulumi]" in requirements  # the program imports fleetspec
