@@ -14,12 +14,16 @@ import os
 import re
 import subprocess
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from fleetspec.lab.base import default_cache_dir
+
+if TYPE_CHECKING:
+    from fleetspec.compile.ir import GpuSpec, StackTuple
 
 SOURCE_DATE_EPOCH = "1700000000"
 STANDIN_NOTE = "fleetspec test stand-in: not the vendor package"
@@ -481,8 +485,9 @@ def driver_standins(driver: str, os: str, flavor: str) -> list[StandInPackage]:
 
     family = driver_family(driver, os, flavor)
     names = list(family)
-    meta, dkms, utils, compute = names[0], names[1], names[2], names[3]
-    version = family[meta]
+    debian = os.startswith("debian")
+    meta, dkms = names[0], names[1]
+    utils, compute = ("nvidia-smi", "libcuda1") if debian else (names[2], names[3])
     branch = driver.split(".")[0]
     smi = _nvidia_smi(driver, DRIVER_CUDA.get(branch, "0.0"))
     eq = {n: f"{n} (= {v})" for n, v in family.items()}
@@ -493,11 +498,11 @@ def driver_standins(driver: str, os: str, flavor: str) -> list[StandInPackage]:
         depends: list[str] = []
         if name == meta:
             depends = [eq[n] for n in names[1:] if n not in tools]
-        elif name == dkms and not os.startswith("debian"):
+        elif name == dkms and not debian:
             depends = [eq[n] for n in names if n.startswith(("nvidia-kernel-common", "nvidia-kernel-source"))]
-        elif name in (utils, "nvidia-smi") and name != compute:
+        elif name == utils:
             files["/usr/bin/nvidia-smi"] = smi
-            depends = [eq[compute]] if not os.startswith("debian") else []
+            depends = [eq[compute]]
         elif name == compute:
             files[f"/usr/share/doc/{name}/version"] = driver + "\n"
         elif name == "nvidia-persistenced":
@@ -517,7 +522,6 @@ def driver_standins(driver: str, os: str, flavor: str) -> list[StandInPackage]:
         out.append(StandInPackage(name, v, tuple(depends), files,
                                   f"NVIDIA driver {driver}: {name} (no kernel module in the lab).",
                                   conflicts=(_branched(name, "580"),) if renamed else ()))
-    assert version == family[meta]
     return out
 
 
@@ -543,7 +547,7 @@ def _newer(component: str, version: str) -> str:
     return later[0] if later else version
 
 
-def stack_standins(stack, os: str, gpus, newer: bool = True) -> list[StandInPackage]:
+def stack_standins(stack: StackTuple, os: str, gpus: Sequence[GpuSpec], newer: bool = True) -> list[StandInPackage]:
     """Every package the lab's repository carries for one stack tuple: the whole families
     at the pinned builds and, with ``newer``, at a newer build of each (driver, NCCL,
     cuDNN, ROCm release), so that apt sees what the vendors' repositories hold."""

@@ -128,3 +128,16 @@ def test_the_list_names_what_packages_for_installs_on_every_node_of_the_stack(fl
     node = fleet.node("gpu-h100-01")
     assert specs == [p.spec for p in packages_for(NVIDIA, fleet.os, [node.gpu])]
     assert "nvidia-fabricmanager-580=580.95.05-1" in specs  # HGX H100 8-GPU: NVSwitch
+
+
+def test_debian_12_names_lock_the_same_way(tmp_path):
+    fleet = lab(NVIDIA, ROCM, os="debian-12")
+    repo = repo_for([fleet], tmp_path)
+    apt = AptRoot(tmp_path / "root", repo)
+    pref, specs = pins(fleet, NVIDIA.name)
+    assert specs[:2] == ["nvidia-driver=580.95.05-1", "nvidia-kernel-open-dkms=580.95.05-1"]
+    assert apt.simulate(specs)[0].returncode != 0
+    apt.preferences(pref)
+    done, moves = apt.simulate(specs)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert moves["libnvidia-ml1"][1] == moves["firmware-nvidia-gsp"][1] == "580.95.05-1"
