@@ -27,7 +27,13 @@ from typing import Any
 import yaml
 
 from fleetspec.compile.ir import Fleet, Node, Partition
-from fleetspec.render.slurm import render_slinky_values, slurm_nodes, slurm_partitions
+from fleetspec.render.slurm import (
+    SLINKY_DB_SECRET,
+    SLINKY_DB_SECRET_KEY,
+    render_slinky_values,
+    slurm_nodes,
+    slurm_partitions,
+)
 
 # libyaml's emitter when present: same output, several times faster on 20,000 nodes.
 _BaseDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -152,6 +158,21 @@ class Manifest:
 
 
 @dataclass(frozen=True)
+class ClusterSecret:
+    """A Secret whose value comes from the spec's secret reference ``source`` (its name in
+    ``spec.secrets``): created by the Pulumi stack from its config, never rendered."""
+
+    name: str
+    namespace: str
+    key: str  # the data key in the Secret
+    source: str  # e.g. "slurmdbd_password"
+
+    @property
+    def ref(self) -> str:
+        return f"Secret/{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
 class Prerequisite:
     """Something the cluster itself must provide; fleetspec cannot apply it."""
 
@@ -167,10 +188,12 @@ class KubernetesLayer:
     releases: tuple[HelmRelease, ...] = ()
     manifests: tuple[Manifest, ...] = ()  # in dependency order
     prerequisites: tuple[Prerequisite, ...] = ()
+    secrets: tuple[ClusterSecret, ...] = ()
 
     @property
     def empty(self) -> bool:
-        return not (self.node_labels or self.releases or self.manifests or self.prerequisites)
+        return not (self.node_labels or self.releases or self.manifests or self.prerequisites
+                    or self.secrets)
 
 
 # --------------------------------------------------------------------------- the layer
@@ -231,7 +254,17 @@ def kubernetes_resources(fleet: Fleet) -> KubernetesLayer:
         releases=tuple(releases),
         manifests=tuple(namespaces) + tuple(manifests),
         prerequisites=_prerequisites(fleet, releases),
+        secrets=_slinky_secrets(fleet),
     )
+
+
+def _slinky_secrets(fleet: Fleet) -> tuple[ClusterSecret, ...]:
+    """Slinky's accounting reads the database password from a Secret the chart does not
+    create (accounting.storageConfig.passwordKeyRef): the stack creates it."""
+    if not slinky_mode(fleet) or fleet.slurm is None or not fleet.slurm.accounting_host:
+        return ()
+    return (ClusterSecret(SLINKY_DB_SECRET, NAMESPACES["slurm"], SLINKY_DB_SECRET_KEY,
+                          "slurmdbd_password"),)
 
 
 def _label_value(text: str) -> str:
@@ -739,7 +772,8 @@ def _slinky(fleet: Fleet, label_keys: tuple[str, ...]):
     cluster_ns = NAMESPACES["slurm"]
     cluster = HelmRelease("slurm", cluster_ns, f"{SLINKY_CHARTS}/slurm", None, version,
                           yaml.safe_load(render_slinky_values(fleet)),
-                          (_ns_key(cluster_ns), operator.key, *label_keys))
+                          (_ns_key(cluster_ns), operator.key, *label_keys,
+                           *(s.ref for s in _slinky_secrets(fleet))))
     return [crds, operator, cluster], []
 
 
@@ -893,6 +927,12 @@ def _readme(fleet: Fleet, layer: KubernetesLayer, stems: list[str]) -> str:
         step += 1
     if "00-namespaces" in stems:
         out.append(f"{step}. `kubectl apply -f manifests/00-namespaces.yaml`")
+        step += 1
+    for secret in layer.secrets:
+        out.append(f"{step}. Create the Secret `{secret.name}` in `{secret.namespace}` from your "
+                   f"`{secret.source}` secret (the Pulumi stack does this itself): "
+                   f"`kubectl create secret generic {secret.name} --namespace {secret.namespace} "
+                   f"--from-file={secret.key}=<file holding it>`")
         step += 1
     if layer.releases:
         names = ", ".join(r.name for r in layer.releases)

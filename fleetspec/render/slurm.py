@@ -70,6 +70,11 @@ PYXIS_CONF_GLOB = "/usr/share/pyxis/*.conf"
 REAL_MEMORY_SHARE = 0.95
 
 SECRET_DB_PASSWORD = "@@secret:slurmdbd_password@@"
+# Slinky: the Secret the ``slurm`` chart's accounting reads the database password from
+# (accounting.storageConfig.passwordKeyRef); the Kubernetes layer creates it from the
+# spec's ``slurmdbd_password`` reference.
+SLINKY_DB_SECRET = "slurmdbd-password"
+SLINKY_DB_SECRET_KEY = "password"
 NVLINK_TOPOLOGY = "nvlink"  # topology.yaml name of the block topology
 FABRIC_TOPOLOGY = "fabric"  # topology.yaml name of the tree topology
 
@@ -747,8 +752,8 @@ def render_slinky_values(fleet: Fleet) -> str:
                 "port": 3306,
                 "database": "slurm_acct_db",
                 "username": "slurm",
-                # A Secret the apply step creates from the secret source.
-                "passwordKeyRef": {"name": "slurmdbd-password", "key": "password"},
+                # The Secret the Kubernetes layer creates from the secret source.
+                "passwordKeyRef": {"name": SLINKY_DB_SECRET, "key": SLINKY_DB_SECRET_KEY},
             },
         }
     values["nodesets"] = nodesets
