@@ -21,6 +21,7 @@ CHART_VALUES = {
     "kueue": "crds/kueue/kueue-chart-values.yaml",
     "volcano": "crds/volcano/volcano-chart-values.yaml",
     "slurm": "crds/slurm-operator/slurm-chart-values.yaml",
+    "network-operator": "crds/nvidia-network-operator/values.yaml",
 }
 # Maps whose keys are the user's (labels, config lines, resource names), not chart keys.
 FREE_FORM = frozenset({"nodeSelector", "configFiles", "extraConfMap", "configMap", "limits",
