@@ -225,7 +225,7 @@ class NetworkOperator(_Model):
 RESERVED_NAMESPACES = frozenset({
     "default", "kube-system", "kube-public", "kube-node-lease",
     "gpu-operator", "kube-amd-gpu", "kueue-system", "volcano-system", "volcano-monitoring", "slinky", "slurm",
-    "cert-manager", "node-feature-discovery",
+    "cert-manager", "node-feature-discovery", "nvidia-network-operator",
 })
 
 
