@@ -95,8 +95,6 @@ NFD_WORKER_TOLERATIONS = (
     # AMD gpu-operator v1.5.1 values.yaml node-feature-discovery.worker.tolerations
     {"key": "amd-dcm", "operator": "Equal", "value": "up", "effect": "NoExecute"},
     {"key": "amd-gpu-unhealthy", "operator": "Exists", "effect": "NoSchedule"},
-    # the vendor taint fleetspec's AMD flavors tolerate
-    {"key": "amd.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
 )
 # Kueue counts only GPUs: fleetspec quotas are in GPUs, and a resource a ClusterQueue does
 # not cover would make every workload that requests it inadmissible.
@@ -550,13 +548,10 @@ def _kueue(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
     topo_key = objs[0].key
     flavor_keys = {}
     for name in sorted(parts):
-        vendor = parts[name].vendor or "nvidia"
-        spec = {
-            "nodeLabels": {PARTITION_LABEL: name},
-            "tolerations": [{"key": GPU_RESOURCE[vendor], "operator": "Exists",
-                             "effect": "NoSchedule"}],
-            "topologyName": topo_name,
-        }
+        # No tolerations: fleetspec sets no taint on GPU nodes (the partition label keeps
+        # workloads on their generation), and a toleration for a taint nothing sets only
+        # hides which pods were meant for the node.
+        spec = {"nodeLabels": {PARTITION_LABEL: name}, "topologyName": topo_name}
         m = Manifest(_obj("kueue.x-k8s.io/v1beta2", "ResourceFlavor", name, spec),
                      "21-kueue-flavors", (rk, topo_key, *label_keys))
         flavor_keys[name] = m.key

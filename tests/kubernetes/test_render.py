@@ -276,3 +276,13 @@ def test_rdma_fabric_gives_pods_rdma_devices_through_the_network_operator() -> N
     assert not any(r.name == "network-operator" for r in kubernetes_resources(ethernet).releases)
     off = dataclasses.replace(fleet, kubernetes=dataclasses.replace(fleet.kubernetes, network_operator_enabled=False))
     assert not _kinds(kubernetes_resources(off), "NicClusterPolicy")
+
+
+def test_no_toleration_for_a_taint_nothing_sets() -> None:
+    """fleetspec sets no taints (node-labels.sh and the NodePatches set labels only), so its
+    flavors tolerate none: a toleration without its taint only hides intent."""
+    for make in (fleets.museum, lambda: fleets.slinky(fleets.museum())):
+        layer = kubernetes_resources(make())
+        for flavor in _kinds(layer, "ResourceFlavor"):
+            assert "tolerations" not in flavor.body["spec"], flavor.name
+        assert not any("taint" in str(n.labels) for n in layer.node_labels)
