@@ -7,20 +7,24 @@ present" for ``plan`` (like ``terraform plan -detailed-exitcode``).
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
-from fleetspec import __version__, tasks
-from fleetspec.compile import CompileResult
-from fleetspec.console import consoles
-from fleetspec.findings import LocatedFinding, Severity
+from fleetspec import __version__
+from fleetspec.console import lazy_consoles
+
+if TYPE_CHECKING:
+    from fleetspec.compile import CompileResult
+    from fleetspec.findings import LocatedFinding
+
+# Imports are lazy: `fleetspec --help` and `version` load typer and nothing of the
+# compiler; each command imports what it uses (benchmarks/bench_startup.py).
 
 app = typer.Typer(
     name="fleetspec",
@@ -30,7 +34,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-out, err = consoles()
+out, err = lazy_consoles()
 
 SpecArg = Annotated[Path, typer.Argument(help="the fleet spec (YAML)", show_default=False)]
 
@@ -47,6 +51,8 @@ class TableFormat(str, Enum):
 
 
 def _print_findings(compiled: CompileResult, fmt: FindingsFormat = FindingsFormat.text) -> None:
+    from fleetspec.findings import Severity
+
     located = compiled.located()
     if fmt is FindingsFormat.json:
         out.print_json(json.dumps({"valid": compiled.valid, "findings": [f.to_dict() for f in located]}))
@@ -68,6 +74,10 @@ def _print_findings(compiled: CompileResult, fmt: FindingsFormat = FindingsForma
 
 
 def _print_finding(f: LocatedFinding) -> None:
+    from rich.markup import escape
+
+    from fleetspec.findings import Severity
+
     color = {Severity.ERROR: "red", Severity.WARNING: "yellow"}.get(f.severity, "cyan")
     err.print(f"{escape(f.file)}:{f.line}:{f.column}: [{color}]{f.severity}[/] {escape(f'[{f.rule}]')} "
               f"{escape(f.message)}", markup=True)
@@ -82,6 +92,8 @@ def validate(
     format: Annotated[FindingsFormat, typer.Option("--format", help="text, json or github")] = FindingsFormat.text,
 ) -> None:
     """Check a fleet spec: exit 0 when it has no errors (warnings allowed), 1 when it has."""
+    from fleetspec import tasks
+
     compiled = tasks.validate(spec)
     _print_findings(compiled, format)
     raise typer.Exit(0 if compiled.valid else 1)
@@ -93,6 +105,10 @@ def partitions(
     format: Annotated[TableFormat, typer.Option("--format", help="table or json")] = TableFormat.table,
 ) -> None:
     """Show the partitions the fleet compiles to (by owner, vendor and generation)."""
+    from rich.table import Table
+
+    from fleetspec import tasks
+
     result = tasks.partitions(spec)
     if not result.compiled.valid:
         _print_findings(result.compiled)
@@ -117,6 +133,7 @@ def render(
     out_dir: Annotated[Path, typer.Option("--out", "-o", help="output directory (replaced as a whole)")] = Path("build"),
 ) -> None:
     """Write fleet.json and the Slurm, Ansible and Kubernetes files; nothing when the spec has errors."""
+    from fleetspec import tasks
     from fleetspec.render.writer import RenderWriteError
 
     try:
@@ -139,6 +156,8 @@ def render(
 @app.command()
 def schema() -> None:
     """Print the JSON Schema of the spec (for editors: yaml-language-server)."""
+    from fleetspec import tasks
+
     print(json.dumps(tasks.spec_json_schema(), indent=2))
 
 
@@ -147,6 +166,8 @@ def catalog(
     format: Annotated[TableFormat, typer.Option("--format", help="table or json")] = TableFormat.table,
 ) -> None:
     """List what the catalog knows: GPU models, CUDA, drivers, NCCL, cuDNN, ROCm, operators, Slurm."""
+    from rich.table import Table
+
     from fleetspec.catalog import load_catalog
 
     summary = load_catalog().summary()
@@ -170,6 +191,8 @@ def catalog(
 @app.command()
 def rules() -> None:
     """List the rule ids (public: suppress warnings by id in spec.suppress)."""
+    from rich.table import Table
+
     from fleetspec.rules import RULES
 
     table = Table()
@@ -197,6 +220,8 @@ _register_feature_commands()
 
 def _fleet_or_exit(spec: Path):  # type: ignore[no-untyped-def]
     """The compiled fleet, or the findings printed and exit 1 when it could not be built."""
+    from fleetspec import tasks
+
     compiled = tasks.validate(spec)
     if compiled.fleet is None:
         _print_findings(compiled)
@@ -251,6 +276,11 @@ def version() -> None:
 
 
 def main() -> None:
+    # One command per process: what is loaded by now lives until exit (freeze keeps the
+    # collector from scanning it again), and a young generation of 100,000 objects keeps
+    # the collector from turning parsing and rendering 100,000 nodes quadratic.
+    gc.freeze()
+    gc.set_threshold(100_000, 50, 1000)
     try:
         app()
     except KeyboardInterrupt:

@@ -275,17 +275,39 @@ class Fleet:
 
 
 def _to_plain(value: Any) -> Any:
-    """Dataclasses to dicts, tuples to lists, location fields dropped."""
-    names = _FIELD_NAMES.get(type(value))
-    if names is None and dataclasses.is_dataclass(value) and not isinstance(value, type):
-        names = _FIELD_NAMES[type(value)] = tuple(
-            f.name for f in dataclasses.fields(value) if not f.metadata.get("location")
-        )
-    if names is not None:
-        return {name: _to_plain(getattr(value, name)) for name in names}
-    if type(value) is tuple or type(value) is list:
-        return [_to_plain(v) for v in value]
-    return value
+    """Dataclasses to dicts, tuples to lists, location fields dropped. Each dataclass
+    type gets a generated converter (field names resolved once), and an instance that
+    many nodes share (their GpuSpec) is converted once per call."""
+    return _convert(value, {})
 
 
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _convert(value: Any, seen: dict[int, Any]) -> Any:
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is tuple or kind is list:
+        return [_convert(v, seen) for v in value]
+    converter = _CONVERTERS.get(kind)
+    if converter is None:
+        if not (dataclasses.is_dataclass(value) and not isinstance(value, type)):
+            return value
+        converter = _CONVERTERS[kind] = _converter_for(kind)
+    key = id(value)
+    done = seen.get(key)
+    if done is None:
+        done = seen[key] = (value, converter(value, seen))
+    return done[1]
+
+
+def _converter_for(kind: type) -> Any:
+    names = [f.name for f in dataclasses.fields(kind) if not f.metadata.get("location")]
+    body = ", ".join(f"{name!r}: convert(value.{name}, seen)" for name in names)
+    namespace: dict[str, Any] = {"convert": _convert}
+    exec(f"def converter(value, seen):\n    return {{{body}}}\n", namespace)
+    return namespace["converter"]
+
+
+_CONVERTERS: dict[type, Any] = {}

@@ -11,14 +11,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
-from fleetspec.console import consoles
-from fleetspec.lab.base import LabUnavailable
-from fleetspec.lab.fleet import DEFAULT_PER_PARTITION, STATE_FILE, LabSetupError, lab_down, lab_status, lab_up
-from fleetspec.lab.hosts import LabError
-from fleetspec.lab.slurm import SlurmError, SlurmUnavailable
+from fleetspec.console import lazy_consoles
+from fleetspec.lab import DEFAULT_PER_PARTITION, STATE_FILE
 
 lab_app = typer.Typer(
     help="A scaled-down stand-in of the fleet on this machine (real hosts, real Slurm, "
@@ -27,8 +22,16 @@ lab_app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-_out, _err = consoles()
-_FAILURES = (LabSetupError, LabUnavailable, LabError, SlurmError, SlurmUnavailable, OSError)
+_out, _err = lazy_consoles()
+
+
+def _failures() -> tuple[type[BaseException], ...]:
+    from fleetspec.lab.base import LabUnavailable
+    from fleetspec.lab.fleet import LabSetupError
+    from fleetspec.lab.hosts import LabError
+    from fleetspec.lab.slurm import SlurmError, SlurmUnavailable
+
+    return (LabSetupError, LabUnavailable, LabError, SlurmError, SlurmUnavailable, OSError)
 
 DirOption = Annotated[
     Path | None,
@@ -37,6 +40,8 @@ DirOption = Annotated[
 
 
 def _fail(exc: BaseException) -> None:
+    from rich.markup import escape
+
     _err.print(f"[red]error:[/red] {escape(str(exc))}")
     raise typer.Exit(1)
 
@@ -48,9 +53,13 @@ def up(
     dir: DirOption = None,
 ) -> None:
     """Start the lab for SPEC; when it is up already, rebuild its repository for SPEC as it is now."""
+    from rich.markup import escape
+
+    from fleetspec.lab.fleet import lab_up
+
     try:
         handle, started = lab_up(spec, nodes, dir)
-    except _FAILURES as exc:
+    except _failures() as exc:
         _fail(exc)
         return
     verb = "up" if started else "already up; repository refreshed"
@@ -70,9 +79,14 @@ def _resolve(dir: Path | None) -> Path:
 @lab_app.command()
 def status(dir: DirOption = None) -> None:
     """Hosts up or down, Slurm node states, repository size."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from fleetspec.lab.fleet import lab_status
+
     try:
         st = lab_status(_resolve(dir))
-    except _FAILURES as exc:
+    except _failures() as exc:
         _fail(exc)
         return
     table = Table("host", "lab", "slurm state", "reason")
@@ -90,13 +104,17 @@ def status(dir: DirOption = None) -> None:
 def down(dir: DirOption = None) -> None:
     """Stop the Slurm daemons and the hosts, remove namespaces, mounts and the lab's files.
     With no lab there, nothing to do: exit 0 (so running it twice is safe)."""
+    from rich.markup import escape
+
+    from fleetspec.lab.fleet import lab_down
+
     target = _resolve(dir)
     if not (target / STATE_FILE).exists():
         _out.print(f"lab {escape(str(target))}: no lab here, nothing to take down")
         return
     try:
         lab_down(target)
-    except _FAILURES as exc:
+    except _failures() as exc:
         _fail(exc)
         return
     _out.print(f"lab {escape(str(target))}: down")
