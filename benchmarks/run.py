@@ -1,9 +1,10 @@
 """Every benchmark target as a ratio measured side by side in one run, so the verdicts
 hold on a busy machine: `python3 benchmarks/run.py [--quick]`.
 
-Each row times whole processes (interpreter start included), alternating the measured
-command and its reference, and keeps the fastest of several runs of each (the least
-disturbed by other load). Targets (issue 14):
+Each row measures whole processes (interpreter start included) by the CPU time they
+use (user + system, from wait4: on a shared machine wall-clock time mostly measures the
+neighbours), alternating the measured command and its reference, and keeps the lowest
+of several runs of each. Targets (issue 14):
 
 - `fleetspec --help`, `version`, `validate examples/quickstart.yaml`: at most 1.25x a
   minimal Typer app loading the same dependencies and doing nothing (baseline_app.py);
@@ -22,7 +23,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -37,12 +37,11 @@ HOPPER_BUMPED = 'hopper-cu13: {driver: "580.126.09"'
 
 
 def run(argv: list[str], cwd: Path = ROOT) -> tuple[float, float]:
-    """(seconds, peak RSS in MB) of one whole process; it must succeed."""
+    """(CPU seconds, peak RSS in MB) of one whole process; it must succeed."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
-    start = time.perf_counter()
     proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
-    seconds = time.perf_counter() - start
+    seconds = usage.ru_utime + usage.ru_stime
     proc.returncode = os.waitstatus_to_exitcode(status)
     stderr = proc.stderr.read().decode() if proc.stderr else ""
     if proc.returncode != 0:
@@ -75,7 +74,7 @@ def main() -> int:
     args = parser.parse_args()
     small, large = (3, 1) if args.quick else (7, 3)
     verdicts: list[bool] = []
-    print(f"{'measured':<44} {'time':>9}  {'ratio':>6} {'reference':<34} target")
+    print(f"{'measured':<44} {'CPU':>9}  {'ratio':>6} {'reference':<34} target")
 
     quickstart = str(ROOT / "examples" / "quickstart.yaml")
     times = fastest({"baseline": [sys.executable, str(HERE / "baseline_app.py")],

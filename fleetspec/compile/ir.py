@@ -14,6 +14,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import types
+import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -257,19 +259,17 @@ class Fleet:
     def to_json(self) -> str:
         """fleet.json: one top-level key per line and one list item (node, partition,
         ...) per line, so diffs read per node and the C encoder keeps 20,000 nodes fast."""
+        encode = json.JSONEncoder(separators=(", ", ": ")).encode  # one encoder, not one per node
         lines = ["{"]
         items = list(self.to_dict().items())
         for i, (key, value) in enumerate(items):
             comma = "," if i < len(items) - 1 else ""
             if isinstance(value, list) and value:
-                lines.append(f"  {json.dumps(key)}: [")
-                lines.extend(
-                    f"    {json.dumps(v, separators=(', ', ': '))}{',' if j < len(value) - 1 else ''}"
-                    for j, v in enumerate(value)
-                )
+                lines.append(f"  {encode(key)}: [")
+                lines.append(",\n".join(f"    {encode(v)}" for v in value))
                 lines.append(f"  ]{comma}")
             else:
-                lines.append(f"  {json.dumps(key)}: {json.dumps(value, separators=(', ', ': '))}{comma}")
+                lines.append(f"  {encode(key)}: {encode(value)}{comma}")
         lines.append("}")
         return "\n".join(lines) + "\n"
 
@@ -303,11 +303,32 @@ def _convert(value: Any, seen: dict[int, Any]) -> Any:
 
 
 def _converter_for(kind: type) -> Any:
-    names = [f.name for f in dataclasses.fields(kind) if not f.metadata.get("location")]
-    body = ", ".join(f"{name!r}: convert(value.{name}, seen)" for name in names)
+    hints = typing.get_type_hints(kind)
+    parts = []
+    for f in dataclasses.fields(kind):
+        if f.metadata.get("location"):
+            continue
+        access = f"value.{f.name}"
+        shape = _shape(hints[f.name])
+        parts.append(f"{f.name!r}: " + (access if shape == "scalar" else f"list({access})" if shape == "scalars"
+                                         else f"convert({access}, seen)"))
     namespace: dict[str, Any] = {"convert": _convert}
-    exec(f"def converter(value, seen):\n    return {{{body}}}\n", namespace)
+    exec(f"def converter(value, seen):\n    return {{{', '.join(parts)}}}\n", namespace)  # noqa: S102 - field names
     return namespace["converter"]
+
+
+def _shape(hint: Any) -> str:
+    """'scalar' (written as it is), 'scalars' (a tuple of scalars: a list), or 'other'."""
+    origin = typing.get_origin(hint)
+    if hint in _SCALARS or origin is Literal:
+        return "scalar"
+    if origin in (typing.Union, types.UnionType):
+        return "scalar" if all(_shape(a) == "scalar" for a in typing.get_args(hint)) else "other"
+    if origin is tuple:
+        args = typing.get_args(hint)
+        if len(args) == 2 and args[1] is Ellipsis and _shape(args[0]) == "scalar":
+            return "scalars"
+    return "other"
 
 
 _CONVERTERS: dict[type, Any] = {}
