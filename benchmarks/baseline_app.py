@@ -1,5 +1,10 @@
 """The startup reference: a minimal Typer app that loads fleetspec's dependencies
-(typer, rich, pydantic, PyYAML) the way a CLI using them does, and does nothing."""
+(typer, rich, pydantic, PyYAML) the way a CLI using them does, and does nothing.
+Run with a path it parses that argument as `fleetspec validate PATH` does (Typer
+checks and converts it); with no arguments it does not even that."""
+
+from pathlib import Path
+from typing import Annotated, Optional
 
 import typer
 import yaml  # noqa: F401
@@ -10,7 +15,7 @@ app = typer.Typer(add_completion=False)
 
 
 @app.command()
-def main() -> None:
+def main(spec: Annotated[Optional[Path], typer.Argument()] = None) -> None:  # noqa: UP045 - as users write it
     """Do nothing."""
 
 

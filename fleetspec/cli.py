@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from fleetspec import __version__
-from fleetspec.console import lazy_consoles
+from fleetspec.console import command_class, lazy_consoles
 
 if TYPE_CHECKING:
     from fleetspec.compile import CompileResult
@@ -33,10 +33,12 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: real metavars, no '<bool>'
 )
 out, err = lazy_consoles()
+COMMAND = command_class()
 
-SpecArg = Annotated[Path, typer.Argument(help="the fleet spec (YAML)", show_default=False)]
+SpecArg = Annotated[Path, typer.Argument(help="the fleet spec (YAML)", metavar="SPEC", show_default=False)]
 
 
 class FindingsFormat(str, Enum):
@@ -86,7 +88,7 @@ def _print_finding(f: LocatedFinding) -> None:
         err.print("  " + " " * (f.column - 1) + "^", markup=False)
 
 
-@app.command()
+@app.command(cls=COMMAND)
 def validate(
     spec: SpecArg,
     format: Annotated[FindingsFormat, typer.Option("--format", help="text, json or github")] = FindingsFormat.text,
@@ -99,7 +101,7 @@ def validate(
     raise typer.Exit(0 if compiled.valid else 1)
 
 
-@app.command()
+@app.command(cls=COMMAND)
 def partitions(
     spec: SpecArg,
     format: Annotated[TableFormat, typer.Option("--format", help="table or json")] = TableFormat.table,
@@ -127,7 +129,7 @@ def partitions(
     out.print(table)
 
 
-@app.command()
+@app.command(cls=COMMAND)
 def render(
     spec: SpecArg,
     out_dir: Annotated[Path, typer.Option("--out", "-o", help="output directory (replaced as a whole)")] = Path("build"),
@@ -153,7 +155,7 @@ def render(
     out.print(f"wrote {len(result.files)} files to {result.out}", markup=False)
 
 
-@app.command()
+@app.command(cls=COMMAND)
 def schema() -> None:
     """Print the JSON Schema of the spec (for editors: yaml-language-server)."""
     from fleetspec import tasks
@@ -161,7 +163,7 @@ def schema() -> None:
     print(json.dumps(tasks.spec_json_schema(), indent=2))
 
 
-@app.command()
+@app.command(cls=COMMAND)
 def catalog(
     format: Annotated[TableFormat, typer.Option("--format", help="table or json")] = TableFormat.table,
 ) -> None:
@@ -188,7 +190,7 @@ def catalog(
     out.print("[bold]rocm -> rccl[/]: " + ", ".join(f"{k}->{v}" for k, v in summary["rocm"].items()))
 
 
-@app.command()
+@app.command(cls=COMMAND)
 def rules() -> None:
     """List the rule ids (public: suppress warnings by id in spec.suppress)."""
     from rich.table import Table
@@ -210,9 +212,9 @@ def _register_feature_commands() -> None:
     from fleetspec.plan.cli import plan as plan_command
     from fleetspec.verify.cli import verify as verify_command
 
-    app.command("plan")(plan_command)
-    app.command("apply")(apply_command)
-    app.command("verify")(verify_command)
+    app.command("plan", cls=COMMAND)(plan_command)
+    app.command("apply", cls=COMMAND)(apply_command)
+    app.command("verify", cls=COMMAND)(verify_command)
     app.add_typer(lab_app, name="lab")
 
 
@@ -230,11 +232,11 @@ def _fleet_or_exit(spec: Path):  # type: ignore[no-untyped-def]
 
 
 secrets_app = typer.Typer(help="Create and check the secrets the spec refers to (values are never printed).",
-                          no_args_is_help=True)
+                          no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(secrets_app, name="secrets")
 
 
-@secrets_app.command("init")
+@secrets_app.command("init", cls=COMMAND)
 def secrets_init(spec: SpecArg) -> None:
     """Create missing file secrets (munge key, database password) with mode 0600; never overwrite."""
     from fleetspec import secrets as sec
@@ -249,7 +251,7 @@ def secrets_init(spec: SpecArg) -> None:
         out.print(f"skipped {line}: not a file fleetspec can create", markup=False)
 
 
-@secrets_app.command("check")
+@secrets_app.command("check", cls=COMMAND)
 def secrets_check(spec: SpecArg) -> None:
     """Resolve every secret reference; exit 1 if one cannot be resolved."""
     from fleetspec import secrets as sec
@@ -269,7 +271,7 @@ def secrets_check(spec: SpecArg) -> None:
     raise typer.Exit(1 if failed else 0)
 
 
-@app.command()
+@app.command(cls=COMMAND)
 def version() -> None:
     """Print the fleetspec version."""
     print(__version__)

@@ -50,3 +50,17 @@ class _LazyConsole:
 def lazy_consoles() -> tuple[Console, Console]:
     """(stdout, stderr) consoles for a module's commands, made when first printed to."""
     return _LazyConsole(False), _LazyConsole(True)  # type: ignore[return-value]
+
+
+def command_class() -> type:
+    """The click command class for fleetspec's commands: usage lines name arguments as
+    their metavar (``SPEC``), not ``{SPEC}``. With ``rich_markup_mode=None`` on the apps,
+    flags show no ``<bool>`` type either."""
+    from typer.core import TyperCommand
+
+    class Command(TyperCommand):
+        def collect_usage_pieces(self, ctx: Any) -> list[str]:
+            return [p[1:-1] if p.startswith("{") and p.endswith("}") else p
+                    for p in super().collect_usage_pieces(ctx)]
+
+    return Command

@@ -41,7 +41,7 @@ class SlurmMode(str, Enum):
 
 
 def apply(
-    target: Annotated[Path, typer.Argument(help="the fleet spec (YAML), or a plan saved with 'plan --out'",
+    target: Annotated[Path, typer.Argument(help="the fleet spec (YAML), or a plan saved with 'plan --out'", metavar="SPEC|PLAN",
                                            show_default=False)],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask for confirmation")] = False,
     state: Annotated[Path | None, typer.Option("--state", help="state directory (default: .fleetspec/ beside "
@@ -83,6 +83,7 @@ def apply(
     from fleetspec.state.lock import LockHeld
 
     emit = _emitter(format)
+    report = None  # text mode, once the apply starts: milestones, a live line, a summary, the log file
     saved: Plan | None = None
     try:
         if target.suffix == ".json":
@@ -119,6 +120,11 @@ def apply(
                 raise typer.Exit(0)
             if not yes:
                 typer.confirm("Apply this plan?", abort=True)
+            if format is ApplyFormat.text:
+                from fleetspec.apply.report import TextReport
+
+                report = TextReport(out, store.directory / f"{fleet.name}.apply.log")
+                emit = report.emit
             extravars, redact = _secrets(fleet, base_dir, sec)
             build = build_dir(store)
             write_tree(render_all(fleet), build)
@@ -133,8 +139,12 @@ def apply(
                                 ApplyOptions(allow_reboot=allow_reboot, drain_timeout_s=drain_timeout,
                                              extravars=extravars), emit, redact)
     except (StateError, SavedPlanError, LockHeld, ApplyError, sec.SecretError, LabSetupError, HostlistError) as exc:
+        if report is not None:
+            report.finish(None)
         err.print(f"error: {exc}", markup=False)
         raise typer.Exit(1) from None
+    if report is not None:
+        report.finish(result)
     raise typer.Exit(0 if result.ok else 1)
 
 

@@ -212,7 +212,8 @@ def _stop(say: Callable[..., None], control: NodeControl, name: str, hosts: list
 
 def _host_event(say: Callable[..., None], wave: str | None, event: HostEvent) -> None:
     if event.status in ("changed", "failed", "unreachable"):
-        say("host", f"{event.host}: {event.task}: {event.status}{': ' + event.message if event.message else ''}",
+        task = f"{event.task} ({event.item})" if event.item else event.task
+        say("host", f"{event.host}: {task}: {event.status}{': ' + event.message if event.message else ''}",
             wave, [event.host], event.status == "changed")
 
 

@@ -313,7 +313,7 @@ def _converter_for(kind: type) -> Any:
         parts.append(f"{f.name!r}: " + (access if shape == "scalar" else f"list({access})" if shape == "scalars"
                                          else f"convert({access}, seen)"))
     namespace: dict[str, Any] = {"convert": _convert}
-    exec(f"def converter(value, seen):\n    return {{{', '.join(parts)}}}\n", namespace)  # noqa: S102 - field names
+    exec(f"def converter(value, seen):\n    return {{{', '.join(parts)}}}\n", namespace)  # field names only
     return namespace["converter"]
 
 

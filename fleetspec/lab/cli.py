@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from fleetspec.console import lazy_consoles
+from fleetspec.console import command_class, lazy_consoles
 from fleetspec.lab import DEFAULT_PER_PARTITION, STATE_FILE
 
 lab_app = typer.Typer(
@@ -21,8 +21,10 @@ lab_app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: real metavars, no '<bool>'
 )
 _out, _err = lazy_consoles()
+COMMAND = command_class()
 
 
 def _failures() -> tuple[type[BaseException], ...]:
@@ -46,9 +48,9 @@ def _fail(exc: BaseException) -> None:
     raise typer.Exit(1)
 
 
-@lab_app.command()
+@lab_app.command(cls=COMMAND)
 def up(
-    spec: Annotated[Path, typer.Argument(help="the fleet spec (YAML)", show_default=False)],
+    spec: Annotated[Path, typer.Argument(help="the fleet spec (YAML)", metavar="SPEC", show_default=False)],
     nodes: Annotated[int, typer.Option("--nodes", help="nodes per partition")] = DEFAULT_PER_PARTITION,
     dir: DirOption = None,
 ) -> None:
@@ -76,7 +78,7 @@ def _resolve(dir: Path | None) -> Path:
     return dir if dir is not None else Path.cwd() / ".fleetspec" / "lab"
 
 
-@lab_app.command()
+@lab_app.command(cls=COMMAND)
 def status(dir: DirOption = None) -> None:
     """Hosts up or down, Slurm node states, repository size."""
     from rich.markup import escape
@@ -100,7 +102,7 @@ def status(dir: DirOption = None) -> None:
         raise typer.Exit(1)
 
 
-@lab_app.command()
+@lab_app.command(cls=COMMAND)
 def down(dir: DirOption = None) -> None:
     """Stop the Slurm daemons and the hosts, remove namespaces, mounts and the lab's files.
     With no lab there, nothing to do: exit 0 (so running it twice is safe)."""

@@ -37,7 +37,7 @@ class PlanError(Exception):
 
 
 def plan(
-    spec: Annotated[Path, typer.Argument(help="the fleet spec (YAML)", show_default=False)],
+    spec: Annotated[Path, typer.Argument(help="the fleet spec (YAML)", metavar="SPEC", show_default=False)],
     state: Annotated[Path | None, typer.Option("--state", help="state directory (default: .fleetspec/ beside "
                                                "the spec, or $FLEETSPEC_STATE_DIR)")] = None,
     base: Annotated[Path | None, typer.Option("--base", help="compare with another revision of the spec "

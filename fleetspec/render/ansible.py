@@ -11,6 +11,7 @@ groups ``nvswitch`` and ``imex`` (nodes that need the fabric manager or IMEX).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import defaultdict
 from collections.abc import Iterable
@@ -89,6 +90,7 @@ def check_source_url(url: str) -> str:
     raise SourceError(f"package source {url!r} must be an https:// or file: URL")
 
 
+@functools.lru_cache(maxsize=65536)
 def group_name(kind: str, value: str) -> str:
     """``("partition", "nvidia-hopper")`` -> ``partition_nvidia_hopper`` (a valid Ansible group name)."""
     return f"{kind}_{_GROUP_CHARS.sub('_', value.lower())}"

@@ -26,9 +26,28 @@ from typing import Any
 import yaml
 
 try:  # libyaml: ~10x faster composition, same marks
-    from yaml import CSafeLoader as _Loader
+    from yaml import CSafeLoader as _BaseLoader
 except ImportError:  # pragma: no cover - depends on how PyYAML was built
-    from yaml import SafeLoader as _Loader  # type: ignore[assignment]
+    from yaml import SafeLoader as _BaseLoader  # type: ignore[assignment]
+
+
+class _Loader(_BaseLoader):  # type: ignore[misc,valid-type]
+    """Resolves each distinct plain scalar once: a fleet repeats the same few values
+    (models, counts, schedulers) on every node group, and resolving is regex work."""
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
+        if kind is not yaml.ScalarNode:
+            return super().resolve(kind, value, implicit)
+        key = (value, implicit)
+        tag = _RESOLVED.get(key)
+        if tag is None:
+            tag = super().resolve(kind, value, implicit)
+            if len(_RESOLVED) < 65536:
+                _RESOLVED[key] = tag
+        return tag
+
+
+_RESOLVED: dict[Any, str] = {}
 
 MAX_FILE_BYTES = 16 * 1024 * 1024
 MAX_DEPTH = 64

@@ -37,7 +37,7 @@ def _consoles() -> tuple[Console, Console]:
 
 
 def verify(
-    spec: Annotated[Path, typer.Argument(help="the fleet spec (YAML)", show_default=False)],
+    spec: Annotated[Path, typer.Argument(help="the fleet spec (YAML)", metavar="SPEC", show_default=False)],
     facts: Annotated[Path | None, typer.Option("--facts", help="offline: a directory of <hostname>.json facts files",
                                                file_okay=False)] = None,
     local: Annotated[bool, typer.Option("--local", help="collect facts on this machine and check it")] = False,
@@ -121,4 +121,4 @@ def _print(report: VerifyReport, fmt: ReportFormat, out: Console, err: Console) 
     for table in tables(report):
         out.print(table)
     line = summary_line(report)
-    err.print(f"[{'green' if report.conforms else 'red'}]{escape(line)}[/]")
+    out.print(f"[{'green' if report.conforms else 'red'}]{escape(line)}[/]")  # the verdict, with the tables

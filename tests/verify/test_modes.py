@@ -60,7 +60,8 @@ def test_facts_dir_table_output_and_drift_exit_code(app, tmp_path: Path) -> None
     result = invoke(app, str(SPEC), "--facts", str(facts))
     assert result.exit_code == 1
     assert "nvidia-hopper" in result.stdout and "580.95.05" in result.stdout
-    assert "1 conform, 1 drift" in result.stderr
+    assert "DRIFT: 2 node(s): 1 conform, 1 drift" in result.stdout  # the summary goes with the tables
+    assert "0 of 1 partition(s) conform" in result.stdout
 
 
 def test_a_missing_and_an_unreadable_facts_file_are_drift(app, tmp_path: Path) -> None:
