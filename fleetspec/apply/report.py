@@ -7,6 +7,7 @@ is printed first, instead of a screenful of ``host: task: changed`` lines.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,7 +29,9 @@ class TextReport:
         self.console = console
         self.log_path = log_path
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(log_path, "w", encoding="utf-8")  # closed in finish()
+        # 0600 like the state: the messages are redacted, but they name hosts and paths.
+        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        self._log = os.fdopen(fd, "w", encoding="utf-8")  # closed in finish()
         self._status: Status | None = None
         self._waves: dict[str, dict[str, Any]] = {}
         self._other: list[tuple[str, str, str]] = []  # (what, hosts, result)

@@ -44,6 +44,7 @@ def test_console_shows_milestones_failures_and_a_summary_and_the_log_has_everyth
     assert "done" in rows["nvidia-hopper#1 (canary)"] and "failed" in rows["nvidia-hopper#2"]
     assert "h100-[002-003]" in rows["nvidia-hopper#2"]
     assert len(shown.splitlines()) < 20
+    assert (tmp_path / "fleet.apply.log").stat().st_mode & 0o077 == 0  # like the state: the owner's only
     log = (tmp_path / "fleet.apply.log").read_text().splitlines()
     assert len(log) == len(_events())
     assert sum("Hold the pinned packages (libnccl-dev): changed" in line for line in log) == 6  # item names kept
