@@ -18,6 +18,7 @@ that path into ``line:column``, falling back to the nearest ancestor it knows.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass, field
@@ -58,6 +59,13 @@ MAX_NODES = 2_000_000  # after alias expansion
 EXCERPT_CHARS = 160  # of a source line echoed under a finding
 # Keys that name a secret wherever they appear (a literal pasted in the wrong place).
 SECRET_NAME = re.compile(r"(?i)passw|passphrase|secret|token|credential|munge_key|private_key|api_key")
+
+
+
+@functools.lru_cache(maxsize=65536)  # the same few key names, on every path of a large spec
+def _secret_name(key: str) -> bool:
+    return SECRET_NAME.search(key) is not None
+
 
 _STR = "tag:yaml.org,2002:str"
 _INT = "tag:yaml.org,2002:int"
@@ -126,7 +134,7 @@ class SourceMap:
             for table in (self.keys, self.values):
                 for path, pos in table.items():
                     if path[:2] == ("spec", "secrets") or any(
-                            isinstance(p, str) and SECRET_NAME.search(p) for p in path):
+                            isinstance(p, str) and _secret_name(p) for p in path):
                         lines.add(pos.line)
             self._secret_lines = frozenset(lines)
         return self._secret_lines
