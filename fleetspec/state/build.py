@@ -13,11 +13,11 @@ from __future__ import annotations
 import os
 from pathlib import Path, PurePosixPath
 
+from fleetspec.render.writer import MARKER as RENDER_MARK
 from fleetspec.state.atomic import atomic_write
 from fleetspec.state.store import State, StateStore
 
 APPLIED_MARK = ".applied-serial"
-_RENDER_MARK = ".fleetspec-render"  # fleetspec.render.writer.MARKER
 
 
 def build_dir(store: StateStore) -> Path:
@@ -46,7 +46,7 @@ def applied_tree(store: StateStore, state: State) -> dict[PurePosixPath, str] | 
             for name in names:
                 path = Path(root, name)
                 rel = PurePosixPath(*path.relative_to(tree).parts)
-                if str(rel) in (APPLIED_MARK, _RENDER_MARK):
+                if str(rel) in (APPLIED_MARK, RENDER_MARK):
                     continue
                 with open(path, encoding="utf-8", newline="") as fh:
                     files[rel] = fh.read()
