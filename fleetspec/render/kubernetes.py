@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from fleetspec.compile.ir import Fleet, Node, Partition
+from fleetspec.render.kubernetes_health import with_health
 from fleetspec.render.slurm import render_slinky_values, slurm_nodes, slurm_partitions
 
 # libyaml's emitter when present: same output, several times faster on 20,000 nodes.
@@ -207,6 +208,7 @@ def kubernetes_resources(fleet: Fleet) -> KubernetesLayer:
     for rel, objs in releases_and_crs:
         releases.extend(rel)
         manifests.extend(objs)
+    releases, manifests = with_health(fleet, releases, manifests, NAMESPACES)
     namespaces = _namespaces(fleet, releases)
     return KubernetesLayer(
         node_labels=labels + slinky_labels,

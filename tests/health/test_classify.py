@@ -182,3 +182,14 @@ def test_every_fault_class_has_a_known_default_and_a_source() -> None:
 def test_node_modules_parse_as_python_38(module: str) -> None:
     source = (ROOT / module).read_text()
     ast.parse(source, filename=module, feature_version=(3, 8))
+
+
+def test_docs_list_every_fault_class_with_its_default_and_source() -> None:
+    doc = (ROOT / "docs" / "health.md").read_text()
+    rows = {line.split("|")[1].strip(" `"): line for line in doc.splitlines() if line.startswith("| `")}
+    for fault in catalog.FAULT_CLASSES:
+        row = rows.get(fault.id)
+        assert row is not None, f"docs/health.md does not list {fault.id}"
+        assert f"`{fault.default}`" in row
+        for source in fault.source.split(" ; "):
+            assert source in row
