@@ -138,6 +138,18 @@ def events_to_verdicts(events: Any) -> tuple[dict, dict]:
     return verdicts, unknown
 
 
+def quarantined_from_report(report: dict[str, Any]) -> dict[str, str]:
+    """{node: "<action> <fault class>"} for every node a health report says needs an action."""
+    if not isinstance(report, dict) or not isinstance(report.get("nodes"), list):
+        raise ValueError("no 'nodes' list")
+    out = {}
+    for row in report["nodes"]:
+        if row.get("action", "none") != "none":
+            first = next((f for f in row.get("faults", []) if f.get("action") == row["action"]), {})
+            out[row["node"]] = f"{row['action']} {first.get('class', '')}".strip()
+    return out
+
+
 # ---------------------------------------------------------------- reports
 
 
