@@ -37,6 +37,9 @@ def health(
     format: Annotated[HealthFormat, typer.Option("--format", help="table or json")] = HealthFormat.table,
     junit: Annotated[Path | None, typer.Option("--junit", help="also write a JUnit XML report to this file",
                                                dir_okay=False)] = None,
+    remediate: Annotated[bool, typer.Option("--remediate", help="cordon and drain (kubectl, the Eviction API) "
+                                            "Kubernetes-owned nodes that need an action; uncordon the ones this "
+                                            "cordoned once they pass")] = False,
 ) -> None:
     """Every node's health verdict and the action it calls for: exit 0 when none needs one, 1 otherwise."""
     out, err = consoles()
@@ -61,6 +64,16 @@ def health(
         sys.stdout.write(json.dumps(to_json(result), indent=2) + "\n")
     else:
         sys.stdout.write(to_text(result))
+    if remediate:
+        from fleetspec.apply.control import ControlError, local_runner
+        from fleetspec.health.remediate import remediate_kubernetes
+
+        try:
+            for remedy in remediate_kubernetes(fleet, result, local_runner(timeout=3600)):
+                err.print(f"{remedy.node}: {remedy.done}", markup=False)
+        except ControlError as exc:
+            err.print(f"error: {exc}", markup=False)
+            raise typer.Exit(1) from None
     if junit is not None:
         try:
             junit.write_text(to_junit(result))
