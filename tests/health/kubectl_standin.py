@@ -24,7 +24,7 @@ state.setdefault("calls", []).append(args)
 
 def node(name):
     if name not in state["nodes"]:
-        sys.stderr.write('Error from server (NotFound): nodes "%s" not found\n' % name)
+        sys.stderr.write(f'Error from server (NotFound): nodes "{name}" not found\n')
         save()
         sys.exit(1)
     return state["nodes"][name]
@@ -43,7 +43,7 @@ if verb == "get" and args[1] == "node":
     print(json.dumps(obj))
 elif verb in ("cordon", "uncordon"):
     node(args[1])["unschedulable"] = verb == "cordon"
-    print("node/%s %s" % (args[1], verb + "ed"))
+    print("node/{} {}".format(args[1], verb + "ed"))
 elif verb == "annotate":
     rest = [a for a in args[1:] if a != "--overwrite"]
     n = node(rest[1])
@@ -54,25 +54,25 @@ elif verb == "annotate":
             key, value = item.split("=", 1)
             if key in n.get("annotations", {}) and "--overwrite" not in args:
                 sys.stderr.write("error: --overwrite is false but found the following declared annotation(s): "
-                                 "'%s' already has a value\n" % key)
+                                 f"'{key}' already has a value\n")
                 save()
                 sys.exit(1)
             n.setdefault("annotations", {})[key] = value
-    print("node/%s annotated" % rest[1])
+    print(f"node/{rest[1]} annotated")
 elif verb == "drain":
     n = node(args[1])
     n["unschedulable"] = True
-    print("node/%s cordoned" % args[1])
+    print(f"node/{args[1]} cordoned")
     blocked = [p for p in n.get("pods", []) if p.get("pdb_blocked")]
     n["pods"] = blocked
     if blocked:
-        sys.stderr.write('error when evicting pods/"%s" -n "default" (will retry after 5s): Cannot evict pod as it '
-                         "would violate the pod's disruption budget.\n" % blocked[0]["name"])
+        sys.stderr.write('error when evicting pods/"{}" -n "default" (will retry after 5s): Cannot evict pod as it '
+                         "would violate the pod's disruption budget.\n".format(blocked[0]["name"]))
         save()
         sys.exit(1)
-    print("node/%s drained" % args[1])
+    print(f"node/{args[1]} drained")
 else:
-    sys.stderr.write("kubectl stand-in: unsupported %s\n" % args)
+    sys.stderr.write(f"kubectl stand-in: unsupported {args}\n")
     save()
     sys.exit(2)
 save()
