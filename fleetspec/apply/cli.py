@@ -299,9 +299,9 @@ def _pulumi_up(fleet: Fleet, store: StateStore, emit: Any, extravars: dict[str, 
                             secrets={"slurmdbd_password": password} if password else {})
     reason = unavailable_reason(options)
     if reason is not None:
-        raise ApplyError(f"the plan changes the Kubernetes layer, but {reason}. Install pulumi and set "
-                         "PULUMI_CONFIG_PASSPHRASE, or pass --skip-kubernetes and apply build/kubernetes/ "
-                         "with your GitOps tool")
+        raise ApplyError(f"the plan changes the Kubernetes layer, but {reason}. Install pulumi, set "
+                         "PULUMI_CONFIG_PASSPHRASE and FLEETSPEC_KUBE_CONTEXT, or pass --skip-kubernetes "
+                         "and apply build/kubernetes/ with your GitOps tool")
     result = up(fleet, options, lambda line: emit(ApplyEvent("kubernetes", line)))
     if not result.ok:
         raise ApplyError(f"pulumi up failed: {result.summary}")
