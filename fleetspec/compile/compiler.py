@@ -229,7 +229,8 @@ def _kubernetes(k: m.Kubernetes | None, catalog: Catalog) -> ir.KubernetesConfig
         [k.queueing] if k.queueing != "none" else []
     )
     tenants = tuple(
-        ir.Tenant(t.name, tuple(t.namespaces), tuple(sorted(t.quota.items())), path + ("tenants", i))
+        ir.Tenant(t.name, tuple(t.namespaces), tuple(sorted(t.quota.items())), t.over_quota_weight,
+                  tuple(sorted(t.limit.items())), path + ("tenants", i))
         for i, t in enumerate(k.tenants)
     )
     return ir.KubernetesConfig(
@@ -247,5 +248,12 @@ def _kubernetes(k: m.Kubernetes | None, catalog: Catalog) -> ir.KubernetesConfig
             str(catalog.component("volcano")["latest"]) if k.queueing == "volcano" or k.gang == "volcano" else None),
         gang_timeout=k.gang_policy.timeout,
         gang_requeue_limit=k.gang_policy.requeue_limit,
+        kai_version=k.kai.version if k.kai else (
+            str(catalog.component("kai")["latest"]) if "kai" in (k.queueing, k.gang) else None),
+        ray_version=k.ray.version if k.ray else None,
+        dra_nvidia_version=k.dra.nvidia.version if k.dra and k.dra.nvidia else None,
+        dra_gpus=bool(k.dra and k.dra.gpus),
+        integrations=tuple(sorted(set(k.integrations))),
+        quota_owners_explicit=k.quota_owners is not None,
         path=path,
     )

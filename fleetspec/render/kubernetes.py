@@ -63,7 +63,8 @@ NAMESPACES = {
 }
 # Operators that run privileged DaemonSets, and slurmd pods (privileged: they own the node's
 # devices and cgroups), need the privileged Pod Security level.
-PRIVILEGED_NAMESPACES = frozenset({"gpu-operator", "kube-amd-gpu", "slurm"})
+PRIVILEGED_NAMESPACES = frozenset({"gpu-operator", "kube-amd-gpu", "slurm",
+                                   "dra-driver-nvidia-gpu"})  # DRA kubelet plugin too
 # With both GPU operators, NFD runs once: the NVIDIA chart's (``nfd.enabled``, default true),
 # with the AMD chart's off (``node-feature-discovery.enabled``, default true; chart values at
 # v26.7.0 and v1.5.1 in ../shared/crds). Its worker must then also run on AMD nodes (KMM
@@ -197,11 +198,23 @@ def kubernetes_resources(fleet: Fleet) -> KubernetesLayer:
     manifests: list[Manifest] = []
     nvidia_releases, nvidia_crs = _nvidia(fleet, label_keys)
     nfd_from = nvidia_releases[0] if nvidia_releases else None
+    # KAI, the workload operators and DRA live in their own modules (kubernetes_*.py).
+    from fleetspec.render import kubernetes_dra, kubernetes_kai, kubernetes_operators
+
+    engines = [
+        _kueue(fleet, "kueue" in owners, label_keys),
+        _volcano(fleet, volcano_quota, label_keys),
+        kubernetes_kai.kai(fleet, "kai" in owners, label_keys),
+    ]
+    engine_keys = {r.name: r.key for rel, _ in engines for r in rel}
     releases_and_crs = [
         (nvidia_releases, nvidia_crs),
         _amd(fleet, label_keys, nfd_from=nfd_from),
-        _kueue(fleet, "kueue" in owners, label_keys),
-        _volcano(fleet, volcano_quota, label_keys),
+        kubernetes_dra.dra(fleet, tuple(r.key for r in nvidia_releases), label_keys),
+        *engines,
+        kubernetes_operators.operators(fleet, {
+            engine: engine_keys[name] for engine, name in
+            (("volcano", "volcano"), ("kai", "kai-scheduler")) if name in engine_keys}),
         _slinky(fleet, tuple(n.key for n in slinky_labels)),
     ]
     for rel, objs in releases_and_crs:
@@ -316,6 +329,9 @@ def _nvidia(fleet: Fleet, label_keys: tuple[str, ...]):
         if pinned is not None and pinned.driver:
             driver["version"] = pinned.driver
     values: dict[str, Any] = {"driver": driver}
+    from fleetspec.render.kubernetes_dra import gpu_operator_values
+
+    values.update(gpu_operator_values(fleet))  # DRA allocating GPUs: no device plugin
     if _vendor_stacks(fleet, "amd"):
         # The one NFD of a mixed-vendor cluster (the AMD chart's is off): on AMD nodes too.
         values["nfd"] = {"enabled": True}
@@ -544,12 +560,15 @@ def kueue_configuration(fleet: Fleet) -> str:
             "blockAdmission": True,
             "requeuingStrategy": requeue,
         }
+    from fleetspec.render.kubernetes_dra import kueue_device_class_mappings
+    from fleetspec.render.kubernetes_operators import kueue_frameworks
+
     config["resources"] = {"excludeResourcePrefixes": list(KUEUE_EXCLUDED_RESOURCES)}
-    config["integrations"] = {"frameworks": [
-        "batch/job", "kubeflow.org/mpijob", "ray.io/rayjob", "ray.io/rayservice",
-        "ray.io/raycluster", "jobset.x-k8s.io/jobset", "workload.codeflare.dev/appwrapper",
-        "trainer.kubeflow.org/trainjob", "pod", "deployment", "statefulset",
-        "leaderworkerset.x-k8s.io/leaderworkerset"]}
+    mappings = kueue_device_class_mappings(fleet)
+    if mappings:  # DRA GPUs count as nvidia.com/gpu (Kueue 0.18+, KueueDRAIntegration)
+        config["resources"]["deviceClassMappings"] = mappings
+    # Only the operators this stack installs (kubernetes_operators.py).
+    config["integrations"] = {"frameworks": kueue_frameworks(fleet)}
     return _dump(config)
 
 
@@ -753,6 +772,9 @@ def render_kubernetes(fleet: Fleet) -> dict[PurePosixPath, str]:
         files[base / "helm" / "install.sh"] = _install_script(layer.releases)
     if layer.node_labels:
         files[base / "node-labels.sh"] = _label_script(layer.node_labels)
+    from fleetspec.render.kubernetes_ray import render_examples
+
+    files.update(render_examples(fleet))
     files[base / "README.md"] = _readme(fleet, layer, sorted(by_file))
     return dict(sorted(files.items()))
 

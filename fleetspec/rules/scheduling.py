@@ -88,11 +88,16 @@ def check_quota_owner(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
             "workloads independently and will over-commit the same GPUs: let one of them own quota",
             k.path + ("quota_owners",),
         )
-    if k.queueing == "kueue" and k.gang == "volcano" or k.queueing == "volcano" and k.gang == "kueue":
+    engines = ("kueue", "volcano", "kai")
+    mixed = k.queueing in engines and k.gang in engines and k.queueing != k.gang
+    if mixed and not (k.quota_owners_explicit and len(k.quota_owners) == 1):
+        # Kueue over Volcano or KAI works when Kueue alone holds quota and the other only
+        # gang-schedules what Kueue admitted; that has to be said, not guessed.
         yield error(
             "quota-owner-ambiguous",
             f"queueing is {k.queueing} but gang scheduling is {k.gang}: both would admit the same pods. "
-            "Use one system for queueing and gang scheduling",
+            f"Use one system for queueing and gang scheduling, or name the one quota owner "
+            f"(quota_owners: [{k.queueing}])",
             k.path + ("gang",),
         )
 
