@@ -774,8 +774,14 @@ def render_kubernetes(fleet: Fleet) -> dict[PurePosixPath, str]:
         files[base / "node-labels.sh"] = _label_script(layer.node_labels)
     from fleetspec.render.kubernetes_ray import render_examples
 
-    files.update(render_examples(fleet))
-    files[base / "README.md"] = _readme(fleet, layer, sorted(by_file))
+    examples = render_examples(fleet)
+    files.update(examples)
+    readme = _readme(fleet, layer, sorted(by_file))
+    if examples:
+        readme += ("\n`examples/`: a RayJob per tenant and NVIDIA partition, queued through the engine "
+                   "that owns quota\n(and a ComputeDomain on NVLink-domain racks); copy them, "
+                   "fleetspec does not apply them.\n")
+    files[base / "README.md"] = readme
     return dict(sorted(files.items()))
 
 
