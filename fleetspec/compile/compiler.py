@@ -8,6 +8,7 @@ error finding makes the result invalid; renderers refuse invalid results.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 
 from fleetspec.catalog import Catalog
@@ -16,6 +17,7 @@ from fleetspec.compile.partitions import build_partitions
 from fleetspec.findings import Finding, Severity, dotted
 from fleetspec.spec import model as m
 from fleetspec.spec.hostlist import HostlistError, expand
+from fleetspec.versions import at_least, parse_version
 
 NVIDIA_KEYS = set(ir.NVIDIA_TUPLE_KEYS)
 AMD_KEYS = set(ir.AMD_TUPLE_KEYS)
@@ -97,6 +99,7 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
     slurm = _slurm(body.slurm, findings, catalog)
     kubernetes = _kubernetes(body.kubernetes, catalog)
     nodes_t, partitions = build_partitions(tuple(nodes), slurm, findings, dropped_hosts)
+    kubernetes = _default_dra_driver(kubernetes, body.kubernetes, nodes_t, catalog)
     fabric = (
         ir.Fabric(body.fabric.type, tuple(body.fabric.spines), tuple(leaves), ("spec", "fabric"))
         if body.fabric else None
@@ -116,6 +119,20 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
         package_mirror=_mirror(body, findings),
     )
     return fleet, findings
+
+
+def _default_dra_driver(cfg: ir.KubernetesConfig | None, k: m.Kubernetes | None,
+                        nodes: tuple[ir.Node, ...], catalog: Catalog) -> ir.KubernetesConfig | None:
+    """Kubernetes-owned NVLink-domain racks (GB200 NVL72) get NVIDIA's DRA driver, pinned by
+    the catalog, unless the spec says otherwise (``dra: {}`` opts out): without its
+    ComputeDomains pods get no multi-node NVLink. Only where DRA exists (1.34+)."""
+    if cfg is None or k is None or k.dra is not None or not parse_version(cfg.version):
+        return cfg
+    if not at_least(cfg.version, catalog.kubernetes_feature("dra_ga")["since"]):
+        return cfg
+    if any(n.scheduler == "kubernetes" and n.nvlink_domain and n.gpu.vendor == "nvidia" for n in nodes):
+        return dataclasses.replace(cfg, dra_nvidia_version=str(catalog.component("nvidia_dra_driver")["latest"]))
+    return cfg
 
 
 def _mirror(body: m.FleetBody, findings: list[Finding]) -> ir.PackageSource | None:

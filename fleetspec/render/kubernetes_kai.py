@@ -134,7 +134,7 @@ def _rows(fleet: Fleet, parts: dict[str, Partition]) -> list[tuple[str, str, dic
     return rows
 
 
-def kai_queue_labels(fleet: Fleet, queue: str, partition: str) -> dict[str, str]:
+def kai_queue_labels(queue: str, partition: str) -> dict[str, str]:
     """The labels a workload carries to run in ``queue`` on ``partition`` under KAI: the
     queue, and the partition that picks the scheduling shard."""
     return {KAI_QUEUE_LABEL: queue, k8s.PARTITION_LABEL: partition}

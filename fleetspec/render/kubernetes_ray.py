@@ -65,7 +65,7 @@ def _rayjob(fleet: Fleet, engine: str | None, name: str, ns: str, queue: str, pa
     elif engine == "volcano":
         labels.update({"ray.io/scheduler-name": "volcano", "volcano.sh/queue-name": queue})
     elif engine == "kai":
-        labels.update(kubernetes_kai.kai_queue_labels(fleet, queue, partition))
+        labels.update(kubernetes_kai.kai_queue_labels(queue, partition))
     worker_container: dict[str, Any] = {
         "name": "ray-worker", "image": RAY_IMAGE,
         "resources": {"requests": {"cpu": "8", "memory": "64Gi"},

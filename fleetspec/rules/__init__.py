@@ -54,6 +54,8 @@ RULES: tuple[Rule, ...] = (
     Rule("quota-engine-coverage", E, "quota the owning engine cannot count (KAI on AMD, DRA GPUs)",
          workload_plane.check_quota_engine_coverage),
     Rule("dra-needs-k8s-1.34", E, "kubernetes.dra below Kubernetes 1.34 (DRA GA)", workload_plane.check_dra_k8s_version),
+    Rule("nvlink-domain-needs-dra", W, "a Kubernetes-owned NVL72 rack without NVIDIA's DRA driver (ComputeDomains)",
+         workload_plane.check_nvlink_domain_dra),
     Rule("kuberay-needs-k8s-1.23", E, "kubernetes.ray below KubeRay's Kubernetes floor",
          workload_plane.check_kuberay_k8s_version),
     Rule("gang-needs-k8s-1.37", E, "gang: workload-api below Kubernetes 1.37", scheduling.check_gang_k8s_version),

@@ -130,6 +130,11 @@ def check_tenant_quota(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
                 yield error("tenant-quota", f"tenant/partition {owner} and {queues[name]} both make the queue "
                             f"'{name}'. Rename one tenant so queue names stay distinct",
                             tenant.path + ("name",))
+        if "kai" in k.quota_owners and tenant.name == fleet.name and tenant.quota:
+            # KAI's parent queue per partition is <fleet>-<partition>: the same name.
+            yield error("tenant-quota", f"tenant '{tenant.name}' has the fleet's name, so under KAI its queues "
+                        f"'{tenant.name}-<partition>' are the names of the partitions' parent queues. Rename the "
+                        "tenant", tenant.path + ("name",))
     for tenant in k.tenants:
         for partition, gpus in tenant.quota:
             path = tenant.path + ("quota", partition)

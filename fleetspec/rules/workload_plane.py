@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from fleetspec.catalog import Catalog
 from fleetspec.compile.ir import Fleet
 from fleetspec.findings import Finding
-from fleetspec.rules.base import error
+from fleetspec.rules.base import error, warning
 from fleetspec.versions import at_least, parse_version
 
 
@@ -81,3 +81,27 @@ def check_quota_engine_coverage(fleet: Fleet, catalog: Catalog) -> Iterator[Find
                     "Upgrade Kueue or keep the device plugin (dra.gpus: false)",
                     path,
                 )
+
+
+def check_nvlink_domain_dra(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
+    """Kubernetes-owned NVL72 racks without NVIDIA's DRA driver: pods get each node's GPUs but
+    no IMEX channel, so no multi-node NVLink across the rack."""
+    k = fleet.kubernetes
+    if k is None or k.dra_nvidia_version:
+        return
+    racks: dict[str, tuple[str | int, ...]] = {}
+    for n in fleet.nodes:
+        if n.scheduler == "kubernetes" and n.nvlink_domain and n.gpu.vendor == "nvidia":
+            racks.setdefault(n.rack, n.path)
+    since = catalog.kubernetes_feature("dra_ga")["since"]
+    old = parse_version(k.version) and not at_least(k.version, since)
+    for rack, path in sorted(racks.items()):
+        why = (f"Kubernetes {k.version} has no DRA (GA from {since}), so NVIDIA's DRA driver cannot run"
+               if old else "kubernetes.dra names no NVIDIA driver")
+        yield warning(
+            "nvlink-domain-needs-dra",
+            f"rack '{rack}' is one NVLink domain owned by Kubernetes, but {why}: pods get no ComputeDomain "
+            "(IMEX channels), so a job across its nodes runs without multi-node NVLink. "
+            f"{'Upgrade Kubernetes to ' + since if old else 'Remove dra: {} or add dra.nvidia: {version}'}",
+            path,
+        )

@@ -108,6 +108,17 @@ def test_kai_spec_compiles_to_the_same_stack() -> None:
     assert "inference-nvidia-blackwell" in _objs(result.fleet, "Queue")
 
 
+def test_kai_without_tenants_holds_each_partition() -> None:
+    fleet = fleets.no_tenants(fleets.kai(fleets.museum()))
+    queues = _objs(fleet, "Queue")
+    assert set(queues) == {"museum-nvidia-blackwell", "museum-nvidia-blackwell-arm64",
+                           "nvidia-blackwell", "nvidia-blackwell-arm64"}
+    parts = {p.name: p.gpus for p in fleet.partitions}
+    assert queues["nvidia-blackwell"]["spec"]["resources"]["gpu"]["quota"] == \
+        parts["nvidia-blackwell"]
+    assert queues["nvidia-blackwell"]["spec"]["parentQueue"] == "museum-nvidia-blackwell"
+
+
 def test_kai_broken_queue_fails_the_crd(crd_index) -> None:
     queue = copy.deepcopy(next(iter(_objs(fleets.kai(fleets.museum()), "Queue").values())))
     assert validate_object(queue, crd_index, "1.36") == []
@@ -272,6 +283,22 @@ def test_dra_refused_below_1_34_with_the_version_named() -> None:
     ok = compile_text(DRA_133.replace('"1.33"', '"1.34"'), "new.yaml")
     assert not [f for f in ok.findings if f.rule == "dra-needs-k8s-1.34"]
     assert "dra-driver-nvidia-gpu" in _releases(ok.fleet)
+
+
+def test_nvl72_gets_the_dra_driver_by_default_and_can_opt_out() -> None:
+    """GB200 NVL72 on Kubernetes 1.34+: NVIDIA's DRA driver (catalog-pinned) with ComputeDomains
+    even when the spec has no dra section; ``dra: {}`` opts out, with a warning."""
+    no_section = DRA_133.replace('"1.33"', '"1.36"').replace(
+        '    dra:\n      nvidia: {version: "0.4.1"}\n', "")
+    result = compile_text(no_section, "default.yaml")
+    assert result.valid and result.fleet.kubernetes.dra_nvidia_version == "0.4.1"
+    dra = _releases(result.fleet)["dra-driver-nvidia-gpu"]
+    assert dra.values["resources"]["computeDomains"] == {"enabled": True}
+    assert not [f for f in result.findings if f.rule == "nvlink-domain-needs-dra"]
+    opted_out = compile_text(no_section.replace("    ray:", "    dra: {}\n    ray:"), "out.yaml")
+    assert opted_out.valid and "dra-driver-nvidia-gpu" not in _releases(opted_out.fleet)
+    warned = [f for f in opted_out.findings if f.rule == "nvlink-domain-needs-dra"]
+    assert len(warned) == 1 and str(warned[0].severity) == "warning"
 
 
 def test_dra_gpus_without_a_driver_is_a_schema_error() -> None:
