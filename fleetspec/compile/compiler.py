@@ -103,6 +103,8 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
     kubernetes = _kubernetes(body.kubernetes, catalog)
     nodes_t, partitions = build_partitions(tuple(nodes), slurm, findings, dropped_hosts)
     kubernetes = _default_dra_driver(kubernetes, body.kubernetes, nodes_t, catalog)
+    partitions = tuple(dataclasses.replace(p, device_names=_device_names(p.gpu_models, catalog))
+                       for p in partitions)
     fabric = (
         ir.Fabric(body.fabric.type, tuple(body.fabric.spines), tuple(leaves), ("spec", "fabric"))
         if body.fabric else None
@@ -122,6 +124,15 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
         package_mirror=_mirror(body, findings),
     )
     return fleet, findings
+
+
+def _device_names(models: Iterable[str], catalog: Catalog) -> tuple[str, ...]:
+    names = set()
+    for model in models:
+        gpu = catalog.gpu(model)
+        if gpu is not None:
+            names.update(gpu.smi_names)
+    return tuple(sorted(names))
 
 
 def _default_dra_driver(cfg: ir.KubernetesConfig | None, k: m.Kubernetes | None,

@@ -116,6 +116,9 @@ class Partition:
     max_time: str | None = None
     state: str | None = None
     allow_mixed_generations: bool = False
+    # What the vendor's tools and drivers call these GPUs (nvidia-smi/NVML names, which the
+    # NVIDIA DRA driver publishes as ``productName``), from the catalog.
+    device_names: tuple[str, ...] = ()
     path: SpecPath = _loc()
 
     @property

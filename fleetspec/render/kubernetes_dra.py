@@ -14,7 +14,8 @@
 * **``dra.gpus: true``** moves GPU allocation from the device plugin to DRA, for all
   Kubernetes-owned NVIDIA GPUs at once (one allocator per device: the GPU Operator's device
   plugin is turned off, ``devicePlugin.enabled: false``): a ``DeviceClass`` per NVIDIA
-  partition selecting the driver's devices by type and architecture, and in every tenant
+  partition selecting the driver's devices by type, architecture and product name (the
+  model: nvidia-smi's names from the catalog), and in every tenant
   namespace a ``ResourceClaimTemplate`` per partition the tenant has quota on, claiming the
   GPUs of one node. Kueue counts those claims as ``nvidia.com/gpu`` against the same
   ClusterQueues (``resources.deviceClassMappings``, Kueue 0.18+: the ``quota-engine-coverage``
@@ -32,6 +33,10 @@ DRA_CHART = "oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gp
 DRA_NAMESPACE = "dra-driver-nvidia-gpu"  # the namespace the driver's docs install into
 GPU_DRIVER = "gpu.nvidia.com"  # the kubelet plugin's driver name (deviceinfo.go attributes)
 RESOURCE_API = "resource.k8s.io/v1"
+# The ``architecture`` attribute: go-nvlib's GetArchitectureAsString (NVIDIA/go-nvlib
+# pkg/nvlib/device/device.go), which the driver publishes; fleetspec generation -> that name.
+ARCHITECTURE = {"volta": "Volta", "turing": "Turing", "ampere": "Ampere", "ada": "Ada Lovelace",
+                "hopper": "Hopper", "blackwell": "Blackwell"}
 # The driver root: the GPU Operator's driver container, or the host's own driver.
 DRIVER_ROOT = {"operator": "/run/nvidia/driver", "host": "/"}
 
@@ -93,10 +98,13 @@ def dra(fleet: Fleet, after: tuple[str, ...], label_keys: tuple[str, ...]):
     objs: list[k8s.Manifest] = []
     class_keys: dict[str, str] = {}
     for p in dra_gpu_partitions(fleet):
-        arch = (p.generation or "").capitalize()
-        expression = (f"device.driver == '{GPU_DRIVER}' && "
-                      f"device.attributes['{GPU_DRIVER}'].type == 'gpu' && "
-                      f"device.attributes['{GPU_DRIVER}'].architecture == '{arch}'")
+        arch = ARCHITECTURE.get(p.generation or "", (p.generation or "").capitalize())
+        attrs = f"device.attributes['{GPU_DRIVER}']"
+        expression = (f"device.driver == '{GPU_DRIVER}' && {attrs}.type == 'gpu' && "
+                      f"{attrs}.architecture == '{arch}'")
+        if p.device_names:  # the model: B200 and GB200 share an architecture
+            names = ", ".join(f"'{n}'" for n in p.device_names)
+            expression += f" && {attrs}.productName in [{names}]"
         m = k8s.Manifest(
             k8s._obj(RESOURCE_API, "DeviceClass", p.name,
                      {"selectors": [{"cel": {"expression": expression}}]},

@@ -234,6 +234,10 @@ def test_dra_gpus_one_allocator_and_kueue_counts_claims(crd_index) -> None:
     assert set(classes) == {"nvidia-blackwell", "nvidia-blackwell-arm64"}
     expr = classes["nvidia-blackwell"]["spec"]["selectors"][0]["cel"]["expression"]
     assert "device.driver == 'gpu.nvidia.com'" in expr and "'Blackwell'" in expr
+    # Model by NVML product name: B200 and GB200 share an architecture, not a partition.
+    assert expr.endswith("productName in ['NVIDIA B200']")
+    assert classes["nvidia-blackwell-arm64"]["spec"]["selectors"][0]["cel"]["expression"].endswith(
+        "productName in ['NVIDIA GB200']")
     templates = _objs(fleet, "ResourceClaimTemplate")
     assert set(templates) == {"research/nvidia-blackwell-arm64-node-gpus",
                               "inference/nvidia-blackwell-node-gpus",
