@@ -311,3 +311,18 @@ def test_dra_gpus_without_a_driver_is_a_schema_error() -> None:
     result = compile_text(text, "bad.yaml")
     assert not result.valid
     assert any(f.rule == "schema" and "dra.nvidia" in f.message for f in result.findings)
+
+
+def test_dra_pulumi_order(run_program) -> None:
+    """The driver after the GPU Operator (its driver root) and the labels of the nodes its
+    kubelet plugin selects; DeviceClasses after the driver; claim templates after their
+    class and namespace."""
+    res = run_program(fleets.dra_gpus(fleets.museum()))
+    deps = {name: set(r.depends_on) for name, r in res.items()}
+    assert {"release/gpu-operator", "Namespace/dra-driver-nvidia-gpu", "node/gb200-r07-01"} <= \
+        deps["release/dra-driver-nvidia-gpu"]
+    assert "release/dra-driver-nvidia-gpu" in deps["DeviceClass/nvidia-blackwell"]
+    assert {"DeviceClass/nvidia-blackwell-arm64", "Namespace/research"} <= \
+        deps["ResourceClaimTemplate/research/nvidia-blackwell-arm64-node-gpus"]
+    assert res["DeviceClass/nvidia-blackwell"].type == "kubernetes:resource.k8s.io/v1:DeviceClass"
+    assert res["release/gpu-operator"].inputs["values"]["devicePlugin"] == {"enabled": False}
