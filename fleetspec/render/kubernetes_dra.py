@@ -6,7 +6,8 @@
 * **NVIDIA's DRA driver for GPUs** (kubernetes-sigs/dra-driver-nvidia-gpu, chart
   ``dra-driver-nvidia-gpu``, values in tests/data/crds/nvidia-dra-driver-gpu) is installed
   and pinned, after the GPU Operator (its driver container is the driver root), on the
-  Kubernetes-owned NVIDIA nodes only (``kubeletPlugin.nodeSelector``).
+  Kubernetes-owned NVIDIA partitions only (``kubeletPlugin.affinity``; never on Slinky's
+  Slurm-owned hosts).
 * **ComputeDomains** (multi-node NVLink, IMEX channels) are on when Kubernetes owns an
   NVLink-domain rack (GB200 NVL72). A ComputeDomain belongs to one workload, so fleetspec
   writes an example per tenant and NVLink partition (``kubernetes/examples``), not a
@@ -84,7 +85,14 @@ def dra(fleet: Fleet, after: tuple[str, ...], label_keys: tuple[str, ...]):
         "gpuResourcesEnabledOverride": gpus,
         "resources": {"gpus": {"enabled": gpus},
                       "computeDomains": {"enabled": bool(nvl_partitions(fleet))}},
-        "kubeletPlugin": {"nodeSelector": {k8s.LABEL_PREFIX + "vendor": "nvidia"}},
+        # The chart's default affinity is every node with an NVIDIA PCI device (NFD labels),
+        # which in Slinky mode includes the Slurm-owned hosts: a second allocator for GPUs
+        # slurmd owns. Only the Kubernetes-owned NVIDIA partitions instead.
+        "kubeletPlugin": {"affinity": {"nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{
+                "matchExpressions": [{"key": k8s.PARTITION_LABEL, "operator": "In",
+                                      "values": sorted({n.partition for n in nvidia_nodes})}],
+            }]}}}},
     }
     release = k8s.HelmRelease(
         name="dra-driver-nvidia-gpu",

@@ -218,11 +218,33 @@ def test_dra_driver_with_compute_domains_for_nvl72() -> None:
     assert dra.values["resources"] == {"gpus": {"enabled": False},
                                        "computeDomains": {"enabled": True}}
     assert dra.values["nvidiaDriverRoot"] == "/run/nvidia/driver"  # the operator's driver
-    assert dra.values["kubeletPlugin"]["nodeSelector"] == {"fleetspec.io/vendor": "nvidia"}
+    terms = dra.values["kubeletPlugin"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [{"matchExpressions": [{
+        "key": "fleetspec.io/partition", "operator": "In",
+        "values": ["nvidia-blackwell", "nvidia-blackwell-arm64"]}]}]
     assert "release/gpu-operator" in dra.depends_on
     # GPUs stay with the device plugin: no DeviceClass, no claim templates, plugin on.
     assert not _objs(museum, "DeviceClass")
     assert "devicePlugin" not in _releases(museum)["gpu-operator"].values
+
+
+def test_dra_plugin_never_on_slinky_hosts() -> None:
+    """Slinky: Slurm-owned hosts are Kubernetes nodes with NVIDIA GPUs that slurmd owns. The
+    DRA kubelet plugin must not publish them (one allocator per device)."""
+    fleet = fleets.slinky(fleets.museum())
+    dra = _releases(fleet)["dra-driver-nvidia-gpu"]
+    allowed = set(dra.values["kubeletPlugin"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0][
+        "matchExpressions"][0]["values"])
+    layer = kubernetes_resources(fleet)
+    slurm_hosts = {n.hostname for n in fleet.nodes if n.scheduler == "slurm"}
+    labelled = {n.hostname: n.labels for n in layer.node_labels}
+    assert slurm_hosts and all(labelled[h].get("fleetspec.io/partition") not in allowed
+                               for h in slurm_hosts if h in labelled)
+    k8s_nvidia = {n.hostname for n in fleet.nodes
+                  if n.scheduler == "kubernetes" and n.gpu.vendor == "nvidia"}
+    assert all(labelled[h]["fleetspec.io/partition"] in allowed for h in k8s_nvidia)
 
 
 def test_dra_gpus_one_allocator_and_kueue_counts_claims(crd_index) -> None:
