@@ -190,7 +190,11 @@ def kubernetes_resources(fleet: Fleet) -> KubernetesLayer:
         return KubernetesLayer()
     owners = set(k8s.quota_owners) or ({k8s.queueing} - {"none"})
     volcano_quota = "volcano" in owners
-    labels = tuple(_node_labels(fleet, n, volcano_quota) for n in nodes)
+    # KAI, the workload operators and DRA live in their own modules (kubernetes_*.py).
+    from fleetspec.render import kubernetes_dra, kubernetes_kai, kubernetes_operators
+
+    labels = kubernetes_dra.with_dra_labels(
+        fleet, tuple(_node_labels(fleet, n, volcano_quota) for n in nodes))
     label_keys = tuple(n.key for n in labels)
     slinky_labels = slinky_node_labels(fleet) if slinky else ()
 
@@ -198,9 +202,6 @@ def kubernetes_resources(fleet: Fleet) -> KubernetesLayer:
     manifests: list[Manifest] = []
     nvidia_releases, nvidia_crs = _nvidia(fleet, label_keys)
     nfd_from = nvidia_releases[0] if nvidia_releases else None
-    # KAI, the workload operators and DRA live in their own modules (kubernetes_*.py).
-    from fleetspec.render import kubernetes_dra, kubernetes_kai, kubernetes_operators
-
     engines = [
         _kueue(fleet, "kueue" in owners, label_keys),
         _volcano(fleet, volcano_quota, label_keys),
@@ -329,9 +330,6 @@ def _nvidia(fleet: Fleet, label_keys: tuple[str, ...]):
         if pinned is not None and pinned.driver:
             driver["version"] = pinned.driver
     values: dict[str, Any] = {"driver": driver}
-    from fleetspec.render.kubernetes_dra import gpu_operator_values
-
-    values.update(gpu_operator_values(fleet))  # DRA allocating GPUs: no device plugin
     if _vendor_stacks(fleet, "amd"):
         # The one NFD of a mixed-vendor cluster (the AMD chart's is off): on AMD nodes too.
         values["nfd"] = {"enabled": True}

@@ -13,8 +13,9 @@
   writes an example per tenant and NVLink partition (``kubernetes/examples``), not a
   standing object.
 * **``dra.gpus: true``** moves GPU allocation from the device plugin to DRA, for all
-  Kubernetes-owned NVIDIA GPUs at once (one allocator per device: the GPU Operator's device
-  plugin is turned off, ``devicePlugin.enabled: false``): a ``DeviceClass`` per NVIDIA
+  Kubernetes-owned NVIDIA GPUs at once (one allocator per device: those nodes carry
+  ``nvidia.com/gpu.deploy.device-plugin=false``, so the GPU Operator runs no device plugin
+  there): a ``DeviceClass`` per NVIDIA
   partition selecting the driver's devices by type, architecture and product name (the
   model: nvidia-smi's names from the catalog), and in every tenant
   namespace a ``ResourceClaimTemplate`` per partition the tenant has quota on, claiming the
@@ -34,6 +35,8 @@ DRA_CHART = "oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gp
 DRA_NAMESPACE = "dra-driver-nvidia-gpu"  # the namespace the driver's docs install into
 GPU_DRIVER = "gpu.nvidia.com"  # the kubelet plugin's driver name (deviceinfo.go attributes)
 RESOURCE_API = "resource.k8s.io/v1"
+# The GPU Operator's per-node operand switch (its operands' nodeSelectors read these labels).
+DEVICE_PLUGIN_LABEL = "nvidia.com/gpu.deploy.device-plugin"
 # The ``architecture`` attribute: go-nvlib's GetArchitectureAsString (NVIDIA/go-nvlib
 # pkg/nvlib/device/device.go), which the driver publishes; fleetspec generation -> that name.
 ARCHITECTURE = {"volta": "Volta", "turing": "Turing", "ampere": "Ampere", "ada": "Ada Lovelace",
@@ -56,9 +59,17 @@ def dra_gpu_partitions(fleet: Fleet) -> tuple[Partition, ...]:
     return tuple(p for p in k8s.kubernetes_partitions(fleet) if p.vendor == "nvidia")
 
 
-def gpu_operator_values(fleet: Fleet) -> dict[str, Any]:
-    """What the GPU Operator's values gain: with DRA allocating GPUs, no device plugin."""
-    return {"devicePlugin": {"enabled": False}} if dra_gpu_partitions(fleet) else {}
+def with_dra_labels(fleet: Fleet, labels: tuple[k8s.NodeLabels, ...]) -> tuple[k8s.NodeLabels, ...]:
+    """With DRA allocating GPUs, the Kubernetes-owned NVIDIA nodes carry the GPU Operator's
+    operand label ``nvidia.com/gpu.deploy.device-plugin=false``: no device plugin there, one
+    allocator per device. Per node, not ``devicePlugin.enabled: false``, because Slinky's
+    slurmd pods on the Slurm-owned hosts still take their GPUs from the device plugin."""
+    if not dra_gpu_partitions(fleet):
+        return labels
+    nvidia = {n.hostname for n in k8s.kubernetes_nodes(fleet) if n.gpu.vendor == "nvidia"}
+    return tuple(
+        k8s.NodeLabels(n.hostname, dict(sorted({**n.labels, DEVICE_PLUGIN_LABEL: "false"}.items())))
+        if n.hostname in nvidia else n for n in labels)
 
 
 def kueue_device_class_mappings(fleet: Fleet) -> list[dict[str, Any]]:

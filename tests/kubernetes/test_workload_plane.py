@@ -226,7 +226,8 @@ def test_dra_driver_with_compute_domains_for_nvl72() -> None:
     assert "release/gpu-operator" in dra.depends_on
     # GPUs stay with the device plugin: no DeviceClass, no claim templates, plugin on.
     assert not _objs(museum, "DeviceClass")
-    assert "devicePlugin" not in _releases(museum)["gpu-operator"].values
+    assert not any("nvidia.com/gpu.deploy.device-plugin" in n.labels
+                   for n in kubernetes_resources(museum).node_labels)
 
 
 def test_dra_plugin_never_on_slinky_hosts() -> None:
@@ -250,7 +251,16 @@ def test_dra_plugin_never_on_slinky_hosts() -> None:
 def test_dra_gpus_one_allocator_and_kueue_counts_claims(crd_index) -> None:
     fleet = fleets.dra_gpus(fleets.museum())
     releases = _releases(fleet)
-    assert releases["gpu-operator"].values["devicePlugin"] == {"enabled": False}
+    # One allocator per device: no device plugin on the DRA nodes, by the operator's
+    # per-node operand label (Slinky's slurmd pods elsewhere still need the plugin).
+    assert "devicePlugin" not in releases["gpu-operator"].values
+    labels = {n.hostname: n.labels for n in kubernetes_resources(fleet).node_labels}
+    assert labels["gb200-r07-01"]["nvidia.com/gpu.deploy.device-plugin"] == "false"
+    assert labels["b200-01"]["nvidia.com/gpu.deploy.device-plugin"] == "false"
+    assert "nvidia.com/gpu.deploy.device-plugin" not in labels["mi355x-01"]
+    slinky = fleets.slinky(fleet)
+    slinky_labels = {n.hostname: n.labels for n in kubernetes_resources(slinky).node_labels}
+    assert "nvidia.com/gpu.deploy.device-plugin" not in slinky_labels["h200-001"]
     assert releases["dra-driver-nvidia-gpu"].values["gpuResourcesEnabledOverride"] is True
     classes = _objs(fleet, "DeviceClass")
     assert set(classes) == {"nvidia-blackwell", "nvidia-blackwell-arm64"}
@@ -347,4 +357,5 @@ def test_dra_pulumi_order(run_program) -> None:
     assert {"DeviceClass/nvidia-blackwell-arm64", "Namespace/research"} <= \
         deps["ResourceClaimTemplate/research/nvidia-blackwell-arm64-node-gpus"]
     assert res["DeviceClass/nvidia-blackwell"].type == "kubernetes:resource.k8s.io/v1:DeviceClass"
-    assert res["release/gpu-operator"].inputs["values"]["devicePlugin"] == {"enabled": False}
+    assert res["node/b200-01"].inputs["metadata"]["labels"][
+        "nvidia.com/gpu.deploy.device-plugin"] == "false"
