@@ -256,6 +256,7 @@ def _kubernetes(k: m.Kubernetes | None, catalog: Catalog) -> ir.KubernetesConfig
     if k is None:
         return None
     path = ("spec", "kubernetes")
+    gang = k.gang or (k.queueing if k.queueing in ("volcano", "kai") else "kueue")
     owners: Iterable[str] = k.quota_owners if k.quota_owners is not None else (
         [k.queueing] if k.queueing != "none" else []
     )
@@ -270,17 +271,17 @@ def _kubernetes(k: m.Kubernetes | None, catalog: Catalog) -> ir.KubernetesConfig
         if k.gpu_operator else None,
         amd_gpu_operator_version=k.amd_gpu_operator.version if k.amd_gpu_operator else None,
         queueing=k.queueing,
-        gang=k.gang,
+        gang=gang,
         quota_owners=tuple(sorted(set(owners))),
         tenants=tenants,
         kueue_version=k.kueue.version if k.kueue else (
             str(catalog.component("kueue")["latest"]) if k.queueing == "kueue" else None),
         volcano_version=k.volcano.version if k.volcano else (
-            str(catalog.component("volcano")["latest"]) if k.queueing == "volcano" or k.gang == "volcano" else None),
+            str(catalog.component("volcano")["latest"]) if k.queueing == "volcano" or gang == "volcano" else None),
         gang_timeout=k.gang_policy.timeout,
         gang_requeue_limit=k.gang_policy.requeue_limit,
         kai_version=k.kai.version if k.kai else (
-            str(catalog.component("kai")["latest"]) if "kai" in (k.queueing, k.gang) else None),
+            str(catalog.component("kai")["latest"]) if "kai" in (k.queueing, gang) else None),
         ray_version=k.ray.version if k.ray else None,
         dra_nvidia_version=k.dra.nvidia.version if k.dra and k.dra.nvidia else None,
         dra_gpus=bool(k.dra and k.dra.gpus),

@@ -206,7 +206,8 @@ class Kubernetes(_Model):
     gpu_operator: GpuOperator | None = None
     amd_gpu_operator: AmdGpuOperator | None = None
     queueing: Literal["kueue", "volcano", "kai", "none"] = "kueue"
-    gang: Literal["kueue", "volcano", "kai", "workload-api", "none"] = "kueue"
+    # Unset: the queueing engine's own gang (volcano, kai), else Kueue's: one line switches.
+    gang: Literal["kueue", "volcano", "kai", "workload-api", "none"] | None = None
     gang_policy: Gang = Field(default_factory=Gang)
     quota_owners: list[Literal["kueue", "volcano", "kai"]] | None = Field(
         default=None, description="who holds GPU quota; defaults to the queueing system"

@@ -97,15 +97,19 @@ def test_kai_shards_release_and_topology() -> None:
 
 
 def test_kai_spec_compiles_to_the_same_stack() -> None:
-    """``queueing: kai`` in a spec is one line; the compiled fleet renders KAI, not Kueue."""
+    """``queueing: kai`` in a spec is one line (gang follows it); the compiled fleet renders
+    KAI, not Kueue."""
     text = (fleets.EXAMPLES / "museum.yaml").read_text()
-    text = text.replace("queueing: kueue ", "queueing: kai ").replace("gang: kueue", "gang: kai")
+    text = text.replace("queueing: kueue ", "queueing: kai ")
+    text = text.replace("    gang: kueue ", "    # no gang: it follows queueing ")
     text = text.replace("amd-cdna4: 16", "amd-cdna4: 0")
     result = compile_text(text, "museum-kai.yaml")
     assert result.valid, [f.message for f in result.findings]
     releases = _releases(result.fleet)
     assert "kai-scheduler" in releases and "kueue" not in releases
     assert "inference-nvidia-blackwell" in _objs(result.fleet, "Queue")
+    assert result.fleet.kubernetes.gang == "kai"
+    assert result.fleet.kubernetes.quota_owners == ("kai",)
 
 
 def test_kai_without_tenants_holds_each_partition() -> None:
