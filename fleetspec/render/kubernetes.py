@@ -418,6 +418,7 @@ class QueueRow:
     partition: str  # also the LocalQueue name in each namespace
     namespaces: tuple[str, ...]
     gpus: int
+    limit: int | None = None  # the tenant's cap on the partition (tenant ``limit``), if any
 
 
 def queue_rows(fleet: Fleet) -> list[QueueRow]:
@@ -427,7 +428,7 @@ def queue_rows(fleet: Fleet) -> list[QueueRow]:
     parts = {p.name: p for p in kubernetes_partitions(fleet)}
     if fleet.kubernetes.tenants:
         return [
-            QueueRow(f"{t.name}-{p}", p, tuple(sorted(t.namespaces)), g)
+            QueueRow(f"{t.name}-{p}", p, tuple(sorted(t.namespaces)), g, dict(t.limit).get(p))
             for t in sorted(fleet.kubernetes.tenants, key=lambda t: t.name)
             for p, g in sorted(t.quota) if p in parts
         ]
@@ -515,6 +516,9 @@ def _kueue(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
             "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
             "resourceGroups": _resource_groups({row.partition: row.gpus}, parts),
         }
+        if row.limit is not None:  # the tenant's cap: borrow at most up to it
+            spec["resourceGroups"][0]["flavors"][0]["resources"][0]["borrowingLimit"] = \
+                max(0, row.limit - row.gpus)
         cq = Manifest(_obj("kueue.x-k8s.io/v1beta2", "ClusterQueue", row.name, spec,
                            labels={PARTITION_LABEL: row.partition}),
                       "23-kueue-clusterqueues", (rk, cohort.key, flavor_keys[row.partition]))

@@ -62,7 +62,7 @@ def test_kai_queue_tree_from_the_tenants() -> None:
                            "inference-nvidia-blackwell-arm64"}
 
 
-def test_kai_weight_and_limit_come_from_the_spec() -> None:
+def test_kai_weight_and_limit_come_from_the_spec(crd_index) -> None:
     fleet = fleets.kai(fleets.museum())
     tenants = tuple(dataclasses.replace(t, over_quota_weight=3,
                                         limit=(("nvidia-blackwell-arm64", 70),))
@@ -71,6 +71,16 @@ def test_kai_weight_and_limit_come_from_the_spec() -> None:
                                                                       tenants=tenants))
     gpu = _objs(fleet, "Queue")["research-nvidia-blackwell-arm64"]["spec"]["resources"]["gpu"]
     assert gpu == {"quota": 64, "limit": 70, "overQuotaWeight": 3}
+    # The same cap under Kueue: borrow at most limit - quota from the cohort.
+    kueue = dataclasses.replace(fleet, kubernetes=dataclasses.replace(
+        fleet.kubernetes, queueing="kueue", gang="kueue", quota_owners=("kueue",)))
+    cq = _objs(kueue, "ClusterQueue")["research-nvidia-blackwell-arm64"]["spec"]
+    assert cq["resourceGroups"][0]["flavors"][0]["resources"][0] == {
+        "name": "nvidia.com/gpu", "nominalQuota": 64, "borrowingLimit": 6}
+    assert "borrowingLimit" not in _objs(kueue, "ClusterQueue")[
+        "inference-nvidia-blackwell"]["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]
+    assert validate_object(_objs(kueue, "ClusterQueue")["research-nvidia-blackwell-arm64"],
+                           crd_index, "1.36") == []
 
 
 def test_kai_shards_release_and_topology() -> None:
