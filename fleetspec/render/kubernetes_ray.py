@@ -94,19 +94,20 @@ def _rayjob(fleet: Fleet, engine: str | None, name: str, ns: str, queue: str, pa
         "resources": {"requests": {"cpu": "2", "memory": "8Gi"},
                       "limits": {"cpu": "2", "memory": "8Gi"}}}]}
     # KAI's pod-grouper takes the queue from the top owner; the pods carry it too.
-    meta = {"metadata": {"labels": dict(labels)}} if engine == "kai" else {}
+    def meta() -> dict[str, Any]:  # a fresh dict per template: no YAML anchors
+        return {"metadata": {"labels": dict(labels)}} if engine == "kai" else {}
     spec = {
         "entrypoint": "python -c \"import ray; ray.init(); print(ray.cluster_resources())\"",
         "shutdownAfterJobFinishes": True,
         "ttlSecondsAfterFinished": 600,
         "rayClusterSpec": {
             "headGroupSpec": {"rayStartParams": {},
-                              "template": {**meta, "spec": head_pod}},
+                              "template": {**meta(), "spec": head_pod}},
             "workerGroupSpecs": [{
                 "groupName": "gpu",
                 "replicas": workers, "minReplicas": workers, "maxReplicas": workers,
                 "rayStartParams": {},
-                "template": {**meta, "spec": worker_pod},
+                "template": {**meta(), "spec": worker_pod},
             }],
         },
     }

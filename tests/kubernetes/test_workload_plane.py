@@ -373,3 +373,12 @@ def test_dra_pulumi_order(run_program) -> None:
     assert res["DeviceClass/nvidia-blackwell"].type == "kubernetes:resource.k8s.io/v1:DeviceClass"
     assert res["node/b200-01"].inputs["metadata"]["labels"][
         "nvidia.com/gpu.deploy.device-plugin"] == "false"
+
+
+@pytest.mark.parametrize("make", [fleets.museum, lambda: fleets.kai(fleets.museum()),
+                                  lambda: fleets.dra_gpus(fleets.museum())],
+                         ids=["museum", "kai", "dra-gpus"])
+def test_rendered_files_have_no_yaml_anchors(make) -> None:
+    """Shared dicts would be written as &id001/*id001: valid YAML, unreadable for users."""
+    for path, text in render_kubernetes(make()).items():
+        assert "&id0" not in text and "*id0" not in text, path
