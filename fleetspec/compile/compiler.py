@@ -330,5 +330,8 @@ def _kubernetes(k: m.Kubernetes | None, catalog: Catalog) -> ir.KubernetesConfig
         dra_gpus=bool(k.dra and k.dra.gpus),
         integrations=tuple(sorted(set(k.integrations))),
         quota_owners_explicit=k.quota_owners is not None,
+        amd_driver=k.amd_gpu_operator.driver if k.amd_gpu_operator else "operator",
+        amd_driver_image=k.amd_gpu_operator.driver_image if k.amd_gpu_operator else None,
+        amd_registry_secret=k.amd_gpu_operator.registry_secret if k.amd_gpu_operator else None,
         path=path,
     )

@@ -218,6 +218,11 @@ class KubernetesConfig:
     dra_gpus: bool = False  # DRA (not the device plugin) allocates the NVIDIA GPUs
     integrations: tuple[str, ...] = ()  # workload operators installed besides KubeRay
     quota_owners_explicit: bool = False  # the spec names quota_owners (not the default)
+    # AMD GPU Operator: who installs amdgpu on Kubernetes nodes, and where the operator keeps
+    # the driver images it builds (DeviceConfig spec.driver.image, imageRegistrySecret).
+    amd_driver: Literal["operator", "host"] = "operator"
+    amd_driver_image: str | None = None
+    amd_registry_secret: str | None = None
     path: SpecPath = _loc()
 
 

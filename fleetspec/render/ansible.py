@@ -110,6 +110,7 @@ def render_ansible(fleet: Fleet, mirror: PackageMirror | None = None) -> dict[Pu
 
 def _groups(fleet: Fleet) -> dict[str, set[str]]:
     groups: dict[str, set[str]] = defaultdict(set)
+    slinky = fleet.slurm is not None and fleet.slurm.mode == "slinky"
     for p in fleet.partitions:
         groups[group_name("partition", p.name)].update(p.nodes)
     for node in fleet.nodes:
@@ -119,7 +120,9 @@ def _groups(fleet: Fleet) -> dict[str, set[str]]:
         groups[group_name("rack", node.rack)].add(host)
         groups[group_name("stack", node.stack)].add(host)
         groups[group_name("arch", node.gpu.cpu_arch)].add(host)
-        groups["slurm_node" if node.scheduler == "slurm" else "k8s_node"].add(host)
+        # Slinky: slurmd runs in pods, so Slurm's hosts are Kubernetes nodes to the node layer.
+        k8s_host = node.scheduler == "kubernetes" or slinky
+        groups["k8s_node" if k8s_host else "slurm_node"].add(host)
         if has_nvswitch(node.gpu):
             groups["nvswitch"].add(host)
         if needs_imex(node.gpu):
@@ -250,11 +253,14 @@ def _vendor_sources(os: str, stack: StackTuple) -> list[dict[str, Any]]:
 
 
 def _k8s_components(fleet: Fleet) -> tuple[str, ...]:
-    """On Kubernetes nodes CUDA/NCCL/ROCm live in images; the host holds at most the driver."""
+    """On Kubernetes nodes CUDA/NCCL/ROCm live in images; the host holds at most the driver,
+    per vendor: none where that vendor's operator installs it (the NVIDIA GPU Operator's
+    NVIDIADriver, the AMD GPU Operator's DeviceConfig with a pinned amdgpu)."""
     k8s = fleet.kubernetes
-    if k8s is not None and k8s.gpu_operator is not None and k8s.gpu_operator.driver == "operator":
-        return ()  # the GPU Operator's driver container owns the kernel module
-    return DRIVER_COMPONENTS
+    nvidia_operator = k8s is not None and k8s.gpu_operator is not None and k8s.gpu_operator.driver == "operator"
+    amd_operator = k8s is not None and k8s.amd_gpu_operator_version is not None and k8s.amd_driver == "operator"
+    owned_by_operator = {"nvidia_driver": nvidia_operator, "amdgpu": amd_operator}
+    return tuple(c for c in DRIVER_COMPONENTS if not owned_by_operator.get(c, False))
 
 
 class Template(str):

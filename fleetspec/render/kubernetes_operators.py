@@ -35,8 +35,6 @@ LWS_VERSION = "0.9.0"
 NAMESPACES = {"kuberay": "kuberay-system", "jobset": "jobset-system",
               "leaderworkerset": "lws-system"}
 
-# Kueue's own kinds, always there (Kubernetes built-ins).
-BUILTIN_FRAMEWORKS = ("batch/job", "pod", "deployment", "statefulset")
 OPERATOR_FRAMEWORKS = {
     "kuberay": ("ray.io/rayjob", "ray.io/raycluster", "ray.io/rayservice"),
     "jobset": ("jobset.x-k8s.io/jobset",),
@@ -56,7 +54,7 @@ def installed_operators(fleet: Fleet) -> tuple[str, ...]:
 
 def kueue_frameworks(fleet: Fleet) -> list[str]:
     """Kueue ``integrations.frameworks``: built-ins plus the installed operators' kinds."""
-    out = list(BUILTIN_FRAMEWORKS)
+    out = list(k8s.KUEUE_BUILTIN_FRAMEWORKS)  # Kubernetes' own kinds, always there
     for op in installed_operators(fleet):
         out.extend(OPERATOR_FRAMEWORKS[op])
     return out

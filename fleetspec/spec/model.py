@@ -188,8 +188,22 @@ class GpuOperator(_Model):
     driver: Literal["operator", "host"] = "operator"
 
 
+# A container image repository without a tag (the AMD GPU Operator tags the driver images
+# it builds itself): the DeviceConfig CRD's spec.driver.image pattern, tag part dropped.
+ImageRepository = Annotated[StrictStr, Field(
+    pattern=r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(:[0-9]+)?(/[a-zA-Z0-9_]+(?:[._-][a-zA-Z0-9_]+)*)+$",
+    max_length=255)]
+
+
 class AmdGpuOperator(_Model):
     version: Version
+    driver: Literal["operator", "host"] = Field(
+        default="operator",
+        description="operator: the DeviceConfig builds and loads the stack's amdgpu; host: Ansible installs it")
+    driver_image: ImageRepository | None = Field(
+        default=None, description="registry repository (no tag) where the operator pushes and pulls the driver images it builds")
+    registry_secret: Name | None = Field(
+        default=None, description="a docker-registry Secret in the operator's namespace for driver_image")
 
 
 class Component(_Model):

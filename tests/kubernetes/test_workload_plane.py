@@ -81,6 +81,12 @@ def test_kai_weight_and_limit_come_from_the_spec(crd_index) -> None:
         "inference-nvidia-blackwell"]["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]
     assert validate_object(_objs(kueue, "ClusterQueue")["research-nvidia-blackwell-arm64"],
                            crd_index, "1.36") == []
+    # And under Volcano: capability = the limit instead of the whole partition.
+    volcano = fleets.volcano(fleet)
+    queues = _objs(volcano, "Queue")
+    assert queues["research-nvidia-blackwell-arm64"]["spec"]["capability"] == {"nvidia.com/gpu": 70}
+    assert queues["inference-nvidia-blackwell"]["spec"]["capability"] == {"nvidia.com/gpu": 32}
+    assert validate_object(queues["research-nvidia-blackwell-arm64"], crd_index, "1.36") == []
 
 
 def test_kai_shards_release_and_topology() -> None:
