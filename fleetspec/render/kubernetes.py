@@ -72,7 +72,7 @@ PRIVILEGED_NAMESPACES = frozenset({"gpu-operator", "kube-amd-gpu", "slurm",
                                    "dra-driver-nvidia-gpu"})  # DRA kubelet plugin too
 # With both GPU operators, NFD runs once: the NVIDIA chart's (``nfd.enabled``, default true),
 # with the AMD chart's off (``node-feature-discovery.enabled``, default true; chart values at
-# v26.7.0 and v1.5.1 in ../shared/crds). Its worker must then also run on AMD nodes (KMM
+# v26.7.0 and v1.5.1 in tests/data/crds). Its worker must then also run on AMD nodes (KMM
 # builds the amdgpu module per kernel from NFD's labels): the NVIDIA chart's default worker
 # tolerations plus the AMD chart's. A Helm list value replaces the default, hence both.
 NFD_WORKER_TOLERATIONS = (
