@@ -128,7 +128,7 @@ def apply(
                 inventory_hosts = engines.all_hosts
                 engines.all_hosts = lambda: [h for h in inventory_hosts() if h in only]
             if _has_kubernetes_changes(plan) and not skip_kubernetes:
-                _pulumi_up(fleet, store, emit)
+                _pulumi_up(fleet, store, emit, extravars)
             result = apply_plan(plan, store, engines,
                                 ApplyOptions(allow_reboot=allow_reboot, drain_timeout_s=drain_timeout,
                                              extravars=extravars), emit, redact)
@@ -272,10 +272,13 @@ def _has_kubernetes_changes(plan: Plan) -> bool:
     return any(c.target.startswith(("kubernetes:", "helm:")) for c in plan.changes)
 
 
-def _pulumi_up(fleet: Fleet, store: StateStore, emit: Any) -> None:
+def _pulumi_up(fleet: Fleet, store: StateStore, emit: Any, extravars: dict[str, Any]) -> None:
     from fleetspec.apply.pulumi import PulumiOptions, unavailable_reason, up
 
-    options = PulumiOptions(state_dir=store.directory)
+    # Slinky's accounting Secret is made by the stack from the same resolved password.
+    password = extravars.get("fleetspec_slurmdbd_password")
+    options = PulumiOptions(state_dir=store.directory,
+                            secrets={"slurmdbd_password": password} if password else {})
     reason = unavailable_reason(options)
     if reason is not None:
         raise ApplyError(f"the plan changes the Kubernetes layer, but {reason}. Install pulumi and set "

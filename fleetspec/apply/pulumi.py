@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -48,6 +48,9 @@ class PulumiOptions:
     program_path: Path = DEFAULT_PROGRAM
     kube_context: str | None = field(default_factory=lambda: os.environ.get(CONTEXT_ENV) or None)
     kubeconfig: str | None = field(default_factory=lambda: os.environ.get(KUBECONFIG_ENV) or None)
+    # Resolved spec secrets the layer turns into Kubernetes Secrets (Slinky's slurmdbd
+    # password), by their spec name; set as secret stack config, never written anywhere.
+    secrets: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def backend(self) -> str:
@@ -123,6 +126,9 @@ def _run(operation: Operation, fleet: Fleet, options: PulumiOptions,
             program=lambda: program.program(fleet), opts=workspace)
         stack.set_config(f"{program.CONFIG_NAMESPACE}:{program.CONTEXT_KEY}",
                          auto.ConfigValue(value=str(options.kube_context)))
+        for name, value in sorted(options.secrets.items()):
+            stack.set_config(f"{program.CONFIG_NAMESPACE}:{program.secret_config_key(name)}",
+                             auto.ConfigValue(value=value, secret=True))
         if options.kubeconfig:
             stack.set_config(f"{program.CONFIG_NAMESPACE}:{program.KUBECONFIG_KEY}",
                              auto.ConfigValue(value=options.kubeconfig, secret=True))

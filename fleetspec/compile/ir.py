@@ -223,6 +223,10 @@ class KubernetesConfig:
     amd_driver: Literal["operator", "host"] = "operator"
     amd_driver_image: str | None = None
     amd_registry_secret: str | None = None
+    # NVIDIA Network Operator on InfiniBand/RoCE fabrics (version None: the default).
+    network_operator_enabled: bool = True
+    network_operator_version: str | None = None
+    network_rdma: Literal["shared", "sriov"] = "shared"
     path: SpecPath = _loc()
 
 

@@ -129,8 +129,9 @@ def _groups(fleet: Fleet) -> dict[str, set[str]]:
             groups["imex"].add(host)
     if fleet.slurm is not None and fleet.slurm.mode == "native":
         groups["slurm_controller"].update(fleet.slurm.controllers)
-        if fleet.slurm.accounting_host:
-            groups["slurmdbd"].add(fleet.slurm.accounting_host)
+    if fleet.slurm is not None and fleet.slurm.accounting_host:
+        # Native: slurmdbd and its database; Slinky: the database its slurmdbd pod uses.
+        groups["slurmdbd"].add(fleet.slurm.accounting_host)
     if fleet.slurm is None or fleet.slurm.mode != "native":
         groups.pop("slurm_node", None)  # Slinky runs slurmd in pods: no host daemons
     return {g: hosts for g, hosts in sorted(groups.items()) if hosts}

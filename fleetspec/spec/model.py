@@ -210,13 +210,22 @@ class Component(_Model):
     version: Version
 
 
+class NetworkOperator(_Model):
+    """NVIDIA Network Operator for InfiniBand/RoCE fabrics: RDMA devices in pods."""
+
+    enabled: StrictBool = True
+    version: Version | None = None
+    rdma: Literal["shared", "sriov"] = Field(
+        default="shared", description="shared: RDMA shared device plugin; sriov: RDMA NICs/VFs as host devices")
+
+
 # Namespaces a tenant may not claim: Kubernetes' own, and the ones fleetspec installs
 # its operators into (render/kubernetes.py NAMESPACES; tests/spec/test_model_bounds.py
 # keeps the two in step). A tenant's LocalQueues and quota there would reach the system.
 RESERVED_NAMESPACES = frozenset({
     "default", "kube-system", "kube-public", "kube-node-lease",
     "gpu-operator", "kube-amd-gpu", "kueue-system", "volcano-system", "volcano-monitoring", "slinky", "slurm",
-    "cert-manager", "node-feature-discovery",
+    "cert-manager", "node-feature-discovery", "nvidia-network-operator",
 })
 
 
@@ -274,6 +283,7 @@ class Kubernetes(_Model):
     ray: Component | None = None  # the KubeRay operator
     dra: Dra | None = None
     integrations: list[Integration] = Field(default_factory=list)
+    network_operator: NetworkOperator = Field(default_factory=NetworkOperator)
     tenants: list[Tenant] = Field(default_factory=list)
 
 

@@ -70,7 +70,8 @@ def test_restricted_slurm_conf_names_only_the_lab_nodes(fleet) -> None:
     assert partitions["nvidia-hopper"].startswith("Nodes=h100-[001,005] Default=YES ")
     assert "MaxTime=2-00:00:00" in partitions["nvidia-hopper"]
     assert partitions["debug"].startswith("Nodes=h100-001 ") and "MaxTime=00:30:00" in partitions["debug"]
-    assert "NodeName=h100-[001,005] Name=gpu Type=h100 File=/dev/nvidia[0-7]" in files["gres.conf"]
+    assert "NodeName=h100-[001,005] Name=gpu Type=h100 File=/dev/nvidia[0-3] Cores=0-55" in files["gres.conf"]
+    assert "NodeName=h100-[001,005] Name=gpu Type=h100 File=/dev/nvidia[4-7] Cores=56-111" in files["gres.conf"]
     assert "ClusterName=quickstart" in conf and "SelectType=select/cons_tres" in conf  # the rest is kept
 
 
