@@ -133,10 +133,13 @@ def _run(operation: Operation, fleet: Fleet, options: PulumiOptions,
             stack.set_config(f"{program.CONFIG_NAMESPACE}:{program.KUBECONFIG_KEY}",
                              auto.ConfigValue(value=options.kubeconfig, secret=True))
         if operation == "preview":
-            result = stack.preview(on_output=on_output)
+            # refresh: read the cluster first. A node that left and rejoined comes back as a
+            # new Node object without fleetspec's labels; only a refresh shows their NodePatch
+            # as drifted, so that every preview shows it and every up puts the labels back.
+            result = stack.preview(on_output=on_output, refresh=True)
             changes = {str(k): int(v) for k, v in (result.change_summary or {}).items()}
         else:
-            result = stack.up(on_output=on_output)
+            result = stack.up(on_output=on_output, refresh=True)
             changes = {str(k): int(v) for k, v in (result.summary.resource_changes or {}).items()}
     except auto.errors.CommandError as err:
         first = str(err).strip().splitlines()

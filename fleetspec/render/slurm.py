@@ -18,13 +18,14 @@ the apply step fills from the secret source, and the munge key is installed by a
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 import yaml
 
-from fleetspec.compile.ir import Fleet, Node, Partition, SpecPath
+from fleetspec.compile.ir import Fleet, GpuSpec, Node, Partition, SpecPath
 from fleetspec.slurm_syntax import slurm_time_minutes
 from fleetspec.spec.hostlist import compress
 from fleetspec.versions import at_least
@@ -148,8 +149,11 @@ def slurm_partitions(fleet: Fleet) -> tuple[Partition, ...]:
 def node_features(node: Node) -> tuple[str, ...]:
     """Features a job can ``--constraint`` on: vendor, generation, model, rack, stack,
     then the user's own, without repeats."""
-    ordered = (node.gpu.vendor, node.gpu.generation, node.gpu.model, node.rack, node.stack)
-    return tuple(dict.fromkeys((*ordered, *node.features)))
+    return _features(node.gpu, node.rack, node.stack, node.features)
+
+
+def _features(gpu: GpuSpec, rack: str, stack: str, extra: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys((gpu.vendor, gpu.generation, gpu.model, rack, stack, *extra)))
 
 
 def real_memory_mb(memory_gb: int) -> int:
@@ -158,20 +162,29 @@ def real_memory_mb(memory_gb: int) -> int:
 
 
 def _node_attributes(node: Node) -> tuple[tuple[str, str], ...]:
-    """The NodeName attributes of one node, in slurm.conf's usual order."""
+    """The NodeName attributes of one node, in slurm.conf's usual order (nodes of one
+    group share them: computed once per distinct shape)."""
+    return _attributes_of(node.cpus, node.sockets, node.cores_per_socket, node.threads_per_core, node.memory_gb,
+                          node.gpu, node.rack, node.stack, node.features)
+
+
+@functools.lru_cache(maxsize=4096)
+def _attributes_of(cpus: int | None, sockets: int | None, cores_per_socket: int | None,
+                   threads_per_core: int | None, memory_gb: int | None, gpu: GpuSpec, rack: str, stack: str,
+                   features: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     attrs: list[tuple[str, str]] = []
     for key, value in (
-        ("CPUs", node.cpus),
-        ("Sockets", node.sockets),
-        ("CoresPerSocket", node.cores_per_socket),
-        ("ThreadsPerCore", node.threads_per_core),
+        ("CPUs", cpus),
+        ("Sockets", sockets),
+        ("CoresPerSocket", cores_per_socket),
+        ("ThreadsPerCore", threads_per_core),
     ):
         if value is not None:
             attrs.append((key, str(value)))
-    if node.memory_gb is not None:
-        attrs.append(("RealMemory", str(real_memory_mb(node.memory_gb))))
-    attrs.append(("Gres", f"gpu:{node.gpu.gres_type}:{node.gpu.count}"))
-    attrs.append(("Features", ",".join(node_features(node))))
+    if memory_gb is not None:
+        attrs.append(("RealMemory", str(real_memory_mb(memory_gb))))
+    attrs.append(("Gres", f"gpu:{gpu.gres_type}:{gpu.count}"))
+    attrs.append(("Features", ",".join(_features(gpu, rack, stack, features))))
     return tuple(attrs)
 
 

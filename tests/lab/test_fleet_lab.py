@@ -116,7 +116,6 @@ def test_rocm_pins_get_rocm_content_for_their_own_distribution() -> None:
     assert {p.version for p in got.values()} == {"7.0.2.70002-56~22.04", "2.26.6.70002-56~22.04"}
 
 
-@pytest.mark.skipif(shutil.which("ansible-inventory") is None, reason="ansible-core is not installed")
 def test_overlay_mirror_wins_over_the_rendered_group_vars(fleet, tmp_path: Path) -> None:
     """Checked with Ansible itself: the rendered all.yml sets the mirror to null."""
     for rel, text in render_ansible(fleet).items():
@@ -216,7 +215,6 @@ def test_drain_through_scontrol_shows_in_sinfo(up: LabHandle) -> None:
 
 
 @real
-@pytest.mark.skipif(shutil.which("ansible") is None, reason="ansible-core is not installed")
 def test_ansible_reaches_every_host_through_the_overlay(up: LabHandle) -> None:
     done = subprocess.run(["ansible", "all", "-i", str(up.inventory_overlay), "-m", "ping"],
                           capture_output=True, text=True, timeout=120)  # fmt: skip
