@@ -118,6 +118,9 @@ class Partition:
     max_time: str | None = None
     state: str | None = None
     allow_mixed_generations: bool = False
+    # What the vendor's tools and drivers call these GPUs (nvidia-smi/NVML names, which the
+    # NVIDIA DRA driver publishes as ``productName``), from the catalog.
+    device_names: tuple[str, ...] = ()
     path: SpecPath = _loc()
 
     @property
@@ -186,6 +189,8 @@ class Tenant:
     name: str
     namespaces: tuple[str, ...]
     quota: tuple[tuple[str, int], ...]  # (partition, GPUs), sorted by partition
+    over_quota_weight: int = 1  # share of idle GPUs beyond quota (KAI overQuotaWeight)
+    limit: tuple[tuple[str, int], ...] = ()  # (partition, GPU cap), sorted; absent: no cap
     path: SpecPath = _loc()
 
 
@@ -201,14 +206,20 @@ class KubernetesConfig:
     version: str
     gpu_operator: GpuOperatorConfig | None
     amd_gpu_operator_version: str | None
-    queueing: Literal["kueue", "volcano", "none"]
-    gang: Literal["kueue", "volcano", "workload-api", "none"]
+    queueing: Literal["kueue", "volcano", "kai", "none"]
+    gang: Literal["kueue", "volcano", "kai", "workload-api", "none"]
     quota_owners: tuple[str, ...]  # who holds GPU quota: normally exactly the queueing system
     tenants: tuple[Tenant, ...] = ()
     kueue_version: str | None = None  # chart/app version, from the spec or the catalog
     volcano_version: str | None = None
     gang_timeout: str = "10m"  # waitForPodsReady.timeout / Volcano job timeout
     gang_requeue_limit: int | None = None
+    kai_version: str | None = None  # KAI Scheduler chart version (queueing or gang: kai)
+    ray_version: str | None = None  # KubeRay operator chart version: None, no KubeRay
+    dra_nvidia_version: str | None = None  # NVIDIA DRA driver chart: None, no DRA driver
+    dra_gpus: bool = False  # DRA (not the device plugin) allocates the NVIDIA GPUs
+    integrations: tuple[str, ...] = ()  # workload operators installed besides KubeRay
+    quota_owners_explicit: bool = False  # the spec names quota_owners (not the default)
     # AMD GPU Operator: who installs amdgpu on Kubernetes nodes, and where the operator keeps
     # the driver images it builds (DeviceConfig spec.driver.image, imageRegistrySecret).
     amd_driver: Literal["operator", "host"] = "operator"

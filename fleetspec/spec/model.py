@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator, model_validator
 
 from fleetspec.health.catalog import FAULTS
 from fleetspec.slurm_syntax import slurm_time_problem
@@ -234,6 +234,10 @@ class Tenant(_Model):
     name: Name
     namespaces: list[Name] = Field(min_length=1)
     quota: dict[Name, Annotated[StrictInt, Field(ge=0)]] = Field(default_factory=dict)
+    # Beyond quota: the share of idle GPUs this tenant gets relative to others (KAI's
+    # overQuotaWeight), and a hard cap in GPUs per partition (KAI's limit).
+    over_quota_weight: Annotated[StrictInt, Field(ge=0)] = 1
+    limit: dict[Name, Annotated[StrictInt, Field(ge=0)]] = Field(default_factory=dict)
 
 
 class Gang(_Model):
@@ -241,18 +245,45 @@ class Gang(_Model):
     requeue_limit: Annotated[StrictInt, Field(ge=0)] | None = None
 
 
+class Dra(_Model):
+    """Dynamic Resource Allocation (Kubernetes 1.34+). ``nvidia``: NVIDIA's DRA driver for
+    GPUs (ComputeDomains on NVLink-domain racks). ``gpus: true`` also moves GPU allocation
+    from the device plugin to DRA: a DeviceClass per partition, ResourceClaimTemplates in
+    the tenants' namespaces."""
+
+    nvidia: Component | None = None
+    gpus: StrictBool = False
+
+    @model_validator(mode="after")
+    def _gpus_need_a_driver(self) -> Dra:
+        if self.gpus and self.nvidia is None:
+            raise ValueError("dra.gpus: true moves GPU allocation to a DRA driver, but none is named: "
+                             "add dra.nvidia: {version: ...} (NVIDIA's DRA driver for GPUs)")
+        return self
+
+
+# Workload operators a queueing engine may manage; each is installed and pinned by the
+# stack when named here (KubeRay through ``kubernetes.ray``).
+Integration = Literal["jobset", "leaderworkerset"]
+
+
 class Kubernetes(_Model):
     version: Version
     gpu_operator: GpuOperator | None = None
     amd_gpu_operator: AmdGpuOperator | None = None
-    queueing: Literal["kueue", "volcano", "none"] = "kueue"
-    gang: Literal["kueue", "volcano", "workload-api", "none"] = "kueue"
+    queueing: Literal["kueue", "volcano", "kai", "none"] = "kueue"
+    # Unset: the queueing engine's own gang (volcano, kai), else Kueue's: one line switches.
+    gang: Literal["kueue", "volcano", "kai", "workload-api", "none"] | None = None
     gang_policy: Gang = Field(default_factory=Gang)
-    quota_owners: list[Literal["kueue", "volcano"]] | None = Field(
+    quota_owners: list[Literal["kueue", "volcano", "kai"]] | None = Field(
         default=None, description="who holds GPU quota; defaults to the queueing system"
     )
     kueue: Component | None = None
     volcano: Component | None = None
+    kai: Component | None = None
+    ray: Component | None = None  # the KubeRay operator
+    dra: Dra | None = None
+    integrations: list[Integration] = Field(default_factory=list)
     network_operator: NetworkOperator = Field(default_factory=NetworkOperator)
     tenants: list[Tenant] = Field(default_factory=list)
 
