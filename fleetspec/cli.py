@@ -185,12 +185,14 @@ def _register_feature_commands() -> None:
     from fleetspec.apply.cli import apply as apply_command
     from fleetspec.lab.cli import lab_app
     from fleetspec.plan.cli import plan as plan_command
+    from fleetspec.state.cli import state_app
     from fleetspec.verify.cli import verify as verify_command
 
     app.command("plan")(plan_command)
     app.command("apply")(apply_command)
     app.command("verify")(verify_command)
     app.add_typer(lab_app, name="lab")
+    app.add_typer(state_app, name="state")
 
 
 _register_feature_commands()

@@ -33,7 +33,7 @@ from fleetspec.compile import compile_file
 from fleetspec.compile.ir import Fleet
 from fleetspec.console import consoles
 from fleetspec.plan.model import Plan
-from fleetspec.state import StateError, StateStore, state_dir
+from fleetspec.state import StateBackend, StateError, local_work_dir, locked, open_state, state_location
 
 out, err = consoles()
 
@@ -53,8 +53,10 @@ def apply(
     target: Annotated[Path, typer.Argument(help="the fleet spec (YAML), or a plan saved with 'plan --out'",
                                            show_default=False)],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask for confirmation")] = False,
-    state: Annotated[Path | None, typer.Option("--state", help="state directory (default: .fleetspec/ beside "
-                                                                "the spec, or $FLEETSPEC_STATE_DIR)")] = None,
+    state: Annotated[str | None, typer.Option("--state", help="state directory, file:// or postgresql:// URL "
+                                              "(default: $FLEETSPEC_STATE, else .fleetspec/ beside the spec)")] = None,
+    lock_timeout: Annotated[float, typer.Option("--lock-timeout", help="seconds to wait while another apply "
+                                                "holds the state's lock (default: refuse at once)", min=0)] = 0.0,
     canary: Annotated[int, typer.Option("--canary", help="nodes in each partition's first wave")] = 1,
     max_unavailable: Annotated[str, typer.Option("--max-unavailable",
                                                  help="per partition, N nodes or P% at once")] = "25%",
@@ -78,7 +80,7 @@ def apply(
     from fleetspec.lab.fleet import LabSetupError
     from fleetspec.plan import plan_against_state
     from fleetspec.plan.render_text import print_plan
-    from fleetspec.plan.saved import SavedPlanError, load_saved_plan
+    from fleetspec.plan.saved import SavedPlanError, check_plan_current, load_saved_plan
     from fleetspec.render import render_all
     from fleetspec.render.writer import write_tree
     from fleetspec.state.lock import LockHeld
@@ -97,10 +99,13 @@ def apply(
                 raise typer.Exit(1)
             fleet = compiled.fleet
         if lab is not None and state is None:
-            state = lab / "state"  # a rehearsal keeps its own state, never the fleet's
-        store = StateStore(state_dir(target, state), fleet.name)
+            state = str(lab / "state")  # a rehearsal keeps its own state, never the fleet's
+        location = state_location(target, state)
+        store = open_state(location, fleet.name, work_dir=local_work_dir(location, target))
         base_dir = Path(target).resolve().parent
-        with store.lock("apply"):
+        with locked(store, "apply", lock_timeout):
+            if saved is not None:
+                check_plan_current(saved, store.read())  # refuse a stale plan before rendering anything
             plan = saved or plan_against_state(fleet, store.read(), canary=canary, max_unavailable=max_unavailable)
             if format is ApplyFormat.text:
                 print_plan(plan, out)
@@ -235,10 +240,10 @@ def _has_kubernetes_changes(plan: Plan) -> bool:
     return any(c.target.startswith(("kubernetes:", "helm:")) for c in plan.changes)
 
 
-def _pulumi_up(fleet: Fleet, store: StateStore, emit: Any) -> None:
+def _pulumi_up(fleet: Fleet, store: StateBackend, emit: Any) -> None:
     from fleetspec.apply.pulumi import PulumiOptions, unavailable_reason, up
 
-    options = PulumiOptions(state_dir=store.directory)
+    options = PulumiOptions(state_dir=store.work_dir)
     reason = unavailable_reason(options)
     if reason is not None:
         raise ApplyError(f"the plan changes the Kubernetes layer, but {reason}. Install pulumi and set "

@@ -27,7 +27,7 @@ from fleetspec.compile.ir import Fleet
 from fleetspec.plan.model import Disruption, Plan, Wave
 from fleetspec.plan.saved import SavedPlanError, check_plan_current
 from fleetspec.secrets import Redactor
-from fleetspec.state import StateStore
+from fleetspec.state import StateBackend
 from fleetspec.verify.compare import Status, VerifyReport
 
 
@@ -82,7 +82,7 @@ def wave_name(wave: Wave) -> str:
     return f"{wave.partition}#{wave.index}{' (canary)' if wave.canary else ''}"
 
 
-def apply_plan(plan: Plan, store: StateStore, engines: Engines, options: ApplyOptions, emit: Emit,
+def apply_plan(plan: Plan, store: StateBackend, engines: Engines, options: ApplyOptions, emit: Emit,
                redact: Redactor | None = None) -> ApplyResult:
     """Run ``plan``; the caller holds ``store``'s lock. Never raises for a failed wave."""
     redact = redact or Redactor()
@@ -236,6 +236,6 @@ def restrict_to_hosts(plan: Plan, hosts: set[str]) -> Plan:
     return dataclasses.replace(plan, waves=tuple(waves))
 
 
-def build_dir(store: StateStore) -> Path:
+def build_dir(store: StateBackend) -> Path:
     """Where apply renders the tree the playbooks read (DIR/ansible and DIR/slurm side by side)."""
-    return store.directory / f"{store.fleet_name}.build"
+    return store.work_dir / f"{store.fleet_name}.build"

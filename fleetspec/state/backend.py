@@ -101,16 +101,23 @@ def state_location(spec: Path | None, explicit: str | os.PathLike[str] | None = 
     return StateLocation("file", path=Path(spec).resolve().parent / DEFAULT_DIR_NAME)
 
 
+def local_work_dir(location: StateLocation, spec: Path | None = None) -> Path:
+    """Where apply keeps local files (the rendered tree, Pulumi's file backend): the state
+    directory itself, or, for a database, ``.fleetspec/`` beside the spec (or here)."""
+    if location.path is not None:
+        return location.path
+    return (Path(spec).resolve().parent if spec is not None else Path.cwd()) / DEFAULT_DIR_NAME
+
+
 def open_state(location: StateLocation, fleet_name: str, work_dir: Path | None = None) -> StateBackend:
-    """The backend for one fleet. ``work_dir`` is where a shared store's user keeps local files
-    (default ``.fleetspec/`` in the current directory); the file store uses its own directory."""
+    """The backend for one fleet; ``work_dir`` only matters to a database (``local_work_dir``)."""
     if location.kind == "file":
         assert location.path is not None
         return StateStore(location.path, fleet_name)
     from fleetspec.state.postgres import PostgresStore
 
     assert location.url is not None
-    return PostgresStore(location.url, fleet_name, work_dir or Path(DEFAULT_DIR_NAME).resolve())
+    return PostgresStore(location.url, fleet_name, work_dir or local_work_dir(location))
 
 
 @contextmanager
