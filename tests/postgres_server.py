@@ -75,7 +75,7 @@ def start_server(bin_dir: Path) -> PostgresServer:
     data = root / "data"
     subprocess.run([bin_dir / "initdb", "-D", data, "-U", account.pw_name, "--auth=trust", "--no-sync",
                     "--encoding=UTF8", "--locale=C"], check=True, capture_output=True, cwd=root, **run_as)
-    log = open(root / "server.log", "wb")  # noqa: SIM115 - the server writes it for its whole life
+    log = open(root / "server.log", "wb")  # the server writes it for its whole life
     process = subprocess.Popen([bin_dir / "postgres", "-D", data, "-k", root / "socket", "-c", "listen_addresses=",
                                 "-c", "fsync=off", "-c", "max_connections=100"],
                                stdout=log, stderr=subprocess.STDOUT, cwd=root, **run_as)
