@@ -39,6 +39,7 @@ class FindingsFormat(str, Enum):
     text = "text"
     json = "json"
     github = "github"
+    sarif = "sarif"
 
 
 class TableFormat(str, Enum):
@@ -50,6 +51,11 @@ def _print_findings(compiled: CompileResult, fmt: FindingsFormat = FindingsForma
     located = compiled.located()
     if fmt is FindingsFormat.json:
         out.print_json(json.dumps({"valid": compiled.valid, "findings": [f.to_dict() for f in located]}))
+        return
+    if fmt is FindingsFormat.sarif:
+        from fleetspec.sarif import to_sarif
+
+        print(json.dumps(to_sarif(compiled), indent=2))
         return
     if fmt is FindingsFormat.github:
         for f in located:
@@ -79,7 +85,8 @@ def _print_finding(f: LocatedFinding) -> None:
 @app.command()
 def validate(
     spec: SpecArg,
-    format: Annotated[FindingsFormat, typer.Option("--format", help="text, json or github")] = FindingsFormat.text,
+    format: Annotated[FindingsFormat, typer.Option("--format", help="text, json, github (workflow annotations) "
+                                                   "or sarif (code scanning)")] = FindingsFormat.text,
 ) -> None:
     """Check a fleet spec: exit 0 when it has no errors (warnings allowed), 1 when it has."""
     compiled = tasks.validate(spec)
