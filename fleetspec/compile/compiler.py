@@ -8,6 +8,7 @@ error finding makes the result invalid; renderers refuse invalid results.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable
 
 from fleetspec.catalog import Catalog
@@ -51,10 +52,12 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
                     group_path + ("gpu", "model"),
                 ))
             if group.stack not in stack_index:
-                known = ", ".join(sorted(stack_index))
+                known = ", ".join(sorted(stack_index)) or "(none defined)"
+                close = difflib.get_close_matches(group.stack, list(stack_index), n=1)
+                did = f" Did you mean '{close[0]}'?" if close else ""
                 findings.append(Finding(
                     "unknown-stack", Severity.ERROR,
-                    f"stack '{group.stack}' is not defined under spec.stacks. Define it, or use one of: {known}",
+                    f"stack '{group.stack}' is not defined under spec.stacks.{did} Define it, or use one of: {known}",
                     group_path + ("stack",),
                 ))
             if hosts is None or gpu is None or group.stack not in stack_index:

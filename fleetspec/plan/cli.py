@@ -2,8 +2,9 @@
 another revision of the spec, ``--base FILE|REV``), print the plan (text, JSON, or a
 Markdown pull-request comment), optionally save it.
 
-Exit codes like ``terraform plan -detailed-exitcode``: 0 no changes, 2 changes,
-1 error (invalid spec, unreadable or foreign state, bad options). The lead registers
+Exit codes like ``terraform plan``: 0 when the plan was made (changes or not), 1 on an
+error (invalid spec, unreadable or foreign state, bad options); with
+``--detailed-exitcode``: 0 no changes, 1 error, 2 changes. The lead registers
 ``plan`` with ``app.command("plan")(plan)``.
 """
 
@@ -60,12 +61,18 @@ def plan(
                                                  help="nodes (N) or share (P%) of a partition out at once")] = "25%",
     lock_timeout: Annotated[float, typer.Option("--lock-timeout", help="seconds to wait while an apply holds "
                                                 "the state's lock (default: refuse at once)", min=0)] = 0.0,
+    limit: Annotated[str | None, typer.Option("--limit", metavar="HOSTLIST",
+                                              help="plan for these hosts only (as 'apply --limit' would)")] = None,
+    detailed_exitcode: Annotated[bool, typer.Option("--detailed-exitcode",
+                                                    help="exit 0 no changes, 1 error, 2 changes")] = False,
 ) -> None:
     """Show what apply would change, how disruptive each change is, and the waves it would run.
-    Exit 0: no changes; 2: changes; 1: error."""
+    Exit 0: planned; 1: error. With --detailed-exitcode: 0 no changes, 1 error, 2 changes."""
     console, errors = consoles()
     try:
         result = build_plan(spec, state, base, canary, max_unavailable, errors, lock_timeout)
+        if limit is not None:
+            result = _limited(result, limit)
         if out is not None:
             save_plan(result, out)
     except PlanError as exc:
@@ -92,7 +99,18 @@ def plan(
             console.print(f"saved to {escape(str(out))}: 'fleetspec apply {escape(str(out))}' applies exactly this "
                           f"plan while the state stays at serial {result.state_serial}" if result.state_serial
                           is not None else f"saved to {escape(str(out))}")
-    raise typer.Exit(EXIT_NO_CHANGES if result.empty else EXIT_CHANGES)
+    raise typer.Exit(EXIT_CHANGES if detailed_exitcode and not result.empty else EXIT_NO_CHANGES)
+
+
+def _limited(plan: Plan, limit: str) -> Plan:
+    from fleetspec.plan import restrict_to_hosts
+    from fleetspec.spec.hostlist import HostlistError, expand
+
+    try:
+        hosts = set(expand(limit))
+    except HostlistError as exc:
+        raise PlanError(f"--limit: {exc}") from None
+    return restrict_to_hosts(plan, hosts, f"--limit {limit}")
 
 
 def build_plan(spec: Path, state: str | None, base: str | None, canary: int, max_unavailable: str,
@@ -113,6 +131,9 @@ def build_plan(spec: Path, state: str | None, base: str | None, canary: int, max
             old = _compiled(found.path, errors, found)
             return make_plan(new, old, canary=canary, max_unavailable=max_unavailable, base=found.name)
         location = state_location(spec, state)
+        if location.path is not None and location.path.exists() and not location.path.is_dir():
+            raise PlanError(f"--state {location.path} is a file: --state takes the state directory (it holds "
+                            f"{new.name}.state.json) or a postgresql:// URL. Pass the directory that holds it")
         store = open_state(location, new.name, work_dir=local_work_dir(location, spec))
         wait_unlocked(store, lock_timeout)
         return plan_against_state(new, store.read(), canary=canary, max_unavailable=max_unavailable)

@@ -55,7 +55,8 @@ def load_saved_plan(path: Path) -> Plan:
 def _plan_from_dict(data: dict[str, Any], fleet: Fleet) -> Plan:
     return Plan(fleet, tuple(Change.from_dict(c) for c in data["changes"]),
                 tuple(Wave.from_dict(w) for w in data["waves"]), data["state_serial"], data["lineage"],
-                data.get("base"), data.get("settings") or {})
+                data.get("base"), data.get("settings") or {}, data.get("restriction"),
+                tuple(data.get("skipped") or ()))
 
 
 def check_plan_current(plan: Plan, store: StateBackend | State) -> None:

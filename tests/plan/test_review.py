@@ -17,7 +17,7 @@ from tests.plan.test_cli import run
 
 
 def test_markdown_comment_has_counts_partitions_reboots_waves_and_folded_changes() -> None:
-    result = run(SPECS / "driver-bump.yaml", "--base", QUICKSTART, "--format", "markdown")
+    result = run(SPECS / "driver-bump.yaml", "--base", QUICKSTART, "--format", "markdown", "--detailed-exitcode")
     assert result.exit_code == 2, result.output
     text = result.stdout
     assert text.startswith(MARKER + "\n### fleetspec plan: fleet `quickstart` against spec ")
@@ -31,7 +31,7 @@ def test_markdown_comment_has_counts_partitions_reboots_waves_and_folded_changes
 
 
 def test_markdown_without_changes_and_with_restart_only() -> None:
-    same = run(QUICKSTART, "--base", QUICKSTART, "--format", "markdown")
+    same = run(QUICKSTART, "--base", QUICKSTART, "--format", "markdown", "--detailed-exitcode")
     assert same.exit_code == 0 and "**No changes.**" in same.stdout
     maxtime = run(SPECS / "maxtime.yaml", "--base", QUICKSTART, "--format", "markdown").stdout
     assert "No node reboots." in maxtime and "no waves" in maxtime
@@ -72,11 +72,11 @@ def repo(tmp_path: Path) -> Path:
 
 
 def test_base_accepts_a_git_revision_of_the_spec(repo: Path) -> None:
-    result = run(repo, "--base", "main", "--format", "json")
+    result = run(repo, "--base", "main", "--format", "json", "--detailed-exitcode")
     assert result.exit_code == 2, result.output
     assert '"base": "main:fleets/quickstart.yaml"' in result.stdout and "drain-reboot" in result.stdout
-    assert run(repo, "--base", "HEAD").exit_code == 0  # the same revision: no changes
-    assert run(repo, "--base", "HEAD~1").exit_code == 2
+    assert run(repo, "--base", "HEAD", "--detailed-exitcode").exit_code == 0  # the same revision: no changes
+    assert run(repo, "--base", "HEAD~1", "--detailed-exitcode").exit_code == 2
 
 
 def test_base_revision_errors_are_clear(repo: Path, tmp_path: Path) -> None:
@@ -91,6 +91,6 @@ def test_base_revision_errors_are_clear(repo: Path, tmp_path: Path) -> None:
 def test_a_spec_the_base_revision_lacks_is_a_new_fleet(repo: Path) -> None:
     new = repo.parent / "new.yaml"
     shutil.copy(QUICKSTART, new)
-    result = run(new, "--base", "main", "--format", "json")
+    result = run(new, "--base", "main", "--format", "json", "--detailed-exitcode")
     assert result.exit_code == 2, result.output
     assert '"base": "nothing (main:fleets/new.yaml does not exist: a new fleet)"' in result.stdout
