@@ -60,6 +60,10 @@ class StateBackend(Protocol):
 
     def history(self) -> list[dict[str, Any]]: ...
 
+    def export_document(self) -> dict[str, Any] | None: ...
+
+    def import_document(self, document: dict[str, Any]) -> State: ...
+
 
 @dataclass(frozen=True)
 class StateLocation:
@@ -147,6 +151,16 @@ def wait_unlocked(backend: StateBackend, timeout: float = 0.0, poll: float = 1.0
             raise LockHeld(backend.location, holder,  # type: ignore[arg-type]
                            "An apply is running: wait for it (--lock-timeout), then plan again.")
         time.sleep(poll)
+
+
+def copy_state(source: StateBackend, target: StateBackend) -> State:
+    """Copy a fleet's latest state document unchanged (same lineage and serial, so saved
+    plans stay valid) into an empty location, holding both locks (``fleetspec state copy``)."""
+    with source.lock("state copy (source)"), target.lock("state copy"):
+        document = source.export_document()
+        if document is None:
+            raise StateError(f"{source.location} has no state of fleet {source.fleet_name!r} to copy")
+        return target.import_document(document)
 
 
 def list_fleets(location: StateLocation) -> list[str]:

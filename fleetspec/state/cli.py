@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from fleetspec.console import consoles
-from fleetspec.state.backend import StateBackend, list_fleets, open_state, state_location
+from fleetspec.state.backend import StateBackend, copy_state, list_fleets, open_state, parse_location, state_location
 from fleetspec.state.lock import LockHeld
 from fleetspec.state.store import StateError
 
@@ -132,6 +132,25 @@ def unlock(fleet: FleetArg, state: StateOption = None,
         out.print(f"the lock of {escape(fleet)} was free: nothing removed")
     else:
         out.print(f"removed the lock of {escape(fleet)} held by {escape(removed.describe())}")
+
+
+@state_app.command("copy")
+def copy(fleet: FleetArg,
+         source: Annotated[str, typer.Option("--from", help="where the state is now (directory or URL)",
+                                             show_default=False)],
+         target: Annotated[str, typer.Option("--to", help="an empty location to copy it to (directory or URL)",
+                                             show_default=False)]) -> None:
+    """Copy a fleet's state to another location (a .fleetspec/ directory into PostgreSQL): the
+    same lineage and serial, both locks held; refused when the target already has a state."""
+    out, _ = consoles()
+    try:
+        src, dst = open_state(parse_location(source), fleet), open_state(parse_location(target), fleet)
+        state = copy_state(src, dst)
+    except (StateError, LockHeld) as exc:
+        _fail(exc)
+    out.print(f"copied fleet {escape(fleet)} at serial {state.serial} (lineage {state.lineage}) from "
+              f"{escape(src.location)} to {escape(dst.location)}; point --state or $FLEETSPEC_STATE at the new "
+              f"location")
 
 
 def _who(entry: dict[str, Any]) -> str:

@@ -154,6 +154,33 @@ class PostgresStore(DocumentWrites):
         return [{**(entry or {}), "serial": serial, "written_at": written_at.isoformat(), "written_by": by,
                  "lineage": lineage} for serial, written_at, by, lineage, entry in rows]
 
+    def export_document(self) -> dict[str, Any] | None:
+        """The latest stored document as it is (``state copy``); None when there is no state."""
+        row = self._query("SELECT document FROM fleetspec_state WHERE fleet = %s ORDER BY serial DESC LIMIT 1",
+                          (self.fleet_name,))
+        return row[0][0] if row else None
+
+    def import_document(self, document: dict[str, Any]) -> State:
+        """Store another store's document unchanged (lineage, serial, journal) as this fleet's
+        first row: only into an empty state, and only under the lock (``state copy``)."""
+        if self._lock is None or self._conn is None:
+            raise StateError("state writes need the lock: use 'with store.lock(command):'")
+        state = self._state(document)
+        psycopg = _psycopg()
+        try:
+            with self._conn.transaction():
+                if self._conn.execute("SELECT 1 FROM fleetspec_state WHERE fleet = %s LIMIT 1",
+                                      (self.fleet_name,)).fetchone():
+                    raise StateError(f"{self.location} already holds a state: a copy goes only into an empty "
+                                     f"location")
+                self._conn.execute("INSERT INTO fleetspec_state (fleet, serial, lineage, document, written_by) "
+                                   "VALUES (%s, %s, %s, %s, %s)",
+                                   (self.fleet_name, document["serial"], document["lineage"], json.dumps(document),
+                                    f"state copy by {self._lock.holder.user if self._lock.holder else 'unknown'}"))
+        except psycopg.Error as exc:
+            raise StateError(f"the copy into {self.location} failed and was not made: {str(exc).strip()}") from None
+        return state
+
     def _state(self, document: Any) -> State:
         _check_document(document, self.location, self.fleet_name)
         return _state_from_document(document, self.location)

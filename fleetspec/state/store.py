@@ -181,6 +181,22 @@ class StateStore(DocumentWrites):
         """The journal, oldest first: one entry per serial (the file store keeps the latest document only)."""
         return list(self.read().journal)
 
+    def export_document(self) -> dict[str, Any] | None:
+        """The latest stored document as it is (``state copy``); None when there is no state."""
+        return self._read_document()
+
+    def import_document(self, document: dict[str, Any]) -> State:
+        """Store another store's document unchanged (lineage, serial, journal): only into an
+        empty state, and only under the lock (``state copy``)."""
+        if self._lock is None or not self._lock.held:
+            raise StateError("state writes need the lock: use 'with store.lock(command):'")
+        _check_document(document, self.path, self.fleet_name)
+        state = _state_from_document(document, self.path)
+        if self._read_document() is not None:
+            raise StateError(f"{self.path} already holds a state: a copy goes only into an empty location")
+        atomic_write(self.path, (json.dumps(document, indent=1) + "\n").encode(), backup=self.backup_path)
+        return state
+
     # -- locking ---------------------------------------------------------------------
 
     @contextmanager

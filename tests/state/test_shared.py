@@ -166,3 +166,32 @@ def test_state_commands_list_show_and_unlock(location: str, tmp_path: Path) -> N
         apply.wait()
     bad = runner.invoke(app, ["state", "list", "--state", "s3://bucket/x"])
     assert bad.exit_code == 1 and "unknown scheme 's3'" in bad.output
+
+
+def test_state_copy_moves_a_directory_state_into_postgresql_and_keeps_saved_plans_valid(
+        postgres_url: str, tmp_path: Path) -> None:
+    from fleetspec.compile import compile_file
+    from fleetspec.plan import plan_against_state
+    from fleetspec.plan.saved import check_plan_current
+    from fleetspec.state import StateStore
+
+    fleet = compile_file(QUICKSTART).fleet
+    local = StateStore(tmp_path / ".fleetspec", fleet.name)
+    with local.lock("apply"):
+        local.record_applied(fleet, "applied from a laptop")
+        local.record_wave(fleet, ["h100-001"], "an unfinished apply")
+    plan = plan_against_state(fleet, local.read())
+    runner = CliRunner()
+    moved = runner.invoke(app, ["state", "copy", "quickstart", "--from", str(local.directory), "--to", postgres_url])
+    assert moved.exit_code == 0, moved.output
+    assert "at serial 2" in moved.output
+    shared = open_state(parse_location(postgres_url), "quickstart")
+    assert shared.read() == local.read()  # lineage, serial, nodes, journal: all of it
+    check_plan_current(plan, shared)  # a plan made against the directory applies against the database
+    again = runner.invoke(app, ["state", "copy", "quickstart", "--from", str(local.directory), "--to", postgres_url])
+    assert again.exit_code == 1 and "already holds a state" in again.output
+    back = tmp_path / "back"
+    assert runner.invoke(app, ["state", "copy", "quickstart", "--from", postgres_url, "--to", str(back)]).exit_code == 0
+    assert StateStore(back, "quickstart").read() == local.read()
+    empty = runner.invoke(app, ["state", "copy", "other", "--from", str(local.directory), "--to", str(back)])
+    assert empty.exit_code == 1 and "has no state of fleet 'other'" in empty.output
