@@ -207,6 +207,11 @@ class KubernetesConfig:
     volcano_version: str | None = None
     gang_timeout: str = "10m"  # waitForPodsReady.timeout / Volcano job timeout
     gang_requeue_limit: int | None = None
+    # AMD GPU Operator: who installs amdgpu on Kubernetes nodes, and where the operator keeps
+    # the driver images it builds (DeviceConfig spec.driver.image, imageRegistrySecret).
+    amd_driver: Literal["operator", "host"] = "operator"
+    amd_driver_image: str | None = None
+    amd_registry_secret: str | None = None
     path: SpecPath = _loc()
 
 

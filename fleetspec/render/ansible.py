@@ -110,6 +110,7 @@ def render_ansible(fleet: Fleet, mirror: PackageMirror | None = None) -> dict[Pu
 
 def _groups(fleet: Fleet) -> dict[str, set[str]]:
     groups: dict[str, set[str]] = defaultdict(set)
+    slinky = fleet.slurm is not None and fleet.slurm.mode == "slinky"
     for p in fleet.partitions:
         groups[group_name("partition", p.name)].update(p.nodes)
     for node in fleet.nodes:
@@ -119,7 +120,9 @@ def _groups(fleet: Fleet) -> dict[str, set[str]]:
         groups[group_name("rack", node.rack)].add(host)
         groups[group_name("stack", node.stack)].add(host)
         groups[group_name("arch", node.gpu.cpu_arch)].add(host)
-        groups["slurm_node" if node.scheduler == "slurm" else "k8s_node"].add(host)
+        # Slinky: slurmd runs in pods, so Slurm's hosts are Kubernetes nodes to the node layer.
+        k8s_host = node.scheduler == "kubernetes" or slinky
+        groups["k8s_node" if k8s_host else "slurm_node"].add(host)
         if has_nvswitch(node.gpu):
             groups["nvswitch"].add(host)
         if needs_imex(node.gpu):
@@ -236,7 +239,8 @@ def _vendor_sources(os: str, stack: StackTuple) -> list[dict[str, Any]]:
         # The arch part is a variable: one stack can run on x86_64 (HGX B200) and arm64 (GB200).
         base = (f"https://developer.download.nvidia.com/compute/cuda/repos/{_CUDA_REPO_OS[os]}/"
                 "{{ fleetspec_cuda_repo_arch }}/")
-        return [{"name": "cuda", "uri": base, "suite": "/", "components": "", "key_url": base + _CUDA_KEY}]
+        return [{"name": "cuda", "uri": Template(base), "suite": "/", "components": "",
+                 "key_url": Template(base + _CUDA_KEY)}]
     suite = "jammy" if os == "debian-12" else _CODENAME[os]
     sources = []
     if stack.rocm:
@@ -249,18 +253,46 @@ def _vendor_sources(os: str, stack: StackTuple) -> list[dict[str, Any]]:
 
 
 def _k8s_components(fleet: Fleet) -> tuple[str, ...]:
-    """On Kubernetes nodes CUDA/NCCL/ROCm live in images; the host holds at most the driver."""
+    """On Kubernetes nodes CUDA/NCCL/ROCm live in images; the host holds at most the driver,
+    per vendor: none where that vendor's operator installs it (the NVIDIA GPU Operator's
+    NVIDIADriver, the AMD GPU Operator's DeviceConfig with a pinned amdgpu)."""
     k8s = fleet.kubernetes
-    if k8s is not None and k8s.gpu_operator is not None and k8s.gpu_operator.driver == "operator":
-        return ()  # the GPU Operator's driver container owns the kernel module
-    return DRIVER_COMPONENTS
+    nvidia_operator = k8s is not None and k8s.gpu_operator is not None and k8s.gpu_operator.driver == "operator"
+    amd_operator = k8s is not None and k8s.amd_gpu_operator_version is not None and k8s.amd_driver == "operator"
+    owned_by_operator = {"nvidia_driver": nvidia_operator, "amdgpu": amd_operator}
+    return tuple(c for c in DRIVER_COMPONENTS if not owned_by_operator.get(c, False))
+
+
+class Template(str):
+    """A value fleetspec itself writes as an Ansible template (a constant of this module).
+    Every other string is data: one that Ansible could read as a template is written
+    ``!unsafe``, so Ansible never evaluates it (``{{ lookup('pipe', ...) }}`` in a spec
+    value, a saved plan or a state file would run on the control machine)."""
+
+
+_TEMPLATE_MARKS = ("{{", "{%", "{#")
 
 
 class _Dumper(_BaseDumper):  # type: ignore[misc,valid-type]
-    """Block style, no aliases (shared lists must stay readable), ``null`` spelled out."""
+    """Block style, no aliases (shared lists must stay readable), ``null`` spelled out;
+    data strings that look like templates tagged ``!unsafe``."""
 
     def ignore_aliases(self, data: Any) -> bool:
         return True
+
+
+def _represent_str(dumper: _Dumper, data: str) -> yaml.Node:
+    if any(mark in data for mark in _TEMPLATE_MARKS):
+        return dumper.represent_scalar("!unsafe", data, style="'")
+    return dumper.represent_str(data)
+
+
+def _represent_template(dumper: _Dumper, data: Template) -> yaml.Node:
+    return dumper.represent_str(str(data))
+
+
+_Dumper.add_representer(str, _represent_str)
+_Dumper.add_representer(Template, _represent_template)
 
 
 def _dump(fleet: Fleet, data: Any) -> str:

@@ -9,7 +9,12 @@ the same Fleet gives the same bytes, with no timestamps.
 Kubernetes-owned nodes (``scheduler: kubernetes``) get the full label set, flavors,
 queues and quota. Slurm-owned nodes never get flavors, queues or quota: one allocation
 owner per device. In Slinky mode the Slurm-owned nodes are Kubernetes nodes running slurmd
-in pods, so they get exactly the labels their NodeSets select on, and nothing more.
+in pods, so they get the labels their NodeSets select on and their stack, nothing more.
+
+Every GPU node the cluster holds (:func:`cluster_gpu_nodes`) gets its driver from exactly
+one object whose version is its stack's: an NVIDIADriver per NVIDIA stack (the ClusterPolicy
+supports one driver version for all nodes) and a DeviceConfig per AMD stack, each selecting
+on ``fleetspec.io/stack``.
 """
 
 from __future__ import annotations
@@ -83,6 +88,9 @@ NFD_WORKER_TOLERATIONS = (
 # Kueue counts only GPUs: fleetspec quotas are in GPUs, and a resource a ClusterQueue does
 # not cover would make every workload that requests it inadmissible.
 KUEUE_EXCLUDED_RESOURCES = ("cpu", "memory", "ephemeral-storage", "hugepages-", "pods")
+# Kueue integrations for kinds every cluster has (no operator to install): Jobs and plain
+# Pods, Deployments and StatefulSets (the pod integration).
+KUEUE_BUILTIN_FRAMEWORKS = ("batch/job", "pod", "deployment", "statefulset")
 WORKLOAD_API_COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 
 
@@ -122,6 +130,8 @@ class Manifest:
     body: Mapping[str, Any]
     file: str  # manifest file stem under kubernetes/manifests/
     depends_on: tuple[str, ...] = ()
+    # Left in the cluster when it leaves the spec (a tenant's namespace and its PVCs).
+    retain_on_delete: bool = False
 
     @property
     def kind(self) -> str:
@@ -170,6 +180,13 @@ def kubernetes_nodes(fleet: Fleet) -> tuple[Node, ...]:
     return tuple(n for n in fleet.nodes if n.scheduler == "kubernetes")
 
 
+def cluster_gpu_nodes(fleet: Fleet) -> tuple[Node, ...]:
+    """Every GPU node the Kubernetes cluster holds: the Kubernetes-owned ones and, in Slinky
+    mode, the Slurm-owned ones (kubelet runs there too, and the GPU operators serve them)."""
+    slinky = slinky_mode(fleet)
+    return tuple(n for n in fleet.nodes if n.scheduler == "kubernetes" or slinky)
+
+
 def kubernetes_partitions(fleet: Fleet) -> tuple[Partition, ...]:
     """Partitions whose GPUs Kubernetes allocates: the generated, Kubernetes-owned ones."""
     return tuple(p for p in fleet.partitions if p.scheduler == "kubernetes" and p.generated)
@@ -192,14 +209,15 @@ def kubernetes_resources(fleet: Fleet) -> KubernetesLayer:
     labels = tuple(_node_labels(fleet, n, volcano_quota) for n in nodes)
     label_keys = tuple(n.key for n in labels)
     slinky_labels = slinky_node_labels(fleet) if slinky else ()
+    all_label_keys = label_keys + tuple(n.key for n in slinky_labels)
 
     releases: list[HelmRelease] = []
     manifests: list[Manifest] = []
-    nvidia_releases, nvidia_crs = _nvidia(fleet, label_keys)
+    nvidia_releases, nvidia_crs = _nvidia(fleet, all_label_keys)
     nfd_from = nvidia_releases[0] if nvidia_releases else None
     releases_and_crs = [
         (nvidia_releases, nvidia_crs),
-        _amd(fleet, label_keys, nfd_from=nfd_from),
+        _amd(fleet, all_label_keys, nfd_from=nfd_from),
         _kueue(fleet, "kueue" in owners, label_keys),
         _volcano(fleet, volcano_quota, label_keys),
         _slinky(fleet, tuple(n.key for n in slinky_labels)),
@@ -247,21 +265,20 @@ def _node_labels(fleet: Fleet, node: Node, volcano_quota: bool) -> NodeLabels:
 def slinky_node_labels(fleet: Fleet) -> tuple[NodeLabels, ...]:
     """Labels for the Kubernetes nodes that host Slinky's slurmd pods: the generated Slurm
     partition and the GPU model, the keys the ``slurm`` chart's NodeSets select on
-    (``render_slinky_values``). Nothing else: no stack label, so no NVIDIADriver or
-    DeviceConfig selects them, and no Kueue flavor or Volcano nodegroup claims their GPUs."""
-    owned = {n.hostname: n for n in slurm_nodes(fleet)}
-    labels: dict[str, NodeLabels] = {}
-    for p in slurm_partitions(fleet):
-        if not p.generated:
-            continue
-        for host in p.nodes:
-            node = owned.get(host)
-            if node is not None and host not in labels:
-                labels[host] = NodeLabels(host, {
-                    GPU_MODEL_LABEL: _label_value(node.gpu.model),
-                    PARTITION_LABEL: _label_value(p.name),
-                })
-    return tuple(labels[n.hostname] for n in owned.values() if n.hostname in labels)
+    (``render_slinky_values``), and the stack, which the stack's NVIDIADriver or DeviceConfig
+    selects on so the node gets its own driver. No Kueue flavor or Volcano nodegroup selects
+    these: flavors name Kubernetes-owned partitions, and the nodegroup label is not set."""
+    generated = {h: p.name for p in slurm_partitions(fleet) if p.generated for h in p.nodes}
+    return tuple(
+        NodeLabels(n.hostname, dict(sorted({
+            GPU_MODEL_LABEL: _label_value(n.gpu.model),
+            STACK_LABEL: _label_value(n.stack),
+            LABEL_PREFIX + "vendor": n.gpu.vendor,
+            **({PARTITION_LABEL: _label_value(generated[n.hostname])}
+               if n.hostname in generated else {}),
+        }.items())))
+        for n in slurm_nodes(fleet)
+    )
 
 
 def _obj(api: str, kind: str, name: str, spec: Any = None, *, namespace: str | None = None,
@@ -285,8 +302,10 @@ def _namespaces(fleet: Fleet, releases: Iterable[HelmRelease]) -> list[Manifest]
     for tenant in fleet.kubernetes.tenants:
         for ns in tenant.namespaces:
             wanted[ns] = {LABEL_PREFIX + "tenant": tenant.name}
+    tenant_spaces = {ns for t in fleet.kubernetes.tenants for ns in t.namespaces}
     return [
-        Manifest(_obj("v1", "Namespace", ns, labels=wanted[ns]), "00-namespaces")
+        Manifest(_obj("v1", "Namespace", ns, labels=wanted[ns]), "00-namespaces",
+                 retain_on_delete=ns in tenant_spaces)
         for ns in sorted(wanted)
     ]
 
@@ -296,7 +315,8 @@ def _ns_key(namespace: str) -> str:
 
 
 def _vendor_stacks(fleet: Fleet, vendor: str) -> list[str]:
-    return sorted({n.stack for n in kubernetes_nodes(fleet) if n.gpu.vendor == vendor})
+    """The ``vendor`` stacks of every GPU node the cluster holds (Slinky hosts included)."""
+    return sorted({n.stack for n in cluster_gpu_nodes(fleet) if n.gpu.vendor == vendor})
 
 
 def _nvidia(fleet: Fleet, label_keys: tuple[str, ...]):
@@ -307,14 +327,13 @@ def _nvidia(fleet: Fleet, label_keys: tuple[str, ...]):
     op = k8s.gpu_operator
     ns = NAMESPACES["gpu-operator"]
     driver: dict[str, Any] = {"enabled": op.driver == "operator"}
-    per_stack = op.driver == "operator" and len(stacks) > 1
+    per_stack = op.driver == "operator"
     if per_stack:
-        # One NVIDIADriver per stack: the per-pool driver mechanism of the operator.
+        # One NVIDIADriver per stack, even for one stack: the ClusterPolicy's driver goes
+        # to every NVIDIA node at one version, including nodes of another stack (Slinky
+        # hosts, a pool added later). No default CR: it would select every GPU node too.
+        # https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-driver-configuration.html
         driver["nvidiaDriverCRD"] = {"enabled": True, "deployDefaultCR": False}
-    elif op.driver == "operator":
-        pinned = fleet.stack(stacks[0])
-        if pinned is not None and pinned.driver:
-            driver["version"] = pinned.driver
     values: dict[str, Any] = {"driver": driver}
     if _vendor_stacks(fleet, "amd"):
         # The one NFD of a mixed-vendor cluster (the AMD chart's is off): on AMD nodes too.
@@ -356,7 +375,7 @@ def _amd(fleet: Fleet, label_keys: tuple[str, ...], nfd_from: HelmRelease | None
     if k8s is None or not stacks:
         return [], []
     ns = NAMESPACES["amd-gpu-operator"]
-    host_driver = k8s.gpu_operator is not None and k8s.gpu_operator.driver == "host"
+    host_driver = k8s.amd_driver == "host"
     # fleetspec writes one DeviceConfig per stack instead of the chart's default one.
     values: dict[str, Any] = {"crds": {"defaultCR": {"install": False}}}
     after: tuple[str, ...] = ()
@@ -378,11 +397,23 @@ def _amd(fleet: Fleet, label_keys: tuple[str, ...], nfd_from: HelmRelease | None
         amdgpu = stack.amdgpu if stack is not None else None
         driver: dict[str, Any] = {"enable": amdgpu is not None and not host_driver}
         if driver["enable"]:
+            # AMD GPU Operator, Full Reference Config (DeviceConfig spec.driver): KMM builds
+            # the amdgpu image for each kernel, pushes it to ``image`` (no tag: the operator
+            # tags it) with ``imageRegistrySecret``, and loads it once the inbox module is
+            # blacklisted (``blacklist`` needs the node labeller; a reboot applies it).
+            # https://instinct.docs.amd.com/projects/gpu-operator/en/latest/fulldeviceconfig.html
+            driver["blacklist"] = True
             driver["version"] = amdgpu
+            if k8s.amd_driver_image:
+                driver["image"] = k8s.amd_driver_image
+            if k8s.amd_registry_secret:
+                driver["imageRegistrySecret"] = {"name": k8s.amd_registry_secret}
         spec = {
             "selector": {STACK_LABEL: name},
             "driver": driver,
             "devicePlugin": {"enableNodeLabeller": True},
+            # GPU health and utilisation for Prometheus (off by default in the CRD).
+            "metricsExporter": {"enable": True},
         }
         crs.append(Manifest(
             _obj("amd.com/v1alpha1", "DeviceConfig", name, spec, namespace=ns),
@@ -533,39 +564,64 @@ def kueue_configuration(fleet: Fleet) -> str:
             "ResourceFlavor.kueue.x-k8s.io": 1}},
         "clientConnection": {"qps": 300, "burst": 500},
     }
+    # Every workload in a tenant namespace goes through Kueue, with or without a queue name:
+    # one without stays suspended instead of taking GPUs outside quota. Only the tenants'
+    # namespaces: system namespaces (operators, kube-system) are never gated.
+    # https://kueue.sigs.k8s.io/docs/reference/kueue-config.v1beta2/
+    config["manageJobsWithoutQueueName"] = True
+    config["managedJobsNamespaceSelector"] = {"matchExpressions": [{
+        "key": "kubernetes.io/metadata.name", "operator": "In",
+        "values": list(tenant_namespaces(fleet))}]}
     if k8s.gang == "kueue":
-        # All-or-nothing: admit one workload at a time until its pods are ready; evict and
-        # requeue a gang whose pods are not all ready within the timeout.
+        # All-or-nothing: evict and requeue a gang whose pods are not all ready within the
+        # timeout. blockAdmission stays false: true admits one workload at a time until its
+        # pods are ready, serialising admission for the whole cluster (KEP-349), and Kueue
+        # documents false with topology-aware scheduling.
+        # https://kueue.sigs.k8s.io/docs/tasks/manage/setup_wait_for_pods_ready/
         requeue: dict[str, Any] = {"timestamp": "Eviction"}
         if k8s.gang_requeue_limit is not None:
             requeue["backoffLimitCount"] = k8s.gang_requeue_limit
         config["waitForPodsReady"] = {
             "timeout": k8s.gang_timeout,
-            "blockAdmission": True,
+            "blockAdmission": False,
             "requeuingStrategy": requeue,
         }
     config["resources"] = {"excludeResourcePrefixes": list(KUEUE_EXCLUDED_RESOURCES)}
-    config["integrations"] = {"frameworks": [
-        "batch/job", "kubeflow.org/mpijob", "ray.io/rayjob", "ray.io/rayservice",
-        "ray.io/raycluster", "jobset.x-k8s.io/jobset", "workload.codeflare.dev/appwrapper",
-        "trainer.kubeflow.org/trainjob", "pod", "deployment", "statefulset",
-        "leaderworkerset.x-k8s.io/leaderworkerset"]}
+    # Only the kinds this cluster has: the built-in workloads. A framework whose operator
+    # is not installed (JobSet, KubeRay, LeaderWorkerSet, MPI Operator, Kubeflow Trainer,
+    # AppWrapper) has no CRD for Kueue to watch.
+    config["integrations"] = {"frameworks": list(KUEUE_BUILTIN_FRAMEWORKS)}
     return _dump(config)
+
+
+def tenant_namespaces(fleet: Fleet) -> tuple[str, ...]:
+    """The namespaces tenants' workloads run in (``default`` without tenants), sorted."""
+    assert fleet.kubernetes is not None
+    spaces = {ns for t in fleet.kubernetes.tenants for ns in t.namespaces}
+    return tuple(sorted(spaces or {"default"}))
 
 
 def volcano_scheduler_conf(with_nodegroups: bool, with_topology: bool) -> str:
     """The chart default (installer/helm/chart/volcano/config/volcano-scheduler.conf at
     v1.15.1, gang in the first tier) plus nodegroup (queue -> partition) and
-    network-topology-aware (HyperNodes) when fleetspec renders them."""
+    network-topology-aware (HyperNodes) when fleetspec renders them.
+
+    With queues (``with_nodegroups``, Volcano holding quota) ``proportion`` becomes
+    ``capacity`` and the ``reclaim`` action is on: each queue's quota is its per-resource
+    ``deserved``, idle GPUs are lent to other queues up to ``capability`` and reclaimed when
+    their owner needs them, as Kueue's cohort does. The two plugins cannot be used together
+    (volcano docs/user-guide/how_to_use_capacity_plugin.md)."""
+    queue_plugin = "capacity" if with_nodegroups else "proportion"
     second = [{"name": "overcommit"}, {"name": "drf", "enablePreemptable": False},
-              {"name": "predicates"}, {"name": "proportion"}, {"name": "nodeorder"},
+              {"name": "predicates"}, {"name": queue_plugin}, {"name": "nodeorder"},
               {"name": "binpack"}]
     if with_nodegroups:
         second.append({"name": "nodegroup"})
     if with_topology:
         second.append({"name": "network-topology-aware"})
+    actions = "enqueue, allocate, backfill" + (", reclaim" if with_nodegroups else "")
     conf = {
-        "actions": "enqueue, allocate, backfill",
+        "actions": actions,
         "tiers": [
             {"plugins": [{"name": "priority"}, {"name": "gang", "enablePreemptable": False},
                          {"name": "conformance"}]},
@@ -573,6 +629,12 @@ def volcano_scheduler_conf(with_nodegroups: bool, with_topology: bool) -> str:
         ],
     }
     return _dump(conf)
+
+
+def hypernode_name(tier: str, name: str) -> str:
+    """``rack-r03``, ``leaf-02`` (not ``leaf-leaf-02``): the tier once, as a prefix. Names
+    of one tier always start with it, so a rack and a leaf never share a name."""
+    return name if name.startswith(f"{tier}-") else f"{tier}-{name}"
 
 
 def _hypernodes(fleet: Fleet) -> list[Manifest]:
@@ -589,7 +651,7 @@ def _hypernodes(fleet: Fleet) -> list[Manifest]:
     for rack in sorted(racks):
         members = [{"type": "Node", "selector": {"exactMatch": {"name": h}}}
                    for h in sorted(racks[rack])]
-        objs.append(Manifest(_obj(api, "HyperNode", f"rack-{rack}",
+        objs.append(Manifest(_obj(api, "HyperNode", hypernode_name("rack", rack),
                                   {"tier": 1, "tierName": "rack", "members": members}),
                              "20-volcano-hypernodes"))
     leaves: dict[str, list[str]] = {}
@@ -597,19 +659,23 @@ def _hypernodes(fleet: Fleet) -> list[Manifest]:
         if leaf:
             leaves.setdefault(leaf, []).append(rack)
     for leaf in sorted(leaves):
-        members = [{"type": "HyperNode", "selector": {"exactMatch": {"name": f"rack-{r}"}}}
+        members = [{"type": "HyperNode",
+                    "selector": {"exactMatch": {"name": hypernode_name("rack", r)}}}
                    for r in sorted(leaves[leaf])]
-        objs.append(Manifest(_obj(api, "HyperNode", f"leaf-{leaf}",
+        objs.append(Manifest(_obj(api, "HyperNode", hypernode_name("leaf", leaf),
                                   {"tier": 2, "tierName": "leaf", "members": members}),
                              "20-volcano-hypernodes",
-                             tuple(f"HyperNode/rack-{r}" for r in sorted(leaves[leaf]))))
+                             tuple(f"HyperNode/{hypernode_name('rack', r)}"
+                                   for r in sorted(leaves[leaf]))))
     if len(leaves) > 1:
-        members = [{"type": "HyperNode", "selector": {"exactMatch": {"name": f"leaf-{lf}"}}}
+        members = [{"type": "HyperNode",
+                    "selector": {"exactMatch": {"name": hypernode_name("leaf", lf)}}}
                    for lf in sorted(leaves)]
         objs.append(Manifest(_obj(api, "HyperNode", f"{fleet.name}-spine",
                                   {"tier": 3, "tierName": "spine", "members": members}),
                              "20-volcano-hypernodes",
-                             tuple(f"HyperNode/leaf-{lf}" for lf in sorted(leaves))))
+                             tuple(f"HyperNode/{hypernode_name('leaf', lf)}"
+                                   for lf in sorted(leaves))))
     return objs
 
 
@@ -635,13 +701,16 @@ def _volcano(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
     if holds_quota:
         parts = {p.name: p for p in kubernetes_partitions(fleet)}
         for row in queue_rows(fleet):
-            if row.gpus == 0:
-                continue  # capability is a hard cap: a 0-GPU queue could never run a job
             resource = GPU_RESOURCE[parts[row.partition].vendor or "nvidia"]
+            # The same declaration as Kueue's: the tenant's GPUs are its own (deserved,
+            # Kueue's nominalQuota), it may borrow idle GPUs of its partition up to all of
+            # them (capability, Kueue's unlimited borrowing within the cohort), and what it
+            # borrowed is reclaimed when their owner needs them (reclaimable + the reclaim
+            # action, Kueue's reclaimWithinCohort). Only GPUs, as Kueue counts only GPUs.
             spec = {
-                "weight": 1,
                 "reclaimable": True,
-                "capability": {resource: row.gpus},
+                "deserved": {resource: row.gpus},
+                "capability": {resource: parts[row.partition].gpus},
                 # One node group: the nodegroup plugin keeps every pod of the queue's jobs
                 # on the nodes labelled volcano.sh/nodegroup-name=<partition>.
                 "affinity": {"nodeGroupAffinity": {
