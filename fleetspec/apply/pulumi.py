@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -48,6 +48,9 @@ class PulumiOptions:
     program_path: Path = DEFAULT_PROGRAM
     kube_context: str | None = field(default_factory=lambda: os.environ.get(CONTEXT_ENV) or None)
     kubeconfig: str | None = field(default_factory=lambda: os.environ.get(KUBECONFIG_ENV) or None)
+    # Resolved spec secrets the layer turns into Kubernetes Secrets (Slinky's slurmdbd
+    # password), by their spec name; set as secret stack config, never written anywhere.
+    secrets: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def backend(self) -> str:
@@ -123,14 +126,20 @@ def _run(operation: Operation, fleet: Fleet, options: PulumiOptions,
             program=lambda: program.program(fleet), opts=workspace)
         stack.set_config(f"{program.CONFIG_NAMESPACE}:{program.CONTEXT_KEY}",
                          auto.ConfigValue(value=str(options.kube_context)))
+        for name, value in sorted(options.secrets.items()):
+            stack.set_config(f"{program.CONFIG_NAMESPACE}:{program.secret_config_key(name)}",
+                             auto.ConfigValue(value=value, secret=True))
         if options.kubeconfig:
             stack.set_config(f"{program.CONFIG_NAMESPACE}:{program.KUBECONFIG_KEY}",
                              auto.ConfigValue(value=options.kubeconfig, secret=True))
         if operation == "preview":
-            result = stack.preview(on_output=on_output)
+            # refresh: read the cluster first. A node that left and rejoined comes back as a
+            # new Node object without fleetspec's labels; only a refresh shows their NodePatch
+            # as drifted, so that every preview shows it and every up puts the labels back.
+            result = stack.preview(on_output=on_output, refresh=True)
             changes = {str(k): int(v) for k, v in (result.change_summary or {}).items()}
         else:
-            result = stack.up(on_output=on_output)
+            result = stack.up(on_output=on_output, refresh=True)
             changes = {str(k): int(v) for k, v in (result.summary.resource_changes or {}).items()}
     except auto.errors.CommandError as err:
         first = str(err).strip().splitlines()

@@ -14,25 +14,17 @@ import json
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
-from fleetspec.compile import CompileResult, compile_file, compile_text
-from fleetspec.compile.ir import Fleet
 from fleetspec.console import consoles
-from fleetspec.findings import Severity
-from fleetspec.plan import make_plan, plan_against_state
-from fleetspec.plan.base import BaseError, resolve_base
-from fleetspec.plan.kubernetes_layer import kubernetes_notes
-from fleetspec.plan.model import Plan
-from fleetspec.plan.render_markdown import plan_markdown
-from fleetspec.plan.render_text import print_plan
-from fleetspec.plan.saved import save_plan
-from fleetspec.plan.waves import parse_max_unavailable
-from fleetspec.state import LockHeld, StateError, local_work_dir, open_state, state_location, wait_unlocked
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from fleetspec.compile.ir import Fleet
+    from fleetspec.plan.model import Plan
 
 EXIT_NO_CHANGES, EXIT_ERROR, EXIT_CHANGES = 0, 1, 2
 
@@ -48,7 +40,7 @@ class PlanError(Exception):
 
 
 def plan(
-    spec: Annotated[Path, typer.Argument(help="the fleet spec (YAML)", show_default=False)],
+    spec: Annotated[Path, typer.Argument(help="the fleet spec (YAML)", metavar="SPEC", show_default=False)],
     state: Annotated[str | None, typer.Option("--state", help="state directory, file:// or postgresql:// URL "
                                               "(default: $FLEETSPEC_STATE, else .fleetspec/ beside the spec)")] = None,
     base: Annotated[str | None, typer.Option("--base", help="compare with another revision of the spec instead "
@@ -68,6 +60,14 @@ def plan(
 ) -> None:
     """Show what apply would change, how disruptive each change is, and the waves it would run.
     Exit 0: planned; 1: error. With --detailed-exitcode: 0 no changes, 1 error, 2 changes."""
+    from rich.markup import escape
+
+    from fleetspec.plan.kubernetes_layer import kubernetes_notes
+    from fleetspec.plan.render_markdown import plan_markdown
+    from fleetspec.plan.render_text import print_plan
+    from fleetspec.plan.saved import save_plan
+    from fleetspec.state import local_work_dir, state_location
+
     console, errors = consoles()
     try:
         result = build_plan(spec, state, base, canary, max_unavailable, errors, lock_timeout)
@@ -115,6 +115,12 @@ def _limited(plan: Plan, limit: str) -> Plan:
 
 def build_plan(spec: Path, state: str | None, base: str | None, canary: int, max_unavailable: str,
                errors: Console, lock_timeout: float = 0.0) -> Plan:
+    from fleetspec.plan import make_plan, plan_against_state
+    from fleetspec.plan.base import BaseError, resolve_base
+    from fleetspec.plan.waves import parse_max_unavailable
+    from fleetspec.state import LockHeld, StateError, local_work_dir, open_state, state_location, wait_unlocked
+    from fleetspec.state.build import applied_tree
+
     try:
         parse_max_unavailable(max_unavailable)
     except ValueError as exc:
@@ -136,16 +142,22 @@ def build_plan(spec: Path, state: str | None, base: str | None, canary: int, max
                             f"{new.name}.state.json) or a postgresql:// URL. Pass the directory that holds it")
         store = open_state(location, new.name, work_dir=local_work_dir(location, spec))
         wait_unlocked(store, lock_timeout)
-        return plan_against_state(new, store.read(), canary=canary, max_unavailable=max_unavailable)
+        current = store.read()
+        return plan_against_state(new, current, canary=canary, max_unavailable=max_unavailable,
+                                  old_files=applied_tree(store, current))
     except (StateError, LockHeld, BaseError) as exc:
         raise PlanError(str(exc)) from None
 
 
 def _compiled(path: Path | None, errors: Console, base: object = None) -> Fleet:
+    from rich.markup import escape
+
+    from fleetspec.compile import compile_file, compile_text
+    from fleetspec.findings import Severity
     from fleetspec.plan.base import BaseSpec
 
     if isinstance(base, BaseSpec) and base.text is not None:
-        result: CompileResult = compile_text(base.text, base.name)
+        result = compile_text(base.text, base.name)
         path = Path(base.name)
     else:
         assert path is not None

@@ -19,6 +19,7 @@ on ``fleetspec.io/stack``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -27,7 +28,13 @@ from typing import Any
 import yaml
 
 from fleetspec.compile.ir import Fleet, Node, Partition
-from fleetspec.render.slurm import render_slinky_values, slurm_nodes, slurm_partitions
+from fleetspec.render.slurm import (
+    SLINKY_DB_SECRET,
+    SLINKY_DB_SECRET_KEY,
+    render_slinky_values,
+    slurm_nodes,
+    slurm_partitions,
+)
 
 # libyaml's emitter when present: same output, several times faster on 20,000 nodes.
 _BaseDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -54,6 +61,11 @@ NVIDIA_REPO = "https://helm.ngc.nvidia.com/nvidia"
 # https://github.com/ROCm/gpu-operator helm-charts-k8s/Chart.yaml @ v1.5.1
 AMD_REPO = "https://rocm.github.io/gpu-operator"
 AMD_DEFAULT_VERSION = "v1.5.1"
+# https://github.com/Mellanox/network-operator deployment/network-operator/Chart.yaml @ v26.4.1
+# (chart nvidia/network-operator in the NGC Helm repo, as the GPU Operator's)
+NETWORK_OPERATOR_DEFAULT_VERSION = "v26.4.1"
+# Fabrics whose NICs do RDMA, where pods need the RDMA devices (and GPUDirect RDMA).
+RDMA_FABRICS = ("infiniband", "roce")
 # https://github.com/SlinkyProject/slurm-operator helm/*/Chart.yaml @ v1.2.1
 SLINKY_CHARTS = "oci://ghcr.io/slinkyproject/charts"
 SLINKY_DEFAULT_VERSION = "1.2.1"
@@ -65,10 +77,11 @@ NAMESPACES = {
     "volcano": "volcano-system",
     "slurm-operator": "slinky",
     "slurm": "slurm",  # the Slinky cluster (the ``slurm`` chart), as Slinky's docs install it
+    "network-operator": "nvidia-network-operator",
 }
 # Operators that run privileged DaemonSets, and slurmd pods (privileged: they own the node's
 # devices and cgroups), need the privileged Pod Security level.
-PRIVILEGED_NAMESPACES = frozenset({"gpu-operator", "kube-amd-gpu", "slurm"})
+PRIVILEGED_NAMESPACES = frozenset({"gpu-operator", "kube-amd-gpu", "slurm", "nvidia-network-operator"})
 # With both GPU operators, NFD runs once: the NVIDIA chart's (``nfd.enabled``, default true),
 # with the AMD chart's off (``node-feature-discovery.enabled``, default true; chart values at
 # v26.7.0 and v1.5.1 in ../shared/crds). Its worker must then also run on AMD nodes (KMM
@@ -82,12 +95,18 @@ NFD_WORKER_TOLERATIONS = (
     # AMD gpu-operator v1.5.1 values.yaml node-feature-discovery.worker.tolerations
     {"key": "amd-dcm", "operator": "Equal", "value": "up", "effect": "NoExecute"},
     {"key": "amd-gpu-unhealthy", "operator": "Exists", "effect": "NoSchedule"},
-    # the vendor taint fleetspec's AMD flavors tolerate
-    {"key": "amd.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
 )
 # Kueue counts only GPUs: fleetspec quotas are in GPUs, and a resource a ClusterQueue does
 # not cover would make every workload that requests it inadmissible.
-KUEUE_EXCLUDED_RESOURCES = ("cpu", "memory", "ephemeral-storage", "hugepages-", "pods")
+# RDMA devices (the Network Operator's rdma/ shared devices and nvidia.com/hostdev) too:
+# they come with the GPUs of the node, and an uncovered resource would block admission.
+KUEUE_EXCLUDED_RESOURCES = ("cpu", "memory", "ephemeral-storage", "hugepages-", "pods",
+                            "rdma/", "nvidia.com/hostdev")
+# The RDMA resources pods request (NicClusterPolicy device plugin configs below).
+RDMA_SHARED_RESOURCE = "rdma_shared_device_a"  # -> rdma/rdma_shared_device_a
+RDMA_HOSTDEV_RESOURCE = "hostdev"  # -> nvidia.com/hostdev
+# PCI vendor id of NVIDIA (Mellanox) NICs, the devices the Network Operator serves.
+MELLANOX_PCI_VENDOR = "15b3"
 # Kueue integrations for kinds every cluster has (no operator to install): Jobs and plain
 # Pods, Deployments and StatefulSets (the pod integration).
 KUEUE_BUILTIN_FRAMEWORKS = ("batch/job", "pod", "deployment", "statefulset")
@@ -152,6 +171,21 @@ class Manifest:
 
 
 @dataclass(frozen=True)
+class ClusterSecret:
+    """A Secret whose value comes from the spec's secret reference ``source`` (its name in
+    ``spec.secrets``): created by the Pulumi stack from its config, never rendered."""
+
+    name: str
+    namespace: str
+    key: str  # the data key in the Secret
+    source: str  # e.g. "slurmdbd_password"
+
+    @property
+    def ref(self) -> str:
+        return f"Secret/{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
 class Prerequisite:
     """Something the cluster itself must provide; fleetspec cannot apply it."""
 
@@ -167,10 +201,12 @@ class KubernetesLayer:
     releases: tuple[HelmRelease, ...] = ()
     manifests: tuple[Manifest, ...] = ()  # in dependency order
     prerequisites: tuple[Prerequisite, ...] = ()
+    secrets: tuple[ClusterSecret, ...] = ()
 
     @property
     def empty(self) -> bool:
-        return not (self.node_labels or self.releases or self.manifests or self.prerequisites)
+        return not (self.node_labels or self.releases or self.manifests or self.prerequisites
+                    or self.secrets)
 
 
 # --------------------------------------------------------------------------- the layer
@@ -221,6 +257,7 @@ def kubernetes_resources(fleet: Fleet) -> KubernetesLayer:
         _kueue(fleet, "kueue" in owners, label_keys),
         _volcano(fleet, volcano_quota, label_keys),
         _slinky(fleet, tuple(n.key for n in slinky_labels)),
+        _network_operator(fleet, all_label_keys, nfd_from=nfd_from),
     ]
     for rel, objs in releases_and_crs:
         releases.extend(rel)
@@ -231,7 +268,17 @@ def kubernetes_resources(fleet: Fleet) -> KubernetesLayer:
         releases=tuple(releases),
         manifests=tuple(namespaces) + tuple(manifests),
         prerequisites=_prerequisites(fleet, releases),
+        secrets=_slinky_secrets(fleet),
     )
+
+
+def _slinky_secrets(fleet: Fleet) -> tuple[ClusterSecret, ...]:
+    """Slinky's accounting reads the database password from a Secret the chart does not
+    create (accounting.storageConfig.passwordKeyRef): the stack creates it."""
+    if not slinky_mode(fleet) or fleet.slurm is None or not fleet.slurm.accounting_host:
+        return ()
+    return (ClusterSecret(SLINKY_DB_SECRET, NAMESPACES["slurm"], SLINKY_DB_SECRET_KEY,
+                          "slurmdbd_password"),)
 
 
 def _label_value(text: str) -> str:
@@ -501,13 +548,10 @@ def _kueue(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
     topo_key = objs[0].key
     flavor_keys = {}
     for name in sorted(parts):
-        vendor = parts[name].vendor or "nvidia"
-        spec = {
-            "nodeLabels": {PARTITION_LABEL: name},
-            "tolerations": [{"key": GPU_RESOURCE[vendor], "operator": "Exists",
-                             "effect": "NoSchedule"}],
-            "topologyName": topo_name,
-        }
+        # No tolerations: fleetspec sets no taint on GPU nodes (the partition label keeps
+        # workloads on their generation), and a toleration for a taint nothing sets only
+        # hides which pods were meant for the node.
+        spec = {"nodeLabels": {PARTITION_LABEL: name}, "topologyName": topo_name}
         m = Manifest(_obj("kueue.x-k8s.io/v1beta2", "ResourceFlavor", name, spec),
                      "21-kueue-flavors", (rk, topo_key, *label_keys))
         flavor_keys[name] = m.key
@@ -739,8 +783,70 @@ def _slinky(fleet: Fleet, label_keys: tuple[str, ...]):
     cluster_ns = NAMESPACES["slurm"]
     cluster = HelmRelease("slurm", cluster_ns, f"{SLINKY_CHARTS}/slurm", None, version,
                           yaml.safe_load(render_slinky_values(fleet)),
-                          (_ns_key(cluster_ns), operator.key, *label_keys))
+                          (_ns_key(cluster_ns), operator.key, *label_keys,
+                           *(s.ref for s in _slinky_secrets(fleet))))
     return [crds, operator, cluster], []
+
+
+def _network_operator(fleet: Fleet, label_keys: tuple[str, ...], nfd_from: HelmRelease | None):
+    """NVIDIA's Network Operator on an InfiniBand or RoCE fabric with GPU nodes in the
+    cluster: pods get the node's RDMA devices, through the RDMA shared device plugin
+    (``rdma: shared``, every pod on a node shares its HCAs) or the SR-IOV/host-device plugin
+    (``rdma: sriov``, a NIC or VF per pod). The node's NICs keep their host driver (DOCA or
+    inbox): no ofedDriver container. GPUDirect RDMA then goes through DMA-BUF, which the GPU
+    Operator's open kernel modules (kernelModuleType auto) support without nvidia-peermem.
+    https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-operator-rdma.html
+    """
+    k8s = fleet.kubernetes
+    assert k8s is not None
+    fabric = fleet.fabric
+    if (not k8s.network_operator_enabled or fabric is None or fabric.type not in RDMA_FABRICS
+            or not cluster_gpu_nodes(fleet)):
+        return [], []
+    ns = NAMESPACES["network-operator"]
+    version = _v_prefixed(k8s.network_operator_version or NETWORK_OPERATOR_DEFAULT_VERSION)
+    values: dict[str, Any] = {}
+    after: tuple[str, ...] = ()
+    if nfd_from is not None:
+        # NFD once, as for the AMD chart: the GPU Operator's serves PCI labels for the NICs;
+        # the network operator keeps its NodeFeatureRules (NFD's CRDs come with that NFD).
+        values["nfd"] = {"enabled": False, "deployNodeFeatureRules": True}
+        after = (nfd_from.key,)
+    release = HelmRelease(
+        name="network-operator",
+        namespace=ns,
+        chart="network-operator",
+        repo=NVIDIA_REPO,
+        version=version,
+        values=values,
+        depends_on=(_ns_key(ns), *label_keys, *after),
+    )
+    link = "infiniband" if fabric.type == "infiniband" else "ether"
+    image = {"repository": "nvcr.io/nvidia/mellanox", "version": f"network-operator-{version}"}
+    spec: dict[str, Any] = {
+        # Only the cluster's GPU nodes (every one carries its stack label).
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": STACK_LABEL, "operator": "Exists"}]}]}},
+    }
+    if k8s.network_rdma == "shared":
+        config = {"configList": [{
+            "resourceName": RDMA_SHARED_RESOURCE,
+            "rdmaHcaMax": 63,
+            "selectors": {"vendors": [MELLANOX_PCI_VENDOR], "linkTypes": [link]},
+        }]}
+        spec["rdmaSharedDevicePlugin"] = {"image": "k8s-rdma-shared-dev-plugin", **image,
+                                          "config": json.dumps(config, indent=2)}
+    else:
+        config = {"resourceList": [{
+            "resourcePrefix": "nvidia.com",
+            "resourceName": RDMA_HOSTDEV_RESOURCE,
+            "selectors": {"vendors": [MELLANOX_PCI_VENDOR], "linkTypes": [link], "isRdma": True},
+        }]}
+        spec["sriovDevicePlugin"] = {"image": "sriov-network-device-plugin", **image,
+                                     "config": json.dumps(config, indent=2)}
+    policy = Manifest(_obj("mellanox.com/v1alpha1", "NicClusterPolicy", "nic-cluster-policy", spec),
+                      "12-network-operator", (release.key, *label_keys))
+    return [release], [policy]
 
 
 def _prerequisites(fleet: Fleet, releases: Iterable[HelmRelease]) -> tuple[Prerequisite, ...]:
@@ -893,6 +999,12 @@ def _readme(fleet: Fleet, layer: KubernetesLayer, stems: list[str]) -> str:
         step += 1
     if "00-namespaces" in stems:
         out.append(f"{step}. `kubectl apply -f manifests/00-namespaces.yaml`")
+        step += 1
+    for secret in layer.secrets:
+        out.append(f"{step}. Create the Secret `{secret.name}` in `{secret.namespace}` from your "
+                   f"`{secret.source}` secret (the Pulumi stack does this itself): "
+                   f"`kubectl create secret generic {secret.name} --namespace {secret.namespace} "
+                   f"--from-file={secret.key}=<file holding it>`")
         step += 1
     if layer.releases:
         names = ", ".join(r.name for r in layer.releases)

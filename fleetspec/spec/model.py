@@ -210,13 +210,22 @@ class Component(_Model):
     version: Version
 
 
+class NetworkOperator(_Model):
+    """NVIDIA Network Operator for InfiniBand/RoCE fabrics: RDMA devices in pods."""
+
+    enabled: StrictBool = True
+    version: Version | None = None
+    rdma: Literal["shared", "sriov"] = Field(
+        default="shared", description="shared: RDMA shared device plugin; sriov: RDMA NICs/VFs as host devices")
+
+
 # Namespaces a tenant may not claim: Kubernetes' own, and the ones fleetspec installs
 # its operators into (render/kubernetes.py NAMESPACES; tests/spec/test_model_bounds.py
 # keeps the two in step). A tenant's LocalQueues and quota there would reach the system.
 RESERVED_NAMESPACES = frozenset({
     "default", "kube-system", "kube-public", "kube-node-lease",
     "gpu-operator", "kube-amd-gpu", "kueue-system", "volcano-system", "volcano-monitoring", "slinky", "slurm",
-    "cert-manager", "node-feature-discovery",
+    "cert-manager", "node-feature-discovery", "nvidia-network-operator",
 })
 
 
@@ -243,11 +252,14 @@ class Kubernetes(_Model):
     )
     kueue: Component | None = None
     volcano: Component | None = None
+    network_operator: NetworkOperator = Field(default_factory=NetworkOperator)
     tenants: list[Tenant] = Field(default_factory=list)
 
 
-SECRET_REF = r"^(env:[A-Za-z_][A-Za-z0-9_]*|file:[^\x00\n]{1,4096}|vault:[^\x00\n#]{1,4096}#[A-Za-z0-9_]{1,128}|pulumi:[A-Za-z0-9_.:-]{1,128})$"
-SecretRef = Annotated[StrictStr, Field(pattern=SECRET_REF)]
+# Unbounded repeats plus max_length, not {1,4096}: a counted repeat makes the regex
+# engine build a large automaton (about 0.2 s and 17 MB at every start).
+SECRET_REF = r"^(env:[A-Za-z_][A-Za-z0-9_]*|file:[^\x00\n]+|vault:[^\x00\n#]+#[A-Za-z0-9_]{1,128}|pulumi:[A-Za-z0-9_.:-]{1,128})$"
+SecretRef = Annotated[StrictStr, Field(pattern=SECRET_REF, max_length=4240)]
 
 
 class Secrets(_Model):

@@ -28,7 +28,14 @@ import pulumi_kubernetes as k8s
 
 from fleetspec.compile import ir
 from fleetspec.compile.ir import Fleet
-from fleetspec.render.kubernetes import HelmRelease, KubernetesLayer, Manifest, NodeLabels, kubernetes_resources
+from fleetspec.render.kubernetes import (
+    ClusterSecret,
+    HelmRelease,
+    KubernetesLayer,
+    Manifest,
+    NodeLabels,
+    kubernetes_resources,
+)
 
 CONFIG_NAMESPACE = "fleetspec"
 IR_PATH_KEY = "irPath"
@@ -48,12 +55,22 @@ def program(fleet: Fleet | None = None) -> dict[str, pulumi.Resource]:
         return {}  # nothing to declare: no cluster needed
     provider = k8s.Provider(PROVIDER_NAME, kubeconfig=config.get(KUBECONFIG_KEY),
                             context=config.require(CONTEXT_KEY))
-    return declare(layer, provider)
+    values = {s.source: config.require_secret(secret_config_key(s.source)) for s in layer.secrets}
+    return declare(layer, provider, values)
 
 
-def declare(layer: KubernetesLayer, provider: pulumi.ProviderResource) -> dict[str, pulumi.Resource]:
+def secret_config_key(source: str) -> str:
+    """The stack config key holding a spec secret's value: ``slurmdbd_password`` ->
+    ``slurmdbdPassword`` (set with ``pulumi config set --secret fleetspec:slurmdbdPassword``)."""
+    head, *rest = source.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+def declare(layer: KubernetesLayer, provider: pulumi.ProviderResource,
+            secret_values: dict[str, pulumi.Input[str]] | None = None) -> dict[str, pulumi.Resource]:
     """One Pulumi resource per layer entry, keyed (and named) by the entry's key, each
-    through ``provider``."""
+    through ``provider``; ``secret_values`` maps a spec secret's name to its value (a Pulumi
+    secret) for the layer's Secrets."""
     made: dict[str, pulumi.Resource] = {}
 
     def after(keys: tuple[str, ...], retain: bool = False) -> pulumi.ResourceOptions:
@@ -66,6 +83,9 @@ def declare(layer: KubernetesLayer, provider: pulumi.ProviderResource) -> dict[s
     for m in namespaces:
         made[m.key] = k8s.core.v1.Namespace(m.key, metadata=m.body["metadata"],
                                             opts=after(m.depends_on, m.retain_on_delete))
+    for secret in layer.secrets:
+        made[secret.ref] = _secret(secret, (secret_values or {})[secret.source],
+                                   after((f"Namespace/{secret.namespace}",)))
     for rel in layer.releases:
         made[rel.key] = _release(rel, after(rel.depends_on))
     for m in layer.manifests:
@@ -83,6 +103,17 @@ def _node_patch(node: NodeLabels, opts: pulumi.ResourceOptions) -> pulumi.Resour
             labels=dict(node.labels),
             annotations={"pulumi.com/patchForce": "true"},
         ),
+        opts=opts,
+    )
+
+
+def _secret(secret: ClusterSecret, value: pulumi.Input[str], opts: pulumi.ResourceOptions) -> pulumi.Resource:
+    return k8s.core.v1.Secret(
+        secret.ref,
+        metadata=k8s.meta.v1.ObjectMetaArgs(
+            name=secret.name, namespace=secret.namespace,
+            labels={"app.kubernetes.io/managed-by": "fleetspec"}),
+        string_data={secret.key: value},
         opts=opts,
     )
 

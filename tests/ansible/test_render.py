@@ -118,8 +118,10 @@ def test_slinky_hosts_are_kubernetes_nodes_to_the_node_layer() -> None:
     fleet = compile_file(EXAMPLES / "museum.yaml").fleet
     slinky = dataclasses.replace(fleet, slurm=dataclasses.replace(fleet.slurm, mode="slinky"))
     hosts = {g: set(v["hosts"]) for g, v in load(render_ansible(slinky), "inventory.yml")["all"]["children"].items()}
-    assert "slurm_node" not in hosts
+    assert "slurm_node" not in hosts and "slurm_controller" not in hosts
     assert {"h100-001", "a100-01", "mi300x-01", "b200-01"} <= hosts["k8s_node"]
+    # Slinky's slurmdbd pod needs the accounting host's database, installed as in native mode.
+    assert hosts["slurmdbd"] == {"db-01"}
 
 
 def test_host_driver_per_vendor_on_kubernetes_nodes() -> None:

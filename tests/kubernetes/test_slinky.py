@@ -99,7 +99,7 @@ def test_slinky_without_kubernetes_nodes_still_renders_the_cluster() -> None:
         n for n in fleet.nodes if n.scheduler == "slurm"), partitions=tuple(
         p for p in fleet.partitions if p.scheduler == "slurm"))
     names = [r.name for r in kubernetes_resources(slurm_only).releases]
-    assert names[-3:] == ["slurm-operator-crds", "slurm-operator", "slurm"]
+    assert names[-4:] == ["slurm-operator-crds", "slurm-operator", "slurm", "network-operator"]
     # slurmd pods ask for nvidia.com/gpu: the operator's device plugin and driver serve them.
     assert "gpu-operator" in names and "amd-gpu-operator" not in names
 
