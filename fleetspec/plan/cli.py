@@ -57,6 +57,8 @@ def plan(
                                               help="plan for these hosts only (as 'apply --limit' would)")] = None,
     detailed_exitcode: Annotated[bool, typer.Option("--detailed-exitcode",
                                                     help="exit 0 no changes, 1 error, 2 changes")] = False,
+    health: Annotated[Path | None, typer.Option("--health", dir_okay=False, help="verdicts from 'fleetspec health "
+                                                "--format json': quarantined nodes are never canaries")] = None,
 ) -> None:
     """Show what apply would change, how disruptive each change is, and the waves it would run.
     Exit 0: planned; 1: error. With --detailed-exitcode: 0 no changes, 1 error, 2 changes."""
@@ -70,7 +72,8 @@ def plan(
 
     console, errors = consoles()
     try:
-        result = build_plan(spec, state, base, canary, max_unavailable, errors, lock_timeout)
+        result = build_plan(spec, state, base, canary, max_unavailable, errors, lock_timeout,
+                            _quarantined(health))
         if limit is not None:
             result = _limited(result, limit)
         if out is not None:
@@ -113,8 +116,20 @@ def _limited(plan: Plan, limit: str) -> Plan:
     return restrict_to_hosts(plan, hosts, f"--limit {limit}")
 
 
+def _quarantined(path: Path | None) -> dict[str, str] | None:
+    """{node: why} from a 'fleetspec health --format json' report."""
+    if path is None:
+        return None
+    from fleetspec.health.fleet import quarantined_from_report
+
+    try:
+        return quarantined_from_report(json.loads(path.read_text()))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValueError) as exc:
+        raise PlanError(f"--health {path}: not a 'fleetspec health --format json' report ({exc})") from None
+
+
 def build_plan(spec: Path, state: str | None, base: str | None, canary: int, max_unavailable: str,
-               errors: Console, lock_timeout: float = 0.0) -> Plan:
+               errors: Console, lock_timeout: float = 0.0, quarantined: dict[str, str] | None = None) -> Plan:
     from fleetspec.plan import make_plan, plan_against_state
     from fleetspec.plan.base import BaseError, resolve_base
     from fleetspec.plan.waves import parse_max_unavailable
@@ -133,9 +148,10 @@ def build_plan(spec: Path, state: str | None, base: str | None, canary: int, max
             found = resolve_base(spec, base)
             if found.path is None and found.text is None:
                 return make_plan(new, None, canary=canary, max_unavailable=max_unavailable,
-                                 base=f"nothing ({found.name} does not exist: a new fleet)")
+                                 base=f"nothing ({found.name} does not exist: a new fleet)", quarantined=quarantined)
             old = _compiled(found.path, errors, found)
-            return make_plan(new, old, canary=canary, max_unavailable=max_unavailable, base=found.name)
+            return make_plan(new, old, canary=canary, max_unavailable=max_unavailable, base=found.name,
+                             quarantined=quarantined)
         location = state_location(spec, state)
         if location.path is not None and location.path.exists() and not location.path.is_dir():
             raise PlanError(f"--state {location.path} is a file: --state takes the state directory (it holds "
@@ -144,7 +160,7 @@ def build_plan(spec: Path, state: str | None, base: str | None, canary: int, max
         wait_unlocked(store, lock_timeout)
         current = store.read()
         return plan_against_state(new, current, canary=canary, max_unavailable=max_unavailable,
-                                  old_files=applied_tree(store, current))
+                                  old_files=applied_tree(store, current), quarantined=quarantined)
     except (StateError, LockHeld, BaseError) as exc:
         raise PlanError(str(exc)) from None
 
