@@ -28,6 +28,7 @@ from fleetspec.apply.rollout import (
     apply_plan,
     build_dir,
 )
+from fleetspec.cli_usage import canary_option, hostlist_option, max_unavailable_option
 from fleetspec.compile import compile_file
 from fleetspec.compile.ir import Fleet
 from fleetspec.console import consoles
@@ -54,8 +55,8 @@ def apply(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask for confirmation")] = False,
     state: Annotated[Path | None, typer.Option("--state", help="state directory (default: .fleetspec/ beside "
                                                                 "the spec, or $FLEETSPEC_STATE_DIR)")] = None,
-    canary: Annotated[int, typer.Option("--canary", help="nodes in each partition's first wave")] = 1,
-    max_unavailable: Annotated[str, typer.Option("--max-unavailable",
+    canary: Annotated[int, typer.Option("--canary", callback=canary_option, help="nodes in each partition's first wave")] = 1,
+    max_unavailable: Annotated[str, typer.Option("--max-unavailable", callback=max_unavailable_option,
                                                  help="per partition, N nodes or P% at once")] = "25%",
     lab: Annotated[Path | None, typer.Option("--lab", help="apply to the lab made by 'fleetspec lab up' "
                                                            "(its directory)")] = None,
@@ -65,13 +66,13 @@ def apply(
                                                      "first controller through Ansible, or auto")] = SlurmMode.auto,
     allow_reboot: Annotated[bool, typer.Option("--allow-reboot", help="let driver changes reboot drained "
                                                "nodes")] = False,
-    drain_timeout: Annotated[float, typer.Option("--drain-timeout", help="seconds to wait for jobs to "
+    drain_timeout: Annotated[float, typer.Option("--drain-timeout", min=0, help="seconds to wait for jobs to "
                                                  "leave a drained node")] = 3600.0,
     skip_kubernetes: Annotated[bool, typer.Option("--skip-kubernetes", help="apply nodes and Slurm only; "
                                                   "the Kubernetes layer is applied elsewhere (Argo CD, Flux)")] = False,
     format: Annotated[ApplyFormat, typer.Option("--format", help="text, or json events for pipelines")] =
     ApplyFormat.text,
-    limit: Annotated[str | None, typer.Option("--limit", metavar="HOSTLIST",
+    limit: Annotated[str | None, typer.Option("--limit", metavar="HOSTLIST", callback=hostlist_option,
                                               help="apply only to these hosts (a hostlist); the state records "
                                                    "only them, the next plan still shows the rest")] = None,
 ) -> None:

@@ -18,6 +18,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from fleetspec.cli_usage import canary_option, hostlist_option, max_unavailable_option
 from fleetspec.compile import CompileResult, compile_file
 from fleetspec.compile.ir import Fleet
 from fleetspec.console import consoles
@@ -28,6 +29,7 @@ from fleetspec.plan.model import Plan
 from fleetspec.plan.render_text import print_plan
 from fleetspec.plan.saved import save_plan
 from fleetspec.plan.waves import parse_max_unavailable
+from fleetspec.safe_io import STDOUT, UnsafePathError
 from fleetspec.state import StateError, StateStore, state_dir
 
 EXIT_NO_CHANGES, EXIT_ERROR, EXIT_CHANGES = 0, 1, 2
@@ -49,11 +51,12 @@ def plan(
     base: Annotated[Path | None, typer.Option("--base", help="compare with another revision of the spec "
                                               "instead of the applied state")] = None,
     format: Annotated[PlanFormat, typer.Option("--format", help="text or json")] = PlanFormat.text,
-    out: Annotated[Path | None, typer.Option("--out", help="save the plan for 'apply PLAN'")] = None,
-    canary: Annotated[int, typer.Option("--canary", help="nodes in each partition's first wave")] = 1,
-    max_unavailable: Annotated[str, typer.Option("--max-unavailable",
+    out: Annotated[Path | None, typer.Option("--out", help="save the plan for 'apply PLAN' ('-': standard "
+                                             "output, the readable plan then goes to standard error)")] = None,
+    canary: Annotated[int, typer.Option("--canary", callback=canary_option, help="nodes in each partition's first wave")] = 1,
+    max_unavailable: Annotated[str, typer.Option("--max-unavailable", callback=max_unavailable_option,
                                                  help="nodes (N) or share (P%) of a partition out at once")] = "25%",
-    limit: Annotated[str | None, typer.Option("--limit", metavar="HOSTLIST",
+    limit: Annotated[str | None, typer.Option("--limit", metavar="HOSTLIST", callback=hostlist_option,
                                               help="plan for these hosts only (as 'apply --limit' would)")] = None,
     detailed_exitcode: Annotated[bool, typer.Option("--detailed-exitcode",
                                                     help="exit 0 no changes, 1 error, 2 changes")] = False,
@@ -61,31 +64,34 @@ def plan(
     """Show what apply would change, how disruptive each change is, and the waves it would run.
     Exit 0: planned; 1: error. With --detailed-exitcode: 0 no changes, 1 error, 2 changes."""
     console, errors = consoles()
+    to_stdout = out is not None and str(out) == STDOUT
+    if to_stdout:
+        console = errors  # standard output carries the saved plan
     try:
         result = build_plan(spec, state, base, canary, max_unavailable, errors)
         if limit is not None:
             result = _limited(result, limit)
         if out is not None:
             save_plan(result, out)
-    except PlanError as exc:
+    except (PlanError, UnsafePathError) as exc:
         errors.print(f"error: {exc}", markup=False)
         raise typer.Exit(EXIT_ERROR) from None
     except OSError as exc:
         errors.print(f"error: {exc.filename or ''}: {exc.strerror}", markup=False)
         raise typer.Exit(EXIT_ERROR) from None
     notes = kubernetes_notes(result, None if base is not None else state_dir(spec, state))
-    if format is PlanFormat.json:
+    if format is PlanFormat.json and not to_stdout:
         data = result.to_dict()
         if notes is not None:
             data["kubernetes"] = notes
         print(json.dumps(data, indent=2))
-    else:
+    elif format is PlanFormat.text:
         print_plan(result, console)
         for prerequisite in (notes or {}).get("prerequisites", []):
             console.print(f"[yellow]prerequisite[/] {escape(prerequisite['message'])}")
         if notes and "preview" in notes:
             console.print(f"Kubernetes layer (Pulumi preview): {escape(notes['preview']['summary'])}")
-        if out is not None:
+        if out is not None and not to_stdout:
             console.print(f"saved to {escape(str(out))}: 'fleetspec apply {escape(str(out))}' applies exactly this "
                           f"plan while the state stays at serial {result.state_serial}" if result.state_serial
                           is not None else f"saved to {escape(str(out))}")

@@ -18,10 +18,12 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from fleetspec.cli_usage import UsageError
 from fleetspec.compile import compile_file
 from fleetspec.compile.ir import Fleet
 from fleetspec.console import consoles
 from fleetspec.findings import Severity
+from fleetspec.safe_io import UnsafePathError, write_output
 from fleetspec.verify.compare import VerifyReport
 from fleetspec.verify.report import summary_line, tables, to_json, to_junit
 from fleetspec.verify.run import VerifyError, verify_facts_dir, verify_inventory, verify_lab, verify_local
@@ -51,7 +53,8 @@ def verify(
                                              "check its hosts", file_okay=False)] = None,
     forks: Annotated[int, typer.Option("--forks", help="with --inventory: nodes collected in parallel", min=1)] = 20,
     format: Annotated[ReportFormat, typer.Option("--format", help="table or json")] = ReportFormat.table,
-    junit: Annotated[Path | None, typer.Option("--junit", help="also write a JUnit XML report to this file",
+    junit: Annotated[Path | None, typer.Option("--junit", help="also write a JUnit XML report to this file "
+                                               "('-': standard output)",
                                                dir_okay=False)] = None,
 ) -> None:
     """Check that every node runs its partition's stack tuple: exit 0 when all conform, 1 otherwise."""
@@ -59,12 +62,10 @@ def verify(
     chosen = [name for name, on in (("--facts", facts is not None), ("--local", local),
                                     ("--inventory", inventory is not None), ("--lab", lab is not None)) if on]
     if len(chosen) != 1:
-        err.print("give exactly one of --facts DIR, --local [--as HOSTNAME], --inventory FILE or --lab DIR"
-                  + (f" (got {' and '.join(chosen)})" if chosen else ""), markup=False)
-        raise typer.Exit(1)
+        raise UsageError("give exactly one of --facts DIR, --local [--as HOSTNAME], --inventory FILE or --lab DIR"
+                         + (f" (got {' and '.join(chosen)})" if chosen else ""))
     if as_host is not None and not local:
-        err.print("--as goes with --local", markup=False)
-        raise typer.Exit(1)
+        raise UsageError("--as goes with --local")
     fleet = _compile(spec, err)
     try:
         if facts is not None:
@@ -82,7 +83,10 @@ def verify(
     _print(report, format, out, err)
     if junit is not None:
         try:
-            junit.write_text(to_junit(report))
+            write_output(junit, to_junit(report).encode())
+        except UnsafePathError as exc:
+            err.print(f"error: {exc}", markup=False)
+            raise typer.Exit(1) from None
         except OSError as exc:
             err.print(f"error: cannot write {junit}: {exc.strerror}", markup=False)
             raise typer.Exit(1) from None
