@@ -293,5 +293,11 @@ def _kubernetes(k: m.Kubernetes | None, catalog: Catalog) -> ir.KubernetesConfig
             str(catalog.component("volcano")["latest"]) if k.queueing == "volcano" or k.gang == "volcano" else None),
         gang_timeout=k.gang_policy.timeout,
         gang_requeue_limit=k.gang_policy.requeue_limit,
+        amd_driver=k.amd_gpu_operator.driver if k.amd_gpu_operator else "operator",
+        amd_driver_image=k.amd_gpu_operator.driver_image if k.amd_gpu_operator else None,
+        amd_registry_secret=k.amd_gpu_operator.registry_secret if k.amd_gpu_operator else None,
+        network_operator_enabled=k.network_operator.enabled,
+        network_operator_version=k.network_operator.version,
+        network_rdma=k.network_operator.rdma,
         path=path,
     )

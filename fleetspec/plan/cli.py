@@ -12,25 +12,19 @@ from __future__ import annotations
 import json
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from fleetspec.cli_usage import canary_option, hostlist_option, max_unavailable_option
-from fleetspec.compile import CompileResult, compile_file
-from fleetspec.compile.ir import Fleet
 from fleetspec.console import consoles
-from fleetspec.findings import Severity
-from fleetspec.plan import make_plan, plan_against_state
-from fleetspec.plan.kubernetes_layer import kubernetes_notes
-from fleetspec.plan.model import Plan
-from fleetspec.plan.render_text import print_plan
-from fleetspec.plan.saved import save_plan
-from fleetspec.plan.waves import parse_max_unavailable
 from fleetspec.safe_io import STDOUT, UnsafePathError
-from fleetspec.state import StateError, StateStore, state_dir
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from fleetspec.compile.ir import Fleet
+    from fleetspec.plan.model import Plan
 
 EXIT_NO_CHANGES, EXIT_ERROR, EXIT_CHANGES = 0, 1, 2
 
@@ -45,7 +39,7 @@ class PlanError(Exception):
 
 
 def plan(
-    spec: Annotated[Path, typer.Argument(help="the fleet spec (YAML)", show_default=False)],
+    spec: Annotated[Path, typer.Argument(help="the fleet spec (YAML)", metavar="SPEC", show_default=False)],
     state: Annotated[Path | None, typer.Option("--state", help="state directory (default: .fleetspec/ beside "
                                                "the spec, or $FLEETSPEC_STATE_DIR)")] = None,
     base: Annotated[Path | None, typer.Option("--base", help="compare with another revision of the spec "
@@ -63,6 +57,13 @@ def plan(
 ) -> None:
     """Show what apply would change, how disruptive each change is, and the waves it would run.
     Exit 0: planned; 1: error. With --detailed-exitcode: 0 no changes, 1 error, 2 changes."""
+    from rich.markup import escape
+
+    from fleetspec.plan.kubernetes_layer import kubernetes_notes
+    from fleetspec.plan.render_text import print_plan
+    from fleetspec.plan.saved import save_plan
+    from fleetspec.state import state_dir
+
     console, errors = consoles()
     to_stdout = out is not None and str(out) == STDOUT
     if to_stdout:
@@ -111,6 +112,11 @@ def _limited(plan: Plan, limit: str) -> Plan:
 
 def build_plan(spec: Path, state: Path | None, base: Path | None, canary: int, max_unavailable: str,
                errors: Console) -> Plan:
+    from fleetspec.plan import make_plan, plan_against_state
+    from fleetspec.plan.waves import parse_max_unavailable
+    from fleetspec.state import StateError, StateStore, state_dir
+    from fleetspec.state.build import applied_tree
+
     try:
         parse_max_unavailable(max_unavailable)
     except ValueError as exc:
@@ -127,13 +133,20 @@ def build_plan(spec: Path, state: Path | None, base: Path | None, canary: int, m
             raise PlanError(f"--state {directory} is a file: --state takes the state directory (it holds "
                             f"{new.name}.state.json). Pass the directory that holds it")
         store = StateStore(directory, new.name)
-        return plan_against_state(new, store.read(), canary=canary, max_unavailable=max_unavailable)
+        state = store.read()
+        return plan_against_state(new, state, canary=canary, max_unavailable=max_unavailable,
+                                  old_files=applied_tree(store, state))
     except StateError as exc:
         raise PlanError(str(exc)) from None
 
 
 def _compiled(path: Path, errors: Console) -> Fleet:
-    result: CompileResult = compile_file(path)
+    from rich.markup import escape
+
+    from fleetspec.compile import compile_file
+    from fleetspec.findings import Severity
+
+    result = compile_file(path)
     if not result.valid or result.fleet is None:
         for f in result.located():
             if f.severity >= Severity.ERROR:

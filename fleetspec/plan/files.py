@@ -16,8 +16,6 @@ from collections.abc import Iterator
 from pathlib import PurePosixPath
 from typing import Any
 
-import yaml
-
 from fleetspec.plan.model import Action, Change, Disruption
 
 D = Disruption
@@ -129,6 +127,8 @@ def _manifest(path: PurePosixPath, action: Action, before: str | None, after: st
 
 def _objects(text: str | None) -> dict[str, Any] | None:
     """``Kind/name`` (``Kind/namespace/name`` when namespaced) -> object; None when unreadable."""
+    import yaml
+
     if text is None:
         return {}
     try:
@@ -158,6 +158,8 @@ def _helm(path: PurePosixPath, action: Action, before: str | None, after: str | 
 
 
 def _releases(text: str | None) -> dict[str, dict[str, Any]] | None:
+    import yaml
+
     if text is None:
         return {}
     try:

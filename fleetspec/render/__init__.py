@@ -26,9 +26,13 @@ def renderers() -> tuple[Renderer, ...]:
     return (render_fleet_json, render_slurm, render_ansible, render_kubernetes)
 
 
-def render_all(fleet: Fleet) -> dict[PurePosixPath, str]:
+def render_all(fleet: Fleet, fleet_json: bool = True) -> dict[PurePosixPath, str]:
+    """Every renderer's files; a plan, which does not list fleet.json, passes
+    ``fleet_json=False`` and that renderer does not run."""
     files: dict[PurePosixPath, str] = {}
     for renderer in renderers():
+        if renderer is render_fleet_json and not fleet_json:
+            continue
         for path, text in renderer(fleet).items():
             if path in files:
                 raise ValueError(f"two renderers produce {path}")

@@ -40,7 +40,7 @@ RULES: tuple[Rule, ...] = (
     Rule("rocm-unsupported-gpu", E, "ROCm too old for the AMD GPU", stack_versions.check_rocm_for_gpu),
     Rule("rccl-rocm-mismatch", E, "RCCL or amdgpu that the ROCm release does not ship or support",
          stack_versions.check_rccl_for_rocm, warns=True),
-    Rule("amdgpu-unpinned", W, "an AMD tuple on Slurm hosts without the amdgpu kernel driver pinned",
+    Rule("amdgpu-unpinned", W, "an AMD tuple without the amdgpu kernel driver pinned (hosts or Kubernetes)",
          stack_versions.check_amdgpu_pinned, warns=True),
     Rule("unknown-version", E, "a version the catalog does not know (warning), or one never released (error)",
          stack_versions.check_unknown_versions, warns=True),

@@ -188,12 +188,35 @@ class GpuOperator(_Model):
     driver: Literal["operator", "host"] = "operator"
 
 
+# A container image repository without a tag (the AMD GPU Operator tags the driver images
+# it builds itself): the DeviceConfig CRD's spec.driver.image pattern, tag part dropped.
+ImageRepository = Annotated[StrictStr, Field(
+    pattern=r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(:[0-9]+)?(/[a-zA-Z0-9_]+(?:[._-][a-zA-Z0-9_]+)*)+$",
+    max_length=255)]
+
+
 class AmdGpuOperator(_Model):
     version: Version
+    driver: Literal["operator", "host"] = Field(
+        default="operator",
+        description="operator: the DeviceConfig builds and loads the stack's amdgpu; host: Ansible installs it")
+    driver_image: ImageRepository | None = Field(
+        default=None, description="registry repository (no tag) where the operator pushes and pulls the driver images it builds")
+    registry_secret: Name | None = Field(
+        default=None, description="a docker-registry Secret in the operator's namespace for driver_image")
 
 
 class Component(_Model):
     version: Version
+
+
+class NetworkOperator(_Model):
+    """NVIDIA Network Operator for InfiniBand/RoCE fabrics: RDMA devices in pods."""
+
+    enabled: StrictBool = True
+    version: Version | None = None
+    rdma: Literal["shared", "sriov"] = Field(
+        default="shared", description="shared: RDMA shared device plugin; sriov: RDMA NICs/VFs as host devices")
 
 
 # Namespaces a tenant may not claim: Kubernetes' own, and the ones fleetspec installs
@@ -202,7 +225,7 @@ class Component(_Model):
 RESERVED_NAMESPACES = frozenset({
     "default", "kube-system", "kube-public", "kube-node-lease",
     "gpu-operator", "kube-amd-gpu", "kueue-system", "volcano-system", "volcano-monitoring", "slinky", "slurm",
-    "cert-manager", "node-feature-discovery",
+    "cert-manager", "node-feature-discovery", "nvidia-network-operator",
 })
 
 
@@ -229,11 +252,14 @@ class Kubernetes(_Model):
     )
     kueue: Component | None = None
     volcano: Component | None = None
+    network_operator: NetworkOperator = Field(default_factory=NetworkOperator)
     tenants: list[Tenant] = Field(default_factory=list)
 
 
-SECRET_REF = r"^(env:[A-Za-z_][A-Za-z0-9_]*|file:[^\x00\n]{1,4096}|vault:[^\x00\n#]{1,4096}#[A-Za-z0-9_]{1,128}|pulumi:[A-Za-z0-9_.:-]{1,128})$"
-SecretRef = Annotated[StrictStr, Field(pattern=SECRET_REF)]
+# Unbounded repeats plus max_length, not {1,4096}: a counted repeat makes the regex
+# engine build a large automaton (about 0.2 s and 17 MB at every start).
+SECRET_REF = r"^(env:[A-Za-z_][A-Za-z0-9_]*|file:[^\x00\n]+|vault:[^\x00\n#]+#[A-Za-z0-9_]{1,128}|pulumi:[A-Za-z0-9_.:-]{1,128})$"
+SecretRef = Annotated[StrictStr, Field(pattern=SECRET_REF, max_length=4240)]
 
 
 class Secrets(_Model):

@@ -10,3 +10,4 @@ $HELM upgrade --install kueue oci://registry.k8s.io/kueue/charts/kueue --version
 $HELM upgrade --install slurm-operator-crds oci://ghcr.io/slinkyproject/charts/slurm-operator-crds --version 1.2.1 --namespace slinky --values slurm-operator-crds.values.yaml --wait
 $HELM upgrade --install slurm-operator oci://ghcr.io/slinkyproject/charts/slurm-operator --version 1.2.1 --namespace slinky --values slurm-operator.values.yaml --wait
 $HELM upgrade --install slurm oci://ghcr.io/slinkyproject/charts/slurm --version 1.2.1 --namespace slurm --values slurm.values.yaml --wait
+$HELM upgrade --install network-operator network-operator --repo https://helm.ngc.nvidia.com/nvidia --version v26.4.1 --namespace nvidia-network-operator --values network-operator.values.yaml --wait

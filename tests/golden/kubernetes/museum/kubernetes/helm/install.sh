@@ -7,3 +7,4 @@ HELM="${HELM:-helm}"
 $HELM upgrade --install gpu-operator gpu-operator --repo https://helm.ngc.nvidia.com/nvidia --version v26.7.0 --namespace gpu-operator --values gpu-operator.values.yaml --wait
 $HELM upgrade --install amd-gpu-operator gpu-operator-charts --repo https://rocm.github.io/gpu-operator --version v1.5.1 --namespace kube-amd-gpu --values amd-gpu-operator.values.yaml --wait
 $HELM upgrade --install kueue oci://registry.k8s.io/kueue/charts/kueue --version 0.19.2 --namespace kueue-system --values kueue.values.yaml --wait
+$HELM upgrade --install network-operator network-operator --repo https://helm.ngc.nvidia.com/nvidia --version v26.4.1 --namespace nvidia-network-operator --values network-operator.values.yaml --wait
