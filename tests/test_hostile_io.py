@@ -244,8 +244,8 @@ def test_deeply_nested_state_lock_plan_and_facts_json(tmp_path):
     facts = tmp_path / "facts"
     facts.mkdir()
     (facts / "h100-001.json").write_text(deep)
-    result = run("verify", QUICKSTART, "--facts", facts)
-    assert result.exit_code == ERROR and "nested too deeply" in result.output
+    result = run("verify", QUICKSTART, "--facts", facts, "--format", "json")
+    assert result.exit_code == ERROR and "nested too deeply" in result.stdout
 
 
 @pytest.mark.parametrize("garbage", [
