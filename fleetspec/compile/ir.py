@@ -118,6 +118,9 @@ class Partition:
     max_time: str | None = None
     state: str | None = None
     allow_mixed_generations: bool = False
+    # What the vendor's tools and drivers call these GPUs (nvidia-smi/NVML names, which the
+    # NVIDIA DRA driver publishes as ``productName``), from the catalog.
+    device_names: tuple[str, ...] = ()
     path: SpecPath = _loc()
 
     @property
@@ -186,6 +189,8 @@ class Tenant:
     name: str
     namespaces: tuple[str, ...]
     quota: tuple[tuple[str, int], ...]  # (partition, GPUs), sorted by partition
+    over_quota_weight: int = 1  # share of idle GPUs beyond quota (KAI overQuotaWeight)
+    limit: tuple[tuple[str, int], ...] = ()  # (partition, GPU cap), sorted; absent: no cap
     path: SpecPath = _loc()
 
 
@@ -201,14 +206,20 @@ class KubernetesConfig:
     version: str
     gpu_operator: GpuOperatorConfig | None
     amd_gpu_operator_version: str | None
-    queueing: Literal["kueue", "volcano", "none"]
-    gang: Literal["kueue", "volcano", "workload-api", "none"]
+    queueing: Literal["kueue", "volcano", "kai", "none"]
+    gang: Literal["kueue", "volcano", "kai", "workload-api", "none"]
     quota_owners: tuple[str, ...]  # who holds GPU quota: normally exactly the queueing system
     tenants: tuple[Tenant, ...] = ()
     kueue_version: str | None = None  # chart/app version, from the spec or the catalog
     volcano_version: str | None = None
     gang_timeout: str = "10m"  # waitForPodsReady.timeout / Volcano job timeout
     gang_requeue_limit: int | None = None
+    kai_version: str | None = None  # KAI Scheduler chart version (queueing or gang: kai)
+    ray_version: str | None = None  # KubeRay operator chart version: None, no KubeRay
+    dra_nvidia_version: str | None = None  # NVIDIA DRA driver chart: None, no DRA driver
+    dra_gpus: bool = False  # DRA (not the device plugin) allocates the NVIDIA GPUs
+    integrations: tuple[str, ...] = ()  # workload operators installed besides KubeRay
+    quota_owners_explicit: bool = False  # the spec names quota_owners (not the default)
     # AMD GPU Operator: who installs amdgpu on Kubernetes nodes, and where the operator keeps
     # the driver images it builds (DeviceConfig spec.driver.image, imageRegistrySecret).
     amd_driver: Literal["operator", "host"] = "operator"
@@ -233,6 +244,21 @@ class PackageSource:
     path: SpecPath = _loc()
 
 
+@dataclass(frozen=True, slots=True)
+class HealthPolicy:
+    """``spec.health`` resolved: every fault class with its action (the catalog's
+    default where the spec says nothing)."""
+
+    interval: int
+    checks: tuple[str, ...]
+    actions: tuple[tuple[str, str], ...]  # (fault class, action), sorted by class
+    slurm_node_state: tuple[str, ...] = ("ANY",)
+    path: SpecPath = _loc()
+
+    def action(self, fault_class: str) -> str:
+        return dict(self.actions).get(fault_class, "none")
+
+
 @dataclass(frozen=True)
 class Fleet:
     name: str
@@ -247,6 +273,7 @@ class Fleet:
     suppress: tuple[str, ...] = ()
     secrets: tuple[tuple[str, str], ...] = ()  # (name, reference): references only, never values
     package_mirror: PackageSource | None = None
+    health: HealthPolicy | None = None
     api_version: str = "fleetspec.io/v1alpha1"
 
     def stack(self, name: str) -> StackTuple | None:

@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from fleetspec.compile.ir import Fleet, Node, Partition
+from fleetspec.render.kubernetes_health import with_health
 from fleetspec.render.slurm import (
     SLINKY_DB_SECRET,
     SLINKY_DB_SECRET_KEY,
@@ -81,10 +82,11 @@ NAMESPACES = {
 }
 # Operators that run privileged DaemonSets, and slurmd pods (privileged: they own the node's
 # devices and cgroups), need the privileged Pod Security level.
-PRIVILEGED_NAMESPACES = frozenset({"gpu-operator", "kube-amd-gpu", "slurm", "nvidia-network-operator"})
+PRIVILEGED_NAMESPACES = frozenset({"gpu-operator", "kube-amd-gpu", "slurm", "nvidia-network-operator",
+                                   "dra-driver-nvidia-gpu"})  # DRA kubelet plugin too
 # With both GPU operators, NFD runs once: the NVIDIA chart's (``nfd.enabled``, default true),
 # with the AMD chart's off (``node-feature-discovery.enabled``, default true; chart values at
-# v26.7.0 and v1.5.1 in ../shared/crds). Its worker must then also run on AMD nodes (KMM
+# v26.7.0 and v1.5.1 in tests/data/crds). Its worker must then also run on AMD nodes (KMM
 # builds the amdgpu module per kernel from NFD's labels): the NVIDIA chart's default worker
 # tolerations plus the AMD chart's. A Helm list value replaces the default, hence both.
 NFD_WORKER_TOLERATIONS = (
@@ -242,7 +244,11 @@ def kubernetes_resources(fleet: Fleet) -> KubernetesLayer:
         return KubernetesLayer()
     owners = set(k8s.quota_owners) or ({k8s.queueing} - {"none"})
     volcano_quota = "volcano" in owners
-    labels = tuple(_node_labels(fleet, n, volcano_quota) for n in nodes)
+    # KAI, the workload operators and DRA live in their own modules (kubernetes_*.py).
+    from fleetspec.render import kubernetes_dra, kubernetes_kai, kubernetes_operators
+
+    labels = kubernetes_dra.with_dra_labels(
+        fleet, tuple(_node_labels(fleet, n, volcano_quota) for n in nodes))
     label_keys = tuple(n.key for n in labels)
     slinky_labels = slinky_node_labels(fleet) if slinky else ()
     all_label_keys = label_keys + tuple(n.key for n in slinky_labels)
@@ -251,17 +257,27 @@ def kubernetes_resources(fleet: Fleet) -> KubernetesLayer:
     manifests: list[Manifest] = []
     nvidia_releases, nvidia_crs = _nvidia(fleet, all_label_keys)
     nfd_from = nvidia_releases[0] if nvidia_releases else None
+    engines = [
+        _kueue(fleet, "kueue" in owners, label_keys),
+        _volcano(fleet, volcano_quota, label_keys),
+        kubernetes_kai.kai(fleet, "kai" in owners, label_keys),
+    ]
+    engine_keys = {r.name: r.key for rel, _ in engines for r in rel}
     releases_and_crs = [
         (nvidia_releases, nvidia_crs),
         _amd(fleet, all_label_keys, nfd_from=nfd_from),
-        _kueue(fleet, "kueue" in owners, label_keys),
-        _volcano(fleet, volcano_quota, label_keys),
+        kubernetes_dra.dra(fleet, tuple(r.key for r in nvidia_releases), label_keys),
+        *engines,
+        kubernetes_operators.operators(fleet, {
+            engine: engine_keys[name] for engine, name in
+            (("volcano", "volcano"), ("kai", "kai-scheduler")) if name in engine_keys}),
         _slinky(fleet, tuple(n.key for n in slinky_labels)),
         _network_operator(fleet, all_label_keys, nfd_from=nfd_from),
     ]
     for rel, objs in releases_and_crs:
         releases.extend(rel)
         manifests.extend(objs)
+    releases, manifests = with_health(fleet, releases, manifests, NAMESPACES)
     namespaces = _namespaces(fleet, releases)
     return KubernetesLayer(
         node_labels=labels + slinky_labels,
@@ -482,6 +498,7 @@ class QueueRow:
     partition: str  # also the LocalQueue name in each namespace
     namespaces: tuple[str, ...]
     gpus: int
+    limit: int | None = None  # the tenant's cap on the partition (tenant ``limit``), if any
 
 
 def queue_rows(fleet: Fleet) -> list[QueueRow]:
@@ -491,7 +508,7 @@ def queue_rows(fleet: Fleet) -> list[QueueRow]:
     parts = {p.name: p for p in kubernetes_partitions(fleet)}
     if fleet.kubernetes.tenants:
         return [
-            QueueRow(f"{t.name}-{p}", p, tuple(sorted(t.namespaces)), g)
+            QueueRow(f"{t.name}-{p}", p, tuple(sorted(t.namespaces)), g, dict(t.limit).get(p))
             for t in sorted(fleet.kubernetes.tenants, key=lambda t: t.name)
             for p, g in sorted(t.quota) if p in parts
         ]
@@ -576,6 +593,9 @@ def _kueue(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
             "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
             "resourceGroups": _resource_groups({row.partition: row.gpus}, parts),
         }
+        if row.limit is not None:  # the tenant's cap: borrow at most up to it
+            spec["resourceGroups"][0]["flavors"][0]["resources"][0]["borrowingLimit"] = \
+                max(0, row.limit - row.gpus)
         cq = Manifest(_obj("kueue.x-k8s.io/v1beta2", "ClusterQueue", row.name, spec,
                            labels={PARTITION_LABEL: row.partition}),
                       "23-kueue-clusterqueues", (rk, cohort.key, flavor_keys[row.partition]))
@@ -630,11 +650,17 @@ def kueue_configuration(fleet: Fleet) -> str:
             "blockAdmission": False,
             "requeuingStrategy": requeue,
         }
+    from fleetspec.render.kubernetes_dra import kueue_device_class_mappings
+    from fleetspec.render.kubernetes_operators import kueue_frameworks
+
     config["resources"] = {"excludeResourcePrefixes": list(KUEUE_EXCLUDED_RESOURCES)}
-    # Only the kinds this cluster has: the built-in workloads. A framework whose operator
-    # is not installed (JobSet, KubeRay, LeaderWorkerSet, MPI Operator, Kubeflow Trainer,
-    # AppWrapper) has no CRD for Kueue to watch.
-    config["integrations"] = {"frameworks": list(KUEUE_BUILTIN_FRAMEWORKS)}
+    mappings = kueue_device_class_mappings(fleet)
+    if mappings:  # DRA GPUs count as nvidia.com/gpu (Kueue 0.18+, KueueDRAIntegration)
+        config["resources"]["deviceClassMappings"] = mappings
+    # Only the kinds this cluster has: the built-in workloads and the operators this stack
+    # installs (kubernetes_operators.py). A framework whose operator is not installed has no
+    # CRD for Kueue to watch.
+    config["integrations"] = {"frameworks": kueue_frameworks(fleet)}
     return _dump(config)
 
 
@@ -754,7 +780,9 @@ def _volcano(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
             spec = {
                 "reclaimable": True,
                 "deserved": {resource: row.gpus},
-                "capability": {resource: parts[row.partition].gpus},
+                # The tenant's limit, when it has one, caps it below the partition.
+                "capability": {resource: parts[row.partition].gpus if row.limit is None
+                               else max(row.gpus, min(row.limit, parts[row.partition].gpus))},
                 # One node group: the nodegroup plugin keeps every pod of the queue's jobs
                 # on the nodes labelled volcano.sh/nodegroup-name=<partition>.
                 "affinity": {"nodeGroupAffinity": {
@@ -928,7 +956,16 @@ def render_kubernetes(fleet: Fleet) -> dict[PurePosixPath, str]:
         files[base / "helm" / "install.sh"] = _install_script(layer.releases)
     if layer.node_labels:
         files[base / "node-labels.sh"] = _label_script(layer.node_labels)
-    files[base / "README.md"] = _readme(fleet, layer, sorted(by_file))
+    from fleetspec.render.kubernetes_ray import render_examples
+
+    examples = render_examples(fleet)
+    files.update(examples)
+    readme = _readme(fleet, layer, sorted(by_file))
+    if examples:
+        readme += ("\n`examples/`: a RayJob per tenant and NVIDIA partition, queued through the engine "
+                   "that owns quota\n(and a ComputeDomain on NVLink-domain racks); copy them, "
+                   "fleetspec does not apply them.\n")
+    files[base / "README.md"] = readme
     return dict(sorted(files.items()))
 
 

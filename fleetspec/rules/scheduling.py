@@ -88,11 +88,16 @@ def check_quota_owner(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
             "workloads independently and will over-commit the same GPUs: let one of them own quota",
             k.path + ("quota_owners",),
         )
-    if k.queueing == "kueue" and k.gang == "volcano" or k.queueing == "volcano" and k.gang == "kueue":
+    engines = ("kueue", "volcano", "kai")
+    mixed = k.queueing in engines and k.gang in engines and k.queueing != k.gang
+    if mixed and not (k.quota_owners_explicit and len(k.quota_owners) == 1):
+        # Kueue over Volcano or KAI works when Kueue alone holds quota and the other only
+        # gang-schedules what Kueue admitted; that has to be said, not guessed.
         yield error(
             "quota-owner-ambiguous",
             f"queueing is {k.queueing} but gang scheduling is {k.gang}: both would admit the same pods. "
-            "Use one system for queueing and gang scheduling",
+            f"Use one system for queueing and gang scheduling, or name the one quota owner "
+            f"(quota_owners: [{k.queueing}])",
             k.path + ("gang",),
         )
 
@@ -125,6 +130,11 @@ def check_tenant_quota(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
                 yield error("tenant-quota", f"tenant/partition {owner} and {queues[name]} both make the queue "
                             f"'{name}'. Rename one tenant so queue names stay distinct",
                             tenant.path + ("name",))
+        if "kai" in k.quota_owners and tenant.name == fleet.name and tenant.quota:
+            # KAI's parent queue per partition is <fleet>-<partition>: the same name.
+            yield error("tenant-quota", f"tenant '{tenant.name}' has the fleet's name, so under KAI its queues "
+                        f"'{tenant.name}-<partition>' are the names of the partitions' parent queues. Rename the "
+                        "tenant", tenant.path + ("name",))
     for tenant in k.tenants:
         for partition, gpus in tenant.quota:
             path = tenant.path + ("quota", partition)

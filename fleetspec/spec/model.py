@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator, model_validator
 
+from fleetspec.health.catalog import FAULTS
 from fleetspec.slurm_syntax import slurm_time_problem
 
 DNS_LABEL = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
@@ -233,6 +234,10 @@ class Tenant(_Model):
     name: Name
     namespaces: list[Name] = Field(min_length=1)
     quota: dict[Name, Annotated[StrictInt, Field(ge=0)]] = Field(default_factory=dict)
+    # Beyond quota: the share of idle GPUs this tenant gets relative to others (KAI's
+    # overQuotaWeight), and a hard cap in GPUs per partition (KAI's limit).
+    over_quota_weight: Annotated[StrictInt, Field(ge=0)] = 1
+    limit: dict[Name, Annotated[StrictInt, Field(ge=0)]] = Field(default_factory=dict)
 
 
 class Gang(_Model):
@@ -240,18 +245,45 @@ class Gang(_Model):
     requeue_limit: Annotated[StrictInt, Field(ge=0)] | None = None
 
 
+class Dra(_Model):
+    """Dynamic Resource Allocation (Kubernetes 1.34+). ``nvidia``: NVIDIA's DRA driver for
+    GPUs (ComputeDomains on NVLink-domain racks). ``gpus: true`` also moves GPU allocation
+    from the device plugin to DRA: a DeviceClass per partition, ResourceClaimTemplates in
+    the tenants' namespaces."""
+
+    nvidia: Component | None = None
+    gpus: StrictBool = False
+
+    @model_validator(mode="after")
+    def _gpus_need_a_driver(self) -> Dra:
+        if self.gpus and self.nvidia is None:
+            raise ValueError("dra.gpus: true moves GPU allocation to a DRA driver, but none is named: "
+                             "add dra.nvidia: {version: ...} (NVIDIA's DRA driver for GPUs)")
+        return self
+
+
+# Workload operators a queueing engine may manage; each is installed and pinned by the
+# stack when named here (KubeRay through ``kubernetes.ray``).
+Integration = Literal["jobset", "leaderworkerset"]
+
+
 class Kubernetes(_Model):
     version: Version
     gpu_operator: GpuOperator | None = None
     amd_gpu_operator: AmdGpuOperator | None = None
-    queueing: Literal["kueue", "volcano", "none"] = "kueue"
-    gang: Literal["kueue", "volcano", "workload-api", "none"] = "kueue"
+    queueing: Literal["kueue", "volcano", "kai", "none"] = "kueue"
+    # Unset: the queueing engine's own gang (volcano, kai), else Kueue's: one line switches.
+    gang: Literal["kueue", "volcano", "kai", "workload-api", "none"] | None = None
     gang_policy: Gang = Field(default_factory=Gang)
-    quota_owners: list[Literal["kueue", "volcano"]] | None = Field(
+    quota_owners: list[Literal["kueue", "volcano", "kai"]] | None = Field(
         default=None, description="who holds GPU quota; defaults to the queueing system"
     )
     kueue: Component | None = None
     volcano: Component | None = None
+    kai: Component | None = None
+    ray: Component | None = None  # the KubeRay operator
+    dra: Dra | None = None
+    integrations: list[Integration] = Field(default_factory=list)
     network_operator: NetworkOperator = Field(default_factory=NetworkOperator)
     tenants: list[Tenant] = Field(default_factory=list)
 
@@ -290,6 +322,38 @@ class Packages(_Model):
     mirror: PackageSource | None = None
 
 
+HealthAction = Literal["none", "quarantine-device", "drain", "drain-reboot", "replace"]
+HealthCheck = Literal["kernel-log", "gpu-memory", "gpu-count", "fabric", "pcie", "infiniband"]
+SlurmHealthState = Literal["ANY", "IDLE", "ALLOC", "MIXED", "CYCLE"]
+
+
+class Health(_Model):
+    """The fault policy: which checks run, how often, and the action per fault class
+    (docs/health.md lists the classes, their default actions and the vendor guidance
+    each default follows)."""
+
+    interval: Annotated[StrictInt, Field(ge=5, le=86400)] = Field(
+        default=300, description="seconds between node checks (Slurm HealthCheckInterval)"
+    )
+    checks: list[HealthCheck] = Field(
+        default_factory=lambda: ["kernel-log", "gpu-memory", "gpu-count", "fabric", "pcie", "infiniband"]
+    )
+    actions: dict[Annotated[StrictStr, Field(pattern=r"^[a-z0-9-]+$")], HealthAction] = Field(
+        default_factory=dict, description="fault class -> action; the catalog's defaults for the rest"
+    )
+    slurm_node_state: list[SlurmHealthState] = Field(
+        default_factory=lambda: ["ANY"], description="Slurm HealthCheckNodeState: ANY also rechecks drained nodes"
+    )
+
+    @field_validator("actions")
+    @classmethod
+    def _known_classes(cls, actions: dict[str, str]) -> dict[str, str]:
+        unknown = sorted(set(actions) - set(FAULTS))
+        if unknown:
+            raise ValueError(f"unknown fault class {', '.join(unknown)}; known: {', '.join(sorted(FAULTS))}")
+        return actions
+
+
 class FleetBody(_Model):
     os: Literal["ubuntu-22.04", "ubuntu-24.04", "debian-12"]
     stacks: dict[Name, Stack] = Field(min_length=1)
@@ -299,6 +363,7 @@ class FleetBody(_Model):
     kubernetes: Kubernetes | None = None
     secrets: Secrets = Field(default_factory=Secrets)
     packages: Packages = Field(default_factory=Packages)
+    health: Health | None = None
     suppress: list[Annotated[StrictStr, Field(pattern=r"^[a-z0-9.-]+$")]] = Field(default_factory=list)
 
     @field_validator("racks")

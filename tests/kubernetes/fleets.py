@@ -81,3 +81,20 @@ def slinky(fleet: Fleet) -> Fleet:
                   for p in fleet.partitions if p.generated or p.scheduler != "slurm")
     slurm = dataclasses.replace(fleet.slurm, mode="slinky", slinky_version="1.2.1")
     return dataclasses.replace(fleet, nodes=nodes, partitions=parts, slurm=slurm)
+
+
+def kai(fleet: Fleet) -> Fleet:
+    """``queueing: kai``: KAI Scheduler queues, quota and gang from the same tenants. KAI's
+    queues count NVIDIA GPUs only, so tenants keep their NVIDIA quota and drop the AMD one
+    (the quota-engine-coverage rule refuses it)."""
+    assert fleet.kubernetes is not None
+    amd = {p.name for p in fleet.partitions if p.vendors == ("amd",)}
+    tenants = tuple(dataclasses.replace(t, quota=tuple((p, g) for p, g in t.quota if p not in amd))
+                    for t in fleet.kubernetes.tenants)
+    return _k8s(fleet, queueing="kai", gang="kai", quota_owners=("kai",), tenants=tenants,
+                kai_version="v0.17.0")
+
+
+def dra_gpus(fleet: Fleet) -> Fleet:
+    """DRA allocates the NVIDIA GPUs (not the device plugin); Kueue counts the claims."""
+    return _k8s(fleet, dra_nvidia_version="0.4.1", dra_gpus=True)

@@ -21,6 +21,8 @@ CHART_VALUES = {
     "kueue": "crds/kueue/kueue-chart-values.yaml",
     "volcano": "crds/volcano/volcano-chart-values.yaml",
     "slurm": "crds/slurm-operator/slurm-chart-values.yaml",
+    "kai-scheduler": "crds/kai-scheduler/values.yaml",
+    "dra-driver-nvidia-gpu": "crds/nvidia-dra-driver-gpu/values.yaml",
     "network-operator": "crds/nvidia-network-operator/values.yaml",
 }
 # Maps whose keys are the user's (labels, config lines, resource names), not chart keys.
@@ -63,7 +65,9 @@ def _releases(fleet) -> dict[str, HelmRelease]:
     lambda: fleets.volcano(fleets.museum()),
     lambda: fleets.two_nvidia_stacks(fleets.museum()),
     lambda: fleets.slinky(fleets.museum()),
-], ids=["museum", "volcano", "two-nvidia-stacks", "slinky"])
+    lambda: fleets.kai(fleets.museum()),
+    lambda: fleets.dra_gpus(fleets.museum()),
+], ids=["museum", "volcano", "two-nvidia-stacks", "slinky", "kai", "dra-gpus"])
 def test_rendered_values_use_real_chart_keys(make) -> None:
     checked = 0
     for name, release in _releases(make()).items():

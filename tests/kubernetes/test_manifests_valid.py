@@ -111,9 +111,13 @@ def test_kueue_gates_every_workload_in_tenant_namespaces_and_only_installed_kind
     selector = config["managedJobsNamespaceSelector"]["matchExpressions"]
     assert selector == [{"key": "kubernetes.io/metadata.name", "operator": "In",
                          "values": ["inference", "inference-canary", "research"]}]
-    assert config["integrations"]["frameworks"] == ["batch/job", "pod", "deployment", "statefulset"]
+    # Built-ins plus exactly the operators the stack installs (museum: KubeRay and JobSet).
     installed = {r.name for r in kubernetes_resources(fleet).releases}
-    assert not installed & {"jobset", "kuberay-operator", "lws", "mpi-operator"}
+    assert {"jobset", "kuberay-operator"} <= installed
+    assert not installed & {"lws", "mpi-operator"}
+    assert config["integrations"]["frameworks"] == [
+        "batch/job", "pod", "deployment", "statefulset", "jobset.x-k8s.io/jobset",
+        "ray.io/rayjob", "ray.io/raycluster", "ray.io/rayservice"]
 
 
 def test_scripts_are_valid_shell(tmp_path) -> None:

@@ -98,7 +98,8 @@ def test_museum_resources(run_program) -> None:
         types.setdefault(r.type, set()).add(r.name)
     assert types["kubernetes:helm.sh/v3:Release"] == {
         "release/gpu-operator", "release/amd-gpu-operator", "release/kueue",
-        "release/network-operator"}
+        "release/network-operator", "release/dra-driver-nvidia-gpu", "release/kuberay-operator",
+        "release/jobset"}
     assert len(types["kubernetes:core/v1:NodePatch"]) == 24
     assert not any(n.startswith("node/h100") or n.startswith("node/mi300x")
                    for n in types["kubernetes:core/v1:NodePatch"])  # Slurm-owned

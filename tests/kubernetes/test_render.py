@@ -20,6 +20,15 @@ def test_museum_volcano_golden(golden) -> None:
                       render_kubernetes(fleets.volcano(fleets.museum())))
 
 
+def test_museum_kai_golden(golden) -> None:
+    golden.check_tree("kubernetes/museum-kai", render_kubernetes(fleets.kai(fleets.museum())))
+
+
+def test_museum_dra_gpus_golden(golden) -> None:
+    golden.check_tree("kubernetes/museum-dra-gpus",
+                      render_kubernetes(fleets.dra_gpus(fleets.museum())))
+
+
 def test_quickstart_renders_nothing() -> None:
     quick = fleets.compiled("quickstart")
     assert render_kubernetes(quick) == {}

@@ -46,10 +46,14 @@ FULL["spec"]["kubernetes"]["volcano"] = {"version": "1.13.0"}
 FULL["spec"]["kubernetes"]["quota_owners"] = ["kueue"]
 FULL["spec"]["kubernetes"]["gang_policy"] = {"timeout": "10m", "requeue_limit": 3}
 FULL["spec"]["kubernetes"]["amd_gpu_operator"] = {"version": "v1.5.1", "driver": "operator", "driver_image": "registry.example.com/gpu/amdgpu-driver", "registry_secret": "amdgpu-pull"}
+FULL["spec"]["kubernetes"]["kai"] = {"version": "v0.17.0"}
+FULL["spec"]["kubernetes"]["tenants"][0]["limit"] = {"nvidia-blackwell-arm64": 70}
 FULL["spec"]["kubernetes"]["network_operator"] = {"enabled": True, "version": "v26.4.1", "rdma": "shared"}
 FULL["spec"]["racks"][0]["nodes"][0]["partition"] = "named-part"
 FULL["spec"]["racks"][0]["nodes"][0]["features"] = ["ib"]
 FULL["spec"]["suppress"] = ["tcp-fallback-risk"]
+FULL["spec"]["health"] = {"interval": 60, "checks": ["kernel-log"], "actions": {"gpu-lost": "drain"},
+                          "slurm_node_state": ["ANY"]}
 
 INJECTION = "{{ lookup('pipe', 'touch MARK') }}{{ 'tem' ~ 'plated' }}"
 
