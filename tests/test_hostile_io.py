@@ -282,3 +282,15 @@ def test_no_traceback_reaches_the_console_script(tmp_path):
                           capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
     assert proc.returncode == ERROR and "Traceback" not in proc.stderr
+
+
+@needs_root
+@pytest.mark.parametrize("kind", ["character device", "FIFO", "symlink to a device"])
+def test_health_junit_refuses_special_files(tmp_path, kind):
+    facts = tmp_path / "verdicts"
+    facts.mkdir()
+    target = SPECIAL[kind](tmp_path / "health.xml")
+    before = _node(target)
+    result = run("health", QUICKSTART, "--facts", facts, "--junit", target)
+    assert result.exit_code == ERROR and "Traceback" not in result.output
+    assert _node(target) == before
