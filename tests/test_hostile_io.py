@@ -294,3 +294,16 @@ def test_health_junit_refuses_special_files(tmp_path, kind):
     result = run("health", QUICKSTART, "--facts", facts, "--junit", target)
     assert result.exit_code == ERROR and "Traceback" not in result.output
     assert _node(target) == before
+
+
+def test_apply_never_truncates_through_a_link_planted_as_its_log(tmp_path):
+    """The event log is opened O_TRUNC as root: a link there must not empty its target."""
+    state = tmp_path / "state"
+    state.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_text("keep me\n")
+    (state / "quickstart.apply.log").symlink_to(victim)
+    result = run("apply", QUICKSTART, "--yes", "--state", state)
+    assert result.exit_code == ERROR, result.output
+    assert "symbolic link" in result.output and "Traceback" not in result.output
+    assert victim.read_text() == "keep me\n"

@@ -77,7 +77,8 @@ def apply(
     from fleetspec.plan.render_text import print_plan
     from fleetspec.plan.saved import SavedPlanError, load_saved_plan
     from fleetspec.render import render_all
-    from fleetspec.render.writer import write_tree
+    from fleetspec.render.writer import RenderWriteError, write_tree
+    from fleetspec.safe_io import UnsafePathError
     from fleetspec.spec.hostlist import HostlistError
     from fleetspec.state import StateError, StateStore, state_dir
     from fleetspec.state.build import applied_tree, build_dir
@@ -139,7 +140,8 @@ def apply(
             result = apply_plan(plan, store, engines,
                                 ApplyOptions(allow_reboot=allow_reboot, drain_timeout_s=drain_timeout,
                                              extravars=extravars), emit, redact)
-    except (StateError, SavedPlanError, LockHeld, ApplyError, sec.SecretError, LabSetupError, HostlistError) as exc:
+    except (StateError, SavedPlanError, LockHeld, ApplyError, sec.SecretError, LabSetupError, HostlistError,
+            UnsafePathError, RenderWriteError) as exc:
         if report is not None:
             report.finish(None)
         err.print(f"error: {exc}", markup=False)
