@@ -276,6 +276,9 @@ def kubernetes_resources(fleet: Fleet) -> KubernetesLayer:
     for rel, objs in releases_and_crs:
         releases.extend(rel)
         manifests.extend(objs)
+    from fleetspec.render.kubernetes_admission import scheduler_gate
+
+    manifests.extend(scheduler_gate(fleet, {r.name: r.key for r in releases}))
     namespaces = _namespaces(fleet, releases)
     return KubernetesLayer(
         node_labels=labels + slinky_labels,
