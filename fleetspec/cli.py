@@ -208,6 +208,7 @@ def rules() -> None:
 def _register_feature_commands() -> None:
     """Commands whose code lives with their feature package (imported lazily inside)."""
     from fleetspec.apply.cli import apply as apply_command
+    from fleetspec.health.cli import health as health_command
     from fleetspec.lab.cli import lab_app
     from fleetspec.plan.cli import plan as plan_command
     from fleetspec.verify.cli import verify as verify_command
@@ -215,6 +216,7 @@ def _register_feature_commands() -> None:
     app.command("plan", cls=COMMAND)(plan_command)
     app.command("apply", cls=COMMAND)(apply_command)
     app.command("verify", cls=COMMAND)(verify_command)
+    app.command("health", cls=COMMAND)(health_command)
     app.add_typer(lab_app, name="lab")
 
 

@@ -16,6 +16,7 @@ from fleetspec.catalog import Catalog
 from fleetspec.compile import ir
 from fleetspec.compile.partitions import build_partitions
 from fleetspec.findings import Finding, Severity, dotted
+from fleetspec.health.catalog import default_actions
 from fleetspec.spec import model as m
 from fleetspec.spec.hostlist import MAX_HOSTS, HostlistError, HostlistTooLarge, expand
 from fleetspec.versions import at_least, parse_version
@@ -125,8 +126,17 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
         suppress=tuple(body.suppress),
         secrets=_needed_secrets(body),
         package_mirror=_mirror(body, findings),
+        health=_health(body.health),
     )
     return fleet, findings
+
+
+def _health(health: m.Health | None) -> ir.HealthPolicy | None:
+    if health is None:
+        return None
+    actions = {**default_actions(), **health.actions}
+    return ir.HealthPolicy(health.interval, tuple(dict.fromkeys(health.checks)), tuple(sorted(actions.items())),
+                           tuple(dict.fromkeys(health.slurm_node_state)), ("spec", "health"))
 
 
 def _device_names(models: Iterable[str], catalog: Catalog) -> tuple[str, ...]:

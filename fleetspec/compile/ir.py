@@ -244,6 +244,21 @@ class PackageSource:
     path: SpecPath = _loc()
 
 
+@dataclass(frozen=True, slots=True)
+class HealthPolicy:
+    """``spec.health`` resolved: every fault class with its action (the catalog's
+    default where the spec says nothing)."""
+
+    interval: int
+    checks: tuple[str, ...]
+    actions: tuple[tuple[str, str], ...]  # (fault class, action), sorted by class
+    slurm_node_state: tuple[str, ...] = ("ANY",)
+    path: SpecPath = _loc()
+
+    def action(self, fault_class: str) -> str:
+        return dict(self.actions).get(fault_class, "none")
+
+
 @dataclass(frozen=True)
 class Fleet:
     name: str
@@ -258,6 +273,7 @@ class Fleet:
     suppress: tuple[str, ...] = ()
     secrets: tuple[tuple[str, str], ...] = ()  # (name, reference): references only, never values
     package_mirror: PackageSource | None = None
+    health: HealthPolicy | None = None
     api_version: str = "fleetspec.io/v1alpha1"
 
     def stack(self, name: str) -> StackTuple | None:

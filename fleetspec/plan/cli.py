@@ -51,6 +51,8 @@ def plan(
                                               help="plan for these hosts only (as 'apply --limit' would)")] = None,
     detailed_exitcode: Annotated[bool, typer.Option("--detailed-exitcode",
                                                     help="exit 0 no changes, 1 error, 2 changes")] = False,
+    health: Annotated[Path | None, typer.Option("--health", dir_okay=False, help="verdicts from 'fleetspec health "
+                                                "--format json': quarantined nodes are never canaries")] = None,
 ) -> None:
     """Show what apply would change, how disruptive each change is, and the waves it would run.
     Exit 0: planned; 1: error. With --detailed-exitcode: 0 no changes, 1 error, 2 changes."""
@@ -63,7 +65,7 @@ def plan(
 
     console, errors = consoles()
     try:
-        result = build_plan(spec, state, base, canary, max_unavailable, errors)
+        result = build_plan(spec, state, base, canary, max_unavailable, errors, _quarantined(health))
         if limit is not None:
             result = _limited(result, limit)
         if out is not None:
@@ -104,8 +106,20 @@ def _limited(plan: Plan, limit: str) -> Plan:
     return restrict_to_hosts(plan, hosts, f"--limit {limit}")
 
 
+def _quarantined(path: Path | None) -> dict[str, str] | None:
+    """{node: why} from a 'fleetspec health --format json' report."""
+    if path is None:
+        return None
+    from fleetspec.health.fleet import quarantined_from_report
+
+    try:
+        return quarantined_from_report(json.loads(path.read_text()))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValueError) as exc:
+        raise PlanError(f"--health {path}: not a 'fleetspec health --format json' report ({exc})") from None
+
+
 def build_plan(spec: Path, state: Path | None, base: Path | None, canary: int, max_unavailable: str,
-               errors: Console) -> Plan:
+               errors: Console, quarantined: dict[str, str] | None = None) -> Plan:
     from fleetspec.plan import make_plan, plan_against_state
     from fleetspec.plan.waves import parse_max_unavailable
     from fleetspec.state import StateError, StateStore, state_dir
@@ -121,7 +135,8 @@ def build_plan(spec: Path, state: Path | None, base: Path | None, canary: int, m
     try:
         if base is not None:
             old = _compiled(base, errors)
-            return make_plan(new, old, canary=canary, max_unavailable=max_unavailable, base=f"spec {base}")
+            return make_plan(new, old, canary=canary, max_unavailable=max_unavailable, base=f"spec {base}",
+                             quarantined=quarantined)
         directory = state_dir(spec, state)
         if directory.exists() and not directory.is_dir():
             raise PlanError(f"--state {directory} is a file: --state takes the state directory (it holds "
@@ -129,7 +144,7 @@ def build_plan(spec: Path, state: Path | None, base: Path | None, canary: int, m
         store = StateStore(directory, new.name)
         state = store.read()
         return plan_against_state(new, state, canary=canary, max_unavailable=max_unavailable,
-                                  old_files=applied_tree(store, state))
+                                  old_files=applied_tree(store, state), quarantined=quarantined)
     except StateError as exc:
         raise PlanError(str(exc)) from None
 

@@ -21,12 +21,16 @@ from fleetspec.state.store import NodeRecord, State
 def make_plan(new: Fleet, old: Fleet | None, *, records: Mapping[str, NodeRecord | None] | None = None,
               canary: int = 1, max_unavailable: MaxUnavailable = "25%", state_serial: int | None = None,
               lineage: str | None = None, base: str | None = None,
-              old_files: Mapping[PurePosixPath, str] | None = None) -> Plan:
+              old_files: Mapping[PurePosixPath, str] | None = None,
+              quarantined: Mapping[str, str] | None = None) -> Plan:
     """``old_files``: the old fleet's rendered tree when it is at hand (what apply rendered,
-    ``state.build.applied_tree``), so it is not rendered a second time."""
+    ``state.build.applied_tree``), so it is not rendered a second time. ``quarantined``:
+    {node: why} from the health check; never canaries (``plan --health``)."""
     records = records or {}
     settings = {"canary": canary, "max_unavailable": parse_max_unavailable(max_unavailable)}
-    context = {"state_serial": state_serial, "lineage": lineage, "base": base, "settings": settings}
+    quarantined = dict(sorted((quarantined or {}).items()))
+    context = {"state_serial": state_serial, "lineage": lineage, "base": base, "settings": settings,
+               "quarantined": tuple(quarantined.items())}
     if old is not None and not records and new == old:
         # Renderers are pure functions of the IR: the same fleet renders the same files.
         return Plan(new, (), **context)
@@ -39,14 +43,16 @@ def make_plan(new: Fleet, old: Fleet | None, *, records: Mapping[str, NodeRecord
         changes.append(Change("state:nodes", Action.UPDATE, Disruption.NONE, sorted(records), None,
                               "an interrupted apply left per-node records and every node already matches: "
                               "applying folds them into the recorded fleet"))
-    return Plan(new, tuple(changes), plan_waves(changes, new, canary, max_unavailable), **context)
+    return Plan(new, tuple(changes), plan_waves(changes, new, canary, max_unavailable, quarantined), **context)
 
 
 def plan_against_state(new: Fleet, state: State, *, canary: int = 1, max_unavailable: MaxUnavailable = "25%",
-                       old_files: Mapping[PurePosixPath, str] | None = None) -> Plan:
+                       old_files: Mapping[PurePosixPath, str] | None = None,
+                       quarantined: Mapping[str, str] | None = None) -> Plan:
     base = f"state serial {state.serial}" if state.exists else "no state yet (first apply)"
     return make_plan(new, state.applied, records=state.nodes, canary=canary, max_unavailable=max_unavailable,
-                     state_serial=state.serial, lineage=state.lineage, base=base, old_files=old_files)
+                     state_serial=state.serial, lineage=state.lineage, base=base, old_files=old_files,
+                     quarantined=quarantined)
 
 
 def restrict_to_hosts(plan: Plan, hosts: set[str], why: str) -> Plan:

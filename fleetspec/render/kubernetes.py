@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from fleetspec.compile.ir import Fleet, Node, Partition
+from fleetspec.render.kubernetes_health import with_health
 from fleetspec.render.slurm import (
     SLINKY_DB_SECRET,
     SLINKY_DB_SECRET_KEY,
@@ -279,6 +280,7 @@ def kubernetes_resources(fleet: Fleet) -> KubernetesLayer:
     from fleetspec.render.kubernetes_admission import scheduler_gate
 
     manifests.extend(scheduler_gate(fleet, {r.name: r.key for r in releases}))
+    releases, manifests = with_health(fleet, releases, manifests, NAMESPACES)
     namespaces = _namespaces(fleet, releases)
     return KubernetesLayer(
         node_labels=labels + slinky_labels,

@@ -26,6 +26,7 @@ from pathlib import PurePosixPath
 import yaml
 
 from fleetspec.compile.ir import Fleet, GpuSpec, Node, Partition, SpecPath
+from fleetspec.render.health import slurm_health_lines
 from fleetspec.slurm_syntax import slurm_time_minutes
 from fleetspec.spec.hostlist import compress
 from fleetspec.versions import at_least
@@ -245,6 +246,8 @@ def render_slurm_conf(fleet: Fleet, topology: TopologyPlan | None = None) -> str
     ]
     if slurm.containers == "pyxis":
         out.append("PrologFlags=Contain")
+    if health := slurm_health_lines(fleet):
+        out += ["", *health]
     out += ["", *_accounting_lines(fleet)]
     out += ["", *topology.slurm_conf_lines]
     out += ["", *_node_lines(fleet)]

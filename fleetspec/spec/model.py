@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator, model_validator
 
+from fleetspec.health.catalog import FAULTS
 from fleetspec.slurm_syntax import slurm_time_problem
 
 DNS_LABEL = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
@@ -321,6 +322,38 @@ class Packages(_Model):
     mirror: PackageSource | None = None
 
 
+HealthAction = Literal["none", "quarantine-device", "drain", "drain-reboot", "replace"]
+HealthCheck = Literal["kernel-log", "gpu-memory", "gpu-count", "fabric", "pcie", "infiniband"]
+SlurmHealthState = Literal["ANY", "IDLE", "ALLOC", "MIXED", "CYCLE"]
+
+
+class Health(_Model):
+    """The fault policy: which checks run, how often, and the action per fault class
+    (docs/health.md lists the classes, their default actions and the vendor guidance
+    each default follows)."""
+
+    interval: Annotated[StrictInt, Field(ge=5, le=86400)] = Field(
+        default=300, description="seconds between node checks (Slurm HealthCheckInterval)"
+    )
+    checks: list[HealthCheck] = Field(
+        default_factory=lambda: ["kernel-log", "gpu-memory", "gpu-count", "fabric", "pcie", "infiniband"]
+    )
+    actions: dict[Annotated[StrictStr, Field(pattern=r"^[a-z0-9-]+$")], HealthAction] = Field(
+        default_factory=dict, description="fault class -> action; the catalog's defaults for the rest"
+    )
+    slurm_node_state: list[SlurmHealthState] = Field(
+        default_factory=lambda: ["ANY"], description="Slurm HealthCheckNodeState: ANY also rechecks drained nodes"
+    )
+
+    @field_validator("actions")
+    @classmethod
+    def _known_classes(cls, actions: dict[str, str]) -> dict[str, str]:
+        unknown = sorted(set(actions) - set(FAULTS))
+        if unknown:
+            raise ValueError(f"unknown fault class {', '.join(unknown)}; known: {', '.join(sorted(FAULTS))}")
+        return actions
+
+
 class FleetBody(_Model):
     os: Literal["ubuntu-22.04", "ubuntu-24.04", "debian-12"]
     stacks: dict[Name, Stack] = Field(min_length=1)
@@ -330,6 +363,7 @@ class FleetBody(_Model):
     kubernetes: Kubernetes | None = None
     secrets: Secrets = Field(default_factory=Secrets)
     packages: Packages = Field(default_factory=Packages)
+    health: Health | None = None
     suppress: list[Annotated[StrictStr, Field(pattern=r"^[a-z0-9.-]+$")]] = Field(default_factory=list)
 
     @field_validator("racks")

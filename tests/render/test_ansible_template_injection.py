@@ -52,6 +52,8 @@ FULL["spec"]["kubernetes"]["network_operator"] = {"enabled": True, "version": "v
 FULL["spec"]["racks"][0]["nodes"][0]["partition"] = "named-part"
 FULL["spec"]["racks"][0]["nodes"][0]["features"] = ["ib"]
 FULL["spec"]["suppress"] = ["tcp-fallback-risk"]
+FULL["spec"]["health"] = {"interval": 60, "checks": ["kernel-log"], "actions": {"gpu-lost": "drain"},
+                          "slurm_node_state": ["ANY"]}
 
 INJECTION = "{{ lookup('pipe', 'touch MARK') }}{{ 'tem' ~ 'plated' }}"
 
