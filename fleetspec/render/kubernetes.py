@@ -23,6 +23,7 @@ import yaml
 
 from fleetspec.compile.ir import Fleet, Node, Partition
 from fleetspec.render.slurm import render_slinky_values, slurm_nodes, slurm_partitions
+from fleetspec.site.helm import apply_overlays
 
 # libyaml's emitter when present: same output, several times faster on 20,000 nodes.
 _BaseDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -207,6 +208,8 @@ def kubernetes_resources(fleet: Fleet) -> KubernetesLayer:
     for rel, objs in releases_and_crs:
         releases.extend(rel)
         manifests.extend(objs)
+    if fleet.site is not None and fleet.site.helm_values:  # kubernetes.values: the site's overlays
+        releases = list(apply_overlays(releases, fleet.site.helm_values))
     namespaces = _namespaces(fleet, releases)
     return KubernetesLayer(
         node_labels=labels + slinky_labels,

@@ -9,7 +9,7 @@ strict ``str`` refuses it so the error layer can say "quote this version".
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
 
@@ -24,6 +24,10 @@ Name = Annotated[StrictStr, Field(pattern=DNS_LABEL, max_length=63)]
 Version = Annotated[StrictStr, Field(pattern=VERSION, max_length=32)]
 Hostlist = Annotated[StrictStr, Field(min_length=1, max_length=4096)]
 PositiveInt = Annotated[StrictInt, Field(ge=1)]
+# A site setting's value (fleetspec/site): written as given; a list is comma-joined.
+# Keys and values are checked against Slurm's parameter lists in fleetspec.site.slurm.
+SettingValue = StrictStr | StrictInt | StrictBool | list[StrictStr | StrictInt]
+Settings = dict[Annotated[StrictStr, Field(min_length=1, max_length=128)], SettingValue]
 
 
 class _Model(BaseModel):
@@ -71,6 +75,8 @@ class NodeGroup(_Model):
     threads_per_core: PositiveInt | None = None
     memory_gb: PositiveInt | None = None
     features: list[Name] = Field(default_factory=list)
+    slurm_settings: Settings = Field(
+        default_factory=dict, description="site NodeName parameters for these nodes (docs/site-settings.md)")
 
 
 class Rack(_Model):
@@ -92,6 +98,7 @@ class SlurmPartition(_Model):
     max_time: StrictStr | None = None
     state: Literal["UP", "DOWN", "DRAIN", "INACTIVE"] | None = None
     allow_mixed_generations: StrictBool = False
+    settings: Settings = Field(default_factory=dict, description="site PartitionName parameters")
 
     @field_validator("max_time")
     @classmethod
@@ -149,6 +156,9 @@ class Slurm(_Model):
         default=False, description="AutoDetect=nvml/rsmi in gres.conf: needs a Slurm built with the vendor plugin"
     )
     users: SlurmUsers = Field(default_factory=SlurmUsers)
+    settings: Settings = Field(default_factory=dict, description="site slurm.conf parameters")
+    cgroup_settings: Settings = Field(default_factory=dict, description="site cgroup.conf parameters")
+    slurmdbd_settings: Settings = Field(default_factory=dict, description="site slurmdbd.conf parameters")
 
 
 class GpuOperator(_Model):
@@ -188,6 +198,8 @@ class Kubernetes(_Model):
     kueue: Component | None = None
     volcano: Component | None = None
     tenants: list[Tenant] = Field(default_factory=list)
+    values: dict[Name, dict[StrictStr, Any]] = Field(
+        default_factory=dict, description="per Helm release: values deep-merged over what fleetspec renders")
 
 
 SECRET_REF = r"^(env:[A-Za-z_][A-Za-z0-9_]*|file:[^\x00\n]{1,4096}|vault:[^\x00\n#]{1,4096}#[A-Za-z0-9_]{1,128}|pulumi:[A-Za-z0-9_.:-]{1,128})$"
@@ -222,6 +234,28 @@ class Packages(_Model):
     mirror: PackageSource | None = None
 
 
+Disruption = Literal["none", "reconfigure", "restart-daemon", "drain", "drain-reboot"]
+
+
+class Hook(_Model):
+    """A site playbook run inside each apply wave (after drain, before verify)."""
+
+    playbook: Annotated[StrictStr, Field(pattern=r"^[A-Za-z0-9._/-]+\.ya?ml$", max_length=1024)]
+    disruption: Disruption = Field(description="what running it does to a node; the plan drains accordingly")
+    partitions: list[Name] = Field(default_factory=list, description="only nodes of these partitions (default: all)")
+
+
+class Hooks(_Model):
+    before: list[Hook] = Field(default_factory=list, description="before fleetspec's site.yml in the wave")
+    after: list[Hook] = Field(default_factory=list, description="after site.yml, before verify")
+
+
+class AnsibleSite(_Model):
+    hooks: Hooks = Field(default_factory=Hooks)
+    vars: dict[Annotated[StrictStr, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=128)], Any] = Field(
+        default_factory=dict, description="site variables for the site's hook playbooks and roles")
+
+
 class FleetBody(_Model):
     os: Literal["ubuntu-22.04", "ubuntu-24.04", "debian-12"]
     stacks: dict[Name, Stack] = Field(min_length=1)
@@ -231,6 +265,7 @@ class FleetBody(_Model):
     kubernetes: Kubernetes | None = None
     secrets: Secrets = Field(default_factory=Secrets)
     packages: Packages = Field(default_factory=Packages)
+    ansible: AnsibleSite | None = None
     suppress: list[Annotated[StrictStr, Field(pattern=r"^[a-z0-9.-]+$")]] = Field(default_factory=list)
 
     @field_validator("racks")
