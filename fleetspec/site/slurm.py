@@ -262,7 +262,7 @@ def _unknown(kind: str, key: str, table: ParameterFile, version: str) -> str:
     hint = difflib.get_close_matches(key.lower(), list(lowered), n=1, cutoff=0.75)
     did = f" Did you mean '{lowered[hint[0]]}'?" if hint else ""
     return (f"'{key}' is not a {_file_label(kind)} parameter of Slurm {version}.{did} "
-            f"The parameters are listed in {table.manual}")
+            f"Remove it, or use a parameter listed in {table.manual}")
 
 
 def _file_label(kind: str) -> str:
@@ -309,6 +309,13 @@ def apply_to_conf(text: str, site: Pairs, field: str) -> str:
     if site_by_key:
         lines += ["", f"# Site settings ({field})", *(f"{k}={v}" for k, v in site_by_key.values())]
     return "\n".join(lines) + "\n"
+
+
+def reconfigurable(key: str) -> bool:
+    """A slurm.conf key whose change ``scontrol reconfigure`` applies (no daemon restart)."""
+    table = parameters().files["slurm.conf"]
+    spelling = table.spelling(key)
+    return spelling is not None and spelling not in table.defunct and not table.needs_restart(spelling)
 
 
 # --------------------------------------------------------------------------- from the IR

@@ -122,3 +122,23 @@ def test_parameter_lists_have_sources_and_no_overlap() -> None:
     for name, table in parameters().files.items():
         assert table.sources and table.manual.startswith("https://"), name
         assert not set(table.known) & set(table.added_after), name
+
+
+def test_plan_classes_follow_slurms_documentation() -> None:
+    from fleetspec.plan import make_plan
+
+    def plan(old_extra: str, new_extra: str):
+        old = compile_text(spec(old_extra), "f.yaml").fleet
+        new = compile_text(spec(new_extra), "f.yaml").fleet
+        return {c.target: c for c in make_plan(new, old).changes}
+
+    tuned = plan("    settings: {SchedulerParameters: bf_continue}\n",
+                 "    settings: {SchedulerParameters: \"bf_continue,defer\"}\n")
+    assert tuned["slurm:slurm.conf"].disruption.value == "reconfigure"
+    assert "SchedulerParameters=bf_continue,defer" in tuned["slurm:slurm.conf"].after
+    plugin = plan("", "    settings: {JobCompType: jobcomp/filetxt}\n")
+    assert plugin["slurm:slurm.conf"].disruption.value == "restart-daemon"
+    part = plan("", "    partitions: {nvidia-hopper: {settings: {PriorityTier: 3}}}\n")
+    assert part["slurm:slurm.conf"].disruption.value == "reconfigure"
+    cgroup = plan("", "    cgroup_settings: {ConstrainSwapSpace: yes}\n")
+    assert cgroup["slurm:cgroup.conf"].disruption.value == "restart-daemon"
