@@ -21,7 +21,6 @@ from fleetspec.findings import Finding, Severity, SpecPath
 from fleetspec.spec import model as m
 
 RULE = "site-settings"
-NOT_YET = True  # apply/rollout.py runs hooks from the next change on
 PREFIX = "fleetspec_"
 # Where fleetspec's own variables come from (render/ansible.py), for the error message.
 FLEETSPEC_VARS = {
@@ -92,10 +91,7 @@ def check_hooks(hooks: m.Hooks, partitions: Iterable[str], spec_dir: Path | None
                                             f"this fleet; use one of: {', '.join(sorted(known))}",
                                             where + ("partitions", j)))
                     ok = False
-            if ok and NOT_YET:
-                findings.append(Finding(RULE, Severity.ERROR, "ansible.hooks are checked but apply does not run "
-                                        "them yet; remove the hook for now", where))
-            elif ok:
+            if ok:
                 out.append(ir.Hook(hook.playbook, phase, hook.disruption,  # type: ignore[arg-type]
                                    tuple(hook.partitions), _digest(spec_dir, hook.playbook), where))
     return tuple(out)
