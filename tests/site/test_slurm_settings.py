@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 
 import pytest
+import yaml
 
 from fleetspec.compile import compile_text
 from fleetspec.render.slurm import render_slurm
@@ -142,3 +143,17 @@ def test_plan_classes_follow_slurms_documentation() -> None:
     assert part["slurm:slurm.conf"].disruption.value == "reconfigure"
     cgroup = plan("", "    cgroup_settings: {ConstrainSwapSpace: yes}\n")
     assert cgroup["slurm:cgroup.conf"].disruption.value == "restart-daemon"
+
+
+def test_slinky_carries_settings_into_the_chart_or_refuses_them() -> None:
+    slinky = ("    mode: slinky\n    settings: {SchedulerParameters: [bf_continue, defer]}\n"
+              "    partitions: {nvidia-hopper: {settings: {PriorityTier: 4}}}\n")
+    text = spec(slinky) + "  kubernetes: {version: \"1.34\"}\n"
+    result = compile_text(text, "f.yaml")
+    assert result.valid, [f.message for f in result.located()]
+    values = yaml.safe_load(render_slurm(result.fleet)[PurePosixPath("slurm/slinky-values.yaml")])
+    assert values["controller"]["extraConfMap"]["SchedulerParameters"] == "bf_continue,defer"
+    assert values["partitions"]["nvidia-hopper"]["configMap"]["PriorityTier"] == "4"
+    errors = _errors(spec(slinky, node_settings="          slurm_settings: {Weight: 2}") +
+                     "  kubernetes: {version: \"1.34\"}\n")
+    assert len(errors) == 1 and "Slinky" in errors[0].message
