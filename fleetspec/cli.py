@@ -73,7 +73,7 @@ def _print_finding(f: LocatedFinding) -> None:
               f"{escape(f.message)}", markup=True)
     if f.source_line:
         err.print(f"  {f.source_line}", markup=False)
-        err.print("  " + " " * (f.column - 1) + "^", markup=False)
+        err.print("  " + " " * f.caret + "^", markup=False)
 
 
 @app.command()

@@ -42,7 +42,8 @@ class LocatedFinding:
     file: str
     line: int
     column: int
-    source_line: str
+    source_line: str  # an excerpt of the line (never a line holding a secret); "" when none
+    caret: int = 0  # 0-based offset of the column in ``source_line``
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -65,6 +66,7 @@ def dotted(path: SpecPath) -> str:
 
 def locate(finding: Finding, source: SourceMap) -> LocatedFinding:
     pos = source.locate(finding.path, prefer=finding.anchor)
+    excerpt, caret = source.excerpt(pos.line, pos.column)
     return LocatedFinding(
         rule=finding.rule,
         severity=finding.severity,
@@ -73,5 +75,6 @@ def locate(finding: Finding, source: SourceMap) -> LocatedFinding:
         file=source.file,
         line=pos.line,
         column=pos.column,
-        source_line=source.source_line(pos.line),
+        source_line=excerpt,
+        caret=caret,
     )

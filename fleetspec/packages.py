@@ -146,8 +146,8 @@ def kernel_module_flavor(gpus: Iterable[GpuSpec]) -> Literal["open", "proprietar
     old, new = generations & _PROPRIETARY_ONLY, generations & _OPEN_REQUIRED
     if old and new:
         raise PackageError(
-            f"GPU generations {sorted(old)} need the proprietary kernel module and "
-            f"{sorted(new)} need the open one: they cannot share one driver installation"
+            f"GPU generations {', '.join(sorted(old))} need the proprietary kernel module and "
+            f"{', '.join(sorted(new))} need the open one: they cannot share one driver installation"
         )
     return "proprietary" if old else "open"
 

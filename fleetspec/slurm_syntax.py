@@ -14,12 +14,12 @@ _INFINITE = frozenset({"infinite", "unlimited"})
 # Slurm time formats (sbatch --time, MaxTime): minutes, minutes:seconds,
 # hours:minutes:seconds, days-hours, days-hours:minutes, days-hours:minutes:seconds.
 _TIME_FORMS = (
-    re.compile(r"^(?P<m>\d+)$"),
-    re.compile(r"^(?P<m>\d+):(?P<s>\d+)$"),
-    re.compile(r"^(?P<h>\d+):(?P<m>\d+):(?P<s>\d+)$"),
-    re.compile(r"^(?P<d>\d+)-(?P<h>\d+)$"),
-    re.compile(r"^(?P<d>\d+)-(?P<h>\d+):(?P<m>\d+)$"),
-    re.compile(r"^(?P<d>\d+)-(?P<h>\d+):(?P<m>\d+):(?P<s>\d+)$"),
+    re.compile(r"^(?P<m>[0-9]+)$"),
+    re.compile(r"^(?P<m>[0-9]+):(?P<s>[0-9]+)$"),
+    re.compile(r"^(?P<h>[0-9]+):(?P<m>[0-9]+):(?P<s>[0-9]+)$"),
+    re.compile(r"^(?P<d>[0-9]+)-(?P<h>[0-9]+)$"),
+    re.compile(r"^(?P<d>[0-9]+)-(?P<h>[0-9]+):(?P<m>[0-9]+)$"),
+    re.compile(r"^(?P<d>[0-9]+)-(?P<h>[0-9]+):(?P<m>[0-9]+):(?P<s>[0-9]+)$"),
 )
 TIME_FORMS_TEXT = (
     '"minutes", "minutes:seconds", "hours:minutes:seconds", "days-hours", '
@@ -51,6 +51,7 @@ def slurm_time_minutes(text: str) -> int | None:
 
 def slurm_time_problem(text: str) -> str | None:
     """None when ``text`` is a Slurm time (``MaxTime``), else why not."""
-    if slurm_time_minutes(text) is not None:
+    if slurm_time_minutes(text) is not None and text == text.strip():
         return None
-    return f"{text!r} is not a Slurm time; write {TIME_FORMS_TEXT} (e.g. \"2-00:00:00\" for two days)"
+    shown = repr(text) if len(text) <= 40 else repr(text[:36]) + "..."
+    return f"{shown} is not a Slurm time; write {TIME_FORMS_TEXT} (e.g. \"2-00:00:00\" for two days)"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-_VERSION = re.compile(r"^v?(\d+(?:\.\d+)*)$")
+_VERSION = re.compile(r"^v?([0-9]+(?:\.[0-9]+)*)$")
 
 
 def parse_version(text: str) -> tuple[int, ...] | None:

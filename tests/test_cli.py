@@ -163,3 +163,58 @@ def test_apply_says_where_the_playbooks_are_missing(tmp_path, monkeypatch):
     assert result.exit_code == 1
     assert "FLEETSPEC_PLAYBOOKS" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "state" / "quickstart.state.json").exists()  # nothing recorded
+
+
+def test_locations_and_paths_print_as_written_never_as_emoji(tmp_path):
+    """`fleet.yaml:100:24` once printed as `fleet.yaml💯24`, and `:fire:` as a flame."""
+    folder = tmp_path / ":fire:"
+    folder.mkdir()
+    bad = folder / "fleet.yaml"
+    lines = open(QUICKSTART).read().replace("model: h100-sxm", "model: h100-sxn", 1)
+    bad.write_text("# padding\n" * 78 + lines)  # the bad model moves from line 22 to line 100
+    for env in ({}, {"COLUMNS": "300"}):
+        result = subprocess.run([sys.executable, "-m", "fleetspec.cli", "validate", str(bad)], capture_output=True,
+                                text=True, env={**os.environ, **env})
+        assert result.returncode == 1
+        assert f"{bad}:100:24: error [unknown-gpu-model]" in result.stderr
+        assert "\U0001f4af" not in result.stderr and "\U0001f525" not in result.stderr
+
+
+def test_output_honours_columns_when_piped():
+    narrow = subprocess.run([sys.executable, "-m", "fleetspec.cli", "partitions", QUICKSTART], capture_output=True,
+                            text=True, env={**os.environ, "COLUMNS": "60"})
+    wide = subprocess.run([sys.executable, "-m", "fleetspec.cli", "partitions", QUICKSTART], capture_output=True,
+                          text=True, env={k: v for k, v in os.environ.items() if k != "COLUMNS"})
+    assert narrow.returncode == 0 and wide.returncode == 0
+    assert max(map(len, narrow.stdout.splitlines())) <= 60
+    assert max(map(len, wide.stdout.splitlines())) > 60  # a pipe without COLUMNS is wide, not 80
+
+
+def test_apply_without_yes_off_a_terminal_shows_the_plan_and_leaves_nothing(tmp_path):
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text((EXAMPLES / "quickstart.yaml").read_text())
+    result = run("apply", str(spec))  # CliRunner's stdin is not a terminal
+    assert result.exit_code == 1
+    assert "Plan for fleet quickstart" in result.stdout and "Pass --yes" in result.stderr
+    assert not (tmp_path / ".fleetspec").exists()  # no state directory, no .lock.guard
+
+
+def test_limited_apply_says_what_it_skips_before_asking(tmp_path):
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text((EXAMPLES / "quickstart.yaml").read_text())
+    result = run("apply", str(spec), "--limit", "h100-[001-002],ctl-01")
+    assert result.exit_code == 1  # no --yes, no terminal
+    text = " ".join(result.stdout.split())
+    assert "Restricted to --limit h100-[001-002],ctl-01: 6 node(s) with changes are skipped: h100-[003-008]" in text
+
+
+def test_lab_up_with_an_invalid_spec_lists_located_findings(tmp_path):
+    bad = tmp_path / "fleet.yaml"
+    bad.write_text(open(QUICKSTART).read().replace("model: h100-sxm", "model: h100-sxn").replace(
+        "stack: hopper-cu13", "stack: hoper-cu13", 1))
+    result = run("lab", "up", str(bad), "--dir", str(tmp_path / "lab"))
+    assert result.exit_code == 1
+    lines = result.stderr.splitlines()
+    assert any(line.strip().startswith(f"{bad}:22:") and "[unknown-gpu-model]" in line for line in lines)
+    assert any(line.strip().startswith(f"{bad}:23:") and "[unknown-stack]" in line for line in lines)
+    assert ";" not in result.stderr.split("\n", 1)[0] and not (tmp_path / "lab").exists()

@@ -45,12 +45,15 @@ def test_the_readme_loop(workdir: Path) -> None:
     up = fleetspec(workdir, "lab", "up", "fleet.yaml", "--nodes", "2")
     assert up.returncode == 0, up.stderr
 
-    plan = fleetspec(workdir, "plan", "fleet.yaml", "--state", f"{lab}/state", "--format", "json")
+    plan = fleetspec(workdir, "plan", "fleet.yaml", "--state", f"{lab}/state", "--format", "json",
+                     "--detailed-exitcode")
     assert plan.returncode == 2, plan.stderr  # changes: a first apply
     assert json.loads(plan.stdout)["summary"]["max_disruption"] == "restart-daemon"
 
     first = fleetspec(workdir, "apply", "fleet.yaml", "--lab", lab, "--yes")
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr
+    text = " ".join(first.stdout.split())
+    assert "Restricted to the lab's hosts" in text and "skipped 6 node(s) outside the lab's hosts" in text
     verify = fleetspec(workdir, "verify", "fleet.yaml", "--lab", lab, "--format", "json")
     assert verify.returncode == 0, verify.stdout[-3000:]
     assert json.loads(verify.stdout)["summary"]["conforming"] == 2
@@ -59,9 +62,11 @@ def test_the_readme_loop(workdir: Path) -> None:
     spec.write_text(spec.read_text().replace('nccl: "2.28.3"', 'nccl: "2.28.9"'))
     assert fleetspec(workdir, "lab", "up", "fleet.yaml", "--nodes", "2").returncode == 0  # repo gets 2.28.9
     plan = fleetspec(workdir, "plan", "fleet.yaml", "--state", f"{lab}/state", "--format", "json")
-    assert plan.returncode == 2
+    assert plan.returncode == 0  # like terraform plan: 0 when planned, changes or not
     planned = json.loads(plan.stdout)
     assert planned["summary"]["max_disruption"] == "drain"
+    drains = sorted(c["target"] for c in planned["changes"] if c["disruption"] == "drain")
+    assert drains == ["node:h100-001", "node:h100-002"]  # the lab's nodes, recorded by the first apply
     assert planned["waves"][0]["canary"] is True
 
     second = fleetspec(workdir, "apply", "fleet.yaml", "--lab", lab, "--yes", "--format", "json")
@@ -69,6 +74,8 @@ def test_the_readme_loop(workdir: Path) -> None:
     events = [json.loads(line) for line in second.stdout.splitlines() if line.startswith("{")]
     kinds = [e["event"] for e in events]
     assert kinds.count("wave-done") == 2 and kinds[-1] == "done"
+    skipped = [e for e in events if e["event"] == "skipped"]
+    assert len(skipped) == 1 and skipped[0]["hosts"] == [f"h100-00{i}" for i in range(3, 9)]
     assert any(e["event"] == "drain" and "NCCL 2.28.3 -> 2.28.9" in e["message"] for e in events)
 
     verify = fleetspec(workdir, "verify", "fleet.yaml", "--lab", lab, "--format", "json")
@@ -77,8 +84,13 @@ def test_the_readme_loop(workdir: Path) -> None:
     nccl = [c for n in report["nodes"] for c in n["checks"] if c["component"] == "nccl"]
     assert nccl and all(c["found"] == "2.28.9" and c["status"] == "ok" for c in nccl)
 
-    again = fleetspec(workdir, "plan", "fleet.yaml", "--state", f"{lab}/state")
-    assert again.returncode == 0, again.stdout  # converged: nothing left to do
+    # The lab's nodes converged; the six nodes no apply touched are still shown as changes.
+    again = fleetspec(workdir, "plan", "fleet.yaml", "--state", f"{lab}/state", "--format", "json",
+                      "--detailed-exitcode")
+    assert again.returncode == 2, again.stdout
+    left = json.loads(again.stdout)
+    assert sorted(c["target"] for c in left["changes"] if c["target"].startswith("node:")) == [
+        f"node:h100-00{i}" for i in range(3, 9)]
 
     down = fleetspec(workdir, "lab", "down", "--dir", lab)
     assert down.returncode == 0 and not (workdir / lab).exists()

@@ -27,7 +27,6 @@ from fleetspec.apply.rollout import (
     Engines,
     apply_plan,
     build_dir,
-    restrict_to_hosts,
 )
 from fleetspec.compile import compile_file
 from fleetspec.compile.ir import Fleet
@@ -72,6 +71,9 @@ def apply(
                                                   "the Kubernetes layer is applied elsewhere (Argo CD, Flux)")] = False,
     format: Annotated[ApplyFormat, typer.Option("--format", help="text, or json events for pipelines")] =
     ApplyFormat.text,
+    limit: Annotated[str | None, typer.Option("--limit", metavar="HOSTLIST",
+                                              help="apply only to these hosts (a hostlist); the state records "
+                                                   "only them, the next plan still shows the rest")] = None,
 ) -> None:
     """Apply the spec (or a saved plan) in rolling waves: drain, upgrade, verify, resume."""
     from fleetspec import secrets as sec
@@ -81,6 +83,7 @@ def apply(
     from fleetspec.plan.saved import SavedPlanError, load_saved_plan
     from fleetspec.render import render_all
     from fleetspec.render.writer import write_tree
+    from fleetspec.spec.hostlist import HostlistError
     from fleetspec.state.lock import LockHeld
 
     emit = _emitter(format)
@@ -100,36 +103,70 @@ def apply(
             state = lab / "state"  # a rehearsal keeps its own state, never the fleet's
         store = StateStore(state_dir(target, state), fleet.name)
         base_dir = Path(target).resolve().parent
+        only, why = _restriction(lab, limit)
+        if not yes and not sys.stdin.isatty():
+            # Nobody can answer: show the plan, take no lock, write nothing.
+            plan = saved or plan_against_state(fleet, store.read(), canary=canary, max_unavailable=max_unavailable)
+            _show(_restricted(plan, only, why), format, emit, print_plan)
+            err.print("refusing to apply without confirmation: no terminal to ask on. Pass --yes")
+            raise typer.Exit(1)
         with store.lock("apply"):
             plan = saved or plan_against_state(fleet, store.read(), canary=canary, max_unavailable=max_unavailable)
-            if format is ApplyFormat.text:
-                print_plan(plan, out)
-            else:
-                emit(ApplyEvent("plan", json.dumps(plan.to_dict())))
+            plan = _restricted(plan, only, why)
+            _show(plan, format, emit, print_plan)
             if plan.empty:
                 emit(ApplyEvent("done", "no changes"))
                 raise typer.Exit(0)
             if not yes:
-                if not sys.stdin.isatty():
-                    err.print("refusing to apply without confirmation: no terminal to ask on. Pass --yes")
-                    raise typer.Exit(1)
                 typer.confirm("Apply this plan?", abort=True)
             extravars, redact = _secrets(fleet, base_dir, sec)
             build = build_dir(store)
             write_tree(render_all(fleet), build)
             inventories = [build / "ansible" / "inventory.yml", *_overlays(lab, inventory)]
             engines = _engines(fleet, inventories, lab, slurm_control)
-            if lab is not None:
-                plan = restrict_to_hosts(plan, set(engines.all_hosts()))
+            if only is not None:
+                inventory_hosts = engines.all_hosts
+                engines.all_hosts = lambda: [h for h in inventory_hosts() if h in only]
             if _has_kubernetes_changes(plan) and not skip_kubernetes:
                 _pulumi_up(fleet, store, emit)
             result = apply_plan(plan, store, engines,
                                 ApplyOptions(allow_reboot=allow_reboot, drain_timeout_s=drain_timeout,
                                              extravars=extravars, hooks_dir=base_dir), emit, redact)
-    except (StateError, SavedPlanError, LockHeld, ApplyError, sec.SecretError, LabSetupError) as exc:
+    except (StateError, SavedPlanError, LockHeld, ApplyError, sec.SecretError, LabSetupError, HostlistError) as exc:
         err.print(f"error: {exc}", markup=False)
         raise typer.Exit(1) from None
     raise typer.Exit(0 if result.ok else 1)
+
+
+def _restriction(lab: Path | None, limit: str | None) -> tuple[set[str] | None, str | None]:
+    """The hosts this apply may touch (None: all) and the restriction in words."""
+    from fleetspec.spec.hostlist import expand
+
+    only: set[str] | None = None
+    words = []
+    if lab is not None:
+        from fleetspec.lab.fleet import LabHandle
+
+        only = set(LabHandle.load(lab).hosts)
+        words.append(f"the lab's hosts ({lab})")
+    if limit is not None:
+        limited = set(expand(limit))
+        only = limited if only is None else only & limited
+        words.append(f"--limit {limit}")
+    return only, (" and ".join(words) or None)
+
+
+def _restricted(plan: Plan, only: set[str] | None, why: str | None) -> Plan:
+    from fleetspec.plan import restrict_to_hosts
+
+    return plan if only is None or why is None else restrict_to_hosts(plan, only, why)
+
+
+def _show(plan: Plan, fmt: ApplyFormat, emit: Any, print_plan: Any) -> None:
+    if fmt is ApplyFormat.text:
+        print_plan(plan, out)
+    else:
+        emit(ApplyEvent("plan", json.dumps(plan.to_dict())))
 
 
 def _emitter(fmt: ApplyFormat):  # type: ignore[no-untyped-def]

@@ -6,8 +6,11 @@ playbooks limited to the wave, verify the wave's nodes, resume them, record the 
 the state. A wave that fails stops the rollout and leaves its nodes drained with the
 reason; the rest of the fleet keeps serving and the state keeps every completed wave,
 so the next ``plan`` shows exactly what is left. After the waves one converge run
-covers every other host (controllers, new nodes, configuration), Slurm reconfigures
-when its partitions changed, and the whole fleet is recorded as applied.
+covers every other host (controllers, new nodes, configuration), the nodes it touched
+are verified, Slurm reconfigures when its partitions changed, and the whole fleet is
+recorded as applied. A plan restricted to some hosts (the lab, ``--limit``) records
+only the nodes it applied and verified, and says which nodes it skipped: the state
+never claims work that was not done.
 
 The engines are injected (`Engines`), so the same code drives a datacenter, the lab,
 and the tests.
@@ -15,7 +18,6 @@ and the tests.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,13 +30,15 @@ from fleetspec.compile.ir import Fleet
 from fleetspec.plan.model import Disruption, Plan, Wave
 from fleetspec.plan.saved import SavedPlanError, check_plan_current
 from fleetspec.secrets import Redactor
+from fleetspec.spec.hostlist import compress
 from fleetspec.state import StateStore
 from fleetspec.verify.compare import Status, VerifyReport
 
 
 @dataclass(frozen=True)
 class ApplyEvent:
-    kind: str  # plan | wave-start | drain | hook | playbook | host | verify | resume | wave-done | converge | done | error
+    kind: str  # plan | wave-start | drain | hook | playbook | host | verify | resume | wave-done | converge | skipped
+    # | done | error
     message: str
     wave: str | None = None
     hosts: tuple[str, ...] = ()
@@ -150,6 +154,7 @@ def apply_plan(plan: Plan, store: StateStore, engines: Engines, options: ApplyOp
 
     waved = {h for w in plan.waves for h in w.hosts}
     rest = sorted(set(engines.all_hosts()) - waved)
+    converged: list[str] = []
     if rest:
         say("converge", f"converging {len(rest)} other host(s) (controllers, new nodes, configuration)", None, rest)
         result = run_with_hooks(engines.run_playbook, fleet, options.hooks_dir, rest,
@@ -162,6 +167,15 @@ def apply_plan(plan: Plan, store: StateStore, engines: Engines, options: ApplyOp
             message = f"converge run failed on {', '.join(failed) or result.status}; completed waves are recorded"
             say("error", message, None, failed, ok=False)
             return ApplyResult(False, message, tuple(done))
+        converged = [h for h in rest if fleet.node(h) is not None]
+        if converged and engines.verify is not None:
+            drift = _drift(engines.verify(fleet, converged))
+            if drift:
+                message = "verify failed after the converge run: " + "; ".join(drift) + \
+                          ". Completed waves are recorded; these nodes are not"
+                say("error", message, None, converged, ok=False)
+                return ApplyResult(False, redact(message), tuple(done))
+            say("verify", f"{compress(converged)} run the partition's tuple", None, converged)
     if engines.slurm is not None and fleet.slurm is not None and _slurm_config_changed(plan):
         try:
             engines.slurm.reconfigure()
@@ -169,9 +183,21 @@ def apply_plan(plan: Plan, store: StateStore, engines: Engines, options: ApplyOp
         except ControlError as exc:
             say("error", f"scontrol reconfigure failed: {exc}", ok=False)
             return ApplyResult(False, str(exc), tuple(done))
-    store.record_applied(fleet, f"applied {len(plan.changes)} change(s) in {len(plan.waves)} wave(s)")
-    say("done", f"applied: {len(plan.changes)} change(s), {len(done)} wave(s)")
-    return ApplyResult(True, "applied", tuple(done))
+    if plan.restriction is None:
+        store.record_applied(fleet, f"applied {len(plan.changes)} change(s) in {len(plan.waves)} wave(s)")
+        say("done", f"applied: {len(plan.changes)} change(s), {len(done)} wave(s)")
+        return ApplyResult(True, "applied", tuple(done))
+    # Restricted: the state records only the nodes this run applied and verified (the
+    # waves did theirs); everything else stays pending, so the next plan still shows it.
+    if converged:
+        store.record_wave(fleet, converged, f"converged {compress(converged)} ({plan.restriction})")
+    if plan.skipped:
+        say("skipped", f"skipped {len(plan.skipped)} node(s) outside {plan.restriction}: {compress(plan.skipped)}. "
+                       "They were not touched and the state does not record them: the next plan still shows "
+                       "their changes", None, plan.skipped, ok=False)
+    applied = len({h for w in plan.waves for h in w.hosts} | set(converged))
+    say("done", f"applied to {applied} node(s) of {len(fleet.nodes)} ({plan.restriction}): {len(done)} wave(s)")
+    return ApplyResult(True, "applied (restricted)", tuple(done))
 
 
 def _stop(say: Callable[..., None], control: NodeControl, name: str, hosts: list[str], why: str,
@@ -228,17 +254,6 @@ def _reasons(plan: Plan) -> dict[str, str]:
 def _slurm_config_changed(plan: Plan) -> bool:
     return any(c.target.startswith(("slurm:", "partition:")) and c.disruption is not Disruption.NONE
                for c in plan.changes)
-
-
-def restrict_to_hosts(plan: Plan, hosts: set[str]) -> Plan:
-    """The plan as it applies to a subset of the fleet (the lab's scaled-down stand-in):
-    waves keep only those hosts, and waves left empty go."""
-    waves = []
-    for wave in plan.waves:
-        kept = tuple(h for h in wave.hosts if h in hosts)
-        if kept:
-            waves.append(dataclasses.replace(wave, hosts=kept))
-    return dataclasses.replace(plan, waves=tuple(waves))
 
 
 def build_dir(store: StateStore) -> Path:

@@ -20,6 +20,7 @@ from fleetspec.compile.ir import Fleet
 from fleetspec.findings import Finding, LocatedFinding, Severity, locate
 from fleetspec.spec.loader import LoadedSpec, SourceMap, SpecLoadError, load_file, load_text
 from fleetspec.spec.model import FleetSpec
+from fleetspec.spec.plain_text import text_findings
 from fleetspec.spec.schema_errors import schema_findings
 
 
@@ -65,10 +66,13 @@ def compile_loaded(loaded: LoadedSpec, catalog: Catalog | None = None) -> Compil
                           "a fleet file is a mapping with apiVersion, kind, metadata and spec. "
                           "Start from examples/quickstart.yaml")
         return CompileResult(None, (finding,), loaded.source)
+    refused = text_findings(loaded.data)
     try:
         spec = FleetSpec.model_validate(loaded.data)
     except ValidationError as exc:
-        return CompileResult(None, tuple(schema_findings(exc, FleetSpec, loaded.source)), loaded.source)
+        return CompileResult(None, tuple(refused + schema_findings(exc, FleetSpec, loaded.source)), loaded.source)
+    if refused:
+        return CompileResult(None, tuple(refused), loaded.source)
     fleet, findings = build_fleet(spec, catalog)
     fleet = _with_site_settings(spec, fleet, loaded, findings)
     findings.extend(run_rules(fleet, catalog))

@@ -8,6 +8,7 @@ error finding makes the result invalid; renderers refuse invalid results.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable
 
 from fleetspec.catalog import Catalog
@@ -15,7 +16,7 @@ from fleetspec.compile import ir
 from fleetspec.compile.partitions import build_partitions
 from fleetspec.findings import Finding, Severity, dotted
 from fleetspec.spec import model as m
-from fleetspec.spec.hostlist import HostlistError, expand
+from fleetspec.spec.hostlist import MAX_HOSTS, HostlistError, HostlistTooLarge, expand
 
 NVIDIA_KEYS = set(ir.NVIDIA_TUPLE_KEYS)
 AMD_KEYS = set(ir.AMD_TUPLE_KEYS)
@@ -32,6 +33,7 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
     first_seen: dict[str, tuple[str | int, ...]] = {}
     leaves: list[str] = []
     dropped_hosts: set[str] = set()
+    budget = _HostBudget()
     for r_i, rack in enumerate(body.racks):
         rack_path = ("spec", "racks", r_i)
         if rack.leaf and rack.leaf not in leaves:
@@ -39,7 +41,7 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
         rack_nodes: list[str] = []
         for g_i, group in enumerate(rack.nodes):
             group_path = rack_path + ("nodes", g_i)
-            hosts = _expand(group.hosts, group_path + ("hosts",), findings)
+            hosts = _expand(group.hosts, group_path + ("hosts",), findings, budget)
             gpu = catalog.gpu(group.gpu.model)
             if gpu is None:
                 hint = catalog.suggest_gpu(group.gpu.model)
@@ -51,10 +53,12 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
                     group_path + ("gpu", "model"),
                 ))
             if group.stack not in stack_index:
-                known = ", ".join(sorted(stack_index))
+                known = ", ".join(sorted(stack_index)) or "(none defined)"
+                close = difflib.get_close_matches(group.stack, list(stack_index), n=1)
+                did = f" Did you mean '{close[0]}'?" if close else ""
                 findings.append(Finding(
                     "unknown-stack", Severity.ERROR,
-                    f"stack '{group.stack}' is not defined under spec.stacks. Define it, or use one of: {known}",
+                    f"stack '{group.stack}' is not defined under spec.stacks.{did} Define it, or use one of: {known}",
                     group_path + ("stack",),
                 ))
             if hosts is None or gpu is None or group.stack not in stack_index:
@@ -94,8 +98,10 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
                 ))
         racks.append(ir.Rack(rack.name, rack.leaf, rack.nvlink_domain == "rack", tuple(rack_nodes), rack_path))
 
-    slurm = _slurm(body.slurm, findings, catalog)
+    slurm = _slurm(body.slurm, findings, catalog, budget)
     kubernetes = _kubernetes(body.kubernetes, catalog)
+    if body.kubernetes is not None:
+        _check_tenant_namespaces(body.kubernetes, findings)
     nodes_t, partitions = build_partitions(tuple(nodes), slurm, findings, dropped_hosts)
     fabric = (
         ir.Fabric(body.fabric.type, tuple(body.fabric.spines), tuple(leaves), ("spec", "fabric"))
@@ -148,12 +154,24 @@ def _needed_secrets(body: m.FleetBody) -> tuple[tuple[str, str], ...]:
     return tuple((k, v) for k, v in needed if v is not None)
 
 
-def _expand(hostlist: str, path: tuple[str | int, ...], findings: list[Finding]) -> list[str] | None:
+class _HostBudget:
+    """What is left of the fleet-wide bound on expanded hostnames (`MAX_HOSTS`)."""
+
+    def __init__(self) -> None:
+        self.left = MAX_HOSTS
+
+
+def _expand(hostlist: str, path: tuple[str | int, ...], findings: list[Finding],
+            budget: _HostBudget) -> list[str] | None:
     try:
-        return expand(hostlist)
+        hosts = expand(hostlist, limit=budget.left)
     except HostlistError as exc:
         findings.append(Finding("bad-hostlist", Severity.ERROR, str(exc), path))
+        if isinstance(exc, HostlistTooLarge):
+            budget.left = 0  # over the fleet's bound: expand nothing more
         return None
+    budget.left -= len(hosts)
+    return hosts
 
 
 def _stack(name: str, s: m.Stack, catalog: Catalog, findings: list[Finding]) -> ir.StackTuple:
@@ -188,11 +206,12 @@ def _stack(name: str, s: m.Stack, catalog: Catalog, findings: list[Finding]) -> 
     )
 
 
-def _slurm(s: m.Slurm | None, findings: list[Finding], catalog: Catalog) -> ir.SlurmConfig | None:
+def _slurm(s: m.Slurm | None, findings: list[Finding], catalog: Catalog,
+           budget: _HostBudget) -> ir.SlurmConfig | None:
     if s is None:
         return None
     path = ("spec", "slurm")
-    controllers = _expand(s.controllers, path + ("controllers",), findings) or []
+    controllers = _expand(s.controllers, path + ("controllers",), findings, budget) or []
     settings = tuple(
         ir.SlurmPartitionSettings(
             name=name, nodes=p.nodes, default=p.default, max_time=p.max_time, state=p.state,
@@ -219,6 +238,33 @@ def _slurm(s: m.Slurm | None, findings: list[Finding], catalog: Catalog) -> ir.S
         slurm_ids=(s.users.slurm.uid, s.users.slurm.gid), munge_ids=(s.users.munge.uid, s.users.munge.gid),
         path=path,
     )
+
+
+def _check_tenant_namespaces(k: m.Kubernetes, findings: list[Finding]) -> None:
+    """A tenant namespace is its own: not Kubernetes' or an operator's, and one tenant's only."""
+    owner: dict[str, tuple[str, tuple[str | int, ...]]] = {}
+    names: dict[str, int] = {}
+    for i, tenant in enumerate(k.tenants):
+        path = ("spec", "kubernetes", "tenants", i)
+        if tenant.name in names:
+            findings.append(Finding("schema", Severity.ERROR, f"tenant name '{tenant.name}' is used twice (first "
+                                    f"at tenants[{names[tenant.name]}]). Give each tenant its own name",
+                                    path + ("name",)))
+        names.setdefault(tenant.name, i)
+        for j, ns in enumerate(tenant.namespaces):
+            where = path + ("namespaces", j)
+            if ns in m.RESERVED_NAMESPACES or ns.startswith("kube-"):
+                findings.append(Finding("schema", Severity.ERROR, f"namespace '{ns}' belongs to Kubernetes or to "
+                                        "an operator fleetspec installs: a tenant's queues and quota must not reach "
+                                        "it. Give the tenant a namespace of its own", where))
+            elif ns in owner:
+                first, first_path = owner[ns]
+                who = "this tenant" if first == tenant.name else f"tenant '{first}'"
+                findings.append(Finding("schema", Severity.ERROR, f"namespace '{ns}' is already {who}'s (at "
+                                        f"{dotted(first_path)}): two LocalQueues of one name would compete in it. "
+                                        "List each namespace once, under one tenant", where))
+            else:
+                owner[ns] = (tenant.name, where)
 
 
 def _kubernetes(k: m.Kubernetes | None, catalog: Catalog) -> ir.KubernetesConfig | None:

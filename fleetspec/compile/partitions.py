@@ -109,7 +109,8 @@ def build_partitions(
             ))
             continue
         try:
-            hosts = expand(s.nodes)
+            # An extra partition names hosts of the fleet: it can never need more names than that.
+            hosts = expand(s.nodes, limit=len(by_host) + len(dropped_hosts))
         except HostlistError as exc:
             findings.append(Finding("bad-hostlist", Severity.ERROR, str(exc), s.path + ("nodes",)))
             continue

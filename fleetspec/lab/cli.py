@@ -1,7 +1,8 @@
 """`fleetspec lab up|status|down`: the lab as a Typer sub-app (registered by fleetspec.cli).
 
 Thin: each command calls one function of fleetspec.lab.fleet and prints its result.
-Exit codes: 0 done; 1 the lab could not be made, read or taken down (message on stderr).
+Exit codes: 0 done (``down`` with no lab there too); 1 the lab could not be made, read or
+taken down (message on stderr).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from rich.table import Table
 
 from fleetspec.console import consoles
 from fleetspec.lab.base import LabUnavailable
-from fleetspec.lab.fleet import DEFAULT_PER_PARTITION, LabSetupError, lab_down, lab_status, lab_up
+from fleetspec.lab.fleet import DEFAULT_PER_PARTITION, STATE_FILE, LabSetupError, lab_down, lab_status, lab_up
 from fleetspec.lab.hosts import LabError
 from fleetspec.lab.slurm import SlurmError, SlurmUnavailable
 
@@ -87,8 +88,12 @@ def status(dir: DirOption = None) -> None:
 
 @lab_app.command()
 def down(dir: DirOption = None) -> None:
-    """Stop the Slurm daemons and the hosts, remove namespaces, mounts and the lab's files."""
+    """Stop the Slurm daemons and the hosts, remove namespaces, mounts and the lab's files.
+    With no lab there, nothing to do: exit 0 (so running it twice is safe)."""
     target = _resolve(dir)
+    if not (target / STATE_FILE).exists():
+        _out.print(f"lab {escape(str(target))}: no lab here, nothing to take down")
+        return
     try:
         lab_down(target)
     except _FAILURES as exc:

@@ -268,8 +268,9 @@ class LabStatus:
 def _compile(spec: Path) -> Fleet:
     compiled = compile_file(spec)
     if compiled.fleet is None or not compiled.valid:
-        errors = "; ".join(f.message for f in compiled.located() if f.severity is Severity.ERROR)
-        raise LabSetupError(f"{spec}: the spec does not compile: {errors}")
+        errors = "\n".join(f"  {f.file}:{f.line}:{f.column}: {f.severity} [{f.rule}] {f.message}"
+                           for f in compiled.located() if f.severity >= Severity.ERROR)
+        raise LabSetupError(f"{spec} has errors: fix them, then run lab up again\n{errors}")
     return compiled.fleet
 
 
@@ -287,8 +288,8 @@ def lab_up(spec: Path, per_partition: int = DEFAULT_PER_PARTITION, lab_dir: Path
     if (lab_dir / STATE_FILE).exists():
         handle = LabHandle.load(lab_dir)
         if handle.hosts != selection.hosts:
-            raise LabSetupError(f"the lab at {lab_dir} is up with hosts {list(handle.hosts)}, not "
-                                f"{list(selection.hosts)}: run `fleetspec lab down` first")  # fmt: skip
+            raise LabSetupError(f"the lab at {lab_dir} is up with hosts {', '.join(handle.hosts)}, not "
+                                f"{', '.join(selection.hosts)}: run `fleetspec lab down` first")  # fmt: skip
         handle.spec = spec
         handle.refresh_repo(fleet)
         handle.save()

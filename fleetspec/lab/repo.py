@@ -341,7 +341,7 @@ def vendor_standins(tuples: Iterable[Mapping[str, str]]) -> list[StandInPackage]
     for t in tuples:
         unknown = set(t) - {"driver", "cuda", "cudnn", "nccl", "rocm", "rccl", "amdgpu"}
         if unknown:
-            raise ValueError(f"unknown stack tuple keys: {sorted(unknown)}")
+            raise ValueError(f"unknown stack tuple keys: {', '.join(sorted(unknown))}")
         pkgs: list[StandInPackage] = []
         if t.get("driver"):
             pkgs += _nvidia(t["driver"], t.get("cuda"))

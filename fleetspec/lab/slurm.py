@@ -228,7 +228,7 @@ def make_devices(gres_text: str) -> list[Path]:
     """
     made = []
     for pattern in _FILE.findall(gres_text):
-        m = re.match(r"^(.*?)(?:\[(\d+)-(\d+)\]|(\d+))$", pattern)
+        m = re.match(r"^(.*?)(?:\[([0-9]+)-([0-9]+)\]|([0-9]+))$", pattern)
         if m is None:
             raise SlurmError(f"unexpected gres.conf File= pattern {pattern}")
         base, lo, hi, single = m.groups()

@@ -6,6 +6,7 @@ an interrupted apply left, so the plan shows exactly what is left to do.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
 from fleetspec.compile.ir import Fleet
@@ -45,10 +46,24 @@ def plan_against_state(new: Fleet, state: State, *, canary: int = 1,
                      state_serial=state.serial, lineage=state.lineage, base=base)
 
 
+def restrict_to_hosts(plan: Plan, hosts: set[str], why: str) -> Plan:
+    """The plan as it applies to a subset of the fleet (the lab's scaled-down stand-in,
+    ``--limit``): waves keep only those hosts, waves left empty go, and the plan says
+    which nodes with changes it leaves out (``why`` names the restriction in words)."""
+    waves = []
+    for wave in plan.waves:
+        kept = tuple(h for h in wave.hosts if h in hosts)
+        if kept:
+            waves.append(dataclasses.replace(wave, hosts=kept))
+    skipped = tuple(sorted({c.host for c in plan.changes if c.host is not None and c.host not in hosts}))
+    return dataclasses.replace(plan, waves=tuple(waves), restriction=why, skipped=skipped)
+
+
 def _rendered_changes(new: Fleet, old: Fleet | None) -> list[Change]:
     from fleetspec.render import render_all
 
     return file_changes(render_all(new), render_all(old) if old is not None else {})
 
 
-__all__ = ["Change", "Disruption", "Plan", "Wave", "make_plan", "plan_against_state", "plan_waves"]
+__all__ = ["Change", "Disruption", "Plan", "Wave", "make_plan", "plan_against_state", "plan_waves",
+           "restrict_to_hosts"]

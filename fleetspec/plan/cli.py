@@ -1,8 +1,9 @@
 """``fleetspec plan``: compile the spec, compare it with the applied state (or with
 another revision of the spec, ``--base``), print the plan, optionally save it.
 
-Exit codes like ``terraform plan -detailed-exitcode``: 0 no changes, 2 changes,
-1 error (invalid spec, unreadable or foreign state, bad options). The lead registers
+Exit codes like ``terraform plan``: 0 when the plan was made (changes or not), 1 on an
+error (invalid spec, unreadable or foreign state, bad options); with
+``--detailed-exitcode``: 0 no changes, 1 error, 2 changes. The lead registers
 ``plan`` with ``app.command("plan")(plan)``.
 """
 
@@ -52,12 +53,18 @@ def plan(
     canary: Annotated[int, typer.Option("--canary", help="nodes in each partition's first wave")] = 1,
     max_unavailable: Annotated[str, typer.Option("--max-unavailable",
                                                  help="nodes (N) or share (P%) of a partition out at once")] = "25%",
+    limit: Annotated[str | None, typer.Option("--limit", metavar="HOSTLIST",
+                                              help="plan for these hosts only (as 'apply --limit' would)")] = None,
+    detailed_exitcode: Annotated[bool, typer.Option("--detailed-exitcode",
+                                                    help="exit 0 no changes, 1 error, 2 changes")] = False,
 ) -> None:
     """Show what apply would change, how disruptive each change is, and the waves it would run.
-    Exit 0: no changes; 2: changes; 1: error."""
+    Exit 0: planned; 1: error. With --detailed-exitcode: 0 no changes, 1 error, 2 changes."""
     console, errors = consoles()
     try:
         result = build_plan(spec, state, base, canary, max_unavailable, errors)
+        if limit is not None:
+            result = _limited(result, limit)
         if out is not None:
             save_plan(result, out)
     except PlanError as exc:
@@ -82,7 +89,18 @@ def plan(
             console.print(f"saved to {escape(str(out))}: 'fleetspec apply {escape(str(out))}' applies exactly this "
                           f"plan while the state stays at serial {result.state_serial}" if result.state_serial
                           is not None else f"saved to {escape(str(out))}")
-    raise typer.Exit(EXIT_NO_CHANGES if result.empty else EXIT_CHANGES)
+    raise typer.Exit(EXIT_CHANGES if detailed_exitcode and not result.empty else EXIT_NO_CHANGES)
+
+
+def _limited(plan: Plan, limit: str) -> Plan:
+    from fleetspec.plan import restrict_to_hosts
+    from fleetspec.spec.hostlist import HostlistError, expand
+
+    try:
+        hosts = set(expand(limit))
+    except HostlistError as exc:
+        raise PlanError(f"--limit: {exc}") from None
+    return restrict_to_hosts(plan, hosts, f"--limit {limit}")
 
 
 def build_plan(spec: Path, state: Path | None, base: Path | None, canary: int, max_unavailable: str,
@@ -98,7 +116,11 @@ def build_plan(spec: Path, state: Path | None, base: Path | None, canary: int, m
         if base is not None:
             old = _compiled(base, errors)
             return make_plan(new, old, canary=canary, max_unavailable=max_unavailable, base=f"spec {base}")
-        store = StateStore(state_dir(spec, state), new.name)
+        directory = state_dir(spec, state)
+        if directory.exists() and not directory.is_dir():
+            raise PlanError(f"--state {directory} is a file: --state takes the state directory (it holds "
+                            f"{new.name}.state.json). Pass the directory that holds it")
+        store = StateStore(directory, new.name)
         return plan_against_state(new, store.read(), canary=canary, max_unavailable=max_unavailable)
     except StateError as exc:
         raise PlanError(str(exc)) from None

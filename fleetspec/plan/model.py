@@ -105,6 +105,10 @@ class Plan:
     lineage: str | None = None
     base: str | None = None  # what it was compared with, in words ("state serial 4", "spec old.yaml")
     settings: dict[str, Any] = field(default_factory=dict)  # canary, max_unavailable
+    # A plan restricted to some hosts (the lab's, --limit): in words, and the nodes with
+    # changes it leaves out. Apply records only what it applied, so those stay pending.
+    restriction: str | None = None
+    skipped: tuple[str, ...] = ()
 
     @property
     def empty(self) -> bool:
@@ -142,6 +146,9 @@ class Plan:
             "summary": self.summary(),
             "waves": [w.to_dict() for w in self.waves],
         }
+        if self.restriction is not None:
+            data["restriction"] = self.restriction
+            data["skipped"] = list(self.skipped)
         if include_fleet:
             data["ir"] = self.fleet.to_dict()
         return data

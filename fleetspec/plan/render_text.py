@@ -28,6 +28,11 @@ def print_plan(plan: Plan, console: Console) -> None:
     worst = Disruption(summary["max_disruption"])
     console.print(f"Plan for fleet [bold]{escape(plan.fleet.name)}[/] against {escape(against)}: "
                   f"{summary['changes']} change(s), {sum(summary['nodes'].values())} of them on nodes; most disruptive: [{STYLES[worst]}]{worst.value}[/]")
+    if plan.restriction is not None:
+        skipped = (f"{len(plan.skipped)} node(s) with changes are skipped: {compress(plan.skipped)}. The state "
+                   "records only what is applied, so the next plan still shows them" if plan.skipped
+                   else "no node with changes is left out")
+        console.print(f"[yellow]Restricted to {escape(plan.restriction)}[/]: {escape(skipped)}.")
     console.print(_changes_table(plan.changes))
     if summary["partitions"]:
         console.print(_partitions_table(summary["partitions"]))

@@ -12,11 +12,16 @@ from typing import Any
 
 from fleetspec.compile.ir import Fleet
 from fleetspec.plan.model import PLAN_FORMAT_VERSION, Change, Plan, Wave
-from fleetspec.state.atomic import atomic_write
+from fleetspec.safe_io import UnsafePathError, loads_json, read_bounded, write_output
 from fleetspec.state.codec import FleetDecodeError, fleet_from_dict
 from fleetspec.state.store import State, StateStore
 
 KIND = "fleetspec-plan"
+MAX_PLAN_BYTES = 1024 * 1024 * 1024  # the whole IR of the largest fleet fleetspec accepts, with room
+
+
+def _clip(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class SavedPlanError(Exception):
@@ -25,16 +30,18 @@ class SavedPlanError(Exception):
 
 def save_plan(plan: Plan, path: Path) -> None:
     data = {"kind": KIND, **plan.to_dict(include_fleet=True)}
-    atomic_write(Path(path), (json.dumps(data, indent=1) + "\n").encode())
+    write_output(path, (json.dumps(data, indent=1) + "\n").encode())
 
 
 def load_saved_plan(path: Path) -> Plan:
     try:
-        data = json.loads(Path(path).read_bytes())
+        data = loads_json(read_bounded(path, MAX_PLAN_BYTES))
     except OSError as exc:
         raise SavedPlanError(f"cannot read saved plan {path}: {exc.strerror}") from None
+    except UnsafePathError as exc:
+        raise SavedPlanError(f"cannot read saved plan: {exc}") from None
     except ValueError as exc:
-        raise SavedPlanError(f"{path} is not a saved plan (invalid JSON: {exc})") from None
+        raise SavedPlanError(f"{path} is not a saved plan (invalid JSON: {_clip(str(exc))})") from None
     if not isinstance(data, dict) or data.get("kind") != KIND:
         raise SavedPlanError(f"{path} is not a saved plan (write one with 'fleetspec plan SPEC --out {path}')")
     if data.get("format_version") != PLAN_FORMAT_VERSION:
@@ -54,7 +61,8 @@ def load_saved_plan(path: Path) -> Plan:
 def _plan_from_dict(data: dict[str, Any], fleet: Fleet) -> Plan:
     return Plan(fleet, tuple(Change.from_dict(c) for c in data["changes"]),
                 tuple(Wave.from_dict(w) for w in data["waves"]), data["state_serial"], data["lineage"],
-                data.get("base"), data.get("settings") or {})
+                data.get("base"), data.get("settings") or {}, data.get("restriction"),
+                tuple(data.get("skipped") or ()))
 
 
 def check_plan_current(plan: Plan, store: StateStore | State) -> None:

@@ -237,7 +237,8 @@ def _vendor_sources(os: str, stack: StackTuple) -> list[dict[str, Any]]:
         # The arch part is a variable: one stack can run on x86_64 (HGX B200) and arm64 (GB200).
         base = (f"https://developer.download.nvidia.com/compute/cuda/repos/{_CUDA_REPO_OS[os]}/"
                 "{{ fleetspec_cuda_repo_arch }}/")
-        return [{"name": "cuda", "uri": base, "suite": "/", "components": "", "key_url": base + _CUDA_KEY}]
+        return [{"name": "cuda", "uri": Template(base), "suite": "/", "components": "",
+                 "key_url": Template(base + _CUDA_KEY)}]
     suite = "jammy" if os == "debian-12" else _CODENAME[os]
     sources = []
     if stack.rocm:
@@ -257,11 +258,36 @@ def _k8s_components(fleet: Fleet) -> tuple[str, ...]:
     return DRIVER_COMPONENTS
 
 
+class Template(str):
+    """A value fleetspec itself writes as an Ansible template (a constant of this module).
+    Every other string is data: one that Ansible could read as a template is written
+    ``!unsafe``, so Ansible never evaluates it (``{{ lookup('pipe', ...) }}`` in a spec
+    value, a saved plan or a state file would run on the control machine)."""
+
+
+_TEMPLATE_MARKS = ("{{", "{%", "{#")
+
+
 class _Dumper(_BaseDumper):  # type: ignore[misc,valid-type]
-    """Block style, no aliases (shared lists must stay readable), ``null`` spelled out."""
+    """Block style, no aliases (shared lists must stay readable), ``null`` spelled out;
+    data strings that look like templates tagged ``!unsafe``."""
 
     def ignore_aliases(self, data: Any) -> bool:
         return True
+
+
+def _represent_str(dumper: _Dumper, data: str) -> yaml.Node:
+    if any(mark in data for mark in _TEMPLATE_MARKS):
+        return dumper.represent_scalar("!unsafe", data, style="'")
+    return dumper.represent_str(data)
+
+
+def _represent_template(dumper: _Dumper, data: Template) -> yaml.Node:
+    return dumper.represent_str(str(data))
+
+
+_Dumper.add_representer(str, _represent_str)
+_Dumper.add_representer(Template, _represent_template)
 
 
 def _dump(fleet: Fleet, data: Any) -> str:

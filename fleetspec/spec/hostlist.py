@@ -11,40 +11,66 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-MAX_HOSTS = 1_000_000  # one expression may not expand beyond this: a typo, not a fleet
+MAX_HOSTS = 200_000  # all hostlists of one fleet together: 10x the largest fleet fleetspec is measured on
 
-_HOSTNAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
-_RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
-_TRAILING_NUMBER = re.compile(r"^(.*?)(\d+)([^\d]*)$")
+_HOSTNAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
+_RANGE = re.compile(r"([0-9]+)(?:-([0-9]+))?")
+_TRAILING_NUMBER = re.compile(r"^(.*?)([0-9]+)([^0-9]*)$")
+_LITERAL = re.compile(r"[a-z0-9-]*")
+
+# One parsed item (no top-level commas): literal text and bracket groups, each group a
+# list of (lo, hi, width) ranges. Counted before anything is expanded.
+_Range = tuple[int, int, int]
+_Item = list[str | list[_Range]]
 
 
 class HostlistError(ValueError):
     """A hostlist expression that cannot be expanded; the message says how to fix it."""
 
 
+class HostlistTooLarge(HostlistError):
+    """An expression that names more hosts than its limit (counted, never expanded)."""
+
+
 def is_valid_hostname(name: str) -> bool:
     """A DNS-1123 label: what Slurm, Ansible, Kubernetes and a shell all accept as is."""
-    return bool(_HOSTNAME.match(name))
+    return isinstance(name, str) and _HOSTNAME.fullmatch(name) is not None
 
 
-def expand(expression: str) -> list[str]:
+def count(expression: str) -> int:
+    """How many hostnames ``expression`` names, computed without expanding it."""
+    return sum(_item_count(item) for item in _parse(expression))
+
+
+def expand(expression: str, limit: int = MAX_HOSTS) -> list[str]:
     """Expand a hostlist expression into hostnames, in order.
 
-    Raises `HostlistError` for unbalanced brackets, empty or reversed ranges, letters in
-    ranges, hostnames that are not DNS labels, and expansions larger than `MAX_HOSTS`.
+    The hosts are counted first, from the ranges alone: an expression naming more than
+    ``limit`` hosts is refused before one name is built. Raises `HostlistError` for
+    unbalanced brackets, empty or reversed ranges, letters in ranges, hostnames that are
+    not DNS labels, and expansions larger than ``limit``.
     """
+    items = _parse(expression)
+    total = sum(_item_count(item) for item in items)
+    if total > limit:
+        raise HostlistTooLarge(
+            f"hostlist '{_clip(expression)}' names {_amount(total)} hosts; at most {limit:,} are allowed here "
+            f"(a fleet has at most {MAX_HOSTS:,} hosts in all). Check the range bounds"
+        )
+    hosts: list[str] = []
+    for item in items:
+        hosts.extend(_expand_item(item))
+    return hosts
+
+
+def _amount(total: int) -> str:
+    return f"{total:,}" if total < 10**15 else f"about 10^{len(str(total)) - 1}"
+
+
+def _parse(expression: str) -> list[_Item]:
     if not isinstance(expression, str) or not expression.strip():
         raise HostlistError("empty hostlist. Write hostnames or a range like 'gpu-[001-016]'")
-    hosts: list[str] = []
-    for part in _split_top_level(expression.strip()):
-        for host in _expand_one(part):
-            hosts.append(host)
-            if len(hosts) > MAX_HOSTS:
-                raise HostlistError(
-                    f"hostlist '{_clip(expression)}' expands to more than {MAX_HOSTS:,} hosts. "
-                    "Check the range bounds"
-                )
-    return hosts
+    return [_parse_item(part) for part in _split_top_level(expression.strip())]
 
 
 def _split_top_level(expression: str) -> list[str]:
@@ -71,56 +97,65 @@ def _split_top_level(expression: str) -> list[str]:
     return parts
 
 
-def _expand_one(part: str) -> Iterable[str]:
-    """Expand one comma-free item, e.g. ``r[1-2]-n[01-04]``."""
-    pieces = re.split(r"(\[[^\]]*\])", part)
-    choices: list[list[str]] = []
-    total = 1
-    for piece in pieces:
+def _parse_item(part: str) -> _Item:
+    """One comma-free item, e.g. ``r[1-2]-n[01-04]``, as literals and range groups."""
+    item: _Item = []
+    for piece in re.split(r"(\[[^\]]*\])", part):
         if piece.startswith("["):
-            values = _expand_brackets(piece[1:-1], part)
-            total *= len(values)
-            if total > MAX_HOSTS:
-                raise HostlistError(
-                    f"hostlist '{_clip(part)}' expands to more than {MAX_HOSTS:,} hosts. Check the range bounds"
-                )
-            choices.append(values)
+            item.append(_parse_brackets(piece[1:-1], part))
         elif piece:
-            choices.append([piece])
-    results = [""]
-    for options in choices:
-        results = [prefix + option for prefix in results for option in options]
-    for host in results:
-        if not is_valid_hostname(host):
-            raise HostlistError(
-                f"'{_clip(host)}' is not a valid hostname. Use lower-case letters, digits and '-' "
-                "(at most 63 characters, not starting or ending with '-')"
-            )
-    return results
+            if _LITERAL.fullmatch(piece) is None:
+                raise HostlistError(f"'{_clip(part)}' is not a valid hostname. {_HOSTNAME_ADVICE}")
+            item.append(piece)
+    return item
 
 
-def _expand_brackets(body: str, part: str) -> list[str]:
+_HOSTNAME_ADVICE = ("Use lower-case letters, digits and '-' (at most 63 characters, not starting or ending "
+                    "with '-')")
+
+
+def _parse_brackets(body: str, part: str) -> list[_Range]:
     if not body:
         raise HostlistError(f"empty range '[]' in hostlist '{_clip(part)}'. Write a range like '[01-16]'")
-    values: list[str] = []
+    ranges: list[_Range] = []
     for item in body.split(","):
-        m = _RANGE.match(item.strip())
+        m = _RANGE.fullmatch(item.strip())
         if m is None:
             raise HostlistError(
                 f"'{_clip(item)}' in hostlist '{_clip(part)}' is not a number or range. "
                 "Use numeric ranges like '[001-016]' or '[1-3,7]'"
             )
         lo_text, hi_text = m.group(1), m.group(2) or m.group(1)
+        if len(lo_text) > 18 or len(hi_text) > 18:
+            raise HostlistError(f"range '{_clip(item)}' in hostlist '{_clip(part)}' has numbers too long for a "
+                                "hostname. Check its bounds")
         lo, hi = int(lo_text), int(hi_text)
         if hi < lo:
-            raise HostlistError(f"range '{item}' in hostlist '{_clip(part)}' is reversed. Write '{hi_text}-{lo_text}'")
-        if hi - lo + 1 > MAX_HOSTS:
             raise HostlistError(
-                f"range '{item}' in hostlist '{_clip(part)}' covers more than {MAX_HOSTS:,} hosts. Check its bounds"
-            )
+                f"range '{_clip(item)}' in hostlist '{_clip(part)}' is reversed. Write '{hi_text}-{lo_text}'")
         width = len(lo_text) if lo_text.startswith("0") or len(lo_text) == len(hi_text) else 0
-        values.extend(str(n).zfill(width) for n in range(lo, hi + 1))
-    return values
+        ranges.append((lo, hi, width))
+    return ranges
+
+
+def _item_count(item: _Item) -> int:
+    total = 1
+    for piece in item:
+        if isinstance(piece, list):
+            total *= sum(hi - lo + 1 for lo, hi, _ in piece)
+    return total
+
+
+def _expand_item(item: _Item) -> list[str]:
+    results = [""]
+    for piece in item:
+        options = [piece] if isinstance(piece, str) else [
+            str(n).zfill(width) for lo, hi, width in piece for n in range(lo, hi + 1)]
+        results = [prefix + option for prefix in results for option in options]
+    for host in results:
+        if not is_valid_hostname(host):
+            raise HostlistError(f"'{_clip(host)}' is not a valid hostname. {_HOSTNAME_ADVICE}")
+    return results
 
 
 def compress(hostnames: Iterable[str]) -> str:

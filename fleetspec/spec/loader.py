@@ -19,11 +19,14 @@ that path into ``line:column``, falling back to the nearest ancestor it knows.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from fleetspec.safe_io import UnsafePathError, read_bounded
 
 try:  # libyaml: ~10x faster composition, same marks
     from yaml import CSafeLoader as _Loader
@@ -33,6 +36,9 @@ except ImportError:  # pragma: no cover - depends on how PyYAML was built
 MAX_FILE_BYTES = 16 * 1024 * 1024
 MAX_DEPTH = 64
 MAX_NODES = 2_000_000  # after alias expansion
+EXCERPT_CHARS = 160  # of a source line echoed under a finding
+# Keys that name a secret wherever they appear (a literal pasted in the wrong place).
+SECRET_NAME = re.compile(r"(?i)passw|passphrase|secret|token|credential|munge_key|private_key|api_key")
 
 _STR = "tag:yaml.org,2002:str"
 _INT = "tag:yaml.org,2002:int"
@@ -61,6 +67,7 @@ class SourceMap:
     values: dict[Path_, Position] = field(default_factory=dict)
     numbers: dict[Path_, str] = field(default_factory=dict)  # raw text of unquoted numbers
     lines: list[str] = field(default_factory=list)
+    _secret_lines: frozenset[int] | None = field(default=None, repr=False, compare=False)
 
     def locate(self, path: Path_, prefer: str = "value") -> Position:
         """The best position for ``path``: its value (or key), else the nearest ancestor."""
@@ -76,6 +83,34 @@ class SourceMap:
 
     def source_line(self, line: int) -> str:
         return self.lines[line - 1] if 0 < line <= len(self.lines) else ""
+
+    def excerpt(self, line: int, column: int) -> tuple[str, int]:
+        """The text of ``line`` around ``column``, at most `EXCERPT_CHARS` long, and the
+        caret's 0-based offset in it. Lines that hold a secret come back empty."""
+        text = self.source_line(line)
+        if not text or line in self.secret_lines():
+            return "", 0
+        caret = max(0, column - 1)
+        if len(text) <= EXCERPT_CHARS:
+            return text, min(caret, len(text))
+        start = max(0, min(caret - EXCERPT_CHARS // 3, len(text) - EXCERPT_CHARS))
+        body = text[start:start + EXCERPT_CHARS]
+        prefix = "..." if start else ""
+        suffix = "..." if start + EXCERPT_CHARS < len(text) else ""
+        return prefix + body + suffix, len(prefix) + caret - start
+
+    def secret_lines(self) -> frozenset[int]:
+        """Lines with a key or value under ``spec.secrets``, or under a key named like a
+        secret anywhere: never echoed, whatever the finding is about."""
+        if self._secret_lines is None:
+            lines: set[int] = set()
+            for table in (self.keys, self.values):
+                for path, pos in table.items():
+                    if path[:2] == ("spec", "secrets") or any(
+                            isinstance(p, str) and SECRET_NAME.search(p) for p in path):
+                        lines.add(pos.line)
+            self._secret_lines = frozenset(lines)
+        return self._secret_lines
 
 
 class SpecLoadError(Exception):
@@ -104,14 +139,15 @@ def load_file(path: str | os.PathLike[str]) -> LoadedSpec:
         raise SpecLoadError(name, 1, 1, "no such file. Check the path") from None
     except OSError as exc:
         raise SpecLoadError(name, 1, 1, f"cannot read: {exc.strerror}. Check the path and permissions") from None
+    too_big = (f"fleetspec reads fleet files up to {MAX_FILE_BYTES // (1024 * 1024)} MB. "
+               "Write node groups with hostlist ranges instead of one entry per node")
     if size > MAX_FILE_BYTES:
-        raise SpecLoadError(
-            name, 1, 1,
-            f"file is {size / 1e6:.1f} MB; fleetspec reads fleet files up to {MAX_FILE_BYTES // (1024 * 1024)} MB. "
-            "Write node groups with hostlist ranges instead of one entry per node",
-        )
+        raise SpecLoadError(name, 1, 1, f"file is {size / 1e6:.1f} MB; {too_big}")
     try:
-        raw = p.read_bytes()
+        # Bounded: a device (/dev/zero) or a pipe stops at the limit instead of filling memory.
+        raw = read_bounded(p, MAX_FILE_BYTES, regular_only=False)
+    except UnsafePathError:
+        raise SpecLoadError(name, 1, 1, f"input is larger than {MAX_FILE_BYTES // (1024 * 1024)} MB; {too_big}") from None
     except OSError as exc:
         raise SpecLoadError(name, 1, 1, f"cannot read: {exc.strerror}. Check the path and permissions") from None
     return load_bytes(raw, name)

@@ -18,7 +18,7 @@ from fleetspec.slurm_syntax import slurm_time_problem
 DNS_LABEL = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
 # Versions: dotted numbers with an optional leading "v"; nothing a shell or a template
 # could misread.
-VERSION = r"^v?\d+(\.\d+){0,3}$"
+VERSION = r"^v?[0-9]+(\.[0-9]+){0,3}$"
 
 Name = Annotated[StrictStr, Field(pattern=DNS_LABEL, max_length=63)]
 Version = Annotated[StrictStr, Field(pattern=VERSION, max_length=32)]
@@ -122,6 +122,30 @@ class Slinky(_Model):
 
 # An absolute path with nothing a config file, shell or template could misread.
 AbsolutePath = Annotated[StrictStr, Field(pattern=r"^(/[A-Za-z0-9._-]+)+/?$", max_length=1024)]
+# Directories the Slurm role must never create or chown as slurmctld's state: system
+# trees (and anything under them), and the shared parents every service lives in.
+SYSTEM_TREES = ("/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/dev", "/proc",
+                "/sys", "/run", "/root", "/var/run", "/var/lib/dpkg", "/var/lib/apt", "/var/cache/apt")
+SHARED_PARENTS = ("/", "/var", "/var/lib", "/var/spool", "/var/log", "/var/cache", "/var/tmp", "/tmp", "/home",
+                  "/srv", "/opt", "/mnt", "/media", "/usr/local", "/nfs", "/shared", "/scratch")
+
+
+def state_path_problem(path: str) -> str | None:
+    """None when ``path`` may hold slurmctld's state (the role creates and chowns it), else why not."""
+    parts = path.split("/")[1:]
+    if parts and parts[-1] == "":
+        parts = parts[:-1]
+    if any(part in (".", "..") for part in parts):
+        return f"'{path}' has '.' or '..' segments: write the directory's plain absolute path"
+    clean = "/" + "/".join(parts)
+    for tree in SYSTEM_TREES:
+        if clean == tree or clean.startswith(tree + "/"):
+            return (f"'{path}' is inside {tree}, a system directory: the Slurm role would create it and give it "
+                    "to the slurm user. Use a directory of its own, like /var/spool/slurmctld")
+    if clean in SHARED_PARENTS:
+        return (f"'{path}' is a directory other services share: the Slurm role would give it to the slurm user. "
+                "Use a directory of its own below it, like /var/spool/slurmctld")
+    return None
 # Above Debian's dynamic ranges (100-999 system, 1000-59999 users): 60000-64999 is
 # allocated centrally by Debian and never handed out by adduser. Debian's own slurm
 # package pins slurm to 64030; munge gets the next id.
@@ -160,6 +184,14 @@ class Slurm(_Model):
     cgroup_settings: Settings = Field(default_factory=dict, description="site cgroup.conf parameters")
     slurmdbd_settings: Settings = Field(default_factory=dict, description="site slurmdbd.conf parameters")
 
+    @field_validator("state_save_location")
+    @classmethod
+    def _own_directory(cls, value: str) -> str:
+        problem = state_path_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
 
 class GpuOperator(_Model):
     version: Version
@@ -174,6 +206,16 @@ class Component(_Model):
     version: Version
 
 
+# Namespaces a tenant may not claim: Kubernetes' own, and the ones fleetspec installs
+# its operators into (render/kubernetes.py NAMESPACES; tests/spec/test_model_bounds.py
+# keeps the two in step). A tenant's LocalQueues and quota there would reach the system.
+RESERVED_NAMESPACES = frozenset({
+    "default", "kube-system", "kube-public", "kube-node-lease",
+    "gpu-operator", "kube-amd-gpu", "kueue-system", "volcano-system", "volcano-monitoring", "slinky", "slurm",
+    "cert-manager", "node-feature-discovery",
+})
+
+
 class Tenant(_Model):
     name: Name
     namespaces: list[Name] = Field(min_length=1)
@@ -181,7 +223,7 @@ class Tenant(_Model):
 
 
 class Gang(_Model):
-    timeout: Annotated[StrictStr, Field(pattern=r"^\d+(s|m|h)$")] = "10m"
+    timeout: Annotated[StrictStr, Field(pattern=r"^[0-9]+(s|m|h)$")] = "10m"
     requeue_limit: Annotated[StrictInt, Field(ge=0)] | None = None
 
 

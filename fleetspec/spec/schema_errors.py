@@ -55,17 +55,17 @@ def _message(err: dict[str, Any], path: SpecPath, root: type[BaseModel], source:
     raw = source.numbers.get(path)
     if raw is not None and kind in ("string_type", "string_pattern_mismatch") and str(key) in VERSION_KEYS:
         return (
-            f"{where} is written as a number ({raw}); YAML reads it as {err.get('input')!r}, not as a version. "
+            f"{where} is written as a number ({raw}); YAML reads it as {_shown(err.get('input'))}, not as a version. "
             f'Quote this version: {key}: "{raw}"'
         )
     if kind == "literal_error":
         expected = err.get("ctx", {}).get("expected", "")
-        return f"{where} is {err.get('input')!r}; it must be one of {expected}. Pick one of those"
+        return f"{where} is {_shown(err.get('input'))}; it must be one of {expected}. Pick one of those"
     if kind == "string_pattern_mismatch":
         if path[-2:-1] == ("secrets",) or str(key) in SECRET_KEYS:
             # Never echo what was written there: it may be the secret itself.
             return f"{where} is not a secret reference. {_pattern_hint(str(key))}"
-        return f"{where} is {err.get('input')!r}, which is not allowed here. {_pattern_hint(str(key))}"
+        return f"{where} is {_shown(err.get('input'))}, which is not allowed here. {_pattern_hint(str(key))}"
     if kind in ("string_type", "int_type", "bool_type", "dict_type", "list_type", "model_type", "model_attributes_type"):
         expected = {
             "string_type": "a string",
@@ -80,10 +80,16 @@ def _message(err: dict[str, Any], path: SpecPath, root: type[BaseModel], source:
     if kind in ("too_short", "too_long"):
         return f"{where}: {err['msg'].lower()}. Fix the value"
     if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
-        return f"{where} is {err.get('input')!r}: {err['msg'].lower()}. Fix the value"
+        return f"{where} is {_shown(err.get('input'))}: {err['msg'].lower()}. Fix the value"
     if kind == "value_error":
         return f"{where}: {err['msg'].removeprefix('Value error, ')}"
     return f"{where}: {err['msg']}. Fix the value"
+
+
+def _shown(value: Any, limit: int = 80) -> str:
+    """``repr(value)``, cut to ``limit`` characters: a 10 MB value is not echoed whole."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 4] + "...'"
 
 
 def _pattern_hint(key: str) -> str:
@@ -96,6 +102,8 @@ def _pattern_hint(key: str) -> str:
                 "vault:PATH#KEY or pulumi:KEY")
     if key in ("uri", "key_url"):
         return "Use an https:// or file:/ URL: plain http lets anyone on the path swap packages"
+    if key == "state_save_location":
+        return "Write an absolute path of letters, digits, '.', '_' and '-', like /var/spool/slurmctld"
     if key == "timeout":
         return "Use a duration like 10m, 600s or 1h"
     return "Use lower-case letters, digits and '-' (a DNS label, at most 63 characters)"

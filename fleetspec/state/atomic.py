@@ -3,7 +3,9 @@
 Write a temporary file in the same directory, fsync it, rename it over the target,
 fsync the directory so the rename itself survives a power cut. With ``backup`` the
 previous file is first hard-linked to ``backup`` (also by rename), so there is no
-moment at which the target is missing.
+moment at which the target is missing. A target (or backup) that exists and is not a
+regular file (a device, FIFO, socket, directory, symbolic link) is refused before
+anything is written: the rename would replace it (`fleetspec.safe_io`).
 """
 
 from __future__ import annotations
@@ -12,11 +14,17 @@ import os
 import tempfile
 from pathlib import Path
 
+from fleetspec.safe_io import check_output_file
+
 TEMP_SUFFIX = ".tmp"
 
 
 def atomic_write(path: Path, data: bytes, backup: Path | None = None) -> None:
+    """Raises `fleetspec.safe_io.UnsafePathError` when ``path`` or ``backup`` is not a plain file."""
     path = Path(path)
+    check_output_file(path)
+    if backup is not None:
+        check_output_file(backup)
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
     tmp = Path(tmp_name)
     try:

@@ -37,8 +37,12 @@ def decode(cls: type, value: Any) -> Any:
     """One IR dataclass (a Fleet, a Node, a StackTuple...) from its JSON form."""
     try:
         return _decoder(cls)(value)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise FleetDecodeError(f"stored {cls.__name__} does not match the IR: {exc}") from None
+    except (KeyError, TypeError, ValueError, RecursionError) as exc:
+        raise FleetDecodeError(f"stored {cls.__name__} does not match the IR: {_clip(str(exc))}") from None
+
+
+def _clip(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def encode(value: Any) -> Any:
@@ -51,7 +55,11 @@ Decoder = Callable[[Any], Any]
 
 @functools.cache
 def _decoder(hint: Any) -> Decoder:
-    """A decoder per type, built once from the type hints: 20,000 nodes decode in a blink."""
+    """A decoder per type, built once from the type hints: 20,000 nodes decode in a blink.
+
+    Every value is checked against its hint (a stored file may have been edited or
+    damaged): a string where a number belongs, a list where a name belongs, or a value
+    outside a Literal is a `TypeError`, never a wrong-typed IR."""
     if dataclasses.is_dataclass(hint):
         return _dataclass_decoder(hint)
     origin = typing.get_origin(hint)
@@ -63,13 +71,39 @@ def _decoder(hint: Any) -> Decoder:
         args = typing.get_args(hint)
         if len(args) == 2 and args[1] is Ellipsis:
             item = _decoder(args[0])
-            return lambda value: tuple(map(item, value))
+            return lambda value: tuple(map(item, _sequence(value)))
         items = tuple(_decoder(a) for a in args)
-        return lambda value: tuple(d(v) for d, v in zip(items, value, strict=True))
-    return _identity
+        return lambda value: tuple(d(v) for d, v in zip(items, _sequence(value), strict=True))
+    if origin is typing.Literal:
+        allowed = typing.get_args(hint)
+        return functools.partial(_literal, allowed)
+    if hint in _SCALARS:
+        return functools.partial(_scalar, hint)
+    raise TypeError(f"the IR decoder has no rule for {hint!r}")  # a new IR field type: teach it here
 
 
-def _identity(value: Any) -> Any:
+_SCALARS = (str, int, bool, float)
+
+
+def _sequence(value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise TypeError(f"expected a list, got {type(value).__name__}")
+    return value
+
+
+def _scalar(kind: type, value: Any) -> Any:
+    ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
+    if kind is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if not ok:
+        raise TypeError(f"expected {kind.__name__}, got {type(value).__name__}")
+    return value
+
+
+def _literal(allowed: tuple[Any, ...], value: Any) -> Any:
+    if not isinstance(value, str | int) or value not in allowed:
+        shown = value if isinstance(value, str | int) and len(str(value)) <= 40 else type(value).__name__
+        raise ValueError(f"{shown!r} is not one of {', '.join(map(repr, allowed))}")
     return value
 
 

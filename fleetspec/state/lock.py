@@ -18,10 +18,13 @@ import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+from fleetspec.safe_io import UnsafePathError, loads_json, read_bounded
 from fleetspec.state.atomic import fsync_dir
+
+MAX_LOCK_BYTES = 64 * 1024  # a holder record is a few hundred bytes
 
 
 @dataclass(frozen=True)
@@ -60,10 +63,23 @@ def current_holder(command: str) -> LockInfo:
 
 def read_holder(path: Path) -> LockInfo | None:
     try:
-        data = json.loads(Path(path).read_text())
-        return LockInfo(**data)
-    except (OSError, ValueError, TypeError):
+        data = loads_json(read_bounded(path, MAX_LOCK_BYTES))
+    except (OSError, ValueError, UnsafePathError):
         return None
+    return _holder_from(data)
+
+
+def _holder_from(data: object) -> LockInfo | None:
+    """A `LockInfo` when ``data`` has exactly its fields with their types; else None (garbage)."""
+    if not isinstance(data, dict) or set(data) != {f.name for f in fields(LockInfo)}:
+        return None
+    text = ("host", "user", "command", "started")
+    if not all(isinstance(data[k], str) for k in text) or not isinstance(data["pid_started"], str | None):
+        return None
+    pid = data["pid"]
+    if not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid < 2**22:  # Linux pid_max is 2^22
+        return None
+    return LockInfo(**data)
 
 
 def is_stale(holder: LockInfo) -> bool:
@@ -142,7 +158,11 @@ class StateLock:
 def _guard(path: Path) -> Iterator[None]:
     """Serialise lock creation and take-over between processes (short critical section)."""
     guard = path.with_name(path.name + ".guard")
-    fd = os.open(guard, os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        fd = os.open(guard, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+    except OSError as exc:
+        raise LockHeld(path, None, f"Its guard {guard} cannot be opened ({exc.strerror}): remove it by hand "
+                                   "if it is not a plain file.") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

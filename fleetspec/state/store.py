@@ -31,6 +31,7 @@ from typing import Any
 
 from fleetspec import __version__
 from fleetspec.compile.ir import Fleet, Node, StackTuple
+from fleetspec.safe_io import UnsafePathError, loads_json, read_bounded
 from fleetspec.spec.hostlist import compress
 from fleetspec.state.atomic import atomic_write, remove_leftovers
 from fleetspec.state.codec import FleetDecodeError, decode, encode, fleet_from_dict
@@ -39,6 +40,7 @@ from fleetspec.state.lock import StateLock, current_user
 FORMAT_VERSION = 1
 STATE_DIR_ENV = "FLEETSPEC_STATE_DIR"
 DEFAULT_DIR_NAME = ".fleetspec"
+MAX_STATE_BYTES = 1024 * 1024 * 1024  # the IR of the largest fleet fleetspec accepts, with room
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -103,7 +105,9 @@ class StateStore:
 
     def _read_document(self) -> dict[str, Any] | None:
         try:
-            raw = self.path.read_bytes()
+            raw = read_bounded(self.path, MAX_STATE_BYTES)
+        except UnsafePathError as exc:
+            raise StateError(f"{exc}. It was left as it is: point --state at a directory of regular files") from None
         except FileNotFoundError:
             if self.backup_path.exists():
                 raise StateError(f"{self.path} is missing but its backup {self.backup_path} exists: "
@@ -111,17 +115,17 @@ class StateStore:
                                  f"'cp {self.backup_path} {self.path}', or remove both to start over") from None
             return None
         try:
-            document = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise StateError(f"{self.path} is corrupted or truncated ({len(raw)} bytes: {exc}). It was left as it "
-                             f"is. {self._backup_hint()}") from None
+            document = loads_json(raw)
+        except ValueError as exc:  # UnicodeDecodeError and too deep nesting included
+            raise StateError(f"{self.path} is corrupted or truncated ({len(raw)} bytes: {_clip(str(exc))}). It was "
+                             f"left as it is. {self._backup_hint()}") from None
         _check_document(document, self.path, self.fleet_name)
         return document
 
     def _backup_hint(self) -> str:
         try:
-            serial = json.loads(self.backup_path.read_bytes())["serial"]
-        except (OSError, ValueError, KeyError, TypeError):
+            serial = loads_json(read_bounded(self.backup_path, MAX_STATE_BYTES))["serial"]
+        except (OSError, ValueError, KeyError, TypeError, UnsafePathError):
             return "No usable backup: restore it from your own copy."
         return f"The previous state (serial {serial}) is in {self.backup_path}: check it, then copy it over."
 
@@ -130,7 +134,10 @@ class StateStore:
     @contextmanager
     def lock(self, command: str) -> Iterator[StateLock]:
         """Hold the fleet's lock; writes are refused outside it. Raises LockHeld."""
-        self.directory.mkdir(parents=True, exist_ok=True)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StateError(f"cannot use {self.directory} as the state directory: {exc.strerror}") from None
         with StateLock(self.lock_path, command) as held:
             self._lock = held
             try:
@@ -183,7 +190,10 @@ class StateStore:
             "command": self._lock.command, "hosts": compress(hosts), "summary": summary,
         })
         remove_leftovers(self.directory, self.path.name)
-        atomic_write(self.path, (json.dumps(document, indent=1) + "\n").encode(), backup=self.backup_path)
+        try:
+            atomic_write(self.path, (json.dumps(document, indent=1) + "\n").encode(), backup=self.backup_path)
+        except UnsafePathError as exc:
+            raise StateError(f"{exc}. The state was not written") from None
         return _state_from_document(document, self.path)
 
 
@@ -207,6 +217,10 @@ def _check_document(document: Any, path: Path, fleet_name: str) -> None:
     for key, kind in (("lineage", str), ("serial", int), ("nodes", dict), ("journal", list)):
         if not isinstance(document.get(key), kind):
             raise StateError(f"{path}: '{key}' is missing or malformed. It was left as it is")
+    if isinstance(document["serial"], bool) or document["serial"] < 0:
+        raise StateError(f"{path}: 'serial' is malformed. It was left as it is")
+    if not all(isinstance(entry, dict) for entry in document["journal"]):
+        raise StateError(f"{path}: 'journal' holds entries that are not records. It was left as it is")
 
 
 def _state_from_document(document: dict[str, Any], path: Path) -> State:
@@ -224,6 +238,10 @@ def _state_from_document(document: dict[str, Any], path: Path) -> State:
 
 def _record_to_dict(record: NodeRecord) -> dict[str, Any]:
     return {"node": encode(record.node), "stack": None if record.stack is None else encode(record.stack)}
+
+
+def _clip(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _now() -> str:

@@ -38,7 +38,7 @@ COMMAND_TIMEOUT_S = 10.0
 # garbage in gives None or an empty container out.
 # ---------------------------------------------------------------------------
 
-_VERSION_RE = r"\d+(?:\.\d+)+"
+_VERSION_RE = r"[0-9]+(?:\.[0-9]+)+"
 
 
 def _safe(default: Any) -> Callable:
@@ -99,7 +99,7 @@ def _mib(value: Optional[str]) -> Optional[int]:
     """"143771 MiB" -> 143771."""
     if not value:
         return None
-    match = re.match(r"\s*(\d+)\s*(MiB)?\s*$", value)
+    match = re.match(r"\s*([0-9]+)\s*(MiB)?\s*$", value)
     return int(match.group(1)) if match else None
 
 
@@ -202,7 +202,7 @@ def parse_query_gpu_csv(text: str, fields: Optional[List[str]] = None) -> List[D
 @_safe(None)
 def parse_nvcc_version(text: str) -> Optional[Dict[str, str]]:
     """``nvcc --version`` -> {"release": "13.0", "version": "13.0.88"}."""
-    match = re.search(r"release\s+(\d+\.\d+),\s*V(" + _VERSION_RE + ")", str(text))
+    match = re.search(r"release\s+([0-9]+\.[0-9]+),\s*V(" + _VERSION_RE + ")", str(text))
     if not match:
         return None
     return {"release": match.group(1), "version": match.group(2)}
@@ -241,7 +241,7 @@ def parse_cudnn_version_header(text: str) -> Optional[str]:
     """Read cudnn_version.h (or cudnn.h before cuDNN 8) -> "9.19.0"."""
     parts = []
     for name in ("CUDNN_MAJOR", "CUDNN_MINOR", "CUDNN_PATCHLEVEL"):
-        match = re.search(r"#define\s+" + name + r"\s+(\d+)", str(text))
+        match = re.search(r"#define\s+" + name + r"\s+([0-9]+)", str(text))
         if not match:
             return None
         parts.append(match.group(1))
@@ -390,7 +390,7 @@ def _vram_mib(size: Any) -> Optional[int]:
     if isinstance(size, dict):
         value, unit = size.get("value"), str(size.get("unit") or "MB")
     elif isinstance(size, str):
-        match = re.match(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)", size)
+        match = re.match(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)", size)
         if not match:
             return None
         value, unit = match.group(1), match.group(2) or "MB"
@@ -462,7 +462,7 @@ def parse_rocm_smi_json(text: str) -> List[Dict[str, Any]]:
         return []
     gpus = []
     for key, card in data.items():
-        match = re.match(r"^card(\d+)$", str(key))
+        match = re.match(r"^card([0-9]+)$", str(key))
         if not match or not isinstance(card, dict):
             continue
         vram_bytes = _int_or_none(_key_ci(card, "VRAM Total Memory (B)"))
@@ -533,7 +533,7 @@ def parse_infiniband_sysfs(base_dir: str) -> List[Dict[str, Any]]:
         for port in sorted(port_names, key=lambda p: (_int_or_none(p) is None, _int_or_none(p) or 0, p)):
             port_dir = os.path.join(ports_dir, port)
             rate = _read_small(os.path.join(port_dir, "rate"))
-            rate_match = re.match(r"\s*(\d+(?:\.\d+)?)\s*Gb/sec", rate or "")
+            rate_match = re.match(r"\s*([0-9]+(?:\.[0-9]+)?)\s*Gb/sec", rate or "")
             gbps = float(rate_match.group(1)) if rate_match else None
             ports.append(
                 {
@@ -558,7 +558,7 @@ def parse_infiniband_sysfs(base_dir: str) -> List[Dict[str, Any]]:
 
 def library_file_version(path: str) -> Optional[str]:
     """"libnccl.so.2.28.3" -> "2.28.3"; None when the name carries only a major."""
-    match = re.search(r"\.so\.(\d+\.\d+(?:\.\d+)*)$", os.path.basename(str(path)))
+    match = re.search(r"\.so\.([0-9]+\.[0-9]+(?:\.[0-9]+)*)$", os.path.basename(str(path)))
     return match.group(1) if match else None
 
 

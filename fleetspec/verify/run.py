@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetspec.compile.ir import Fleet
+from fleetspec.safe_io import UnsafePathError, loads_json, read_bounded
 from fleetspec.verify import collector
 from fleetspec.verify.compare import VerifyReport, compare
 
@@ -37,6 +38,13 @@ def verify_facts_dir(fleet: Fleet, directory: Path) -> VerifyReport:
     return compare(fleet, facts, unreachable=problems)
 
 
+MAX_FACTS_BYTES = 16 * 1024 * 1024  # one node's facts are a few kilobytes
+
+
+def _clip(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def load_facts_dir(directory: Path) -> tuple[Facts, dict[str, str]]:
     """Read every ``*.json`` in ``directory``; a file that is not a JSON object is a problem
     for that host, not a crash."""
@@ -47,9 +55,9 @@ def load_facts_dir(directory: Path) -> tuple[Facts, dict[str, str]]:
     problems: dict[str, str] = {}
     for path in sorted(directory.glob("*.json")):
         try:
-            data = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            problems[path.stem] = f"{path}: unreadable facts file ({exc})"
+            data = loads_json(read_bounded(path, MAX_FACTS_BYTES))
+        except (OSError, UnsafePathError, ValueError) as exc:
+            problems[path.stem] = f"{path}: unreadable facts file ({_clip(str(exc))})"
             continue
         if isinstance(data, dict):
             facts[path.stem] = data

@@ -15,7 +15,7 @@ from typing import Literal
 # Leading upstream version of a package or tool string: drops a Debian epoch ("1:"),
 # a leading "v", and everything from the first character that is not part of it
 # ("-1+cuda13.0", "+cu130", " (Open Kernel Module)").
-_UPSTREAM = re.compile(r"^\s*(?:\d+:)?v?(\d+(?:\.\d+)*)")
+_UPSTREAM = re.compile(r"^\s*(?:[0-9]+:)?v?([0-9]+(?:\.[0-9]+)*)")
 
 Agreement = Literal["exact", "series", "partial"]
 

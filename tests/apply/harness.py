@@ -17,7 +17,7 @@ from fleetspec.apply.control import SlurmControl, local_runner
 from fleetspec.apply.rollout import ApplyOptions, Engines, apply_plan
 from fleetspec.compile import compile_file
 from fleetspec.lab.slurm import Cluster
-from fleetspec.plan import plan_against_state
+from fleetspec.plan import plan_against_state, restrict_to_hosts
 from fleetspec.state import StateStore
 from fleetspec.verify.compare import compare
 from tests.verify.h200_facts import h200_facts
@@ -74,13 +74,18 @@ class Rollout:
                        kubernetes=None, all_hosts=lambda: list(HOSTS))
 
     def apply(self, spec: Path, fail_hosts=(), max_unavailable=2, fail_message=None, redact=None, slow_hosts=(),
-              hook_fail_hosts=()):
+              limit=None, hook_fail_hosts=()):
+        """Plan against the state and apply; ``limit`` restricts it to those hosts, as 'apply --limit' does."""
         events = []
         fleet = compile_file(spec).fleet
         with self.store.lock("apply"):
             plan = plan_against_state(fleet, self.store.read(), canary=1, max_unavailable=max_unavailable)
-            result = apply_plan(plan, self.store, self.engines(fail_hosts, fail_message, slow_hosts, hook_fail_hosts),
-                                ApplyOptions(drain_timeout_s=20, hooks_dir=spec.parent), events.append, redact)
+            engines = self.engines(fail_hosts, fail_message, slow_hosts, hook_fail_hosts)
+            if limit is not None:
+                plan = restrict_to_hosts(plan, set(limit), f"--limit {','.join(limit)}")
+                engines.all_hosts = lambda: [h for h in HOSTS if h in limit]
+            result = apply_plan(plan, self.store, engines, ApplyOptions(drain_timeout_s=20, hooks_dir=spec.parent),
+                                events.append, redact)
         return plan, result, events
 
     def sinfo(self) -> dict[str, tuple[str, str]]:

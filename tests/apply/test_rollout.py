@@ -58,6 +58,24 @@ def test_nccl_bump_rolls_through_waves_and_resumes_every_node(rollout):
     assert again.empty  # idempotence: applying twice, the second plan is empty
 
 
+def test_a_limited_apply_records_only_the_nodes_it_applied(rollout):
+    plan, result, events = rollout.apply(V2, limit=["h200-001", "h200-002"])
+    assert result.ok, [e.message for e in events]
+    assert plan.restriction and plan.skipped == ("h200-003", "h200-004")
+    assert rollout.touched() == {"h200-001", "h200-002"}
+    skipped = [e for e in events if e.kind == "skipped"]
+    assert len(skipped) == 1 and "h200-[003-004]" in skipped[0].message and skipped[0].hosts == plan.skipped
+    state = rollout.store.read()
+    assert set(state.nodes) == {"h200-001", "h200-002"}  # recorded: applied and verified
+    assert state.applied == compile_file(V1).fleet  # never claims the whole fleet
+    left = plan_against_state(compile_file(V2).fleet, state)
+    assert sorted(c.host for c in left.changes if c.host) == ["h200-003", "h200-004"]
+    # The rest, applied without a restriction, completes the fleet.
+    _, result, _ = rollout.apply(V2)
+    assert result.ok and rollout.touched() == set(HOSTS)
+    assert plan_against_state(compile_file(V2).fleet, rollout.store.read()).empty
+
+
 def test_a_failing_wave_stops_the_rollout_and_stays_drained(rollout):
     plan, result, events = rollout.apply(V2, fail_hosts=["h200-002"])
     assert not result.ok and result.failed_wave.startswith("nvidia-hopper#2")

@@ -135,9 +135,12 @@ def test_overlay_mirror_wins_over_the_rendered_group_vars(fleet, tmp_path: Path)
 
 
 def test_status_and_down_without_a_lab_say_so(cli: typer.Typer, tmp_path: Path) -> None:
-    for command in ("status", "down"):
-        result = CliRunner().invoke(cli, ["lab", command, "--dir", str(tmp_path)])
-        assert result.exit_code == 1 and "no lab at" in result.output, result.output
+    result = CliRunner().invoke(cli, ["lab", "status", "--dir", str(tmp_path)])
+    assert result.exit_code == 1 and "no lab at" in result.output, result.output
+    for _ in range(2):  # down is idempotent: nothing there is nothing to take down
+        result = CliRunner().invoke(cli, ["lab", "down", "--dir", str(tmp_path)])
+        assert result.exit_code == 0 and "no lab here, nothing to take down" in result.output, result.output
+    assert tmp_path.exists()  # the directory is the user's; down without a lab touches nothing
 
 
 def real(test):
@@ -263,3 +266,4 @@ def test_down_leaves_nothing_behind(up: LabHandle, cli: typer.Typer) -> None:
     _invoke(cli, "down", "--dir", str(up.dir))
     assert _ours(up) == []
     assert not up.dir.exists()
+    assert "nothing to take down" in _invoke(cli, "down", "--dir", str(up.dir))  # twice is fine

@@ -25,8 +25,38 @@ def _group() -> None:
     """Keep 'plan' a subcommand, as in fleetspec's app."""
 
 
-def run(*args: str, env: dict[str, str] | None = None):
-    return CliRunner().invoke(app, ["plan", *map(str, args)], env=env)
+def run(*args: str, env: dict[str, str] | None = None, detailed: bool = True):
+    """``fleetspec plan`` with ``--detailed-exitcode`` (0 no changes, 2 changes) unless told otherwise."""
+    extra = ["--detailed-exitcode"] if detailed else []
+    return CliRunner().invoke(app, ["plan", *map(str, args), *extra], env=env)
+
+
+def test_plan_exits_0_with_changes_unless_asked_for_the_detailed_code() -> None:
+    changed = run(SPECS / "driver-bump.yaml", "--base", QUICKSTART, detailed=False)
+    assert changed.exit_code == 0 and "drain-reboot" in changed.output  # like terraform plan
+    assert run(SPECS / "driver-bump.yaml", "--base", QUICKSTART).exit_code == 2
+    assert run(QUICKSTART, "--base", QUICKSTART).exit_code == 0
+    broken = run(SPECS / "driver-bump.yaml", "--base", QUICKSTART, "--max-unavailable", "0", detailed=False)
+    assert broken.exit_code == 1
+
+
+def test_state_that_is_a_file_is_a_clear_error(spec: Path, quickstart: Fleet) -> None:
+    store = applied(spec, quickstart)
+    result = run(spec, "--state", store.path)
+    assert result.exit_code == 1
+    assert "is a file: --state takes the state directory" in result.output
+    assert "Not a directory" not in result.output
+
+
+def test_limited_plan_says_what_it_leaves_out(spec: Path) -> None:
+    result = run(spec, "--limit", "h100-[001-002]")
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert "Restricted to --limit h100-[001-002]: 6 node(s) with changes are skipped: h100-[003-008]" in text
+    data = json.loads(run(spec, "--limit", "h100-[001-002]", "--format", "json").stdout)
+    assert data["restriction"] == "--limit h100-[001-002]"
+    assert data["skipped"] == [f"h100-00{i}" for i in range(3, 9)]
+    assert run(spec, "--limit", "h100-[002-001]").exit_code == 1  # a bad hostlist is an error, located in words
 
 
 @pytest.fixture

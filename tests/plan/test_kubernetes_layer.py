@@ -42,7 +42,7 @@ def test_without_the_pulumi_cli_the_plan_says_so_in_one_line(tmp_path):
     assert shutil.which("pulumi") is None  # the test machines have no pulumi CLI
     spec = tmp_path / "museum.yaml"
     spec.write_text(MUSEUM)
-    result = CliRunner().invoke(app, ["plan", str(spec), "--format", "json"])
+    result = CliRunner().invoke(app, ["plan", str(spec), "--format", "json", "--detailed-exitcode"])
     assert result.exit_code == 2
     preview = json.loads(result.stdout)["kubernetes"]["preview"]
     assert preview["available"] is False and "pulumi CLI not found on PATH" in preview["summary"]

@@ -380,3 +380,8 @@ def test_shipped_tuples_on_kubernetes_with_the_gpu_operator() -> None:
               kubernetes={"version": "1.36", "gpu_operator": {"version": "v26.7.0", "driver": "operator"},
                           "queueing": "kueue", "gang": "kueue"})
     assert r.valid and not r.findings, describe(r)
+
+
+def test_unknown_stack_suggests_the_closest_name() -> None:
+    [(sev, message)] = of(compile_file(FIXTURES / "unknown-stack" / "fail.yaml"), "unknown-stack")
+    assert sev == "error" and "Did you mean 'hopper-cu13'?" in message
