@@ -59,8 +59,10 @@ def test_values_stay_as_written_and_keys_take_slurms_spelling() -> None:
 @pytest.mark.parametrize("value", ['"30 Include=/etc/evil"', '"30\\nSlurmUser=root"', '"30 #"', '"a\\"b"', '""',
                                    "[a, \"b,c\"]"])
 def test_values_cannot_add_a_key_or_a_line(value: str) -> None:
-    errors = _errors(spec(f"    settings:\n      KillWait: {value}\n"))
-    assert len(errors) == 1 and "KillWait" in errors[0].message, [e.message for e in errors]
+    text = spec(f"    settings:\n      KillWait: {value}\n")
+    errors = _errors(text)
+    assert len(errors) == 1, [e.message for e in errors]
+    assert errors[0].line == text.splitlines().index(f"      KillWait: {value}") + 1
 
 
 def test_partition_and_node_parameters_land_on_their_lines() -> None:
