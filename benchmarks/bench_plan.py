@@ -8,6 +8,11 @@ driver (a third of the fleet changes); it renders both fleets, so the renderers'
 cost shows there.
 
     python3 benchmarks/bench_plan.py [--nodes 20000]
+    python3 benchmarks/bench_plan.py --record SPEC STATE_DIR   # what a complete apply records
+
+``--record`` leaves what a complete apply of SPEC leaves (benchmarks/run.py plans
+against it): the state with the fleet recorded as applied, and the build tree apply
+rendered for the playbooks, marked as the applied fleet's.
 """
 
 from __future__ import annotations
@@ -79,7 +84,24 @@ def main(nodes: int = 20000) -> list[dict[str, Any]]:
     return [{"name": "plan, no changes", "nodes": nodes, "seconds": seconds, "target_s": TARGET_S}]
 
 
+def record(spec: Path, directory: Path) -> None:
+    from fleetspec.compile import compile_file
+    from fleetspec.render import render_all
+    from fleetspec.render.writer import write_tree
+    from fleetspec.state.build import build_dir, mark_applied
+
+    fleet = compile_file(spec).fleet
+    assert fleet is not None
+    store = StateStore(directory, fleet.name)
+    with store.lock("bench apply"):
+        write_tree(render_all(fleet), build_dir(store))  # apply renders before it runs the playbooks
+        mark_applied(store, store.record_applied(fleet, "bench").serial)
+
+
 def _cli() -> None:
+    if len(sys.argv) == 4 and sys.argv[1] == "--record":
+        record(Path(sys.argv[2]), Path(sys.argv[3]))
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=20000)
     args = parser.parse_args()

@@ -7,20 +7,24 @@ present" for ``plan`` (like ``terraform plan -detailed-exitcode``).
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
-from fleetspec import __version__, tasks
-from fleetspec.compile import CompileResult
-from fleetspec.console import consoles
-from fleetspec.findings import LocatedFinding, Severity
+from fleetspec import __version__
+from fleetspec.console import command_class, lazy_consoles
+
+if TYPE_CHECKING:
+    from fleetspec.compile import CompileResult
+    from fleetspec.findings import LocatedFinding
+
+# Imports are lazy: `fleetspec --help` and `version` load typer and nothing of the
+# compiler; each command imports what it uses (benchmarks/bench_startup.py).
 
 app = typer.Typer(
     name="fleetspec",
@@ -29,10 +33,12 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: real metavars, no '<bool>'
 )
-out, err = consoles()
+out, err = lazy_consoles()
+COMMAND = command_class()
 
-SpecArg = Annotated[Path, typer.Argument(help="the fleet spec (YAML)", show_default=False)]
+SpecArg = Annotated[Path, typer.Argument(help="the fleet spec (YAML)", metavar="SPEC", show_default=False)]
 
 
 class FindingsFormat(str, Enum):
@@ -47,6 +53,8 @@ class TableFormat(str, Enum):
 
 
 def _print_findings(compiled: CompileResult, fmt: FindingsFormat = FindingsFormat.text) -> None:
+    from fleetspec.findings import Severity
+
     located = compiled.located()
     if fmt is FindingsFormat.json:
         out.print_json(json.dumps({"valid": compiled.valid, "findings": [f.to_dict() for f in located]}))
@@ -68,6 +76,10 @@ def _print_findings(compiled: CompileResult, fmt: FindingsFormat = FindingsForma
 
 
 def _print_finding(f: LocatedFinding) -> None:
+    from rich.markup import escape
+
+    from fleetspec.findings import Severity
+
     color = {Severity.ERROR: "red", Severity.WARNING: "yellow"}.get(f.severity, "cyan")
     err.print(f"{escape(f.file)}:{f.line}:{f.column}: [{color}]{f.severity}[/] {escape(f'[{f.rule}]')} "
               f"{escape(f.message)}", markup=True)
@@ -76,23 +88,29 @@ def _print_finding(f: LocatedFinding) -> None:
         err.print("  " + " " * f.caret + "^", markup=False)
 
 
-@app.command()
+@app.command(cls=COMMAND)
 def validate(
     spec: SpecArg,
     format: Annotated[FindingsFormat, typer.Option("--format", help="text, json or github")] = FindingsFormat.text,
 ) -> None:
     """Check a fleet spec: exit 0 when it has no errors (warnings allowed), 1 when it has."""
+    from fleetspec import tasks
+
     compiled = tasks.validate(spec)
     _print_findings(compiled, format)
     raise typer.Exit(0 if compiled.valid else 1)
 
 
-@app.command()
+@app.command(cls=COMMAND)
 def partitions(
     spec: SpecArg,
     format: Annotated[TableFormat, typer.Option("--format", help="table or json")] = TableFormat.table,
 ) -> None:
     """Show the partitions the fleet compiles to (by owner, vendor and generation)."""
+    from rich.table import Table
+
+    from fleetspec import tasks
+
     result = tasks.partitions(spec)
     if not result.compiled.valid:
         _print_findings(result.compiled)
@@ -111,12 +129,13 @@ def partitions(
     out.print(table)
 
 
-@app.command()
+@app.command(cls=COMMAND)
 def render(
     spec: SpecArg,
     out_dir: Annotated[Path, typer.Option("--out", "-o", help="output directory (replaced as a whole)")] = Path("build"),
 ) -> None:
     """Write fleet.json and the Slurm, Ansible and Kubernetes files; nothing when the spec has errors."""
+    from fleetspec import tasks
     from fleetspec.render.writer import RenderWriteError
 
     try:
@@ -136,17 +155,21 @@ def render(
     out.print(f"wrote {len(result.files)} files to {result.out}", markup=False)
 
 
-@app.command()
+@app.command(cls=COMMAND)
 def schema() -> None:
     """Print the JSON Schema of the spec (for editors: yaml-language-server)."""
+    from fleetspec import tasks
+
     print(json.dumps(tasks.spec_json_schema(), indent=2))
 
 
-@app.command()
+@app.command(cls=COMMAND)
 def catalog(
     format: Annotated[TableFormat, typer.Option("--format", help="table or json")] = TableFormat.table,
 ) -> None:
     """List what the catalog knows: GPU models, CUDA, drivers, NCCL, cuDNN, ROCm, operators, Slurm."""
+    from rich.table import Table
+
     from fleetspec.catalog import load_catalog
 
     summary = load_catalog().summary()
@@ -167,9 +190,11 @@ def catalog(
     out.print("[bold]rocm -> rccl[/]: " + ", ".join(f"{k}->{v}" for k, v in summary["rocm"].items()))
 
 
-@app.command()
+@app.command(cls=COMMAND)
 def rules() -> None:
     """List the rule ids (public: suppress warnings by id in spec.suppress)."""
+    from rich.table import Table
+
     from fleetspec.rules import RULES
 
     table = Table()
@@ -183,13 +208,15 @@ def rules() -> None:
 def _register_feature_commands() -> None:
     """Commands whose code lives with their feature package (imported lazily inside)."""
     from fleetspec.apply.cli import apply as apply_command
+    from fleetspec.health.cli import health as health_command
     from fleetspec.lab.cli import lab_app
     from fleetspec.plan.cli import plan as plan_command
     from fleetspec.verify.cli import verify as verify_command
 
-    app.command("plan")(plan_command)
-    app.command("apply")(apply_command)
-    app.command("verify")(verify_command)
+    app.command("plan", cls=COMMAND)(plan_command)
+    app.command("apply", cls=COMMAND)(apply_command)
+    app.command("verify", cls=COMMAND)(verify_command)
+    app.command("health", cls=COMMAND)(health_command)
     app.add_typer(lab_app, name="lab")
 
 
@@ -197,6 +224,8 @@ _register_feature_commands()
 
 def _fleet_or_exit(spec: Path):  # type: ignore[no-untyped-def]
     """The compiled fleet, or the findings printed and exit 1 when it could not be built."""
+    from fleetspec import tasks
+
     compiled = tasks.validate(spec)
     if compiled.fleet is None:
         _print_findings(compiled)
@@ -205,11 +234,11 @@ def _fleet_or_exit(spec: Path):  # type: ignore[no-untyped-def]
 
 
 secrets_app = typer.Typer(help="Create and check the secrets the spec refers to (values are never printed).",
-                          no_args_is_help=True)
+                          no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(secrets_app, name="secrets")
 
 
-@secrets_app.command("init")
+@secrets_app.command("init", cls=COMMAND)
 def secrets_init(spec: SpecArg) -> None:
     """Create missing file secrets (munge key, database password) with mode 0600; never overwrite."""
     from fleetspec import secrets as sec
@@ -224,7 +253,7 @@ def secrets_init(spec: SpecArg) -> None:
         out.print(f"skipped {line}: not a file fleetspec can create", markup=False)
 
 
-@secrets_app.command("check")
+@secrets_app.command("check", cls=COMMAND)
 def secrets_check(spec: SpecArg) -> None:
     """Resolve every secret reference; exit 1 if one cannot be resolved."""
     from fleetspec import secrets as sec
@@ -244,13 +273,18 @@ def secrets_check(spec: SpecArg) -> None:
     raise typer.Exit(1 if failed else 0)
 
 
-@app.command()
+@app.command(cls=COMMAND)
 def version() -> None:
     """Print the fleetspec version."""
     print(__version__)
 
 
 def main() -> None:
+    # One command per process: what is loaded by now lives until exit (freeze keeps the
+    # collector from scanning it again), and a young generation of 100,000 objects keeps
+    # the collector from turning parsing and rendering 100,000 nodes quadratic.
+    gc.freeze()
+    gc.set_threshold(100_000, 50, 1000)
     try:
         app()
     except KeyboardInterrupt:

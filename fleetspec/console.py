@@ -6,22 +6,61 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
+if TYPE_CHECKING:
+    from rich.console import Console
 
 PIPE_WIDTH = 200
 
 
-def _width(stream) -> int | None:  # type: ignore[no-untyped-def]
-    """None lets Rich use COLUMNS or the terminal's size; a pipe without COLUMNS gets PIPE_WIDTH."""
+def _width(stream: Any) -> int | None:
+    """None lets Rich use the terminal's size; a pipe without COLUMNS gets PIPE_WIDTH."""
     columns = os.environ.get("COLUMNS", "")
     if columns.isdigit() and int(columns) > 0:
         return int(columns)
     return None if stream.isatty() else PIPE_WIDTH
 
 
+def console(stderr: bool = False) -> Console:
+    from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(stderr=stderr, highlight=False, emoji=False, soft_wrap=True, width=_width(stream))
+
+
 def consoles() -> tuple[Console, Console]:
     """(stdout, stderr) consoles for one command."""
-    out = Console(highlight=False, emoji=False, soft_wrap=True, width=_width(sys.stdout))
-    err = Console(stderr=True, highlight=False, emoji=False, soft_wrap=True, width=_width(sys.stderr))
-    return out, err
+    return console(), console(stderr=True)
+
+
+class _LazyConsole:
+    """A console made on first use, so importing a command module does not import Rich."""
+
+    def __init__(self, stderr: bool) -> None:
+        self._stderr = stderr
+        self._console: Console | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._console is None:
+            self._console = console(self._stderr)
+        return getattr(self._console, name)
+
+
+def lazy_consoles() -> tuple[Console, Console]:
+    """(stdout, stderr) consoles for a module's commands, made when first printed to."""
+    return _LazyConsole(False), _LazyConsole(True)  # type: ignore[return-value]
+
+
+def command_class() -> type:
+    """The click command class for fleetspec's commands: usage lines name arguments as
+    their metavar (``SPEC``), not ``{SPEC}``. With ``rich_markup_mode=None`` on the apps,
+    flags show no ``<bool>`` type either."""
+    from typer.core import TyperCommand
+
+    class Command(TyperCommand):
+        def collect_usage_pieces(self, ctx: Any) -> list[str]:
+            return [p[1:-1] if p.startswith("{") and p.endswith("}") else p
+                    for p in super().collect_usage_pieces(ctx)]
+
+    return Command

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from fleetspec.spec.loader import SourceMap
+if TYPE_CHECKING:
+    from fleetspec.spec.loader import SourceMap
 
 SpecPath = tuple[str | int, ...]
 

@@ -218,3 +218,12 @@ def test_lab_up_with_an_invalid_spec_lists_located_findings(tmp_path):
     assert any(line.strip().startswith(f"{bad}:22:") and "[unknown-gpu-model]" in line for line in lines)
     assert any(line.strip().startswith(f"{bad}:23:") and "[unknown-stack]" in line for line in lines)
     assert ";" not in result.stderr.split("\n", 1)[0] and not (tmp_path / "lab").exists()
+
+
+@pytest.mark.parametrize("command", [["validate"], ["apply"], ["plan"], ["verify"], ["lab", "up"], ["secrets", "init"]])
+def test_help_shows_real_metavars(command):
+    result = runner.invoke(app, [*command, "--help"], env={"COLUMNS": "120"})
+    assert result.exit_code == 0
+    usage = result.output.splitlines()[0]
+    assert usage.endswith("[OPTIONS] SPEC") or usage.endswith("[OPTIONS] SPEC|PLAN"), usage
+    assert "{" not in result.output and "<bool>" not in result.output

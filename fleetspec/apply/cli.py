@@ -14,27 +14,19 @@ import shutil
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-import yaml
-from rich.markup import escape
 
-from fleetspec.apply.rollout import (
-    ApplyError,
-    ApplyEvent,
-    ApplyOptions,
-    Engines,
-    apply_plan,
-    build_dir,
-)
-from fleetspec.compile import compile_file
-from fleetspec.compile.ir import Fleet
-from fleetspec.console import consoles
-from fleetspec.plan.model import Plan
-from fleetspec.state import StateError, StateStore, state_dir
+from fleetspec.console import lazy_consoles
 
-out, err = consoles()
+if TYPE_CHECKING:
+    from fleetspec.apply.rollout import ApplyEvent, Engines
+    from fleetspec.compile.ir import Fleet
+    from fleetspec.plan.model import Plan
+    from fleetspec.state import StateStore
+
+out, err = lazy_consoles()
 
 
 class ApplyFormat(str, Enum):
@@ -49,7 +41,7 @@ class SlurmMode(str, Enum):
 
 
 def apply(
-    target: Annotated[Path, typer.Argument(help="the fleet spec (YAML), or a plan saved with 'plan --out'",
+    target: Annotated[Path, typer.Argument(help="the fleet spec (YAML), or a plan saved with 'plan --out'", metavar="SPEC|PLAN",
                                            show_default=False)],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask for confirmation")] = False,
     state: Annotated[Path | None, typer.Option("--state", help="state directory (default: .fleetspec/ beside "
@@ -77,6 +69,8 @@ def apply(
 ) -> None:
     """Apply the spec (or a saved plan) in rolling waves: drain, upgrade, verify, resume."""
     from fleetspec import secrets as sec
+    from fleetspec.apply.rollout import ApplyError, ApplyEvent, ApplyOptions, apply_plan
+    from fleetspec.compile import compile_file
     from fleetspec.lab.fleet import LabSetupError
     from fleetspec.plan import plan_against_state
     from fleetspec.plan.render_text import print_plan
@@ -84,9 +78,12 @@ def apply(
     from fleetspec.render import render_all
     from fleetspec.render.writer import write_tree
     from fleetspec.spec.hostlist import HostlistError
+    from fleetspec.state import StateError, StateStore, state_dir
+    from fleetspec.state.build import applied_tree, build_dir
     from fleetspec.state.lock import LockHeld
 
     emit = _emitter(format)
+    report = None  # text mode, once the apply starts: milestones, a live line, a summary, the log file
     saved: Plan | None = None
     try:
         if target.suffix == ".json":
@@ -106,12 +103,16 @@ def apply(
         only, why = _restriction(lab, limit)
         if not yes and not sys.stdin.isatty():
             # Nobody can answer: show the plan, take no lock, write nothing.
-            plan = saved or plan_against_state(fleet, store.read(), canary=canary, max_unavailable=max_unavailable)
+            current = store.read()
+            plan = saved or plan_against_state(fleet, current, canary=canary, max_unavailable=max_unavailable,
+                                               old_files=applied_tree(store, current))
             _show(_restricted(plan, only, why), format, emit, print_plan)
             err.print("refusing to apply without confirmation: no terminal to ask on. Pass --yes")
             raise typer.Exit(1)
         with store.lock("apply"):
-            plan = saved or plan_against_state(fleet, store.read(), canary=canary, max_unavailable=max_unavailable)
+            current = store.read()
+            plan = saved or plan_against_state(fleet, current, canary=canary, max_unavailable=max_unavailable,
+                                               old_files=applied_tree(store, current))
             plan = _restricted(plan, only, why)
             _show(plan, format, emit, print_plan)
             if plan.empty:
@@ -119,6 +120,11 @@ def apply(
                 raise typer.Exit(0)
             if not yes:
                 typer.confirm("Apply this plan?", abort=True)
+            if format is ApplyFormat.text:
+                from fleetspec.apply.report import TextReport
+
+                report = TextReport(out, store.directory / f"{fleet.name}.apply.log")
+                emit = report.emit
             extravars, redact = _secrets(fleet, base_dir, sec)
             build = build_dir(store)
             write_tree(render_all(fleet), build)
@@ -128,13 +134,17 @@ def apply(
                 inventory_hosts = engines.all_hosts
                 engines.all_hosts = lambda: [h for h in inventory_hosts() if h in only]
             if _has_kubernetes_changes(plan) and not skip_kubernetes:
-                _pulumi_up(fleet, store, emit)
+                _pulumi_up(fleet, store, emit, extravars)
             result = apply_plan(plan, store, engines,
                                 ApplyOptions(allow_reboot=allow_reboot, drain_timeout_s=drain_timeout,
                                              extravars=extravars, hooks_dir=base_dir), emit, redact)
     except (StateError, SavedPlanError, LockHeld, ApplyError, sec.SecretError, LabSetupError, HostlistError) as exc:
+        if report is not None:
+            report.finish(None)
         err.print(f"error: {exc}", markup=False)
         raise typer.Exit(1) from None
+    if report is not None:
+        report.finish(result)
     raise typer.Exit(0 if result.ok else 1)
 
 
@@ -163,6 +173,8 @@ def _restricted(plan: Plan, only: set[str] | None, why: str | None) -> Plan:
 
 
 def _show(plan: Plan, fmt: ApplyFormat, emit: Any, print_plan: Any) -> None:
+    from fleetspec.apply.rollout import ApplyEvent
+
     if fmt is ApplyFormat.text:
         print_plan(plan, out)
     else:
@@ -170,6 +182,8 @@ def _show(plan: Plan, fmt: ApplyFormat, emit: Any, print_plan: Any) -> None:
 
 
 def _emitter(fmt: ApplyFormat):  # type: ignore[no-untyped-def]
+    from rich.markup import escape
+
     colors = {"error": "red", "wave-start": "bold", "wave-done": "green", "done": "bold green"}
 
     def emit(event: ApplyEvent) -> None:
@@ -213,6 +227,7 @@ def _overlays(lab: Path | None, inventory: list[Path] | None) -> list[Path]:
 
 def _engines(fleet: Fleet, inventories: list[Path], lab: Path | None, mode: SlurmMode) -> Engines:
     from fleetspec.apply.ansible import PLAYBOOKS_ENV, playbooks_dir, run_playbook
+    from fleetspec.apply.rollout import ApplyError, Engines
 
     playbooks = playbooks_dir()
     if not (playbooks / "site.yml").exists():
@@ -253,6 +268,8 @@ def _engines(fleet: Fleet, inventories: list[Path], lab: Path | None, mode: Slur
 
 
 def _inventory_hosts(path: Path) -> list[str]:
+    import yaml
+
     hosts: set[str] = set()
 
     def walk(group: Any) -> None:
@@ -272,15 +289,19 @@ def _has_kubernetes_changes(plan: Plan) -> bool:
     return any(c.target.startswith(("kubernetes:", "helm:")) for c in plan.changes)
 
 
-def _pulumi_up(fleet: Fleet, store: StateStore, emit: Any) -> None:
+def _pulumi_up(fleet: Fleet, store: StateStore, emit: Any, extravars: dict[str, Any]) -> None:
     from fleetspec.apply.pulumi import PulumiOptions, unavailable_reason, up
+    from fleetspec.apply.rollout import ApplyError, ApplyEvent
 
-    options = PulumiOptions(state_dir=store.directory)
+    # Slinky's accounting Secret is made by the stack from the same resolved password.
+    password = extravars.get("fleetspec_slurmdbd_password")
+    options = PulumiOptions(state_dir=store.directory,
+                            secrets={"slurmdbd_password": password} if password else {})
     reason = unavailable_reason(options)
     if reason is not None:
-        raise ApplyError(f"the plan changes the Kubernetes layer, but {reason}. Install pulumi and set "
-                         "PULUMI_CONFIG_PASSPHRASE, or pass --skip-kubernetes and apply build/kubernetes/ "
-                         "with your GitOps tool")
+        raise ApplyError(f"the plan changes the Kubernetes layer, but {reason}. Install pulumi, set "
+                         "PULUMI_CONFIG_PASSPHRASE and FLEETSPEC_KUBE_CONTEXT, or pass --skip-kubernetes "
+                         "and apply build/kubernetes/ with your GitOps tool")
     result = up(fleet, options, lambda line: emit(ApplyEvent("kubernetes", line)))
     if not result.ok:
         raise ApplyError(f"pulumi up failed: {result.summary}")

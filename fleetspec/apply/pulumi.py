@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -27,6 +27,10 @@ if TYPE_CHECKING:
 
 PROJECT = "fleetspec-kubernetes"
 PASSPHRASE_ENV = "PULUMI_CONFIG_PASSPHRASE"
+# The cluster to apply to, given to the program as stack config (fleetspec:context,
+# fleetspec:kubeconfig): the program never uses the ambient kubectl context.
+CONTEXT_ENV = "FLEETSPEC_KUBE_CONTEXT"
+KUBECONFIG_ENV = "FLEETSPEC_KUBECONFIG"
 DEFAULT_PROGRAM = Path(__file__).resolve().parents[2] / "stacks" / "kubernetes" / "program.py"
 
 Operation = Literal["preview", "up"]
@@ -42,6 +46,11 @@ class PulumiOptions:
     stack: str = "fleet"
     backend_url: str | None = None
     program_path: Path = DEFAULT_PROGRAM
+    kube_context: str | None = field(default_factory=lambda: os.environ.get(CONTEXT_ENV) or None)
+    kubeconfig: str | None = field(default_factory=lambda: os.environ.get(KUBECONFIG_ENV) or None)
+    # Resolved spec secrets the layer turns into Kubernetes Secrets (Slinky's slurmdbd
+    # password), by their spec name; set as secret stack config, never written anywhere.
+    secrets: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def backend(self) -> str:
@@ -79,6 +88,9 @@ def unavailable_reason(options: PulumiOptions) -> str | None:
                 "kubernetes/ but not previewed or applied")
     if options.backend_url is None and not os.environ.get(PASSPHRASE_ENV):
         return f"{PASSPHRASE_ENV} is not set: the file backend's secrets need a passphrase"
+    if not options.kube_context:
+        return (f"{CONTEXT_ENV} is not set: name the kubeconfig context of the fleet's cluster "
+                f"(and {KUBECONFIG_ENV} for a kubeconfig other than the default)")
     return None
 
 
@@ -112,11 +124,22 @@ def _run(operation: Operation, fleet: Fleet, options: PulumiOptions,
         stack = auto.create_or_select_stack(
             stack_name=options.stack, project_name=PROJECT,
             program=lambda: program.program(fleet), opts=workspace)
+        stack.set_config(f"{program.CONFIG_NAMESPACE}:{program.CONTEXT_KEY}",
+                         auto.ConfigValue(value=str(options.kube_context)))
+        for name, value in sorted(options.secrets.items()):
+            stack.set_config(f"{program.CONFIG_NAMESPACE}:{program.secret_config_key(name)}",
+                             auto.ConfigValue(value=value, secret=True))
+        if options.kubeconfig:
+            stack.set_config(f"{program.CONFIG_NAMESPACE}:{program.KUBECONFIG_KEY}",
+                             auto.ConfigValue(value=options.kubeconfig, secret=True))
         if operation == "preview":
-            result = stack.preview(on_output=on_output)
+            # refresh: read the cluster first. A node that left and rejoined comes back as a
+            # new Node object without fleetspec's labels; only a refresh shows their NodePatch
+            # as drifted, so that every preview shows it and every up puts the labels back.
+            result = stack.preview(on_output=on_output, refresh=True)
             changes = {str(k): int(v) for k, v in (result.change_summary or {}).items()}
         else:
-            result = stack.up(on_output=on_output)
+            result = stack.up(on_output=on_output, refresh=True)
             changes = {str(k): int(v) for k, v in (result.summary.resource_changes or {}).items()}
     except auto.errors.CommandError as err:
         first = str(err).strip().splitlines()

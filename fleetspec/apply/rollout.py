@@ -32,6 +32,7 @@ from fleetspec.plan.saved import SavedPlanError, check_plan_current
 from fleetspec.secrets import Redactor
 from fleetspec.spec.hostlist import compress
 from fleetspec.state import StateStore
+from fleetspec.state.build import mark_applied
 from fleetspec.verify.compare import Status, VerifyReport
 
 
@@ -184,7 +185,8 @@ def apply_plan(plan: Plan, store: StateStore, engines: Engines, options: ApplyOp
             say("error", f"scontrol reconfigure failed: {exc}", ok=False)
             return ApplyResult(False, str(exc), tuple(done))
     if plan.restriction is None:
-        store.record_applied(fleet, f"applied {len(plan.changes)} change(s) in {len(plan.waves)} wave(s)")
+        recorded = store.record_applied(fleet, f"applied {len(plan.changes)} change(s) in {len(plan.waves)} wave(s)")
+        mark_applied(store, recorded.serial)  # the next plan reads the old files from the build tree
         say("done", f"applied: {len(plan.changes)} change(s), {len(done)} wave(s)")
         return ApplyResult(True, "applied", tuple(done))
     # Restricted: the state records only the nodes this run applied and verified (the
@@ -216,7 +218,8 @@ def _stop(say: Callable[..., None], control: NodeControl, name: str, hosts: list
 
 def _host_event(say: Callable[..., None], wave: str | None, event: HostEvent) -> None:
     if event.status in ("changed", "failed", "unreachable"):
-        say("host", f"{event.host}: {event.task}: {event.status}{': ' + event.message if event.message else ''}",
+        task = f"{event.task} ({event.item})" if event.item else event.task
+        say("host", f"{event.host}: {task}: {event.status}{': ' + event.message if event.message else ''}",
             wave, [event.host], event.status == "changed")
 
 
@@ -254,8 +257,3 @@ def _reasons(plan: Plan) -> dict[str, str]:
 def _slurm_config_changed(plan: Plan) -> bool:
     return any(c.target.startswith(("slurm:", "partition:")) and c.disruption is not Disruption.NONE
                for c in plan.changes)
-
-
-def build_dir(store: StateStore) -> Path:
-    """Where apply renders the tree the playbooks read (DIR/ansible and DIR/slurm side by side)."""
-    return store.directory / f"{store.fleet_name}.build"

@@ -12,16 +12,18 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pydantic import ValidationError
-
-from fleetspec.catalog import Catalog, load_catalog
 from fleetspec.compile.ir import Fleet
 from fleetspec.findings import Finding, LocatedFinding, Severity, locate
-from fleetspec.spec.loader import LoadedSpec, SourceMap, SpecLoadError, load_file, load_text
-from fleetspec.spec.model import FleetSpec
-from fleetspec.spec.plain_text import text_findings
-from fleetspec.spec.schema_errors import schema_findings
+
+if TYPE_CHECKING:
+    from fleetspec.catalog import Catalog
+    from fleetspec.spec.loader import LoadedSpec, SourceMap, SpecLoadError
+    from fleetspec.spec.model import FleetSpec
+
+# pydantic, the spec model, the loader and the catalog are imported when a spec is
+# compiled, not when a module that names these types is imported (startup time).
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,8 @@ class CompileResult:
 
 
 def compile_file(path: str | os.PathLike[str], catalog: Catalog | None = None) -> CompileResult:
+    from fleetspec.spec.loader import SpecLoadError, load_file
+
     try:
         loaded = load_file(path)
     except SpecLoadError as exc:
@@ -49,6 +53,8 @@ def compile_file(path: str | os.PathLike[str], catalog: Catalog | None = None) -
 
 
 def compile_text(text: str, name: str = "<input>", catalog: Catalog | None = None) -> CompileResult:
+    from fleetspec.spec.loader import SpecLoadError, load_text
+
     try:
         loaded = load_text(text, name)
     except SpecLoadError as exc:
@@ -57,8 +63,14 @@ def compile_text(text: str, name: str = "<input>", catalog: Catalog | None = Non
 
 
 def compile_loaded(loaded: LoadedSpec, catalog: Catalog | None = None) -> CompileResult:
+    from pydantic import ValidationError
+
+    from fleetspec.catalog import load_catalog
     from fleetspec.compile.compiler import build_fleet
     from fleetspec.rules import run_rules
+    from fleetspec.spec.model import FleetSpec
+    from fleetspec.spec.plain_text import text_findings
+    from fleetspec.spec.schema_errors import schema_findings
 
     catalog = catalog or load_catalog()
     if not isinstance(loaded.data, dict):
@@ -116,9 +128,9 @@ def _apply_suppressions(fleet: Fleet, findings: list[Finding]) -> tuple[list[Fin
 
 
 def _load_failure(exc: SpecLoadError) -> CompileResult:
-    source = SourceMap(file=exc.file)
-    from fleetspec.spec.loader import Position
+    from fleetspec.spec.loader import Position, SourceMap
 
+    source = SourceMap(file=exc.file)
     source.values[()] = Position(exc.line, exc.column)
     finding = Finding("invalid-yaml", Severity.ERROR, exc.message, ())
     return CompileResult(None, (finding,), source)

@@ -8,6 +8,7 @@ error finding makes the result invalid; renderers refuse invalid results.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from collections.abc import Iterable
 
@@ -15,8 +16,10 @@ from fleetspec.catalog import Catalog
 from fleetspec.compile import ir
 from fleetspec.compile.partitions import build_partitions
 from fleetspec.findings import Finding, Severity, dotted
+from fleetspec.health.catalog import default_actions
 from fleetspec.spec import model as m
 from fleetspec.spec.hostlist import MAX_HOSTS, HostlistError, HostlistTooLarge, expand
+from fleetspec.versions import at_least, parse_version
 
 NVIDIA_KEYS = set(ir.NVIDIA_TUPLE_KEYS)
 AMD_KEYS = set(ir.AMD_TUPLE_KEYS)
@@ -103,6 +106,9 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
     if body.kubernetes is not None:
         _check_tenant_namespaces(body.kubernetes, findings)
     nodes_t, partitions = build_partitions(tuple(nodes), slurm, findings, dropped_hosts)
+    kubernetes = _default_dra_driver(kubernetes, body.kubernetes, nodes_t, catalog)
+    partitions = tuple(dataclasses.replace(p, device_names=_device_names(p.gpu_models, catalog))
+                       for p in partitions)
     fabric = (
         ir.Fabric(body.fabric.type, tuple(body.fabric.spines), tuple(leaves), ("spec", "fabric"))
         if body.fabric else None
@@ -120,8 +126,40 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
         suppress=tuple(body.suppress),
         secrets=_needed_secrets(body),
         package_mirror=_mirror(body, findings),
+        health=_health(body.health),
     )
     return fleet, findings
+
+
+def _health(health: m.Health | None) -> ir.HealthPolicy | None:
+    if health is None:
+        return None
+    actions = {**default_actions(), **health.actions}
+    return ir.HealthPolicy(health.interval, tuple(dict.fromkeys(health.checks)), tuple(sorted(actions.items())),
+                           tuple(dict.fromkeys(health.slurm_node_state)), ("spec", "health"))
+
+
+def _device_names(models: Iterable[str], catalog: Catalog) -> tuple[str, ...]:
+    names = set()
+    for model in models:
+        gpu = catalog.gpu(model)
+        if gpu is not None:
+            names.update(gpu.smi_names)
+    return tuple(sorted(names))
+
+
+def _default_dra_driver(cfg: ir.KubernetesConfig | None, k: m.Kubernetes | None,
+                        nodes: tuple[ir.Node, ...], catalog: Catalog) -> ir.KubernetesConfig | None:
+    """Kubernetes-owned NVLink-domain racks (GB200 NVL72) get NVIDIA's DRA driver, pinned by
+    the catalog, unless the spec says otherwise (``dra: {}`` opts out): without its
+    ComputeDomains pods get no multi-node NVLink. Only where DRA exists (1.34+)."""
+    if cfg is None or k is None or k.dra is not None or not parse_version(cfg.version):
+        return cfg
+    if not at_least(cfg.version, catalog.kubernetes_feature("dra_ga")["since"]):
+        return cfg
+    if any(n.scheduler == "kubernetes" and n.nvlink_domain and n.gpu.vendor == "nvidia" for n in nodes):
+        return dataclasses.replace(cfg, dra_nvidia_version=str(catalog.component("nvidia_dra_driver")["latest"]))
+    return cfg
 
 
 def _mirror(body: m.FleetBody, findings: list[Finding]) -> ir.PackageSource | None:
@@ -271,11 +309,13 @@ def _kubernetes(k: m.Kubernetes | None, catalog: Catalog) -> ir.KubernetesConfig
     if k is None:
         return None
     path = ("spec", "kubernetes")
+    gang = k.gang or (k.queueing if k.queueing in ("volcano", "kai") else "kueue")
     owners: Iterable[str] = k.quota_owners if k.quota_owners is not None else (
         [k.queueing] if k.queueing != "none" else []
     )
     tenants = tuple(
-        ir.Tenant(t.name, tuple(t.namespaces), tuple(sorted(t.quota.items())), path + ("tenants", i))
+        ir.Tenant(t.name, tuple(t.namespaces), tuple(sorted(t.quota.items())), t.over_quota_weight,
+                  tuple(sorted(t.limit.items())), path + ("tenants", i))
         for i, t in enumerate(k.tenants)
     )
     return ir.KubernetesConfig(
@@ -284,14 +324,27 @@ def _kubernetes(k: m.Kubernetes | None, catalog: Catalog) -> ir.KubernetesConfig
         if k.gpu_operator else None,
         amd_gpu_operator_version=k.amd_gpu_operator.version if k.amd_gpu_operator else None,
         queueing=k.queueing,
-        gang=k.gang,
+        gang=gang,
         quota_owners=tuple(sorted(set(owners))),
         tenants=tenants,
         kueue_version=k.kueue.version if k.kueue else (
             str(catalog.component("kueue")["latest"]) if k.queueing == "kueue" else None),
         volcano_version=k.volcano.version if k.volcano else (
-            str(catalog.component("volcano")["latest"]) if k.queueing == "volcano" or k.gang == "volcano" else None),
+            str(catalog.component("volcano")["latest"]) if k.queueing == "volcano" or gang == "volcano" else None),
         gang_timeout=k.gang_policy.timeout,
         gang_requeue_limit=k.gang_policy.requeue_limit,
+        kai_version=k.kai.version if k.kai else (
+            str(catalog.component("kai")["latest"]) if "kai" in (k.queueing, gang) else None),
+        ray_version=k.ray.version if k.ray else None,
+        dra_nvidia_version=k.dra.nvidia.version if k.dra and k.dra.nvidia else None,
+        dra_gpus=bool(k.dra and k.dra.gpus),
+        integrations=tuple(sorted(set(k.integrations))),
+        quota_owners_explicit=k.quota_owners is not None,
+        amd_driver=k.amd_gpu_operator.driver if k.amd_gpu_operator else "operator",
+        amd_driver_image=k.amd_gpu_operator.driver_image if k.amd_gpu_operator else None,
+        amd_registry_secret=k.amd_gpu_operator.registry_secret if k.amd_gpu_operator else None,
+        network_operator_enabled=k.network_operator.enabled,
+        network_operator_version=k.network_operator.version,
+        network_rdma=k.network_operator.rdma,
         path=path,
     )

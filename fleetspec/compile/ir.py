@@ -14,6 +14,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import types
+import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -116,6 +118,9 @@ class Partition:
     max_time: str | None = None
     state: str | None = None
     allow_mixed_generations: bool = False
+    # What the vendor's tools and drivers call these GPUs (nvidia-smi/NVML names, which the
+    # NVIDIA DRA driver publishes as ``productName``), from the catalog.
+    device_names: tuple[str, ...] = ()
     path: SpecPath = _loc()
 
     @property
@@ -184,6 +189,8 @@ class Tenant:
     name: str
     namespaces: tuple[str, ...]
     quota: tuple[tuple[str, int], ...]  # (partition, GPUs), sorted by partition
+    over_quota_weight: int = 1  # share of idle GPUs beyond quota (KAI overQuotaWeight)
+    limit: tuple[tuple[str, int], ...] = ()  # (partition, GPU cap), sorted; absent: no cap
     path: SpecPath = _loc()
 
 
@@ -199,14 +206,29 @@ class KubernetesConfig:
     version: str
     gpu_operator: GpuOperatorConfig | None
     amd_gpu_operator_version: str | None
-    queueing: Literal["kueue", "volcano", "none"]
-    gang: Literal["kueue", "volcano", "workload-api", "none"]
+    queueing: Literal["kueue", "volcano", "kai", "none"]
+    gang: Literal["kueue", "volcano", "kai", "workload-api", "none"]
     quota_owners: tuple[str, ...]  # who holds GPU quota: normally exactly the queueing system
     tenants: tuple[Tenant, ...] = ()
     kueue_version: str | None = None  # chart/app version, from the spec or the catalog
     volcano_version: str | None = None
     gang_timeout: str = "10m"  # waitForPodsReady.timeout / Volcano job timeout
     gang_requeue_limit: int | None = None
+    kai_version: str | None = None  # KAI Scheduler chart version (queueing or gang: kai)
+    ray_version: str | None = None  # KubeRay operator chart version: None, no KubeRay
+    dra_nvidia_version: str | None = None  # NVIDIA DRA driver chart: None, no DRA driver
+    dra_gpus: bool = False  # DRA (not the device plugin) allocates the NVIDIA GPUs
+    integrations: tuple[str, ...] = ()  # workload operators installed besides KubeRay
+    quota_owners_explicit: bool = False  # the spec names quota_owners (not the default)
+    # AMD GPU Operator: who installs amdgpu on Kubernetes nodes, and where the operator keeps
+    # the driver images it builds (DeviceConfig spec.driver.image, imageRegistrySecret).
+    amd_driver: Literal["operator", "host"] = "operator"
+    amd_driver_image: str | None = None
+    amd_registry_secret: str | None = None
+    # NVIDIA Network Operator on InfiniBand/RoCE fabrics (version None: the default).
+    network_operator_enabled: bool = True
+    network_operator_version: str | None = None
+    network_rdma: Literal["shared", "sriov"] = "shared"
     path: SpecPath = _loc()
 
 
@@ -253,6 +275,21 @@ class SiteSettings:
     hooks: tuple[Hook, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class HealthPolicy:
+    """``spec.health`` resolved: every fault class with its action (the catalog's
+    default where the spec says nothing)."""
+
+    interval: int
+    checks: tuple[str, ...]
+    actions: tuple[tuple[str, str], ...]  # (fault class, action), sorted by class
+    slurm_node_state: tuple[str, ...] = ("ANY",)
+    path: SpecPath = _loc()
+
+    def action(self, fault_class: str) -> str:
+        return dict(self.actions).get(fault_class, "none")
+
+
 @dataclass(frozen=True)
 class Fleet:
     name: str
@@ -267,6 +304,7 @@ class Fleet:
     suppress: tuple[str, ...] = ()
     secrets: tuple[tuple[str, str], ...] = ()  # (name, reference): references only, never values
     package_mirror: PackageSource | None = None
+    health: HealthPolicy | None = None
     api_version: str = "fleetspec.io/v1alpha1"
     site: SiteSettings | None = None  # the site's escape hatches, when it uses any
 
@@ -289,35 +327,89 @@ class Fleet:
     def to_json(self) -> str:
         """fleet.json: one top-level key per line and one list item (node, partition,
         ...) per line, so diffs read per node and the C encoder keeps 20,000 nodes fast."""
+        encode = json.JSONEncoder(separators=(", ", ": ")).encode  # one encoder, not one per node
+        seen: dict[int, Any] = {}
+        names = ["irVersion", *(f.name for f in dataclasses.fields(self) if not f.metadata.get("location"))]
         lines = ["{"]
-        items = list(self.to_dict().items())
-        for i, (key, value) in enumerate(items):
-            comma = "," if i < len(items) - 1 else ""
-            if isinstance(value, list) and value:
-                lines.append(f"  {json.dumps(key)}: [")
-                lines.extend(
-                    f"    {json.dumps(v, separators=(', ', ': '))}{',' if j < len(value) - 1 else ''}"
-                    for j, v in enumerate(value)
-                )
+        for i, key in enumerate(names):
+            comma = "," if i < len(names) - 1 else ""
+            value = IR_VERSION if key == "irVersion" else getattr(self, key)
+            if isinstance(value, tuple) and value:
+                # Item by item: the plain form of 100,000 nodes is never held at once.
+                lines.append(f"  {encode(key)}: [")
+                lines.append(",\n".join(f"    {encode(_convert_item(v, seen))}" for v in value))
                 lines.append(f"  ]{comma}")
             else:
-                lines.append(f"  {json.dumps(key)}: {json.dumps(value, separators=(', ', ': '))}{comma}")
+                lines.append(f"  {encode(key)}: {encode(_convert(value, seen))}{comma}")
         lines.append("}")
         return "\n".join(lines) + "\n"
 
 
 def _to_plain(value: Any) -> Any:
-    """Dataclasses to dicts, tuples to lists, location fields dropped."""
-    names = _FIELD_NAMES.get(type(value))
-    if names is None and dataclasses.is_dataclass(value) and not isinstance(value, type):
-        names = _FIELD_NAMES[type(value)] = tuple(
-            f.name for f in dataclasses.fields(value) if not f.metadata.get("location")
-        )
-    if names is not None:
-        return {name: _to_plain(getattr(value, name)) for name in names}
-    if type(value) is tuple or type(value) is list:
-        return [_to_plain(v) for v in value]
-    return value
+    """Dataclasses to dicts, tuples to lists, location fields dropped. Each dataclass
+    type gets a generated converter (field names resolved once), and an instance that
+    many nodes share (their GpuSpec) is converted once per call."""
+    return _convert(value, {})
 
 
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _convert(value: Any, seen: dict[int, Any]) -> Any:
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is tuple or kind is list:
+        return [_convert(v, seen) for v in value]
+    converter = _CONVERTERS.get(kind)
+    if converter is None:
+        if not (dataclasses.is_dataclass(value) and not isinstance(value, type)):
+            return value
+        converter = _CONVERTERS[kind] = _converter_for(kind)
+    key = id(value)
+    done = seen.get(key)
+    if done is None:
+        done = seen[key] = (value, converter(value, seen))
+    return done[1]
+
+
+def _convert_item(value: Any, seen: dict[int, Any]) -> Any:
+    """A list item of the fleet (a node, a partition) converted without being remembered:
+    only what items share (a node's GpuSpec) stays in ``seen``."""
+    kind = type(value)
+    if kind in _SCALARS or not dataclasses.is_dataclass(value):
+        return _convert(value, seen)
+    converter = _CONVERTERS.get(kind) or _CONVERTERS.setdefault(kind, _converter_for(kind))
+    return converter(value, seen)
+
+
+def _converter_for(kind: type) -> Any:
+    hints = typing.get_type_hints(kind)
+    parts = []
+    for f in dataclasses.fields(kind):
+        if f.metadata.get("location"):
+            continue
+        access = f"value.{f.name}"
+        shape = _shape(hints[f.name])
+        parts.append(f"{f.name!r}: " + (access if shape == "scalar" else f"list({access})" if shape == "scalars"
+                                         else f"convert({access}, seen)"))
+    namespace: dict[str, Any] = {"convert": _convert}
+    exec(f"def converter(value, seen):\n    return {{{', '.join(parts)}}}\n", namespace)  # field names only
+    return namespace["converter"]
+
+
+def _shape(hint: Any) -> str:
+    """'scalar' (written as it is), 'scalars' (a tuple of scalars: a list), or 'other'."""
+    origin = typing.get_origin(hint)
+    if hint in _SCALARS or origin is Literal:
+        return "scalar"
+    if origin in (typing.Union, types.UnionType):
+        return "scalar" if all(_shape(a) == "scalar" for a in typing.get_args(hint)) else "other"
+    if origin is tuple:
+        args = typing.get_args(hint)
+        if len(args) == 2 and args[1] is Ellipsis and _shape(args[0]) == "scalar":
+            return "scalars"
+    return "other"
+
+
+_CONVERTERS: dict[type, Any] = {}

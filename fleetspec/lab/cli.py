@@ -11,14 +11,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
-from fleetspec.console import consoles
-from fleetspec.lab.base import LabUnavailable
-from fleetspec.lab.fleet import DEFAULT_PER_PARTITION, STATE_FILE, LabSetupError, lab_down, lab_status, lab_up
-from fleetspec.lab.hosts import LabError
-from fleetspec.lab.slurm import SlurmError, SlurmUnavailable
+from fleetspec.console import command_class, lazy_consoles
+from fleetspec.lab import DEFAULT_PER_PARTITION, STATE_FILE
 
 lab_app = typer.Typer(
     help="A scaled-down stand-in of the fleet on this machine (real hosts, real Slurm, "
@@ -26,9 +21,19 @@ lab_app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: real metavars, no '<bool>'
 )
-_out, _err = consoles()
-_FAILURES = (LabSetupError, LabUnavailable, LabError, SlurmError, SlurmUnavailable, OSError)
+_out, _err = lazy_consoles()
+COMMAND = command_class()
+
+
+def _failures() -> tuple[type[BaseException], ...]:
+    from fleetspec.lab.base import LabUnavailable
+    from fleetspec.lab.fleet import LabSetupError
+    from fleetspec.lab.hosts import LabError
+    from fleetspec.lab.slurm import SlurmError, SlurmUnavailable
+
+    return (LabSetupError, LabUnavailable, LabError, SlurmError, SlurmUnavailable, OSError)
 
 DirOption = Annotated[
     Path | None,
@@ -37,20 +42,26 @@ DirOption = Annotated[
 
 
 def _fail(exc: BaseException) -> None:
+    from rich.markup import escape
+
     _err.print(f"[red]error:[/red] {escape(str(exc))}")
     raise typer.Exit(1)
 
 
-@lab_app.command()
+@lab_app.command(cls=COMMAND)
 def up(
-    spec: Annotated[Path, typer.Argument(help="the fleet spec (YAML)", show_default=False)],
+    spec: Annotated[Path, typer.Argument(help="the fleet spec (YAML)", metavar="SPEC", show_default=False)],
     nodes: Annotated[int, typer.Option("--nodes", help="nodes per partition")] = DEFAULT_PER_PARTITION,
     dir: DirOption = None,
 ) -> None:
     """Start the lab for SPEC; when it is up already, rebuild its repository for SPEC as it is now."""
+    from rich.markup import escape
+
+    from fleetspec.lab.fleet import lab_up
+
     try:
         handle, started = lab_up(spec, nodes, dir)
-    except _FAILURES as exc:
+    except _failures() as exc:
         _fail(exc)
         return
     verb = "up" if started else "already up; repository refreshed"
@@ -67,12 +78,17 @@ def _resolve(dir: Path | None) -> Path:
     return dir if dir is not None else Path.cwd() / ".fleetspec" / "lab"
 
 
-@lab_app.command()
+@lab_app.command(cls=COMMAND)
 def status(dir: DirOption = None) -> None:
     """Hosts up or down, Slurm node states, repository size."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from fleetspec.lab.fleet import lab_status
+
     try:
         st = lab_status(_resolve(dir))
-    except _FAILURES as exc:
+    except _failures() as exc:
         _fail(exc)
         return
     table = Table("host", "lab", "slurm state", "reason")
@@ -86,17 +102,21 @@ def status(dir: DirOption = None) -> None:
         raise typer.Exit(1)
 
 
-@lab_app.command()
+@lab_app.command(cls=COMMAND)
 def down(dir: DirOption = None) -> None:
     """Stop the Slurm daemons and the hosts, remove namespaces, mounts and the lab's files.
     With no lab there, nothing to do: exit 0 (so running it twice is safe)."""
+    from rich.markup import escape
+
+    from fleetspec.lab.fleet import lab_down
+
     target = _resolve(dir)
     if not (target / STATE_FILE).exists():
         _out.print(f"lab {escape(str(target))}: no lab here, nothing to take down")
         return
     try:
         lab_down(target)
-    except _FAILURES as exc:
+    except _failures() as exc:
         _fail(exc)
         return
     _out.print(f"lab {escape(str(target))}: down")

@@ -31,6 +31,7 @@ import yaml
 from fleetspec.compile import compile_file
 from fleetspec.compile.ir import Fleet
 from fleetspec.findings import Severity
+from fleetspec.lab import DEFAULT_PER_PARTITION, STATE_FILE
 from fleetspec.lab.base import REPO_MOUNT, ensure_base, ensure_host_packages
 from fleetspec.lab.hosts import Lab, validate_name
 from fleetspec.lab.repo import build_repo, pin_standins
@@ -39,8 +40,6 @@ from fleetspec.packages import container_packages, packages_for, slurm_packages
 from fleetspec.render.ansible import PackageMirror
 from fleetspec.render.slurm import render_slurm
 
-DEFAULT_PER_PARTITION = 2
-STATE_FILE = "lab.json"
 OVERLAY_FILE = "inventory-overlay.yml"
 ENV_FILE = "env"
 # Everything `lab up` creates inside the lab directory; `lab down` removes exactly these.

@@ -288,9 +288,13 @@ class Lab:
             logs = {n: (self.work_dir / "nodes" / n / "console.log").read_text(errors="replace")[-1500:] for n in failed}
             raise LabError(f"sshd did not come up on {failed} within {timeout}s; console: {logs}")
 
-    def ansible_vars(self) -> dict[str, dict[str, str]]:
-        """{node name: Ansible connection vars} for an inventory of this lab's nodes."""
-        return {n.name: self.ssh.ansible_vars(n.name, n.ns) for n in self.nodes}
+    def ansible_vars(self) -> dict[str, dict[str, object]]:
+        """{node name: Ansible host vars} for an inventory of this lab's nodes: how to reach
+        each, and what a lab host cannot do. PMIx (fleetspec_pmix_packages) is a distribution
+        library, not part of the tuple, and lab hosts reach no Debian mirror; their slurmd
+        runs on the host with MpiDefault=none (localize_slurm_conf)."""
+        return {n.name: {**self.ssh.ansible_vars(n.name, n.ns), "fleetspec_pmix_packages": []}
+                for n in self.nodes}
 
     # ------------------------------------------------------------------ status / down
 

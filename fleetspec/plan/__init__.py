@@ -1,69 +1,26 @@
 """Plans: what applying a fleet spec would change, how disruptive each change is, and
-the waves apply would run. ``make_plan`` is pure (two fleets in, a Plan out);
-``plan_against_state`` reads the baseline from a State, including the per-node records
-an interrupted apply left, so the plan shows exactly what is left to do.
+the waves apply would run (``planner``: ``make_plan``, ``plan_against_state``,
+``restrict_to_hosts``; ``model``: the Plan itself).
+
+The names are loaded on first use (PEP 562), so importing ``fleetspec.plan.cli`` to
+build the command line does not import the planner.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Mapping
+import importlib
+from typing import Any
 
-from fleetspec.compile.ir import Fleet
-from fleetspec.plan.diff import baseline, node_changes, partition_changes, residual_changes
-from fleetspec.plan.files import file_changes
-from fleetspec.plan.model import Action, Change, Disruption, Plan, Wave
-from fleetspec.plan.site_hooks import hook_changes, merge_hook_changes
-from fleetspec.plan.waves import MaxUnavailable, parse_max_unavailable, plan_waves
-from fleetspec.state.store import NodeRecord, State
+_EXPORTS = {
+    "make_plan": "planner", "plan_against_state": "planner", "restrict_to_hosts": "planner",
+    "plan_waves": "waves", "Change": "model", "Disruption": "model", "Plan": "model", "Wave": "model",
+}
 
 
-def make_plan(new: Fleet, old: Fleet | None, *, records: Mapping[str, NodeRecord | None] | None = None,
-              canary: int = 1, max_unavailable: MaxUnavailable = "25%", state_serial: int | None = None,
-              lineage: str | None = None, base: str | None = None) -> Plan:
-    records = records or {}
-    settings = {"canary": canary, "max_unavailable": parse_max_unavailable(max_unavailable)}
-    context = {"state_serial": state_serial, "lineage": lineage, "base": base, "settings": settings}
-    if old is not None and not records and new == old:
-        # Renderers are pure functions of the IR: the same fleet renders the same files.
-        return Plan(new, (), **context)
-    changes = merge_hook_changes(node_changes(new, baseline(old, records)), hook_changes(new, old))
-    changes.extend(partition_changes(new, old))
-    changes.extend(_rendered_changes(new, old))
-    if not changes:
-        changes.extend(residual_changes(new, old))
-    if not changes and records:
-        changes.append(Change("state:nodes", Action.UPDATE, Disruption.NONE, sorted(records), None,
-                              "an interrupted apply left per-node records and every node already matches: "
-                              "applying folds them into the recorded fleet"))
-    return Plan(new, tuple(changes), plan_waves(changes, new, canary, max_unavailable), **context)
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'fleetspec.plan' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"fleetspec.plan.{_EXPORTS[name]}"), name)
 
 
-def plan_against_state(new: Fleet, state: State, *, canary: int = 1,
-                       max_unavailable: MaxUnavailable = "25%") -> Plan:
-    base = f"state serial {state.serial}" if state.exists else "no state yet (first apply)"
-    return make_plan(new, state.applied, records=state.nodes, canary=canary, max_unavailable=max_unavailable,
-                     state_serial=state.serial, lineage=state.lineage, base=base)
-
-
-def restrict_to_hosts(plan: Plan, hosts: set[str], why: str) -> Plan:
-    """The plan as it applies to a subset of the fleet (the lab's scaled-down stand-in,
-    ``--limit``): waves keep only those hosts, waves left empty go, and the plan says
-    which nodes with changes it leaves out (``why`` names the restriction in words)."""
-    waves = []
-    for wave in plan.waves:
-        kept = tuple(h for h in wave.hosts if h in hosts)
-        if kept:
-            waves.append(dataclasses.replace(wave, hosts=kept))
-    skipped = tuple(sorted({c.host for c in plan.changes if c.host is not None and c.host not in hosts}))
-    return dataclasses.replace(plan, waves=tuple(waves), restriction=why, skipped=skipped)
-
-
-def _rendered_changes(new: Fleet, old: Fleet | None) -> list[Change]:
-    from fleetspec.render import render_all
-
-    return file_changes(render_all(new), render_all(old) if old is not None else {})
-
-
-__all__ = ["Change", "Disruption", "Plan", "Wave", "make_plan", "plan_against_state", "plan_waves",
-           "restrict_to_hosts"]
+__all__ = sorted(_EXPORTS)

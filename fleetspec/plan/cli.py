@@ -12,23 +12,17 @@ from __future__ import annotations
 import json
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
-from fleetspec.compile import CompileResult, compile_file
-from fleetspec.compile.ir import Fleet
 from fleetspec.console import consoles
-from fleetspec.findings import Severity
-from fleetspec.plan import make_plan, plan_against_state
-from fleetspec.plan.kubernetes_layer import kubernetes_notes
-from fleetspec.plan.model import Plan
-from fleetspec.plan.render_text import print_plan
-from fleetspec.plan.saved import save_plan
-from fleetspec.plan.waves import parse_max_unavailable
-from fleetspec.state import StateError, StateStore, state_dir
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from fleetspec.compile.ir import Fleet
+    from fleetspec.plan.model import Plan
 
 EXIT_NO_CHANGES, EXIT_ERROR, EXIT_CHANGES = 0, 1, 2
 
@@ -43,7 +37,7 @@ class PlanError(Exception):
 
 
 def plan(
-    spec: Annotated[Path, typer.Argument(help="the fleet spec (YAML)", show_default=False)],
+    spec: Annotated[Path, typer.Argument(help="the fleet spec (YAML)", metavar="SPEC", show_default=False)],
     state: Annotated[Path | None, typer.Option("--state", help="state directory (default: .fleetspec/ beside "
                                                "the spec, or $FLEETSPEC_STATE_DIR)")] = None,
     base: Annotated[Path | None, typer.Option("--base", help="compare with another revision of the spec "
@@ -57,12 +51,21 @@ def plan(
                                               help="plan for these hosts only (as 'apply --limit' would)")] = None,
     detailed_exitcode: Annotated[bool, typer.Option("--detailed-exitcode",
                                                     help="exit 0 no changes, 1 error, 2 changes")] = False,
+    health: Annotated[Path | None, typer.Option("--health", dir_okay=False, help="verdicts from 'fleetspec health "
+                                                "--format json': quarantined nodes are never canaries")] = None,
 ) -> None:
     """Show what apply would change, how disruptive each change is, and the waves it would run.
     Exit 0: planned; 1: error. With --detailed-exitcode: 0 no changes, 1 error, 2 changes."""
+    from rich.markup import escape
+
+    from fleetspec.plan.kubernetes_layer import kubernetes_notes
+    from fleetspec.plan.render_text import print_plan
+    from fleetspec.plan.saved import save_plan
+    from fleetspec.state import state_dir
+
     console, errors = consoles()
     try:
-        result = build_plan(spec, state, base, canary, max_unavailable, errors)
+        result = build_plan(spec, state, base, canary, max_unavailable, errors, _quarantined(health))
         if limit is not None:
             result = _limited(result, limit)
         if out is not None:
@@ -103,8 +106,25 @@ def _limited(plan: Plan, limit: str) -> Plan:
     return restrict_to_hosts(plan, hosts, f"--limit {limit}")
 
 
+def _quarantined(path: Path | None) -> dict[str, str] | None:
+    """{node: why} from a 'fleetspec health --format json' report."""
+    if path is None:
+        return None
+    from fleetspec.health.fleet import quarantined_from_report
+
+    try:
+        return quarantined_from_report(json.loads(path.read_text()))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValueError) as exc:
+        raise PlanError(f"--health {path}: not a 'fleetspec health --format json' report ({exc})") from None
+
+
 def build_plan(spec: Path, state: Path | None, base: Path | None, canary: int, max_unavailable: str,
-               errors: Console) -> Plan:
+               errors: Console, quarantined: dict[str, str] | None = None) -> Plan:
+    from fleetspec.plan import make_plan, plan_against_state
+    from fleetspec.plan.waves import parse_max_unavailable
+    from fleetspec.state import StateError, StateStore, state_dir
+    from fleetspec.state.build import applied_tree
+
     try:
         parse_max_unavailable(max_unavailable)
     except ValueError as exc:
@@ -115,19 +135,27 @@ def build_plan(spec: Path, state: Path | None, base: Path | None, canary: int, m
     try:
         if base is not None:
             old = _compiled(base, errors)
-            return make_plan(new, old, canary=canary, max_unavailable=max_unavailable, base=f"spec {base}")
+            return make_plan(new, old, canary=canary, max_unavailable=max_unavailable, base=f"spec {base}",
+                             quarantined=quarantined)
         directory = state_dir(spec, state)
         if directory.exists() and not directory.is_dir():
             raise PlanError(f"--state {directory} is a file: --state takes the state directory (it holds "
                             f"{new.name}.state.json). Pass the directory that holds it")
         store = StateStore(directory, new.name)
-        return plan_against_state(new, store.read(), canary=canary, max_unavailable=max_unavailable)
+        state = store.read()
+        return plan_against_state(new, state, canary=canary, max_unavailable=max_unavailable,
+                                  old_files=applied_tree(store, state), quarantined=quarantined)
     except StateError as exc:
         raise PlanError(str(exc)) from None
 
 
 def _compiled(path: Path, errors: Console) -> Fleet:
-    result: CompileResult = compile_file(path)
+    from rich.markup import escape
+
+    from fleetspec.compile import compile_file
+    from fleetspec.findings import Severity
+
+    result = compile_file(path)
     if not result.valid or result.fleet is None:
         for f in result.located():
             if f.severity >= Severity.ERROR:

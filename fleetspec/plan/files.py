@@ -16,8 +16,6 @@ from collections.abc import Iterator
 from pathlib import PurePosixPath
 from typing import Any
 
-import yaml
-
 from fleetspec.plan.model import Action, Change, Disruption
 from fleetspec.site.slurm import reconfigurable
 
@@ -133,6 +131,8 @@ def _manifest(path: PurePosixPath, action: Action, before: str | None, after: st
 
 def _objects(text: str | None) -> dict[str, Any] | None:
     """``Kind/name`` (``Kind/namespace/name`` when namespaced) -> object; None when unreadable."""
+    import yaml
+
     if text is None:
         return {}
     try:
@@ -162,6 +162,8 @@ def _helm(path: PurePosixPath, action: Action, before: str | None, after: str | 
 
 
 def _releases(text: str | None) -> dict[str, dict[str, Any]] | None:
+    import yaml
+
     if text is None:
         return {}
     try:

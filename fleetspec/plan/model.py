@@ -109,6 +109,8 @@ class Plan:
     # changes it leaves out. Apply records only what it applied, so those stay pending.
     restriction: str | None = None
     skipped: tuple[str, ...] = ()
+    # Nodes the health check acts on (``plan --health``), with why: never canaries.
+    quarantined: tuple[tuple[str, str], ...] = ()
 
     @property
     def empty(self) -> bool:
@@ -149,6 +151,8 @@ class Plan:
         if self.restriction is not None:
             data["restriction"] = self.restriction
             data["skipped"] = list(self.skipped)
+        if self.quarantined:
+            data["quarantined"] = [{"node": h, "why": why} for h, why in self.quarantined]
         if include_fleet:
             data["ir"] = self.fleet.to_dict()
         return data

@@ -33,6 +33,9 @@ def print_plan(plan: Plan, console: Console) -> None:
                    "records only what is applied, so the next plan still shows them" if plan.skipped
                    else "no node with changes is left out")
         console.print(f"[yellow]Restricted to {escape(plan.restriction)}[/]: {escape(skipped)}.")
+    if plan.quarantined:
+        console.print("[yellow]Quarantined by the health check[/] (never a canary; their waves come last): "
+                      + escape("; ".join(f"{h} ({why})" for h, why in plan.quarantined)))
     console.print(_changes_table(plan.changes))
     if summary["partitions"]:
         console.print(_partitions_table(summary["partitions"]))

@@ -62,7 +62,8 @@ def _plan_from_dict(data: dict[str, Any], fleet: Fleet) -> Plan:
     return Plan(fleet, tuple(Change.from_dict(c) for c in data["changes"]),
                 tuple(Wave.from_dict(w) for w in data["waves"]), data["state_serial"], data["lineage"],
                 data.get("base"), data.get("settings") or {}, data.get("restriction"),
-                tuple(data.get("skipped") or ()))
+                tuple(data.get("skipped") or ()),
+                tuple((q["node"], q["why"]) for q in data.get("quarantined") or ()))
 
 
 def check_plan_current(plan: Plan, store: StateStore | State) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from fleetspec.compile.ir import Fleet
 from fleetspec.plan.model import Change, Plan, Wave, worst
@@ -47,7 +47,9 @@ def budget(max_unavailable: MaxUnavailable, size: int) -> int:
 
 
 def plan_waves(plan: Plan | Sequence[Change], fleet: Fleet, canary: int = 1,
-               max_unavailable: MaxUnavailable = "25%") -> tuple[Wave, ...]:
+               max_unavailable: MaxUnavailable = "25%", quarantined: Collection[str] = ()) -> tuple[Wave, ...]:
+    """The waves; ``quarantined`` nodes (the health check acts on them) come last in their
+    partition and are never a canary: a canary must show the change works on a good node."""
     changes = plan.changes if isinstance(plan, Plan) else plan
     max_unavailable = parse_max_unavailable(max_unavailable)
     if canary < 0:
@@ -68,19 +70,20 @@ def plan_waves(plan: Plan | Sequence[Change], fleet: Fleet, canary: int = 1,
     partition_order = {p.name: i for i, p in enumerate(fleet.partitions)}
     waves: list[Wave] = []
     for name in sorted(groups, key=lambda n: (partition_order.get(n, len(partition_order)), n)):
-        members = sorted(groups[name], key=lambda c: rack_order.get(c.rack or "", len(rack_order)))
+        members = sorted(groups[name], key=lambda c: (c.host in quarantined,
+                                                      rack_order.get(c.rack or "", len(rack_order))))
         limits = {p: budget(max_unavailable, size) for p, size in sizes.items()}
         limits.setdefault(name, budget(max_unavailable, len(members)))
-        waves.extend(_partition_waves(name, members, member_of, limits, canary))
+        waves.extend(_partition_waves(name, members, member_of, limits, canary, quarantined))
     return tuple(waves)
 
 
 def _partition_waves(name: str, pending: list[Change], member_of: dict[str, list[str]], limits: dict[str, int],
-                     canary: int) -> list[Wave]:
+                     canary: int, quarantined: Collection[str] = ()) -> list[Wave]:
     waves: list[Wave] = []
     left_in_rack = Counter(c.rack for c in pending)
     while pending:
-        first = not waves and canary > 0
+        first = not waves and canary > 0 and pending[0].host not in quarantined
         size = min(canary, limits[name]) if first else limits[name]
         taken: list[Change] = []
         deferred: list[Change] = []

@@ -20,15 +20,20 @@ def render_fleet_json(fleet: Fleet) -> dict[PurePosixPath, str]:
 
 def renderers() -> tuple[Renderer, ...]:
     from fleetspec.render.ansible import render_ansible
+    from fleetspec.render.health import render_health
     from fleetspec.render.kubernetes import render_kubernetes
     from fleetspec.render.slurm import render_slurm
 
-    return (render_fleet_json, render_slurm, render_ansible, render_kubernetes)
+    return (render_fleet_json, render_slurm, render_ansible, render_kubernetes, render_health)
 
 
-def render_all(fleet: Fleet) -> dict[PurePosixPath, str]:
+def render_all(fleet: Fleet, fleet_json: bool = True) -> dict[PurePosixPath, str]:
+    """Every renderer's files; a plan, which does not list fleet.json, passes
+    ``fleet_json=False`` and that renderer does not run."""
     files: dict[PurePosixPath, str] = {}
     for renderer in renderers():
+        if renderer is render_fleet_json and not fleet_json:
+            continue
         for path, text in renderer(fleet).items():
             if path in files:
                 raise ValueError(f"two renderers produce {path}")

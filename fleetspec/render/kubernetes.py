@@ -9,11 +9,17 @@ the same Fleet gives the same bytes, with no timestamps.
 Kubernetes-owned nodes (``scheduler: kubernetes``) get the full label set, flavors,
 queues and quota. Slurm-owned nodes never get flavors, queues or quota: one allocation
 owner per device. In Slinky mode the Slurm-owned nodes are Kubernetes nodes running slurmd
-in pods, so they get exactly the labels their NodeSets select on, and nothing more.
+in pods, so they get the labels their NodeSets select on and their stack, nothing more.
+
+Every GPU node the cluster holds (:func:`cluster_gpu_nodes`) gets its driver from exactly
+one object whose version is its stack's: an NVIDIADriver per NVIDIA stack (the ClusterPolicy
+supports one driver version for all nodes) and a DeviceConfig per AMD stack, each selecting
+on ``fleetspec.io/stack``.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -22,7 +28,14 @@ from typing import Any
 import yaml
 
 from fleetspec.compile.ir import Fleet, Node, Partition
-from fleetspec.render.slurm import render_slinky_values, slurm_nodes, slurm_partitions
+from fleetspec.render.kubernetes_health import with_health
+from fleetspec.render.slurm import (
+    SLINKY_DB_SECRET,
+    SLINKY_DB_SECRET_KEY,
+    render_slinky_values,
+    slurm_nodes,
+    slurm_partitions,
+)
 from fleetspec.site.helm import apply_overlays
 
 # libyaml's emitter when present: same output, several times faster on 20,000 nodes.
@@ -50,6 +63,11 @@ NVIDIA_REPO = "https://helm.ngc.nvidia.com/nvidia"
 # https://github.com/ROCm/gpu-operator helm-charts-k8s/Chart.yaml @ v1.5.1
 AMD_REPO = "https://rocm.github.io/gpu-operator"
 AMD_DEFAULT_VERSION = "v1.5.1"
+# https://github.com/Mellanox/network-operator deployment/network-operator/Chart.yaml @ v26.4.1
+# (chart nvidia/network-operator in the NGC Helm repo, as the GPU Operator's)
+NETWORK_OPERATOR_DEFAULT_VERSION = "v26.4.1"
+# Fabrics whose NICs do RDMA, where pods need the RDMA devices (and GPUDirect RDMA).
+RDMA_FABRICS = ("infiniband", "roce")
 # https://github.com/SlinkyProject/slurm-operator helm/*/Chart.yaml @ v1.2.1
 SLINKY_CHARTS = "oci://ghcr.io/slinkyproject/charts"
 SLINKY_DEFAULT_VERSION = "1.2.1"
@@ -61,13 +79,15 @@ NAMESPACES = {
     "volcano": "volcano-system",
     "slurm-operator": "slinky",
     "slurm": "slurm",  # the Slinky cluster (the ``slurm`` chart), as Slinky's docs install it
+    "network-operator": "nvidia-network-operator",
 }
 # Operators that run privileged DaemonSets, and slurmd pods (privileged: they own the node's
 # devices and cgroups), need the privileged Pod Security level.
-PRIVILEGED_NAMESPACES = frozenset({"gpu-operator", "kube-amd-gpu", "slurm"})
+PRIVILEGED_NAMESPACES = frozenset({"gpu-operator", "kube-amd-gpu", "slurm", "nvidia-network-operator",
+                                   "dra-driver-nvidia-gpu"})  # DRA kubelet plugin too
 # With both GPU operators, NFD runs once: the NVIDIA chart's (``nfd.enabled``, default true),
 # with the AMD chart's off (``node-feature-discovery.enabled``, default true; chart values at
-# v26.7.0 and v1.5.1 in ../shared/crds). Its worker must then also run on AMD nodes (KMM
+# v26.7.0 and v1.5.1 in tests/data/crds). Its worker must then also run on AMD nodes (KMM
 # builds the amdgpu module per kernel from NFD's labels): the NVIDIA chart's default worker
 # tolerations plus the AMD chart's. A Helm list value replaces the default, hence both.
 NFD_WORKER_TOLERATIONS = (
@@ -78,12 +98,21 @@ NFD_WORKER_TOLERATIONS = (
     # AMD gpu-operator v1.5.1 values.yaml node-feature-discovery.worker.tolerations
     {"key": "amd-dcm", "operator": "Equal", "value": "up", "effect": "NoExecute"},
     {"key": "amd-gpu-unhealthy", "operator": "Exists", "effect": "NoSchedule"},
-    # the vendor taint fleetspec's AMD flavors tolerate
-    {"key": "amd.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
 )
 # Kueue counts only GPUs: fleetspec quotas are in GPUs, and a resource a ClusterQueue does
 # not cover would make every workload that requests it inadmissible.
-KUEUE_EXCLUDED_RESOURCES = ("cpu", "memory", "ephemeral-storage", "hugepages-", "pods")
+# RDMA devices (the Network Operator's rdma/ shared devices and nvidia.com/hostdev) too:
+# they come with the GPUs of the node, and an uncovered resource would block admission.
+KUEUE_EXCLUDED_RESOURCES = ("cpu", "memory", "ephemeral-storage", "hugepages-", "pods",
+                            "rdma/", "nvidia.com/hostdev")
+# The RDMA resources pods request (NicClusterPolicy device plugin configs below).
+RDMA_SHARED_RESOURCE = "rdma_shared_device_a"  # -> rdma/rdma_shared_device_a
+RDMA_HOSTDEV_RESOURCE = "hostdev"  # -> nvidia.com/hostdev
+# PCI vendor id of NVIDIA (Mellanox) NICs, the devices the Network Operator serves.
+MELLANOX_PCI_VENDOR = "15b3"
+# Kueue integrations for kinds every cluster has (no operator to install): Jobs and plain
+# Pods, Deployments and StatefulSets (the pod integration).
+KUEUE_BUILTIN_FRAMEWORKS = ("batch/job", "pod", "deployment", "statefulset")
 WORKLOAD_API_COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 
 
@@ -123,6 +152,8 @@ class Manifest:
     body: Mapping[str, Any]
     file: str  # manifest file stem under kubernetes/manifests/
     depends_on: tuple[str, ...] = ()
+    # Left in the cluster when it leaves the spec (a tenant's namespace and its PVCs).
+    retain_on_delete: bool = False
 
     @property
     def kind(self) -> str:
@@ -143,6 +174,21 @@ class Manifest:
 
 
 @dataclass(frozen=True)
+class ClusterSecret:
+    """A Secret whose value comes from the spec's secret reference ``source`` (its name in
+    ``spec.secrets``): created by the Pulumi stack from its config, never rendered."""
+
+    name: str
+    namespace: str
+    key: str  # the data key in the Secret
+    source: str  # e.g. "slurmdbd_password"
+
+    @property
+    def ref(self) -> str:
+        return f"Secret/{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
 class Prerequisite:
     """Something the cluster itself must provide; fleetspec cannot apply it."""
 
@@ -158,10 +204,12 @@ class KubernetesLayer:
     releases: tuple[HelmRelease, ...] = ()
     manifests: tuple[Manifest, ...] = ()  # in dependency order
     prerequisites: tuple[Prerequisite, ...] = ()
+    secrets: tuple[ClusterSecret, ...] = ()
 
     @property
     def empty(self) -> bool:
-        return not (self.node_labels or self.releases or self.manifests or self.prerequisites)
+        return not (self.node_labels or self.releases or self.manifests or self.prerequisites
+                    or self.secrets)
 
 
 # --------------------------------------------------------------------------- the layer
@@ -169,6 +217,13 @@ class KubernetesLayer:
 
 def kubernetes_nodes(fleet: Fleet) -> tuple[Node, ...]:
     return tuple(n for n in fleet.nodes if n.scheduler == "kubernetes")
+
+
+def cluster_gpu_nodes(fleet: Fleet) -> tuple[Node, ...]:
+    """Every GPU node the Kubernetes cluster holds: the Kubernetes-owned ones and, in Slinky
+    mode, the Slurm-owned ones (kubelet runs there too, and the GPU operators serve them)."""
+    slinky = slinky_mode(fleet)
+    return tuple(n for n in fleet.nodes if n.scheduler == "kubernetes" or slinky)
 
 
 def kubernetes_partitions(fleet: Fleet) -> tuple[Partition, ...]:
@@ -190,24 +245,40 @@ def kubernetes_resources(fleet: Fleet) -> KubernetesLayer:
         return KubernetesLayer()
     owners = set(k8s.quota_owners) or ({k8s.queueing} - {"none"})
     volcano_quota = "volcano" in owners
-    labels = tuple(_node_labels(fleet, n, volcano_quota) for n in nodes)
+    # KAI, the workload operators and DRA live in their own modules (kubernetes_*.py).
+    from fleetspec.render import kubernetes_dra, kubernetes_kai, kubernetes_operators
+
+    labels = kubernetes_dra.with_dra_labels(
+        fleet, tuple(_node_labels(fleet, n, volcano_quota) for n in nodes))
     label_keys = tuple(n.key for n in labels)
     slinky_labels = slinky_node_labels(fleet) if slinky else ()
+    all_label_keys = label_keys + tuple(n.key for n in slinky_labels)
 
     releases: list[HelmRelease] = []
     manifests: list[Manifest] = []
-    nvidia_releases, nvidia_crs = _nvidia(fleet, label_keys)
+    nvidia_releases, nvidia_crs = _nvidia(fleet, all_label_keys)
     nfd_from = nvidia_releases[0] if nvidia_releases else None
-    releases_and_crs = [
-        (nvidia_releases, nvidia_crs),
-        _amd(fleet, label_keys, nfd_from=nfd_from),
+    engines = [
         _kueue(fleet, "kueue" in owners, label_keys),
         _volcano(fleet, volcano_quota, label_keys),
+        kubernetes_kai.kai(fleet, "kai" in owners, label_keys),
+    ]
+    engine_keys = {r.name: r.key for rel, _ in engines for r in rel}
+    releases_and_crs = [
+        (nvidia_releases, nvidia_crs),
+        _amd(fleet, all_label_keys, nfd_from=nfd_from),
+        kubernetes_dra.dra(fleet, tuple(r.key for r in nvidia_releases), label_keys),
+        *engines,
+        kubernetes_operators.operators(fleet, {
+            engine: engine_keys[name] for engine, name in
+            (("volcano", "volcano"), ("kai", "kai-scheduler")) if name in engine_keys}),
         _slinky(fleet, tuple(n.key for n in slinky_labels)),
+        _network_operator(fleet, all_label_keys, nfd_from=nfd_from),
     ]
     for rel, objs in releases_and_crs:
         releases.extend(rel)
         manifests.extend(objs)
+    releases, manifests = with_health(fleet, releases, manifests, NAMESPACES)
     if fleet.site is not None and fleet.site.helm_values:  # kubernetes.values: the site's overlays
         releases = list(apply_overlays(releases, fleet.site.helm_values))
     namespaces = _namespaces(fleet, releases)
@@ -216,7 +287,17 @@ def kubernetes_resources(fleet: Fleet) -> KubernetesLayer:
         releases=tuple(releases),
         manifests=tuple(namespaces) + tuple(manifests),
         prerequisites=_prerequisites(fleet, releases),
+        secrets=_slinky_secrets(fleet),
     )
+
+
+def _slinky_secrets(fleet: Fleet) -> tuple[ClusterSecret, ...]:
+    """Slinky's accounting reads the database password from a Secret the chart does not
+    create (accounting.storageConfig.passwordKeyRef): the stack creates it."""
+    if not slinky_mode(fleet) or fleet.slurm is None or not fleet.slurm.accounting_host:
+        return ()
+    return (ClusterSecret(SLINKY_DB_SECRET, NAMESPACES["slurm"], SLINKY_DB_SECRET_KEY,
+                          "slurmdbd_password"),)
 
 
 def _label_value(text: str) -> str:
@@ -250,21 +331,20 @@ def _node_labels(fleet: Fleet, node: Node, volcano_quota: bool) -> NodeLabels:
 def slinky_node_labels(fleet: Fleet) -> tuple[NodeLabels, ...]:
     """Labels for the Kubernetes nodes that host Slinky's slurmd pods: the generated Slurm
     partition and the GPU model, the keys the ``slurm`` chart's NodeSets select on
-    (``render_slinky_values``). Nothing else: no stack label, so no NVIDIADriver or
-    DeviceConfig selects them, and no Kueue flavor or Volcano nodegroup claims their GPUs."""
-    owned = {n.hostname: n for n in slurm_nodes(fleet)}
-    labels: dict[str, NodeLabels] = {}
-    for p in slurm_partitions(fleet):
-        if not p.generated:
-            continue
-        for host in p.nodes:
-            node = owned.get(host)
-            if node is not None and host not in labels:
-                labels[host] = NodeLabels(host, {
-                    GPU_MODEL_LABEL: _label_value(node.gpu.model),
-                    PARTITION_LABEL: _label_value(p.name),
-                })
-    return tuple(labels[n.hostname] for n in owned.values() if n.hostname in labels)
+    (``render_slinky_values``), and the stack, which the stack's NVIDIADriver or DeviceConfig
+    selects on so the node gets its own driver. No Kueue flavor or Volcano nodegroup selects
+    these: flavors name Kubernetes-owned partitions, and the nodegroup label is not set."""
+    generated = {h: p.name for p in slurm_partitions(fleet) if p.generated for h in p.nodes}
+    return tuple(
+        NodeLabels(n.hostname, dict(sorted({
+            GPU_MODEL_LABEL: _label_value(n.gpu.model),
+            STACK_LABEL: _label_value(n.stack),
+            LABEL_PREFIX + "vendor": n.gpu.vendor,
+            **({PARTITION_LABEL: _label_value(generated[n.hostname])}
+               if n.hostname in generated else {}),
+        }.items())))
+        for n in slurm_nodes(fleet)
+    )
 
 
 def _obj(api: str, kind: str, name: str, spec: Any = None, *, namespace: str | None = None,
@@ -288,8 +368,10 @@ def _namespaces(fleet: Fleet, releases: Iterable[HelmRelease]) -> list[Manifest]
     for tenant in fleet.kubernetes.tenants:
         for ns in tenant.namespaces:
             wanted[ns] = {LABEL_PREFIX + "tenant": tenant.name}
+    tenant_spaces = {ns for t in fleet.kubernetes.tenants for ns in t.namespaces}
     return [
-        Manifest(_obj("v1", "Namespace", ns, labels=wanted[ns]), "00-namespaces")
+        Manifest(_obj("v1", "Namespace", ns, labels=wanted[ns]), "00-namespaces",
+                 retain_on_delete=ns in tenant_spaces)
         for ns in sorted(wanted)
     ]
 
@@ -299,7 +381,8 @@ def _ns_key(namespace: str) -> str:
 
 
 def _vendor_stacks(fleet: Fleet, vendor: str) -> list[str]:
-    return sorted({n.stack for n in kubernetes_nodes(fleet) if n.gpu.vendor == vendor})
+    """The ``vendor`` stacks of every GPU node the cluster holds (Slinky hosts included)."""
+    return sorted({n.stack for n in cluster_gpu_nodes(fleet) if n.gpu.vendor == vendor})
 
 
 def _nvidia(fleet: Fleet, label_keys: tuple[str, ...]):
@@ -310,14 +393,13 @@ def _nvidia(fleet: Fleet, label_keys: tuple[str, ...]):
     op = k8s.gpu_operator
     ns = NAMESPACES["gpu-operator"]
     driver: dict[str, Any] = {"enabled": op.driver == "operator"}
-    per_stack = op.driver == "operator" and len(stacks) > 1
+    per_stack = op.driver == "operator"
     if per_stack:
-        # One NVIDIADriver per stack: the per-pool driver mechanism of the operator.
+        # One NVIDIADriver per stack, even for one stack: the ClusterPolicy's driver goes
+        # to every NVIDIA node at one version, including nodes of another stack (Slinky
+        # hosts, a pool added later). No default CR: it would select every GPU node too.
+        # https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-driver-configuration.html
         driver["nvidiaDriverCRD"] = {"enabled": True, "deployDefaultCR": False}
-    elif op.driver == "operator":
-        pinned = fleet.stack(stacks[0])
-        if pinned is not None and pinned.driver:
-            driver["version"] = pinned.driver
     values: dict[str, Any] = {"driver": driver}
     if _vendor_stacks(fleet, "amd"):
         # The one NFD of a mixed-vendor cluster (the AMD chart's is off): on AMD nodes too.
@@ -359,7 +441,7 @@ def _amd(fleet: Fleet, label_keys: tuple[str, ...], nfd_from: HelmRelease | None
     if k8s is None or not stacks:
         return [], []
     ns = NAMESPACES["amd-gpu-operator"]
-    host_driver = k8s.gpu_operator is not None and k8s.gpu_operator.driver == "host"
+    host_driver = k8s.amd_driver == "host"
     # fleetspec writes one DeviceConfig per stack instead of the chart's default one.
     values: dict[str, Any] = {"crds": {"defaultCR": {"install": False}}}
     after: tuple[str, ...] = ()
@@ -381,11 +463,23 @@ def _amd(fleet: Fleet, label_keys: tuple[str, ...], nfd_from: HelmRelease | None
         amdgpu = stack.amdgpu if stack is not None else None
         driver: dict[str, Any] = {"enable": amdgpu is not None and not host_driver}
         if driver["enable"]:
+            # AMD GPU Operator, Full Reference Config (DeviceConfig spec.driver): KMM builds
+            # the amdgpu image for each kernel, pushes it to ``image`` (no tag: the operator
+            # tags it) with ``imageRegistrySecret``, and loads it once the inbox module is
+            # blacklisted (``blacklist`` needs the node labeller; a reboot applies it).
+            # https://instinct.docs.amd.com/projects/gpu-operator/en/latest/fulldeviceconfig.html
+            driver["blacklist"] = True
             driver["version"] = amdgpu
+            if k8s.amd_driver_image:
+                driver["image"] = k8s.amd_driver_image
+            if k8s.amd_registry_secret:
+                driver["imageRegistrySecret"] = {"name": k8s.amd_registry_secret}
         spec = {
             "selector": {STACK_LABEL: name},
             "driver": driver,
             "devicePlugin": {"enableNodeLabeller": True},
+            # GPU health and utilisation for Prometheus (off by default in the CRD).
+            "metricsExporter": {"enable": True},
         }
         crs.append(Manifest(
             _obj("amd.com/v1alpha1", "DeviceConfig", name, spec, namespace=ns),
@@ -407,6 +501,7 @@ class QueueRow:
     partition: str  # also the LocalQueue name in each namespace
     namespaces: tuple[str, ...]
     gpus: int
+    limit: int | None = None  # the tenant's cap on the partition (tenant ``limit``), if any
 
 
 def queue_rows(fleet: Fleet) -> list[QueueRow]:
@@ -416,7 +511,7 @@ def queue_rows(fleet: Fleet) -> list[QueueRow]:
     parts = {p.name: p for p in kubernetes_partitions(fleet)}
     if fleet.kubernetes.tenants:
         return [
-            QueueRow(f"{t.name}-{p}", p, tuple(sorted(t.namespaces)), g)
+            QueueRow(f"{t.name}-{p}", p, tuple(sorted(t.namespaces)), g, dict(t.limit).get(p))
             for t in sorted(fleet.kubernetes.tenants, key=lambda t: t.name)
             for p, g in sorted(t.quota) if p in parts
         ]
@@ -473,13 +568,10 @@ def _kueue(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
     topo_key = objs[0].key
     flavor_keys = {}
     for name in sorted(parts):
-        vendor = parts[name].vendor or "nvidia"
-        spec = {
-            "nodeLabels": {PARTITION_LABEL: name},
-            "tolerations": [{"key": GPU_RESOURCE[vendor], "operator": "Exists",
-                             "effect": "NoSchedule"}],
-            "topologyName": topo_name,
-        }
+        # No tolerations: fleetspec sets no taint on GPU nodes (the partition label keeps
+        # workloads on their generation), and a toleration for a taint nothing sets only
+        # hides which pods were meant for the node.
+        spec = {"nodeLabels": {PARTITION_LABEL: name}, "topologyName": topo_name}
         m = Manifest(_obj("kueue.x-k8s.io/v1beta2", "ResourceFlavor", name, spec),
                      "21-kueue-flavors", (rk, topo_key, *label_keys))
         flavor_keys[name] = m.key
@@ -504,6 +596,9 @@ def _kueue(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
             "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
             "resourceGroups": _resource_groups({row.partition: row.gpus}, parts),
         }
+        if row.limit is not None:  # the tenant's cap: borrow at most up to it
+            spec["resourceGroups"][0]["flavors"][0]["resources"][0]["borrowingLimit"] = \
+                max(0, row.limit - row.gpus)
         cq = Manifest(_obj("kueue.x-k8s.io/v1beta2", "ClusterQueue", row.name, spec,
                            labels={PARTITION_LABEL: row.partition}),
                       "23-kueue-clusterqueues", (rk, cohort.key, flavor_keys[row.partition]))
@@ -536,39 +631,70 @@ def kueue_configuration(fleet: Fleet) -> str:
             "ResourceFlavor.kueue.x-k8s.io": 1}},
         "clientConnection": {"qps": 300, "burst": 500},
     }
+    # Every workload in a tenant namespace goes through Kueue, with or without a queue name:
+    # one without stays suspended instead of taking GPUs outside quota. Only the tenants'
+    # namespaces: system namespaces (operators, kube-system) are never gated.
+    # https://kueue.sigs.k8s.io/docs/reference/kueue-config.v1beta2/
+    config["manageJobsWithoutQueueName"] = True
+    config["managedJobsNamespaceSelector"] = {"matchExpressions": [{
+        "key": "kubernetes.io/metadata.name", "operator": "In",
+        "values": list(tenant_namespaces(fleet))}]}
     if k8s.gang == "kueue":
-        # All-or-nothing: admit one workload at a time until its pods are ready; evict and
-        # requeue a gang whose pods are not all ready within the timeout.
+        # All-or-nothing: evict and requeue a gang whose pods are not all ready within the
+        # timeout. blockAdmission stays false: true admits one workload at a time until its
+        # pods are ready, serialising admission for the whole cluster (KEP-349), and Kueue
+        # documents false with topology-aware scheduling.
+        # https://kueue.sigs.k8s.io/docs/tasks/manage/setup_wait_for_pods_ready/
         requeue: dict[str, Any] = {"timestamp": "Eviction"}
         if k8s.gang_requeue_limit is not None:
             requeue["backoffLimitCount"] = k8s.gang_requeue_limit
         config["waitForPodsReady"] = {
             "timeout": k8s.gang_timeout,
-            "blockAdmission": True,
+            "blockAdmission": False,
             "requeuingStrategy": requeue,
         }
+    from fleetspec.render.kubernetes_dra import kueue_device_class_mappings
+    from fleetspec.render.kubernetes_operators import kueue_frameworks
+
     config["resources"] = {"excludeResourcePrefixes": list(KUEUE_EXCLUDED_RESOURCES)}
-    config["integrations"] = {"frameworks": [
-        "batch/job", "kubeflow.org/mpijob", "ray.io/rayjob", "ray.io/rayservice",
-        "ray.io/raycluster", "jobset.x-k8s.io/jobset", "workload.codeflare.dev/appwrapper",
-        "trainer.kubeflow.org/trainjob", "pod", "deployment", "statefulset",
-        "leaderworkerset.x-k8s.io/leaderworkerset"]}
+    mappings = kueue_device_class_mappings(fleet)
+    if mappings:  # DRA GPUs count as nvidia.com/gpu (Kueue 0.18+, KueueDRAIntegration)
+        config["resources"]["deviceClassMappings"] = mappings
+    # Only the kinds this cluster has: the built-in workloads and the operators this stack
+    # installs (kubernetes_operators.py). A framework whose operator is not installed has no
+    # CRD for Kueue to watch.
+    config["integrations"] = {"frameworks": kueue_frameworks(fleet)}
     return _dump(config)
+
+
+def tenant_namespaces(fleet: Fleet) -> tuple[str, ...]:
+    """The namespaces tenants' workloads run in (``default`` without tenants), sorted."""
+    assert fleet.kubernetes is not None
+    spaces = {ns for t in fleet.kubernetes.tenants for ns in t.namespaces}
+    return tuple(sorted(spaces or {"default"}))
 
 
 def volcano_scheduler_conf(with_nodegroups: bool, with_topology: bool) -> str:
     """The chart default (installer/helm/chart/volcano/config/volcano-scheduler.conf at
     v1.15.1, gang in the first tier) plus nodegroup (queue -> partition) and
-    network-topology-aware (HyperNodes) when fleetspec renders them."""
+    network-topology-aware (HyperNodes) when fleetspec renders them.
+
+    With queues (``with_nodegroups``, Volcano holding quota) ``proportion`` becomes
+    ``capacity`` and the ``reclaim`` action is on: each queue's quota is its per-resource
+    ``deserved``, idle GPUs are lent to other queues up to ``capability`` and reclaimed when
+    their owner needs them, as Kueue's cohort does. The two plugins cannot be used together
+    (volcano docs/user-guide/how_to_use_capacity_plugin.md)."""
+    queue_plugin = "capacity" if with_nodegroups else "proportion"
     second = [{"name": "overcommit"}, {"name": "drf", "enablePreemptable": False},
-              {"name": "predicates"}, {"name": "proportion"}, {"name": "nodeorder"},
+              {"name": "predicates"}, {"name": queue_plugin}, {"name": "nodeorder"},
               {"name": "binpack"}]
     if with_nodegroups:
         second.append({"name": "nodegroup"})
     if with_topology:
         second.append({"name": "network-topology-aware"})
+    actions = "enqueue, allocate, backfill" + (", reclaim" if with_nodegroups else "")
     conf = {
-        "actions": "enqueue, allocate, backfill",
+        "actions": actions,
         "tiers": [
             {"plugins": [{"name": "priority"}, {"name": "gang", "enablePreemptable": False},
                          {"name": "conformance"}]},
@@ -576,6 +702,12 @@ def volcano_scheduler_conf(with_nodegroups: bool, with_topology: bool) -> str:
         ],
     }
     return _dump(conf)
+
+
+def hypernode_name(tier: str, name: str) -> str:
+    """``rack-r03``, ``leaf-02`` (not ``leaf-leaf-02``): the tier once, as a prefix. Names
+    of one tier always start with it, so a rack and a leaf never share a name."""
+    return name if name.startswith(f"{tier}-") else f"{tier}-{name}"
 
 
 def _hypernodes(fleet: Fleet) -> list[Manifest]:
@@ -592,7 +724,7 @@ def _hypernodes(fleet: Fleet) -> list[Manifest]:
     for rack in sorted(racks):
         members = [{"type": "Node", "selector": {"exactMatch": {"name": h}}}
                    for h in sorted(racks[rack])]
-        objs.append(Manifest(_obj(api, "HyperNode", f"rack-{rack}",
+        objs.append(Manifest(_obj(api, "HyperNode", hypernode_name("rack", rack),
                                   {"tier": 1, "tierName": "rack", "members": members}),
                              "20-volcano-hypernodes"))
     leaves: dict[str, list[str]] = {}
@@ -600,19 +732,23 @@ def _hypernodes(fleet: Fleet) -> list[Manifest]:
         if leaf:
             leaves.setdefault(leaf, []).append(rack)
     for leaf in sorted(leaves):
-        members = [{"type": "HyperNode", "selector": {"exactMatch": {"name": f"rack-{r}"}}}
+        members = [{"type": "HyperNode",
+                    "selector": {"exactMatch": {"name": hypernode_name("rack", r)}}}
                    for r in sorted(leaves[leaf])]
-        objs.append(Manifest(_obj(api, "HyperNode", f"leaf-{leaf}",
+        objs.append(Manifest(_obj(api, "HyperNode", hypernode_name("leaf", leaf),
                                   {"tier": 2, "tierName": "leaf", "members": members}),
                              "20-volcano-hypernodes",
-                             tuple(f"HyperNode/rack-{r}" for r in sorted(leaves[leaf]))))
+                             tuple(f"HyperNode/{hypernode_name('rack', r)}"
+                                   for r in sorted(leaves[leaf]))))
     if len(leaves) > 1:
-        members = [{"type": "HyperNode", "selector": {"exactMatch": {"name": f"leaf-{lf}"}}}
+        members = [{"type": "HyperNode",
+                    "selector": {"exactMatch": {"name": hypernode_name("leaf", lf)}}}
                    for lf in sorted(leaves)]
         objs.append(Manifest(_obj(api, "HyperNode", f"{fleet.name}-spine",
                                   {"tier": 3, "tierName": "spine", "members": members}),
                              "20-volcano-hypernodes",
-                             tuple(f"HyperNode/leaf-{lf}" for lf in sorted(leaves))))
+                             tuple(f"HyperNode/{hypernode_name('leaf', lf)}"
+                                   for lf in sorted(leaves))))
     return objs
 
 
@@ -638,13 +774,18 @@ def _volcano(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
     if holds_quota:
         parts = {p.name: p for p in kubernetes_partitions(fleet)}
         for row in queue_rows(fleet):
-            if row.gpus == 0:
-                continue  # capability is a hard cap: a 0-GPU queue could never run a job
             resource = GPU_RESOURCE[parts[row.partition].vendor or "nvidia"]
+            # The same declaration as Kueue's: the tenant's GPUs are its own (deserved,
+            # Kueue's nominalQuota), it may borrow idle GPUs of its partition up to all of
+            # them (capability, Kueue's unlimited borrowing within the cohort), and what it
+            # borrowed is reclaimed when their owner needs them (reclaimable + the reclaim
+            # action, Kueue's reclaimWithinCohort). Only GPUs, as Kueue counts only GPUs.
             spec = {
-                "weight": 1,
                 "reclaimable": True,
-                "capability": {resource: row.gpus},
+                "deserved": {resource: row.gpus},
+                # The tenant's limit, when it has one, caps it below the partition.
+                "capability": {resource: parts[row.partition].gpus if row.limit is None
+                               else max(row.gpus, min(row.limit, parts[row.partition].gpus))},
                 # One node group: the nodegroup plugin keeps every pod of the queue's jobs
                 # on the nodes labelled volcano.sh/nodegroup-name=<partition>.
                 "affinity": {"nodeGroupAffinity": {
@@ -673,8 +814,70 @@ def _slinky(fleet: Fleet, label_keys: tuple[str, ...]):
     cluster_ns = NAMESPACES["slurm"]
     cluster = HelmRelease("slurm", cluster_ns, f"{SLINKY_CHARTS}/slurm", None, version,
                           yaml.safe_load(render_slinky_values(fleet)),
-                          (_ns_key(cluster_ns), operator.key, *label_keys))
+                          (_ns_key(cluster_ns), operator.key, *label_keys,
+                           *(s.ref for s in _slinky_secrets(fleet))))
     return [crds, operator, cluster], []
+
+
+def _network_operator(fleet: Fleet, label_keys: tuple[str, ...], nfd_from: HelmRelease | None):
+    """NVIDIA's Network Operator on an InfiniBand or RoCE fabric with GPU nodes in the
+    cluster: pods get the node's RDMA devices, through the RDMA shared device plugin
+    (``rdma: shared``, every pod on a node shares its HCAs) or the SR-IOV/host-device plugin
+    (``rdma: sriov``, a NIC or VF per pod). The node's NICs keep their host driver (DOCA or
+    inbox): no ofedDriver container. GPUDirect RDMA then goes through DMA-BUF, which the GPU
+    Operator's open kernel modules (kernelModuleType auto) support without nvidia-peermem.
+    https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-operator-rdma.html
+    """
+    k8s = fleet.kubernetes
+    assert k8s is not None
+    fabric = fleet.fabric
+    if (not k8s.network_operator_enabled or fabric is None or fabric.type not in RDMA_FABRICS
+            or not cluster_gpu_nodes(fleet)):
+        return [], []
+    ns = NAMESPACES["network-operator"]
+    version = _v_prefixed(k8s.network_operator_version or NETWORK_OPERATOR_DEFAULT_VERSION)
+    values: dict[str, Any] = {}
+    after: tuple[str, ...] = ()
+    if nfd_from is not None:
+        # NFD once, as for the AMD chart: the GPU Operator's serves PCI labels for the NICs;
+        # the network operator keeps its NodeFeatureRules (NFD's CRDs come with that NFD).
+        values["nfd"] = {"enabled": False, "deployNodeFeatureRules": True}
+        after = (nfd_from.key,)
+    release = HelmRelease(
+        name="network-operator",
+        namespace=ns,
+        chart="network-operator",
+        repo=NVIDIA_REPO,
+        version=version,
+        values=values,
+        depends_on=(_ns_key(ns), *label_keys, *after),
+    )
+    link = "infiniband" if fabric.type == "infiniband" else "ether"
+    image = {"repository": "nvcr.io/nvidia/mellanox", "version": f"network-operator-{version}"}
+    spec: dict[str, Any] = {
+        # Only the cluster's GPU nodes (every one carries its stack label).
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": STACK_LABEL, "operator": "Exists"}]}]}},
+    }
+    if k8s.network_rdma == "shared":
+        config = {"configList": [{
+            "resourceName": RDMA_SHARED_RESOURCE,
+            "rdmaHcaMax": 63,
+            "selectors": {"vendors": [MELLANOX_PCI_VENDOR], "linkTypes": [link]},
+        }]}
+        spec["rdmaSharedDevicePlugin"] = {"image": "k8s-rdma-shared-dev-plugin", **image,
+                                          "config": json.dumps(config, indent=2)}
+    else:
+        config = {"resourceList": [{
+            "resourcePrefix": "nvidia.com",
+            "resourceName": RDMA_HOSTDEV_RESOURCE,
+            "selectors": {"vendors": [MELLANOX_PCI_VENDOR], "linkTypes": [link], "isRdma": True},
+        }]}
+        spec["sriovDevicePlugin"] = {"image": "sriov-network-device-plugin", **image,
+                                     "config": json.dumps(config, indent=2)}
+    policy = Manifest(_obj("mellanox.com/v1alpha1", "NicClusterPolicy", "nic-cluster-policy", spec),
+                      "12-network-operator", (release.key, *label_keys))
+    return [release], [policy]
 
 
 def _prerequisites(fleet: Fleet, releases: Iterable[HelmRelease]) -> tuple[Prerequisite, ...]:
@@ -756,7 +959,16 @@ def render_kubernetes(fleet: Fleet) -> dict[PurePosixPath, str]:
         files[base / "helm" / "install.sh"] = _install_script(layer.releases)
     if layer.node_labels:
         files[base / "node-labels.sh"] = _label_script(layer.node_labels)
-    files[base / "README.md"] = _readme(fleet, layer, sorted(by_file))
+    from fleetspec.render.kubernetes_ray import render_examples
+
+    examples = render_examples(fleet)
+    files.update(examples)
+    readme = _readme(fleet, layer, sorted(by_file))
+    if examples:
+        readme += ("\n`examples/`: a RayJob per tenant and NVIDIA partition, queued through the engine "
+                   "that owns quota\n(and a ComputeDomain on NVLink-domain racks); copy them, "
+                   "fleetspec does not apply them.\n")
+    files[base / "README.md"] = readme
     return dict(sorted(files.items()))
 
 
@@ -827,6 +1039,12 @@ def _readme(fleet: Fleet, layer: KubernetesLayer, stems: list[str]) -> str:
         step += 1
     if "00-namespaces" in stems:
         out.append(f"{step}. `kubectl apply -f manifests/00-namespaces.yaml`")
+        step += 1
+    for secret in layer.secrets:
+        out.append(f"{step}. Create the Secret `{secret.name}` in `{secret.namespace}` from your "
+                   f"`{secret.source}` secret (the Pulumi stack does this itself): "
+                   f"`kubectl create secret generic {secret.name} --namespace {secret.namespace} "
+                   f"--from-file={secret.key}=<file holding it>`")
         step += 1
     if layer.releases:
         names = ", ".join(r.name for r in layer.releases)

@@ -18,13 +18,15 @@ the apply step fills from the secret source, and the munge key is installed by a
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 import yaml
 
-from fleetspec.compile.ir import Fleet, Node, Partition, SpecPath
+from fleetspec.compile.ir import Fleet, GpuSpec, Node, Partition, SpecPath
+from fleetspec.render.health import slurm_health_lines
 from fleetspec.site import slurm as site
 from fleetspec.slurm_syntax import slurm_time_minutes
 from fleetspec.spec.hostlist import compress
@@ -50,6 +52,16 @@ DEFAULT_STATE_SAVE_LOCATION = "/var/spool/slurmctld"
 # short enough that a job without --time does not hold GPUs for days and that backfill
 # can plan around it. Longer jobs say --time, up to MaxTime.
 DEFAULT_TIME_MINUTES = 60
+# RDMA fabrics (InfiniBand, RoCE): verbs register (pin) job memory, so a job needs the
+# node's unlimited RLIMIT_MEMLOCK (slurmd's unit sets LimitMEMLOCK=infinity), not the
+# submit host's limit, which srun propagates by default. slurm.conf(5),
+# PropagateResourceLimitsExcept: "MEMLOCK ... useful for ... InfiniBand".
+# https://slurm.schedmd.com/slurm.conf.html#OPT_PropagateResourceLimitsExcept
+RDMA_FABRICS = ("infiniband", "roce")
+# MPI launch: PMIx, which Open MPI 5, MPICH, NCCL's MPI launchers and Enroot/Pyxis jobs use
+# (srun --mpi=pmix); the node layer installs the PMIx library the mpi/pmix plugin loads.
+# https://slurm.schedmd.com/mpi_guide.html#pmix
+MPI_DEFAULT = "pmix"
 # Pyxis: the nvslurm-plugin-pyxis package (pyxis `make deb`; debian/rules installs with
 # libdir=/usr/lib/$(DEB_HOST_MULTIARCH)) puts the plugin at
 # /usr/lib/<multiarch>/slurm/spank_pyxis.so and writes its plugstack line, with that
@@ -61,6 +73,11 @@ PYXIS_CONF_GLOB = "/usr/share/pyxis/*.conf"
 REAL_MEMORY_SHARE = 0.95
 
 SECRET_DB_PASSWORD = "@@secret:slurmdbd_password@@"
+# Slinky: the Secret the ``slurm`` chart's accounting reads the database password from
+# (accounting.storageConfig.passwordKeyRef); the Kubernetes layer creates it from the
+# spec's ``slurmdbd_password`` reference.
+SLINKY_DB_SECRET = "slurmdbd-password"
+SLINKY_DB_SECRET_KEY = "password"
 NVLINK_TOPOLOGY = "nvlink"  # topology.yaml name of the block topology
 FABRIC_TOPOLOGY = "fabric"  # topology.yaml name of the tree topology
 
@@ -137,8 +154,11 @@ def slurm_partitions(fleet: Fleet) -> tuple[Partition, ...]:
 def node_features(node: Node) -> tuple[str, ...]:
     """Features a job can ``--constraint`` on: vendor, generation, model, rack, stack,
     then the user's own, without repeats."""
-    ordered = (node.gpu.vendor, node.gpu.generation, node.gpu.model, node.rack, node.stack)
-    return tuple(dict.fromkeys((*ordered, *node.features)))
+    return _features(node.gpu, node.rack, node.stack, node.features)
+
+
+def _features(gpu: GpuSpec, rack: str, stack: str, extra: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys((gpu.vendor, gpu.generation, gpu.model, rack, stack, *extra)))
 
 
 def real_memory_mb(memory_gb: int) -> int:
@@ -147,20 +167,29 @@ def real_memory_mb(memory_gb: int) -> int:
 
 
 def _node_attributes(node: Node) -> tuple[tuple[str, str], ...]:
-    """The NodeName attributes of one node, in slurm.conf's usual order."""
+    """The NodeName attributes of one node, in slurm.conf's usual order (nodes of one
+    group share them: computed once per distinct shape)."""
+    return _attributes_of(node.cpus, node.sockets, node.cores_per_socket, node.threads_per_core, node.memory_gb,
+                          node.gpu, node.rack, node.stack, node.features)
+
+
+@functools.lru_cache(maxsize=4096)
+def _attributes_of(cpus: int | None, sockets: int | None, cores_per_socket: int | None,
+                   threads_per_core: int | None, memory_gb: int | None, gpu: GpuSpec, rack: str, stack: str,
+                   features: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     attrs: list[tuple[str, str]] = []
     for key, value in (
-        ("CPUs", node.cpus),
-        ("Sockets", node.sockets),
-        ("CoresPerSocket", node.cores_per_socket),
-        ("ThreadsPerCore", node.threads_per_core),
+        ("CPUs", cpus),
+        ("Sockets", sockets),
+        ("CoresPerSocket", cores_per_socket),
+        ("ThreadsPerCore", threads_per_core),
     ):
         if value is not None:
             attrs.append((key, str(value)))
-    if node.memory_gb is not None:
-        attrs.append(("RealMemory", str(real_memory_mb(node.memory_gb))))
-    attrs.append(("Gres", f"gpu:{node.gpu.gres_type}:{node.gpu.count}"))
-    attrs.append(("Features", ",".join(node_features(node))))
+    if memory_gb is not None:
+        attrs.append(("RealMemory", str(real_memory_mb(memory_gb))))
+    attrs.append(("Gres", f"gpu:{gpu.gres_type}:{gpu.count}"))
+    attrs.append(("Features", ",".join(_features(gpu, rack, stack, features))))
     return tuple(attrs)
 
 
@@ -211,7 +240,8 @@ def render_slurm_conf(fleet: Fleet, topology: TopologyPlan | None = None) -> str
         "GresTypes=gpu",
         "EnforcePartLimits=ALL",
         "ReturnToService=1",
-        "MpiDefault=none",
+        f"MpiDefault={MPI_DEFAULT}",
+        *_rdma_lines(fleet),
         "",
         "# Jobs are confined to their cores, memory and GPUs (cgroup.conf: ConstrainDevices).",
         "ProctrackType=proctrack/cgroup",
@@ -220,11 +250,22 @@ def render_slurm_conf(fleet: Fleet, topology: TopologyPlan | None = None) -> str
     ]
     if slurm.containers == "pyxis":
         out.append("PrologFlags=Contain")
+    if health := slurm_health_lines(fleet):
+        out += ["", *health]
     out += ["", *_accounting_lines(fleet)]
     out += ["", *topology.slurm_conf_lines]
     out += ["", *_node_lines(fleet)]
     out += ["", *_partition_lines(fleet, topology)]
     return "\n".join(out) + "\n"
+
+
+def _rdma_lines(fleet: Fleet) -> list[str]:
+    if fleet.fabric is None or fleet.fabric.type not in RDMA_FABRICS:
+        return []
+    return [
+        "# RDMA memory registration needs the node's unlimited memlock, not the submit host's.",
+        "PropagateResourceLimitsExcept=MEMLOCK",
+    ]
 
 
 def _accounting_lines(fleet: Fleet) -> list[str]:
@@ -272,7 +313,8 @@ def _partition_lines(fleet: Fleet, topology: TopologyPlan) -> list[str]:
         "# Partitions: one vendor and one generation each, so every job can form one NCCL/RCCL communicator.",
         "# DefMemPerGPU/DefCpuPerGPU: a job's share per GPU on the partition's smallest node, so a",
         "# 1-GPU job without --mem/--cpus-per-gpu leaves room for the others.",
-        f"# DefaultTime: {DEFAULT_TIME_MINUTES} minutes (at most MaxTime) for a job without --time.",
+        f"# DefaultTime: {DEFAULT_TIME_MINUTES} minutes (at most MaxTime) for a job without --time,",
+        "# on every partition with a finite MaxTime.",
     ]
     for p in slurm_partitions(fleet):
         nodes = [h for h in p.nodes if h in owned]
@@ -347,13 +389,7 @@ def device_files(vendor: str, count: int, generation: str = "") -> list[str]:
     """File= values for a node's GPUs: one contiguous range (``/dev/nvidia[0-7]``,
     ``/dev/dri/renderD[128-135]``), or one file per GPU where the minors are strided
     (MI300-class: renderD128, renderD136, ...)."""
-    base, _ = DEVICE_FILES[vendor]
-    numbers = device_numbers(vendor, generation, count)
-    if count == 1:
-        return [f"{base}{numbers[0]}"]
-    if numbers[-1] - numbers[0] == count - 1:
-        return [f"{base}[{numbers[0]}-{numbers[-1]}]"]
-    return [f"{base}{n}" for n in numbers]
+    return _file_patterns(vendor, device_numbers(vendor, generation, count))
 
 
 def autodetect_for(vendor: str, version: str) -> str | None:
@@ -387,15 +423,60 @@ def render_gres_conf(fleet: Fleet) -> str:
             "# default SPX mode have 8 DRM render minors each (GPU n = renderD(128+8n)); other",
             "# compute-partition modes change the GPU count and need a new spec.",
         ]
-    key = lambda n: (n.gpu.vendor, n.gpu.generation, n.gpu.gres_type, n.gpu.count)  # noqa: E731
-    for (vendor, generation, gres_type, count), hosts in _grouped(slurm_nodes(fleet), key):  # type: ignore[misc]
+    if not fleet.slurm.gres_autodetect and any(
+            gpu_core_ranges(n.gpu.count, n.sockets, n.cores_per_socket) for n in slurm_nodes(fleet)):
+        out += [
+            "# Cores=: GPUs split evenly over the sockets in index order (GPU 0 on socket 0), each",
+            "# bound to its socket's cores, as HGX/OAM boards attach them; so --gres-flags=enforce-binding",
+            "# and task/affinity keep a task on the cores local to its GPU.",
+        ]
+    key = lambda n: (n.gpu.vendor, n.gpu.generation, n.gpu.gres_type, n.gpu.count,  # noqa: E731
+                     n.sockets, n.cores_per_socket)
+    for (vendor, generation, gres_type, count, sockets, cores), hosts in _grouped(  # type: ignore[misc]
+            slurm_nodes(fleet), key):
         hostlist = compress(hosts)
         plugin = autodetect_for(vendor, version) if fleet.slurm.gres_autodetect else None
         if plugin:
             out.append(f"NodeName={hostlist} AutoDetect={plugin}")
-        for files in device_files(vendor, count, generation):
-            out.append(f"NodeName={hostlist} Name=gpu Type={gres_type} File={files}")
+        binding = None if plugin else gpu_core_ranges(count, sockets, cores)
+        if binding is None:
+            for files in device_files(vendor, count, generation):
+                out.append(f"NodeName={hostlist} Name=gpu Type={gres_type} File={files}")
+            continue
+        numbers = device_numbers(vendor, generation, count)
+        for first, last, core_range in binding:
+            for files in _file_patterns(vendor, numbers[first:last + 1]):
+                out.append(f"NodeName={hostlist} Name=gpu Type={gres_type} File={files} Cores={core_range}")
     return "\n".join(out) + "\n"
+
+
+def gpu_core_ranges(gpus: int, sockets: int | None, cores_per_socket: int | None
+                    ) -> list[tuple[int, int, str]] | None:
+    """[(first GPU, last GPU, Cores= range)] per socket, or None without a socket layout.
+
+    GPU i sits on socket ``i * sockets // gpus`` (GPUs in index order over the sockets, as
+    ``nvidia-smi topo -m`` shows on HGX H100/H200: GPUs 0-3 on NUMA node 0, 4-7 on 1). Cores=
+    counts Slurm's core ids (not CPU ids), socket s holding cores s*C .. s*C+C-1
+    (gres.conf(5), Cores: "the core index numbers ... Slurm's abstract core numbering").
+    """
+    if not sockets or not cores_per_socket or sockets < 2 or gpus < sockets:
+        return None
+    out = []
+    for socket in range(sockets):
+        members = [i for i in range(gpus) if i * sockets // gpus == socket]
+        lo = socket * cores_per_socket
+        out.append((members[0], members[-1], f"{lo}-{lo + cores_per_socket - 1}"))
+    return out
+
+
+def _file_patterns(vendor: str, numbers: list[int]) -> list[str]:
+    """File= values for these device minors: one range when contiguous, else one each."""
+    base, _ = DEVICE_FILES[vendor]
+    if len(numbers) == 1:
+        return [f"{base}{numbers[0]}"]
+    if numbers[-1] - numbers[0] == len(numbers) - 1:
+        return [f"{base}[{numbers[0]}-{numbers[-1]}]"]
+    return [f"{base}{n}" for n in numbers]
 
 
 # ---------------------------------------------------------------------------------
@@ -674,6 +755,9 @@ def render_slinky_values(fleet: Fleet) -> str:
                 "podSpec": {"nodeSelector": selector},
             }
         config: dict[str, str] = {"MaxTime": p.max_time or "UNLIMITED", "State": (p.state or "UP").upper()}
+        default_time = default_time_for(p.max_time)
+        if default_time:
+            config["DefaultTime"] = default_time
         if p.default:
             config["Default"] = "YES"
         config.update(dict(site.partition_settings(fleet, p.name)))
@@ -691,8 +775,8 @@ def render_slinky_values(fleet: Fleet) -> str:
                 "port": 3306,
                 "database": "slurm_acct_db",
                 "username": "slurm",
-                # A Secret the apply step creates from the secret source.
-                "passwordKeyRef": {"name": "slurmdbd-password", "key": "password"},
+                # The Secret the Kubernetes layer creates from the secret source.
+                "passwordKeyRef": {"name": SLINKY_DB_SECRET, "key": SLINKY_DB_SECRET_KEY},
             },
         }
     values["nodesets"] = nodesets
@@ -728,7 +812,10 @@ def _slinky_controller_conf(fleet: Fleet) -> dict[str, object]:
         "ProctrackType": "proctrack/cgroup",
         "TaskPlugin": ["task/cgroup", "task/affinity"],
         "JobAcctGatherType": "jobacct_gather/cgroup",
+        "MpiDefault": MPI_DEFAULT,
     }
+    if fleet.fabric is not None and fleet.fabric.type in RDMA_FABRICS:
+        conf["PropagateResourceLimitsExcept"] = ["MEMLOCK"]
     if fleet.slurm.accounting_host:
         conf["AccountingStorageTRES"] = ["gres/gpu"]
         conf["PriorityType"] = "priority/multifactor"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from fleetspec.catalog import Catalog
 from fleetspec.compile.ir import Fleet
 from fleetspec.findings import Finding, Severity
-from fleetspec.rules import packaging, scheduling, stack_versions, topology
+from fleetspec.rules import packaging, scheduling, stack_versions, topology, workload_plane
 from fleetspec.rules.base import Rule
 
 E, W = Severity.ERROR, Severity.WARNING
@@ -42,7 +42,7 @@ RULES: tuple[Rule, ...] = (
     Rule("rocm-unsupported-gpu", E, "ROCm too old for the AMD GPU", stack_versions.check_rocm_for_gpu),
     Rule("rccl-rocm-mismatch", E, "RCCL or amdgpu that the ROCm release does not ship or support",
          stack_versions.check_rccl_for_rocm, warns=True),
-    Rule("amdgpu-unpinned", W, "an AMD tuple on Slurm hosts without the amdgpu kernel driver pinned",
+    Rule("amdgpu-unpinned", W, "an AMD tuple without the amdgpu kernel driver pinned (hosts or Kubernetes)",
          stack_versions.check_amdgpu_pinned, warns=True),
     Rule("unknown-version", E, "a version the catalog does not know (warning), or one never released (error)",
          stack_versions.check_unknown_versions, warns=True),
@@ -51,7 +51,15 @@ RULES: tuple[Rule, ...] = (
          warns=True),
     Rule("mixed-stack-partition", E, "a partition's nodes run different tuples", topology.check_mixed_stack),
     Rule("double-allocation-owner", E, "two schedulers could grant the same GPU", stage="compile"),
-    Rule("quota-owner-ambiguous", E, "Kueue and Volcano both hold quota", scheduling.check_quota_owner),
+    Rule("quota-owner-ambiguous", E, "two of Kueue, Volcano and KAI hold quota or admit the same pods",
+         scheduling.check_quota_owner),
+    Rule("quota-engine-coverage", E, "quota the owning engine cannot count (KAI on AMD, DRA GPUs)",
+         workload_plane.check_quota_engine_coverage),
+    Rule("dra-needs-k8s-1.34", E, "kubernetes.dra below Kubernetes 1.34 (DRA GA)", workload_plane.check_dra_k8s_version),
+    Rule("nvlink-domain-needs-dra", W, "a Kubernetes-owned NVL72 rack without NVIDIA's DRA driver (ComputeDomains)",
+         workload_plane.check_nvlink_domain_dra),
+    Rule("kuberay-needs-k8s-1.23", E, "kubernetes.ray below KubeRay's Kubernetes floor",
+         workload_plane.check_kuberay_k8s_version),
     Rule("gang-needs-k8s-1.37", E, "gang: workload-api below Kubernetes 1.37", scheduling.check_gang_k8s_version),
     Rule("slurm-security-release", W, "a Slurm release below its security fix release",
          scheduling.check_slurm_security),

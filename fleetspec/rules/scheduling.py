@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from fleetspec.catalog import Catalog
-from fleetspec.compile.ir import Fleet
+from fleetspec.compile.ir import Fleet, Node
 from fleetspec.findings import Finding
 from fleetspec.rules.base import error, warning
 from fleetspec.versions import at_least, major_minor, parse_version
@@ -88,11 +88,16 @@ def check_quota_owner(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
             "workloads independently and will over-commit the same GPUs: let one of them own quota",
             k.path + ("quota_owners",),
         )
-    if k.queueing == "kueue" and k.gang == "volcano" or k.queueing == "volcano" and k.gang == "kueue":
+    engines = ("kueue", "volcano", "kai")
+    mixed = k.queueing in engines and k.gang in engines and k.queueing != k.gang
+    if mixed and not (k.quota_owners_explicit and len(k.quota_owners) == 1):
+        # Kueue over Volcano or KAI works when Kueue alone holds quota and the other only
+        # gang-schedules what Kueue admitted; that has to be said, not guessed.
         yield error(
             "quota-owner-ambiguous",
             f"queueing is {k.queueing} but gang scheduling is {k.gang}: both would admit the same pods. "
-            "Use one system for queueing and gang scheduling",
+            f"Use one system for queueing and gang scheduling, or name the one quota owner "
+            f"(quota_owners: [{k.queueing}])",
             k.path + ("gang",),
         )
 
@@ -125,6 +130,11 @@ def check_tenant_quota(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
                 yield error("tenant-quota", f"tenant/partition {owner} and {queues[name]} both make the queue "
                             f"'{name}'. Rename one tenant so queue names stay distinct",
                             tenant.path + ("name",))
+        if "kai" in k.quota_owners and tenant.name == fleet.name and tenant.quota:
+            # KAI's parent queue per partition is <fleet>-<partition>: the same name.
+            yield error("tenant-quota", f"tenant '{tenant.name}' has the fleet's name, so under KAI its queues "
+                        f"'{tenant.name}-<partition>' are the names of the partitions' parent queues. Rename the "
+                        "tenant", tenant.path + ("name",))
     for tenant in k.tenants:
         for partition, gpus in tenant.quota:
             path = tenant.path + ("quota", partition)
@@ -154,7 +164,38 @@ def check_tenant_quota(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
             )
 
 
+def cluster_gpu_nodes(fleet: Fleet) -> list[Node]:
+    """GPU nodes the Kubernetes cluster holds: Kubernetes-owned ones, and in Slinky mode the
+    Slurm-owned ones too (their slurmd pods run on kubelet, served by the GPU operators)."""
+    slinky = fleet.slurm is not None and fleet.slurm.mode == "slinky"
+    return [n for n in fleet.nodes if n.scheduler == "kubernetes" or slinky]
+
+
 def check_gpu_operator(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
+    yield from _check_nvidia_operator(fleet, catalog)
+    yield from _check_amd_operator(fleet)
+
+
+def _check_amd_operator(fleet: Fleet) -> Iterator[Finding]:
+    """The AMD GPU Operator builds a pinned amdgpu with KMM and pushes the image to
+    ``driver_image``; without one it uses ``image-registry:5000/...``, a registry vanilla
+    Kubernetes does not have (DeviceConfig CRD, spec.driver.image)."""
+    k = fleet.kubernetes
+    if k is None or k.amd_driver != "operator" or k.amd_driver_image:
+        return
+    pinned = sorted({n.stack for n in cluster_gpu_nodes(fleet) if n.gpu.vendor == "amd"
+                     and (s := fleet.stack(n.stack)) is not None and s.amdgpu})
+    if pinned:
+        yield error(
+            "gpu-operator-unsupported",
+            f"the AMD GPU Operator installs the amdgpu of {', '.join(repr(p) for p in pinned)} on Kubernetes "
+            "nodes, building the driver image and pushing it to a registry, but amd_gpu_operator names none. "
+            "Set amd_gpu_operator.driver_image (a repository, no tag) and registry_secret, or driver: host",
+            k.path + ("amd_gpu_operator",),
+        )
+
+
+def _check_nvidia_operator(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
     k = fleet.kubernetes
     if k is None or k.gpu_operator is None:
         return
@@ -179,7 +220,7 @@ def check_gpu_operator(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
                 path,
             )
     if op.driver == "operator" and len(release.drivers) > 1:
-        k8s_stacks = {n.stack for n in fleet.nodes if n.scheduler == "kubernetes" and n.gpu.vendor == "nvidia"}
+        k8s_stacks = {n.stack for n in cluster_gpu_nodes(fleet) if n.gpu.vendor == "nvidia"}
         for name in sorted(k8s_stacks):
             stack = fleet.stack(name)
             if stack and stack.driver and stack.driver not in release.drivers:

@@ -303,11 +303,13 @@ def _next_patch(version: str) -> str:
 
 
 def check_amdgpu_pinned(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
-    """An AMD tuple on hosts fleetspec provisions should pin the kernel driver too: ROCm's
-    user space is only supported with a window of amdgpu releases."""
-    host_managed = {n.stack for n in fleet.nodes if n.scheduler == "slurm" and n.gpu.vendor == "amd"}
+    """An AMD tuple should pin the kernel driver too: ROCm's user space is only supported
+    with a window of amdgpu releases. That holds wherever the nodes run: on Slurm hosts
+    Ansible installs nothing without a pin, and on Kubernetes nodes the DeviceConfig then
+    leaves the kernel's inbox amdgpu in place (driver.enable false)."""
+    used = {n.stack for n in fleet.nodes if n.gpu.vendor == "amd"}
     for s in _amd(fleet):
-        if s.name not in host_managed or s.amdgpu or not (s.rocm and parse_version(s.rocm)):
+        if s.name not in used or s.amdgpu or not (s.rocm and parse_version(s.rocm)):
             continue
         release = catalog.rocm_release(s.rocm)
         hint = f" (ROCm {release.version} ships with amdgpu {release.facts['amdgpu']})" if release and \
@@ -315,6 +317,7 @@ def check_amdgpu_pinned(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
         yield warning(
             "amdgpu-unpinned",
             f"stack '{s.name}' pins ROCm {s.rocm} but not the amdgpu kernel driver{hint}: nodes keep whatever "
-            "driver they boot with, outside the window ROCm supports. Pin amdgpu in the stack",
+            "driver they boot with (on Kubernetes the kernel's inbox module), outside the window ROCm "
+            "supports. Pin amdgpu in the stack",
             s.path + ("rocm",),
         )

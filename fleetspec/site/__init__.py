@@ -10,19 +10,23 @@ values overlays (``site.helm``), Ansible variables and hook playbooks
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fleetspec.compile import ir
 from fleetspec.findings import Finding, Severity
-from fleetspec.site import ansible as site_ansible
-from fleetspec.site import helm as site_helm
-from fleetspec.site import slurm as site_slurm
-from fleetspec.spec import model as m
-from fleetspec.spec.hostlist import HostlistError, expand
+
+if TYPE_CHECKING:
+    from fleetspec.spec import model as m
 
 
 def site_settings(spec: m.FleetSpec, fleet: ir.Fleet, spec_dir: Path | None) -> tuple[ir.SiteSettings | None,
                                                                                      list[Finding]]:
     """The checked hatches of ``spec`` (None when it uses none) and the findings."""
+    from fleetspec.site import ansible as site_ansible
+    from fleetspec.site import helm as site_helm
+    from fleetspec.site import slurm as site_slurm
+    from fleetspec.spec.hostlist import HostlistError, expand
+
     body = spec.spec
     findings: list[Finding] = []
     slurm_conf: ir.Pairs = ()

@@ -14,11 +14,13 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleetspec.compile import ir
 from fleetspec.findings import Finding, Severity, SpecPath
-from fleetspec.spec import model as m
+
+if TYPE_CHECKING:
+    from fleetspec.spec import model as m
 
 RULE = "site-settings"
 PREFIX = "fleetspec_"

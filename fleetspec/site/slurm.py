@@ -77,6 +77,9 @@ OWNED: dict[str, dict[str, str]] = {
         "JobAcctGatherType": _CGROUP,
         "TopologyPlugin": "spec.fabric and spec.racks[].nvlink_domain",
         "PlugStackConfig": "spec.slurm.containers",
+        "HealthCheckProgram": "spec.health",
+        "HealthCheckInterval": "spec.health.interval",
+        "HealthCheckNodeState": "spec.health.slurm_node_state",
     },
     "partition": {
         "PartitionName": "the key under spec.slurm.partitions",

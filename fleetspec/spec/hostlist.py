@@ -8,6 +8,7 @@ depend on a newer parser for something this basic.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 
@@ -169,15 +170,17 @@ def compress(hostnames: Iterable[str]) -> str:
     plain: set[str] = set()
     unpadded: list[tuple[str, str, str]] = []
     for host in hostnames:
-        m = _TRAILING_NUMBER.match(host)
-        if m is None:
+        parsed = _split(host)
+        if parsed is None:
             plain.add(host)
-            continue
-        prefix, digits, suffix = m.groups()
-        if digits.startswith("0") and len(digits) > 1:
-            groups.setdefault((prefix, suffix, len(digits)), set()).add(int(digits))
+        elif parsed[0] is not None:
+            key, number = parsed
+            if key in groups:
+                groups[key].add(number)
+            else:
+                groups[key] = {number}
         else:
-            unpadded.append((prefix, digits, suffix))
+            unpadded.append(parsed[1])
     for prefix, digits, suffix in unpadded:
         # "10" belongs with "01"-"09" when that zero-padded group has its width.
         key = (prefix, suffix, len(digits))
@@ -191,6 +194,19 @@ def compress(hostnames: Iterable[str]) -> str:
             text = f"{prefix}[{_ranges(ordered, width)}]{suffix}"
         items.append((f"{prefix}\0{suffix}\0{width:03d}", text))
     return ",".join(text for _, text in sorted(items))
+
+
+@functools.lru_cache(maxsize=1 << 18)
+def _split(host: str) -> tuple[tuple[str, str, int], int] | tuple[None, tuple[str, str, str]] | None:
+    """A host's zero-padded group key and number, or (None, its parts) when unpadded, or
+    None without a number. Cached: one fleet's hosts are compressed many times over."""
+    m = _TRAILING_NUMBER.match(host)
+    if m is None:
+        return None
+    prefix, digits, suffix = m.groups()
+    if digits.startswith("0") and len(digits) > 1:
+        return (prefix, suffix, len(digits)), int(digits)
+    return None, (prefix, digits, suffix)
 
 
 def _ranges(numbers: list[int], width: int) -> str:

@@ -18,6 +18,7 @@ that path into ``line:column``, falling back to the nearest ancestor it knows.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass, field
@@ -29,9 +30,28 @@ import yaml
 from fleetspec.safe_io import UnsafePathError, read_bounded
 
 try:  # libyaml: ~10x faster composition, same marks
-    from yaml import CSafeLoader as _Loader
+    from yaml import CSafeLoader as _BaseLoader
 except ImportError:  # pragma: no cover - depends on how PyYAML was built
-    from yaml import SafeLoader as _Loader  # type: ignore[assignment]
+    from yaml import SafeLoader as _BaseLoader  # type: ignore[assignment]
+
+
+class _Loader(_BaseLoader):  # type: ignore[misc,valid-type]
+    """Resolves each distinct plain scalar once: a fleet repeats the same few values
+    (models, counts, schedulers) on every node group, and resolving is regex work."""
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
+        if kind is not yaml.ScalarNode:
+            return super().resolve(kind, value, implicit)
+        key = (value, implicit)
+        tag = _RESOLVED.get(key)
+        if tag is None:
+            tag = super().resolve(kind, value, implicit)
+            if len(_RESOLVED) < 65536:
+                _RESOLVED[key] = tag
+        return tag
+
+
+_RESOLVED: dict[Any, str] = {}
 
 MAX_FILE_BYTES = 16 * 1024 * 1024
 MAX_DEPTH = 64
@@ -39,6 +59,13 @@ MAX_NODES = 2_000_000  # after alias expansion
 EXCERPT_CHARS = 160  # of a source line echoed under a finding
 # Keys that name a secret wherever they appear (a literal pasted in the wrong place).
 SECRET_NAME = re.compile(r"(?i)passw|passphrase|secret|token|credential|munge_key|private_key|api_key")
+
+
+
+@functools.lru_cache(maxsize=65536)  # the same few key names, on every path of a large spec
+def _secret_name(key: str) -> bool:
+    return SECRET_NAME.search(key) is not None
+
 
 _STR = "tag:yaml.org,2002:str"
 _INT = "tag:yaml.org,2002:int"
@@ -107,7 +134,7 @@ class SourceMap:
             for table in (self.keys, self.values):
                 for path, pos in table.items():
                     if path[:2] == ("spec", "secrets") or any(
-                            isinstance(p, str) and SECRET_NAME.search(p) for p in path):
+                            isinstance(p, str) and _secret_name(p) for p in path):
                         lines.add(pos.line)
             self._secret_lines = frozenset(lines)
         return self._secret_lines

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator, model_validator
 
+from fleetspec.health.catalog import FAULTS
 from fleetspec.slurm_syntax import slurm_time_problem
 
 DNS_LABEL = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
@@ -198,12 +199,35 @@ class GpuOperator(_Model):
     driver: Literal["operator", "host"] = "operator"
 
 
+# A container image repository without a tag (the AMD GPU Operator tags the driver images
+# it builds itself): the DeviceConfig CRD's spec.driver.image pattern, tag part dropped.
+ImageRepository = Annotated[StrictStr, Field(
+    pattern=r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(:[0-9]+)?(/[a-zA-Z0-9_]+(?:[._-][a-zA-Z0-9_]+)*)+$",
+    max_length=255)]
+
+
 class AmdGpuOperator(_Model):
     version: Version
+    driver: Literal["operator", "host"] = Field(
+        default="operator",
+        description="operator: the DeviceConfig builds and loads the stack's amdgpu; host: Ansible installs it")
+    driver_image: ImageRepository | None = Field(
+        default=None, description="registry repository (no tag) where the operator pushes and pulls the driver images it builds")
+    registry_secret: Name | None = Field(
+        default=None, description="a docker-registry Secret in the operator's namespace for driver_image")
 
 
 class Component(_Model):
     version: Version
+
+
+class NetworkOperator(_Model):
+    """NVIDIA Network Operator for InfiniBand/RoCE fabrics: RDMA devices in pods."""
+
+    enabled: StrictBool = True
+    version: Version | None = None
+    rdma: Literal["shared", "sriov"] = Field(
+        default="shared", description="shared: RDMA shared device plugin; sriov: RDMA NICs/VFs as host devices")
 
 
 # Namespaces a tenant may not claim: Kubernetes' own, and the ones fleetspec installs
@@ -212,7 +236,7 @@ class Component(_Model):
 RESERVED_NAMESPACES = frozenset({
     "default", "kube-system", "kube-public", "kube-node-lease",
     "gpu-operator", "kube-amd-gpu", "kueue-system", "volcano-system", "volcano-monitoring", "slinky", "slurm",
-    "cert-manager", "node-feature-discovery",
+    "cert-manager", "node-feature-discovery", "nvidia-network-operator",
 })
 
 
@@ -220,6 +244,10 @@ class Tenant(_Model):
     name: Name
     namespaces: list[Name] = Field(min_length=1)
     quota: dict[Name, Annotated[StrictInt, Field(ge=0)]] = Field(default_factory=dict)
+    # Beyond quota: the share of idle GPUs this tenant gets relative to others (KAI's
+    # overQuotaWeight), and a hard cap in GPUs per partition (KAI's limit).
+    over_quota_weight: Annotated[StrictInt, Field(ge=0)] = 1
+    limit: dict[Name, Annotated[StrictInt, Field(ge=0)]] = Field(default_factory=dict)
 
 
 class Gang(_Model):
@@ -227,25 +255,55 @@ class Gang(_Model):
     requeue_limit: Annotated[StrictInt, Field(ge=0)] | None = None
 
 
+class Dra(_Model):
+    """Dynamic Resource Allocation (Kubernetes 1.34+). ``nvidia``: NVIDIA's DRA driver for
+    GPUs (ComputeDomains on NVLink-domain racks). ``gpus: true`` also moves GPU allocation
+    from the device plugin to DRA: a DeviceClass per partition, ResourceClaimTemplates in
+    the tenants' namespaces."""
+
+    nvidia: Component | None = None
+    gpus: StrictBool = False
+
+    @model_validator(mode="after")
+    def _gpus_need_a_driver(self) -> Dra:
+        if self.gpus and self.nvidia is None:
+            raise ValueError("dra.gpus: true moves GPU allocation to a DRA driver, but none is named: "
+                             "add dra.nvidia: {version: ...} (NVIDIA's DRA driver for GPUs)")
+        return self
+
+
+# Workload operators a queueing engine may manage; each is installed and pinned by the
+# stack when named here (KubeRay through ``kubernetes.ray``).
+Integration = Literal["jobset", "leaderworkerset"]
+
+
 class Kubernetes(_Model):
     version: Version
     gpu_operator: GpuOperator | None = None
     amd_gpu_operator: AmdGpuOperator | None = None
-    queueing: Literal["kueue", "volcano", "none"] = "kueue"
-    gang: Literal["kueue", "volcano", "workload-api", "none"] = "kueue"
+    queueing: Literal["kueue", "volcano", "kai", "none"] = "kueue"
+    # Unset: the queueing engine's own gang (volcano, kai), else Kueue's: one line switches.
+    gang: Literal["kueue", "volcano", "kai", "workload-api", "none"] | None = None
     gang_policy: Gang = Field(default_factory=Gang)
-    quota_owners: list[Literal["kueue", "volcano"]] | None = Field(
+    quota_owners: list[Literal["kueue", "volcano", "kai"]] | None = Field(
         default=None, description="who holds GPU quota; defaults to the queueing system"
     )
     kueue: Component | None = None
     volcano: Component | None = None
+    kai: Component | None = None
+    ray: Component | None = None  # the KubeRay operator
+    dra: Dra | None = None
+    integrations: list[Integration] = Field(default_factory=list)
+    network_operator: NetworkOperator = Field(default_factory=NetworkOperator)
     tenants: list[Tenant] = Field(default_factory=list)
     values: dict[Name, dict[StrictStr, Any]] = Field(
         default_factory=dict, description="per Helm release: values deep-merged over what fleetspec renders")
 
 
-SECRET_REF = r"^(env:[A-Za-z_][A-Za-z0-9_]*|file:[^\x00\n]{1,4096}|vault:[^\x00\n#]{1,4096}#[A-Za-z0-9_]{1,128}|pulumi:[A-Za-z0-9_.:-]{1,128})$"
-SecretRef = Annotated[StrictStr, Field(pattern=SECRET_REF)]
+# Unbounded repeats plus max_length, not {1,4096}: a counted repeat makes the regex
+# engine build a large automaton (about 0.2 s and 17 MB at every start).
+SECRET_REF = r"^(env:[A-Za-z_][A-Za-z0-9_]*|file:[^\x00\n]+|vault:[^\x00\n#]+#[A-Za-z0-9_]{1,128}|pulumi:[A-Za-z0-9_.:-]{1,128})$"
+SecretRef = Annotated[StrictStr, Field(pattern=SECRET_REF, max_length=4240)]
 
 
 class Secrets(_Model):
@@ -298,6 +356,38 @@ class AnsibleSite(_Model):
         default_factory=dict, description="site variables for the site's hook playbooks and roles")
 
 
+HealthAction = Literal["none", "quarantine-device", "drain", "drain-reboot", "replace"]
+HealthCheck = Literal["kernel-log", "gpu-memory", "gpu-count", "fabric", "pcie", "infiniband"]
+SlurmHealthState = Literal["ANY", "IDLE", "ALLOC", "MIXED", "CYCLE"]
+
+
+class Health(_Model):
+    """The fault policy: which checks run, how often, and the action per fault class
+    (docs/health.md lists the classes, their default actions and the vendor guidance
+    each default follows)."""
+
+    interval: Annotated[StrictInt, Field(ge=5, le=86400)] = Field(
+        default=300, description="seconds between node checks (Slurm HealthCheckInterval)"
+    )
+    checks: list[HealthCheck] = Field(
+        default_factory=lambda: ["kernel-log", "gpu-memory", "gpu-count", "fabric", "pcie", "infiniband"]
+    )
+    actions: dict[Annotated[StrictStr, Field(pattern=r"^[a-z0-9-]+$")], HealthAction] = Field(
+        default_factory=dict, description="fault class -> action; the catalog's defaults for the rest"
+    )
+    slurm_node_state: list[SlurmHealthState] = Field(
+        default_factory=lambda: ["ANY"], description="Slurm HealthCheckNodeState: ANY also rechecks drained nodes"
+    )
+
+    @field_validator("actions")
+    @classmethod
+    def _known_classes(cls, actions: dict[str, str]) -> dict[str, str]:
+        unknown = sorted(set(actions) - set(FAULTS))
+        if unknown:
+            raise ValueError(f"unknown fault class {', '.join(unknown)}; known: {', '.join(sorted(FAULTS))}")
+        return actions
+
+
 class FleetBody(_Model):
     os: Literal["ubuntu-22.04", "ubuntu-24.04", "debian-12"]
     stacks: dict[Name, Stack] = Field(min_length=1)
@@ -308,6 +398,7 @@ class FleetBody(_Model):
     secrets: Secrets = Field(default_factory=Secrets)
     packages: Packages = Field(default_factory=Packages)
     ansible: AnsibleSite | None = None
+    health: Health | None = None
     suppress: list[Annotated[StrictStr, Field(pattern=r"^[a-z0-9.-]+$")]] = Field(default_factory=list)
 
     @field_validator("racks")

@@ -13,6 +13,7 @@ well (`fleetspec.render.ansible`), for fleets that did not come through this che
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -23,6 +24,7 @@ TEMPLATE_DELIMITERS = ("{{", "{%", "{#")
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f\x85\u2028\u2029]")
 
 
+@functools.lru_cache(maxsize=65536)  # a spec repeats its keys and values on every node group
 def text_problem(text: str) -> str | None:
     """Why ``text`` may not appear in a spec, or None."""
     found = next((d for d in TEMPLATE_DELIMITERS if d in text), None)

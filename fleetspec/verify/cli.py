@@ -12,19 +12,17 @@ import socket
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
-from fleetspec.compile import compile_file
-from fleetspec.compile.ir import Fleet
 from fleetspec.console import consoles
-from fleetspec.findings import Severity
-from fleetspec.verify.compare import VerifyReport
-from fleetspec.verify.report import summary_line, tables, to_json, to_junit
-from fleetspec.verify.run import VerifyError, verify_facts_dir, verify_inventory, verify_lab, verify_local
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from fleetspec.compile.ir import Fleet
+    from fleetspec.verify.compare import VerifyReport
 
 
 class ReportFormat(str, Enum):
@@ -39,7 +37,7 @@ def _consoles() -> tuple[Console, Console]:
 
 
 def verify(
-    spec: Annotated[Path, typer.Argument(help="the fleet spec (YAML)", show_default=False)],
+    spec: Annotated[Path, typer.Argument(help="the fleet spec (YAML)", metavar="SPEC", show_default=False)],
     facts: Annotated[Path | None, typer.Option("--facts", help="offline: a directory of <hostname>.json facts files",
                                                file_okay=False)] = None,
     local: Annotated[bool, typer.Option("--local", help="collect facts on this machine and check it")] = False,
@@ -55,6 +53,9 @@ def verify(
                                                dir_okay=False)] = None,
 ) -> None:
     """Check that every node runs its partition's stack tuple: exit 0 when all conform, 1 otherwise."""
+    from fleetspec.verify.report import to_junit
+    from fleetspec.verify.run import VerifyError, verify_facts_dir, verify_inventory, verify_lab, verify_local
+
     out, err = _consoles()
     chosen = [name for name, on in (("--facts", facts is not None), ("--local", local),
                                     ("--inventory", inventory is not None), ("--lab", lab is not None)) if on]
@@ -90,6 +91,9 @@ def verify(
 
 
 def _compile(spec: Path, err: Console) -> Fleet:
+    from fleetspec.compile import compile_file
+    from fleetspec.findings import Severity
+
     compiled = compile_file(spec)
     if compiled.fleet is None or not compiled.valid:
         for f in compiled.located():
@@ -107,10 +111,14 @@ def _this_host(fleet: Fleet) -> str:
 
 
 def _print(report: VerifyReport, fmt: ReportFormat, out: Console, err: Console) -> None:
+    from rich.markup import escape
+
+    from fleetspec.verify.report import summary_line, tables, to_json
+
     if fmt is ReportFormat.json:
         sys.stdout.write(json.dumps(to_json(report), indent=2) + "\n")
         return
     for table in tables(report):
         out.print(table)
     line = summary_line(report)
-    err.print(f"[{'green' if report.conforms else 'red'}]{escape(line)}[/]")
+    out.print(f"[{'green' if report.conforms else 'red'}]{escape(line)}[/]")  # the verdict, with the tables

@@ -10,8 +10,11 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import Any
 
+from rich.console import RenderableType
+from rich.markup import escape
 from rich.table import Table
 
+from fleetspec.spec.hostlist import compress
 from fleetspec.verify.compare import Check, NodeReport, PartitionReport, Status, VerifyReport
 
 REPORT_SCHEMA = "fleetspec.io/verify-report/v1"
@@ -80,44 +83,54 @@ def to_json(report: VerifyReport) -> dict[str, Any]:
 # --- Rich tables ------------------------------------------------------------------------
 
 
-def tables(report: VerifyReport) -> list[Table]:
-    """One table per partition: a row per check that is not plain ok; a conforming node
-    with nothing to say gets one "ok" row."""
-    out = []
+def tables(report: VerifyReport) -> list[RenderableType]:
+    """Per partition: a heading with its one verdict (conforms or DRIFT), then one row per
+    node whose primary partition it is (a node in an extra partition is listed once, under
+    its own) with the node's verdict, and a row per check that is not plain ok."""
+    out: list[RenderableType] = []
     for partition in report.partitions:
-        status = partition.status
-        title = (f"{partition.name} ({partition.scheduler}, stack {partition.stack or 'MIXED'}: "
-                 f"{partition.expected or '-'}) [{_STYLE[status]}]{status.value}[/]")
+        verdict = "[green]conforms[/]" if partition.conforms else "[red]DRIFT[/]"
+        drifting = sum(not n.conforms for n in partition.nodes)
+        elsewhere = [n.hostname for n in partition.nodes if n.partition != partition.name]
+        title = (f"{escape(partition.name)} ({partition.scheduler}, stack {escape(partition.stack or 'MIXED')}: "
+                 f"{escape(partition.expected or '-')}): {verdict}, {len(partition.nodes)} node(s), {drifting} drift")
+        if elsewhere:
+            title += f"; {escape(compress(elsewhere))} listed under their own partition"
         table = Table(title=title, title_justify="left")
-        for column in ("node", "status", "component", "expected", "found", "detail"):
+        for column in ("node", "verdict", "status", "component", "expected", "found", "detail"):
             table.add_column(column, overflow="fold")
         for check in partition.checks:
             if check.status is not Status.OK:
-                _add_row(table, "(partition)", check)
+                _add_row(table, "(partition)", "", check)
         for node in partition.nodes:
+            if node.partition != partition.name:
+                continue
+            node_verdict = "[green]conforms[/]" if node.conforms else "[red]DRIFT[/]"
             notable = [c for c in node.checks if c.status is not Status.OK]
             if not notable:
-                table.add_row(node.hostname, "[green]ok[/]", "", "", node.fingerprint or "",
-                              f"{len(node.checks)} checks ok")
-            for check in notable:
-                _add_row(table, node.hostname, check)
-        out.append(table)
+                table.add_row(escape(node.hostname), node_verdict, "[green]ok[/]", "", "",
+                              escape(node.fingerprint or ""), f"{len(node.checks)} checks ok")
+            for i, check in enumerate(notable):
+                _add_row(table, node.hostname if i == 0 else "", node_verdict if i == 0 else "", check)
+        out.append(table if table.row_count else title)
     return out
 
 
-def _add_row(table: Table, name: str, check: Check) -> None:
+def _add_row(table: Table, name: str, verdict: str, check: Check) -> None:
     detail = check.message + ("".join(f"\n  {p}" for p in check.paths) if check.paths and check.status is not Status.OK
                               and not all(p in check.message for p in check.paths) else "")
-    table.add_row(name, f"[{_STYLE[check.status]}]{check.status.value}[/]", check.component, check.expected or "",
-                  check.found or "", detail)
+    table.add_row(escape(name), verdict, f"[{_STYLE[check.status]}]{check.status.value}[/]", escape(check.component),
+                  escape(check.expected or ""), escape(check.found or ""), escape(detail))
 
 
 def summary_line(report: VerifyReport) -> str:
     drift = sum(not n.conforms for n in report.nodes)
     split = sum(any(c.status is Status.DRIFT for c in p.checks) for p in report.partitions)
     warnings = sum(n.status is Status.WARNING for n in report.nodes)
-    text = (f"{len(report.nodes)} node(s): {len(report.nodes) - drift} conform, {drift} drift, "
-            f"{warnings} with warnings; {split} partition(s) split")
+    conforming = sum(p.conforms for p in report.partitions)
+    text = (f"{'conforms' if report.conforms else 'DRIFT'}: {len(report.nodes)} node(s): "
+            f"{len(report.nodes) - drift} conform, {drift} drift, {warnings} with warnings; "
+            f"{conforming} of {len(report.partitions)} partition(s) conform, {split} split")
     if report.unknown_hosts:
         text += f"; facts for hosts not in the spec: {', '.join(report.unknown_hosts)}"
     return text

@@ -6,6 +6,12 @@ explicit (node labels before the operators and the Slinky ``slurm`` chart whose 
 select on them, namespaces before their releases, each operator or Kueue/Volcano release
 before its custom resources, flavors before the queues that name them). Nothing is created
 at import time.
+
+Every resource goes through one explicit ``k8s.Provider`` built from stack config
+(``fleetspec:kubeconfig``, ``fleetspec:context``), never the ambient kubectl context: a
+``pulumi up`` from a shell pointed at another cluster must not apply this fleet there.
+Tenant namespaces are ``retain_on_delete``: removing a tenant from the spec stops managing
+its namespace but leaves it, and the PVCs in it, in the cluster.
 """
 
 from __future__ import annotations
@@ -22,41 +28,73 @@ import pulumi_kubernetes as k8s
 
 from fleetspec.compile import ir
 from fleetspec.compile.ir import Fleet
-from fleetspec.render.kubernetes import HelmRelease, KubernetesLayer, Manifest, NodeLabels, kubernetes_resources
+from fleetspec.render.kubernetes import (
+    ClusterSecret,
+    HelmRelease,
+    KubernetesLayer,
+    Manifest,
+    NodeLabels,
+    kubernetes_resources,
+)
 
 CONFIG_NAMESPACE = "fleetspec"
 IR_PATH_KEY = "irPath"
+KUBECONFIG_KEY = "kubeconfig"  # a kubeconfig file's path or its contents
+CONTEXT_KEY = "context"  # required: the context in that kubeconfig to apply to
+PROVIDER_NAME = "fleet-cluster"
 
 
 def program(fleet: Fleet | None = None) -> dict[str, pulumi.Resource]:
-    """Declare the Kubernetes layer of ``fleet``, or of the IR named by ``fleetspec:irPath``."""
+    """Declare the Kubernetes layer of ``fleet``, or of the IR named by ``fleetspec:irPath``,
+    on the cluster named by ``fleetspec:context`` (and ``fleetspec:kubeconfig``)."""
+    config = pulumi.Config(CONFIG_NAMESPACE)
     if fleet is None:
-        fleet = load_fleet(Path(pulumi.Config(CONFIG_NAMESPACE).require(IR_PATH_KEY)))
-    return declare(kubernetes_resources(fleet))
+        fleet = load_fleet(Path(config.require(IR_PATH_KEY)))
+    layer = kubernetes_resources(fleet)
+    if layer.empty:
+        return {}  # nothing to declare: no cluster needed
+    provider = k8s.Provider(PROVIDER_NAME, kubeconfig=config.get(KUBECONFIG_KEY),
+                            context=config.require(CONTEXT_KEY))
+    values = {s.source: config.require_secret(secret_config_key(s.source)) for s in layer.secrets}
+    return declare(layer, provider, values)
 
 
-def declare(layer: KubernetesLayer) -> dict[str, pulumi.Resource]:
-    """One Pulumi resource per layer entry, keyed (and named) by the entry's key."""
+def secret_config_key(source: str) -> str:
+    """The stack config key holding a spec secret's value: ``slurmdbd_password`` ->
+    ``slurmdbdPassword`` (set with ``pulumi config set --secret fleetspec:slurmdbdPassword``)."""
+    head, *rest = source.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+def declare(layer: KubernetesLayer, provider: pulumi.ProviderResource,
+            secret_values: dict[str, pulumi.Input[str]] | None = None) -> dict[str, pulumi.Resource]:
+    """One Pulumi resource per layer entry, keyed (and named) by the entry's key, each
+    through ``provider``; ``secret_values`` maps a spec secret's name to its value (a Pulumi
+    secret) for the layer's Secrets."""
     made: dict[str, pulumi.Resource] = {}
 
-    def after(keys: tuple[str, ...]) -> pulumi.ResourceOptions:
-        return pulumi.ResourceOptions(depends_on=[made[k] for k in keys])
+    def after(keys: tuple[str, ...], retain: bool = False) -> pulumi.ResourceOptions:
+        return pulumi.ResourceOptions(provider=provider, depends_on=[made[k] for k in keys],
+                                      retain_on_delete=retain)
 
     for node in layer.node_labels:
-        made[node.key] = _node_patch(node)
+        made[node.key] = _node_patch(node, after(()))
     namespaces = [m for m in layer.manifests if m.kind == "Namespace"]
     for m in namespaces:
         made[m.key] = k8s.core.v1.Namespace(m.key, metadata=m.body["metadata"],
-                                            opts=after(m.depends_on))
+                                            opts=after(m.depends_on, m.retain_on_delete))
+    for secret in layer.secrets:
+        made[secret.ref] = _secret(secret, (secret_values or {})[secret.source],
+                                   after((f"Namespace/{secret.namespace}",)))
     for rel in layer.releases:
         made[rel.key] = _release(rel, after(rel.depends_on))
     for m in layer.manifests:
         if m.kind != "Namespace":
-            made[m.key] = _custom_resource(m, after(m.depends_on))
+            made[m.key] = _custom_resource(m, after(m.depends_on, m.retain_on_delete))
     return made
 
 
-def _node_patch(node: NodeLabels) -> pulumi.Resource:
+def _node_patch(node: NodeLabels, opts: pulumi.ResourceOptions) -> pulumi.Resource:
     # A patch, never a Node: the node must have joined; fleetspec owns only its labels.
     return k8s.core.v1.NodePatch(
         node.key,
@@ -65,6 +103,18 @@ def _node_patch(node: NodeLabels) -> pulumi.Resource:
             labels=dict(node.labels),
             annotations={"pulumi.com/patchForce": "true"},
         ),
+        opts=opts,
+    )
+
+
+def _secret(secret: ClusterSecret, value: pulumi.Input[str], opts: pulumi.ResourceOptions) -> pulumi.Resource:
+    return k8s.core.v1.Secret(
+        secret.ref,
+        metadata=k8s.meta.v1.ObjectMetaArgs(
+            name=secret.name, namespace=secret.namespace,
+            labels={"app.kubernetes.io/managed-by": "fleetspec"}),
+        string_data={secret.key: value},
+        opts=opts,
     )
 
 

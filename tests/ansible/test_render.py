@@ -108,3 +108,27 @@ def test_rendered_tree_is_a_valid_ansible_inventory(museum_files, tmp_path: Path
     assert h100["fleetspec_stack"]["name"] == "hopper-cu13" and h100["fleetspec_nvswitch"] is True
     assert hostvars["b200-01"]["fleetspec_components"] == []
     assert hostvars["ctl-01"]["fleetspec_packages"] == []
+
+
+def test_slinky_hosts_are_kubernetes_nodes_to_the_node_layer() -> None:
+    """Slinky runs slurmd in pods: Slurm's hosts are kubelet nodes, in k8s_node, whose GPU
+    operators own the driver; before, they were in no group and got no driver at all."""
+    import dataclasses
+
+    fleet = compile_file(EXAMPLES / "museum.yaml").fleet
+    slinky = dataclasses.replace(fleet, slurm=dataclasses.replace(fleet.slurm, mode="slinky"))
+    hosts = {g: set(v["hosts"]) for g, v in load(render_ansible(slinky), "inventory.yml")["all"]["children"].items()}
+    assert "slurm_node" not in hosts and "slurm_controller" not in hosts
+    assert {"h100-001", "a100-01", "mi300x-01", "b200-01"} <= hosts["k8s_node"]
+    # Slinky's slurmdbd pod needs the accounting host's database, installed as in native mode.
+    assert hosts["slurmdbd"] == {"db-01"}
+
+
+def test_host_driver_per_vendor_on_kubernetes_nodes() -> None:
+    """Each vendor's operator decides for its own nodes: AMD with driver: host gets amdgpu
+    from Ansible while the NVIDIA GPU Operator still owns the NVIDIA driver."""
+    import dataclasses
+
+    fleet = compile_file(EXAMPLES / "museum.yaml").fleet
+    amd_host = dataclasses.replace(fleet, kubernetes=dataclasses.replace(fleet.kubernetes, amd_driver="host"))
+    assert load(render_ansible(amd_host), "group_vars/k8s_node.yml") == {"fleetspec_components": ["amdgpu"]}

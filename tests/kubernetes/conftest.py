@@ -23,6 +23,8 @@ VARIANTS = {
     "two-nvidia-stacks": lambda: fleets.two_nvidia_stacks(fleets.museum()),
     "no-tenants": lambda: fleets.no_tenants(fleets.museum()),
     "slinky": lambda: fleets.slinky(fleets.museum()),
+    "kai": lambda: fleets.kai(fleets.museum()),
+    "dra-gpus": lambda: fleets.dra_gpus(fleets.museum()),
 }
 
 

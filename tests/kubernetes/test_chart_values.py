@@ -21,6 +21,9 @@ CHART_VALUES = {
     "kueue": "crds/kueue/kueue-chart-values.yaml",
     "volcano": "crds/volcano/volcano-chart-values.yaml",
     "slurm": "crds/slurm-operator/slurm-chart-values.yaml",
+    "kai-scheduler": "crds/kai-scheduler/values.yaml",
+    "dra-driver-nvidia-gpu": "crds/nvidia-dra-driver-gpu/values.yaml",
+    "network-operator": "crds/nvidia-network-operator/values.yaml",
 }
 # Maps whose keys are the user's (labels, config lines, resource names), not chart keys.
 FREE_FORM = frozenset({"nodeSelector", "configFiles", "extraConfMap", "configMap", "limits",
@@ -62,7 +65,9 @@ def _releases(fleet) -> dict[str, HelmRelease]:
     lambda: fleets.volcano(fleets.museum()),
     lambda: fleets.two_nvidia_stacks(fleets.museum()),
     lambda: fleets.slinky(fleets.museum()),
-], ids=["museum", "volcano", "two-nvidia-stacks", "slinky"])
+    lambda: fleets.kai(fleets.museum()),
+    lambda: fleets.dra_gpus(fleets.museum()),
+], ids=["museum", "volcano", "two-nvidia-stacks", "slinky", "kai", "dra-gpus"])
 def test_rendered_values_use_real_chart_keys(make) -> None:
     checked = 0
     for name, release in _releases(make()).items():
@@ -100,7 +105,10 @@ def test_mixed_vendors_run_one_nfd() -> None:
     for default in (nvidia_defaults["node-feature-discovery"]["worker"]["tolerations"]
                     + amd_defaults["node-feature-discovery"]["worker"]["tolerations"]):
         assert default in tolerations
-    assert {"key": "amd.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in tolerations
+    # Nothing sets an amd.com/gpu taint, so nothing tolerates one.
+    assert not any(t.get("key") in ("amd.com/gpu", "nvidia.com/gpu") and t not in
+                   nvidia_defaults["node-feature-discovery"]["worker"]["tolerations"]
+                   for t in tolerations)
 
 
 def test_amd_only_keeps_its_own_nfd() -> None:

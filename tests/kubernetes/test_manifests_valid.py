@@ -93,8 +93,31 @@ def test_kueue_configuration_is_v1beta2_with_gang() -> None:
     assert config["kind"] == "Configuration"
     wfpr = config["waitForPodsReady"]
     assert "enable" not in wfpr  # removed in v1beta2
-    assert wfpr["timeout"] == "10m" and wfpr["blockAdmission"] is True
+    assert wfpr["timeout"] == "10m"
+    # true would admit one workload at a time cluster-wide until its pods are ready.
+    assert wfpr["blockAdmission"] is False
     assert wfpr["requeuingStrategy"]["timestamp"] in ("Eviction", "Creation")
+
+
+def test_kueue_gates_every_workload_in_tenant_namespaces_and_only_installed_kinds() -> None:
+    """A GPU pod without a queue name in a tenant namespace must not run outside quota, and
+    Kueue must not be told to manage kinds whose operators are not installed."""
+    from . import fleets
+
+    fleet = fleets.museum()
+    config = yaml.safe_load(next(r for r in kubernetes_resources(fleet).releases if r.name == "kueue")
+                            .values["managerConfig"]["controllerManagerConfigYaml"])
+    assert config["manageJobsWithoutQueueName"] is True
+    selector = config["managedJobsNamespaceSelector"]["matchExpressions"]
+    assert selector == [{"key": "kubernetes.io/metadata.name", "operator": "In",
+                         "values": ["inference", "inference-canary", "research"]}]
+    # Built-ins plus exactly the operators the stack installs (museum: KubeRay and JobSet).
+    installed = {r.name for r in kubernetes_resources(fleet).releases}
+    assert {"jobset", "kuberay-operator"} <= installed
+    assert not installed & {"lws", "mpi-operator"}
+    assert config["integrations"]["frameworks"] == [
+        "batch/job", "pod", "deployment", "statefulset", "jobset.x-k8s.io/jobset",
+        "ray.io/rayjob", "ray.io/raycluster", "ray.io/rayservice"]
 
 
 def test_scripts_are_valid_shell(tmp_path) -> None:

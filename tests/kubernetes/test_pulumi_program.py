@@ -22,6 +22,8 @@ class Registered:
     name: str
     inputs: dict
     depends_on: list[str]  # names of the resources it was declared to depend on
+    provider: str = ""  # the provider reference it was registered with ("urn::id")
+    retain_on_delete: bool = False
 
 
 class _Mocks(pulumi.runtime.Mocks):
@@ -45,7 +47,8 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
         if request.type != "pulumi:pulumi:Stack":
             self.registered.append(Registered(
                 request.type, request.name, {},
-                [urn.rsplit("::", 1)[-1] for urn in request.dependencies]))
+                [urn.rsplit("::", 1)[-1] for urn in request.dependencies],
+                request.provider, bool(request.retainOnDelete)))
         return response
 
 
@@ -66,7 +69,9 @@ def run_program():
         monitor = _RecordingMonitor(mocks)
         pulumi.runtime.set_mocks(mocks, project="fleetspec-kubernetes", stack="test",
                                  preview=False, monitor=monitor)
-        for key, value in (config or {}).items():
+        settings = {"fleetspec:context": "museum-admin"} if config is None else config
+        pulumi.runtime.config.CONFIG.get().clear()  # each run sees only its own config
+        for key, value in settings.items():
             pulumi.runtime.set_config(key, value)
 
         @pulumi.runtime.test
@@ -92,7 +97,9 @@ def test_museum_resources(run_program) -> None:
     for r in res.values():
         types.setdefault(r.type, set()).add(r.name)
     assert types["kubernetes:helm.sh/v3:Release"] == {
-        "release/gpu-operator", "release/amd-gpu-operator", "release/kueue"}
+        "release/gpu-operator", "release/amd-gpu-operator", "release/kueue",
+        "release/network-operator", "release/dra-driver-nvidia-gpu", "release/kuberay-operator",
+        "release/jobset"}
     assert len(types["kubernetes:core/v1:NodePatch"]) == 24
     assert not any(n.startswith("node/h100") or n.startswith("node/mi300x")
                    for n in types["kubernetes:core/v1:NodePatch"])  # Slurm-owned
@@ -106,12 +113,16 @@ def test_museum_resources(run_program) -> None:
     assert types["kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue"] == {
         f"LocalQueue/{ns}/{p}" for t in fleet.kubernetes.tenants for p, _ in t.quota
         for ns in t.namespaces}
-    assert "kubernetes:nvidia.com/v1alpha1:NVIDIADriver" not in types  # one stack: one pin
+    # One stack still gets its own NVIDIADriver: the ClusterPolicy's driver would go to
+    # every NVIDIA node the cluster ever holds, at this one version.
+    assert types["kubernetes:nvidia.com/v1alpha1:NVIDIADriver"] == {"NVIDIADriver/blackwell-cu13"}
 
     gpu = res["release/gpu-operator"].inputs
     assert gpu["chart"] == "gpu-operator" and gpu["version"] == "v26.7.0"
     assert gpu["repositoryOpts"]["repo"] == "https://helm.ngc.nvidia.com/nvidia"
-    assert gpu["values"]["driver"] == {"enabled": True, "version": "580.173.02"}
+    assert gpu["values"]["driver"] == {
+        "enabled": True, "nvidiaDriverCRD": {"enabled": True, "deployDefaultCR": False}}
+    assert res["NVIDIADriver/blackwell-cu13"].inputs["spec"]["version"] == "580.173.02"
     # One NFD for both vendors: NVIDIA's on, AMD's off.
     assert gpu["values"]["nfd"] == {"enabled": True}
     amd = res["release/amd-gpu-operator"].inputs["values"]
@@ -187,13 +198,13 @@ def test_volcano_queues_and_hypernodes(run_program) -> None:
                 for p, g in t.quota}
     assert set(queues) == set(expected)
     for name, (partition, gpus) in expected.items():
-        assert list(queues[name]["capability"].values()) == [gpus]
+        assert list(queues[name]["deserved"].values()) == [gpus]
         assert queues[name]["affinity"]["nodeGroupAffinity"][
             "requiredDuringSchedulingIgnoredDuringExecution"] == [partition]
     hyper = {n: r for n, r in res.items() if r.type.endswith(":HyperNode")}
     assert set(hyper) == {"HyperNode/rack-r03", "HyperNode/rack-r04", "HyperNode/rack-r07",
-                          "HyperNode/leaf-leaf-02"}  # one leaf: no spine tier
-    assert set(hyper["HyperNode/leaf-leaf-02"].depends_on) >= {
+                          "HyperNode/leaf-02"}  # one leaf: no spine tier
+    assert set(hyper["HyperNode/leaf-02"].depends_on) >= {
         "HyperNode/rack-r03", "HyperNode/rack-r04", "HyperNode/rack-r07"}
     assert "gang" in res["release/volcano"].inputs["values"]["custom"][
         "scheduler_config_override"]
@@ -202,23 +213,47 @@ def test_volcano_queues_and_hypernodes(run_program) -> None:
 def test_program_reads_ir_from_stack_config(run_program, tmp_path) -> None:
     ir = tmp_path / "fleet.json"
     ir.write_text(fleets.museum().to_json())
-    res = run_program(None, {"fleetspec:irPath": str(ir)})
+    res = run_program(None, {"fleetspec:irPath": str(ir), "fleetspec:context": "museum-admin"})
     assert "ClusterQueue/research-nvidia-blackwell-arm64" in res
     assert len(res) == len(run_program(fleets.museum()))
 
 
 def test_quickstart_declares_nothing(run_program) -> None:
     quick = fleets.compiled("quickstart")
-    if quick is None:
-        pytest.skip("the compiler is not importable yet")
     assert run_program(quick) == {}
+
+
+SLINKY_CONFIG = {"fleetspec:context": "museum-admin", "fleetspec:slurmdbdPassword": "s3cret"}
+
+
+def test_slinky_accounting_gets_its_secret_from_the_stack(run_program) -> None:
+    """The slurm chart's accounting reads the DB password from a Secret nothing else makes:
+    the stack creates it, from the spec's slurmdbd_password (a secret stack config value),
+    before the chart."""
+    fleet = fleets.slinky(fleets.museum())
+    res = run_program(fleet, SLINKY_CONFIG)
+    secret = res["Secret/slurm/slurmdbd-password"]
+    assert secret.type == "kubernetes:core/v1:Secret"
+    assert secret.inputs["metadata"]["name"] == "slurmdbd-password"
+    assert secret.inputs["metadata"]["namespace"] == "slurm"
+    data = secret.inputs["stringData"]
+    # Kept a Pulumi secret end to end: the value travels wrapped with Pulumi's secret
+    # signature, never as plain state.
+    assert data["4dabf18193072939515e22adb298388d"] == "1b47061264138c4ac30d75fd1eb44270"
+    assert data["value"] == {"password": "s3cret"}
+    assert "Namespace/slurm" in secret.depends_on
+    assert "Secret/slurm/slurmdbd-password" in res["release/slurm"].depends_on
+    ref = res["release/slurm"].inputs["values"]["accounting"]["storageConfig"]["passwordKeyRef"]
+    assert ref == {"name": "slurmdbd-password", "key": "password"}
+    with pytest.raises(pulumi.ConfigMissingError, match="slurmdbdPassword"):
+        run_program(fleet, {"fleetspec:context": "museum-admin"})
 
 
 def test_slinky_cluster_release_and_host_labels(run_program) -> None:
     """Slinky mode: the ``slurm`` chart after the operator and after the labels of the
     nodes its NodeSets select (NodePatches of the Slurm-owned hosts)."""
     fleet = fleets.slinky(fleets.museum())
-    res = run_program(fleet)
+    res = run_program(fleet, SLINKY_CONFIG)
     slurm = res["release/slurm"]
     assert slurm.type == "kubernetes:helm.sh/v3:Release"
     assert slurm.inputs["chart"] == "oci://ghcr.io/slinkyproject/charts/slurm"
@@ -231,4 +266,45 @@ def test_slinky_cluster_release_and_host_labels(run_program) -> None:
     assert {f"node/{h}" for h in hosts} <= set(slurm.depends_on)
     assert {"release/slurm-operator", "Namespace/slurm"} <= set(slurm.depends_on)
     labels = res["node/h200-001"].inputs["metadata"]["labels"]
-    assert labels == {"fleetspec.io/gpu-model": "h200", "fleetspec.io/partition": "nvidia-hopper"}
+    assert labels == {"fleetspec.io/gpu-model": "h200", "fleetspec.io/partition": "nvidia-hopper",
+                      "fleetspec.io/stack": "hopper-cu13", "fleetspec.io/vendor": "nvidia"}
+
+
+# --- item 8: the provider, retained tenant namespaces, the project's toolchain ----------
+
+
+def test_every_resource_goes_through_the_stack_configs_provider(run_program) -> None:
+    res = run_program(fleets.museum(), {"fleetspec:context": "museum-admin",
+                                        "fleetspec:kubeconfig": "/etc/fleet/kubeconfig"})
+    provider = res.pop("fleet-cluster")
+    assert provider.type == "pulumi:providers:kubernetes"
+    assert provider.inputs["context"] == "museum-admin"
+    assert provider.inputs["kubeconfig"] == "/etc/fleet/kubeconfig"
+    assert res and all("::fleet-cluster::" in r.provider for r in res.values()), [
+        r.name for r in res.values() if "::fleet-cluster::" not in r.provider]
+
+
+def test_without_a_context_the_program_refuses_instead_of_using_the_ambient_one(run_program) -> None:
+    with pytest.raises(pulumi.ConfigMissingError, match="fleetspec:context"):
+        run_program(fleets.museum(), {})
+
+
+def test_tenant_namespaces_outlive_their_removal_from_the_spec(run_program) -> None:
+    res = run_program(fleets.museum())
+    fleet = fleets.museum()
+    tenant_spaces = {ns for t in fleet.kubernetes.tenants for ns in t.namespaces}
+    namespaces = {r.name.split("/", 1)[1]: r for r in res.values() if r.type == "kubernetes:core/v1:Namespace"}
+    assert tenant_spaces <= set(namespaces)
+    for name, r in namespaces.items():
+        assert r.retain_on_delete is (name in tenant_spaces), name
+
+
+def test_the_project_names_its_python_toolchain_and_virtualenv() -> None:
+    from pathlib import Path
+
+    folder = Path(load_program().__file__).parent
+    project = yaml.safe_load((folder / "Pulumi.yaml").read_text())
+    assert project["runtime"]["name"] == "python"
+    assert project["runtime"]["options"] == {"toolchain": "pip", "virtualenv": "venv"}
+    requirements = (folder / "requirements.txt").read_text().split("\n")
+    assert "-e ../..[pulumi]" in requirements  # the program imports fleetspec

@@ -62,15 +62,16 @@ def test_every_nodeset_selects_exactly_its_nodes() -> None:
 
 
 def test_slinky_hosts_get_only_the_nodeset_labels() -> None:
-    """No stack label (no NVIDIADriver or DeviceConfig selects them), no Volcano nodegroup
-    and no Kueue flavor: Slurm allocates their GPUs."""
+    """The NodeSet labels and the stack (its NVIDIADriver or DeviceConfig selects it); no
+    Volcano nodegroup and no Kueue flavor: Slurm allocates their GPUs."""
     fleet = _fleet()
     for variant in (fleet, fleets.volcano(fleet)):
         layer = kubernetes_resources(variant)
         slurm_hosts = {n.hostname for n in variant.nodes if n.scheduler == "slurm"}
         for node in layer.node_labels:
             if node.hostname in slurm_hosts:
-                assert set(node.labels) == {"fleetspec.io/partition", "fleetspec.io/gpu-model"}
+                assert set(node.labels) == {"fleetspec.io/partition", "fleetspec.io/gpu-model",
+                                            "fleetspec.io/stack", "fleetspec.io/vendor"}
         slurm_parts = {p.name for p in variant.partitions if p.scheduler == "slurm"}
         flavors = {m.name for m in layer.manifests if m.kind == "ResourceFlavor"}
         assert not flavors & slurm_parts
@@ -98,8 +99,9 @@ def test_slinky_without_kubernetes_nodes_still_renders_the_cluster() -> None:
         n for n in fleet.nodes if n.scheduler == "slurm"), partitions=tuple(
         p for p in fleet.partitions if p.scheduler == "slurm"))
     names = [r.name for r in kubernetes_resources(slurm_only).releases]
-    assert names[-3:] == ["slurm-operator-crds", "slurm-operator", "slurm"]
-    assert not {"gpu-operator", "amd-gpu-operator"} & set(names)  # no Kubernetes-owned GPUs
+    assert names[-4:] == ["slurm-operator-crds", "slurm-operator", "slurm", "network-operator"]
+    # slurmd pods ask for nvidia.com/gpu: the operator's device plugin and driver serve them.
+    assert "gpu-operator" in names and "amd-gpu-operator" not in names
 
 
 def test_museum_slinky_golden(golden) -> None:

@@ -70,7 +70,8 @@ def test_restricted_slurm_conf_names_only_the_lab_nodes(fleet) -> None:
     assert partitions["nvidia-hopper"].startswith("Nodes=h100-[001,005] Default=YES ")
     assert "MaxTime=2-00:00:00" in partitions["nvidia-hopper"]
     assert partitions["debug"].startswith("Nodes=h100-001 ") and "MaxTime=00:30:00" in partitions["debug"]
-    assert "NodeName=h100-[001,005] Name=gpu Type=h100 File=/dev/nvidia[0-7]" in files["gres.conf"]
+    assert "NodeName=h100-[001,005] Name=gpu Type=h100 File=/dev/nvidia[0-3] Cores=0-55" in files["gres.conf"]
+    assert "NodeName=h100-[001,005] Name=gpu Type=h100 File=/dev/nvidia[4-7] Cores=56-111" in files["gres.conf"]
     assert "ClusterName=quickstart" in conf and "SelectType=select/cons_tres" in conf  # the rest is kept
 
 
@@ -115,7 +116,6 @@ def test_rocm_pins_get_rocm_content_for_their_own_distribution() -> None:
     assert {p.version for p in got.values()} == {"7.0.2.70002-56~22.04", "2.26.6.70002-56~22.04"}
 
 
-@pytest.mark.skipif(shutil.which("ansible-inventory") is None, reason="ansible-core is not installed")
 def test_overlay_mirror_wins_over_the_rendered_group_vars(fleet, tmp_path: Path) -> None:
     """Checked with Ansible itself: the rendered all.yml sets the mirror to null."""
     for rel, text in render_ansible(fleet).items():
@@ -215,7 +215,6 @@ def test_drain_through_scontrol_shows_in_sinfo(up: LabHandle) -> None:
 
 
 @real
-@pytest.mark.skipif(shutil.which("ansible") is None, reason="ansible-core is not installed")
 def test_ansible_reaches_every_host_through_the_overlay(up: LabHandle) -> None:
     done = subprocess.run(["ansible", "all", "-i", str(up.inventory_overlay), "-m", "ping"],
                           capture_output=True, text=True, timeout=120)  # fmt: skip

@@ -20,6 +20,7 @@ import types
 import typing
 from pathlib import Path
 
+import ansible  # noqa: F401 - the test extra installs ansible-core: missing is a failure, not a skip
 import pytest
 import yaml
 from pydantic import BaseModel
@@ -29,8 +30,6 @@ from fleetspec.render.ansible import render_ansible
 from fleetspec.render.writer import write_tree
 from fleetspec.spec.model import FleetSpec
 from tests.conftest import EXAMPLES
-
-pytest.importorskip("ansible")
 
 # Every optional string field set, so that the walk below meets each field of the model.
 FULL = yaml.safe_load((EXAMPLES / "museum.yaml").read_text())
@@ -46,7 +45,10 @@ FULL["spec"]["kubernetes"]["kueue"] = {"version": "0.14.1"}
 FULL["spec"]["kubernetes"]["volcano"] = {"version": "1.13.0"}
 FULL["spec"]["kubernetes"]["quota_owners"] = ["kueue"]
 FULL["spec"]["kubernetes"]["gang_policy"] = {"timeout": "10m", "requeue_limit": 3}
-FULL["spec"]["kubernetes"]["amd_gpu_operator"] = {"version": "v1.5.1"}
+FULL["spec"]["kubernetes"]["amd_gpu_operator"] = {"version": "v1.5.1", "driver": "operator", "driver_image": "registry.example.com/gpu/amdgpu-driver", "registry_secret": "amdgpu-pull"}
+FULL["spec"]["kubernetes"]["kai"] = {"version": "v0.17.0"}
+FULL["spec"]["kubernetes"]["tenants"][0]["limit"] = {"nvidia-blackwell-arm64": 70}
+FULL["spec"]["kubernetes"]["network_operator"] = {"enabled": True, "version": "v26.4.1", "rdma": "shared"}
 FULL["spec"]["racks"][0]["nodes"][0]["partition"] = "named-part"
 FULL["spec"]["racks"][0]["nodes"][0]["features"] = ["ib"]
 FULL["spec"]["suppress"] = ["tcp-fallback-risk"]
@@ -60,6 +62,8 @@ FULL["spec"]["kubernetes"]["values"] = {"kueue": {"enableCertManager": "false"}}
 FULL["spec"]["ansible"] = {"vars": {"site_nfs": "nfs-01"}, "hooks": {
     "before": [{"playbook": "site/mounts.yml", "disruption": "drain", "partitions": ["nvidia-hopper"]}],
     "after": [{"playbook": "site/check.yml", "disruption": "none", "partitions": ["nvidia-hopper"]}]}}
+FULL["spec"]["health"] = {"interval": 60, "checks": ["kernel-log"], "actions": {"gpu-lost": "drain"},
+                          "slurm_node_state": ["ANY"]}
 
 INJECTION = "{{ lookup('pipe', 'touch MARK') }}{{ 'tem' ~ 'plated' }}"
 

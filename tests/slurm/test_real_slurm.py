@@ -80,6 +80,15 @@ def test_every_node_is_idle_with_its_gres_and_features(lab: Cluster):
     assert seen == expected
 
 
+def test_slurmctld_sees_each_gpu_bound_to_its_socket(lab: Cluster):
+    """gres.conf Cores= from the socket layout: slurmctld reports the GPUs of each node as
+    spread over both sockets (``(S:0-1)``), the binding --gres-flags=enforce-binding uses."""
+    out = lab.run("sinfo", "-h", "-N", "-o", "%N|%G").stdout.split()
+    gres = dict(line.split("|", 1) for line in out)
+    for node in slurm_nodes(FLEET):
+        assert gres[node.hostname] == f"gpu:{node.gpu.gres_type}:{node.gpu.count}(S:0-1)", gres
+
+
 def test_n_nodes_by_8_gpus_run_on_n_distinct_nodes(lab: Cluster):
     hopper = FLEET.partition("nvidia-hopper")
     assert hopper is not None
@@ -181,8 +190,10 @@ def test_wrong_gres_conf_makes_the_node_invalid(tmp_path, slurm_installed):
     """The harness can fail: a gres.conf with 4 device files for 8 declared GPUs."""
     files = render_slurm(fleets.single_h100())
     gres = PurePosixPath("slurm/gres.conf")
-    assert "nvidia[0-7]" in files[gres]
-    files[gres] = files[gres].replace("nvidia[0-7]", "nvidia[0-3]")
+    lines = files[gres].splitlines(keepends=True)
+    second_socket = [line for line in lines if "File=/dev/nvidia[4-7]" in line]
+    assert len(second_socket) == 1  # GPUs 4-7 on socket 1 (Cores=)
+    files[gres] = "".join(line for line in lines if line not in second_socket)
     with running(tmp_path, files, wait_idle=False) as c:
         end = time.monotonic() + 20
         while time.monotonic() < end and "inval" not in c.node_states().get("h100-01", ""):

@@ -120,7 +120,7 @@ def test_gres_conf_is_explicit_files_unless_autodetect_is_asked_for():
     museum = fleets.museum()
     gres = _text(render_slurm(museum), "gres.conf")
     assert "AutoDetect" not in gres.replace("# ", "")
-    assert "NodeName=a100-[01-04] Name=gpu Type=a100 File=/dev/nvidia[0-7]" in gres
+    assert "NodeName=a100-[01-04] Name=gpu Type=a100 File=/dev/nvidia[0-3] Cores=0-31" in gres
     assert museum.slurm is not None
     opted = dataclasses.replace(museum, slurm=dataclasses.replace(museum.slurm, gres_autodetect=True))
     gres = _text(render_slurm(opted), "gres.conf")
@@ -131,7 +131,8 @@ def test_gres_conf_is_explicit_files_unless_autodetect_is_asked_for():
 
 def test_mi300_class_gpus_have_every_eighth_render_minor():
     gres = _text(render_slurm(fleets.museum()), "gres.conf")
-    files = [line.split("File=")[1] for line in gres.splitlines() if line.startswith("NodeName=mi300x-[01-04] Name=")]
+    files = [line.split("File=")[1].split(" ")[0] for line in gres.splitlines()
+             if line.startswith("NodeName=mi300x-[01-04] Name=")]
     assert files == [f"/dev/dri/renderD{128 + 8 * i}" for i in range(8)]
     assert device_files("amd", 4, "cdna2") == ["/dev/dri/renderD[128-131]"]
     assert device_files("amd", 1, "cdna4") == ["/dev/dri/renderD128"]
@@ -294,3 +295,48 @@ def test_slinky_maps_partitions_to_nodesets():
     assert yaml.safe_load(_text(render_slurm(single), "slinky-values.yaml"))["configFiles"]["gres.conf"] == (
         "AutoDetect=nvml\n")
     assert topology_problems(fleet) == []
+
+
+# --- Slurm on an RDMA fabric: memlock, PMIx, GPU-local cores, DefaultTime everywhere ---
+
+
+def _conf_value(conf: str, key: str) -> str | None:
+    return next((line.split("=", 1)[1] for line in conf.splitlines() if line.startswith(key + "=")), None)
+
+
+def test_rdma_fabric_keeps_the_nodes_memlock_and_pmix_is_the_default_mpi():
+    museum = fleets.museum()  # InfiniBand
+    conf = _text(render_slurm(museum), "slurm.conf")
+    assert _conf_value(conf, "PropagateResourceLimitsExcept") == "MEMLOCK"
+    assert _conf_value(conf, "MpiDefault") == "pmix"
+    assert museum.fabric is not None
+    ethernet = dataclasses.replace(museum, fabric=dataclasses.replace(museum.fabric, type="ethernet"))
+    assert _conf_value(_text(render_slurm(ethernet), "slurm.conf"), "PropagateResourceLimitsExcept") is None
+    values = yaml.safe_load(_text(render_slurm(_slinky(museum)), "slinky-values.yaml"))
+    conf_map = values["controller"]["extraConfMap"]
+    assert conf_map["MpiDefault"] == "pmix" and conf_map["PropagateResourceLimitsExcept"] == ["MEMLOCK"]
+
+
+def test_gres_binds_each_gpu_to_its_sockets_cores():
+    gres = _text(render_slurm(fleets.museum()), "gres.conf")
+    lines = [line for line in gres.splitlines() if line.startswith("NodeName=h100-")]
+    assert lines == [
+        "NodeName=h100-[001-004] Name=gpu Type=h100 File=/dev/nvidia[0-3] Cores=0-55",
+        "NodeName=h100-[001-004] Name=gpu Type=h100 File=/dev/nvidia[4-7] Cores=56-111",
+    ]
+    mi300 = [line for line in gres.splitlines() if line.startswith("NodeName=mi300x-")]
+    assert mi300[0].endswith("File=/dev/dri/renderD128 Cores=0-47")
+    assert mi300[4].endswith("File=/dev/dri/renderD160 Cores=48-95")
+    # Every GPU is still declared exactly once.
+    assert len(mi300) == 8
+
+
+def test_every_slinky_partition_with_a_max_time_gets_a_default_time():
+    values = yaml.safe_load(_text(render_slurm(_slinky(fleets.museum())), "slinky-values.yaml"))
+    for name, part in values["partitions"].items():
+        if name == "all":
+            continue
+        config = part["configMap"]
+        if default_time_for(config["MaxTime"]) is not None:
+            assert config["DefaultTime"] == default_time_for(config["MaxTime"]), name
+    assert values["partitions"]["nvidia-hopper"]["configMap"]["DefaultTime"] == "1:00:00"

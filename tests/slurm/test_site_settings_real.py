@@ -25,9 +25,7 @@ SITE = spec(
     "      MessageTimeout: 20\n"
     "      PriorityWeightAge: 5000\n"
     "      TopologyParam: SwitchAsNodeRank\n"
-    "      HealthCheckInterval: 300\n"
-    "      HealthCheckNodeState: \"ANY,CYCLE\"\n"
-    "      HealthCheckProgram: /bin/true\n"
+    "      PropagateResourceLimitsExcept: \"MEMLOCK,NOFILE\"\n"
     "    partitions:\n"
     "      nvidia-hopper:\n"
     "        settings: {PriorityTier: 7, OverSubscribe: EXCLUSIVE, MaxNodes: 2, DefaultTime: \"0:20:00\"}\n",
@@ -49,7 +47,7 @@ def test_slurmctld_takes_the_site_settings(tmp_path):
         assert config["SchedulerParameters"] == "bf_continue,bf_max_job_test=500,default_queue_depth=200"
         assert config["KillWait"] == "45 sec" and config["MessageTimeout"] == "20 sec"
         assert config["TopologyParam"] == "SwitchAsNodeRank"
-        assert set(config["HealthCheckNodeState"].split(",")) == {"ANY", "CYCLE"}
+        assert config["PropagateResourceLimitsExcept"] == "MEMLOCK,NOFILE"
         part = _fields(c.run("scontrol", "show", "partition", "nvidia-hopper").stdout)
         assert (part["PriorityTier"], part["OverSubscribe"], part["MaxNodes"], part["DefaultTime"]) == \
             ("7", "EXCLUSIVE", "2", "00:20:00")

@@ -83,3 +83,25 @@ def test_tables_show_each_partition_and_the_problems(drifted: VerifyReport) -> N
     lines = [line for line in text.splitlines() if "h200-002" in line and "driver" in line]
     assert lines and "drift" in lines[0] and "580.95.05" in lines[0]
     assert any("h200-001" in line and "nccl-shadow" in line and "warning" in line for line in text.splitlines())
+
+
+def test_one_verdict_per_node_and_partition_and_no_node_twice(tmp_path: Path) -> None:
+    """An extra partition over two nodes: each node is listed once (under its primary
+    partition), every partition and node has one verdict, and a conforming partition
+    whose checks are only not-applicable is headed "conforms", not "not-applicable"."""
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(SPEC.read_text() + '    partitions:\n      debug: {nodes: "h200-001", max_time: "00:30:00"}\n')
+    fleet = compile_file(spec).fleet
+    assert fleet is not None and len(fleet.partitions) == 2, [p.name for p in fleet.partitions]
+    facts = h200_facts()
+    report = compare(fleet, {"h200-001": facts, "h200-002": variant(facts, hostname="h200-002")})
+    console = Console(record=True, width=250)
+    for table in tables(report):
+        console.print(table)
+    text = console.export_text()
+    assert [line for line in text.splitlines() if line.startswith("nvidia-hopper")][0].count("conforms") == 1
+    debug = [line for line in text.splitlines() if line.startswith("debug")]
+    assert debug and "conforms" in debug[0] and "h200-001 listed under their own partition" in debug[0]
+    rows = [line for line in text.splitlines() if line.startswith("│ h200-001")]
+    assert len(rows) == 1 and "conforms" in rows[0]  # once, with its verdict
+    assert "not-applicable" not in " ".join(line for line in text.splitlines() if not line.startswith("│"))

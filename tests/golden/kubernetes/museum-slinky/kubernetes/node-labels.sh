@@ -95,6 +95,7 @@ $KUBECTL label node --overwrite mi300x-04 \
   fleetspec.io/stack=cdna3-rocm7 \
   fleetspec.io/vendor=amd
 $KUBECTL label node --overwrite mi355x-01 \
+  fleetspec.io/amdgpu=30.30.3 \
   fleetspec.io/generation=cdna4 \
   fleetspec.io/gpu-model=mi355x \
   fleetspec.io/leaf=leaf-02 \
@@ -105,6 +106,7 @@ $KUBECTL label node --overwrite mi355x-01 \
   fleetspec.io/stack=cdna4-rocm7 \
   fleetspec.io/vendor=amd
 $KUBECTL label node --overwrite mi355x-02 \
+  fleetspec.io/amdgpu=30.30.3 \
   fleetspec.io/generation=cdna4 \
   fleetspec.io/gpu-model=mi355x \
   fleetspec.io/leaf=leaf-02 \
@@ -332,37 +334,61 @@ $KUBECTL label node --overwrite gb200-r07-18 \
   fleetspec.io/vendor=nvidia
 $KUBECTL label node --overwrite a100-01 \
   fleetspec.io/gpu-model=a100 \
-  fleetspec.io/partition=nvidia-ampere
+  fleetspec.io/partition=nvidia-ampere \
+  fleetspec.io/stack=ampere-cu12 \
+  fleetspec.io/vendor=nvidia
 $KUBECTL label node --overwrite a100-02 \
   fleetspec.io/gpu-model=a100 \
-  fleetspec.io/partition=nvidia-ampere
+  fleetspec.io/partition=nvidia-ampere \
+  fleetspec.io/stack=ampere-cu12 \
+  fleetspec.io/vendor=nvidia
 $KUBECTL label node --overwrite a100-03 \
   fleetspec.io/gpu-model=a100 \
-  fleetspec.io/partition=nvidia-ampere
+  fleetspec.io/partition=nvidia-ampere \
+  fleetspec.io/stack=ampere-cu12 \
+  fleetspec.io/vendor=nvidia
 $KUBECTL label node --overwrite a100-04 \
   fleetspec.io/gpu-model=a100 \
-  fleetspec.io/partition=nvidia-ampere
+  fleetspec.io/partition=nvidia-ampere \
+  fleetspec.io/stack=ampere-cu12 \
+  fleetspec.io/vendor=nvidia
 $KUBECTL label node --overwrite h100-001 \
   fleetspec.io/gpu-model=h100-sxm \
-  fleetspec.io/partition=nvidia-hopper
+  fleetspec.io/partition=nvidia-hopper \
+  fleetspec.io/stack=hopper-cu13 \
+  fleetspec.io/vendor=nvidia
 $KUBECTL label node --overwrite h100-002 \
   fleetspec.io/gpu-model=h100-sxm \
-  fleetspec.io/partition=nvidia-hopper
+  fleetspec.io/partition=nvidia-hopper \
+  fleetspec.io/stack=hopper-cu13 \
+  fleetspec.io/vendor=nvidia
 $KUBECTL label node --overwrite h100-003 \
   fleetspec.io/gpu-model=h100-sxm \
-  fleetspec.io/partition=nvidia-hopper
+  fleetspec.io/partition=nvidia-hopper \
+  fleetspec.io/stack=hopper-cu13 \
+  fleetspec.io/vendor=nvidia
 $KUBECTL label node --overwrite h100-004 \
   fleetspec.io/gpu-model=h100-sxm \
-  fleetspec.io/partition=nvidia-hopper
+  fleetspec.io/partition=nvidia-hopper \
+  fleetspec.io/stack=hopper-cu13 \
+  fleetspec.io/vendor=nvidia
 $KUBECTL label node --overwrite h200-001 \
   fleetspec.io/gpu-model=h200 \
-  fleetspec.io/partition=nvidia-hopper
+  fleetspec.io/partition=nvidia-hopper \
+  fleetspec.io/stack=hopper-cu13 \
+  fleetspec.io/vendor=nvidia
 $KUBECTL label node --overwrite h200-002 \
   fleetspec.io/gpu-model=h200 \
-  fleetspec.io/partition=nvidia-hopper
+  fleetspec.io/partition=nvidia-hopper \
+  fleetspec.io/stack=hopper-cu13 \
+  fleetspec.io/vendor=nvidia
 $KUBECTL label node --overwrite h200-003 \
   fleetspec.io/gpu-model=h200 \
-  fleetspec.io/partition=nvidia-hopper
+  fleetspec.io/partition=nvidia-hopper \
+  fleetspec.io/stack=hopper-cu13 \
+  fleetspec.io/vendor=nvidia
 $KUBECTL label node --overwrite h200-004 \
   fleetspec.io/gpu-model=h200 \
-  fleetspec.io/partition=nvidia-hopper
+  fleetspec.io/partition=nvidia-hopper \
+  fleetspec.io/stack=hopper-cu13 \
+  fleetspec.io/vendor=nvidia

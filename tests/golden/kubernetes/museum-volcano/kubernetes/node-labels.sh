@@ -55,6 +55,7 @@ $KUBECTL label node --overwrite b200-04 \
   fleetspec.io/vendor=nvidia \
   volcano.sh/nodegroup-name=nvidia-blackwell
 $KUBECTL label node --overwrite mi355x-01 \
+  fleetspec.io/amdgpu=30.30.3 \
   fleetspec.io/generation=cdna4 \
   fleetspec.io/gpu-model=mi355x \
   fleetspec.io/leaf=leaf-02 \
@@ -66,6 +67,7 @@ $KUBECTL label node --overwrite mi355x-01 \
   fleetspec.io/vendor=amd \
   volcano.sh/nodegroup-name=amd-cdna4
 $KUBECTL label node --overwrite mi355x-02 \
+  fleetspec.io/amdgpu=30.30.3 \
   fleetspec.io/generation=cdna4 \
   fleetspec.io/gpu-model=mi355x \
   fleetspec.io/leaf=leaf-02 \

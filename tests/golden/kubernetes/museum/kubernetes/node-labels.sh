@@ -51,6 +51,7 @@ $KUBECTL label node --overwrite b200-04 \
   fleetspec.io/stack=blackwell-cu13 \
   fleetspec.io/vendor=nvidia
 $KUBECTL label node --overwrite mi355x-01 \
+  fleetspec.io/amdgpu=30.30.3 \
   fleetspec.io/generation=cdna4 \
   fleetspec.io/gpu-model=mi355x \
   fleetspec.io/leaf=leaf-02 \
@@ -61,6 +62,7 @@ $KUBECTL label node --overwrite mi355x-01 \
   fleetspec.io/stack=cdna4-rocm7 \
   fleetspec.io/vendor=amd
 $KUBECTL label node --overwrite mi355x-02 \
+  fleetspec.io/amdgpu=30.30.3 \
   fleetspec.io/generation=cdna4 \
   fleetspec.io/gpu-model=mi355x \
   fleetspec.io/leaf=leaf-02 \

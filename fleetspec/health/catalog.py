@@ -1,0 +1,168 @@
+"""Fault classes, their default actions and where each default comes from.
+
+Runs on nodes (stdlib only, Python 3.8 syntax): the node check reads these tables to
+classify what it sees, and the fleet side reads them to render the policy, the alert
+rules and docs/health.md. Each default follows the vendor's own guidance, and each
+fault class names the page that guidance is on.
+
+Actions, weakest first: ``none`` (report only), ``quarantine-device`` (stop scheduling
+on one GPU: a DRA device taint where the pool has one; Slurm and device-plugin pools
+cannot take one GPU out of service, so there the node is drained with the device
+named), ``drain`` (the node: running work finishes, nothing new lands), ``drain-reboot``
+(drain, then the node needs a reboot or driver reload before it may return),
+``replace`` (drain and open a hardware ticket: the part must be swapped).
+"""
+
+from typing import Dict, List, NamedTuple
+
+ACTIONS = ("none", "quarantine-device", "drain", "drain-reboot", "replace")
+
+XID_CATALOG = "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
+MEMORY_ERRORS = "https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/index.html"
+PAGE_RETIREMENT = "https://docs.nvidia.com/deploy/dynamic-page-retirement/visibility.html"
+DEVICE_PLUGIN_HEALTH = "https://github.com/NVIDIA/k8s-device-plugin/blob/main/internal/rm/health.go"
+FABRIC_MANAGER = "https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html"
+NVML_RECOVERY = "https://nvidia.github.io/cuda-python/cuda-bindings/latest/module/generated/cuda.bindings.nvml.DeviceGpuRecoveryAction.html"
+IB_SYSFS = "https://www.kernel.org/doc/Documentation/ABI/stable/sysfs-class-infiniband"
+NHC_IB = "https://github.com/mej/nhc/blob/master/scripts/lbnl_hw.nhc"
+NVIDIA_SMI = "https://docs.nvidia.com/deploy/nvidia-smi/index.html"
+AMD_RAS = "https://rocm.docs.amd.com/projects/amdsmi/en/latest/conceptual/ras.html"
+AMD_SMI_CLI = "https://github.com/ROCm/amdsmi/blob/develop/amdsmi_cli/amdsmi_commands.py"
+
+
+class FaultClass(NamedTuple):
+    id: str
+    scope: str  # "device": one GPU/port is sick; "node": the node as a whole
+    default: str  # one of ACTIONS
+    summary: str
+    source: str  # the vendor page the default follows
+
+
+FAULT_CLASSES = (
+    FaultClass("xid-application", "device", "none",
+               "Xid 13, 31, 43, 45, 68, 109: an application fault (bad kernel, bad address, stopped "
+               "channel); the catalog's action is to restart the application, and NVIDIA's device "
+               "plugin does not mark the GPU unhealthy for these", XID_CATALOG + " ; " + DEVICE_PLUGIN_HEALTH),
+    FaultClass("ecc-contained", "device", "none",
+               "Xid 94: a contained uncorrectable ECC error; only the application that touched the "
+               "memory is affected (restart it); the row remap it triggers is its own class",
+               MEMORY_ERRORS),
+    FaultClass("ecc-correctable-rate", "device", "none",
+               "Xid 92: a high single-bit (correctable) ECC error rate; corrected in hardware, "
+               "reported for trend alerts", XID_CATALOG),
+    FaultClass("ecc-uncorrectable", "device", "quarantine-device",
+               "Xid 48 (double-bit ECC), Xid 95 (uncontained ECC), a volatile uncorrectable DRAM "
+               "count, or AMD RAS uncorrectable/deferred ECC: the GPU must be reset before it is "
+               "trusted again", MEMORY_ERRORS + " ; " + AMD_RAS),
+    FaultClass("row-remap-pending", "device", "quarantine-device",
+               "nvidia-smi: remapped rows pending (Xid 63 on Ampere and later): a GPU reset activates "
+               "the remap; until then the bad row stays in use", MEMORY_ERRORS),
+    FaultClass("row-remap-failure", "device", "replace",
+               "nvidia-smi: remapped rows failure (Xid 64): the GPU ran out of spare rows; NVIDIA's "
+               "guidance is to replace the board", MEMORY_ERRORS),
+    FaultClass("page-retirement-pending", "node", "drain-reboot",
+               "nvidia-smi: retired pages pending (Volta and older): the retirement takes effect when "
+               "the driver is reloaded", PAGE_RETIREMENT),
+    FaultClass("gpu-lost", "node", "drain-reboot",
+               "Xid 79 (GPU has fallen off the bus) or fewer GPUs visible than the fleet says: the "
+               "device is gone from PCIe; a reboot (or cold power cycle) is needed to get it back",
+               XID_CATALOG),
+    FaultClass("gpu-reset-required", "device", "quarantine-device",
+               "Xid 154 with recovery action 'GPU Reset Required' (or Xid 119/120 GSP timeouts and "
+               "errors, which the catalog resolves by resetting the GPU)", XID_CATALOG + " ; " + NVML_RECOVERY),
+    FaultClass("node-reboot-required", "node", "drain-reboot",
+               "Xid 154 with recovery action 'Node Reboot Required' or 'Drain and Reset'", NVML_RECOVERY),
+    FaultClass("nvlink-error", "node", "drain-reboot",
+               "Xid 74: an NVLink error; a broken link slows or hangs every collective on the node, "
+               "and the GPUs must be reset together", XID_CATALOG),
+    FaultClass("nvswitch-fatal", "node", "drain-reboot",
+               "SXid marked Fatal from an NVSwitch: the fabric needs a reset (Fabric Manager "
+               "guide: fatal SXids need the GPUs and switches reset)", FABRIC_MANAGER),
+    FaultClass("nvswitch-nonfatal", "node", "none",
+               "SXid marked Non-fatal from an NVSwitch: corrected, reported", FABRIC_MANAGER),
+    FaultClass("fabric-unhealthy", "node", "drain",
+               "nvidia-smi fabric state not Completed or status not Success on an NVLink-fabric GPU: "
+               "the GPU is not part of its NVLink domain", FABRIC_MANAGER),
+    FaultClass("pcie-degraded", "device", "drain",
+               "PCIe link narrower than the link's maximum width or trained below the model's "
+               "generation: host-device bandwidth is cut, and with it every collective that "
+               "stages through the host", NVIDIA_SMI),
+    FaultClass("ib-port-down", "node", "drain",
+               "an InfiniBand port not ACTIVE / LinkUp: the node cannot take part in multi-node "
+               "collectives", IB_SYSFS + " ; " + NHC_IB),
+    FaultClass("ib-link-errors", "node", "drain",
+               "an InfiniBand port's link_downed or link_error_recovery counter rose since the last "
+               "check: a flapping link", IB_SYSFS),
+    FaultClass("probe-failed", "node", "drain",
+               "the GPU tool itself failed or hung (nvidia-smi / amd-smi) on a node that has GPUs",
+               NVIDIA_SMI),
+    FaultClass("xid-unknown", "device", "none",
+               "an Xid this catalog does not know: reported with its number and text, never "
+               "silently ignored; set an action for it once it is understood", XID_CATALOG),
+)
+
+FAULTS = {f.id: f for f in FAULT_CLASSES}  # type: Dict[str, FaultClass]
+
+# Xid number -> fault class (NVIDIA Xid catalog, Ampere and later; 63/64 also mean page
+# retirement on Volta and older, where nvidia-smi's retired_pages section tells it).
+XID_CLASSES = {
+    13: "xid-application",  # Graphics Engine Exception
+    31: "xid-application",  # GPU memory page fault
+    43: "xid-application",  # GPU stopped processing (reset channel verification)
+    45: "xid-application",  # Preemptive cleanup, due to previous errors
+    68: "xid-application",  # NVDEC0 exception
+    109: "xid-application",  # Context switch timeout
+    48: "ecc-uncorrectable",  # DBE
+    63: "row-remap-pending",  # ECC page retirement or row remapping recording event
+    64: "row-remap-failure",  # ECC page retirement or row remapper recording failure
+    74: "nvlink-error",
+    79: "gpu-lost",  # GPU has fallen off the bus
+    92: "ecc-correctable-rate",  # High single-bit ECC error rate
+    94: "ecc-contained",  # Contained ECC error
+    95: "ecc-uncorrectable",  # Uncontained ECC error
+    119: "gpu-reset-required",  # GSP RPC timeout
+    120: "gpu-reset-required",  # GSP error
+}  # type: Dict[int, str]
+
+# Xid 154 carries the driver's recovery action (nvmlDeviceGpuRecoveryAction_t).
+RECOVERY_ACTIONS = (
+    ("gpu reset required", "gpu-reset-required"),
+    ("node reboot required", "node-reboot-required"),
+    ("drain and reset", "node-reboot-required"),
+    ("drain p2p", "nvlink-error"),
+)  # type: Tuple[Tuple[str, str], ...]
+
+# Which checks produce which classes: ``spec.health.checks`` switches them on and off.
+CHECKS = {
+    "kernel-log": ("xid-application", "ecc-contained", "ecc-correctable-rate", "ecc-uncorrectable",
+                   "row-remap-pending", "row-remap-failure", "gpu-lost", "gpu-reset-required",
+                   "node-reboot-required", "nvlink-error", "nvswitch-fatal", "nvswitch-nonfatal",
+                   "xid-unknown"),
+    "gpu-memory": ("ecc-uncorrectable", "row-remap-pending", "row-remap-failure", "page-retirement-pending"),
+    "gpu-count": ("gpu-lost", "probe-failed"),
+    "fabric": ("fabric-unhealthy",),
+    "pcie": ("pcie-degraded",),
+    "infiniband": ("ib-port-down", "ib-link-errors"),
+}  # type: Dict[str, Tuple[str, ...]]
+
+# PCIe generation each model's GPU links at (NVIDIA datasheets: A100 PCIe Gen4; H100,
+# H200 Gen5). Width: every data-centre GPU here is x16, and nvidia-smi's own
+# max_link_width is the reference, so a board in a narrower slot is caught too.
+PCIE_GENERATION = {
+    "a100": 4,
+    "h100-sxm": 5,
+    "h100-pcie": 5,
+    "h200": 5,
+}  # type: Dict[str, int]
+
+
+def default_actions() -> Dict[str, str]:
+    return {f.id: f.default for f in FAULT_CLASSES}
+
+
+def action_rank(action: str) -> int:
+    return ACTIONS.index(action)
+
+
+def strongest(actions: List[str]) -> str:
+    return max(actions, key=action_rank) if actions else "none"

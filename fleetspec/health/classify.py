@@ -1,0 +1,271 @@
+"""Turn what a node's tools say into faults, and faults into one verdict.
+
+Pure functions (no I/O), stdlib only, Python 3.8 syntax: this module runs on nodes
+inside the node check. Inputs are the tools' own output, parsed here:
+
+- the kernel log (``/dev/kmsg`` records or ``dmesg``/journal lines): NVRM Xid lines
+  and NVSwitch SXid lines, in the form the driver prints them (NVIDIA Xid catalog);
+- ``nvidia-smi -q -x``: remapped rows, retired pages, volatile ECC counts, PCIe link
+  generation and width, NVLink fabric state;
+- ``amd-smi metric --ecc --json``: RAS ECC counts per GPU (ROCm 6 prints a list,
+  ROCm 7 ``{"gpu_data": [...]}``);
+- ``/sys/class/infiniband`` as the fact collector reads it, plus the port counters.
+
+A verdict is healthy, degraded (only faults whose action is ``none``: reported) or
+sick; its action is the strongest action among its faults.
+"""
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+from fleetspec.health.catalog import (
+    FAULTS,
+    PCIE_GENERATION,
+    RECOVERY_ACTIONS,
+    XID_CLASSES,
+    default_actions,
+    strongest,
+)
+
+Fault = Dict[str, Any]
+
+# NVRM: Xid (PCI:0000:18:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.
+_XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+)(?:,\s*(.*))?$")
+# nvidia-nvswitch3: SXid (PCI:0000:c3:00.0): 12028, Non-fatal, Link 44 egress non-posted PRIV error
+_SXID = re.compile(r"(nvidia-nvswitch\d*): SXid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+), (Fatal|Non-fatal)[^,]*,?\s*(.*)$",
+                   re.IGNORECASE)
+# /dev/kmsg: "<prio>,<seq>,<usec>,<flags>[,...];<message>"
+_KMSG = re.compile(r"^(\d+),(\d+),(\d+),[^;]*;(.*)$")
+_PID_NAME = re.compile(r"^(?:pid=\S*,\s*)?(?:name=\S*,\s*)?")
+
+
+def _fault(cls: str, device: str, detail: str, source: str) -> Fault:
+    return {"class": cls, "scope": FAULTS[cls].scope, "device": device, "detail": detail, "source": source}
+
+
+# ---------------------------------------------------------------- kernel log
+
+
+def parse_kmsg(text: str) -> List[Tuple[Optional[int], str]]:
+    """(sequence number, message) per record. ``/dev/kmsg`` records carry a sequence
+    number (the cursor for "since the last run"); dmesg/journal lines get None."""
+    records = []  # type: List[Tuple[Optional[int], str]]
+    for line in str(text).splitlines():
+        if not line.strip() or line.startswith(" "):  # kmsg continuation lines (KEY=value)
+            continue
+        match = _KMSG.match(line)
+        if match:
+            records.append((int(match.group(2)), match.group(4)))
+        else:
+            records.append((None, line))
+    return records
+
+
+def kernel_log_faults(messages: Iterable[str]) -> List[Fault]:
+    """Faults from NVRM Xid and NVSwitch SXid lines; one fault per (class, device, Xid)."""
+    faults = []  # type: List[Fault]
+    seen = set()
+    for message in messages:
+        xid = _XID.search(message)
+        if xid:
+            bus, number, rest = xid.group(1), int(xid.group(2)), _PID_NAME.sub("", (xid.group(3) or "").strip())
+            cls = XID_CLASSES.get(number, "xid-unknown")
+            if number == 154:
+                lowered = rest.lower()
+                cls = next((c for text, c in RECOVERY_ACTIONS if "to " in lowered and text in lowered.split("to ", 1)[1]),
+                           "xid-unknown")
+            key = (cls, bus, number)
+            if key not in seen:
+                seen.add(key)
+                faults.append(_fault(cls, bus, ("Xid %d: %s" % (number, rest)).strip().rstrip(":"), "kernel-log"))
+            continue
+        sxid = _SXID.search(message)
+        if sxid:
+            switch, bus, number, severity, rest = sxid.groups()
+            cls = "nvswitch-fatal" if severity.lower() == "fatal" else "nvswitch-nonfatal"
+            key = (cls, bus, int(number))
+            if key not in seen:
+                seen.add(key)
+                faults.append(_fault(cls, "%s %s" % (switch, bus), "SXid %s %s: %s" % (number, severity, rest),
+                                     "kernel-log"))
+    return faults
+
+
+# ---------------------------------------------------------------- nvidia-smi -q -x
+
+
+def _text(node: Optional[ET.Element], path: str) -> Optional[str]:
+    if node is None:
+        return None
+    child = node.find(path)
+    if child is None or child.text is None:
+        return None
+    value = child.text.strip()
+    return None if value in ("", "N/A", "None", "Unknown Error", "[N/A]") else value
+
+
+def _int(value: Optional[str]) -> Optional[int]:
+    match = re.match(r"\s*(\d+)", value or "")
+    return int(match.group(1)) if match else None
+
+
+def parse_gpu_health_xml(text: str) -> Optional[List[Dict[str, Any]]]:
+    """The health-relevant fields of ``nvidia-smi -q -x``, one dict per GPU in index
+    order; None when the text is not nvidia-smi's XML."""
+    raw = re.sub(r"<!DOCTYPE[^>]*>", "", str(text), count=1)
+    try:
+        root = ET.fromstring(raw)
+    except ET.ParseError:
+        return None
+    if root.tag != "nvidia_smi_log":
+        return None
+    gpus = []
+    for index, gpu in enumerate(root.findall("gpu")):
+        link = gpu.find("pci/pci_gpu_link_info")
+        gpus.append({
+            "index": index,
+            "bus_id": gpu.get("id") or _text(gpu, "pci/pci_bus_id") or str(index),
+            "name": _text(gpu, "product_name"),
+            "remap_pending": _text(gpu, "remapped_rows/remapped_row_pending"),
+            "remap_failure": _text(gpu, "remapped_rows/remapped_row_failure"),
+            "retired_pending": _text(gpu, "retired_pages/pending_retirement"),
+            "retired_sbe": _int(_text(gpu, "retired_pages/multiple_single_bit_retirement/retired_count")),
+            "retired_dbe": _int(_text(gpu, "retired_pages/double_bit_retirement/retired_count")),
+            "volatile_dram_uncorrectable": _int(_text(gpu, "ecc_errors/volatile/dram_uncorrectable")),
+            "pcie_gen_current": _int(_text(link, "pcie_gen/current_link_gen")),
+            "pcie_gen_max": _int(_text(link, "pcie_gen/max_link_gen")),
+            "pcie_width_current": _int(_text(link, "link_widths/current_link_width")),
+            "pcie_width_max": _int(_text(link, "link_widths/max_link_width")),
+            "fabric_state": _text(gpu, "fabric/state"),
+            "fabric_status": _text(gpu, "fabric/status"),
+        })
+    return gpus
+
+
+def nvidia_gpu_faults(gpus: List[Dict[str, Any]], model: Optional[str] = None) -> List[Fault]:
+    """Faults from the parsed XML: memory state, PCIe link, NVLink fabric."""
+    faults = []  # type: List[Fault]
+    for gpu in gpus:
+        dev = "GPU %d %s" % (gpu["index"], gpu["bus_id"])
+        if gpu["remap_failure"] == "Yes":
+            faults.append(_fault("row-remap-failure", dev, "remapped rows failure: Yes", "nvidia-smi"))
+        if gpu["remap_pending"] == "Yes":
+            faults.append(_fault("row-remap-pending", dev, "remapped rows pending: Yes (reset the GPU)", "nvidia-smi"))
+        if gpu["retired_pending"] == "Yes":
+            retired = (gpu["retired_sbe"] or 0) + (gpu["retired_dbe"] or 0)
+            faults.append(_fault("page-retirement-pending", dev,
+                                 "retired pages pending: Yes (%d retired; reload the driver)" % retired, "nvidia-smi"))
+        if gpu["volatile_dram_uncorrectable"]:
+            faults.append(_fault("ecc-uncorrectable", dev, "volatile DRAM uncorrectable ECC: %d"
+                                 % gpu["volatile_dram_uncorrectable"], "nvidia-smi"))
+        width, max_width = gpu["pcie_width_current"], gpu["pcie_width_max"]
+        if width is not None and max_width is not None and width < max_width:
+            faults.append(_fault("pcie-degraded", dev, "PCIe link x%d, expected x%d" % (width, max_width), "nvidia-smi"))
+        # The current generation drops at idle to save power; the maximum the link trained
+        # to does not, so that is what is held against the model's generation.
+        want = PCIE_GENERATION.get(model or "")
+        if want is not None and gpu["pcie_gen_max"] is not None and gpu["pcie_gen_max"] < want:
+            faults.append(_fault("pcie-degraded", dev, "PCIe link trained at Gen%d, %s links at Gen%d"
+                                 % (gpu["pcie_gen_max"], model, want), "nvidia-smi"))
+        state, status = gpu["fabric_state"], gpu["fabric_status"]
+        if state is not None and (state != "Completed" or (status is not None and status != "Success")):
+            faults.append(_fault("fabric-unhealthy", dev, "fabric state %s, status %s" % (state, status), "nvidia-smi"))
+    return faults
+
+
+# ---------------------------------------------------------------- amd-smi
+
+
+def parse_amd_ecc_json(text: str) -> Optional[List[Dict[str, Any]]]:
+    """``amd-smi metric --ecc --json``: [{gpu, correctable, uncorrectable, deferred}]."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    entries = data.get("gpu_data") if isinstance(data, dict) else data
+    if not isinstance(entries, list):
+        return None
+    out = []
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("ecc"), dict):
+            continue
+        ecc = entry["ecc"]
+        out.append({"gpu": entry.get("gpu"), "correctable": _count(ecc, "total_correctable_count"),
+                    "uncorrectable": _count(ecc, "total_uncorrectable_count"),
+                    "deferred": _count(ecc, "total_deferred_count")})
+    return out
+
+
+def _count(ecc: Dict[str, Any], key: str) -> Optional[int]:
+    """An amd-smi count: an int, or "N/A" where the GPU does not report it."""
+    value = ecc.get(key)
+    return value if isinstance(value, int) else _int(value if isinstance(value, str) else None)
+
+
+def amd_gpu_faults(gpus: List[Dict[str, Any]]) -> List[Fault]:
+    faults = []  # type: List[Fault]
+    for gpu in gpus:
+        bad = (gpu["uncorrectable"] or 0) + (gpu["deferred"] or 0)
+        if bad:
+            faults.append(_fault("ecc-uncorrectable", "GPU %s" % gpu["gpu"],
+                                 "RAS ECC uncorrectable %s, deferred %s" % (gpu["uncorrectable"], gpu["deferred"]),
+                                 "amd-smi"))
+    return faults
+
+
+# ---------------------------------------------------------------- InfiniBand
+
+
+def infiniband_faults(devices: List[Dict[str, Any]], counters: Dict[str, Dict[str, int]],
+                      before: Dict[str, Dict[str, int]]) -> List[Fault]:
+    """Ports with an InfiniBand link layer that are not ACTIVE/LinkUp, and ports whose
+    link_downed or link_error_recovery counter rose since ``before`` (the last run)."""
+    faults = []  # type: List[Fault]
+    for device in devices:
+        for port in device.get("ports", []):
+            if (port.get("link_layer") or "InfiniBand") != "InfiniBand":
+                continue  # RoCE/Ethernet ports are the network's business
+            name = "%s/%s" % (device["device"], port["port"])
+            if port.get("state") != "ACTIVE" or port.get("phys_state") not in (None, "LinkUp"):
+                faults.append(_fault("ib-port-down", name, "port %s, physical %s"
+                                     % (port.get("state"), port.get("phys_state")), "sysfs"))
+            now, then = counters.get(name, {}), before.get(name, {})
+            rose = ["%s +%d" % (k, now[k] - then[k]) for k in ("link_downed", "link_error_recovery")
+                    if k in now and k in then and now[k] > then[k]]
+            if rose:
+                faults.append(_fault("ib-link-errors", name, ", ".join(rose), "sysfs"))
+    return faults
+
+
+# ---------------------------------------------------------------- verdict
+
+
+def verdict(node: str, faults: List[Fault], actions: Optional[Dict[str, str]] = None,
+            errors: Optional[List[str]] = None) -> Dict[str, Any]:
+    """One node's verdict: every fault with its action under ``actions`` (the policy;
+    the catalog's defaults where it says nothing), the strongest action, the status."""
+    policy = dict(default_actions())
+    policy.update(actions or {})
+    resolved = []
+    for fault in faults:
+        item = dict(fault)
+        item["action"] = policy.get(fault["class"], "none")
+        resolved.append(item)
+    resolved.sort(key=lambda f: (f["class"], f["device"], f["detail"]))
+    action = strongest([f["action"] for f in resolved])
+    status = "sick" if action != "none" else ("degraded" if resolved else "healthy")
+    return {"node": node, "status": status, "action": action, "faults": resolved, "errors": list(errors or [])}
+
+
+def reason(result: Dict[str, Any], limit: int = 200) -> str:
+    """The drain reason, in the form NHC uses ("<leader>: <check>: <message>"): the
+    strongest fault first, the count of the others after it."""
+    acting = [f for f in result["faults"] if f["action"] == result["action"]]
+    first = acting[0] if acting else {"class": "none", "device": "", "detail": ""}
+    text = "%s %s: %s %s" % (result["action"], first["class"], first["device"], first["detail"])
+    others = len([f for f in result["faults"] if f["action"] != "none"]) - 1
+    if others > 0:
+        text += " (+%d more)" % others
+    return text[:limit]

@@ -1,0 +1,83 @@
+"""``fleetspec health``: one Typer command function; fleetspec/cli.py registers it.
+
+Thin: compile the spec, gather the verdicts one way (``fleet``), print, pick the exit
+code (0: no node needs an action; 1: a node is quarantined, gave no verdict, or the
+verdicts could not be gathered).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from fleetspec.console import consoles
+from fleetspec.health.fleet import HealthError, from_dir, from_inventory, from_lab, to_json, to_junit, to_text
+from fleetspec.verify.cli import _compile
+
+
+class HealthFormat(str, Enum):
+    table = "table"
+    json = "json"
+
+
+def health(
+    spec: Annotated[Path, typer.Argument(help="the fleet spec (YAML)", show_default=False)],
+    facts: Annotated[Path | None, typer.Option("--facts", help="offline: a directory of <hostname>.json verdicts "
+                                               "(the node check's --format json)", file_okay=False)] = None,
+    inventory: Annotated[Path | None, typer.Option("--inventory", "-i", help="run the node check on the "
+                                                   "inventory's nodes through Ansible")] = None,
+    lab: Annotated[Path | None, typer.Option("--lab", help="the lab made by 'fleetspec lab up'",
+                                             file_okay=False)] = None,
+    forks: Annotated[int, typer.Option("--forks", help="nodes checked in parallel", min=1)] = 20,
+    format: Annotated[HealthFormat, typer.Option("--format", help="table or json")] = HealthFormat.table,
+    junit: Annotated[Path | None, typer.Option("--junit", help="also write a JUnit XML report to this file",
+                                               dir_okay=False)] = None,
+    remediate: Annotated[bool, typer.Option("--remediate", help="cordon and drain (kubectl, the Eviction API) "
+                                            "Kubernetes-owned nodes that need an action; uncordon the ones this "
+                                            "cordoned once they pass")] = False,
+) -> None:
+    """Every node's health verdict and the action it calls for: exit 0 when none needs one, 1 otherwise."""
+    out, err = consoles()
+    chosen = [n for n, on in (("--facts", facts), ("--inventory", inventory), ("--lab", lab)) if on is not None]
+    if len(chosen) != 1:
+        err.print("give exactly one of --facts DIR, --inventory FILE or --lab DIR"
+                  + (f" (got {' and '.join(chosen)})" if chosen else ""), markup=False)
+        raise typer.Exit(1)
+    fleet = _compile(spec, err)
+    try:
+        if facts is not None:
+            result = from_dir(fleet, facts)
+        elif lab is not None:
+            result = from_lab(fleet, lab, forks)
+        else:
+            assert inventory is not None
+            result = from_inventory(fleet, inventory, forks=forks)
+    except HealthError as exc:
+        err.print(f"error: {exc}", markup=False)
+        raise typer.Exit(1) from None
+    if format is HealthFormat.json:
+        sys.stdout.write(json.dumps(to_json(result), indent=2) + "\n")
+    else:
+        sys.stdout.write(to_text(result))
+    if remediate:
+        from fleetspec.apply.control import ControlError, local_runner
+        from fleetspec.health.remediate import remediate_kubernetes
+
+        try:
+            for remedy in remediate_kubernetes(fleet, result, local_runner(timeout=3600)):
+                err.print(f"{remedy.node}: {remedy.done}", markup=False)
+        except ControlError as exc:
+            err.print(f"error: {exc}", markup=False)
+            raise typer.Exit(1) from None
+    if junit is not None:
+        try:
+            junit.write_text(to_junit(result))
+        except OSError as exc:
+            err.print(f"error: cannot write {junit}: {exc.strerror}", markup=False)
+            raise typer.Exit(1) from None
+    raise typer.Exit(0 if result.healthy else 1)

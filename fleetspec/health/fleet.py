@@ -1,0 +1,188 @@
+"""The fleet's health: every node's verdict, gathered the way verify gathers facts.
+
+``--facts DIR``: ``<hostname>.json`` files as the node check printed them (``--format
+json``). ``--inventory``/``--lab``: the node check, installed on every node by the
+``fleet_health`` role, run once per node through Ansible (one round trip, ``forks`` at a
+time). A node that gave no verdict is ``unknown`` with the reason: never healthy by
+default. Reports: a table, JSON, JUnit (one test case per node; sick is a failure).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree as ET
+
+from fleetspec.compile.ir import Fleet
+from fleetspec.render.health import CONFIG_PATH, LIB_DIR
+
+NODE_COMMAND = f"PYTHONPATH={LIB_DIR} python3 -s -m fleetspec.health.node_check --config {CONFIG_PATH} --format json"
+STATUS_ORDER = ("sick", "unknown", "degraded", "healthy")
+
+
+class HealthError(RuntimeError):
+    """The verdicts could not be gathered at all."""
+
+
+@dataclass
+class FleetHealth:
+    fleet: str
+    verdicts: dict[str, dict[str, Any]]  # hostname -> the node check's verdict
+    unknown: dict[str, str] = field(default_factory=dict)  # hostname -> why there is no verdict
+
+    @property
+    def quarantined(self) -> dict[str, dict[str, Any]]:
+        """Nodes whose verdict acts (any action but ``none``): never a rollout canary."""
+        return {h: v for h, v in self.verdicts.items() if v.get("action", "none") != "none"}
+
+    @property
+    def healthy(self) -> bool:
+        return not self.quarantined and not self.unknown
+
+    def rows(self) -> list[dict[str, Any]]:
+        rows = [{"node": h, "status": v.get("status", "unknown"), "action": v.get("action", "none"),
+                 "faults": v.get("faults", []), "errors": v.get("errors", [])} for h, v in self.verdicts.items()]
+        rows += [{"node": h, "status": "unknown", "action": "none", "faults": [], "errors": [why]}
+                 for h, why in self.unknown.items()]
+        return sorted(rows, key=lambda r: (STATUS_ORDER.index(r["status"]) if r["status"] in STATUS_ORDER else 9,
+                                           r["node"]))
+
+
+def from_dir(fleet: Fleet, directory: Path) -> FleetHealth:
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise HealthError(f"{directory}: not a directory of <hostname>.json verdicts")
+    verdicts: dict[str, dict[str, Any]] = {}
+    unknown: dict[str, str] = {}
+    for path in sorted(directory.glob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            unknown[path.stem] = f"{path}: unreadable verdict ({exc})"
+            continue
+        if not isinstance(data, dict) or "status" not in data:
+            unknown[path.stem] = f"{path}: not a node check verdict (no status)"
+            continue
+        verdicts[path.stem] = data
+    return _against_fleet(fleet, verdicts, unknown, [n.hostname for n in fleet.nodes], strict=False)
+
+
+def from_inventory(fleet: Fleet, inventory: Path | list[Path], hosts: list[str] | None = None,
+                   forks: int = 20) -> FleetHealth:
+    hosts = hosts if hosts is not None else [n.hostname for n in fleet.nodes]
+    verdicts, unknown = _run_on_nodes(inventory, hosts, forks)
+    return _against_fleet(fleet, verdicts, unknown, hosts, strict=True)
+
+
+def from_lab(fleet: Fleet, lab_dir: Path, forks: int = 20) -> FleetHealth:
+    from fleetspec.lab.fleet import LabHandle, LabSetupError
+
+    try:
+        handle = LabHandle.load(lab_dir)
+    except LabSetupError as exc:
+        raise HealthError(str(exc)) from None
+    return from_inventory(fleet, handle.inventory_overlay, [h for h in handle.hosts if fleet.node(h)], forks)
+
+
+def _against_fleet(fleet: Fleet, verdicts: dict, unknown: dict, hosts: list[str], strict: bool) -> FleetHealth:
+    for host in list(verdicts) + list(unknown):
+        if fleet.node(host) is None:
+            unknown[host] = f"{host} is not a node of fleet {fleet.name!r}"
+            verdicts.pop(host, None)
+    if strict:
+        for host in hosts:
+            if host not in verdicts and host not in unknown:
+                unknown[host] = "no verdict (not in the inventory, or Ansible skipped it)"
+    return FleetHealth(fleet.name, dict(sorted(verdicts.items())), dict(sorted(unknown.items())))
+
+
+def _run_on_nodes(inventory: Path | list[Path], hosts: list[str], forks: int) -> tuple[dict, dict]:
+    try:
+        import ansible_runner
+    except ImportError:
+        raise HealthError("health over an inventory needs ansible-runner: pip install 'fleetspec[ansible]'") from None
+    inventories = [Path(p) for p in (inventory if isinstance(inventory, list) else [inventory])]
+    for path in inventories:
+        if not path.exists():
+            raise HealthError(f"{path}: no such inventory")
+    with tempfile.TemporaryDirectory(prefix="fleetspec-health-") as private:
+        result = ansible_runner.run(private_data_dir=private, inventory=[str(p.resolve()) for p in inventories],
+                                    host_pattern=":".join(hosts), module="ansible.builtin.shell",
+                                    module_args=NODE_COMMAND, forks=max(1, forks), quiet=True)
+        verdicts, unknown = events_to_verdicts(result.events)
+    return verdicts, unknown
+
+
+def events_to_verdicts(events: Any) -> tuple[dict, dict]:
+    """The node check exits 1 on a sick node: Ansible calls that failed, the JSON is still the verdict."""
+    verdicts: dict[str, dict] = {}
+    unknown: dict[str, str] = {}
+    for event in events:
+        data = event.get("event_data", {})
+        host, res = data.get("host"), data.get("res") or {}
+        if host is None or event.get("event") not in ("runner_on_ok", "runner_on_failed", "runner_on_unreachable"):
+            continue
+        try:
+            verdict = json.loads(res.get("stdout", ""))
+        except json.JSONDecodeError:
+            verdict = None
+        if isinstance(verdict, dict) and "status" in verdict:
+            verdicts[host] = verdict
+        else:
+            tail = str(res.get("stderr") or res.get("msg") or "no output").strip().splitlines() or ["no output"]
+            unknown[host] = f"the node check gave no verdict: {tail[-1]} ({shlex.quote(NODE_COMMAND)})"
+    return verdicts, unknown
+
+
+def quarantined_from_report(report: dict[str, Any]) -> dict[str, str]:
+    """{node: "<action> <fault class>"} for every node a health report says needs an action."""
+    if not isinstance(report, dict) or not isinstance(report.get("nodes"), list):
+        raise ValueError("no 'nodes' list")
+    out = {}
+    for row in report["nodes"]:
+        if row.get("action", "none") != "none":
+            first = next((f for f in row.get("faults", []) if f.get("action") == row["action"]), {})
+            out[row["node"]] = f"{row['action']} {first.get('class', '')}".strip()
+    return out
+
+
+# ---------------------------------------------------------------- reports
+
+
+def to_json(health: FleetHealth) -> dict[str, Any]:
+    return {"fleet": health.fleet, "healthy": health.healthy, "quarantined": sorted(health.quarantined),
+            "nodes": health.rows()}
+
+
+def to_text(health: FleetHealth) -> str:
+    lines = [f"{'NODE':<20} {'STATUS':<9} {'ACTION':<18} FAULTS"]
+    for row in health.rows():
+        faults = "; ".join(f"{f['class']} {f['device']}: {f['detail']}" for f in row["faults"]) or "-"
+        if row["errors"] and row["status"] == "unknown":
+            faults = row["errors"][0]
+        lines.append(f"{row['node']:<20} {row['status']:<9} {row['action']:<18} {faults}")
+    q = health.quarantined
+    lines.append(f"{len(health.verdicts) + len(health.unknown)} nodes: {len(q)} quarantined"
+                 f"{' (' + ', '.join(sorted(q)) + ')' if q else ''}, {len(health.unknown)} without a verdict")
+    return "\n".join(lines) + "\n"
+
+
+def to_junit(health: FleetHealth) -> str:
+    rows = health.rows()
+    suite = ET.Element("testsuite", name=f"fleetspec-health-{health.fleet}", tests=str(len(rows)),
+                       failures=str(sum(r["action"] != "none" for r in rows)),
+                       errors=str(sum(r["status"] == "unknown" for r in rows)))
+    for row in rows:
+        case = ET.SubElement(suite, "testcase", classname=f"health.{health.fleet}", name=row["node"])
+        detail = "\n".join(f"{f['action']} {f['class']} {f['device']}: {f['detail']}" for f in row["faults"])
+        if row["status"] == "unknown":
+            ET.SubElement(case, "error", message="; ".join(row["errors"]) or "no verdict")
+        elif row["action"] != "none":
+            ET.SubElement(case, "failure", message=f"{row['action']}: {row['faults'][0]['class']}").text = detail
+        elif detail:
+            ET.SubElement(case, "system-out").text = detail
+    return ET.tostring(suite, encoding="unicode") + "\n"

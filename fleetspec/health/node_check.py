@@ -1,0 +1,326 @@
+"""The node check: read this node's health, print a verdict, act through its owner.
+
+Installed on every node by the ``fleet_health`` role (with the fact collector it
+builds on) and run by Slurm as ``HealthCheckProgram`` or by hand::
+
+    python3 -m fleetspec.health.node_check --config /etc/fleetspec/health.json [--slurm]
+
+Stdlib only, Python 3.8 syntax. What it reads, each through ``--root`` so fixtures can
+stand in for a node:
+
+- the kernel log since its last run (``/dev/kmsg`` records after the sequence number it
+  saw last; Xid/SXid faults stay latched until the node reboots, since the log line
+  that reported them is never printed again, or until ``--clear``);
+- ``nvidia-smi -q -x`` (memory, PCIe, fabric) and ``amd-smi metric --ecc --json``;
+- ``/sys/class/infiniband`` ports and their error counters.
+
+With ``--slurm`` it drains the node with a reason naming the fault, in the form LBNL
+NHC uses (``fleetspec-health: <action> <class>: <device> <detail>``), and resumes the
+node only when it is drained with a reason this program wrote: an operator's drain is
+never touched (NHC's node-mark-online does the same).
+
+Exit status: 0 healthy or degraded (faults whose action is ``none``), 1 sick, 2 when the
+check itself could not run (bad config).
+"""
+
+import argparse
+import errno
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+from typing import Any, Dict, List, Optional, Tuple
+
+from fleetspec.health.catalog import CHECKS
+from fleetspec.health.classify import (
+    Fault,
+    amd_gpu_faults,
+    infiniband_faults,
+    kernel_log_faults,
+    nvidia_gpu_faults,
+    parse_amd_ecc_json,
+    parse_gpu_health_xml,
+    parse_kmsg,
+    reason,
+    verdict,
+)
+from fleetspec.spec.hostlist import expand
+from fleetspec.verify.collector import Host, parse_infiniband_sysfs
+
+LEADER = "fleetspec-health:"
+STATE_FILE = "/var/lib/fleetspec/health/state.json"
+KMSG = "/dev/kmsg"
+IB_COUNTERS = ("link_downed", "link_error_recovery", "symbol_error", "port_rcv_errors")
+
+
+class ConfigError(Exception):
+    pass
+
+
+# ---------------------------------------------------------------- configuration
+
+
+def load_config(path: str) -> Dict[str, Any]:
+    try:
+        with open(path) as handle:
+            config = json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise ConfigError("%s: %s" % (path, exc)) from None
+    if not isinstance(config, dict) or config.get("schema") != "fleetspec.io/health/v1":
+        raise ConfigError("%s: not a fleetspec health config (schema fleetspec.io/health/v1)" % path)
+    return config
+
+
+def expectation(config: Dict[str, Any], node: str) -> Dict[str, Any]:
+    """What the fleet says this node has (vendor, model, GPU count, fabric)."""
+    for group in config.get("nodes", []):
+        if node in expand(group["hosts"]):
+            return group
+    return {}
+
+
+def node_name(explicit: Optional[str]) -> str:
+    # slurmd sets SLURMD_NODENAME for HealthCheckProgram (several slurmd may share a host).
+    return explicit or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+
+
+# ---------------------------------------------------------------- reading the node
+
+
+def read_kernel_log(host: Host) -> Tuple[Optional[str], Optional[str]]:
+    """(text, error). The real /dev/kmsg is read non-blocking, one record per read."""
+    path = host.path(KMSG)
+    if host.root != "/":
+        text = host.read(KMSG, limit=64 << 20)
+        return (text, None) if text is not None else (None, "%s: absent" % KMSG)
+    records = []
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        return None, "%s: %s" % (KMSG, exc.strerror)
+    try:
+        while True:
+            try:
+                chunk = os.read(fd, 8192)
+            except OSError as exc:
+                if exc.errno == errno.EPIPE:  # overwritten while we read: continue with the next
+                    continue
+                if exc.errno == errno.EAGAIN:
+                    break
+                raise
+            if not chunk:
+                break
+            records.append(chunk.decode("utf-8", "replace").rstrip("\n"))
+    finally:
+        os.close(fd)
+    return "\n".join(records), None
+
+
+def ib_counters(host: Host) -> Dict[str, Dict[str, int]]:
+    out = {}  # type: Dict[str, Dict[str, int]]
+    for device in host.listdir("/sys/class/infiniband"):
+        for port in host.listdir("/sys/class/infiniband/%s/ports" % device):
+            values = {}
+            for name in IB_COUNTERS:
+                text = host.read("/sys/class/infiniband/%s/ports/%s/counters/%s" % (device, port, name))
+                if text is not None and text.strip().isdigit():
+                    values[name] = int(text.strip())
+            out["%s/%s" % (device, port)] = values
+    return out
+
+
+def _nvidia_smi(host: Host) -> List[str]:
+    if host.which("nvidia-smi") is None and os.path.exists("/run/nvidia/driver/usr/bin/nvidia-smi"):
+        return ["/run/nvidia/driver/usr/bin/nvidia-smi"]
+    return ["nvidia-smi"]
+
+
+def gpu_faults(host: Host, expect: Dict[str, Any], errors: List[str]) -> List[Fault]:
+    vendor, want = expect.get("vendor"), expect.get("gpus")
+    faults = []  # type: List[Fault]
+    if vendor in ("nvidia", None):
+        argv = _nvidia_smi(host) + ["-q", "-x"]
+        result = host.run(argv, timeout=30)
+        gpus = parse_gpu_health_xml(result.stdout) if result.ok else None
+        if gpus is not None:
+            faults += nvidia_gpu_faults(gpus, expect.get("model"))
+            if want and len(gpus) < want:
+                faults.append({"class": "gpu-lost", "scope": "node", "device": "node",
+                               "detail": "nvidia-smi lists %d of %d GPUs" % (len(gpus), want), "source": "nvidia-smi"})
+        elif vendor == "nvidia":
+            faults.append({"class": "probe-failed", "scope": "node", "device": "nvidia-smi",
+                           "detail": result.describe(argv)[:150], "source": "nvidia-smi"})
+        elif result.state in ("failed", "timeout"):
+            errors.append(result.describe(argv)[:200])
+    if vendor in ("amd", None):
+        argv = ["amd-smi", "metric", "--ecc", "--json"]
+        result = host.run(argv, timeout=30)
+        gpus = parse_amd_ecc_json(result.stdout) if result.ok else None
+        if gpus is not None:
+            faults += amd_gpu_faults(gpus)
+            if want and len(gpus) < want:
+                faults.append({"class": "gpu-lost", "scope": "node", "device": "node",
+                               "detail": "amd-smi lists %d of %d GPUs" % (len(gpus), want), "source": "amd-smi"})
+        elif vendor == "amd":
+            faults.append({"class": "probe-failed", "scope": "node", "device": "amd-smi",
+                           "detail": result.describe(argv)[:150], "source": "amd-smi"})
+        elif result.state in ("failed", "timeout"):
+            errors.append(result.describe(argv)[:200])
+    return faults
+
+
+# ---------------------------------------------------------------- the check
+
+
+def run_check(config: Dict[str, Any], node: str, host: Host, clear: bool = False) -> Dict[str, Any]:
+    """Read the node, update the state file (kernel-log cursor, latched faults, IB
+    counters), and return the verdict."""
+    expect = expectation(config, node)
+    enabled = set()
+    for check in config.get("checks", list(CHECKS)):
+        enabled.update(CHECKS.get(check, ()))
+    errors = []  # type: List[str]
+    state_path = host.path(STATE_FILE)
+    state = _load_state(state_path)
+    boot_id = (host.read("/proc/sys/kernel/random/boot_id") or "").strip() or None
+    if state.get("boot_id") != boot_id:  # a reboot: a fresh kernel log, nothing latched
+        state = {"boot_id": boot_id, "kmsg_seq": -1, "latched": [], "ib": {}}
+    if clear:  # the operator repaired what was latched; the log cursor stays where it is
+        state["latched"] = []
+
+    faults = []  # type: List[Fault]
+    if "kernel-log" in config.get("checks", list(CHECKS)):
+        text, error = read_kernel_log(host)
+        if error:
+            errors.append(error)
+        records = parse_kmsg(text or "")
+        new = [msg for seq, msg in records if seq is None or seq > state["kmsg_seq"]]
+        seqs = [seq for seq, _ in records if seq is not None]
+        if seqs:
+            state["kmsg_seq"] = max(seqs)
+        latched = state["latched"] + [f for f in kernel_log_faults(new) if f not in state["latched"]]
+        state["latched"] = latched
+        faults += latched
+    if "gpu-memory" in config.get("checks", list(CHECKS)) or "gpu-count" in config.get("checks", list(CHECKS)):
+        faults += gpu_faults(host, expect, errors)
+    if "infiniband" in config.get("checks", list(CHECKS)):
+        base = host.path("/sys/class/infiniband")
+        devices = parse_infiniband_sysfs(base) if os.path.isdir(base) else []
+        counters = ib_counters(host)
+        if expect.get("fabric") == "infiniband" and not devices:
+            faults.append({"class": "ib-port-down", "scope": "node", "device": "node",
+                           "detail": "no InfiniBand device on a node of an InfiniBand fabric", "source": "sysfs"})
+        faults += infiniband_faults(devices, counters, state.get("ib", {}))
+        state["ib"] = counters
+    faults = [f for f in faults if f["class"] in enabled]
+    _save_state(state_path, state, errors)
+    return verdict(node, faults, config.get("actions"), errors)
+
+
+def _load_state(path: str) -> Dict[str, Any]:
+    try:
+        with open(path) as handle:
+            state = json.load(handle)
+        return state if isinstance(state, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _save_state(path: str, state: Dict[str, Any], errors: List[str]) -> None:
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = path + ".tmp"
+        with open(tmp, "w") as handle:
+            json.dump(state, handle, sort_keys=True)
+        os.replace(tmp, path)
+    except OSError as exc:
+        errors.append("state %s: %s" % (path, exc.strerror))
+
+
+# ---------------------------------------------------------------- Slurm
+
+
+def slurm_node(scontrol: str, node: str) -> Tuple[List[str], str]:
+    """(state flags, reason) of ``node`` as slurmctld sees it."""
+    done = subprocess.run([scontrol, "-o", "show", "node", node], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          stdin=subprocess.DEVNULL, timeout=30)
+    text = done.stdout.decode("utf-8", "replace")
+    if done.returncode != 0:
+        raise RuntimeError("scontrol show node %s: %s" % (node, done.stderr.decode("utf-8", "replace").strip()))
+    state = re.search(r"\bState=(\S+)", text)
+    found = re.search(r"\bReason=(.*?)(?: \[[^\]]*\])?\s*$", text)
+    return (state.group(1).upper().split("+") if state else []), (found.group(1) if found else "")
+
+
+def slurm_act(result: Dict[str, Any], scontrol: str = "scontrol") -> str:
+    """Drain or resume the node through slurmctld; returns what was done."""
+    node = result["node"]
+    flags, current = slurm_node(scontrol, node)
+    drained = any(f in ("DRAIN", "DRAINED", "DRAINING") for f in flags)
+    ours = current.startswith(LEADER)
+    if result["action"] != "none":
+        wanted = "%s %s" % (LEADER, reason(result))
+        if drained and not ours:
+            return "left drained by someone else (%s)" % current
+        if drained and current == wanted:
+            return "already drained: %s" % wanted
+        _scontrol(scontrol, "update", "NodeName=%s" % node, "State=DRAIN", "Reason=%s" % wanted)
+        return "drained: %s" % wanted
+    if drained and ours:
+        _scontrol(scontrol, "update", "NodeName=%s" % node, "State=RESUME")
+        return "resumed (was: %s)" % current
+    return "nothing to do"
+
+
+def _scontrol(scontrol: str, *args: str) -> None:
+    done = subprocess.run([scontrol] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          stdin=subprocess.DEVNULL, timeout=30)
+    if done.returncode != 0:
+        raise RuntimeError("scontrol %s: %s" % (" ".join(args), done.stderr.decode("utf-8", "replace").strip()))
+
+
+# ---------------------------------------------------------------- output
+
+
+def render_text(result: Dict[str, Any]) -> str:
+    lines = ["%s: %s (action: %s)" % (result["node"], result["status"], result["action"])]
+    for fault in result["faults"]:
+        lines.append("  %-18s %-24s %s: %s [%s]" % (fault["action"], fault["class"], fault["device"],
+                                                   fault["detail"], fault["source"]))
+    lines += ["  error: %s" % e for e in result["errors"]]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description="Check this GPU node's health and print a verdict.")
+    parser.add_argument("--config", default="/etc/fleetspec/health.json")
+    parser.add_argument("--root", default="/", help="read the node relative to this directory (fixtures)")
+    parser.add_argument("--node", help="the node's name (default: $SLURMD_NODENAME, else the hostname)")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--slurm", action="store_true", help="drain/resume the node through slurmctld")
+    parser.add_argument("--scontrol", default="scontrol")
+    parser.add_argument("--clear", action="store_true", help="forget latched kernel-log faults (after a repair)")
+    args = parser.parse_args(argv)
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        sys.stderr.write("fleetspec-health: %s\n" % exc)
+        return 2
+    host = Host(args.root)
+    result = run_check(config, node_name(args.node), host, clear=args.clear)
+    if args.slurm:
+        try:
+            result["slurm"] = slurm_act(result, args.scontrol)
+        except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+            result["errors"].append("slurm: %s" % exc)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    else:
+        sys.stdout.write(render_text(result) + ("  slurm: %s\n" % result["slurm"] if "slurm" in result else ""))
+    return 1 if result["status"] == "sick" else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

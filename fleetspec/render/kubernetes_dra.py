@@ -1,0 +1,161 @@
+"""Dynamic Resource Allocation for NVIDIA GPUs: ``kubernetes.dra`` (Kubernetes 1.34+).
+
+``resource.k8s.io/v1`` is GA from Kubernetes 1.34 (KEP-4381; kubernetes.io blog
+"Kubernetes v1.34: DRA has graduated to GA"); the ``dra-needs-k8s-1.34`` rule refuses it below.
+
+* **NVIDIA's DRA driver for GPUs** (kubernetes-sigs/dra-driver-nvidia-gpu, chart
+  ``dra-driver-nvidia-gpu``, values in tests/data/crds/nvidia-dra-driver-gpu) is installed
+  and pinned, after the GPU Operator (its driver container is the driver root), on the
+  Kubernetes-owned NVIDIA partitions only (``kubeletPlugin.affinity``; never on Slinky's
+  Slurm-owned hosts).
+* **ComputeDomains** (multi-node NVLink, IMEX channels) are on when Kubernetes owns an
+  NVLink-domain rack (GB200 NVL72). A ComputeDomain belongs to one workload, so fleetspec
+  writes an example per tenant and NVLink partition (``kubernetes/examples``), not a
+  standing object.
+* **``dra.gpus: true``** moves GPU allocation from the device plugin to DRA, for all
+  Kubernetes-owned NVIDIA GPUs at once (one allocator per device: those nodes carry
+  ``nvidia.com/gpu.deploy.device-plugin=false``, so the GPU Operator runs no device plugin
+  there): a ``DeviceClass`` per NVIDIA
+  partition selecting the driver's devices by type, architecture and product name (the
+  model: nvidia-smi's names from the catalog), and in every tenant
+  namespace a ``ResourceClaimTemplate`` per partition the tenant has quota on, claiming the
+  GPUs of one node. Kueue counts those claims as ``nvidia.com/gpu`` against the same
+  ClusterQueues (``resources.deviceClassMappings``, Kueue 0.18+: the ``quota-engine-coverage``
+  rule refuses DRA GPUs under an engine whose quota cannot count them).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fleetspec.compile.ir import Fleet, Partition
+from fleetspec.render import kubernetes as k8s
+
+DRA_CHART = "oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu"
+DRA_NAMESPACE = "dra-driver-nvidia-gpu"  # the namespace the driver's docs install into
+GPU_DRIVER = "gpu.nvidia.com"  # the kubelet plugin's driver name (deviceinfo.go attributes)
+RESOURCE_API = "resource.k8s.io/v1"
+# The GPU Operator's per-node operand switch (its operands' nodeSelectors read these labels).
+DEVICE_PLUGIN_LABEL = "nvidia.com/gpu.deploy.device-plugin"
+# The ``architecture`` attribute: go-nvlib's GetArchitectureAsString (NVIDIA/go-nvlib
+# pkg/nvlib/device/device.go), which the driver publishes; fleetspec generation -> that name.
+ARCHITECTURE = {"volta": "Volta", "turing": "Turing", "ampere": "Ampere", "ada": "Ada Lovelace",
+                "hopper": "Hopper", "blackwell": "Blackwell"}
+# The driver root: the GPU Operator's driver container, or the host's own driver.
+DRIVER_ROOT = {"operator": "/run/nvidia/driver", "host": "/"}
+
+
+def nvl_partitions(fleet: Fleet) -> tuple[str, ...]:
+    """Kubernetes-owned NVIDIA partitions with nodes in an NVLink-domain rack."""
+    nvl = {n.partition for n in k8s.kubernetes_nodes(fleet)
+           if n.nvlink_domain and n.gpu.vendor == "nvidia"}
+    return tuple(sorted(nvl))
+
+
+def dra_gpu_partitions(fleet: Fleet) -> tuple[Partition, ...]:
+    cfg = fleet.kubernetes
+    if cfg is None or not cfg.dra_nvidia_version or not cfg.dra_gpus:
+        return ()
+    return tuple(p for p in k8s.kubernetes_partitions(fleet) if p.vendor == "nvidia")
+
+
+def with_dra_labels(fleet: Fleet, labels: tuple[k8s.NodeLabels, ...]) -> tuple[k8s.NodeLabels, ...]:
+    """With DRA allocating GPUs, the Kubernetes-owned NVIDIA nodes carry the GPU Operator's
+    operand label ``nvidia.com/gpu.deploy.device-plugin=false``: no device plugin there, one
+    allocator per device. Per node, not ``devicePlugin.enabled: false``, because Slinky's
+    slurmd pods on the Slurm-owned hosts still take their GPUs from the device plugin."""
+    if not dra_gpu_partitions(fleet):
+        return labels
+    nvidia = {n.hostname for n in k8s.kubernetes_nodes(fleet) if n.gpu.vendor == "nvidia"}
+    return tuple(
+        k8s.NodeLabels(n.hostname, dict(sorted({**n.labels, DEVICE_PLUGIN_LABEL: "false"}.items())))
+        if n.hostname in nvidia else n for n in labels)
+
+
+def kueue_device_class_mappings(fleet: Fleet) -> list[dict[str, Any]]:
+    """Kueue ``resources.deviceClassMappings``: every partition's DeviceClass counts as
+    ``nvidia.com/gpu``, the resource the ClusterQueues already cover."""
+    classes = [p.name for p in dra_gpu_partitions(fleet)]
+    if not classes:
+        return []
+    return [{"name": k8s.GPU_RESOURCE["nvidia"], "deviceClassNames": classes}]
+
+
+def dra(fleet: Fleet, after: tuple[str, ...], label_keys: tuple[str, ...]):
+    """([release], [objects]). ``after``: the GPU Operator release key, when there is one."""
+    cfg = fleet.kubernetes
+    assert cfg is not None
+    nvidia_nodes = [n for n in k8s.kubernetes_nodes(fleet) if n.gpu.vendor == "nvidia"]
+    if not cfg.dra_nvidia_version or not nvidia_nodes:
+        return [], []
+    gpus = bool(dra_gpu_partitions(fleet))
+    driver = cfg.gpu_operator.driver if cfg.gpu_operator else "host"
+    values = {
+        "nvidiaDriverRoot": DRIVER_ROOT[driver],
+        "resourceApiVersion": RESOURCE_API,
+        "gpuResourcesEnabledOverride": gpus,
+        "resources": {"gpus": {"enabled": gpus},
+                      "computeDomains": {"enabled": bool(nvl_partitions(fleet))}},
+        # The chart's default affinity is every node with an NVIDIA PCI device (NFD labels),
+        # which in Slinky mode includes the Slurm-owned hosts: a second allocator for GPUs
+        # slurmd owns. Only the Kubernetes-owned NVIDIA partitions instead.
+        "kubeletPlugin": {"affinity": {"nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{
+                "matchExpressions": [{"key": k8s.PARTITION_LABEL, "operator": "In",
+                                      "values": sorted({n.partition for n in nvidia_nodes})}],
+            }]}}}},
+    }
+    release = k8s.HelmRelease(
+        name="dra-driver-nvidia-gpu",
+        namespace=DRA_NAMESPACE,
+        chart=DRA_CHART,
+        repo=None,
+        version=k8s._v_stripped(cfg.dra_nvidia_version),
+        values=values,
+        depends_on=(k8s._ns_key(DRA_NAMESPACE), *after, *label_keys),
+    )
+    objs: list[k8s.Manifest] = []
+    class_keys: dict[str, str] = {}
+    for p in dra_gpu_partitions(fleet):
+        arch = ARCHITECTURE.get(p.generation or "", (p.generation or "").capitalize())
+        attrs = f"device.attributes['{GPU_DRIVER}']"
+        expression = (f"device.driver == '{GPU_DRIVER}' && {attrs}.type == 'gpu' && "
+                      f"{attrs}.architecture == '{arch}'")
+        if p.device_names:  # the model: B200 and GB200 share an architecture
+            names = ", ".join(f"'{n}'" for n in p.device_names)
+            expression += f" && {attrs}.productName in [{names}]"
+        m = k8s.Manifest(
+            k8s._obj(RESOURCE_API, "DeviceClass", p.name,
+                     {"selectors": [{"cel": {"expression": expression}}]},
+                     labels={k8s.PARTITION_LABEL: p.name}),
+            "12-dra-deviceclasses", (release.key,))
+        class_keys[p.name] = m.key
+        objs.append(m)
+    per_node = _gpus_per_node(fleet)
+    for tenant in sorted(cfg.tenants, key=lambda t: t.name):
+        for partition, _ in tenant.quota:
+            if partition not in class_keys:
+                continue
+            for ns in sorted(tenant.namespaces):
+                objs.append(k8s.Manifest(
+                    k8s._obj(RESOURCE_API, "ResourceClaimTemplate", claim_template(partition),
+                             {"spec": {"devices": {"requests": [{
+                                 "name": "gpus",
+                                 "exactly": {"deviceClassName": partition,
+                                             "allocationMode": "ExactCount",
+                                             "count": per_node[partition]}}]}}},
+                             namespace=ns, labels={k8s.PARTITION_LABEL: partition}),
+                    "13-dra-claimtemplates", (class_keys[partition], k8s._ns_key(ns))))
+    return [release], objs
+
+
+def claim_template(partition: str) -> str:
+    """The ResourceClaimTemplate a pod references for all GPUs of one node of ``partition``."""
+    return f"{partition}-node-gpus"
+
+
+def _gpus_per_node(fleet: Fleet) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for n in k8s.kubernetes_nodes(fleet):
+        out[n.partition] = max(out.get(n.partition, 0), n.gpu.count)
+    return out

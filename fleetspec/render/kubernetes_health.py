@@ -1,0 +1,188 @@
+"""The Kubernetes side of ``spec.health``: metrics, alerts, node conditions, AMD remediation.
+
+``with_health`` is the one hook ``kubernetes.kubernetes_resources`` calls; pure, like
+the rest of the layer. For Kubernetes-owned nodes it adds:
+
+- NVIDIA pools: the GPU Operator's DCGM exporter on, with its ServiceMonitor, and a
+  metrics list (the chart's ``dcgmExporter.config``: name, create, data) that is the
+  exporter's default counters plus the health fields its default leaves out (row remap
+  pending, volatile DBE, pending page retirement, NVLink recovery errors);
+- a PrometheusRule with one alert per fault class DCGM can see, labelled with the fault
+  class and the policy's action (``fleetspec_fault_class``, ``fleetspec_action``);
+- the node check as a node-problem-detector custom plugin (a ConfigMap in NPD's
+  custom-plugin-monitor format): its exit codes are NPD's (0 OK, 1 NonOK, 2 Unknown),
+  so a sick node gets the ``GPUProblem`` condition with the check's verdict as message;
+- AMD pools: the DeviceConfig's metrics exporter and remediation workflow on (the AMD GPU
+  Operator drains the node through the eviction API and runs its own test before it
+  returns the node).
+
+Sources: dcgm-exporter etc/default-counters.csv; GPU Operator values.yaml
+(``dcgmExporter``); node-problem-detector docs/custom_plugin_monitor.md; AMD GPU Operator
+DeviceConfig CRD (``remediationWorkflow``, ``metricsExporter``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from fleetspec.compile.ir import Fleet
+from fleetspec.health.catalog import FAULTS, XID_CLASSES
+from fleetspec.render.health import CONFIG_PATH, LIB_DIR
+
+RULE_NAME = "fleetspec-gpu-health"
+NPD_CONFIGMAP = "fleetspec-node-problem-detector"
+DCGM_METRICS_CONFIGMAP = "fleetspec-dcgm-metrics"
+NPD_CONDITION = "GPUProblem"
+SEVERITY = {"none": "info", "quarantine-device": "warning", "drain": "warning", "drain-reboot": "critical",
+            "replace": "critical"}
+
+# dcgm-exporter etc/default-counters.csv (the fields it exports unless told otherwise) ...
+DCGM_DEFAULT_COUNTERS = (
+    ("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz)."),
+    ("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz)."),
+    ("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C)."),
+    ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C)."),
+    ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W)."),
+    ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", "Total energy consumption since boot (in mJ)."),
+    ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries."),
+    ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %)."),
+    ("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %)."),
+    ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered."),
+    ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB)."),
+    ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB)."),
+    ("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter", "Total number of NVLink bandwidth counters for all lanes"),
+    ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter", "Number of remapped rows for uncorrectable errors"),
+    ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter", "Number of remapped rows for correctable errors"),
+    ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed"),
+)
+# ... and the health fields it leaves commented out or does not list.
+DCGM_HEALTH_COUNTERS = (
+    ("DCGM_FI_DEV_ROW_REMAP_PENDING", "gauge", "Whether remapping of rows is pending (reset the GPU)"),
+    ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Total number of double-bit volatile ECC errors."),
+    ("DCGM_FI_DEV_RETIRED_PENDING", "counter", "Total number of pages pending retirement."),
+    ("DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", "counter", "Total number of NVLink recovery errors."),
+)
+
+# Fault class -> PromQL over DCGM fields (beside the Xid alerts built from XID_CLASSES).
+DCGM_ALERTS = {
+    "row-remap-pending": "DCGM_FI_DEV_ROW_REMAP_PENDING > 0",
+    "row-remap-failure": "DCGM_FI_DEV_ROW_REMAP_FAILURE > 0",
+    "ecc-uncorrectable": "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL > 0",
+    "page-retirement-pending": "DCGM_FI_DEV_RETIRED_PENDING > 0",
+    "nvlink-error": "increase(DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL[10m]) > 0",
+}
+
+
+def with_health(fleet: Fleet, releases: list, manifests: list, namespaces: dict[str, str]) -> tuple[list, list]:
+    """``releases`` and ``manifests`` of the Kubernetes layer with the health parts added;
+    unchanged without ``spec.health`` or without Kubernetes-owned nodes."""
+    from fleetspec.render.kubernetes import Manifest, _obj
+
+    k8s_nodes = [n for n in fleet.nodes if n.scheduler == "kubernetes"]
+    if fleet.health is None or not k8s_nodes:
+        return releases, manifests
+    releases = list(releases)
+    manifests = list(manifests)
+    extra: list[Manifest] = []
+    vendors = {n.gpu.vendor for n in k8s_nodes}
+    gpu_operator = next((r for r in releases if r.name == "gpu-operator"), None)
+    if "nvidia" in vendors and gpu_operator is not None:
+        values = dict(gpu_operator.values)
+        values["dcgmExporter"] = dcgm_exporter_values()
+        releases[releases.index(gpu_operator)] = dataclasses.replace(gpu_operator, values=values)
+        ns = namespaces["gpu-operator"]
+        extra.append(Manifest(_obj("monitoring.coreos.com/v1", "PrometheusRule", RULE_NAME,
+                                   prometheus_rule_spec(fleet), namespace=ns),
+                              "30-health", (gpu_operator.key,)))
+    for i, m in enumerate(manifests):
+        if m.kind == "DeviceConfig":
+            body = json.loads(json.dumps(m.body))  # a deep copy of plain data
+            body["spec"].update(amd_remediation(fleet))
+            manifests[i] = dataclasses.replace(m, body=body)
+    extra.append(Manifest(_obj("v1", "ConfigMap", NPD_CONFIGMAP, namespace="kube-system") | {
+        "data": {"fleetspec-health.json": json.dumps(npd_custom_plugin(fleet), indent=2) + "\n"}}, "30-health"))
+    return releases, manifests + extra
+
+
+def dcgm_metrics_csv() -> str:
+    lines = ["# Format: DCGM FIELD, Prometheus metric type, help message",
+             "# dcgm-exporter's default counters, then the fields fleetspec's health alerts need"]
+    lines += [f"{f}, {t}, {h}" for f, t, h in DCGM_DEFAULT_COUNTERS + DCGM_HEALTH_COUNTERS]
+    return "\n".join(lines) + "\n"
+
+
+def dcgm_exporter_values() -> dict[str, Any]:
+    return {
+        "enabled": True,
+        "serviceMonitor": {"enabled": True},
+        "config": {"name": DCGM_METRICS_CONFIGMAP, "create": True, "data": dcgm_metrics_csv()},
+    }
+
+
+def prometheus_rule_spec(fleet: Fleet) -> dict[str, Any]:
+    assert fleet.health is not None
+    action = dict(fleet.health.actions)
+    rules: list[dict[str, Any]] = []
+    by_class: dict[str, list[int]] = {}
+    for xid, cls in sorted(XID_CLASSES.items()):
+        by_class.setdefault(cls, []).append(xid)
+    for cls in sorted(set(by_class) | set(DCGM_ALERTS)):
+        exprs = [" or ".join(f"DCGM_FI_DEV_XID_ERRORS == {x}" for x in by_class.get(cls, []))]
+        exprs = [e for e in exprs if e] + ([DCGM_ALERTS[cls]] if cls in DCGM_ALERTS else [])
+        rules.append(_alert(cls, " or ".join(f"({e})" for e in exprs), action[cls]))
+    known = " ".join(f"!= {x}" for x in sorted(XID_CLASSES))
+    rules.append(_alert("xid-unknown", f"DCGM_FI_DEV_XID_ERRORS > 0 {known}", action["xid-unknown"]))
+    return {"groups": [{"name": "fleetspec-gpu-health", "rules": rules}]}
+
+
+def _alert(cls: str, expr: str, action: str) -> dict[str, Any]:
+    fault = FAULTS[cls]
+    return {
+        "alert": "GPU" + "".join(part.capitalize() for part in cls.split("-")),
+        "expr": expr,
+        "labels": {"severity": SEVERITY[action], "fleetspec_fault_class": cls, "fleetspec_action": action},
+        "annotations": {
+            "summary": f"{cls} on {{{{ $labels.Hostname }}}} GPU {{{{ $labels.gpu }}}}: {action}",
+            "description": fault.summary,
+            "runbook_url": fault.source.split(" ; ")[0],
+        },
+    }
+
+
+def npd_custom_plugin(fleet: Fleet) -> dict[str, Any]:
+    """node-problem-detector custom-plugin-monitor config running the node check on the
+    host (NPD's pod is privileged with hostPID; nsenter runs the check in the host's
+    mount namespace, where the fleet_health role installed it)."""
+    assert fleet.health is not None
+    return {
+        "plugin": "custom",
+        "pluginConfig": {"invoke_interval": f"{fleet.health.interval}s", "timeout": "60s",
+                         "max_output_length": 200, "concurrency": 1},
+        "source": "fleetspec-health",
+        "metricsReporting": True,
+        "conditions": [{"type": NPD_CONDITION, "reason": "GPUHealthy",
+                        "message": "the fleetspec node check found no fault that needs an action"}],
+        "rules": [{
+            "type": "permanent",
+            "condition": NPD_CONDITION,
+            "reason": "GPUFault",
+            "path": "/usr/bin/nsenter",
+            "args": ["--target", "1", "--mount", "--", "/usr/bin/env", f"PYTHONPATH={LIB_DIR}", "/usr/bin/python3",
+                     "-s", "-m", "fleetspec.health.node_check", "--config", CONFIG_PATH],
+            "timeout": "60s",
+        }],
+    }
+
+
+def amd_remediation(fleet: Fleet) -> dict[str, Any]:
+    """DeviceConfig fields: the metrics exporter (the remediation workflow's trigger) and the
+    remediation workflow, draining through the eviction API (DaemonSets ignored)."""
+    return {
+        "metricsExporter": {"enable": True},
+        "remediationWorkflow": {
+            "enable": True,
+            "nodeDrainPolicy": {"force": False, "ignoreDaemonSets": True, "timeoutSeconds": 3600},
+        },
+    }

@@ -1,0 +1,140 @@
+"""NVIDIA's KAI Scheduler from the fleet's tenants: ``kubernetes.queueing: kai``.
+
+What KAI does with the objects rendered here (KAI Scheduler v0.17.0, docs in the repository,
+the CRDs in tests/data/crds/kai-scheduler):
+
+* **One scheduling shard per partition.** The chart's ``global.nodePoolLabelKey`` is set to
+  ``fleetspec.io/partition``; a ``SchedulingShard`` per NVIDIA partition has that partition
+  as its ``partitionLabelValue``. Each shard runs its own scheduler that sees only the nodes,
+  queues and PodGroups labelled with its partition (docs/operator/scheduling-shards.md), so
+  a queue's quota is quota on that one partition: one job, one generation.
+* **Queues, two levels** (docs/queues/README.md: only leaf queues take jobs): a parent per
+  partition, ``<fleet>-<partition>``, capped at the partition's GPUs, and under it a child
+  per tenant with quota on it, ``<tenant>-<partition>`` (the Kueue ClusterQueue's name):
+  ``quota`` the tenant's GPUs, ``overQuotaWeight`` its share of idle GPUs, ``limit`` its cap
+  (-1: none). Without tenants one child, named after the partition, holds the partition.
+  CPU and memory are unlimited (-1): quota is in GPUs, as with Kueue.
+* **Gang scheduling** is KAI's own: its pod-grouper makes a PodGroup per workload (Job,
+  JobSet, RayJob, ...) and schedules it all-or-nothing; nothing to render.
+* **Topology**: a ``Topology`` (kai.scheduler/v1alpha1) with the fabric's levels (leaf,
+  rack/NVLink domain, host), the same levels as Kueue's; workloads name it in
+  ``kai.scheduler/topology`` annotations or PodGroup ``topologyConstraint``.
+
+KAI queue quota counts ``nvidia.com/gpu`` (and MIG) only: its Queue has fixed cpu/gpu/memory
+fields (docs/queues/README.md; arbitrary resources are only a proposal,
+docs/developer/designs/accounted-resource-api.md). AMD partitions therefore get no KAI
+queue, and the ``quota-engine-coverage`` rule refuses tenant quota on them under KAI.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fleetspec.compile.ir import Fleet, Partition
+from fleetspec.render import kubernetes as k8s
+
+KAI_CHART = "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler"  # README, Installation
+KAI_DEFAULT_VERSION = "v0.17.0"  # the release whose CRDs are in tests/data/crds/kai-scheduler
+KAI_NAMESPACE = "kai-scheduler"
+KAI_SCHEDULER_NAME = "kai-scheduler"
+KAI_QUEUE_LABEL = "kai.scheduler/queue"  # values.yaml podgrouper.queueLabelKey
+QUEUE_API = "scheduling.run.ai/v2"
+UNLIMITED = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
+
+
+def kai_partitions(fleet: Fleet) -> tuple[Partition, ...]:
+    """The partitions KAI can hold quota on: Kubernetes-owned and NVIDIA."""
+    return tuple(p for p in k8s.kubernetes_partitions(fleet) if p.vendor == "nvidia")
+
+
+def parent_queue_name(fleet: Fleet, partition: str) -> str:
+    return f"{fleet.name}-{partition}"
+
+
+def kai(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
+    """([release], [objects]) for KAI when it queues, gang-schedules or holds quota."""
+    cfg = fleet.kubernetes
+    assert cfg is not None
+    if "kai" not in (cfg.queueing, cfg.gang) and not holds_quota:
+        return [], []
+    ns = KAI_NAMESPACE
+    values: dict[str, Any] = {}
+    if holds_quota:
+        values = {
+            "global": {"nodePoolLabelKey": k8s.PARTITION_LABEL},
+            # Every GPU workload names a fleetspec queue; no catch-all queue outside quota.
+            "defaultQueue": {"createDefaultQueue": False},
+        }
+    release = k8s.HelmRelease(
+        name="kai-scheduler",
+        namespace=ns,
+        chart=KAI_CHART,
+        repo=None,
+        version=k8s._v_prefixed(cfg.kai_version or KAI_DEFAULT_VERSION),
+        values=values,
+        depends_on=(k8s._ns_key(ns),),
+    )
+    if not holds_quota:
+        return [release], []
+    rk = release.key
+    objs: list[k8s.Manifest] = []
+    topo = k8s.Manifest(
+        k8s._obj("kai.scheduler/v1alpha1", "Topology", f"{fleet.name}-fabric",
+                 {"levels": [{"nodeLabel": lvl} for lvl in k8s.kueue_topology_levels(fleet)]}),
+        "20-kai-topology", (rk,))
+    objs.append(topo)
+    parts = {p.name: p for p in kai_partitions(fleet)}
+    for name in sorted(parts):
+        objs.append(k8s.Manifest(
+            k8s._obj("kai.scheduler/v1", "SchedulingShard", name,
+                     {"partitionLabelValue": name},
+                     labels={k8s.PARTITION_LABEL: name}),
+            "21-kai-shards", (rk, *label_keys)))
+    rows = _rows(fleet, parts)
+    parent_keys: dict[str, str] = {}
+    for name in sorted({r[1] for r in rows}):
+        gpus = parts[name].gpus
+        parent = k8s.Manifest(
+            k8s._obj(QUEUE_API, "Queue", parent_queue_name(fleet, name), {
+                "displayName": f"{name} (all tenants)",
+                "resources": {
+                    "gpu": {"quota": gpus, "limit": gpus, "overQuotaWeight": 1},
+                    "cpu": dict(UNLIMITED), "memory": dict(UNLIMITED)},
+            }, labels={k8s.PARTITION_LABEL: name}),
+            "22-kai-queues", (rk,))
+        parent_keys[name] = parent.key
+        objs.append(parent)
+    for queue, partition, gpu, who in rows:
+        objs.append(k8s.Manifest(
+            k8s._obj(QUEUE_API, "Queue", queue, {
+                "displayName": f"{who} on {partition}",
+                "parentQueue": parent_queue_name(fleet, partition),
+                "resources": {"gpu": gpu, "cpu": dict(UNLIMITED), "memory": dict(UNLIMITED)},
+            }, labels={k8s.PARTITION_LABEL: partition}),
+            "22-kai-queues", (rk, parent_keys[partition])))
+    return [release], objs
+
+
+def _rows(fleet: Fleet, parts: dict[str, Partition]) -> list[tuple[str, str, dict[str, int], str]]:
+    """(leaf queue, partition, gpu terms, who) per tenant and KAI partition it has quota on
+    (the names of ``queue_rows``), or per partition without tenants."""
+    cfg = fleet.kubernetes
+    assert cfg is not None
+    if not cfg.tenants:
+        return [(p, p, {"quota": parts[p].gpus, "limit": -1, "overQuotaWeight": 1}, "all")
+                for p in sorted(parts)]
+    rows = []
+    for t in sorted(cfg.tenants, key=lambda t: t.name):
+        limits = dict(t.limit)
+        for p, gpus in t.quota:
+            if p in parts:
+                rows.append((f"{t.name}-{p}", p, {"quota": gpus, "limit": limits.get(p, -1),
+                                                   "overQuotaWeight": t.over_quota_weight},
+                             t.name))
+    return rows
+
+
+def kai_queue_labels(queue: str, partition: str) -> dict[str, str]:
+    """The labels a workload carries to run in ``queue`` on ``partition`` under KAI: the
+    queue, and the partition that picks the scheduling shard."""
+    return {KAI_QUEUE_LABEL: queue, k8s.PARTITION_LABEL: partition}

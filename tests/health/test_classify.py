@@ -1,0 +1,195 @@
+"""The classifier on tool output of real shape: each fault class gives its action."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from fleetspec.health import catalog
+from fleetspec.health.classify import (
+    amd_gpu_faults,
+    infiniband_faults,
+    kernel_log_faults,
+    nvidia_gpu_faults,
+    parse_amd_ecc_json,
+    parse_gpu_health_xml,
+    parse_kmsg,
+    reason,
+    verdict,
+)
+from fleetspec.render.health import NODE_MODULES
+
+from .nodes import FIXTURES, H200_XML
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _messages(name: str) -> list[str]:
+    return [msg for _, msg in parse_kmsg((FIXTURES / name).read_text())]
+
+
+def _line(xid: int) -> str:
+    return next(m for m in _messages("kmsg-xids.txt") if f"): {xid}," in m and "NVRM: Xid" in m)
+
+
+@pytest.mark.parametrize(
+    ("xid", "fault_class", "action"),
+    [
+        (13, "xid-application", "none"),
+        (31, "xid-application", "none"),
+        (43, "xid-application", "none"),
+        (48, "ecc-uncorrectable", "quarantine-device"),
+        (63, "row-remap-pending", "quarantine-device"),
+        (64, "row-remap-failure", "replace"),
+        (74, "nvlink-error", "drain-reboot"),
+        (79, "gpu-lost", "drain-reboot"),
+        (92, "ecc-correctable-rate", "none"),
+        (94, "ecc-contained", "none"),
+        (95, "ecc-uncorrectable", "quarantine-device"),
+        (119, "gpu-reset-required", "quarantine-device"),
+        (120, "gpu-reset-required", "quarantine-device"),
+        (154, "node-reboot-required", "drain-reboot"),
+        (149, "xid-unknown", "none"),
+    ],
+)
+def test_each_xid_gives_its_class_and_default_action(xid: int, fault_class: str, action: str) -> None:
+    faults = kernel_log_faults([_line(xid)])
+    assert [f["class"] for f in faults] == [fault_class]
+    result = verdict("n1", faults)
+    assert result["action"] == action
+    assert f"Xid {xid}" in faults[0]["detail"]
+
+
+def test_unknown_xid_is_reported_with_its_number_and_text() -> None:
+    result = verdict("n1", kernel_log_faults([_line(149)]))
+    assert result["status"] == "degraded"  # reported, never silently dropped
+    assert result["faults"][0]["detail"].startswith("Xid 149: NETIR Link Event")
+    assert result["faults"][0]["device"] == "0000:3b:00"
+
+
+def test_nvswitch_sxids_fatal_and_nonfatal() -> None:
+    faults = kernel_log_faults(_messages("kmsg-xids.txt"))
+    sxids = {f["class"]: f for f in faults if f["class"].startswith("nvswitch")}
+    assert set(sxids) == {"nvswitch-fatal", "nvswitch-nonfatal"}
+    assert sxids["nvswitch-fatal"]["device"] == "nvidia-nvswitch0 0000:05:00.0"
+    assert "24007" in sxids["nvswitch-fatal"]["detail"]
+
+
+def test_the_whole_log_drains_for_reboot_and_names_the_worst_fault() -> None:
+    result = verdict("gpu-07", kernel_log_faults(_messages("kmsg-xids.txt")))
+    assert result["status"] == "sick"
+    assert result["action"] == "replace"  # Xid 64: the row remapper ran out of rows
+    assert reason(result).startswith("replace row-remap-failure: 0000:5d:00 Xid 64: Row Remapper")
+
+
+def test_healthy_kernel_log_and_healthy_h200_give_nothing() -> None:
+    assert kernel_log_faults(_messages("kmsg-healthy.txt")) == []
+    gpus = parse_gpu_health_xml(H200_XML.read_text())
+    assert gpus is not None and len(gpus) == 1
+    assert nvidia_gpu_faults(gpus, "h200") == []
+    assert verdict("h200-01", []) == {"node": "h200-01", "status": "healthy", "action": "none", "faults": [],
+                                      "errors": []}
+
+
+@pytest.mark.parametrize(
+    ("fixture", "expected"),
+    [
+        ("nvidia-smi-q-remap-pending.xml", {("row-remap-pending", "quarantine-device"),
+                                            ("ecc-uncorrectable", "quarantine-device")}),
+        ("nvidia-smi-q-remap-failure.xml", {("row-remap-failure", "replace")}),
+        ("nvidia-smi-q-retired-pages.xml", {("page-retirement-pending", "drain-reboot")}),
+        ("nvidia-smi-q-pcie-x8.xml", {("pcie-degraded", "drain")}),
+    ],
+)
+def test_nvidia_smi_states(fixture: str, expected: set[tuple[str, str]]) -> None:
+    gpus = parse_gpu_health_xml((FIXTURES / fixture).read_text())
+    result = verdict("h200-01", nvidia_gpu_faults(gpus, "h200"))
+    assert {(f["class"], f["action"]) for f in result["faults"]} == expected
+    assert all(f["device"] == "GPU 0 00000000:00:06.0" for f in result["faults"])
+
+
+def test_retired_pages_detail_counts_pages() -> None:
+    gpus = parse_gpu_health_xml((FIXTURES / "nvidia-smi-q-retired-pages.xml").read_text())
+    assert gpus[0]["retired_sbe"] == 3 and gpus[0]["retired_dbe"] == 1
+    assert "4 retired" in nvidia_gpu_faults(gpus)[0]["detail"]
+
+
+def test_pcie_generation_below_the_models() -> None:
+    gpus = parse_gpu_health_xml(H200_XML.read_text())
+    gpus[0]["pcie_gen_max"] = 4
+    faults = nvidia_gpu_faults(gpus, "h200")
+    assert [f["class"] for f in faults] == ["pcie-degraded"]
+    assert "Gen4" in faults[0]["detail"] and "Gen5" in faults[0]["detail"]
+
+
+def test_fabric_state_on_nvlink_fabric_gpus() -> None:
+    gpus = parse_gpu_health_xml(H200_XML.read_text())
+    assert gpus[0]["fabric_state"] is None  # N/A: not an NVLink-fabric GPU, not a fault
+    gpus[0].update(fabric_state="In Progress", fabric_status="N/A")
+    assert [f["class"] for f in nvidia_gpu_faults(gpus)] == ["fabric-unhealthy"]
+    gpus[0].update(fabric_state="Completed", fabric_status="Success")
+    assert nvidia_gpu_faults(gpus) == []
+
+
+def test_not_nvidia_smi_xml_is_none() -> None:
+    assert parse_gpu_health_xml("<html/>") is None
+    assert parse_gpu_health_xml("garbage <") is None
+
+
+def test_amd_smi_ecc() -> None:
+    sick = parse_amd_ecc_json((FIXTURES / "amd-smi-metric-ecc.json").read_text())
+    faults = amd_gpu_faults(sick)
+    assert [(f["class"], f["device"]) for f in faults] == [("ecc-uncorrectable", "GPU 1")]
+    assert verdict("mi300x-01", faults)["action"] == "quarantine-device"
+    healthy = parse_amd_ecc_json((FIXTURES / "amd-smi-metric-ecc-healthy.json").read_text())
+    assert len(healthy) == 2 and amd_gpu_faults(healthy) == []
+    assert parse_amd_ecc_json("not json") is None
+
+
+def _ib(state: str, phys: str, layer: str = "InfiniBand") -> list[dict]:
+    return [{"device": "mlx5_0", "ports": [{"port": 1, "state": state, "phys_state": phys, "link_layer": layer}]}]
+
+
+def test_infiniband_port_down_and_flapping() -> None:
+    assert infiniband_faults(_ib("ACTIVE", "LinkUp"), {}, {}) == []
+    down = infiniband_faults(_ib("DOWN", "Disabled"), {}, {})
+    assert [(f["class"], f["device"]) for f in down] == [("ib-port-down", "mlx5_0/1")]
+    assert verdict("n", down)["action"] == "drain"
+    assert infiniband_faults(_ib("DOWN", "Disabled", "Ethernet"), {}, {}) == []  # RoCE: not ours
+    flap = infiniband_faults(_ib("ACTIVE", "LinkUp"), {"mlx5_0/1": {"link_downed": 3}}, {"mlx5_0/1": {"link_downed": 1}})
+    assert [(f["class"], f["detail"]) for f in flap] == [("ib-link-errors", "link_downed +2")]
+
+
+def test_policy_overrides_the_default() -> None:
+    faults = kernel_log_faults([_line(149)])
+    assert verdict("n", faults, {"xid-unknown": "drain"})["action"] == "drain"
+
+
+def test_every_fault_class_has_a_known_default_and_a_source() -> None:
+    for fault in catalog.FAULT_CLASSES:
+        assert fault.default in catalog.ACTIONS
+        assert fault.scope in ("device", "node")
+        assert fault.source.startswith("https://")
+    for cls in catalog.XID_CLASSES.values():
+        assert cls in catalog.FAULTS
+    produced = {c for classes in catalog.CHECKS.values() for c in classes}
+    assert produced == set(catalog.FAULTS)  # every class comes from some check
+
+
+@pytest.mark.parametrize("module", NODE_MODULES)
+def test_node_modules_parse_as_python_38(module: str) -> None:
+    source = (ROOT / module).read_text()
+    ast.parse(source, filename=module, feature_version=(3, 8))
+
+
+def test_docs_list_every_fault_class_with_its_default_and_source() -> None:
+    doc = (ROOT / "docs" / "health.md").read_text()
+    rows = {line.split("|")[1].strip(" `"): line for line in doc.splitlines() if line.startswith("| `")}
+    for fault in catalog.FAULT_CLASSES:
+        row = rows.get(fault.id)
+        assert row is not None, f"docs/health.md does not list {fault.id}"
+        assert f"`{fault.default}`" in row
+        for source in fault.source.split(" ; "):
+            assert source in row

@@ -1,0 +1,66 @@
+"""``fleetspec health --facts``: verdicts the node check printed, as a table, JSON, JUnit."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+from typer.testing import CliRunner
+
+from fleetspec.cli import app
+
+from .nodes import FIXTURES, make_node
+from .test_node_check import SPEC, check, config  # noqa: F401 (a fixture)
+
+
+def verdicts(tmp_path: Path, config: Path, monkeypatch, capsys) -> Path:
+    out = tmp_path / "verdicts"
+    out.mkdir()
+    for node, kwargs in (("h200-01", {"kmsg": "kmsg-xids.txt"}), ("h200-02", {}),
+                         ("mi300x-01", {"nvidia_xml": None, "amd_json": FIXTURES / "amd-smi-metric-ecc-healthy.json"})):
+        root = make_node(tmp_path / node, **kwargs)
+        _, result = check(config, root, node, monkeypatch, capsys)
+        (out / f"{node}.json").write_text(json.dumps(result))
+    return out
+
+
+def test_health_from_verdict_files(tmp_path, config, monkeypatch, capsys) -> None:
+    facts = verdicts(tmp_path, config, monkeypatch, capsys)
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(SPEC)
+    runner = CliRunner()
+    table = runner.invoke(app, ["health", str(spec), "--facts", str(facts)])
+    assert table.exit_code == 1, table.output
+    lines = table.output.splitlines()
+    assert lines[1].split()[:3] == ["h200-01", "sick", "replace"]  # the sick node first
+    assert "1 quarantined (h200-01)" in table.output
+    junit = tmp_path / "health.xml"
+    as_json = runner.invoke(app, ["health", str(spec), "--facts", str(facts), "--format", "json", "--junit", str(junit)])
+    data = json.loads(as_json.output)
+    assert data["quarantined"] == ["h200-01"] and not data["healthy"]
+    assert {n["node"]: n["status"] for n in data["nodes"]} == {"h200-01": "sick", "h200-02": "healthy",
+                                                              "mi300x-01": "healthy"}
+    suite = ET.parse(junit).getroot()
+    assert (suite.get("tests"), suite.get("failures")) == ("3", "1")
+    failed = [c.get("name") for c in suite if c.find("failure") is not None]
+    assert failed == ["h200-01"]
+
+
+def test_a_node_without_a_verdict_is_unknown_not_healthy(tmp_path, config, monkeypatch, capsys) -> None:
+    facts = verdicts(tmp_path, config, monkeypatch, capsys)
+    (facts / "h200-01.json").unlink()
+    (facts / "h200-02.json").write_text("[]")
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(SPEC)
+    result = CliRunner().invoke(app, ["health", str(spec), "--facts", str(facts), "--format", "json"])
+    assert result.exit_code == 1
+    data = json.loads(result.output)
+    assert {n["node"]: n["status"] for n in data["nodes"]} == {"h200-02": "unknown", "mi300x-01": "healthy"}
+
+
+def test_exactly_one_source(tmp_path) -> None:
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(SPEC)
+    result = CliRunner().invoke(app, ["health", str(spec)])
+    assert result.exit_code == 1 and "give exactly one of" in result.output

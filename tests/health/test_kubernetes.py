@@ -1,0 +1,95 @@
+"""spec.health on Kubernetes pools: DCGM exporter values, alert rules, NPD plugin, AMD
+remediation; every object validated against the upstream schemas in tests/data/crds."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+
+import pytest
+import yaml
+
+from fleetspec.compile.ir import HealthPolicy
+from fleetspec.health.catalog import FAULTS, default_actions
+from fleetspec.k8s_schema import CrdIndex, validate_object
+from fleetspec.render.kubernetes import kubernetes_resources, render_kubernetes
+from tests.conftest import require_shared
+from tests.kubernetes import fleets
+
+
+@pytest.fixture(scope="module")
+def crd_index() -> CrdIndex:
+    return CrdIndex.load(require_shared("crds"))
+
+
+@pytest.fixture(scope="module")
+def museum():
+    fleet = fleets.museum()
+    actions = {**default_actions(), "xid-unknown": "drain"}
+    policy = HealthPolicy(120, ("kernel-log", "gpu-memory"), tuple(sorted(actions.items())))
+    return dataclasses.replace(fleet, health=policy)
+
+
+def objects(fleet) -> list[dict]:
+    out = []
+    for path, text in render_kubernetes(fleet).items():
+        if path.parts[1] == "manifests":
+            out.extend(d for d in yaml.safe_load_all(text) if d is not None)
+    return out
+
+
+def test_every_object_validates(museum, crd_index) -> None:
+    objs = objects(museum)
+    kinds = {o["kind"] for o in objs}
+    assert {"PrometheusRule", "DeviceConfig", "ConfigMap"} <= kinds
+    for obj in objs:
+        assert validate_object(obj, crd_index, museum.kubernetes.version) == [], obj["kind"]
+
+
+def test_a_broken_rule_fails_validation(museum, crd_index) -> None:
+    rule = next(o for o in objects(museum) if o["kind"] == "PrometheusRule")
+    broken = copy.deepcopy(rule)
+    broken["spec"]["groups"][0]["rules"][0]["for"] = 5  # a duration string, not a number
+    assert validate_object(broken, crd_index, museum.kubernetes.version)
+
+
+def test_alerts_carry_class_and_policy_action(museum) -> None:
+    rule = next(o for o in objects(museum) if o["kind"] == "PrometheusRule")
+    alerts = {r["labels"]["fleetspec_fault_class"]: r for r in rule["spec"]["groups"][0]["rules"]}
+    assert alerts["gpu-lost"]["expr"] == "(DCGM_FI_DEV_XID_ERRORS == 79)"
+    assert alerts["gpu-lost"]["labels"]["severity"] == "critical"
+    assert alerts["row-remap-pending"]["expr"] == "(DCGM_FI_DEV_XID_ERRORS == 63) or (DCGM_FI_DEV_ROW_REMAP_PENDING > 0)"
+    assert alerts["xid-unknown"]["labels"]["fleetspec_action"] == "drain"  # the policy, not the default
+    assert "!= 79" in alerts["xid-unknown"]["expr"] and "!= 13" in alerts["xid-unknown"]["expr"]
+    assert set(alerts) <= set(FAULTS)
+
+
+def test_dcgm_exporter_on_with_the_health_fields(museum) -> None:
+    layer = kubernetes_resources(museum)
+    values = next(r for r in layer.releases if r.name == "gpu-operator").values["dcgmExporter"]
+    assert values["enabled"] and values["serviceMonitor"]["enabled"] and values["config"]["create"]
+    fields = [line.split(",")[0] for line in values["config"]["data"].splitlines() if not line.startswith("#")]
+    assert {"DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_ROW_REMAP_PENDING", "DCGM_FI_DEV_ROW_REMAP_FAILURE"} <= set(fields)
+
+
+def test_npd_plugin_runs_the_node_check(museum) -> None:
+    cm = next(o for o in objects(museum) if o["kind"] == "ConfigMap")
+    plugin = json.loads(cm["data"]["fleetspec-health.json"])
+    assert plugin["plugin"] == "custom" and plugin["pluginConfig"]["invoke_interval"] == "120s"
+    rule = plugin["rules"][0]
+    assert rule["condition"] == plugin["conditions"][0]["type"] == "GPUProblem"
+    assert "fleetspec.health.node_check" in rule["args"]
+
+
+def test_amd_device_configs_remediate(museum) -> None:
+    for dc in (o for o in objects(museum) if o["kind"] == "DeviceConfig"):
+        assert dc["spec"]["remediationWorkflow"]["enable"] is True
+        assert dc["spec"]["metricsExporter"]["enable"] is True
+
+
+def test_without_health_nothing_changes() -> None:
+    fleet = fleets.museum()
+    assert fleet.health is None
+    assert not any(o["kind"] == "PrometheusRule" for o in objects(fleet))
+    assert "dcgmExporter" not in next(r for r in kubernetes_resources(fleet).releases if r.name == "gpu-operator").values

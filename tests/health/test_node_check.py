@@ -1,0 +1,136 @@
+"""The node check on stand-in node roots: reads, latches, clears, reports."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from fleetspec.compile import compile_text
+from fleetspec.health import node_check
+from fleetspec.render.health import node_config
+
+from .nodes import FIXTURES, make_node, set_boot_id, set_ib, set_tool_output
+
+SPEC = """\
+apiVersion: fleetspec.io/v1alpha1
+kind: Fleet
+metadata: {name: sickbay}
+spec:
+  os: ubuntu-24.04
+  stacks:
+    hopper: {driver: "580.95.05", cuda: "13.0.2", nccl: "2.28.3"}
+    cdna3: {rocm: "7.0.2"}
+  fabric: {type: infiniband}
+  racks:
+    - name: r01
+      nodes:
+        - {hosts: "h200-[01-02]", gpu: {model: h200, count: 1}, stack: hopper, scheduler: slurm}
+        - {hosts: "mi300x-01", gpu: {model: mi300x, count: 2}, stack: cdna3, scheduler: slurm}
+  slurm: {version: "25.11.8", controllers: ctl-01}
+  health: {interval: 60}
+"""
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    result = compile_text(SPEC)
+    assert result.valid, [f.message for f in result.findings]
+    path = tmp_path / "health.json"
+    path.write_text(json.dumps(node_config(result.fleet)))
+    return path
+
+
+def check(config: Path, root: Path, node: str, monkeypatch, capsys, *extra: str) -> tuple[int, dict]:
+    monkeypatch.setenv("PATH", f"{root / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    rc = node_check.main(["--config", str(config), "--root", str(root), "--node", node, "--format", "json", *extra])
+    return rc, json.loads(capsys.readouterr().out)
+
+
+def test_healthy_node(config, tmp_path, monkeypatch, capsys) -> None:
+    root = make_node(tmp_path / "h200-01")
+    rc, result = check(config, root, "h200-01", monkeypatch, capsys)
+    assert (rc, result["status"], result["action"], result["faults"]) == (0, "healthy", "none", [])
+
+
+def test_xid_faults_latch_until_reboot(config, tmp_path, monkeypatch, capsys) -> None:
+    root = make_node(tmp_path / "h200-01", kmsg="kmsg-xids.txt")
+    rc, first = check(config, root, "h200-01", monkeypatch, capsys)
+    assert rc == 1 and first["status"] == "sick" and first["action"] == "replace"
+    assert {f["class"] for f in first["faults"]} >= {"gpu-lost", "xid-unknown", "nvlink-error"}
+    # The log lines are not printed again; the faults they reported stay.
+    rc, again = check(config, root, "h200-01", monkeypatch, capsys)
+    assert rc == 1 and again["faults"] == first["faults"]
+    # A reboot (new boot id, fresh kernel log) clears them.
+    set_boot_id(root, "boot-2")
+    (root / "dev" / "kmsg").write_text((FIXTURES / "kmsg-healthy.txt").read_text())
+    rc, after = check(config, root, "h200-01", monkeypatch, capsys)
+    assert (rc, after["status"]) == (0, "healthy")
+
+
+def test_clear_forgets_latched_faults(config, tmp_path, monkeypatch, capsys) -> None:
+    root = make_node(tmp_path / "h200-01", kmsg="kmsg-xids.txt")
+    assert check(config, root, "h200-01", monkeypatch, capsys)[0] == 1
+    rc, cleared = check(config, root, "h200-01", monkeypatch, capsys, "--clear")
+    assert (rc, cleared["status"]) == (0, "healthy")  # the old records are behind the cursor
+    assert check(config, root, "h200-01", monkeypatch, capsys)[0] == 0
+
+
+def test_only_new_kernel_records_count(config, tmp_path, monkeypatch, capsys) -> None:
+    root = make_node(tmp_path / "h200-01")
+    assert check(config, root, "h200-01", monkeypatch, capsys)[0] == 0
+    with open(root / "dev" / "kmsg", "a") as log:
+        log.write("4,1029,5121800001,-;NVRM: Xid (PCI:0000:18:00): 79, pid='<unknown>', name=<unknown>, "
+                  "GPU has fallen off the bus.\n")
+    rc, result = check(config, root, "h200-01", monkeypatch, capsys)
+    assert rc == 1 and [f["class"] for f in result["faults"]] == ["gpu-lost"]
+
+
+def test_ib_port_down_then_up(config, tmp_path, monkeypatch, capsys) -> None:
+    root = make_node(tmp_path / "h200-01", ib="down")
+    rc, result = check(config, root, "h200-01", monkeypatch, capsys)
+    assert (rc, result["action"], result["faults"][0]["class"]) == (1, "drain", "ib-port-down")
+    set_ib(root, "active")
+    assert check(config, root, "h200-01", monkeypatch, capsys)[1]["status"] == "healthy"
+    set_ib(root, "active", link_downed=4)  # the link went down and came back since the last run
+    rc, result = check(config, root, "h200-01", monkeypatch, capsys)
+    assert [f["class"] for f in result["faults"]] == ["ib-link-errors"]
+
+
+def test_no_infiniband_on_an_infiniband_fleet_node(config, tmp_path, monkeypatch, capsys) -> None:
+    root = make_node(tmp_path / "h200-01", ib=None)
+    rc, result = check(config, root, "h200-01", monkeypatch, capsys)
+    assert [f["class"] for f in result["faults"]] == ["ib-port-down"]
+
+
+def test_remap_pending_and_missing_gpu(config, tmp_path, monkeypatch, capsys) -> None:
+    root = make_node(tmp_path / "h200-02", nvidia_xml=FIXTURES / "nvidia-smi-q-remap-pending.xml")
+    rc, result = check(config, root, "h200-02", monkeypatch, capsys)
+    assert result["action"] == "quarantine-device"
+    assert {f["class"] for f in result["faults"]} == {"row-remap-pending", "ecc-uncorrectable"}
+
+
+def test_nvidia_smi_missing_on_a_gpu_node_is_a_fault(config, tmp_path, monkeypatch, capsys) -> None:
+    root = make_node(tmp_path / "h200-01", nvidia_xml=None)
+    monkeypatch.setenv("PATH", str(root / "bin"))
+    rc = node_check.main(["--config", str(config), "--root", str(root), "--node", "h200-01", "--format", "json"])
+    result = json.loads(capsys.readouterr().out)
+    assert rc == 1 and [f["class"] for f in result["faults"]] == ["probe-failed"]
+
+
+def test_amd_node(config, tmp_path, monkeypatch, capsys) -> None:
+    root = make_node(tmp_path / "mi300x-01", nvidia_xml=None, amd_json=FIXTURES / "amd-smi-metric-ecc.json")
+    rc, result = check(config, root, "mi300x-01", monkeypatch, capsys)
+    assert [(f["class"], f["device"]) for f in result["faults"]] == [("ecc-uncorrectable", "GPU 1")]
+    set_tool_output(root, "amd-smi", FIXTURES / "amd-smi-metric-ecc-healthy.json", "metric --ecc --json")
+    assert check(config, root, "mi300x-01", monkeypatch, capsys)[1]["status"] == "healthy"
+
+
+def test_bad_config_is_a_located_error(tmp_path, capsys) -> None:
+    bad = tmp_path / "health.json"
+    bad.write_text("{}")
+    assert node_check.main(["--config", str(bad)]) == 2
+    assert "not a fleetspec health config" in capsys.readouterr().err
+    assert node_check.main(["--config", str(tmp_path / "missing.json")]) == 2

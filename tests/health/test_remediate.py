@@ -1,0 +1,78 @@
+"""fleetspec health --remediate on Kubernetes-owned nodes: cordon + drain through the
+Eviction API (kubectl), uncordon what it cordoned, never touch an operator's cordon.
+kubectl is a stand-in over a JSON file of Nodes (no API server can run here)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from fleetspec.cli import app
+
+from .nodes import make_node
+from .test_node_check import check
+
+HERE = Path(__file__).resolve().parent
+SPEC = """\
+apiVersion: fleetspec.io/v1alpha1
+kind: Fleet
+metadata: {name: pool}
+spec:
+  os: ubuntu-24.04
+  stacks:
+    hopper: {driver: "580.95.05", cuda: "13.0.2", nccl: "2.28.3"}
+  fabric: {type: infiniband}
+  racks:
+    - name: r01
+      nodes:
+        - {hosts: "k-[1-4]", gpu: {model: h200, count: 1}, stack: hopper, scheduler: kubernetes}
+  kubernetes: {version: "1.36", gpu_operator: {version: v26.7.0}}
+  health: {interval: 60}
+"""
+
+
+def test_remediate_kubernetes_nodes(tmp_path, monkeypatch, capsys) -> None:
+    from fleetspec.compile import compile_text
+    from fleetspec.render.health import node_config
+
+    fleet = compile_text(SPEC).fleet
+    config = tmp_path / "health.json"
+    config.write_text(json.dumps(node_config(fleet)))
+    facts = tmp_path / "verdicts"
+    facts.mkdir()
+    for name, kmsg in (("k-1", "kmsg-xids.txt"), ("k-2", "kmsg-healthy.txt"), ("k-3", "kmsg-xids.txt"),
+                       ("k-4", "kmsg-xids.txt")):
+        _, verdict = check(config, make_node(tmp_path / name, kmsg=kmsg), name, monkeypatch, capsys)
+        (facts / f"{name}.json").write_text(json.dumps(verdict))
+    state = tmp_path / "kube.json"
+    state.write_text(json.dumps({"nodes": {
+        "k-1": {"pods": [{"name": "trainer-0"}]},
+        "k-2": {"unschedulable": True, "annotations": {"fleetspec.io/drain-reason": "fleetspec-health: drain x"}},
+        "k-3": {"unschedulable": True, "annotations": {"fleetspec.io/drain-reason": "ops: reseat NIC"}},
+        "k-4": {"pods": [{"name": "db-0", "pdb_blocked": True}]},
+    }}))
+    bin_dir = tmp_path / "kbin"
+    bin_dir.mkdir()
+    (bin_dir / "kubectl").symlink_to(HERE / "kubectl_standin.py")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("KUBE_STANDIN_STATE", str(state))
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(SPEC)
+    result = CliRunner().invoke(app, ["health", str(spec), "--facts", str(facts), "--remediate"])
+    assert result.exit_code == 1, result.output  # nodes are sick
+    nodes = json.loads(state.read_text())["nodes"]
+    assert nodes["k-1"]["unschedulable"] and nodes["k-1"]["pods"] == []
+    assert nodes["k-1"]["annotations"]["fleetspec.io/drain-reason"].startswith("fleetspec-health: replace row-remap-failure")
+    assert "unschedulable" in nodes["k-2"] and not nodes["k-2"]["unschedulable"]
+    assert "fleetspec.io/drain-reason" not in nodes["k-2"]["annotations"]
+    assert nodes["k-3"]["annotations"]["fleetspec.io/drain-reason"] == "ops: reseat NIC"  # the operator's
+    assert nodes["k-4"]["unschedulable"] and nodes["k-4"]["pods"] == [{"name": "db-0", "pdb_blocked": True}]
+    assert "k-1: cordoned and drained" in result.output
+    assert "k-2: uncordoned" in result.output
+    assert "k-3: left cordoned by someone else (ops: reseat NIC)" in result.output
+    assert "k-4: cordoned, eviction blocked" in result.output
+    drains = [c for c in json.loads(state.read_text())["calls"] if c[0] == "drain"]
+    assert all("--ignore-daemonsets" in c for c in drains)  # the Eviction API path, DaemonSets stay

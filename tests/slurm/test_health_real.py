@@ -1,0 +1,165 @@
+"""The node check as Slurm's HealthCheckProgram, with a real slurmctld and real slurmds.
+
+Two H200 nodes whose "hardware" is a stand-in node root each (tests/health/nodes.py: a
+kernel log in /dev/kmsg form, nvidia-smi printing the real H200's XML, an InfiniBand
+sysfs port). slurm.conf is the rendered one, HealthCheck* lines included; only the
+program path is pointed at a wrapper that runs the same node check against the node's
+stand-in root (production runs it against / from /usr/local/sbin, see render/health.py).
+A fault appears in a node's log or tools; slurmd runs the check; the check drains the
+node through slurmctld with a reason naming the fault; the fault goes; the node resumes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path, PurePosixPath
+
+import pytest
+
+from fleetspec.compile import compile_text
+from fleetspec.render.health import HEALTH_CHECK_PROGRAM, node_config
+from fleetspec.render.slurm import render_slurm
+from tests.health.nodes import FIXTURES, make_node, set_boot_id, set_ib
+
+from .cluster import Cluster, running
+
+pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_installed")]
+
+REPO = Path(__file__).resolve().parents[2]
+INTERVAL = 5
+SPEC = f"""\
+apiVersion: fleetspec.io/v1alpha1
+kind: Fleet
+metadata: {{name: sickbay}}
+spec:
+  os: ubuntu-24.04
+  stacks:
+    hopper: {{driver: "580.95.05", cuda: "13.0.2", nccl: "2.28.3"}}
+  fabric: {{type: infiniband}}
+  racks:
+    - name: r01
+      nodes:
+        - hosts: "h200-[01-02]"
+          gpu: {{model: h200, count: 1}}
+          stack: hopper
+          scheduler: slurm
+          cpus: 4
+          memory_gb: 1
+  slurm: {{version: "22.05.8", controllers: ctl-01}}
+  health: {{interval: {INTERVAL}}}
+"""
+XID_79 = ("4,2001,6000000001,-;NVRM: Xid (PCI:0000:00:06): 79, pid='<unknown>', name=<unknown>, "
+          "GPU has fallen off the bus.\n")
+
+
+@pytest.fixture(scope="module")
+def sickbay(tmp_path_factory):
+    fleet = compile_text(SPEC).fleet
+    assert fleet is not None and fleet.health is not None
+    base = tmp_path_factory.mktemp("health")
+    roots = base / "nodes"
+    for node in ("h200-01", "h200-02"):
+        make_node(roots / node)
+    config = base / "health.json"
+    config.write_text(json.dumps(node_config(fleet)))
+    wrapper = base / "fleetspec-health-check"
+    files = render_slurm(fleet)
+    conf = files[PurePosixPath("slurm/slurm.conf")]
+    assert f"HealthCheckProgram={HEALTH_CHECK_PROGRAM}\nHealthCheckInterval={INTERVAL}\nHealthCheckNodeState=ANY" in conf
+    files[PurePosixPath("slurm/slurm.conf")] = conf.replace(HEALTH_CHECK_PROGRAM, str(wrapper))
+    cluster_root = base / "slurm"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        "# The rendered program's command, against this node's stand-in root.\n"
+        f'echo "$(date +%T) $SLURMD_NODENAME" >> {base}/runs.log\n'
+        f'export PATH="{roots}/$SLURMD_NODENAME/bin:$PATH" SLURM_CONF={cluster_root}/etc/slurm.conf\n'
+        f"PYTHONPATH={REPO} exec {sys.executable} -s -m fleetspec.health.node_check --config {config} --slurm "
+        f'--root "{roots}/$SLURMD_NODENAME" >> {base}/check.log 2>&1\n'
+    )
+    wrapper.chmod(0o755)
+    with running(cluster_root, files) as cluster:
+        yield cluster, roots, base
+
+
+def node(cluster: Cluster, name: str) -> dict[str, str]:
+    text = cluster.run("scontrol", "-o", "show", "node", name).stdout
+    state = text.split("State=", 1)[1].split()[0]
+    reason = text.split("Reason=", 1)[1].rsplit(" [", 1)[0] if "Reason=" in text else ""
+    return {"state": state, "reason": reason}
+
+
+def wait_for(cluster: Cluster, name: str, ok, what: str, base: Path, timeout: float = 6 * INTERVAL) -> dict:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        info = node(cluster, name)
+        if ok(info):
+            return info
+        time.sleep(0.5)
+    log = (base / "check.log").read_text() if (base / "check.log").exists() else "(no check ran)"
+    raise AssertionError(f"{name} never {what}: {node(cluster, name)}\n{log[-3000:]}\n"
+                         f"{cluster.log('slurmd-' + name + '.log')[-1500:]}")
+
+
+def drained(info: dict) -> bool:
+    return "DRAIN" in info["state"]
+
+
+def test_the_check_runs_under_slurmd(sickbay) -> None:
+    cluster, roots, base = sickbay
+    end = time.monotonic() + 3 * INTERVAL
+    while time.monotonic() < end and not (base / "runs.log").exists():
+        time.sleep(0.5)
+    runs = (base / "runs.log").read_text().split()
+    assert "h200-01" in runs and "h200-02" in runs  # slurmd names the node in SLURMD_NODENAME
+    assert not drained(node(cluster, "h200-01")) and not drained(node(cluster, "h200-02"))
+
+
+def test_xid_79_drains_the_node_and_a_reboot_resumes_it(sickbay) -> None:
+    cluster, roots, base = sickbay
+    submitted = cluster.sbatch("-p", "nvidia-hopper", "-w", "h200-01", "-N1", "--mem=100", script="sleep 30\n")
+    job = submitted.stdout.strip()
+    assert job, submitted.stderr
+    assert cluster.wait_job(job, {"RUNNING"})["JobState"] == "RUNNING"
+    with open(roots / "h200-01" / "dev" / "kmsg", "a") as log:
+        log.write(XID_79)
+    info = wait_for(cluster, "h200-01", drained, "drained", base)
+    assert info["reason"].startswith("fleetspec-health: drain-reboot gpu-lost: 0000:00:06 Xid 79: GPU has fallen off the bus"), info
+    # Drain, not down: the job already there keeps running; nothing new lands.
+    assert cluster.job(job)["JobState"] == "RUNNING"
+    assert "DRAIN" in info["state"] and not drained(node(cluster, "h200-02"))
+    cluster.run("scancel", job)
+    # The node comes back from its reboot: a new boot id, a fresh kernel log.
+    set_boot_id(roots / "h200-01", "boot-2")
+    (roots / "h200-01" / "dev" / "kmsg").write_text((FIXTURES / "kmsg-healthy.txt").read_text())
+    info = wait_for(cluster, "h200-01", lambda i: not drained(i), "resumed", base)
+    assert info["reason"] == "" and info["state"].startswith("IDLE"), info
+
+
+def test_ib_port_down_drains_and_port_up_resumes(sickbay) -> None:
+    cluster, roots, base = sickbay
+    set_ib(roots / "h200-02", "down")
+    info = wait_for(cluster, "h200-02", drained, "drained", base)
+    assert info["reason"] == "fleetspec-health: drain ib-port-down: mlx5_0/1 port DOWN, physical Disabled"
+    set_ib(roots / "h200-02", "active")
+    wait_for(cluster, "h200-02", lambda i: not drained(i), "resumed", base)
+
+
+def test_an_operators_drain_is_never_resumed_or_overwritten(sickbay) -> None:
+    cluster, roots, base = sickbay
+    cluster.run("scontrol", "update", "NodeName=h200-02", "State=DRAIN", "Reason=maintenance: reseat PSU")
+    runs = len((base / "runs.log").read_text().splitlines())
+    end = time.monotonic() + 4 * INTERVAL
+    while time.monotonic() < end and len((base / "runs.log").read_text().splitlines()) < runs + 4:
+        time.sleep(0.5)  # at least two more checks on each node
+    assert node(cluster, "h200-02") == {"state": "IDLE+DRAIN", "reason": "maintenance: reseat PSU"}
+    # A fault meanwhile does not overwrite the operator's reason either.
+    set_ib(roots / "h200-02", "down")
+    time.sleep(2 * INTERVAL + 1)
+    assert node(cluster, "h200-02")["reason"] == "maintenance: reseat PSU"
+    assert "left drained by someone else" in (base / "check.log").read_text()
+    set_ib(roots / "h200-02", "active")
+    cluster.run("scontrol", "update", "NodeName=h200-02", "State=RESUME")
+    assert os.path.exists(roots)
