@@ -4,6 +4,7 @@ paths fleetspec coordinates refused."""
 
 from __future__ import annotations
 
+import re
 from pathlib import PurePosixPath
 
 import yaml
@@ -34,7 +35,10 @@ OVERLAY = """\
 
 
 def _museum(overlay: str = OVERLAY) -> str:
-    return MUSEUM.replace("    gang: kueue\n", "    gang: kueue\n" + overlay, 1)
+    """The museum example with ``overlay`` under its kubernetes section."""
+    text, n = re.subn(r"(?m)^(  kubernetes:\n)", lambda m: m.group(1) + overlay, MUSEUM, count=1)
+    assert n == 1
+    return text
 
 
 def _compiled(text: str):
@@ -60,7 +64,9 @@ def test_overlay_is_merged_into_the_rendered_values() -> None:
     assert gpu["nfd"] == {"enabled": True}
     config = yaml.safe_load(_values(files, "kueue")["managerConfig"]["controllerManagerConfigYaml"])
     assert config["fairSharing"] == {"enable": True, "preemptionStrategies": ["LessThanOrEqualToFinalShare"]}
-    assert config["waitForPodsReady"]["blockAdmission"] is True  # fleetspec's gang settings kept
+    plain_config = yaml.safe_load(_values(plain, "kueue")["managerConfig"]["controllerManagerConfigYaml"])
+    assert config["waitForPodsReady"] == plain_config["waitForPodsReady"]  # fleetspec's gang settings kept
+    assert {k: v for k, v in config.items() if k != "fairSharing"} == plain_config
     # Everything the overlay writes is a key the real charts have (their values.yaml).
     for release in ("gpu-operator", "amd-gpu-operator", "kueue"):
         defaults = _chart_defaults(release)
@@ -70,7 +76,7 @@ def test_overlay_is_merged_into_the_rendered_values() -> None:
 def test_overlay_reaches_the_pulumi_program_through_fleet_json(run_program, tmp_path) -> None:
     ir = tmp_path / "fleet.json"
     ir.write_text(_compiled(_museum()).to_json())
-    res = run_program(None, {"fleetspec:irPath": str(ir)})
+    res = run_program(None, {"fleetspec:irPath": str(ir), "fleetspec:context": "museum-admin"})
     values = res["release/gpu-operator"].inputs["values"]
     assert values["mig"] == {"strategy": "mixed"}
     plain = _values(render_kubernetes(_compiled(MUSEUM)), "gpu-operator")["driver"]
