@@ -45,6 +45,7 @@ class FindingsFormat(str, Enum):
     text = "text"
     json = "json"
     github = "github"
+    sarif = "sarif"
 
 
 class TableFormat(str, Enum):
@@ -58,6 +59,11 @@ def _print_findings(compiled: CompileResult, fmt: FindingsFormat = FindingsForma
     located = compiled.located()
     if fmt is FindingsFormat.json:
         out.print_json(json.dumps({"valid": compiled.valid, "findings": [f.to_dict() for f in located]}))
+        return
+    if fmt is FindingsFormat.sarif:
+        from fleetspec.sarif import to_sarif
+
+        print(json.dumps(to_sarif(compiled), indent=2))
         return
     if fmt is FindingsFormat.github:
         for f in located:
@@ -91,7 +97,8 @@ def _print_finding(f: LocatedFinding) -> None:
 @app.command(cls=COMMAND)
 def validate(
     spec: SpecArg,
-    format: Annotated[FindingsFormat, typer.Option("--format", help="text, json or github")] = FindingsFormat.text,
+    format: Annotated[FindingsFormat, typer.Option("--format", help="text, json, github (workflow annotations) "
+                                                   "or sarif (code scanning)")] = FindingsFormat.text,
 ) -> None:
     """Check a fleet spec: exit 0 when it has no errors (warnings allowed), 1 when it has."""
     from fleetspec import tasks
@@ -211,6 +218,7 @@ def _register_feature_commands() -> None:
     from fleetspec.health.cli import health as health_command
     from fleetspec.lab.cli import lab_app
     from fleetspec.plan.cli import plan as plan_command
+    from fleetspec.state.cli import state_app
     from fleetspec.verify.cli import verify as verify_command
 
     app.command("plan", cls=COMMAND)(plan_command)
@@ -218,6 +226,7 @@ def _register_feature_commands() -> None:
     app.command("verify", cls=COMMAND)(verify_command)
     app.command("health", cls=COMMAND)(health_command)
     app.add_typer(lab_app, name="lab")
+    app.add_typer(state_app, name="state")
 
 
 _register_feature_commands()

@@ -88,3 +88,28 @@ def slurm_installed() -> None:
 @pytest.fixture
 def golden(request: pytest.FixtureRequest) -> Golden:
     return Golden(request.config.getoption("--update-goldens"))
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A real PostgreSQL server on a unix socket for the whole session (tests/postgres_server.py);
+    skip where Debian's postgresql is not installed, fail under CI where scripts/test installs it."""
+    from tests.postgres_server import server_bin, start_server
+
+    bin_dir = server_bin()
+    if bin_dir is None:
+        if os.environ.get("CI"):
+            pytest.fail("PostgreSQL is required under CI: scripts/test installs Debian's postgresql")
+        pytest.skip("PostgreSQL unavailable: install Debian's postgresql (scripts/test does)")
+    pytest.importorskip("psycopg", reason="the postgres extra (psycopg) is not installed")
+    server = start_server(bin_dir)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server) -> str:
+    """A fresh database on the session's server, as a postgresql:// state URL."""
+    return postgres_server.new_database()

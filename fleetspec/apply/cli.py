@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from fleetspec.apply.rollout import ApplyEvent, Engines
     from fleetspec.compile.ir import Fleet
     from fleetspec.plan.model import Plan
-    from fleetspec.state import StateStore
+    from fleetspec.state import StateBackend
 
 out, err = lazy_consoles()
 
@@ -44,8 +44,10 @@ def apply(
     target: Annotated[Path, typer.Argument(help="the fleet spec (YAML), or a plan saved with 'plan --out'", metavar="SPEC|PLAN",
                                            show_default=False)],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask for confirmation")] = False,
-    state: Annotated[Path | None, typer.Option("--state", help="state directory (default: .fleetspec/ beside "
-                                                                "the spec, or $FLEETSPEC_STATE_DIR)")] = None,
+    state: Annotated[str | None, typer.Option("--state", help="state directory, file:// or postgresql:// URL "
+                                              "(default: $FLEETSPEC_STATE, else .fleetspec/ beside the spec)")] = None,
+    lock_timeout: Annotated[float, typer.Option("--lock-timeout", help="seconds to wait while another apply "
+                                                "holds the state's lock (default: refuse at once)", min=0)] = 0.0,
     canary: Annotated[int, typer.Option("--canary", help="nodes in each partition's first wave")] = 1,
     max_unavailable: Annotated[str, typer.Option("--max-unavailable",
                                                  help="per partition, N nodes or P% at once")] = "25%",
@@ -74,11 +76,11 @@ def apply(
     from fleetspec.lab.fleet import LabSetupError
     from fleetspec.plan import plan_against_state
     from fleetspec.plan.render_text import print_plan
-    from fleetspec.plan.saved import SavedPlanError, load_saved_plan
+    from fleetspec.plan.saved import SavedPlanError, check_plan_current, load_saved_plan
     from fleetspec.render import render_all
     from fleetspec.render.writer import write_tree
     from fleetspec.spec.hostlist import HostlistError
-    from fleetspec.state import StateError, StateStore, state_dir
+    from fleetspec.state import StateError, local_work_dir, locked, open_state, state_location
     from fleetspec.state.build import applied_tree, build_dir
     from fleetspec.state.lock import LockHeld
 
@@ -97,8 +99,9 @@ def apply(
                 raise typer.Exit(1)
             fleet = compiled.fleet
         if lab is not None and state is None:
-            state = lab / "state"  # a rehearsal keeps its own state, never the fleet's
-        store = StateStore(state_dir(target, state), fleet.name)
+            state = str(lab / "state")  # a rehearsal keeps its own state, never the fleet's
+        location = state_location(target, state)
+        store = open_state(location, fleet.name, work_dir=local_work_dir(location, target))
         base_dir = Path(target).resolve().parent
         only, why = _restriction(lab, limit)
         if not yes and not sys.stdin.isatty():
@@ -109,8 +112,10 @@ def apply(
             _show(_restricted(plan, only, why), format, emit, print_plan)
             err.print("refusing to apply without confirmation: no terminal to ask on. Pass --yes")
             raise typer.Exit(1)
-        with store.lock("apply"):
+        with locked(store, "apply", lock_timeout):
             current = store.read()
+            if saved is not None:
+                check_plan_current(saved, current)  # refuse a stale plan before rendering anything
             plan = saved or plan_against_state(fleet, current, canary=canary, max_unavailable=max_unavailable,
                                                old_files=applied_tree(store, current))
             plan = _restricted(plan, only, why)
@@ -123,7 +128,7 @@ def apply(
             if format is ApplyFormat.text:
                 from fleetspec.apply.report import TextReport
 
-                report = TextReport(out, store.directory / f"{fleet.name}.apply.log")
+                report = TextReport(out, store.work_dir / f"{fleet.name}.apply.log")
                 emit = report.emit
             extravars, redact = _secrets(fleet, base_dir, sec)
             build = build_dir(store)
@@ -289,13 +294,13 @@ def _has_kubernetes_changes(plan: Plan) -> bool:
     return any(c.target.startswith(("kubernetes:", "helm:")) for c in plan.changes)
 
 
-def _pulumi_up(fleet: Fleet, store: StateStore, emit: Any, extravars: dict[str, Any]) -> None:
+def _pulumi_up(fleet: Fleet, store: StateBackend, emit: Any, extravars: dict[str, Any]) -> None:
     from fleetspec.apply.pulumi import PulumiOptions, unavailable_reason, up
     from fleetspec.apply.rollout import ApplyError, ApplyEvent
 
     # Slinky's accounting Secret is made by the stack from the same resolved password.
     password = extravars.get("fleetspec_slurmdbd_password")
-    options = PulumiOptions(state_dir=store.directory,
+    options = PulumiOptions(state_dir=store.work_dir,
                             secrets={"slurmdbd_password": password} if password else {})
     reason = unavailable_reason(options)
     if reason is not None:

@@ -31,7 +31,7 @@ from fleetspec.plan.model import Disruption, Plan, Wave
 from fleetspec.plan.saved import SavedPlanError, check_plan_current
 from fleetspec.secrets import Redactor
 from fleetspec.spec.hostlist import compress
-from fleetspec.state import StateStore
+from fleetspec.state import StateBackend
 from fleetspec.state.build import mark_applied
 from fleetspec.verify.compare import Status, VerifyReport
 
@@ -89,7 +89,7 @@ def wave_name(wave: Wave) -> str:
     return f"{wave.partition}#{wave.index}{' (canary)' if wave.canary else ''}"
 
 
-def apply_plan(plan: Plan, store: StateStore, engines: Engines, options: ApplyOptions, emit: Emit,
+def apply_plan(plan: Plan, store: StateBackend, engines: Engines, options: ApplyOptions, emit: Emit,
                redact: Redactor | None = None) -> ApplyResult:
     """Run ``plan``; the caller holds ``store``'s lock. Never raises for a failed wave."""
     redact = redact or Redactor()

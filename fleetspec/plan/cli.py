@@ -1,5 +1,6 @@
 """``fleetspec plan``: compile the spec, compare it with the applied state (or with
-another revision of the spec, ``--base``), print the plan, optionally save it.
+another revision of the spec, ``--base FILE|REV``), print the plan (text, JSON, or a
+Markdown pull-request comment), optionally save it.
 
 Exit codes like ``terraform plan``: 0 when the plan was made (changes or not), 1 on an
 error (invalid spec, unreadable or foreign state, bad options); with
@@ -10,6 +11,7 @@ error (invalid spec, unreadable or foreign state, bad options); with
 from __future__ import annotations
 
 import json
+import sys
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -30,6 +32,7 @@ EXIT_NO_CHANGES, EXIT_ERROR, EXIT_CHANGES = 0, 1, 2
 class PlanFormat(str, Enum):
     text = "text"
     json = "json"
+    markdown = "markdown"
 
 
 class PlanError(Exception):
@@ -38,15 +41,18 @@ class PlanError(Exception):
 
 def plan(
     spec: Annotated[Path, typer.Argument(help="the fleet spec (YAML)", metavar="SPEC", show_default=False)],
-    state: Annotated[Path | None, typer.Option("--state", help="state directory (default: .fleetspec/ beside "
-                                               "the spec, or $FLEETSPEC_STATE_DIR)")] = None,
-    base: Annotated[Path | None, typer.Option("--base", help="compare with another revision of the spec "
-                                              "instead of the applied state")] = None,
-    format: Annotated[PlanFormat, typer.Option("--format", help="text or json")] = PlanFormat.text,
+    state: Annotated[str | None, typer.Option("--state", help="state directory, file:// or postgresql:// URL "
+                                              "(default: $FLEETSPEC_STATE, else .fleetspec/ beside the spec)")] = None,
+    base: Annotated[str | None, typer.Option("--base", help="compare with another revision of the spec instead "
+                                             "of the applied state: a file, or a git revision (origin/main)")] = None,
+    format: Annotated[PlanFormat, typer.Option("--format", help="text, json, or markdown (a pull-request "
+                                               "comment)")] = PlanFormat.text,
     out: Annotated[Path | None, typer.Option("--out", help="save the plan for 'apply PLAN'")] = None,
     canary: Annotated[int, typer.Option("--canary", help="nodes in each partition's first wave")] = 1,
     max_unavailable: Annotated[str, typer.Option("--max-unavailable",
                                                  help="nodes (N) or share (P%) of a partition out at once")] = "25%",
+    lock_timeout: Annotated[float, typer.Option("--lock-timeout", help="seconds to wait while an apply holds "
+                                                "the state's lock (default: refuse at once)", min=0)] = 0.0,
     limit: Annotated[str | None, typer.Option("--limit", metavar="HOSTLIST",
                                               help="plan for these hosts only (as 'apply --limit' would)")] = None,
     detailed_exitcode: Annotated[bool, typer.Option("--detailed-exitcode",
@@ -59,13 +65,15 @@ def plan(
     from rich.markup import escape
 
     from fleetspec.plan.kubernetes_layer import kubernetes_notes
+    from fleetspec.plan.render_markdown import plan_markdown
     from fleetspec.plan.render_text import print_plan
     from fleetspec.plan.saved import save_plan
-    from fleetspec.state import state_dir
+    from fleetspec.state import local_work_dir, state_location
 
     console, errors = consoles()
     try:
-        result = build_plan(spec, state, base, canary, max_unavailable, errors, _quarantined(health))
+        result = build_plan(spec, state, base, canary, max_unavailable, errors, lock_timeout,
+                            _quarantined(health))
         if limit is not None:
             result = _limited(result, limit)
         if out is not None:
@@ -76,8 +84,10 @@ def plan(
     except OSError as exc:
         errors.print(f"error: {exc.filename or ''}: {exc.strerror}", markup=False)
         raise typer.Exit(EXIT_ERROR) from None
-    notes = kubernetes_notes(result, None if base is not None else state_dir(spec, state))
-    if format is PlanFormat.json:
+    notes = kubernetes_notes(result, None if base is not None else local_work_dir(state_location(spec, state), spec))
+    if format is PlanFormat.markdown:
+        sys.stdout.write(plan_markdown(result, notes))
+    elif format is PlanFormat.json:
         data = result.to_dict()
         if notes is not None:
             data["kubernetes"] = notes
@@ -118,11 +128,12 @@ def _quarantined(path: Path | None) -> dict[str, str] | None:
         raise PlanError(f"--health {path}: not a 'fleetspec health --format json' report ({exc})") from None
 
 
-def build_plan(spec: Path, state: Path | None, base: Path | None, canary: int, max_unavailable: str,
-               errors: Console, quarantined: dict[str, str] | None = None) -> Plan:
+def build_plan(spec: Path, state: str | None, base: str | None, canary: int, max_unavailable: str,
+               errors: Console, lock_timeout: float = 0.0, quarantined: dict[str, str] | None = None) -> Plan:
     from fleetspec.plan import make_plan, plan_against_state
+    from fleetspec.plan.base import BaseError, resolve_base
     from fleetspec.plan.waves import parse_max_unavailable
-    from fleetspec.state import StateError, StateStore, state_dir
+    from fleetspec.state import LockHeld, StateError, local_work_dir, open_state, state_location, wait_unlocked
     from fleetspec.state.build import applied_tree
 
     try:
@@ -134,28 +145,39 @@ def build_plan(spec: Path, state: Path | None, base: Path | None, canary: int, m
     new = _compiled(spec, errors)
     try:
         if base is not None:
-            old = _compiled(base, errors)
-            return make_plan(new, old, canary=canary, max_unavailable=max_unavailable, base=f"spec {base}",
+            found = resolve_base(spec, base)
+            if found.path is None and found.text is None:
+                return make_plan(new, None, canary=canary, max_unavailable=max_unavailable,
+                                 base=f"nothing ({found.name} does not exist: a new fleet)", quarantined=quarantined)
+            old = _compiled(found.path, errors, found)
+            return make_plan(new, old, canary=canary, max_unavailable=max_unavailable, base=found.name,
                              quarantined=quarantined)
-        directory = state_dir(spec, state)
-        if directory.exists() and not directory.is_dir():
-            raise PlanError(f"--state {directory} is a file: --state takes the state directory (it holds "
-                            f"{new.name}.state.json). Pass the directory that holds it")
-        store = StateStore(directory, new.name)
-        state = store.read()
-        return plan_against_state(new, state, canary=canary, max_unavailable=max_unavailable,
-                                  old_files=applied_tree(store, state), quarantined=quarantined)
-    except StateError as exc:
+        location = state_location(spec, state)
+        if location.path is not None and location.path.exists() and not location.path.is_dir():
+            raise PlanError(f"--state {location.path} is a file: --state takes the state directory (it holds "
+                            f"{new.name}.state.json) or a postgresql:// URL. Pass the directory that holds it")
+        store = open_state(location, new.name, work_dir=local_work_dir(location, spec))
+        wait_unlocked(store, lock_timeout)
+        current = store.read()
+        return plan_against_state(new, current, canary=canary, max_unavailable=max_unavailable,
+                                  old_files=applied_tree(store, current), quarantined=quarantined)
+    except (StateError, LockHeld, BaseError) as exc:
         raise PlanError(str(exc)) from None
 
 
-def _compiled(path: Path, errors: Console) -> Fleet:
+def _compiled(path: Path | None, errors: Console, base: object = None) -> Fleet:
     from rich.markup import escape
 
-    from fleetspec.compile import compile_file
+    from fleetspec.compile import compile_file, compile_text
     from fleetspec.findings import Severity
+    from fleetspec.plan.base import BaseSpec
 
-    result = compile_file(path)
+    if isinstance(base, BaseSpec) and base.text is not None:
+        result = compile_text(base.text, base.name)
+        path = Path(base.name)
+    else:
+        assert path is not None
+        result = compile_file(path)
     if not result.valid or result.fleet is None:
         for f in result.located():
             if f.severity >= Severity.ERROR:

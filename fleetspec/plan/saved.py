@@ -13,8 +13,9 @@ from typing import Any
 from fleetspec.compile.ir import Fleet
 from fleetspec.plan.model import PLAN_FORMAT_VERSION, Change, Plan, Wave
 from fleetspec.safe_io import UnsafePathError, loads_json, read_bounded, write_output
+from fleetspec.state.backend import StateBackend
 from fleetspec.state.codec import FleetDecodeError, fleet_from_dict
-from fleetspec.state.store import State, StateStore
+from fleetspec.state.store import State
 
 KIND = "fleetspec-plan"
 MAX_PLAN_BYTES = 1024 * 1024 * 1024  # the whole IR of the largest fleet fleetspec accepts, with room
@@ -66,9 +67,9 @@ def _plan_from_dict(data: dict[str, Any], fleet: Fleet) -> Plan:
                 tuple((q["node"], q["why"]) for q in data.get("quarantined") or ()))
 
 
-def check_plan_current(plan: Plan, store: StateStore | State) -> None:
+def check_plan_current(plan: Plan, store: StateBackend | State) -> None:
     """Raise SavedPlanError unless the state is exactly the one the plan was made against."""
-    state = store.read() if isinstance(store, StateStore) else store
+    state = store if isinstance(store, State) else store.read()
     if plan.state_serial is None:
         raise SavedPlanError("this plan compares two spec revisions (--base), not the applied state: "
                              "plan against the state to get a plan you can apply")

@@ -131,10 +131,19 @@ class SourceMap:
         secret anywhere: never echoed, whatever the finding is about."""
         if self._secret_lines is None:
             lines: set[int] = set()
+            secret: dict[Path_, bool] = {(): False}  # per path, from its parent's answer
+
+            def is_secret(path: Path_) -> bool:
+                known = secret.get(path)
+                if known is None:
+                    last = path[-1]
+                    known = secret[path] = (path[:2] == ("spec", "secrets") or is_secret(path[:-1])
+                                            or (isinstance(last, str) and _secret_name(last)))
+                return known
+
             for table in (self.keys, self.values):
                 for path, pos in table.items():
-                    if path[:2] == ("spec", "secrets") or any(
-                            isinstance(p, str) and _secret_name(p) for p in path):
+                    if is_secret(path):
                         lines.add(pos.line)
             self._secret_lines = frozenset(lines)
         return self._secret_lines

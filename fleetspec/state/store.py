@@ -23,7 +23,7 @@ import re
 import socket
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +35,7 @@ from fleetspec.safe_io import UnsafePathError, loads_json, read_bounded
 from fleetspec.spec.hostlist import compress
 from fleetspec.state.atomic import atomic_write, remove_leftovers
 from fleetspec.state.codec import FleetDecodeError, decode, encode, fleet_from_dict
-from fleetspec.state.lock import StateLock, current_user
+from fleetspec.state.lock import LockHeld, LockInfo, StateLock, current_user, is_stale, read_holder
 
 FORMAT_VERSION = 1
 STATE_DIR_ENV = "FLEETSPEC_STATE_DIR"
@@ -84,7 +84,49 @@ def state_dir(spec: Path, explicit: Path | None = None) -> Path:
     return Path(spec).resolve().parent / DEFAULT_DIR_NAME
 
 
-class StateStore:
+Change = Callable[[dict[str, Any]], None]
+
+
+class DocumentWrites:
+    """The two writes apply makes, as changes to the state document; a backend supplies
+    ``fleet_name`` and ``_write`` (read the latest document, apply the change, store it
+    as the next serial, all under the lock)."""
+
+    fleet_name: str
+
+    def _write(self, change: Change, kind: str, hosts: list[str], summary: str) -> State:
+        raise NotImplementedError
+
+    def record_wave(self, target: Fleet, hosts: Iterable[str], summary: str) -> State:
+        """Record that ``hosts`` now run as ``target`` describes them (a host absent there was removed)."""
+        hosts = sorted(set(hosts))
+        stacks = {s.name: s for s in target.stacks}
+        records: dict[str, NodeRecord | None] = {}
+        for host in hosts:
+            node = target.node(host)
+            records[host] = None if node is None else NodeRecord(node, stacks.get(node.stack))
+
+        def change(document: dict[str, Any]) -> None:
+            nodes = document.setdefault("nodes", {})
+            for host, record in records.items():
+                nodes[host] = None if record is None else _record_to_dict(record)
+
+        return self._write(change, kind="wave", hosts=hosts, summary=summary)
+
+    def record_applied(self, fleet: Fleet, summary: str) -> State:
+        """The whole of ``fleet`` is applied: it becomes ``applied`` and the node records are cleared."""
+        if fleet.name != self.fleet_name:
+            raise StateError(f"fleet {fleet.name!r} cannot be recorded in the state of {self.fleet_name!r}")
+        applied = fleet.to_dict()
+
+        def change(document: dict[str, Any]) -> None:
+            document["applied"] = applied
+            document["nodes"] = {}
+
+        return self._write(change, kind="apply", hosts=[n.hostname for n in fleet.nodes], summary=summary)
+
+
+class StateStore(DocumentWrites):
     def __init__(self, directory: Path, fleet_name: str) -> None:
         if not _SAFE_NAME.match(fleet_name):
             raise StateError(f"fleet name {fleet_name!r} cannot name a state file")
@@ -129,6 +171,39 @@ class StateStore:
             return "No usable backup: restore it from your own copy."
         return f"The previous state (serial {serial}) is in {self.backup_path}: check it, then copy it over."
 
+    @property
+    def location(self) -> str:
+        """Where the state lives, in words for messages (the backend interface)."""
+        return str(self.directory)
+
+    @property
+    def work_dir(self) -> Path:
+        """Where apply keeps local files (rendered tree, Pulumi's file backend): the state directory."""
+        return self.directory
+
+    def history(self) -> list[dict[str, Any]]:
+        """The journal, oldest first: one entry per serial (the file store keeps the latest document only)."""
+        return list(self.read().journal)
+
+    def export_document(self) -> dict[str, Any] | None:
+        """The latest stored document as it is (``state copy``); None when there is no state."""
+        return self._read_document()
+
+    def import_document(self, document: dict[str, Any]) -> State:
+        """Store another store's document unchanged (lineage, serial, journal): only into an
+        empty state, and only under the lock (``state copy``)."""
+        if self._lock is None or not self._lock.held:
+            raise StateError("state writes need the lock: use 'with store.lock(command):'")
+        _check_document(document, self.path, self.fleet_name)
+        state = _state_from_document(document, self.path)
+        if self._read_document() is not None:
+            raise StateError(f"{self.path} already holds a state: a copy goes only into an empty location")
+        try:
+            atomic_write(self.path, (json.dumps(document, indent=1) + "\n").encode(), backup=self.backup_path)
+        except UnsafePathError as exc:
+            raise StateError(f"{exc}. The state was not written") from None
+        return state
+
     # -- locking ---------------------------------------------------------------------
 
     @contextmanager
@@ -145,50 +220,28 @@ class StateStore:
             finally:
                 self._lock = None
 
+    def holder(self) -> LockInfo | None:
+        """Who holds the lock now (None: nobody, or a holder this host can see is gone)."""
+        if not self.lock_path.exists():
+            return None
+        holder = read_holder(self.lock_path)
+        if holder is None:
+            raise LockHeld(self.lock_path, None, f"If no fleetspec is running, remove {self.lock_path} by hand.")
+        return None if is_stale(holder) else holder
+
+    def force_unlock(self) -> LockInfo | None:
+        """Remove the lock whoever holds it (``state unlock --force``); returns the holder removed."""
+        holder = read_holder(self.lock_path) if self.lock_path.exists() else None
+        self.lock_path.unlink(missing_ok=True)
+        return holder
+
     # -- writing ---------------------------------------------------------------------
 
-    def record_wave(self, target: Fleet, hosts: Iterable[str], summary: str) -> State:
-        """Record that ``hosts`` now run as ``target`` describes them (a host absent there was removed)."""
-        hosts = sorted(set(hosts))
-        stacks = {s.name: s for s in target.stacks}
-        records: dict[str, NodeRecord | None] = {}
-        for host in hosts:
-            node = target.node(host)
-            records[host] = None if node is None else NodeRecord(node, stacks.get(node.stack))
-
-        def change(document: dict[str, Any]) -> None:
-            nodes = document.setdefault("nodes", {})
-            for host, record in records.items():
-                nodes[host] = None if record is None else _record_to_dict(record)
-
-        return self._write(change, kind="wave", hosts=hosts, summary=summary)
-
-    def record_applied(self, fleet: Fleet, summary: str) -> State:
-        """The whole of ``fleet`` is applied: it becomes ``applied`` and the node records are cleared."""
-        if fleet.name != self.fleet_name:
-            raise StateError(f"fleet {fleet.name!r} cannot be recorded in the state of {self.fleet_name!r}")
-        applied = fleet.to_dict()
-
-        def change(document: dict[str, Any]) -> None:
-            document["applied"] = applied
-            document["nodes"] = {}
-
-        return self._write(change, kind="apply", hosts=[n.hostname for n in fleet.nodes], summary=summary)
-
-    def _write(self, change: Any, kind: str, hosts: list[str], summary: str) -> State:
+    def _write(self, change: Change, kind: str, hosts: list[str], summary: str) -> State:
         if self._lock is None or not self._lock.held:
             raise StateError("state writes need the lock: use 'with store.lock(command):'")
         document = self._read_document() or _new_document(self.fleet_name)
-        change(document)
-        document["format_version"] = FORMAT_VERSION
-        document["serial"] += 1
-        document["updated"] = _now()
-        document["fleetspec_version"] = __version__
-        document["journal"].append({
-            "serial": document["serial"], "time": document["updated"], "kind": kind,
-            "user": current_user(), "host": socket.gethostname(), "pid": os.getpid(),
-            "command": self._lock.command, "hosts": compress(hosts), "summary": summary,
-        })
+        next_document(document, change, kind, hosts, summary, self._lock.command)
         remove_leftovers(self.directory, self.path.name)
         try:
             atomic_write(self.path, (json.dumps(document, indent=1) + "\n").encode(), backup=self.backup_path)
@@ -197,12 +250,28 @@ class StateStore:
         return _state_from_document(document, self.path)
 
 
+def next_document(document: dict[str, Any], change: Change, kind: str, hosts: list[str], summary: str,
+                  command: str) -> dict[str, Any]:
+    """``document`` moved to its next serial by ``change``, with a journal entry (in place)."""
+    change(document)
+    document["format_version"] = FORMAT_VERSION
+    document["serial"] += 1
+    document["updated"] = _now()
+    document["fleetspec_version"] = __version__
+    document["journal"].append({
+        "serial": document["serial"], "time": document["updated"], "kind": kind,
+        "user": current_user(), "host": socket.gethostname(), "pid": os.getpid(),
+        "command": command, "hosts": compress(hosts), "summary": summary,
+    })
+    return document
+
+
 def _new_document(fleet_name: str) -> dict[str, Any]:
     return {"format_version": FORMAT_VERSION, "fleet": fleet_name, "lineage": str(uuid.uuid4()), "serial": 0,
             "created": _now(), "applied": None, "nodes": {}, "journal": []}
 
 
-def _check_document(document: Any, path: Path, fleet_name: str) -> None:
+def _check_document(document: Any, path: Path | str, fleet_name: str) -> None:
     if not isinstance(document, dict):
         raise StateError(f"{path} is not a fleetspec state (not a JSON object). It was left as it is")
     version = document.get("format_version")
@@ -223,7 +292,7 @@ def _check_document(document: Any, path: Path, fleet_name: str) -> None:
         raise StateError(f"{path}: 'journal' holds entries that are not records. It was left as it is")
 
 
-def _state_from_document(document: dict[str, Any], path: Path) -> State:
+def _state_from_document(document: dict[str, Any], path: Path | str) -> State:
     try:
         applied = None if document.get("applied") is None else fleet_from_dict(document["applied"])
         nodes = {host: None if rec is None else NodeRecord(decode(Node, rec["node"]),

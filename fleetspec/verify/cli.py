@@ -2,7 +2,9 @@
 
 Thin, like the other commands: compile the spec, run one mode from ``run``, print the
 report, pick the exit code (0: every node conforms, warnings allowed; 1: drift, an
-unreachable node, or verification could not run).
+unreachable node, or verification could not run). With ``--detailed-exitcode`` drift
+(an unreachable node included) exits 2 and 1 is left to errors, so a scheduled pipeline
+tells "the fleet drifted" from "verify could not run".
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ if TYPE_CHECKING:
 class ReportFormat(str, Enum):
     table = "table"
     json = "json"
+    markdown = "markdown"
+
+
+EXIT_CONFORMS, EXIT_ERROR, EXIT_DRIFT = 0, 1, 2
 
 
 def _consoles() -> tuple[Console, Console]:
@@ -48,11 +54,15 @@ def verify(
     lab: Annotated[Path | None, typer.Option("--lab", help="the lab made by 'fleetspec lab up' (its directory): "
                                              "check its hosts", file_okay=False)] = None,
     forks: Annotated[int, typer.Option("--forks", help="with --inventory: nodes collected in parallel", min=1)] = 20,
-    format: Annotated[ReportFormat, typer.Option("--format", help="table or json")] = ReportFormat.table,
+    format: Annotated[ReportFormat, typer.Option("--format", help="table, json, or markdown (which nodes "
+                                                 "drifted from which pin)")] = ReportFormat.table,
     junit: Annotated[Path | None, typer.Option("--junit", help="also write a JUnit XML report to this file",
                                                dir_okay=False)] = None,
+    detailed_exitcode: Annotated[bool, typer.Option("--detailed-exitcode", help="exit 2 on drift, 1 only on "
+                                                    "errors")] = False,
 ) -> None:
-    """Check that every node runs its partition's stack tuple: exit 0 when all conform, 1 otherwise."""
+    """Check that every node runs its partition's stack tuple: exit 0 when all conform, 1 otherwise
+    (with --detailed-exitcode: 0 conform, 1 error, 2 drift)."""
     from fleetspec.verify.report import to_junit
     from fleetspec.verify.run import VerifyError, verify_facts_dir, verify_inventory, verify_lab, verify_local
 
@@ -87,7 +97,9 @@ def verify(
         except OSError as exc:
             err.print(f"error: cannot write {junit}: {exc.strerror}", markup=False)
             raise typer.Exit(1) from None
-    raise typer.Exit(0 if report.conforms else 1)
+    if report.conforms:
+        raise typer.Exit(EXIT_CONFORMS)
+    raise typer.Exit(EXIT_DRIFT if detailed_exitcode else EXIT_ERROR)
 
 
 def _compile(spec: Path, err: Console) -> Fleet:
@@ -113,10 +125,13 @@ def _this_host(fleet: Fleet) -> str:
 def _print(report: VerifyReport, fmt: ReportFormat, out: Console, err: Console) -> None:
     from rich.markup import escape
 
-    from fleetspec.verify.report import summary_line, tables, to_json
+    from fleetspec.verify.report import summary_line, tables, to_json, to_markdown
 
     if fmt is ReportFormat.json:
         sys.stdout.write(json.dumps(to_json(report), indent=2) + "\n")
+        return
+    if fmt is ReportFormat.markdown:
+        sys.stdout.write(to_markdown(report))
         return
     for table in tables(report):
         out.print(table)

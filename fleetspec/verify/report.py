@@ -1,4 +1,5 @@
-"""A VerifyReport as people and machines read it: Rich tables, JSON, JUnit XML.
+"""A VerifyReport as people and machines read it: Rich tables, JSON, JUnit XML, and
+Markdown (an incident or a job summary: which nodes drifted from which pin).
 
 Pure formatting of the typed report from ``compare``; the JSON and JUnit shapes are
 a documented contract (docs/verify.md), so keys and ordering here are stable:
@@ -185,3 +186,60 @@ def to_junit(report: VerifyReport) -> str:
     root.set("errors", "0")
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+# --- Markdown ---------------------------------------------------------------------------
+
+MARKDOWN_MARKER = "<!-- fleetspec-verify -->"
+
+
+def _md(value: object) -> str:
+    return str(value).replace("|", "\\|").replace("\n", " ").replace("<", "&lt;")
+
+
+def to_markdown(report: VerifyReport) -> str:
+    """``--format markdown``: a headline, then one row per drift shared by a set of nodes
+    (partition, the stack that pins it, component, pinned value, found value, the nodes as a
+    hostlist), then warnings folded. Made to open an incident or a job summary with."""
+    from fleetspec.spec.hostlist import compress
+
+    drift = sum(not n.conforms for n in report.nodes)
+    lines = [MARKDOWN_MARKER, f"### fleetspec verify: fleet `{_md(report.fleet)}`", "",
+             f"**{summary_line(report)}**", ""]
+    rows: dict[tuple[str, str, str, str, str, str], list[str]] = {}
+    notes: dict[tuple[str, str, str, str], list[str]] = {}
+    for partition in report.partitions:
+        stack = partition.stack or "MIXED"
+        for check in partition.checks:
+            if check.status is Status.DRIFT:
+                key = (partition.name, stack, check.component, check.expected or "-", check.found or "-", check.message)
+                rows.setdefault(key, []).append("(partition)")
+        for node in partition.nodes:
+            for check in node.checks:
+                if check.status is Status.DRIFT:
+                    key = (partition.name, stack, check.component, check.expected or "-", check.found or "-",
+                           check.message)
+                    rows.setdefault(key, []).append(node.hostname)
+                elif check.status is Status.WARNING:
+                    notes.setdefault((partition.name, check.component, check.message, ""), []).append(node.hostname)
+    if rows:
+        lines += [f"#### Drift: {drift} node(s) off their pinned tuple", "",
+                  "| partition | stack (pin) | component | pinned | found | nodes | detail |",
+                  "|---|---|---|---|---|---|---|"]
+        for (partition_name, stack, component, expected, found, message), hosts in rows.items():
+            names = [h for h in hosts if h != "(partition)"]
+            who = f"`{compress(names)}` ({len(names)})" if names else "(whole partition)"
+            lines.append(f"| {_md(partition_name)} | `{_md(stack)}` | {_md(component)} | `{_md(expected)}` | "
+                         f"`{_md(found)}` | {who} | {_md(message)} |")
+        lines.append("")
+    else:
+        lines += ["Every node runs its partition's pinned tuple.", ""]
+    if report.unknown_hosts:
+        lines += [f"Facts came back for hosts the spec does not name: `{_md(', '.join(report.unknown_hosts))}`.", ""]
+    if notes:
+        lines += [f"<details><summary>{sum(len(h) for h in notes.values())} warning(s)</summary>", "",
+                  "| partition | component | nodes | detail |", "|---|---|---|---|"]
+        for (partition_name, component, message, _), hosts in notes.items():
+            lines.append(f"| {_md(partition_name)} | {_md(component)} | `{compress(hosts)}` | {_md(message)} |")
+        lines += ["", "</details>", ""]
+    return "\n".join(lines) + "\n"

@@ -18,7 +18,7 @@ from fleetspec.apply.rollout import ApplyOptions, Engines, apply_plan
 from fleetspec.compile import compile_file
 from fleetspec.lab.slurm import Cluster
 from fleetspec.plan import plan_against_state, restrict_to_hosts
-from fleetspec.state import StateStore
+from fleetspec.state import StateStore, open_state, parse_location
 from fleetspec.verify.compare import compare
 from tests.verify.h200_facts import h200_facts
 
@@ -39,7 +39,7 @@ def upgraded(facts: dict, nccl: str) -> dict:
 
 
 class Rollout:
-    def __init__(self, cluster: Cluster, tmp: Path, initial: bool = True) -> None:
+    def __init__(self, cluster: Cluster, tmp: Path, initial: bool = True, state: str | None = None) -> None:
         self.cluster = cluster
         self.markers = tmp / "markers"
         self.markers.mkdir(exist_ok=True)
@@ -48,7 +48,8 @@ class Rollout:
             "hosts": {h: {"ansible_connection": "local", "ansible_python_interpreter": "python3"} for h in HOSTS},
             "vars": {"marker_dir": str(self.markers)},
         }}))
-        self.store = StateStore(tmp / "state", "rollout")
+        self.store = open_state(parse_location(state), "rollout", tmp / "work") if state else \
+            StateStore(tmp / "state", "rollout")
         self.broken_after_upgrade: set[str] = set()
         if initial:
             with self.store.lock("test"):
@@ -107,8 +108,9 @@ class Rollout:
         return {p.name for p in self.markers.iterdir()}
 
 
-if __name__ == "__main__":  # python -m tests.apply.harness SLURM_ROOT TMP SPEC SLOW_HOST
+if __name__ == "__main__":  # python -m tests.apply.harness SLURM_ROOT TMP SPEC SLOW_HOST [STATE_LOCATION]
     slurm_root, tmp, spec, slow = sys.argv[1:5]
-    child = Rollout(Cluster(Path(slurm_root)), Path(tmp), initial=False)
+    child = Rollout(Cluster(Path(slurm_root)), Path(tmp), initial=False,
+                    state=sys.argv[5] if len(sys.argv) > 5 else None)
     print("starting", flush=True)
     child.apply(Path(spec), slow_hosts=[slow])

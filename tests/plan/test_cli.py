@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from fleetspec.compile.ir import Fleet
 from fleetspec.plan.cli import plan
 from fleetspec.plan.saved import SavedPlanError, check_plan_current, load_saved_plan
-from fleetspec.state import STATE_DIR_ENV, StateStore
+from fleetspec.state import STATE_DIR_ENV, STATE_ENV, StateStore
 from tests.plan.conftest import QUICKSTART, SPECS, compiled, variant
 
 app = typer.Typer()
@@ -63,6 +63,7 @@ def test_limited_plan_says_what_it_leaves_out(spec: Path) -> None:
 def spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """quickstart.yaml in its own directory, so .fleetspec/ lands beside it."""
     monkeypatch.delenv(STATE_DIR_ENV, raising=False)
+    monkeypatch.delenv(STATE_ENV, raising=False)
     target = tmp_path / "fleet.yaml"
     shutil.copy(QUICKSTART, target)
     return target
@@ -129,7 +130,9 @@ def test_plan_against_state_beside_the_spec(spec: Path, quickstart: Fleet) -> No
 def test_state_from_the_environment_and_the_option(spec: Path, quickstart: Fleet, tmp_path: Path) -> None:
     applied(spec, quickstart, tmp_path / "elsewhere")
     assert run(spec, env={STATE_DIR_ENV: str(tmp_path / "elsewhere")}).exit_code == 0
+    assert run(spec, env={STATE_ENV: (tmp_path / "elsewhere").as_uri()}).exit_code == 0  # file:// URL
     assert run(spec, "--state", tmp_path / "elsewhere").exit_code == 0
+    assert run(spec, "--state", f"file://{tmp_path / 'elsewhere'}").exit_code == 0
     assert run(spec).exit_code == 2  # .fleetspec/ beside the spec is still empty
 
 

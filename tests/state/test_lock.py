@@ -1,4 +1,5 @@
-"""The lock between real processes: the second holder is told who holds it; a dead holder's lock is taken over."""
+"""The lock between real processes, on every backend: the second holder is told who holds
+it; a dead holder's lock is taken over; ``force_unlock`` removes a live holder's lock."""
 
 from __future__ import annotations
 
@@ -13,24 +14,31 @@ from pathlib import Path
 
 import pytest
 
-from fleetspec.state import LockHeld, StateLock, StateStore
+from fleetspec.state import LockHeld, StateLock, StateStore, open_state, parse_location
 from fleetspec.state.lock import current_holder, read_holder
 from tests.state.conftest import ROOT
 
 HOLDER = """
-import sys, time
-from pathlib import Path
-from fleetspec.state import StateStore
-store = StateStore(Path(sys.argv[1]), "quickstart")
+import sys
+from fleetspec.compile import compile_file
+from fleetspec.state import StateError, open_state, parse_location
+fleet = compile_file(sys.argv[2]).fleet
+store = open_state(parse_location(sys.argv[1]), "quickstart")
 with store.lock("fleetspec apply quickstart.yaml"):
     print("held", flush=True)
-    time.sleep(60)
+    for line in sys.stdin:
+        if line.strip() == "write":
+            try:
+                print("wrote", store.record_wave(fleet, ["h100-001"], "wave").serial, flush=True)
+            except StateError as exc:
+                print("refused", exc, flush=True)
 """
 
 
 @pytest.fixture
-def holder(tmp_path: Path):
-    child = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path)], stdout=subprocess.PIPE, cwd=ROOT)
+def holder(location: str):
+    child = subprocess.Popen([sys.executable, "-c", HOLDER, location, str(ROOT / "examples" / "quickstart.yaml")],
+                             stdout=subprocess.PIPE, stdin=subprocess.PIPE, cwd=ROOT)
     assert child.stdout is not None and child.stdout.readline().strip() == b"held"
     yield child
     if child.poll() is None:
@@ -38,25 +46,36 @@ def holder(tmp_path: Path):
         child.wait()
 
 
-def test_second_process_is_refused_with_the_holders_name(tmp_path: Path, holder: subprocess.Popen) -> None:
-    store = StateStore(tmp_path, "quickstart")
+def test_second_process_is_refused_with_the_holders_name(store, holder: subprocess.Popen) -> None:
     with pytest.raises(LockHeld) as exc, store.lock("fleetspec apply"):
         pass
     message = str(exc.value)
     assert f"pid {holder.pid}" in message and socket.gethostname() in message
-    assert "fleetspec apply quickstart.yaml" in message and "still running" in message
+    assert "fleetspec apply quickstart.yaml" in message and "since 20" in message
     assert exc.value.holder.pid == holder.pid
-    assert read_holder(store.lock_path).pid == holder.pid  # the holder's lock is untouched
+    assert store.holder().pid == holder.pid  # the holder's lock is untouched
 
 
-def test_lock_of_a_killed_holder_is_taken_over(tmp_path: Path, holder: subprocess.Popen) -> None:
+def test_lock_of_a_killed_holder_is_taken_over(store, holder: subprocess.Popen) -> None:
     holder.send_signal(signal.SIGKILL)
     holder.wait()
-    store = StateStore(tmp_path, "quickstart")
     with store.lock("fleetspec apply") as lock:
         assert lock.took_over is not None and lock.took_over.pid == holder.pid
-        assert read_holder(store.lock_path) == lock.holder
-    assert not store.lock_path.exists()  # released on exit
+        assert store.holder() == lock.holder
+    assert store.holder() is None  # released on exit
+
+
+def test_force_unlock_names_the_holder_and_frees_the_lock(store, holder: subprocess.Popen) -> None:
+    removed = store.force_unlock()
+    assert removed is not None and removed.pid == holder.pid and removed.command == "fleetspec apply quickstart.yaml"
+    with store.lock("fleetspec apply") as lock:
+        assert lock.holder.pid != holder.pid
+        if not isinstance(store, StateStore):
+            # PostgreSQL ended the holder's session: the apply it belonged to can no longer write
+            holder.stdin.write(b"write\n")
+            holder.stdin.flush()
+            line = holder.stdout.readline().decode()
+            assert line.startswith("refused") and "was not made" in line, line
 
 
 def test_a_reused_pid_does_not_keep_a_lock_alive(tmp_path: Path) -> None:
@@ -92,10 +111,10 @@ def test_release_removes_only_its_own_lock(tmp_path: Path) -> None:
     assert read_holder(path) == other
 
 
-def _contend(directory: str, barrier, results) -> None:
+def _contend(location: str, barrier, results) -> None:
     barrier.wait()
     try:
-        with StateStore(Path(directory), "quickstart").lock("racer") as lock:
+        with open_state(parse_location(location), "quickstart").lock("racer") as lock:
             results.put(("won", lock.took_over is not None))
             barrier.wait()  # hold until every racer has tried
     except LockHeld:
@@ -103,14 +122,12 @@ def _contend(directory: str, barrier, results) -> None:
         barrier.wait()
 
 
-def test_racing_processes_take_a_stale_lock_exactly_once(tmp_path: Path) -> None:
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    store = StateStore(tmp_path, "quickstart")
-    store.lock_path.write_text(json.dumps(asdict(replace(current_holder("crashed"), pid=dead.pid))))
+def test_racing_processes_take_a_stale_lock_exactly_once(location: str, holder: subprocess.Popen) -> None:
+    holder.send_signal(signal.SIGKILL)  # a crashed apply left its lock behind
+    holder.wait()
     ctx = multiprocessing.get_context("spawn")
     barrier, results = ctx.Barrier(4), ctx.Queue()
-    racers = [ctx.Process(target=_contend, args=(str(tmp_path), barrier, results)) for _ in range(4)]
+    racers = [ctx.Process(target=_contend, args=(location, barrier, results)) for _ in range(4)]
     for p in racers:
         p.start()
     for p in racers:
