@@ -287,6 +287,9 @@ def _kubernetes_resources(fleet: Fleet) -> KubernetesLayer:
     for rel, objs in releases_and_crs:
         releases.extend(rel)
         manifests.extend(objs)
+    from fleetspec.render.kubernetes_admission import scheduler_gate
+
+    manifests.extend(scheduler_gate(fleet, {r.name: r.key for r in releases}))
     releases, manifests = with_health(fleet, releases, manifests, NAMESPACES)
     if fleet.site is not None and fleet.site.helm_values:  # kubernetes.values: the site's overlays
         releases = list(apply_overlays(releases, fleet.site.helm_values))

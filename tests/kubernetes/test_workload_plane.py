@@ -158,6 +158,11 @@ def test_kai_pulumi_order(run_program) -> None:
     assert "release/kai-scheduler" in deps["release/kuberay-operator"]
     assert res["Queue/inference-nvidia-blackwell"].type == \
         "kubernetes:scheduling.run.ai/v2:Queue"
+    # The scheduler exists before GPU pods are required to name it.
+    gate = "fleetspec-gpu-pods-use-kai-scheduler"
+    assert "release/kai-scheduler" in deps[f"ValidatingAdmissionPolicy/{gate}"]
+    assert {f"ValidatingAdmissionPolicy/{gate}", "Namespace/research"} <= \
+        deps[f"ValidatingAdmissionPolicyBinding/{gate}"]
 
 
 # ----------------------------------------------------------------------- operators
@@ -388,3 +393,71 @@ def test_rendered_files_have_no_yaml_anchors(make) -> None:
     """Shared dicts would be written as &id001/*id001: valid YAML, unreadable for users."""
     for path, text in render_kubernetes(make()).items():
         assert "&id0" not in text and "*id0" not in text, path
+
+
+# --------------------------------------------------------- CEL, evaluated for real
+
+
+def _cel(expression: str, **activation) -> bool:
+    """Evaluate a rendered CEL expression with cel-python (the API server's language; the
+    offline schema check does not run CEL)."""
+    import celpy
+
+    env = celpy.Environment()
+    program = env.program(env.compile(expression))
+    return bool(program.evaluate({k: celpy.json_to_cel(v) for k, v in activation.items()}))
+
+
+def _pod(scheduler: str, limits: dict | None) -> dict:
+    container = {"name": "main", "image": "x"}
+    if limits is not None:
+        container["resources"] = {"limits": limits}
+    return {"spec": {"schedulerName": scheduler, "containers": [container]}}
+
+
+@pytest.mark.parametrize("make,scheduler,counted", [
+    (lambda: fleets.kai(fleets.museum()), "kai-scheduler", ("nvidia.com/gpu",)),
+    (lambda: fleets.volcano(fleets.museum()), "volcano", ("nvidia.com/gpu", "amd.com/gpu")),
+], ids=["kai", "volcano"])
+def test_gpu_pods_in_tenant_namespaces_must_name_the_quota_engine(make, scheduler, counted,
+                                                                   crd_index) -> None:
+    """Volcano and KAI see only pods that name them: a GPU pod on the default scheduler in a
+    tenant namespace would run outside quota. The admission policy refuses it."""
+    fleet = make()
+    policy = _objs(fleet, "ValidatingAdmissionPolicy")[f"fleetspec-gpu-pods-use-{scheduler}"]
+    binding = _objs(fleet, "ValidatingAdmissionPolicyBinding")[
+        f"fleetspec-gpu-pods-use-{scheduler}"]
+    assert binding["spec"]["validationActions"] == ["Deny"]
+    assert binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"][0][
+        "values"] == ["inference", "inference-canary", "research"]
+    for obj in (policy, binding):
+        assert validate_object(obj, crd_index, "1.36") == []
+    expr = policy["spec"]["validations"][0]["expression"]
+    for resource in counted:
+        assert not _cel(expr, object=_pod("default-scheduler", {resource: 8}))
+        assert _cel(expr, object=_pod(scheduler, {resource: 8}))
+    assert _cel(expr, object=_pod("default-scheduler", {"cpu": "2"}))  # no GPU: not its business
+    assert _cel(expr, object=_pod("default-scheduler", None))
+    # Kueue gates its namespaces itself: no policy there.
+    assert not _objs(fleets.museum(), "ValidatingAdmissionPolicy")
+
+
+def test_deviceclass_cel_selects_exactly_its_partitions_gpus() -> None:
+    """The DeviceClass selectors, evaluated against devices shaped as the NVIDIA DRA driver
+    publishes them (driver gpu.nvidia.com; type, architecture, productName attributes)."""
+    classes = _objs(fleets.dra_gpus(fleets.museum()), "DeviceClass")
+
+    def device(product: str, arch: str = "Blackwell", kind: str = "gpu") -> dict:
+        return {"driver": "gpu.nvidia.com", "attributes": {"gpu.nvidia.com": {
+            "type": kind, "architecture": arch, "productName": product}}}
+
+    def selects(name: str, dev: dict) -> bool:
+        return _cel(classes[name]["spec"]["selectors"][0]["cel"]["expression"], device=dev)
+
+    assert selects("nvidia-blackwell", device("NVIDIA B200"))
+    assert not selects("nvidia-blackwell", device("NVIDIA GB200"))
+    assert selects("nvidia-blackwell-arm64", device("NVIDIA GB200"))
+    assert not selects("nvidia-blackwell-arm64", device("NVIDIA H200", "Hopper"))
+    assert not selects("nvidia-blackwell", device("NVIDIA B200", kind="mig"))
+    other = {"driver": "compute-domain.nvidia.com", "attributes": {"compute-domain.nvidia.com": {}}}
+    assert not selects("nvidia-blackwell", other)
