@@ -1,8 +1,9 @@
 """The fleetspec command line: thin. Each command calls one function in
 `fleetspec.tasks` (or a feature package), prints its result and picks the exit code.
 
-Exit codes: 0 success; 1 error (invalid spec, drift, failed apply); 2 "changes
-present" for ``plan`` (like ``terraform plan -detailed-exitcode``).
+Exit codes (`fleetspec.exit_codes`): 0 success; 1 error (invalid spec, drift, failed
+apply); 2 "changes present" for ``plan --detailed-exitcode``; 64 a usage error (bad
+option, missing argument, value out of range), from every command.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from fleetspec import __version__
+from fleetspec.cli_usage import UsageExitGroup
 from fleetspec.console import command_class, lazy_consoles
 
 if TYPE_CHECKING:
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
 # compiler; each command imports what it uses (benchmarks/bench_startup.py).
 
 app = typer.Typer(
+    cls=UsageExitGroup,
     name="fleetspec",
     help="Compile one YAML description of a GPU fleet into Ansible, Slurm and Kubernetes; "
     "plan, apply and verify it.",
@@ -242,7 +245,7 @@ def _fleet_or_exit(spec: Path):  # type: ignore[no-untyped-def]
     return compiled.fleet
 
 
-secrets_app = typer.Typer(help="Create and check the secrets the spec refers to (values are never printed).",
+secrets_app = typer.Typer(cls=UsageExitGroup, help="Create and check the secrets the spec refers to (values are never printed).",
                           no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(secrets_app, name="secrets")
 
@@ -260,6 +263,8 @@ def secrets_init(spec: SpecArg) -> None:
         out.print(f"exists  {line} (left as it is)", markup=False)
     for line in result.skipped:
         out.print(f"skipped {line}: not a file fleetspec can create", markup=False)
+    for warning in result.warnings:
+        err.print(f"warning: {warning}", markup=False)
 
 
 @secrets_app.command("check", cls=COMMAND)

@@ -14,12 +14,14 @@ import os
 import secrets as _random
 import stat
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from fleetspec.compile.ir import Fleet
+from fleetspec.safe_io import UnsafePathError, kind_of, read_bounded
 
 MUNGE_KEY_BYTES = 1024  # what mungekey(8) generates by default
+MAX_SECRET_BYTES = 1024 * 1024  # a key or a password; more is not a secret file
 
 
 class SecretError(Exception):
@@ -61,18 +63,14 @@ def resolve(ref: SecretRef, base_dir: Path) -> bytes:
         return value.encode()
     if ref.kind == "file":
         path = file_path(ref, base_dir)
+        _check_secret_file(ref, path)
         try:
-            st = path.stat()
-        except FileNotFoundError:
-            raise SecretError(
-                f"secret '{ref.name}': {path} does not exist. Create it, or run 'fleetspec secrets init SPEC'"
-            ) from None
-        if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-            raise SecretError(
-                f"secret '{ref.name}': {path} is readable by group or others (mode {stat.S_IMODE(st.st_mode):o}). "
-                f"Run: chmod 600 {path}"
-            )
-        return path.read_bytes()
+            return read_bounded(path, MAX_SECRET_BYTES)
+        except UnsafePathError as exc:
+            raise SecretError(f"secret '{ref.name}': {exc}") from None
+        except OSError as exc:
+            raise SecretError(f"secret '{ref.name}': cannot read {path} ({exc.strerror}). Check its owner and "
+                              "permissions") from None
     if ref.kind == "vault":
         return _vault(ref, base_dir)
     raise SecretError(
@@ -80,50 +78,117 @@ def resolve(ref: SecretRef, base_dir: Path) -> bytes:
     )
 
 
+def _check_secret_file(ref: SecretRef, path: Path) -> None:
+    """A secret file is a regular file readable by its owner only (a FIFO would hang the reader)."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise SecretError(
+            f"secret '{ref.name}': {path} does not exist. Create it, or run 'fleetspec secrets init SPEC'"
+        ) from None
+    except OSError as exc:
+        raise SecretError(f"secret '{ref.name}': cannot reach {path} ({exc.strerror})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise SecretError(f"secret '{ref.name}': {path} is {kind_of(st.st_mode)}, not a file. Point the reference "
+                          "at the file that holds the secret")
+    if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise SecretError(
+            f"secret '{ref.name}': {path} is readable by group or others (mode {stat.S_IMODE(st.st_mode):o}). "
+            f"Run: chmod 600 {path}"
+        )
+
+
 def _vault(ref: SecretRef, base_dir: Path) -> bytes:
+    """One key of an Ansible Vault file. Errors name the file and key, never its contents."""
     path = file_path(ref, base_dir)
     key = ref.target.split("#", 1)[1]
     if not os.environ.get("ANSIBLE_VAULT_PASSWORD_FILE"):
         raise SecretError(f"secret '{ref.name}': set ANSIBLE_VAULT_PASSWORD_FILE to decrypt {path}")
+    _check_vault_file(ref, path)
     try:
-        out = subprocess.run(["ansible-vault", "view", str(path)], capture_output=True, check=True, timeout=60)
+        out = subprocess.run(["ansible-vault", "view", str(path)], capture_output=True, check=True, timeout=60,
+                             stdin=subprocess.DEVNULL)
     except FileNotFoundError:
         raise SecretError(f"secret '{ref.name}': ansible-vault is not installed. pip install ansible-core") from None
     except subprocess.CalledProcessError:
         raise SecretError(f"secret '{ref.name}': ansible-vault could not decrypt {path}. Check the password file") from None
+    except subprocess.TimeoutExpired:
+        raise SecretError(f"secret '{ref.name}': ansible-vault did not finish decrypting {path} in 60 s") from None
     import yaml
 
-    data = yaml.safe_load(out.stdout) or {}
+    try:
+        data = yaml.safe_load(out.stdout) or {}
+    except (yaml.YAMLError, RecursionError):
+        # The exception text quotes the decrypted document: say only where the problem is.
+        raise SecretError(f"secret '{ref.name}': {path} decrypts to something that is not YAML. Fix it with "
+                          f"'ansible-vault edit {path}'") from None
     if not isinstance(data, dict) or key not in data:
         raise SecretError(f"secret '{ref.name}': {path} has no key '{key}'")
-    return str(data[key]).encode()
+    value = data[key]
+    if not isinstance(value, str | int | float) or isinstance(value, bool):
+        raise SecretError(f"secret '{ref.name}': key '{key}' of {path} is not a single value (a string)")
+    return str(value).encode()
+
+
+def _check_vault_file(ref: SecretRef, path: Path) -> None:
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise SecretError(f"secret '{ref.name}': cannot reach {path} ({exc.strerror})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise SecretError(f"secret '{ref.name}': {path} is {kind_of(st.st_mode)}, not a vault file")
 
 
 @dataclass(frozen=True)
 class InitResult:
     created: list[str]
     existing: list[str]
-    skipped: list[str]  # references fleetspec cannot create (env, vault, pulumi)
+    skipped: list[str]  # references fleetspec cannot create (env, vault, pulumi), or through a link
+    warnings: list[str] = field(default_factory=list)  # directories others could tamper with
 
 
 def init(fleet: Fleet, base_dir: Path) -> InitResult:
     """Create missing file secrets: a munge key and random passwords. Never overwrite."""
-    created, existing, skipped = [], [], []
+    created, existing, skipped, warnings = [], [], [], []
     for ref in refs(fleet):
         if ref.kind != "file":
             skipped.append(f"{ref.name} ({ref})")
             continue
         path = file_path(ref, base_dir)
+        if path.is_symlink():
+            skipped.append(f"{ref.name} ({path} is a symbolic link; fleetspec creates secrets only as plain files)")
+            continue
         if path.exists():
             existing.append(f"{ref.name} ({path})")
             continue
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        for warning in directory_warnings(path.parent):
+            if warning not in warnings:
+                warnings.append(warning)
         value = os.urandom(MUNGE_KEY_BYTES) if ref.name == "munge_key" else _random.token_urlsafe(32).encode()
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "wb") as fh:
             fh.write(value)
         created.append(f"{ref.name} ({path})")
-    return InitResult(created, existing, skipped)
+    return InitResult(created, existing, skipped, warnings)
+
+
+def directory_warnings(directory: Path) -> list[str]:
+    """Why a secret written into ``directory`` might not stay secret or stay the same."""
+    warnings = []
+    for d in (directory, *directory.parents):
+        if d.is_symlink():
+            warnings.append(f"{d} is a symbolic link (to {os.path.realpath(d)}): the secrets land wherever it "
+                            "points. Use a real directory if that is not what you meant")
+            break
+    try:
+        mode = directory.stat().st_mode
+    except OSError:
+        return warnings
+    if mode & (stat.S_IWGRP | stat.S_IWOTH):
+        warnings.append(f"{directory} is writable by group or others (mode {stat.S_IMODE(mode):o}): someone else "
+                        f"could replace a secret in it. Run: chmod 700 {directory}")
+    return warnings
 
 
 class Redactor:

@@ -1,6 +1,9 @@
 """Property-based tests: whatever the input, compile returns an IR or findings; it never raises."""
 
 import copy
+import json
+import signal
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -11,6 +14,8 @@ from hypothesis import strategies as st
 from fleetspec.compile import compile_text
 from fleetspec.findings import Severity
 from tests.conftest import EXAMPLES
+
+pytestmark = pytest.mark.fuzz
 
 BASE = yaml.safe_load((EXAMPLES / "museum.yaml").read_text())
 
@@ -109,3 +114,138 @@ def test_fuzz_regressions_give_findings_not_crashes(path):
     result = compile_file(path)
     assert not result.valid
     _check(result)
+
+
+# -- the same harness over the other decoders: state, saved plans, locks, facts ---------------
+#
+# Each decoder reads what a file (possibly edited, damaged or planted) says. Whatever it
+# says, the decoder gives a result or its own error with a message: never another
+# exception, never a hang. The budget is fixed (examples per test below) and every
+# example runs under a deadline (`_no_hang`).
+
+HANG_SECONDS = 20
+
+
+@contextmanager
+def _no_hang(what: str):
+    """Fail (with the input hypothesis prints) when one example takes longer than HANG_SECONDS."""
+    def alarm(signum, frame):
+        raise AssertionError(f"{what} did not finish within {HANG_SECONDS} s: a hang")
+
+    previous = signal.signal(signal.SIGALRM, alarm)
+    signal.alarm(HANG_SECONDS)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _mutated(base, changes):
+    doc = copy.deepcopy(base)
+    for path, kind, value in changes:
+        if not path:
+            continue
+        try:
+            _mutate(doc, path, kind, value)
+        except (KeyError, IndexError, TypeError):
+            continue
+    return doc
+
+
+def _decoder_mutations(base):
+    paths = [p for p in _paths(base) if p]
+    return st.lists(st.tuples(st.sampled_from(paths), st.sampled_from(["replace", "delete", "add", "duplicate"]),
+                              values), min_size=1, max_size=4)
+
+
+def _quickstart_fleet():
+    from fleetspec.compile import compile_file
+
+    return compile_file(EXAMPLES / "quickstart.yaml").fleet
+
+
+QUICK = _quickstart_fleet()
+STATE_BASE = {"format_version": 1, "fleet": QUICK.name, "lineage": "0b6f", "serial": 3,
+              "applied": json.loads(QUICK.to_json()),
+              "nodes": {"h100-001": {"node": json.loads(QUICK.to_json())["nodes"][0], "stack": None}},
+              "journal": [{"serial": 3, "user": "u", "host": "h", "time": "t"}]}
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_decoder_mutations(STATE_BASE))
+def test_mutated_state_documents_give_a_state_or_a_state_error(tmp_path_factory, changes):
+    from fleetspec.state import StateError, StateStore
+
+    directory = tmp_path_factory.mktemp("state")
+    (directory / f"{QUICK.name}.state.json").write_text(json.dumps(_mutated(STATE_BASE, changes)))
+    with _no_hang("StateStore.read"):
+        try:
+            state = StateStore(directory, QUICK.name).read()
+        except StateError as exc:
+            assert str(exc)
+            return
+    assert state.serial >= 0 and isinstance(state.journal, tuple)
+
+
+def _plan_base():
+    from fleetspec.plan import make_plan
+
+    plan = make_plan(QUICK, None, canary=1, max_unavailable="25%", base="nothing")
+    return {"kind": "fleetspec-plan", **plan.to_dict(include_fleet=True)}
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_decoder_mutations(_plan_base()))
+def test_mutated_saved_plans_give_a_plan_or_a_saved_plan_error(tmp_path_factory, changes):
+    from fleetspec.plan.saved import SavedPlanError, load_saved_plan
+
+    path = tmp_path_factory.mktemp("plan") / "plan.json"
+    path.write_text(json.dumps(_mutated(_plan_base(), changes)))
+    with _no_hang("load_saved_plan"):
+        try:
+            load_saved_plan(path)
+        except SavedPlanError as exc:
+            assert str(exc)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(values, st.dictionaries(st.sampled_from(["host", "pid", "pid_started", "user", "command",
+                                                            "started"]), scalars, max_size=6)))
+def test_any_lock_file_content_gives_a_holder_or_none(content):
+    from fleetspec.state.lock import LockInfo, _holder_from, is_stale
+
+    with _no_hang("lock holder"):
+        holder = _holder_from(content)
+        assert holder is None or isinstance(holder, LockInfo)
+        if holder is not None:
+            is_stale(holder)  # the holder's fields are used as they are: they must have their types
+
+
+def _facts_base():
+    from tests.verify.h200_facts import h200_facts
+
+    return h200_facts("h100-001")
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_decoder_mutations(_facts_base()))
+def test_mutated_facts_give_a_report_never_a_crash(changes):
+    from fleetspec.verify.compare import compare
+
+    facts = _mutated(_facts_base(), changes)
+    with _no_hang("compare"):
+        report = compare(QUICK, {"h100-001": facts}, hosts=["h100-001"])
+    assert report.nodes
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                     st.dictionaries(st.text(max_size=8), inner, max_size=3)),
+                    max_leaves=12))
+def test_any_json_as_facts_gives_a_report(document):
+    from fleetspec.verify.compare import compare
+
+    with _no_hang("compare"):
+        report = compare(QUICK, {"h100-001": document}, hosts=["h100-001"])
+    assert report.nodes

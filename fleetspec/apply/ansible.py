@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 PLAYBOOKS_ENV = "FLEETSPEC_PLAYBOOKS"
 
 
@@ -167,13 +169,14 @@ def run_playbook(
            "ANSIBLE_HOME": os.path.join(private, "ansible-home"), **(envvars or {})}  # fmt: skip
     collector = _Collector(on_event)
     try:
+        if extravars:
+            _write_extravars(Path(private), extravars)
         runner = ansible_runner.run(
             private_data_dir=private,
             project_dir=str(project_dir),
             playbook=playbook,
             inventory=inventories,
             limit=",".join(hosts) if hosts else None,
-            extravars=dict(extravars or {}),
             envvars=env,
             forks=forks,
             event_handler=collector,
@@ -185,6 +188,24 @@ def run_playbook(
     finally:
         if not keep:
             shutil.rmtree(private, ignore_errors=True)
+
+
+class _UnsafeDumper(yaml.SafeDumper):
+    """Every string ``!unsafe``: extra vars are data (a secret file's path, a password), and a
+    ``{{`` in one must never be evaluated by Ansible on the control machine."""
+
+
+_UnsafeDumper.add_representer(str, lambda dumper, data: dumper.represent_scalar("!unsafe", data, style="'"))
+
+
+def _write_extravars(private: Path, extravars: Mapping[str, Any]) -> None:
+    """``env/extravars`` in ansible-runner's private data dir, which it passes as ``-e @file``
+    (it would write JSON there itself, which cannot say ``!unsafe``). Mode 0600: it may hold secrets."""
+    env = private / "env"
+    env.mkdir(mode=0o700, exist_ok=True)
+    fd = os.open(env / "extravars", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        yaml.dump(dict(extravars), handle, Dumper=_UnsafeDumper, default_flow_style=False)
 
 
 def _host_results(stats: Mapping[str, Mapping[str, int]], collector: _Collector) -> dict[str, HostResult]:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from fleetspec.cli_usage import canary_option, hostlist_option, max_unavailable_option
 from fleetspec.console import lazy_consoles
 
 if TYPE_CHECKING:
@@ -48,8 +49,8 @@ def apply(
                                               "(default: $FLEETSPEC_STATE, else .fleetspec/ beside the spec)")] = None,
     lock_timeout: Annotated[float, typer.Option("--lock-timeout", help="seconds to wait while another apply "
                                                 "holds the state's lock (default: refuse at once)", min=0)] = 0.0,
-    canary: Annotated[int, typer.Option("--canary", help="nodes in each partition's first wave")] = 1,
-    max_unavailable: Annotated[str, typer.Option("--max-unavailable",
+    canary: Annotated[int, typer.Option("--canary", callback=canary_option, help="nodes in each partition's first wave")] = 1,
+    max_unavailable: Annotated[str, typer.Option("--max-unavailable", callback=max_unavailable_option,
                                                  help="per partition, N nodes or P% at once")] = "25%",
     lab: Annotated[Path | None, typer.Option("--lab", help="apply to the lab made by 'fleetspec lab up' "
                                                            "(its directory)")] = None,
@@ -59,13 +60,13 @@ def apply(
                                                      "first controller through Ansible, or auto")] = SlurmMode.auto,
     allow_reboot: Annotated[bool, typer.Option("--allow-reboot", help="let driver changes reboot drained "
                                                "nodes")] = False,
-    drain_timeout: Annotated[float, typer.Option("--drain-timeout", help="seconds to wait for jobs to "
+    drain_timeout: Annotated[float, typer.Option("--drain-timeout", min=0, help="seconds to wait for jobs to "
                                                  "leave a drained node")] = 3600.0,
     skip_kubernetes: Annotated[bool, typer.Option("--skip-kubernetes", help="apply nodes and Slurm only; "
                                                   "the Kubernetes layer is applied elsewhere (Argo CD, Flux)")] = False,
     format: Annotated[ApplyFormat, typer.Option("--format", help="text, or json events for pipelines")] =
     ApplyFormat.text,
-    limit: Annotated[str | None, typer.Option("--limit", metavar="HOSTLIST",
+    limit: Annotated[str | None, typer.Option("--limit", metavar="HOSTLIST", callback=hostlist_option,
                                               help="apply only to these hosts (a hostlist); the state records "
                                                    "only them, the next plan still shows the rest")] = None,
 ) -> None:
@@ -78,7 +79,8 @@ def apply(
     from fleetspec.plan.render_text import print_plan
     from fleetspec.plan.saved import SavedPlanError, check_plan_current, load_saved_plan
     from fleetspec.render import render_all
-    from fleetspec.render.writer import write_tree
+    from fleetspec.render.writer import RenderWriteError, write_tree
+    from fleetspec.safe_io import UnsafePathError
     from fleetspec.spec.hostlist import HostlistError
     from fleetspec.state import StateError, local_work_dir, locked, open_state, state_location
     from fleetspec.state.build import applied_tree, build_dir
@@ -143,7 +145,8 @@ def apply(
             result = apply_plan(plan, store, engines,
                                 ApplyOptions(allow_reboot=allow_reboot, drain_timeout_s=drain_timeout,
                                              extravars=extravars, hooks_dir=base_dir), emit, redact)
-    except (StateError, SavedPlanError, LockHeld, ApplyError, sec.SecretError, LabSetupError, HostlistError) as exc:
+    except (StateError, SavedPlanError, LockHeld, ApplyError, sec.SecretError, LabSetupError, HostlistError,
+            UnsafePathError, RenderWriteError) as exc:
         if report is not None:
             report.finish(None)
         err.print(f"error: {exc}", markup=False)

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 from rich.markup import escape
 from rich.table import Table
 
+from fleetspec.safe_io import check_output_file
+
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.status import Status
@@ -30,7 +32,9 @@ class TextReport:
         self.log_path = log_path
         log_path.parent.mkdir(parents=True, exist_ok=True)
         # 0600 like the state: the messages are redacted, but they name hosts and paths.
-        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        # A link, device or FIFO planted at the log's name is refused, never written through.
+        check_output_file(log_path)
+        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         self._log = os.fdopen(fd, "w", encoding="utf-8")  # closed in finish()
         self._status: Status | None = None
         self._waves: dict[str, dict[str, Any]] = {}

@@ -15,8 +15,10 @@ from typing import Annotated
 
 import typer
 
+from fleetspec.cli_usage import UsageError
 from fleetspec.console import consoles
 from fleetspec.health.fleet import HealthError, from_dir, from_inventory, from_lab, to_json, to_junit, to_text
+from fleetspec.safe_io import UnsafePathError, write_output
 from fleetspec.verify.cli import _compile
 
 
@@ -35,7 +37,8 @@ def health(
                                              file_okay=False)] = None,
     forks: Annotated[int, typer.Option("--forks", help="nodes checked in parallel", min=1)] = 20,
     format: Annotated[HealthFormat, typer.Option("--format", help="table or json")] = HealthFormat.table,
-    junit: Annotated[Path | None, typer.Option("--junit", help="also write a JUnit XML report to this file",
+    junit: Annotated[Path | None, typer.Option("--junit", help="also write a JUnit XML report to this file "
+                                               "('-': standard output)",
                                                dir_okay=False)] = None,
     remediate: Annotated[bool, typer.Option("--remediate", help="cordon and drain (kubectl, the Eviction API) "
                                             "Kubernetes-owned nodes that need an action; uncordon the ones this "
@@ -45,9 +48,8 @@ def health(
     out, err = consoles()
     chosen = [n for n, on in (("--facts", facts), ("--inventory", inventory), ("--lab", lab)) if on is not None]
     if len(chosen) != 1:
-        err.print("give exactly one of --facts DIR, --inventory FILE or --lab DIR"
-                  + (f" (got {' and '.join(chosen)})" if chosen else ""), markup=False)
-        raise typer.Exit(1)
+        raise UsageError("give exactly one of --facts DIR, --inventory FILE or --lab DIR"
+                         + (f" (got {' and '.join(chosen)})" if chosen else ""))
     fleet = _compile(spec, err)
     try:
         if facts is not None:
@@ -76,7 +78,10 @@ def health(
             raise typer.Exit(1) from None
     if junit is not None:
         try:
-            junit.write_text(to_junit(result))
+            write_output(junit, to_junit(result).encode())
+        except UnsafePathError as exc:
+            err.print(f"error: {exc}", markup=False)
+            raise typer.Exit(1) from None
         except OSError as exc:
             err.print(f"error: cannot write {junit}: {exc.strerror}", markup=False)
             raise typer.Exit(1) from None

@@ -19,6 +19,7 @@ from xml.etree import ElementTree as ET
 
 from fleetspec.compile.ir import Fleet
 from fleetspec.render.health import CONFIG_PATH, LIB_DIR
+from fleetspec.safe_io import UnsafePathError, loads_json, read_bounded
 
 NODE_COMMAND = f"PYTHONPATH={LIB_DIR} python3 -s -m fleetspec.health.node_check --config {CONFIG_PATH} --format json"
 STATUS_ORDER = ("sick", "unknown", "degraded", "healthy")
@@ -52,6 +53,9 @@ class FleetHealth:
                                            r["node"]))
 
 
+MAX_VERDICT_BYTES = 16 * 1024 * 1024  # one node's verdict is a few kilobytes
+
+
 def from_dir(fleet: Fleet, directory: Path) -> FleetHealth:
     directory = Path(directory)
     if not directory.is_dir():
@@ -60,9 +64,10 @@ def from_dir(fleet: Fleet, directory: Path) -> FleetHealth:
     unknown: dict[str, str] = {}
     for path in sorted(directory.glob("*.json")):
         try:
-            data = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            unknown[path.stem] = f"{path}: unreadable verdict ({exc})"
+            data = loads_json(read_bounded(path, MAX_VERDICT_BYTES))
+        except (OSError, ValueError, UnsafePathError) as exc:  # JSON, UTF-8 and nesting errors are ValueErrors
+            text = str(exc)
+            unknown[path.stem] = f"{path}: unreadable verdict ({text if len(text) <= 200 else text[:197] + '...'})"
             continue
         if not isinstance(data, dict) or "status" not in data:
             unknown[path.stem] = f"{path}: not a node check verdict (no status)"

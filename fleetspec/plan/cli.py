@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from fleetspec.cli_usage import canary_option, hostlist_option, max_unavailable_option
 from fleetspec.console import consoles
+from fleetspec.safe_io import STDOUT, UnsafePathError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -47,13 +49,14 @@ def plan(
                                              "of the applied state: a file, or a git revision (origin/main)")] = None,
     format: Annotated[PlanFormat, typer.Option("--format", help="text, json, or markdown (a pull-request "
                                                "comment)")] = PlanFormat.text,
-    out: Annotated[Path | None, typer.Option("--out", help="save the plan for 'apply PLAN'")] = None,
-    canary: Annotated[int, typer.Option("--canary", help="nodes in each partition's first wave")] = 1,
-    max_unavailable: Annotated[str, typer.Option("--max-unavailable",
+    out: Annotated[Path | None, typer.Option("--out", help="save the plan for 'apply PLAN' ('-': standard "
+                                             "output, the readable plan then goes to standard error)")] = None,
+    canary: Annotated[int, typer.Option("--canary", callback=canary_option, help="nodes in each partition's first wave")] = 1,
+    max_unavailable: Annotated[str, typer.Option("--max-unavailable", callback=max_unavailable_option,
                                                  help="nodes (N) or share (P%) of a partition out at once")] = "25%",
     lock_timeout: Annotated[float, typer.Option("--lock-timeout", help="seconds to wait while an apply holds "
                                                 "the state's lock (default: refuse at once)", min=0)] = 0.0,
-    limit: Annotated[str | None, typer.Option("--limit", metavar="HOSTLIST",
+    limit: Annotated[str | None, typer.Option("--limit", metavar="HOSTLIST", callback=hostlist_option,
                                               help="plan for these hosts only (as 'apply --limit' would)")] = None,
     detailed_exitcode: Annotated[bool, typer.Option("--detailed-exitcode",
                                                     help="exit 0 no changes, 1 error, 2 changes")] = False,
@@ -71,6 +74,9 @@ def plan(
     from fleetspec.state import local_work_dir, state_location
 
     console, errors = consoles()
+    to_stdout = out is not None and str(out) == STDOUT
+    if to_stdout:
+        console = errors  # standard output carries the saved plan
     try:
         result = build_plan(spec, state, base, canary, max_unavailable, errors, lock_timeout,
                             _quarantined(health))
@@ -78,27 +84,27 @@ def plan(
             result = _limited(result, limit)
         if out is not None:
             save_plan(result, out)
-    except PlanError as exc:
+    except (PlanError, UnsafePathError) as exc:
         errors.print(f"error: {exc}", markup=False)
         raise typer.Exit(EXIT_ERROR) from None
     except OSError as exc:
         errors.print(f"error: {exc.filename or ''}: {exc.strerror}", markup=False)
         raise typer.Exit(EXIT_ERROR) from None
     notes = kubernetes_notes(result, None if base is not None else local_work_dir(state_location(spec, state), spec))
-    if format is PlanFormat.markdown:
+    if format is PlanFormat.markdown and not to_stdout:
         sys.stdout.write(plan_markdown(result, notes))
-    elif format is PlanFormat.json:
+    elif format is PlanFormat.json and not to_stdout:
         data = result.to_dict()
         if notes is not None:
             data["kubernetes"] = notes
         print(json.dumps(data, indent=2))
-    else:
+    elif format is PlanFormat.text:
         print_plan(result, console)
         for prerequisite in (notes or {}).get("prerequisites", []):
             console.print(f"[yellow]prerequisite[/] {escape(prerequisite['message'])}")
         if notes and "preview" in notes:
             console.print(f"Kubernetes layer (Pulumi preview): {escape(notes['preview']['summary'])}")
-        if out is not None:
+        if out is not None and not to_stdout:
             console.print(f"saved to {escape(str(out))}: 'fleetspec apply {escape(str(out))}' applies exactly this "
                           f"plan while the state stays at serial {result.state_serial}" if result.state_serial
                           is not None else f"saved to {escape(str(out))}")

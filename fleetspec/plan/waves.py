@@ -13,6 +13,7 @@ parent. Cost: linear in nodes plus the nodes a full wave defers.
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Collection, Sequence
 
@@ -20,12 +21,15 @@ from fleetspec.compile.ir import Fleet
 from fleetspec.plan.model import Change, Plan, Wave, worst
 
 MaxUnavailable = int | str  # N nodes, or "P%" of each partition
+_AMOUNT = re.compile(r"[0-9]{1,9}|[0-9]{1,3}(\.[0-9]{1,6})?%")
 
 
 def parse_max_unavailable(value: MaxUnavailable) -> MaxUnavailable:
     """Accept 3, "3" or "25%"; refuse anything that would allow zero or a negative number."""
     text = str(value).strip()
     try:
+        if isinstance(value, bool) or _AMOUNT.fullmatch(text) is None:  # ASCII digits only: int() takes any
+            raise ValueError
         if text.endswith("%"):
             percent = float(text[:-1])
             if not 0 < percent <= 100:

@@ -1,19 +1,36 @@
-"""The one place rendered files touch the disk: atomically, and only inside DIR.
+"""The one place rendered files touch the disk, and only inside DIR.
 
-The whole tree is written to a temporary sibling directory, then swapped in with
-renames, so a failed render leaves DIR exactly as it was. DIR is fleetspec's: it
-carries a marker file, and a non-empty directory without that marker is refused
-rather than replaced (it might be someone's work).
+The whole tree is written to a staging sibling directory, then swapped in: on Linux
+with one ``renameat2(RENAME_EXCHANGE)``, so a reader sees the old tree or the new,
+never neither (atomically); elsewhere with two renames, between which DIR is briefly
+absent. A failed render leaves DIR exactly as it was. DIR is fleetspec's: it carries a
+marker file, and a non-empty directory without that marker is refused rather than
+replaced (it might be someone's work); so is a DIR that is a symbolic link or not a
+directory. Staging and ``.old`` directories that a killed render left beside DIR
+(recognised by the marker fleetspec writes into them first) are removed on the next
+render.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import fcntl
 import os
+import re
 import shutil
+import stat
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 
+from fleetspec.safe_io import kind_of
+
 MARKER = ".fleetspec-render"
+MARKER_TEXT = "This directory is written by 'fleetspec render'; it is replaced as a whole.\n"
+_RENAME_EXCHANGE = 2  # linux/fs.h
+_AT_FDCWD = -100
 
 
 class RenderWriteError(Exception):
@@ -31,32 +48,78 @@ def safe_relative(path: PurePosixPath | str) -> PurePosixPath:
 def write_tree(files: dict[PurePosixPath, str], out_dir: Path) -> None:
     out_dir = Path(out_dir)
     checked = {safe_relative(rel): text for rel, text in files.items()}
-    if out_dir.exists():
-        if not out_dir.is_dir():
-            raise RenderWriteError(f"{out_dir} exists and is not a directory. Choose another --out")
-        if any(out_dir.iterdir()) and not (out_dir / MARKER).exists():
-            raise RenderWriteError(
-                f"{out_dir} is not empty and was not written by fleetspec. Choose an empty or new --out directory"
-            )
-    parent = out_dir.resolve().parent
+    _check_target(out_dir)
+    parent = out_dir.absolute().parent
     parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=parent))
+    with _renders_in(parent):
+        _check_target(out_dir)  # again, now that no other render can change it
+        remove_leftovers(out_dir)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=parent))
+        try:
+            (staging / MARKER).write_text(MARKER_TEXT)  # first: a killed render's staging is recognisable
+            for rel, text in checked.items():
+                target = staging.joinpath(*rel.parts)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with open(target, "w", encoding="utf-8") as fh:
+                    fh.write(text)
+            _swap(staging, out_dir)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+
+
+@contextmanager
+def _renders_in(parent: Path) -> Iterator[None]:
+    """One render at a time beside DIR (an advisory lock on the parent directory), so the
+    staging directories found there belong to renders that were killed, not running."""
+    fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        for rel, text in checked.items():
-            target = staging.joinpath(*rel.parts)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with open(target, "w", encoding="utf-8") as fh:
-                fh.write(text)
-        (staging / MARKER).write_text("This directory is written by 'fleetspec render'; it is replaced as a whole.\n")
-        _swap(staging, out_dir)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _check_target(out_dir: Path) -> None:
+    try:
+        st = os.lstat(out_dir)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise RenderWriteError(f"{out_dir} is a symbolic link; render replaces its directory as a whole and would "
+                               "replace the link. Pass the directory it points to as --out")
+    if not stat.S_ISDIR(st.st_mode):
+        raise RenderWriteError(f"{out_dir} exists and is {kind_of(st.st_mode)}, not a directory. Choose another --out")
+    if any(out_dir.iterdir()) and not (out_dir / MARKER).is_file():
+        raise RenderWriteError(
+            f"{out_dir} is not empty and was not written by fleetspec. Choose an empty or new --out directory"
+        )
+
+
+def remove_leftovers(out_dir: Path) -> list[Path]:
+    """Staging and ``.old`` directories of an earlier render into ``out_dir`` that was killed."""
+    parent = Path(out_dir).absolute().parent
+    pattern = re.compile(re.escape(f".{Path(out_dir).name}.") + r"[A-Za-z0-9_]{8}(\.old)?")
+    removed = []
+    try:
+        entries = list(parent.iterdir())
+    except OSError:
+        return removed
+    for entry in entries:
+        if not pattern.fullmatch(entry.name) or entry.is_symlink() or not entry.is_dir():
+            continue
+        if (entry / MARKER).is_file() or not any(entry.iterdir()):
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+    return removed
 
 
 def _swap(staging: Path, out_dir: Path) -> None:
     if not out_dir.exists():
         os.rename(staging, out_dir)
+        return
+    if _exchange(staging, out_dir):
+        shutil.rmtree(staging, ignore_errors=True)  # now the previous tree
         return
     backup = staging.with_name(staging.name + ".old")
     os.rename(out_dir, backup)
@@ -66,3 +129,26 @@ def _swap(staging: Path, out_dir: Path) -> None:
         os.rename(backup, out_dir)
         raise
     shutil.rmtree(backup, ignore_errors=True)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two directory entries in one step (Linux renameat2); False where unsupported."""
+    renameat2 = getattr(_libc(), "renameat2", None)
+    if renameat2 is None:
+        return False
+    # Non-zero: EINVAL/ENOSYS, a file system or kernel without RENAME_EXCHANGE; fall back.
+    return renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0
+
+
+_LIBC: ctypes.CDLL | None = None
+
+
+def _libc() -> ctypes.CDLL | None:
+    global _LIBC
+    if _LIBC is None:
+        name = ctypes.util.find_library("c")
+        try:
+            _LIBC = ctypes.CDLL(name, use_errno=True) if name else None
+        except OSError:
+            _LIBC = None
+    return _LIBC

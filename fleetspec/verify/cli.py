@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from fleetspec.cli_usage import UsageError
 from fleetspec.console import consoles
+from fleetspec.safe_io import UnsafePathError, write_output
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -56,7 +58,8 @@ def verify(
     forks: Annotated[int, typer.Option("--forks", help="with --inventory: nodes collected in parallel", min=1)] = 20,
     format: Annotated[ReportFormat, typer.Option("--format", help="table, json, or markdown (which nodes "
                                                  "drifted from which pin)")] = ReportFormat.table,
-    junit: Annotated[Path | None, typer.Option("--junit", help="also write a JUnit XML report to this file",
+    junit: Annotated[Path | None, typer.Option("--junit", help="also write a JUnit XML report to this file "
+                                               "('-': standard output)",
                                                dir_okay=False)] = None,
     detailed_exitcode: Annotated[bool, typer.Option("--detailed-exitcode", help="exit 2 on drift, 1 only on "
                                                     "errors")] = False,
@@ -70,12 +73,10 @@ def verify(
     chosen = [name for name, on in (("--facts", facts is not None), ("--local", local),
                                     ("--inventory", inventory is not None), ("--lab", lab is not None)) if on]
     if len(chosen) != 1:
-        err.print("give exactly one of --facts DIR, --local [--as HOSTNAME], --inventory FILE or --lab DIR"
-                  + (f" (got {' and '.join(chosen)})" if chosen else ""), markup=False)
-        raise typer.Exit(1)
+        raise UsageError("give exactly one of --facts DIR, --local [--as HOSTNAME], --inventory FILE or --lab DIR"
+                         + (f" (got {' and '.join(chosen)})" if chosen else ""))
     if as_host is not None and not local:
-        err.print("--as goes with --local", markup=False)
-        raise typer.Exit(1)
+        raise UsageError("--as goes with --local")
     fleet = _compile(spec, err)
     try:
         if facts is not None:
@@ -93,7 +94,10 @@ def verify(
     _print(report, format, out, err)
     if junit is not None:
         try:
-            junit.write_text(to_junit(report))
+            write_output(junit, to_junit(report).encode())
+        except UnsafePathError as exc:
+            err.print(f"error: {exc}", markup=False)
+            raise typer.Exit(1) from None
         except OSError as exc:
             err.print(f"error: cannot write {junit}: {exc.strerror}", markup=False)
             raise typer.Exit(1) from None

@@ -195,7 +195,8 @@ def check_node(fleet: Fleet, node: Node, facts: Mapping[str, Any], catalog: Cata
     problem = _facts_problem(facts)
     if problem is not None or stack is None:
         message = problem or f"stack {node.stack!r} is not in the spec"
-        check = Check("facts", Status.DRIFT, FACTS_SCHEMA, str(facts.get("schema", "none")), message)
+        schema = facts.get("schema", "none") if isinstance(facts, Mapping) else type(facts).__name__
+        check = Check("facts", Status.DRIFT, FACTS_SCHEMA, _clip(str(schema)), message)
         return NodeReport(node.hostname, node.partition, node.stack, node.scheduler, (check,), None)
     found: dict[str, str] = {}
     collected = Check("facts", Status.OK, FACTS_SCHEMA, FACTS_SCHEMA,
@@ -210,12 +211,21 @@ def check_node(fleet: Fleet, node: Node, facts: Mapping[str, Any], catalog: Cata
 
 
 def _facts_problem(facts: Mapping[str, Any]) -> str | None:
+    """Why ``facts`` (whatever JSON a node sent back) cannot be checked, or None."""
+    if not isinstance(facts, Mapping):
+        return f"not a facts document (a JSON {type(facts).__name__}, not an object)"
     if facts.get("schema") != FACTS_SCHEMA:
-        return f"not a facts document (schema {facts.get('schema')!r}, expected {FACTS_SCHEMA!r})"
-    failed = [e for e in facts.get("errors", []) if str(e).startswith("collector failed")]
+        return f"not a facts document (schema {_clip(repr(facts.get('schema')))}, expected {FACTS_SCHEMA!r})"
+    errors = facts.get("errors", [])
+    failed = [_clip(str(e)) for e in (errors if isinstance(errors, list) else [errors])
+              if str(e).startswith("collector failed")]
     if failed:
         return "; ".join(failed)
     return None
+
+
+def _clip(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _section(facts: Mapping[str, Any], name: str) -> Mapping[str, Any]:

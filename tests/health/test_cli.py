@@ -63,4 +63,4 @@ def test_exactly_one_source(tmp_path) -> None:
     spec = tmp_path / "fleet.yaml"
     spec.write_text(SPEC)
     result = CliRunner().invoke(app, ["health", str(spec)])
-    assert result.exit_code == 1 and "give exactly one of" in result.output
+    assert result.exit_code == 64 and "give exactly one of" in result.output  # a usage error (EX_USAGE)

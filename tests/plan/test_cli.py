@@ -7,22 +7,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
+from fleetspec.cli import app
 from fleetspec.compile.ir import Fleet
-from fleetspec.plan.cli import plan
 from fleetspec.plan.saved import SavedPlanError, check_plan_current, load_saved_plan
 from fleetspec.state import STATE_DIR_ENV, STATE_ENV, StateStore
 from tests.plan.conftest import QUICKSTART, SPECS, compiled, variant
-
-app = typer.Typer()
-app.command("plan")(plan)
-
-
-@app.callback()
-def _group() -> None:
-    """Keep 'plan' a subcommand, as in fleetspec's app."""
 
 
 def run(*args: str, env: dict[str, str] | None = None, detailed: bool = True):
@@ -37,7 +28,7 @@ def test_plan_exits_0_with_changes_unless_asked_for_the_detailed_code() -> None:
     assert run(SPECS / "driver-bump.yaml", "--base", QUICKSTART).exit_code == 2
     assert run(QUICKSTART, "--base", QUICKSTART).exit_code == 0
     broken = run(SPECS / "driver-bump.yaml", "--base", QUICKSTART, "--max-unavailable", "0", detailed=False)
-    assert broken.exit_code == 1
+    assert broken.exit_code == 64  # a usage error, never a result's code
 
 
 def test_state_that_is_a_file_is_a_clear_error(spec: Path, quickstart: Fleet) -> None:
@@ -56,7 +47,7 @@ def test_limited_plan_says_what_it_leaves_out(spec: Path) -> None:
     data = json.loads(run(spec, "--limit", "h100-[001-002]", "--format", "json").stdout)
     assert data["restriction"] == "--limit h100-[001-002]"
     assert data["skipped"] == [f"h100-00{i}" for i in range(3, 9)]
-    assert run(spec, "--limit", "h100-[002-001]").exit_code == 1  # a bad hostlist is an error, located in words
+    assert run(spec, "--limit", "h100-[002-001]").exit_code == 64  # a bad hostlist option: a usage error
 
 
 @pytest.fixture
@@ -107,9 +98,9 @@ def test_invalid_spec_exits_1(tmp_path: Path) -> None:
     assert "has errors" in result.output
 
 
-def test_bad_max_unavailable_exits_1() -> None:
+def test_bad_max_unavailable_is_a_usage_error() -> None:
     result = run(QUICKSTART, "--base", QUICKSTART, "--max-unavailable", "0%")
-    assert result.exit_code == 1 and "max_unavailable" in result.output
+    assert result.exit_code == 64 and "--max-unavailable" in result.output
 
 
 def test_plan_against_state_beside_the_spec(spec: Path, quickstart: Fleet) -> None:

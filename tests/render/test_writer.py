@@ -1,5 +1,8 @@
 """The one disk writer: atomic, inside DIR only, never clobbering someone else's files."""
 
+import os
+import socket
+import stat
 from pathlib import PurePosixPath
 
 import pytest
@@ -48,3 +51,51 @@ def test_refuses_foreign_directories_and_files(tmp_path):
     f.write_text("")
     with pytest.raises(RenderWriteError, match="not a directory"):
         write_tree({PurePosixPath("x"): "y"}, f)
+
+
+def test_a_symlinked_out_is_refused_and_left_as_it_is(tmp_path):
+    """Issue 13: the swap used to rename the link away and put a directory in its place."""
+    real = tmp_path / "real"
+    write_tree({PurePosixPath("a.txt"): "1"}, real)
+    link = tmp_path / "build"
+    link.symlink_to(real)
+    with pytest.raises(RenderWriteError, match="symbolic link"):
+        write_tree({PurePosixPath("a.txt"): "2"}, link)
+    assert link.is_symlink() and (real / "a.txt").read_text() == "1"
+
+
+@pytest.mark.parametrize("make", [os.mkfifo, lambda p: socket.socket(socket.AF_UNIX).bind(str(p))])
+def test_a_fifo_or_socket_as_out_is_refused(tmp_path, make):
+    target = tmp_path / "out"
+    make(target)
+    with pytest.raises(RenderWriteError, match="not a directory"):
+        write_tree({PurePosixPath("a.txt"): "1"}, target)
+    assert not stat.S_ISDIR(os.lstat(target).st_mode)
+
+
+def test_leftovers_of_a_killed_render_are_removed_on_the_next(tmp_path):
+    out = tmp_path / "build"
+    write_tree({PurePosixPath("a.txt"): "1"}, out)
+    # What a render killed mid-way leaves: its staging (marker first) and a swap's .old.
+    for name in (".build.k1ll3d_x", ".build.k1ll3d_y.old", ".build.emptyxyz"):
+        (tmp_path / name).mkdir()
+    (tmp_path / ".build.k1ll3d_x" / MARKER).write_text("")
+    (tmp_path / ".build.k1ll3d_y.old" / MARKER).write_text("")
+    foreign = tmp_path / ".build.notours1"
+    foreign.mkdir()
+    (foreign / "notes.md").write_text("someone's")
+    write_tree({PurePosixPath("a.txt"): "2"}, out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".build.notours1", "build"]
+    assert (out / "a.txt").read_text() == "2"
+
+
+def test_the_swap_is_one_exchange_on_linux(tmp_path):
+    """renameat2(RENAME_EXCHANGE): the tree is never absent, which is what 'atomically' promises."""
+    from fleetspec.render.writer import _exchange
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    (a / "x").write_text("a")
+    assert _exchange(a, b)
+    assert (b / "x").read_text() == "a" and not (a / "x").exists()

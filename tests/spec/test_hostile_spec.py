@@ -135,7 +135,7 @@ def test_the_bound_holds_for_the_whole_fleet_not_per_hostlist():
     doc["spec"]["racks"][0]["nodes"] = [dict(group, hosts=f"g{i}-[1-{per_group}]") for i in range(40)]
     started = time.perf_counter()
     errors = _errors(_compile(doc))
-    assert time.perf_counter() - started < 10
+    assert time.perf_counter() - started < 60  # expanding all 4,000,040 names took minutes and gigabytes
     bad = [e for e in errors if e.rule == "bad-hostlist"]
     assert bad and all("at most" in e.message for e in bad)
     assert bad[0].path == "spec.racks[0].nodes[1].hosts"  # the first group fits, the second crosses the bound

@@ -1,0 +1,81 @@
+"""Usage errors: what the command line itself gets wrong, and the one exit code for it.
+
+Typer (click underneath) reports an unknown option, a missing argument or a bad value
+with exit 2, the code ``plan --detailed-exitcode`` uses for "changes present". Every
+fleetspec command group is a `UsageExitGroup`, which turns each usage error below it
+into exit 64 (``EX_USAGE``, sysexits.h). Option values that only fleetspec can check
+(``--max-unavailable 150%``, ``--limit 'x[3-1]'``) are checked here, as the command
+line is parsed, so they are usage errors too and never reach a traceback.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from typer.core import TyperGroup
+
+try:  # typer >= 0.20 carries its own copy of click
+    from typer._click import Context
+    from typer._click.exceptions import BadParameter, UsageError
+except ImportError:  # pragma: no cover - older typer on plain click
+    from click import Context  # type: ignore[assignment]
+    from click.exceptions import BadParameter, UsageError  # type: ignore[assignment]
+
+from fleetspec import exit_codes
+
+__all__ = ["BadParameter", "UsageError", "UsageExitGroup", "canary_option", "hostlist_option", "max_unavailable_option"]
+
+
+class UsageExitGroup(TyperGroup):
+    """Every usage error, in this group and in all commands below it, exits 64."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Context:
+        try:
+            return super().make_context(*args, **kwargs)
+        except UsageError as exc:
+            exc.exit_code = exit_codes.USAGE
+            raise
+
+    def invoke(self, ctx: Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except UsageError as exc:
+            exc.exit_code = exit_codes.USAGE
+            raise
+
+
+def max_unavailable_option(value: str | None) -> str | None:
+    """``--max-unavailable``: N nodes (>= 1) or P% (0 < P <= 100)."""
+    from fleetspec.plan.waves import parse_max_unavailable
+
+    if value is None:
+        return None
+    try:
+        parse_max_unavailable(value)
+    except ValueError:
+        raise BadParameter(f"{_shown(value)} is not a node count >= 1 or a percentage like 25%") from None
+    return value
+
+
+def canary_option(value: int | None) -> int | None:
+    """``--canary``: 0 or more nodes in each partition's first wave."""
+    if value is not None and value < 0:
+        raise BadParameter(f"{value} is not 0 or more nodes")
+    return value
+
+
+def hostlist_option(value: str | None) -> str | None:
+    """``--limit HOSTLIST``: a hostlist expression that expands within the fleet-wide bound."""
+    from fleetspec.spec.hostlist import HostlistError, expand
+
+    if value is None:
+        return None
+    try:
+        expand(value)
+    except HostlistError as exc:
+        raise BadParameter(str(exc)) from None
+    return value
+
+
+def _shown(value: str, limit: int = 40) -> str:
+    return repr(value) if len(value) <= limit else repr(value[:limit]) + "..."
