@@ -144,7 +144,7 @@ def apply(
                 _pulumi_up(fleet, store, emit, extravars)
             result = apply_plan(plan, store, engines,
                                 ApplyOptions(allow_reboot=allow_reboot, drain_timeout_s=drain_timeout,
-                                             extravars=extravars), emit, redact)
+                                             extravars=extravars, hooks_dir=base_dir), emit, redact)
     except (StateError, SavedPlanError, LockHeld, ApplyError, sec.SecretError, LabSetupError, HostlistError,
             UnsafePathError, RenderWriteError) as exc:
         if report is not None:

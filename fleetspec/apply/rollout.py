@@ -20,10 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from fleetspec.apply.ansible import HostEvent, PlaybookResult
 from fleetspec.apply.control import ControlError, NodeControl
+from fleetspec.apply.hooks import run_with_hooks
 from fleetspec.compile.ir import Fleet
 from fleetspec.plan.model import Disruption, Plan, Wave
 from fleetspec.plan.saved import SavedPlanError, check_plan_current
@@ -36,8 +38,8 @@ from fleetspec.verify.compare import Status, VerifyReport
 
 @dataclass(frozen=True)
 class ApplyEvent:
-    kind: str  # plan | wave-start | drain | playbook | host | verify | resume | wave-done | converge | skipped | done
-    # | error
+    kind: str  # plan | wave-start | drain | hook | playbook | host | verify | resume | wave-done | converge | skipped
+    # | done | error
     message: str
     wave: str | None = None
     hosts: tuple[str, ...] = ()
@@ -67,6 +69,7 @@ class ApplyOptions:
     allow_reboot: bool = False
     drain_timeout_s: float = 3600.0
     extravars: dict[str, Any] = field(default_factory=dict)
+    hooks_dir: Path | None = None  # where ansible.hooks playbooks are (the spec's directory)
 
 
 @dataclass(frozen=True)
@@ -124,8 +127,9 @@ def apply_plan(plan: Plan, store: StateBackend, engines: Engines, options: Apply
                          redact)
 
         extravars = {**options.extravars, "fleetspec_allow_reboot": options.allow_reboot}
-        result = engines.run_playbook(limit=hosts, extravars=extravars,
-                                      on_event=lambda e, n=name: _host_event(say, n, e))
+        result = run_with_hooks(engines.run_playbook, fleet, options.hooks_dir, hosts,
+                                lambda m, n=name, h=hosts: say("hook", m, n, h), extravars=extravars,
+                                on_event=lambda e, n=name: _host_event(say, n, e))
         unseen = sorted(set(hosts) - set(result.hosts))
         if not result.ok or unseen:
             failures = [f"{h}: {'; '.join(r.failures) or ('unreachable' if r.unreachable else 'failed')}"
@@ -154,8 +158,10 @@ def apply_plan(plan: Plan, store: StateBackend, engines: Engines, options: Apply
     converged: list[str] = []
     if rest:
         say("converge", f"converging {len(rest)} other host(s) (controllers, new nodes, configuration)", None, rest)
-        result = engines.run_playbook(limit=rest, extravars={**options.extravars, "fleetspec_allow_reboot": False},
-                                      on_event=lambda e: _host_event(say, None, e))
+        result = run_with_hooks(engines.run_playbook, fleet, options.hooks_dir, rest,
+                                lambda m: say("hook", m, None, rest),
+                                extravars={**options.extravars, "fleetspec_allow_reboot": False},
+                                on_event=lambda e: _host_event(say, None, e))
         unseen = sorted(set(rest) - set(result.hosts))
         if not result.ok or unseen:
             failed = result.failed_hosts + [f"{h} (never reached: not in the inventory?)" for h in unseen]

@@ -8,8 +8,10 @@ source map that locates them.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fleetspec.compile.ir import Fleet
@@ -18,6 +20,7 @@ from fleetspec.findings import Finding, LocatedFinding, Severity, locate
 if TYPE_CHECKING:
     from fleetspec.catalog import Catalog
     from fleetspec.spec.loader import LoadedSpec, SourceMap, SpecLoadError
+    from fleetspec.spec.model import FleetSpec
 
 # pydantic, the spec model, the loader and the catalog are imported when a spec is
 # compiled, not when a module that names these types is imported (startup time).
@@ -83,9 +86,20 @@ def compile_loaded(loaded: LoadedSpec, catalog: Catalog | None = None) -> Compil
     if refused:
         return CompileResult(None, tuple(refused), loaded.source)
     fleet, findings = build_fleet(spec, catalog)
+    fleet = _with_site_settings(spec, fleet, loaded, findings)
     findings.extend(run_rules(fleet, catalog))
     kept, suppressed = _apply_suppressions(fleet, findings)
     return CompileResult(fleet, tuple(kept), loaded.source, tuple(suppressed))
+
+
+def _with_site_settings(spec: FleetSpec, fleet: Fleet, loaded: LoadedSpec, findings: list[Finding]) -> Fleet:
+    """The fleet with the spec's escape hatches (fleetspec/site), checked."""
+    from fleetspec.site import site_settings
+
+    spec_file = Path(loaded.source.file)
+    site, problems = site_settings(spec, fleet, spec_file.parent if spec_file.is_file() else None)
+    findings.extend(problems)
+    return dataclasses.replace(fleet, site=site) if site is not None else fleet
 
 
 def _apply_suppressions(fleet: Fleet, findings: list[Finding]) -> tuple[list[Finding], list[Finding]]:

@@ -244,6 +244,37 @@ class PackageSource:
     path: SpecPath = _loc()
 
 
+Pairs = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Hook:
+    """A site playbook (``spec.ansible.hooks``), run inside each apply wave."""
+
+    playbook: str  # as written: relative to the spec file
+    phase: Literal["before", "after"]
+    disruption: str  # a plan Disruption value the site declares
+    partitions: tuple[str, ...] = ()  # empty: every partition
+    digest: str = ""  # the playbook's content hash: editing it is a planned change
+    path: SpecPath = _loc()
+
+
+@dataclass(frozen=True, slots=True)
+class SiteSettings:
+    """The site's escape hatches (fleetspec/site), checked: Slurm parameters with their
+    canonical key spelling and the value as written, Helm values overlays and Ansible
+    variables as canonical JSON (sorted keys), and hook playbooks."""
+
+    slurm_conf: Pairs = ()
+    partitions: tuple[tuple[str, Pairs], ...] = ()  # (partition, PartitionName parameters)
+    nodes: tuple[tuple[str, Pairs], ...] = ()  # (host, NodeName parameters)
+    cgroup_conf: Pairs = ()
+    slurmdbd_conf: Pairs = ()
+    helm_values: tuple[tuple[str, str], ...] = ()  # (release, overlay as JSON)
+    ansible_vars: str = "{}"
+    hooks: tuple[Hook, ...] = ()
+
+
 @dataclass(frozen=True, slots=True)
 class HealthPolicy:
     """``spec.health`` resolved: every fault class with its action (the catalog's
@@ -275,6 +306,7 @@ class Fleet:
     package_mirror: PackageSource | None = None
     health: HealthPolicy | None = None
     api_version: str = "fleetspec.io/v1alpha1"
+    site: SiteSettings | None = None  # the site's escape hatches, when it uses any
 
     def stack(self, name: str) -> StackTuple | None:
         return next((s for s in self.stacks if s.name == name), None)

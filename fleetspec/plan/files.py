@@ -17,6 +17,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from fleetspec.plan.model import Action, Change, Disruption
+from fleetspec.site.slurm import reconfigurable
 
 D = Disruption
 Files = dict[PurePosixPath, str]
@@ -91,6 +92,9 @@ def _slurm_conf(path: PurePosixPath, action: Action, before: str | None, after: 
         disruption, why = D.NONE, "only comments or order change"
     elif kinds <= {"PartitionName"}:
         disruption, why = D.RECONFIGURE, "only PartitionName lines change: scontrol reconfigure"
+    elif all(k == "PartitionName" or reconfigurable(k) for k in kinds):
+        disruption, why = D.RECONFIGURE, (f"{', '.join(sorted(kinds))} change: scontrol reconfigure (slurm.conf(5) "
+                                          "asks no daemon restart for these)")
     else:
         named = ", ".join(sorted(kinds))
         disruption, why = D.RESTART_DAEMON, f"{named} lines change: slurmctld and the slurmds restart"

@@ -15,6 +15,7 @@ from fleetspec.compile.ir import Fleet
 from fleetspec.plan.diff import baseline, node_changes, partition_changes, residual_changes
 from fleetspec.plan.files import file_changes
 from fleetspec.plan.model import Action, Change, Disruption, Plan
+from fleetspec.plan.site_hooks import hook_changes, merge_hook_changes
 from fleetspec.plan.waves import MaxUnavailable, parse_max_unavailable, plan_waves
 from fleetspec.state.store import NodeRecord, State
 
@@ -35,7 +36,7 @@ def make_plan(new: Fleet, old: Fleet | None, *, records: Mapping[str, NodeRecord
     if old is not None and not records and new == old:
         # Renderers are pure functions of the IR: the same fleet renders the same files.
         return Plan(new, (), **context)
-    changes = list(node_changes(new, baseline(old, records)))
+    changes = merge_hook_changes(node_changes(new, baseline(old, records)), hook_changes(new, old))
     changes.extend(partition_changes(new, old))
     changes.extend(_rendered_changes(new, old, old_files))
     if not changes:

@@ -35,6 +35,7 @@ from fleetspec.packages import (
     packages_for,
     slurm_packages,
 )
+from fleetspec.site.ansible import site_vars
 
 # libyaml's emitter when present: same output, several times faster on 20,000 nodes.
 _BaseDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -202,7 +203,7 @@ def _plain(name: str) -> bool:
 
 
 def _group_vars(fleet: Fleet, members: dict[str, set[str]], mirror: PackageMirror | None) -> dict[str, dict]:
-    out: dict[str, dict] = {"all": _all_vars(fleet, mirror)}
+    out: dict[str, dict] = {"all": {**_all_vars(fleet, mirror), **site_vars(fleet)}}  # + ansible.vars
     for stack in fleet.stacks:
         group = group_name("stack", stack.name)
         if group in members:

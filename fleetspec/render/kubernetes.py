@@ -38,6 +38,7 @@ from fleetspec.render.slurm import (
     slurm_nodes,
     slurm_partitions,
 )
+from fleetspec.site.helm import apply_overlays
 
 # libyaml's emitter when present: same output, several times faster on 20,000 nodes.
 _BaseDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -290,6 +291,8 @@ def _kubernetes_resources(fleet: Fleet) -> KubernetesLayer:
 
     manifests.extend(scheduler_gate(fleet, {r.name: r.key for r in releases}))
     releases, manifests = with_health(fleet, releases, manifests, NAMESPACES)
+    if fleet.site is not None and fleet.site.helm_values:  # kubernetes.values: the site's overlays
+        releases = list(apply_overlays(releases, fleet.site.helm_values))
     namespaces = _namespaces(fleet, releases)
     return KubernetesLayer(
         node_labels=labels + slinky_labels,

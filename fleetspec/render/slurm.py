@@ -27,6 +27,7 @@ import yaml
 
 from fleetspec.compile.ir import Fleet, GpuSpec, Node, Partition, SpecPath
 from fleetspec.render.health import slurm_health_lines
+from fleetspec.site import slurm as site
 from fleetspec.slurm_syntax import slurm_time_minutes
 from fleetspec.spec.hostlist import compress
 from fleetspec.versions import at_least
@@ -113,9 +114,11 @@ def _host_files(fleet: Fleet) -> dict[PurePosixPath, str]:
     header = _header(fleet)
     topology = plan_topology(fleet)
     files = {
-        ROOT / "slurm.conf": header + render_slurm_conf(fleet, topology),
+        ROOT / "slurm.conf": header + site.apply_to_conf(
+            render_slurm_conf(fleet, topology), site.conf_settings(fleet, "slurm.conf"), "spec.slurm.settings"),
         ROOT / "gres.conf": header + render_gres_conf(fleet),
-        ROOT / "cgroup.conf": header + render_cgroup_conf(),
+        ROOT / "cgroup.conf": header + site.apply_to_conf(
+            render_cgroup_conf(), site.conf_settings(fleet, "cgroup.conf"), "spec.slurm.cgroup_settings"),
     }
     if topology.conf_text is not None:
         files[ROOT / "topology.conf"] = header + topology.conf_text
@@ -124,7 +127,8 @@ def _host_files(fleet: Fleet) -> dict[PurePosixPath, str]:
     if fleet.slurm.containers == "pyxis":
         files[ROOT / "plugstack.conf"] = header + render_plugstack_conf()
     if fleet.slurm.accounting_host:
-        files[ROOT / "slurmdbd.conf"] = header + render_slurmdbd_conf(fleet)
+        files[ROOT / "slurmdbd.conf"] = header + site.apply_to_conf(
+            render_slurmdbd_conf(fleet), site.conf_settings(fleet, "slurmdbd.conf"), "spec.slurm.slurmdbd_settings")
     return files
 
 
@@ -314,7 +318,8 @@ def _node_lines(fleet: Fleet) -> list[str]:
         f"{int(REAL_MEMORY_SHARE * 100)}% of installed memory",
         "# (slurmd sees less than the DIMM total; a node below RealMemory is drained).",
     ]
-    for attrs, hosts in _grouped(slurm_nodes(fleet), _node_attributes):
+    extra = site.node_settings(fleet)  # the site's NodeName parameters (slurm_settings)
+    for attrs, hosts in _grouped(slurm_nodes(fleet), lambda n: _node_attributes(n) + extra.get(n.hostname, ())):
         fields = " ".join(f"{k}={v}" for k, v in attrs)  # type: ignore[union-attr]
         lines.append(f"NodeName={compress(hosts)} {fields} State=UNKNOWN")
     return lines
@@ -344,7 +349,8 @@ def _partition_lines(fleet: Fleet, topology: TopologyPlan) -> list[str]:
         fields.append(f"State={(p.state or 'UP').upper()}")
         if p.name in topology.partition_topology:
             fields.append(f"Topology={topology.partition_topology[p.name]}")
-        lines.append(" ".join(fields))
+        pairs = site.merge_fields((f.split("=", 1) for f in fields[1:]), site.partition_settings(fleet, p.name))
+        lines.append(" ".join([fields[0], *(f"{k}={v}" for k, v in pairs)]))
     return lines
 
 
@@ -772,6 +778,7 @@ def render_slinky_values(fleet: Fleet) -> str:
             config["DefaultTime"] = default_time
         if p.default:
             config["Default"] = "YES"
+        config.update(dict(site.partition_settings(fleet, p.name)))
         partitions[p.name] = {"enabled": True, "nodesets": [m[0] for m in members], "configMap": config}
     values: dict[str, object] = {
         "clusterName": fleet.name,
@@ -834,6 +841,7 @@ def _slinky_controller_conf(fleet: Fleet) -> dict[str, object]:
         conf["PriorityDecayHalfLife"] = "7-0"
     if fleet.slurm.containers == "pyxis":
         conf["PrologFlags"] = ["Contain"]
+    conf.update(dict(site.conf_settings(fleet, "slurm.conf")))
     return conf
 
 
@@ -847,7 +855,8 @@ def _slinky_config_files(fleet: Fleet) -> dict[str, str]:
         gres = f"AutoDetect={plugins[0]}\n"
     else:
         gres = "# NodeSets of several GPU vendors share this file: see `fleetspec validate`.\n"
-    files = {"cgroup.conf": render_cgroup_conf(), "gres.conf": gres}
+    files = {"cgroup.conf": site.apply_to_conf(render_cgroup_conf(), site.conf_settings(fleet, "cgroup.conf"),
+                                               "spec.slurm.cgroup_settings"), "gres.conf": gres}
     if fleet.slurm.containers == "pyxis":
         files["plugstack.conf"] = render_plugstack_conf()
     return files

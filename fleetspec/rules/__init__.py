@@ -25,6 +25,8 @@ RULES: tuple[Rule, ...] = (
     Rule("unknown-stack", E, "a node group names a stack that is not defined", stage="compile"),
     Rule("unknown-partition", E, "Slurm settings for a partition that does not exist", stage="compile"),
     Rule("unknown-host", E, "an extra partition names hosts no node group defines", stage="compile"),
+    Rule("site-settings", E, "a site setting (Slurm key, Helm values path, Ansible variable or hook) fleetspec "
+         "cannot write safely", stage="compile", warns=True),
     # Over the compiled fleet.
     Rule("stack-vendor-mismatch", E, "a node group uses the other vendor's tuple", stack_versions.check_stack_vendor),
     Rule("driver-too-old-for-cuda", E, "the driver cannot run (or fully run) the tuple's CUDA",

@@ -9,7 +9,7 @@ strict ``str`` refuses it so the error layer can say "quote this version".
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator, model_validator
 
@@ -25,6 +25,10 @@ Name = Annotated[StrictStr, Field(pattern=DNS_LABEL, max_length=63)]
 Version = Annotated[StrictStr, Field(pattern=VERSION, max_length=32)]
 Hostlist = Annotated[StrictStr, Field(min_length=1, max_length=4096)]
 PositiveInt = Annotated[StrictInt, Field(ge=1)]
+# A site setting's value (fleetspec/site): written as given; a list is comma-joined.
+# Keys and values are checked against Slurm's parameter lists in fleetspec.site.slurm.
+SettingValue = StrictStr | StrictInt | StrictBool | list[StrictStr | StrictInt]
+Settings = dict[Annotated[StrictStr, Field(min_length=1, max_length=128)], SettingValue]
 
 
 class _Model(BaseModel):
@@ -72,6 +76,8 @@ class NodeGroup(_Model):
     threads_per_core: PositiveInt | None = None
     memory_gb: PositiveInt | None = None
     features: list[Name] = Field(default_factory=list)
+    slurm_settings: Settings = Field(
+        default_factory=dict, description="site NodeName parameters for these nodes (docs/site-settings.md)")
 
 
 class Rack(_Model):
@@ -93,6 +99,7 @@ class SlurmPartition(_Model):
     max_time: StrictStr | None = None
     state: Literal["UP", "DOWN", "DRAIN", "INACTIVE"] | None = None
     allow_mixed_generations: StrictBool = False
+    settings: Settings = Field(default_factory=dict, description="site PartitionName parameters")
 
     @field_validator("max_time")
     @classmethod
@@ -174,6 +181,9 @@ class Slurm(_Model):
         default=False, description="AutoDetect=nvml/rsmi in gres.conf: needs a Slurm built with the vendor plugin"
     )
     users: SlurmUsers = Field(default_factory=SlurmUsers)
+    settings: Settings = Field(default_factory=dict, description="site slurm.conf parameters")
+    cgroup_settings: Settings = Field(default_factory=dict, description="site cgroup.conf parameters")
+    slurmdbd_settings: Settings = Field(default_factory=dict, description="site slurmdbd.conf parameters")
 
     @field_validator("state_save_location")
     @classmethod
@@ -286,6 +296,8 @@ class Kubernetes(_Model):
     integrations: list[Integration] = Field(default_factory=list)
     network_operator: NetworkOperator = Field(default_factory=NetworkOperator)
     tenants: list[Tenant] = Field(default_factory=list)
+    values: dict[Name, dict[StrictStr, Any]] = Field(
+        default_factory=dict, description="per Helm release: values deep-merged over what fleetspec renders")
 
 
 # Unbounded repeats plus max_length, not {1,4096}: a counted repeat makes the regex
@@ -320,6 +332,28 @@ class PackageSource(_Model):
 
 class Packages(_Model):
     mirror: PackageSource | None = None
+
+
+Disruption = Literal["none", "reconfigure", "restart-daemon", "drain", "drain-reboot"]
+
+
+class Hook(_Model):
+    """A site playbook run inside each apply wave (after drain, before verify)."""
+
+    playbook: Annotated[StrictStr, Field(pattern=r"^[A-Za-z0-9._/-]+\.ya?ml$", max_length=1024)]
+    disruption: Disruption = Field(description="what running it does to a node; the plan drains accordingly")
+    partitions: list[Name] = Field(default_factory=list, description="only nodes of these partitions (default: all)")
+
+
+class Hooks(_Model):
+    before: list[Hook] = Field(default_factory=list, description="before fleetspec's site.yml in the wave")
+    after: list[Hook] = Field(default_factory=list, description="after site.yml, before verify")
+
+
+class AnsibleSite(_Model):
+    hooks: Hooks = Field(default_factory=Hooks)
+    vars: dict[Annotated[StrictStr, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=128)], Any] = Field(
+        default_factory=dict, description="site variables for the site's hook playbooks and roles")
 
 
 HealthAction = Literal["none", "quarantine-device", "drain", "drain-reboot", "replace"]
@@ -363,6 +397,7 @@ class FleetBody(_Model):
     kubernetes: Kubernetes | None = None
     secrets: Secrets = Field(default_factory=Secrets)
     packages: Packages = Field(default_factory=Packages)
+    ansible: AnsibleSite | None = None
     health: Health | None = None
     suppress: list[Annotated[StrictStr, Field(pattern=r"^[a-z0-9.-]+$")]] = Field(default_factory=list)
 

@@ -62,9 +62,10 @@ class Rollout:
             facts[host] = upgraded(h200_facts(host), "2.28.9") if ran else h200_facts(host)
         return compare(fleet, facts, hosts=hosts)
 
-    def engines(self, fail_hosts=(), fail_message=None, slow_hosts=()) -> Engines:
+    def engines(self, fail_hosts=(), fail_message=None, slow_hosts=(), hook_fail_hosts=()) -> Engines:
         def playbook(**kwargs):
             extra = {"fail_hosts": list(fail_hosts), "slow_hosts": list(slow_hosts),
+                     "hook_fail_hosts": list(hook_fail_hosts), "slurm_conf": str(self.cluster.conf),
                      **({"fail_message": fail_message} if fail_message else {})}
             kwargs["extravars"] = {**kwargs.get("extravars", {}), **extra}
             return run_playbook(self.inventory, project_dir=HERE / "playbook", **kwargs)
@@ -74,17 +75,18 @@ class Rollout:
                        kubernetes=None, all_hosts=lambda: list(HOSTS))
 
     def apply(self, spec: Path, fail_hosts=(), max_unavailable=2, fail_message=None, redact=None, slow_hosts=(),
-              limit=None):
+              limit=None, hook_fail_hosts=()):
         """Plan against the state and apply; ``limit`` restricts it to those hosts, as 'apply --limit' does."""
         events = []
         fleet = compile_file(spec).fleet
         with self.store.lock("apply"):
             plan = plan_against_state(fleet, self.store.read(), canary=1, max_unavailable=max_unavailable)
-            engines = self.engines(fail_hosts, fail_message, slow_hosts)
+            engines = self.engines(fail_hosts, fail_message, slow_hosts, hook_fail_hosts)
             if limit is not None:
                 plan = restrict_to_hosts(plan, set(limit), f"--limit {','.join(limit)}")
                 engines.all_hosts = lambda: [h for h in HOSTS if h in limit]
-            result = apply_plan(plan, self.store, engines, ApplyOptions(drain_timeout_s=20), events.append, redact)
+            result = apply_plan(plan, self.store, engines, ApplyOptions(drain_timeout_s=20, hooks_dir=spec.parent),
+                                events.append, redact)
         return plan, result, events
 
     def sinfo(self) -> dict[str, tuple[str, str]]:

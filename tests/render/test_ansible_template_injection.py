@@ -52,6 +52,16 @@ FULL["spec"]["kubernetes"]["network_operator"] = {"enabled": True, "version": "v
 FULL["spec"]["racks"][0]["nodes"][0]["partition"] = "named-part"
 FULL["spec"]["racks"][0]["nodes"][0]["features"] = ["ib"]
 FULL["spec"]["suppress"] = ["tcp-fallback-risk"]
+# The site's escape hatches (docs/site-settings.md).
+FULL["spec"]["slurm"]["settings"] = {"SchedulerParameters": ["bf_continue"], "KillWait": "30"}
+FULL["spec"]["slurm"]["cgroup_settings"] = {"ConstrainSwapSpace": "yes", "EnableControllers": ["yes"]}
+FULL["spec"]["slurm"]["slurmdbd_settings"] = {"PurgeJobAfter": "12month", "DebugFlags": ["DB_QUERY"]}
+FULL["spec"]["slurm"]["partitions"]["extra"]["settings"] = {"PriorityTier": "2", "AllowQos": ["normal"]}
+FULL["spec"]["racks"][0]["nodes"][0]["slurm_settings"] = {"Weight": "2", "CpuSpecList": ["0", "1"]}
+FULL["spec"]["kubernetes"]["values"] = {"kueue": {"enableCertManager": "false"}}
+FULL["spec"]["ansible"] = {"vars": {"site_nfs": "nfs-01"}, "hooks": {
+    "before": [{"playbook": "site/mounts.yml", "disruption": "drain", "partitions": ["nvidia-hopper"]}],
+    "after": [{"playbook": "site/check.yml", "disruption": "none", "partitions": ["nvidia-hopper"]}]}}
 FULL["spec"]["health"] = {"interval": 60, "checks": ["kernel-log"], "actions": {"gpu-lost": "drain"},
                           "slurm_node_state": ["ANY"]}
 

@@ -1,0 +1,115 @@
+"""Site Ansible: ``ansible.vars`` (variables for the site's own playbooks and roles) and
+``ansible.hooks`` (site playbooks that apply runs inside each wave, after the drain and
+before verify, with the disruption class the site declares for them).
+
+Variables can never override what fleetspec pins: every variable fleetspec's playbooks
+read is named ``fleetspec_*`` and comes from the spec, so that prefix is refused, as are
+Ansible's own special variables (https://docs.ansible.com/ansible/latest/reference_appendices/special_variables.html),
+which a group variable cannot meaningfully set.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from fleetspec.compile import ir
+from fleetspec.findings import Finding, Severity, SpecPath
+
+if TYPE_CHECKING:
+    from fleetspec.spec import model as m
+
+RULE = "site-settings"
+PREFIX = "fleetspec_"
+# Where fleetspec's own variables come from (render/ansible.py), for the error message.
+FLEETSPEC_VARS = {
+    "fleetspec_stack": "spec.stacks", "fleetspec_packages": "spec.stacks", "fleetspec_apt_sources": "spec.stacks",
+    "fleetspec_components": "spec.stacks", "fleetspec_slurm": "spec.slurm",
+    "fleetspec_package_mirror": "spec.packages.mirror", "fleetspec_allow_reboot": "apply --allow-reboot",
+    "fleetspec_os": "spec.os", "fleetspec_fleet": "metadata.name",
+}
+# Ansible's special (magic and connection-independent) variables.
+SPECIAL = frozenset({
+    "ansible_check_mode", "ansible_config_file", "ansible_dependent_role_names", "ansible_diff_mode",
+    "ansible_forks", "ansible_inventory_sources", "ansible_limit", "ansible_loop", "ansible_loop_var",
+    "ansible_index_var", "ansible_parent_role_names", "ansible_parent_role_paths", "ansible_play_batch",
+    "ansible_play_hosts", "ansible_play_hosts_all", "ansible_play_role_names", "ansible_playbook_python",
+    "ansible_role_names", "ansible_role_name", "ansible_collection_name", "ansible_run_tags",
+    "ansible_search_path", "ansible_skip_tags", "ansible_verbosity", "ansible_version", "group_names",
+    "groups", "hostvars", "inventory_dir", "inventory_file", "inventory_hostname", "inventory_hostname_short",
+    "omit", "play_hosts", "ansible_play_name", "playbook_dir", "role_name", "role_names", "role_path",
+    "ansible_facts", "ansible_local", "environment", "vars",
+})
+
+
+def check_vars(variables: Mapping[str, Any], path: SpecPath, findings: list[Finding]) -> str:
+    """The variables as canonical JSON; a finding for each name fleetspec or Ansible owns."""
+    kept = {}
+    for name, value in variables.items():
+        where = path + (name,)
+        if name.startswith(PREFIX):
+            source = FLEETSPEC_VARS.get(name, "the spec (fleetspec renders every fleetspec_* variable)")
+            findings.append(Finding(RULE, Severity.ERROR, f"{name} is fleetspec's variable, set from {source}: a site "
+                                    "variable must never override a pin. Set it there, or rename yours", where, "key"))
+        elif name in SPECIAL:
+            findings.append(Finding(RULE, Severity.ERROR, f"{name} is one of Ansible's special variables and cannot be "
+                                    "set as a site variable; rename yours", where, "key"))
+        else:
+            kept[name] = value
+    return json.dumps(kept, sort_keys=True, separators=(",", ":"))
+
+
+def site_vars(fleet: ir.Fleet) -> dict[str, Any]:
+    """The site's variables for ``group_vars/all.yml``."""
+    return json.loads(fleet.site.ansible_vars) if fleet.site is not None else {}
+
+
+def check_hooks(hooks: m.Hooks, partitions: Iterable[str], spec_dir: Path | None, path: SpecPath,
+                findings: list[Finding]) -> tuple[ir.Hook, ...]:
+    """Hooks in run order (``before`` ones, then ``after`` ones). A playbook must exist
+    beside the spec (when the spec is a file) and name partitions the fleet has."""
+    known = set(partitions)
+    out = []
+    for phase in ("before", "after"):
+        for i, hook in enumerate(getattr(hooks, phase)):
+            where = path + (phase, i)
+            ok = True
+            if ".." in Path(hook.playbook).parts or hook.playbook.startswith("/"):
+                findings.append(Finding(RULE, Severity.ERROR, f"hook playbook {hook.playbook!r} must be a path "
+                                        "inside the spec's directory, relative to it; move it there",
+                                        where + ("playbook",)))
+                ok = False
+            elif spec_dir is not None and not (spec_dir / hook.playbook).is_file():
+                findings.append(Finding(RULE, Severity.ERROR, f"hook playbook {hook.playbook} does not exist "
+                                        f"beside the spec ({spec_dir / hook.playbook}); add it or fix the path",
+                                        where + ("playbook",)))
+                ok = False
+            for j, name in enumerate(hook.partitions):
+                if name not in known:
+                    findings.append(Finding(RULE, Severity.ERROR, f"hook partition '{name}' is not a partition of "
+                                            f"this fleet; use one of: {', '.join(sorted(known))}",
+                                            where + ("partitions", j)))
+                    ok = False
+            if ok:
+                out.append(ir.Hook(hook.playbook, phase, hook.disruption,  # type: ignore[arg-type]
+                                   tuple(hook.partitions), _digest(spec_dir, hook.playbook), where))
+    return tuple(out)
+
+
+def _digest(spec_dir: Path | None, playbook: str) -> str:
+    """The playbook's content hash: editing a hook is a change the plan shows."""
+    if spec_dir is None:
+        return ""
+    return hashlib.sha256((spec_dir / playbook).read_bytes()).hexdigest()[:16]
+
+
+def hook_hosts(fleet: ir.Fleet, hook: ir.Hook, hosts: Iterable[str]) -> list[str]:
+    """The hosts of ``hosts`` the hook runs on: nodes of its partitions (every node of the
+    fleet when it names none)."""
+    wanted = set(hook.partitions)
+    return [h for h in hosts if (n := fleet.node(h)) is not None
+            and (not wanted or n.partition in wanted or any(h in p.nodes for p in fleet.partitions
+                                                              if p.name in wanted))]

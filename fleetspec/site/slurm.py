@@ -1,0 +1,342 @@
+"""Site Slurm settings: check each key against the parameter list of the spec's Slurm
+release, refuse the keys fleetspec owns, keep values as written, and write them into
+the rendered files.
+
+The parameter lists are catalog data (``catalog/data/slurm_parameters.yaml``, with
+their sources). Keys are case-insensitive, as slurm.conf(5) says; they are rendered in
+Slurm's own spelling. A value is one token: Slurm splits a line at whitespace into
+``key=value`` pairs and ends it at ``#``, so whitespace, ``#``, quotes and line breaks
+in a value could smuggle in another key or cut the line; they are refused.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from fleetspec.findings import Finding, Severity, SpecPath
+from fleetspec.versions import parse_version
+
+RULE = "site-settings"
+E, W = Severity.ERROR, Severity.WARNING
+Pairs = tuple[tuple[str, str], ...]
+
+# What fleetspec sets itself, per file, and the spec field (or reason) that owns it.
+_ACCOUNTING = "spec.slurm.accounting"
+_PATHS = "the slurm role (playbooks/roles/slurm) creates and owns this path"
+_CGROUP = "jobs are confined by cgroup (tune cgroup.conf with spec.slurm.cgroup_settings)"
+OWNED: dict[str, dict[str, str]] = {
+    "slurm.conf": {
+        "ClusterName": "metadata.name",
+        "SlurmctldHost": "spec.slurm.controllers",
+        "ControlMachine": "spec.slurm.controllers",
+        "ControlAddr": "spec.slurm.controllers",
+        "BackupController": "spec.slurm.controllers",
+        "BackupAddr": "spec.slurm.controllers",
+        "NodeName": "spec.racks[].nodes (NodeName parameters: slurm_settings on a node group)",
+        "PartitionName": "spec.slurm.partitions (PartitionName parameters: spec.slurm.partitions.<name>.settings)",
+        "DownNodes": "spec.racks[].nodes (fleetspec drains through apply)",
+        "NodeSet": "spec.slurm.partitions",
+        "GresTypes": "spec.racks[].nodes[].gpu",
+        "AccountingStorageType": _ACCOUNTING,
+        "AccountingStorageHost": _ACCOUNTING,
+        "AccountingStorageBackupHost": _ACCOUNTING,
+        "AccountingStoragePort": _ACCOUNTING,
+        "AccountingStorageTRES": _ACCOUNTING,
+        "AccountingStorageEnforce": _ACCOUNTING,
+        "AccountingStorageExternalHost": _ACCOUNTING,
+        "AccountingStorageParameters": _ACCOUNTING,
+        "AccountingStoragePass": "spec.secrets.slurmdbd_password",
+        "AccountingStorageUser": _ACCOUNTING,
+        "AccountingStorageLoc": _ACCOUNTING,
+        "PriorityType": "spec.slurm.accounting (multifactor with accounting, basic without)",
+        "AuthType": "spec.secrets.munge_key (fleetspec runs munge)",
+        "AuthInfo": "spec.secrets.munge_key (fleetspec runs munge)",
+        "CredType": "spec.secrets.munge_key (fleetspec runs munge)",
+        "SlurmUser": "spec.slurm.users.slurm",
+        "SlurmdUser": "fleetspec runs slurmd as root, as its playbooks install it",
+        "SlurmctldPort": "fleetspec's playbooks and lab use port 6817",
+        "SlurmdPort": "fleetspec's playbooks and lab use port 6818",
+        "StateSaveLocation": "spec.slurm.state_save_location",
+        "SlurmdSpoolDir": _PATHS,
+        "SlurmctldPidFile": _PATHS,
+        "SlurmdPidFile": _PATHS,
+        "SlurmctldLogFile": _PATHS,
+        "SlurmdLogFile": _PATHS,
+        "SelectType": "typed GPU GRES need select/cons_tres",
+        "SelectTypeParameters": "per-GPU memory defaults need CR_Core_Memory",
+        "ProctrackType": _CGROUP,
+        "TaskPlugin": _CGROUP,
+        "JobAcctGatherType": _CGROUP,
+        "TopologyPlugin": "spec.fabric and spec.racks[].nvlink_domain",
+        "PlugStackConfig": "spec.slurm.containers",
+        "HealthCheckProgram": "spec.health",
+        "HealthCheckInterval": "spec.health.interval",
+        "HealthCheckNodeState": "spec.health.slurm_node_state",
+    },
+    "partition": {
+        "PartitionName": "the key under spec.slurm.partitions",
+        "Nodes": "spec.slurm.partitions.<name>.nodes (or the generated membership)",
+        "Default": "spec.slurm.partitions.<name>.default",
+        "MaxTime": "spec.slurm.partitions.<name>.max_time",
+        "State": "spec.slurm.partitions.<name>.state",
+        "Topology": "spec.fabric and spec.racks[].nvlink_domain",
+    },
+    "node": {
+        "NodeName": "spec.racks[].nodes[].hosts",
+        "NodeHostname": "spec.racks[].nodes[].hosts",
+        "NodeAddr": "spec.racks[].nodes[].hosts (name resolution is the site's DNS)",
+        "Port": "fleetspec's playbooks and lab use port 6818",
+        "CPUs": "spec.racks[].nodes[].cpus",
+        "Procs": "spec.racks[].nodes[].cpus",
+        "Sockets": "spec.racks[].nodes[].sockets",
+        "CoresPerSocket": "spec.racks[].nodes[].cores_per_socket",
+        "ThreadsPerCore": "spec.racks[].nodes[].threads_per_core",
+        "RealMemory": "spec.racks[].nodes[].memory_gb",
+        "Gres": "spec.racks[].nodes[].gpu",
+        "Feature": "spec.racks[].nodes[].features",
+        "Features": "spec.racks[].nodes[].features",
+        "State": "fleetspec (apply drains and resumes through scontrol)",
+    },
+    "cgroup.conf": {
+        "ConstrainDevices": "one allocation owner per GPU: a job sees only the GPUs Slurm granted it",
+    },
+    "slurmdbd.conf": {
+        "DbdHost": "spec.slurm.accounting.host",
+        "DbdAddr": "spec.slurm.accounting.host",
+        "DbdPort": "fleetspec's slurm.conf points slurmctld at port 6819",
+        "StorageType": "fleetspec runs MariaDB beside slurmdbd",
+        "StorageHost": "fleetspec runs MariaDB beside slurmdbd",
+        "StoragePort": "fleetspec runs MariaDB beside slurmdbd",
+        "StorageLoc": "fleetspec runs MariaDB beside slurmdbd",
+        "StorageUser": "fleetspec runs MariaDB beside slurmdbd",
+        "StoragePass": "spec.secrets.slurmdbd_password",
+        "AuthType": "spec.secrets.munge_key (fleetspec runs munge)",
+        "AuthInfo": "spec.secrets.munge_key (fleetspec runs munge)",
+        "SlurmUser": "spec.slurm.users.slurm",
+        "LogFile": _PATHS,
+        "PidFile": _PATHS,
+    },
+}
+
+# Where each hatch lives in the spec, per parameter file.
+FIELD = {"slurm.conf": "slurm.settings", "partition": "settings", "node": "slurm_settings",
+         "cgroup.conf": "slurm.cgroup_settings", "slurmdbd.conf": "slurm.slurmdbd_settings"}
+_FORBIDDEN = re.compile(r"[\s#\"'\\\x00-\x1f\x7f]")
+
+
+@dataclass(frozen=True)
+class ParameterFile:
+    """The parameters one Slurm configuration file (or line kind) accepts."""
+
+    name: str
+    known: dict[str, str]  # lower-case -> Slurm's spelling
+    added_after: dict[str, str]
+    defunct: dict[str, str]  # Slurm's spelling -> since ("unconfirmed" when not known)
+    restart_all: bool
+    restart: frozenset[str]  # lower-case
+    sources: tuple[str, ...]
+    manual: str  # the current man page
+
+    def spelling(self, key: str) -> str | None:
+        low = key.lower()
+        return self.known.get(low) or self.added_after.get(low) or next(
+            (k for k in self.defunct if k.lower() == low), None)
+
+    def needs_restart(self, key: str) -> bool:
+        return self.restart_all or key.lower() in self.restart
+
+
+@dataclass(frozen=True)
+class Parameters:
+    verified: str
+    files: dict[str, ParameterFile]
+
+
+@functools.cache
+def parameters() -> Parameters:
+    """The parameter lists shipped in the catalog (parsed once per process)."""
+    text = (resources.files("fleetspec.catalog") / "data" / "slurm_parameters.yaml").read_text()
+    data = yaml.safe_load(text)
+    urls: dict[str, str] = data["sources"]
+    files = {}
+    for name, entry in data["files"].items():
+        restart = entry.get("restart") or []
+        files[name] = ParameterFile(
+            name=name,
+            known={k.lower(): k for k in entry["known"]},
+            added_after={k.lower(): k for k in entry.get("added_after") or []},
+            defunct={k: str(v) for k, v in (entry.get("defunct") or {}).items()},
+            restart_all=restart == "all",
+            restart=frozenset() if restart == "all" else frozenset(k.lower() for k in restart),
+            sources=tuple(urls[s] for s in entry["source"]),
+            manual=urls[entry["manual"]],
+        )
+    return Parameters(str(data["verified"]), files)
+
+
+def check_settings(kind: str, settings: Mapping[str, Any], version: str, path: SpecPath,
+                   findings: list[Finding]) -> Pairs:
+    """The settings of one hatch as (Slurm spelling, value) pairs; a finding for each
+    problem, at the key. Keys with errors are left out of the result."""
+    table = parameters().files[kind]
+    owned = {k.lower(): (k, why) for k, why in OWNED[kind].items()}
+    seen: dict[str, str] = {}
+    out: list[tuple[str, str]] = []
+    for key, value in settings.items():
+        where = path + (key,)
+        low = key.lower()
+        if low in owned:
+            canonical, why = owned[low]
+            findings.append(Finding(RULE, E, f"{canonical} is fleetspec's: {owner_text(why)}. Remove it from "
+                                    f"{FIELD[kind]}", where, "key"))
+            continue
+        spelling = table.spelling(key)
+        if spelling is None:
+            findings.append(Finding(RULE, E, _unknown(kind, key, table, version), where, "key"))
+            continue
+        if spelling in table.defunct:
+            findings.append(Finding(RULE, E, f"{spelling} is defunct in Slurm's {_file_label(kind)} "
+                                    "(the daemons ignore it with an error); remove it", where, "key"))
+            continue
+        if low in seen:
+            findings.append(Finding(RULE, E, f"{spelling} is given twice ('{seen[low]}' and '{key}'; Slurm keys "
+                                    "ignore case); keep one", where, "key"))
+            continue
+        seen[low] = key
+        if low in table.added_after:
+            if not _after_verified(version, parameters().verified):
+                findings.append(Finding(RULE, E, f"{spelling} is not a {_file_label(kind)} parameter of Slurm "
+                                        f"{version} (it came later); remove it or raise spec.slurm.version",
+                                        where, "key"))
+                continue
+            findings.append(Finding(RULE, W, f"{spelling} is a {_file_label(kind)} parameter of recent Slurm, but "
+                                    f"fleetspec has not confirmed that Slurm {version} reads it: check "
+                                    f"{table.manual} "
+                                    "for your release", where, "key"))
+        rendered = render_value(value, spelling, where, findings)
+        if rendered is not None:
+            out.append((spelling, rendered))
+    return tuple(out)
+
+
+def owner_text(why: str) -> str:
+    """'it comes from spec.x; set it there' for a spec field, else the reason itself."""
+    if why.startswith(("spec.", "metadata.", "kubernetes.")):
+        return f"it comes from {why}; set it there"
+    return why
+
+
+def render_value(value: Any, key: str, where: SpecPath, findings: list[Finding]) -> str | None:
+    """The value as Slurm reads it: strings and numbers as written, true/false as
+    YES/NO, a list comma-joined. None (and a finding) when it could break the line."""
+    if isinstance(value, bool):
+        return "YES" if value else "NO"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, list):
+        items = [render_value(v, key, where, findings) for v in value]
+        if any(i is None for i in items):
+            return None
+        if not items or any("," in i for i in items):  # type: ignore[operator]
+            findings.append(Finding(RULE, E, f"{key}: a list value needs at least one item and no item may "
+                                    "hold a comma; write one comma-joined string instead", where))
+            return None
+        return ",".join(items)  # type: ignore[arg-type]
+    text = str(value)
+    if not text or _FORBIDDEN.search(text):
+        findings.append(Finding(RULE, E, f"{key}: {text!r} cannot be written on a Slurm line: a value is one "
+                                "token without whitespace, '#', quotes, backslashes or control characters "
+                                "(they would start another key or end the line); fix the value", where))
+        return None
+    return text
+
+
+def _unknown(kind: str, key: str, table: ParameterFile, version: str) -> str:
+    names = sorted({*table.known.values(), *table.added_after.values()})
+    lowered = {n.lower(): n for n in names}
+    hint = difflib.get_close_matches(key.lower(), list(lowered), n=1, cutoff=0.75)
+    did = f" Did you mean '{lowered[hint[0]]}'?" if hint else ""
+    return (f"'{key}' is not a {_file_label(kind)} parameter of Slurm {version}.{did} "
+            f"Remove it, or use a parameter listed in {table.manual}")
+
+
+def _file_label(kind: str) -> str:
+    return {"partition": "PartitionName", "node": "NodeName"}.get(kind, kind)
+
+
+def _after_verified(version: str, verified: str) -> bool:
+    return _series(version) > _series(verified)
+
+
+def _series(version: str) -> tuple[int, ...]:
+    return (parse_version(version) or (0,))[:2]
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def merge_fields(fields: Iterable[tuple[str, str]], site: Pairs) -> list[tuple[str, str]]:
+    """Rendered ``key=value`` fields with the site's: a site key replaces fleetspec's
+    default of that key in place; the others follow, in the order the site wrote them."""
+    site_by_key = {k.lower(): (k, v) for k, v in site}
+    out = []
+    for key, value in fields:
+        replaced = site_by_key.pop(key.lower(), None)
+        out.append(replaced or (key, value))
+    out.extend(site_by_key.values())
+    return out
+
+
+def apply_to_conf(text: str, site: Pairs, field: str) -> str:
+    """A ``Key=value``-per-line file with the site's settings: each replaces fleetspec's
+    line of that key in place; the rest are appended under a comment naming the field."""
+    if not site:
+        return text
+    site_by_key = {k.lower(): (k, v) for k, v in site}
+    lines = []
+    for line in text.splitlines():
+        key = line.split("=", 1)[0].strip() if "=" in line and not line.lstrip().startswith("#") else None
+        if key is not None and " " not in key and key.lower() in site_by_key:
+            k, v = site_by_key.pop(key.lower())
+            lines.append(f"{k}={v}  # {field}")
+        else:
+            lines.append(line)
+    if site_by_key:
+        lines += ["", f"# Site settings ({field})", *(f"{k}={v}" for k, v in site_by_key.values())]
+    return "\n".join(lines) + "\n"
+
+
+def reconfigurable(key: str) -> bool:
+    """A slurm.conf key whose change ``scontrol reconfigure`` applies (no daemon restart)."""
+    table = parameters().files["slurm.conf"]
+    spelling = table.spelling(key)
+    return spelling is not None and spelling not in table.defunct and not table.needs_restart(spelling)
+
+
+# --------------------------------------------------------------------------- from the IR
+
+
+def conf_settings(fleet: Any, kind: str) -> Pairs:
+    """The site's pairs for ``kind`` (slurm.conf, cgroup.conf, slurmdbd.conf) of ``fleet``."""
+    site = fleet.site
+    if site is None:
+        return ()
+    return {"slurm.conf": site.slurm_conf, "cgroup.conf": site.cgroup_conf, "slurmdbd.conf": site.slurmdbd_conf}[kind]
+
+
+def partition_settings(fleet: Any, name: str) -> Pairs:
+    site = fleet.site
+    return dict(site.partitions).get(name, ()) if site is not None else ()
+
+
+def node_settings(fleet: Any) -> dict[str, Pairs]:
+    """host -> the site's NodeName parameters for it."""
+    return dict(fleet.site.nodes) if fleet.site is not None else {}

@@ -1,0 +1,76 @@
+"""ansible.vars and ansible.hooks: checked, rendered, planned with the declared class."""
+
+from __future__ import annotations
+
+from pathlib import Path, PurePosixPath
+
+import yaml
+
+from fleetspec.compile import compile_file
+from fleetspec.plan import make_plan
+from fleetspec.render.ansible import render_ansible
+
+from .specs import spec
+
+HOOKS = """\
+  ansible:
+    vars: {{site_nfs_server: nfs-01.example.org, site_mounts: [/home, /scratch]}}
+    hooks:
+      before:
+        - {{playbook: hooks/mounts.yml, disruption: {disruption}}}
+"""
+
+
+def _write(tmp_path: Path, disruption: str = "drain", hook_text: str = "- hosts: all\n  tasks: []\n",
+           extra: str = "") -> Path:
+    (tmp_path / "hooks").mkdir(exist_ok=True)
+    (tmp_path / "hooks" / "mounts.yml").write_text(hook_text)
+    path = tmp_path / "fleet.yaml"
+    path.write_text(spec() + HOOKS.format(disruption=disruption) + extra)
+    return path
+
+
+def test_vars_land_in_group_vars_all(tmp_path: Path) -> None:
+    result = compile_file(_write(tmp_path))
+    assert result.valid, [f.message for f in result.located()]
+    all_vars = yaml.safe_load(render_ansible(result.fleet)[PurePosixPath("ansible/group_vars/all.yml")])
+    assert all_vars["site_nfs_server"] == "nfs-01.example.org"
+    assert all_vars["site_mounts"] == ["/home", "/scratch"]
+    assert all_vars["fleetspec_fleet"] == "site"
+
+
+def test_a_pin_or_a_special_variable_cannot_be_a_site_variable(tmp_path: Path) -> None:
+    path = _write(tmp_path)
+    path.write_text(path.read_text().replace("site_nfs_server:", "fleetspec_packages: [], hostvars: {}, x:"))
+    errors = [f for f in compile_file(path).located() if f.severity.name == "ERROR"]
+    assert sorted(e.message.split(" ")[0] for e in errors) == ["fleetspec_packages", "hostvars"]
+    assert "spec.stacks" in next(e.message for e in errors if e.message.startswith("fleetspec_"))
+
+
+def test_a_missing_hook_playbook_is_a_located_error(tmp_path: Path) -> None:
+    path = _write(tmp_path)
+    (tmp_path / "hooks" / "mounts.yml").unlink()
+    (error,) = [f for f in compile_file(path).located() if f.severity.name == "ERROR"]
+    assert "hooks/mounts.yml does not exist" in error.message
+    assert error.source_line.strip().startswith("- {playbook: hooks/mounts.yml")
+
+
+def test_hooks_are_planned_with_the_class_the_site_declares(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    harmless = compile_file(_write(tmp_path / "a", "none")).fleet
+    plain = tmp_path / "plain.yaml"
+    plain.write_text(spec())
+    old = compile_file(plain).fleet
+    drained = make_plan(compile_file(_write(tmp_path, "drain")).fleet, old)
+    assert {c.target: c.disruption.value for c in drained.changes if c.target.startswith("node:")} == {
+        "node:h100-01": "drain", "node:h100-02": "drain"}
+    assert {h for w in drained.waves for h in w.hosts} == {"h100-01", "h100-02"}
+    # The same hook again: nothing to do. Its playbook edited: it runs again.
+    same = compile_file(_write(tmp_path, "drain")).fleet
+    assert not [c for c in make_plan(same, same).changes if c.target.startswith("node:")]
+    edited = compile_file(_write(tmp_path, "drain", "- hosts: all\n  tasks: [{debug: {msg: hi}}]\n")).fleet
+    again = make_plan(edited, same)
+    assert {c.disruption.value for c in again.changes if c.target.startswith("node:")} == {"drain"}
+    assert "changed" in next(c.reason for c in again.changes if c.target == "node:h100-01")
+    # A hook declared harmless needs no wave.
+    assert make_plan(harmless, old).waves == ()

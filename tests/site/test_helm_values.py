@@ -1,0 +1,111 @@
+"""kubernetes.values: a site's Helm values, deep-merged over what fleetspec renders, in
+the rendered helm/ tree and in what the Pulumi program declares (mock runtime), with the
+paths fleetspec coordinates refused."""
+
+from __future__ import annotations
+
+import re
+from pathlib import PurePosixPath
+
+import yaml
+
+from fleetspec.compile import compile_text
+from fleetspec.render.kubernetes import render_kubernetes
+from tests.conftest import EXAMPLES
+from tests.kubernetes.test_chart_values import _chart_defaults, unknown_paths
+from tests.kubernetes.test_pulumi_program import run_program  # noqa: F401 - the mock-runtime fixture
+
+MUSEUM = (EXAMPLES / "museum.yaml").read_text()
+OVERLAY = """\
+    values:
+      gpu-operator:
+        mig: {strategy: mixed}
+        devicePlugin:
+          config: {name: device-plugin-config, default: any}
+        driver:
+          repository: registry.example.org/nvidia
+          upgradePolicy: {maxParallelUpgrades: 2}
+      kueue:
+        managerConfig:
+          controllerManagerConfigYaml:
+            fairSharing: {enable: true, preemptionStrategies: [LessThanOrEqualToFinalShare]}
+      amd-gpu-operator:
+        kmm: {enabled: true}
+"""
+
+
+def _museum(overlay: str = OVERLAY) -> str:
+    """The museum example with ``overlay`` under its kubernetes section."""
+    text, n = re.subn(r"(?m)^(  kubernetes:\n)", lambda m: m.group(1) + overlay, MUSEUM, count=1)
+    assert n == 1
+    return text
+
+
+def _compiled(text: str):
+    result = compile_text(text, "museum.yaml")
+    assert result.valid, [f.message for f in result.located() if f.severity.name == "ERROR"]
+    return result.fleet
+
+
+def _values(files, release: str) -> dict:
+    return yaml.safe_load(files[PurePosixPath(f"kubernetes/helm/{release}.values.yaml")])
+
+
+def test_overlay_is_merged_into_the_rendered_values() -> None:
+    plain = render_kubernetes(_compiled(MUSEUM))
+    files = render_kubernetes(_compiled(_museum()))
+    gpu = _values(files, "gpu-operator")
+    assert gpu["mig"] == {"strategy": "mixed"}
+    assert gpu["devicePlugin"] == {"config": {"name": "device-plugin-config", "default": "any"}}
+    # Merged, not replaced: fleetspec's driver pin stays beside the site's registry.
+    assert gpu["driver"] == {**_values(plain, "gpu-operator")["driver"],
+                             "repository": "registry.example.org/nvidia",
+                             "upgradePolicy": {"maxParallelUpgrades": 2}}
+    assert gpu["nfd"] == {"enabled": True}
+    config = yaml.safe_load(_values(files, "kueue")["managerConfig"]["controllerManagerConfigYaml"])
+    assert config["fairSharing"] == {"enable": True, "preemptionStrategies": ["LessThanOrEqualToFinalShare"]}
+    plain_config = yaml.safe_load(_values(plain, "kueue")["managerConfig"]["controllerManagerConfigYaml"])
+    assert config["waitForPodsReady"] == plain_config["waitForPodsReady"]  # fleetspec's gang settings kept
+    assert {k: v for k, v in config.items() if k != "fairSharing"} == plain_config
+    # Everything the overlay writes is a key the real charts have (their values.yaml).
+    for release in ("gpu-operator", "amd-gpu-operator", "kueue"):
+        defaults = _chart_defaults(release)
+        assert unknown_paths(_values(files, release), defaults, defaults) == [], release
+
+
+def test_overlay_reaches_the_pulumi_program_through_fleet_json(run_program, tmp_path) -> None:
+    ir = tmp_path / "fleet.json"
+    ir.write_text(_compiled(_museum()).to_json())
+    res = run_program(None, {"fleetspec:irPath": str(ir), "fleetspec:context": "museum-admin"})
+    values = res["release/gpu-operator"].inputs["values"]
+    assert values["mig"] == {"strategy": "mixed"}
+    plain = _values(render_kubernetes(_compiled(MUSEUM)), "gpu-operator")["driver"]
+    assert values["driver"] == {**plain, "repository": "registry.example.org/nvidia",
+                                "upgradePolicy": {"maxParallelUpgrades": 2}}
+    kueue = res["release/kueue"].inputs["values"]["managerConfig"]["controllerManagerConfigYaml"]
+    assert yaml.safe_load(kueue)["fairSharing"]["enable"] is True
+
+
+def test_owned_paths_and_unknown_releases_are_located_errors() -> None:
+    bad = ("    values:\n"
+           "      gpu-operator:\n"
+           "        driver: {version: \"570.1\"}\n"
+           "        nfd: {enabled: false}\n"
+           "      amd-gpu-operator:\n"
+           "        node-feature-discovery: null\n"
+           "      kueue:\n"
+           "        managerConfig:\n"
+           "          controllerManagerConfigYaml:\n"
+           "            waitForPodsReady: {enable: false}\n"
+           "      volcanoo: {}\n")
+    text = _museum(bad)
+    errors = [f for f in compile_text(text, "museum.yaml").located() if f.severity.name == "ERROR"]
+    by_line = {f.line: f.message for f in errors}
+    lines = text.splitlines()
+    assert len(errors) == 5, by_line
+    assert "driver.version" in by_line[lines.index('        driver: {version: "570.1"}') + 1]
+    assert "spec.stacks" in by_line[lines.index('        driver: {version: "570.1"}') + 1]
+    assert "nfd.enabled" in by_line[lines.index("        nfd: {enabled: false}") + 1]
+    assert "node-feature-discovery" in by_line[lines.index("        node-feature-discovery: null") + 1]
+    assert "kubernetes.gang" in by_line[lines.index("            waitForPodsReady: {enable: false}") + 1]
+    assert "no Helm release 'volcanoo'" in by_line[lines.index("      volcanoo: {}") + 1]

@@ -1,0 +1,161 @@
+"""Site Slurm settings: every key checked against the release's parameter list, the
+keys fleetspec owns refused with the field that sets them, values kept as written and
+never able to add a line or a key."""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+
+import pytest
+import yaml
+
+from fleetspec.compile import compile_text
+from fleetspec.render.slurm import render_slurm
+from fleetspec.site.slurm import parameters
+
+from .specs import spec
+
+CONF = PurePosixPath("slurm/slurm.conf")
+
+
+def _errors(text: str) -> list:
+    return [f for f in compile_text(text, "fleet.yaml").located() if f.severity.name == "ERROR"]
+
+
+def _rendered(text: str) -> dict:
+    result = compile_text(text, "fleet.yaml")
+    assert result.valid, [f.message for f in result.located()]
+    return render_slurm(result.fleet)
+
+
+@pytest.mark.parametrize("key, says", [
+    ("SlurmctldHost", "spec.slurm.controllers"),          # owned
+    ("AccountingStorageHost", "spec.slurm.accounting"),   # owned, a family
+    ("GresTypes", "spec.racks[].nodes[].gpu"),            # owned
+    ("SchedulerParamters", "Did you mean 'SchedulerParameters'?"),  # a typo
+    ("NoSuchKnob", "is not a slurm.conf parameter"),      # unknown
+])
+def test_owned_unknown_and_typo_each_give_one_located_error(key: str, says: str) -> None:
+    text = spec(f"    settings:\n      KillWait: 30\n      {key}: x\n")
+    errors = _errors(text)
+    assert len(errors) == 1, [e.message for e in errors]
+    (error,) = errors
+    assert error.rule == "site-settings" and says in error.message
+    assert (error.line, error.column) == (text.splitlines().index(f"      {key}: x") + 1, 7)
+
+
+def test_values_stay_as_written_and_keys_take_slurms_spelling() -> None:
+    conf = _rendered(spec("    settings:\n"
+                          "      schedulerparameters: [bf_continue, \"bf_max_job_test=1000\", defer]\n"
+                          "      PriorityWeightAge: 5000\n"
+                          "      TopologyParam: SwitchAsNodeRank\n"
+                          "      ReturnToService: 2\n"))[CONF]
+    assert "\nSchedulerParameters=bf_continue,bf_max_job_test=1000,defer\n" in conf
+    assert "\nTopologyParam=SwitchAsNodeRank\n" in conf
+    # A key fleetspec renders a default for is replaced in place, never written twice.
+    assert conf.count("ReturnToService=") == 1 and "ReturnToService=2  # spec.slurm.settings" in conf
+
+
+@pytest.mark.parametrize("value", ['"30 Include=/etc/evil"', '"30\\nSlurmUser=root"', '"30 #"', '"a\\"b"', '""',
+                                   "[a, \"b,c\"]"])
+def test_values_cannot_add_a_key_or_a_line(value: str) -> None:
+    text = spec(f"    settings:\n      KillWait: {value}\n")
+    errors = _errors(text)
+    assert len(errors) == 1, [e.message for e in errors]
+    assert errors[0].line == text.splitlines().index(f"      KillWait: {value}") + 1
+
+
+def test_partition_and_node_parameters_land_on_their_lines() -> None:
+    text = spec("    partitions:\n      nvidia-hopper:\n        settings: {PriorityTier: 10, Hidden: true}\n",
+                node_settings="          slurm_settings: {Weight: 10, MemSpecLimit: 1024}")
+    conf = _rendered(text)[CONF]
+    node = next(line for line in conf.splitlines() if line.startswith("NodeName="))
+    part = next(line for line in conf.splitlines() if line.startswith("PartitionName="))
+    assert " Weight=10 MemSpecLimit=1024 " in node
+    assert part.endswith(" PriorityTier=10 Hidden=YES")
+
+
+def test_partition_and_node_owned_keys_name_their_fields() -> None:
+    errors = _errors(spec("    partitions:\n      nvidia-hopper:\n        settings: {MaxTime: \"1:00:00\"}\n",
+                          node_settings="          slurm_settings: {Gres: \"gpu:h100:4\"}"))
+    messages = sorted(e.message for e in errors)
+    assert len(messages) == 2
+    assert "spec.racks[].nodes[].gpu" in messages[0] and "max_time" in messages[1]
+
+
+def test_cgroup_and_slurmdbd_settings() -> None:
+    text = spec("    accounting: {host: db-01}\n"
+                "    cgroup_settings: {ConstrainSwapSpace: yes, AllowedSwapSpace: 10}\n"
+                "    slurmdbd_settings: {PurgeJobAfter: 24month, ArchiveJobs: yes}\n")
+    files = _rendered(text)
+    assert "ConstrainSwapSpace=YES\nAllowedSwapSpace=10\n" in files[PurePosixPath("slurm/cgroup.conf")]
+    dbd = files[PurePosixPath("slurm/slurmdbd.conf")]
+    assert dbd.count("PurgeJobAfter=") == 1 and "PurgeJobAfter=24month  #" in dbd and "ArchiveJobs=YES" in dbd
+    errors = _errors(spec("    accounting: {host: db-01}\n    cgroup_settings: {ConstrainDevices: no}\n"
+                          "    slurmdbd_settings: {StoragePass: hunter2}\n"))
+    assert sorted(e.message.split(" ")[0] for e in errors) == ["ConstrainDevices", "StoragePass"]
+    assert all("hunter2" not in e.message for e in errors)
+
+
+def test_keys_follow_the_release() -> None:
+    # MaxBatchRequeue came after 22.05: an error there, a warning (unconfirmed) later.
+    old = compile_text(spec("    settings: {MaxBatchRequeue: 3}\n", version="22.05.8"), "f.yaml").located()
+    new = compile_text(spec("    settings: {MaxBatchRequeue: 3}\n"), "f.yaml").located()
+    assert [(f.severity.name, f.rule) for f in old if f.rule == "site-settings"] == [("ERROR", "site-settings")]
+    assert [(f.severity.name, f.rule) for f in new if f.rule == "site-settings"] == [("WARNING", "site-settings")]
+    defunct = _errors(spec("    settings: {SchedulerAuth: x}\n"))
+    assert len(defunct) == 1 and "defunct" in defunct[0].message
+
+
+def test_the_same_key_twice_in_two_spellings_is_refused() -> None:
+    errors = _errors(spec("    settings: {KillWait: 30, killwait: 40}\n"))
+    assert len(errors) == 1 and "twice" in errors[0].message
+
+
+def test_pyxis_keeps_prolog_contain() -> None:
+    text = spec("    containers: pyxis\n    pyxis: {enroot: \"3.5.0\", pyxis: \"0.20.0\"}\n"
+                "    settings: {PrologFlags: X11}\n")
+    errors = _errors(text)
+    assert len(errors) == 1 and "Contain" in errors[0].message
+    conf = _rendered(text.replace("PrologFlags: X11", "PrologFlags: \"Contain,X11\""))[CONF]
+    assert conf.count("PrologFlags=") == 1 and "PrologFlags=Contain,X11" in conf
+
+
+def test_parameter_lists_have_sources_and_no_overlap() -> None:
+    for name, table in parameters().files.items():
+        assert table.sources and table.manual.startswith("https://"), name
+        assert not set(table.known) & set(table.added_after), name
+
+
+def test_plan_classes_follow_slurms_documentation() -> None:
+    from fleetspec.plan import make_plan
+
+    def plan(old_extra: str, new_extra: str):
+        old = compile_text(spec(old_extra), "f.yaml").fleet
+        new = compile_text(spec(new_extra), "f.yaml").fleet
+        return {c.target: c for c in make_plan(new, old).changes}
+
+    tuned = plan("    settings: {SchedulerParameters: bf_continue}\n",
+                 "    settings: {SchedulerParameters: \"bf_continue,defer\"}\n")
+    assert tuned["slurm:slurm.conf"].disruption.value == "reconfigure"
+    assert "SchedulerParameters=bf_continue,defer" in tuned["slurm:slurm.conf"].after
+    plugin = plan("", "    settings: {JobCompType: jobcomp/filetxt}\n")
+    assert plugin["slurm:slurm.conf"].disruption.value == "restart-daemon"
+    part = plan("", "    partitions: {nvidia-hopper: {settings: {PriorityTier: 3}}}\n")
+    assert part["slurm:slurm.conf"].disruption.value == "reconfigure"
+    cgroup = plan("", "    cgroup_settings: {ConstrainSwapSpace: yes}\n")
+    assert cgroup["slurm:cgroup.conf"].disruption.value == "restart-daemon"
+
+
+def test_slinky_carries_settings_into_the_chart_or_refuses_them() -> None:
+    slinky = ("    mode: slinky\n    settings: {SchedulerParameters: [bf_continue, defer]}\n"
+              "    partitions: {nvidia-hopper: {settings: {PriorityTier: 4}}}\n")
+    text = spec(slinky) + "  kubernetes: {version: \"1.34\"}\n"
+    result = compile_text(text, "f.yaml")
+    assert result.valid, [f.message for f in result.located()]
+    values = yaml.safe_load(render_slurm(result.fleet)[PurePosixPath("slurm/slinky-values.yaml")])
+    assert values["controller"]["extraConfMap"]["SchedulerParameters"] == "bf_continue,defer"
+    assert values["partitions"]["nvidia-hopper"]["configMap"]["PriorityTier"] == "4"
+    errors = _errors(spec(slinky, node_settings="          slurm_settings: {Weight: 2}") +
+                     "  kubernetes: {version: \"1.34\"}\n")
+    assert len(errors) == 1 and "Slinky" in errors[0].message

@@ -1,0 +1,82 @@
+"""Site settings, read by the real slurmctld the tests start (Debian's 22.05.8), and the
+parameter list fleetspec checks them against, cross-checked with that build."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from fleetspec.compile import compile_text
+from fleetspec.render.slurm import render_slurm
+from fleetspec.site.slurm import parameters
+from tests.site.specs import spec
+
+from .cluster import SlurmError, running
+
+pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_installed")]
+
+LIBSLURM = Path("/usr/lib/x86_64-linux-gnu/slurm-wlm/libslurmfull.so")
+SITE = spec(
+    "    settings:\n"
+    "      SchedulerParameters: [bf_continue, \"bf_max_job_test=500\", \"default_queue_depth=200\"]\n"
+    "      KillWait: 45\n"
+    "      MessageTimeout: 20\n"
+    "      PriorityWeightAge: 5000\n"
+    "      TopologyParam: SwitchAsNodeRank\n"
+    "      PropagateResourceLimitsExcept: \"MEMLOCK,NOFILE\"\n"
+    "    partitions:\n"
+    "      nvidia-hopper:\n"
+    "        settings: {PriorityTier: 7, OverSubscribe: EXCLUSIVE, MaxNodes: 2, DefaultTime: \"0:20:00\"}\n",
+    node_settings="          slurm_settings: {Weight: 17, TmpDisk: 1024}",
+    version="22.05.8",
+)
+
+
+def _fields(text: str) -> dict[str, str]:
+    return dict(m.groups() for m in re.finditer(r"(\w+)=(\S*)", text))
+
+
+def test_slurmctld_takes_the_site_settings(tmp_path):
+    result = compile_text(SITE, "fleet.yaml")
+    assert result.valid, [f.message for f in result.located()]
+    with running(tmp_path, render_slurm(result.fleet)) as c:
+        config = {k.strip(): v.strip() for k, _, v in
+                  (line.partition("=") for line in c.run("scontrol", "show", "config").stdout.splitlines())}
+        assert config["SchedulerParameters"] == "bf_continue,bf_max_job_test=500,default_queue_depth=200"
+        assert config["KillWait"] == "45 sec" and config["MessageTimeout"] == "20 sec"
+        assert config["TopologyParam"] == "SwitchAsNodeRank"
+        assert config["PropagateResourceLimitsExcept"] == "MEMLOCK,NOFILE"
+        part = _fields(c.run("scontrol", "show", "partition", "nvidia-hopper").stdout)
+        assert (part["PriorityTier"], part["OverSubscribe"], part["MaxNodes"], part["DefaultTime"]) == \
+            ("7", "EXCLUSIVE", "2", "00:20:00")
+        node = _fields(c.run("scontrol", "show", "node", "h100-01").stdout)
+        assert (node["Weight"], node["TmpDisk"]) == ("17", "1024")
+
+
+def test_slurmctld_refuses_what_fleetspec_refuses(tmp_path):
+    """Why the check exists: the same slurmctld stops on a misspelt key."""
+    result = compile_text(SITE, "fleet.yaml")
+    files = render_slurm(result.fleet)
+    conf = next(p for p in files if p.name == "slurm.conf")
+    files[conf] = files[conf].replace("KillWait=45", "KillWiat=45")
+    assert compile_text(SITE.replace("KillWait", "KillWiat"), "fleet.yaml").valid is False
+    with pytest.raises(SlurmError, match="(?i)slurmctld"), running(tmp_path, files, wait_idle=False):
+        pass
+
+
+def test_every_key_fleetspec_lets_through_for_22_05_is_in_debians_slurm():
+    """Each 22.05 parameter fleetspec accepts is a key the 22.05.8 build parses (its name
+    is a string in libslurmfull.so; the linker may share a name's tail with a longer one)."""
+    if not LIBSLURM.exists():
+        pytest.fail(f"{LIBSLURM} is missing: install slurm-wlm (scripts/test does)")
+    strings = set(re.findall(rb"[A-Za-z][A-Za-z0-9]{2,}", LIBSLURM.read_bytes()))
+    text = b"\n".join(strings).lower()
+    missing = {name: sorted(k for k in table.known.values() if k.lower().encode() not in text)
+               for name, table in parameters().files.items() if name != "slurmdbd.conf"}
+    assert missing == {name: [] for name in missing}
+    # And the newer keys 22.05 refuses are really absent from it.
+    newer = [k for k in parameters().files["slurm.conf"].added_after.values()
+             if re.search(rb"\b" + k.lower().encode() + rb"\b", text)]
+    assert newer == []
