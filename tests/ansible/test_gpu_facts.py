@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -41,7 +42,7 @@ def gpu_facts(tree: str, tmp_path: Path) -> dict:
     env = {"ANSIBLE_ROLES_PATH": str(ROOT / "playbooks/roles"), "ANSIBLE_HOME": str(tmp_path / ".ansible"),
            "ANSIBLE_LOCALHOST_WARNING": "false", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
            "PATH": "/usr/bin:/bin:" + str(Path(playbook).parent)}  # fmt: skip
-    proc = subprocess.run([playbook, "-i", "localhost,", str(play), "-e",
+    proc = subprocess.run([playbook, "-i", "localhost,", str(play), "-e", f"ansible_python_interpreter={sys.executable}", "-e",
                            f"fleetspec_sysfs_root={FIXTURES / tree / 'sys'}"],
                           capture_output=True, text=True, env=env, timeout=180)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]

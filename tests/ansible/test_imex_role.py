@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -36,7 +37,8 @@ def run(tmp_path: Path, **extra) -> subprocess.CompletedProcess[str]:
     env = {"ANSIBLE_ROLES_PATH": str(ROOT / "playbooks/roles"), "ANSIBLE_HOME": str(tmp_path / ".ansible"),
            "ANSIBLE_LOCALHOST_WARNING": "false", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
            "PATH": "/usr/bin:/bin:" + str(Path(playbook).parent)}  # fmt: skip
-    return subprocess.run([playbook, "-i", "localhost,", str(tmp_path / "play.yml"), "-e", f"@{tmp_path / 'vars.yml'}"],
+    return subprocess.run([playbook, "-i", "localhost,", str(tmp_path / "play.yml"), "-e", f"@{tmp_path / 'vars.yml'}",
+                           "-e", f"ansible_python_interpreter={sys.executable}"],
                           capture_output=True, text=True, env=env, timeout=180)
 
 
