@@ -17,9 +17,7 @@ import typer
 
 from fleetspec.cli_usage import UsageError
 from fleetspec.console import consoles
-from fleetspec.health.fleet import HealthError, from_dir, from_inventory, from_lab, to_json, to_junit, to_text
 from fleetspec.safe_io import UnsafePathError, write_output
-from fleetspec.verify.cli import _compile
 
 
 class HealthFormat(str, Enum):
@@ -45,6 +43,9 @@ def health(
                                             "cordoned once they pass")] = False,
 ) -> None:
     """Every node's health verdict and the action it calls for: exit 0 when none needs one, 1 otherwise."""
+    from fleetspec.health.fleet import HealthError, from_dir, from_inventory, from_lab, to_json, to_junit, to_text
+    from fleetspec.verify.cli import _compile
+
     out, err = consoles()
     chosen = [n for n, on in (("--facts", facts), ("--inventory", inventory), ("--lab", lab)) if on is not None]
     if len(chosen) != 1:

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from fleetspec.console import consoles
-from fleetspec.state.backend import StateBackend, copy_state, list_fleets, open_state, parse_location, state_location
-from fleetspec.state.lock import LockHeld
-from fleetspec.state.store import StateError
+
+if TYPE_CHECKING:
+    from fleetspec.state.backend import StateBackend
 
 state_app = typer.Typer(help="Look at the state store (a directory or PostgreSQL) and free a stuck lock.",
                         no_args_is_help=True)
@@ -35,6 +35,8 @@ def _fail(exc: Exception) -> None:
 
 
 def _open(state: str | None, fleet: str) -> StateBackend:
+    from fleetspec.state.backend import open_state, state_location
+
     return open_state(state_location(None, state), fleet)
 
 
@@ -42,6 +44,9 @@ def _open(state: str | None, fleet: str) -> StateBackend:
 def list_(state: StateOption = None,
           json_out: Annotated[bool, typer.Option("--json", help="print JSON")] = False) -> None:
     """The fleets in the store: serial, last write, lock holder."""
+    from fleetspec.state.backend import copy_state, list_fleets, open_state, parse_location, state_location  # noqa: F401
+    from fleetspec.state.lock import LockHeld
+    from fleetspec.state.store import StateError
     out, _ = consoles()
     try:
         location = state_location(None, state)
@@ -72,6 +77,9 @@ def show(fleet: FleetArg, state: StateOption = None,
          json_out: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
          last: Annotated[int, typer.Option("--last", help="history entries to show", min=1)] = 10) -> None:
     """One fleet's state: serial, lineage, nodes an interrupted apply moved, lock, history."""
+    from fleetspec.state.backend import copy_state, list_fleets, open_state, parse_location, state_location  # noqa: F401
+    from fleetspec.state.lock import LockHeld
+    from fleetspec.state.store import StateError
     out, _ = consoles()
     try:
         store = _open(state, fleet)
@@ -114,6 +122,9 @@ def unlock(fleet: FleetArg, state: StateOption = None,
            force: Annotated[bool, typer.Option("--force", help="remove the lock even though someone holds "
                                                "it")] = False) -> None:
     """Free a fleet's lock. Without --force, only say who holds it (exit 1 when someone does)."""
+    from fleetspec.state.backend import copy_state, list_fleets, open_state, parse_location, state_location  # noqa: F401
+    from fleetspec.state.lock import LockHeld
+    from fleetspec.state.store import StateError
     out, err = consoles()
     try:
         store = _open(state, fleet)
@@ -142,6 +153,9 @@ def copy(fleet: FleetArg,
                                              show_default=False)]) -> None:
     """Copy a fleet's state to another location (a .fleetspec/ directory into PostgreSQL): the
     same lineage and serial, both locks held; refused when the target already has a state."""
+    from fleetspec.state.backend import copy_state, list_fleets, open_state, parse_location, state_location  # noqa: F401
+    from fleetspec.state.lock import LockHeld
+    from fleetspec.state.store import StateError
     out, _ = consoles()
     try:
         src, dst = open_state(parse_location(source), fleet), open_state(parse_location(target), fleet)
