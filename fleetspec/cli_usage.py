@@ -64,6 +64,15 @@ def canary_option(value: int | None) -> int | None:
     return value
 
 
+def seconds_option(value: float) -> float:
+    """A duration in seconds: finite and >= 0 (``nan`` and ``inf`` pass ``min=0`` but mean nothing)."""
+    import math
+
+    if not math.isfinite(value) or value < 0:
+        raise BadParameter(f"{value} is not a number of seconds >= 0")
+    return value
+
+
 def hostlist_option(value: str | None) -> str | None:
     """``--limit HOSTLIST``: a hostlist expression that expands within the fleet-wide bound."""
     from fleetspec.spec.hostlist import HostlistError, expand

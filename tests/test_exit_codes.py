@@ -61,6 +61,8 @@ def test_a_missing_argument_is_a_usage_error(words):
     ["apply", QUICKSTART, "--yes", "--max-unavailable", "\u0665"],  # an Arabic-Indic 5: not a number here
     ["apply", QUICKSTART, "--yes", "--canary", "-1"],
     ["apply", QUICKSTART, "--yes", "--drain-timeout", "-5"],
+    ["apply", QUICKSTART, "--yes", "--drain-timeout", "nan"],
+    ["apply", QUICKSTART, "--yes", "--drain-timeout", "inf"],
     ["verify", QUICKSTART],
     ["verify", QUICKSTART, "--local", "--facts", "."],
     ["verify", QUICKSTART, "--facts", ".", "--as", "h100-001"],

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from fleetspec.cli_usage import canary_option, hostlist_option, max_unavailable_option
+from fleetspec.cli_usage import canary_option, hostlist_option, max_unavailable_option, seconds_option
 from fleetspec.console import lazy_consoles
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ def apply(
                                                      "first controller through Ansible, or auto")] = SlurmMode.auto,
     allow_reboot: Annotated[bool, typer.Option("--allow-reboot", help="let driver changes reboot drained "
                                                "nodes")] = False,
-    drain_timeout: Annotated[float, typer.Option("--drain-timeout", min=0, help="seconds to wait for jobs to "
+    drain_timeout: Annotated[float, typer.Option("--drain-timeout", min=0, callback=seconds_option, help="seconds to wait for jobs to "
                                                  "leave a drained node")] = 3600.0,
     skip_kubernetes: Annotated[bool, typer.Option("--skip-kubernetes", help="apply nodes and Slurm only; "
                                                   "the Kubernetes layer is applied elsewhere (Argo CD, Flux)")] = False,
