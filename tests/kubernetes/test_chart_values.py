@@ -72,7 +72,7 @@ def test_rendered_values_use_real_chart_keys(make) -> None:
     checked = 0
     for name, release in _releases(make()).items():
         if name not in CHART_VALUES:
-            continue  # slurm-operator(-crds): chart values not in ../shared
+            continue  # slurm-operator(-crds): chart values not in tests/data/crds
         defaults = _chart_defaults(name)
         assert unknown_paths(release.values, defaults, defaults) == [], name
         checked += 1
