@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from fleetspec import __version__
+from fleetspec.cli_lazy import command, lazy_group, sub_app
 from fleetspec.cli_usage import UsageExitGroup
 from fleetspec.console import command_class, lazy_consoles
 
@@ -26,10 +27,25 @@ if TYPE_CHECKING:
     from fleetspec.findings import LocatedFinding
 
 # Imports are lazy: `fleetspec --help` and `version` load typer and nothing of the
-# compiler; each command imports what it uses (benchmarks/bench_startup.py).
+# compiler; each command imports what it uses, and the commands that live in a feature
+# package are imported (and built by Typer) only when they run or help lists them
+# (fleetspec/cli_lazy.py; benchmarks/README.md).
+
+COMMAND = command_class()
+FEATURE_COMMANDS = {
+    "plan": command("plan", "fleetspec.plan.cli", "plan", COMMAND),
+    "apply": command("apply", "fleetspec.apply.cli", "apply", COMMAND),
+    "verify": command("verify", "fleetspec.verify.cli", "verify", COMMAND),
+    "health": command("health", "fleetspec.health.cli", "health", COMMAND),
+    "lab": sub_app("lab", "fleetspec.lab.cli", "lab_app"),
+    "state": sub_app("state", "fleetspec.state.cli", "state_app"),
+}
+# The order help lists the commands in.
+ORDER = ("validate", "partitions", "render", "schema", "catalog", "rules", "plan", "apply", "verify", "health",
+         "version", "lab", "state", "secrets")
 
 app = typer.Typer(
-    cls=UsageExitGroup,
+    cls=lazy_group(UsageExitGroup, FEATURE_COMMANDS, ORDER),
     name="fleetspec",
     help="Compile one YAML description of a GPU fleet into Ansible, Slurm and Kubernetes; "
     "plan, apply and verify it.",
@@ -39,7 +55,6 @@ app = typer.Typer(
     rich_markup_mode=None,  # plain help: real metavars, no '<bool>'
 )
 out, err = lazy_consoles()
-COMMAND = command_class()
 
 SpecArg = Annotated[Path, typer.Argument(help="the fleet spec (YAML)", metavar="SPEC", show_default=False)]
 
@@ -214,25 +229,6 @@ def rules() -> None:
         table.add_row(rule.id, str(rule.severity), "warnings" if rule.suppressible else "no", rule.summary)
     out.print(table)
 
-
-def _register_feature_commands() -> None:
-    """Commands whose code lives with their feature package (imported lazily inside)."""
-    from fleetspec.apply.cli import apply as apply_command
-    from fleetspec.health.cli import health as health_command
-    from fleetspec.lab.cli import lab_app
-    from fleetspec.plan.cli import plan as plan_command
-    from fleetspec.state.cli import state_app
-    from fleetspec.verify.cli import verify as verify_command
-
-    app.command("plan", cls=COMMAND)(plan_command)
-    app.command("apply", cls=COMMAND)(apply_command)
-    app.command("verify", cls=COMMAND)(verify_command)
-    app.command("health", cls=COMMAND)(health_command)
-    app.add_typer(lab_app, name="lab")
-    app.add_typer(state_app, name="state")
-
-
-_register_feature_commands()
 
 def _fleet_or_exit(spec: Path):  # type: ignore[no-untyped-def]
     """The compiled fleet, or the findings printed and exit 1 when it could not be built."""

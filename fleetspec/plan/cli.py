@@ -4,8 +4,8 @@ Markdown pull-request comment), optionally save it.
 
 Exit codes like ``terraform plan``: 0 when the plan was made (changes or not), 1 on an
 error (invalid spec, unreadable or foreign state, bad options); with
-``--detailed-exitcode``: 0 no changes, 1 error, 2 changes. The lead registers
-``plan`` with ``app.command("plan")(plan)``.
+``--detailed-exitcode``: 0 no changes, 1 error, 2 changes. fleetspec/cli.py registers
+``plan`` (imported when it runs: fleetspec/cli_lazy.py).
 """
 
 from __future__ import annotations

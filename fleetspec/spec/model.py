@@ -32,7 +32,9 @@ Settings = dict[Annotated[StrictStr, Field(min_length=1, max_length=128)], Setti
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False)
+    # defer_build: pydantic builds one validator, for FleetSpec, when a spec is first
+    # validated, instead of one per model at import (each nesting the ones below it).
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False, defer_build=True)
 
 
 class Metadata(_Model):

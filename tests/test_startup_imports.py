@@ -1,0 +1,81 @@
+"""Startup guard, not a timed test: each command imports what it uses and nothing else
+(benchmarks/README.md measures the time; this keeps the reasons from coming back).
+
+A real process runs the command and reports, at exit, which modules it loaded."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+QUICKSTART = ROOT / "examples" / "quickstart.yaml"
+
+# What `validate` never needs: the other commands' packages (imported when they run or
+# when help lists them: fleetspec/cli_lazy.py), the renderers, and heavy dependencies.
+NOT_FOR_VALIDATE = (
+    "fleetspec.plan", "fleetspec.apply", "fleetspec.state", "fleetspec.lab", "fleetspec.verify",
+    "fleetspec.health.cli", "fleetspec.health.fleet", "fleetspec.secrets", "fleetspec.render.kubernetes",
+    "fleetspec.render.ansible", "fleetspec.render.writer", "fleetspec.sarif", "ansible_runner", "ansible", "pulumi",
+    "rich.table",
+)
+# `--help` (which imports every command to list it) loads no spec model, compiler,
+# catalog or YAML; `version` not even the other commands.
+COMPILER = ("fleetspec.spec.model", "fleetspec.compile.compiler", "fleetspec.catalog", "fleetspec.rules",
+            "fleetspec.site", "yaml")
+
+REPORT = """
+import atexit, json, sys
+def report():
+    modules = sorted(sys.modules)
+    slurm = sys.modules.get('fleetspec.site.slurm')
+    read = slurm.parameters.cache_info().currsize if slurm else 0
+    sys.__stderr__.write('MODULES ' + json.dumps({'modules': modules, 'slurm_parameters_read': read}))
+atexit.register(report)
+from fleetspec.cli import main
+main()
+"""
+
+
+def loaded(*args: str) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.run([sys.executable, "-c", REPORT, *args], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stderr.rsplit("MODULES ", 1)[1])
+
+
+def unwanted(modules: list[str], prefixes: tuple[str, ...]) -> list[str]:
+    return [m for m in modules if any(m == p or m.startswith(p + ".") for p in prefixes)]
+
+
+def test_validate_imports_only_what_validation_needs():
+    report = loaded("validate", str(QUICKSTART))
+    assert "fleetspec.spec.model" in report["modules"]  # it did validate
+    assert unwanted(report["modules"], NOT_FOR_VALIDATE) == []
+    # quickstart has no site Slurm settings: the parameter lists are not even read
+    assert report["slurm_parameters_read"] == 0
+
+
+def test_help_and_version_load_no_compiler():
+    assert unwanted(loaded("--help")["modules"], COMPILER) == []
+    assert unwanted(loaded("version")["modules"], COMPILER + NOT_FOR_VALIDATE + ("fleetspec.compile",)) == []
+
+
+def test_a_command_from_a_feature_package_still_runs_and_lists_its_help():
+    report = loaded("state", "--help")
+    assert "fleetspec.state.cli" in report["modules"]
+    assert unwanted(report["modules"], ("fleetspec.plan", "fleetspec.apply", "fleetspec.lab")) == []
+
+
+
+def test_help_lists_every_command_once_in_order():
+    from typer.testing import CliRunner
+
+    from fleetspec.cli import ORDER, app
+
+    result = CliRunner().invoke(app, ["--help"])
+    section = result.output.split("Commands:\n", 1)[1]
+    assert [line.split()[0] for line in section.splitlines() if line.strip()] == list(ORDER)
