@@ -4,7 +4,10 @@ hold on a busy machine: `python3 benchmarks/run.py [--quick]`.
 Each row measures whole processes (interpreter start included) by the CPU time they
 use (user + system, from wait4: on a shared machine wall-clock time mostly measures the
 neighbours), alternating the measured command and its reference, and keeps the lowest
-of several runs of each. Targets (issue 14):
+of several runs of each. Every process runs with its bytecode compiled, as installed
+software does (pip compiles it at install; the dependencies' bytecode is in
+site-packages): a PYTHONDONTWRITEBYTECODE in the environment would otherwise make
+fleetspec, and only fleetspec, compile its source at every start. Targets (issue 14):
 
 - `fleetspec --help`, `version`, `validate examples/quickstart.yaml`: at most 1.25x a
   minimal Typer app loading the same dependencies and doing nothing (baseline_app.py);
@@ -36,10 +39,16 @@ HOPPER = 'hopper-cu13: {driver: "580.95.05"'
 HOPPER_BUMPED = 'hopper-cu13: {driver: "580.126.09"'
 
 
+# Bytecode goes to a folder of this run (PYTHONPYCACHEPREFIX, set in main), never into
+# the tree. The startup rows run each command once unmeasured first; the longer rows
+# run after a render that compiled what they import.
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+ENV.update({"PYTHONPATH": str(ROOT), "COLUMNS": "200"})
+
+
 def run(argv: list[str], cwd: Path = ROOT) -> tuple[float, float]:
     """(CPU seconds, peak RSS in MB) of one whole process; it must succeed."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(argv, cwd=cwd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = usage.ru_utime + usage.ru_stime
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -49,8 +58,11 @@ def run(argv: list[str], cwd: Path = ROOT) -> tuple[float, float]:
     return seconds, usage.ru_maxrss / 1024
 
 
-def fastest(commands: dict[str, list[str]], repeats: int) -> dict[str, tuple[float, float]]:
-    """Alternate the commands `repeats` times; per command the fastest run (and its peak)."""
+def fastest(commands: dict[str, list[str]], repeats: int, warm: bool = False) -> dict[str, tuple[float, float]]:
+    """Alternate the commands `repeats` times; per command the fastest run (and its peak).
+    ``warm``: run each once unmeasured first (it compiles what the command imports)."""
+    for argv in commands.values() if warm else ():
+        run(argv)
     best: dict[str, tuple[float, float]] = {}
     for _ in range(repeats):
         for name, argv in commands.items():
@@ -72,14 +84,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description="fleetspec benchmarks: ratios with targets and verdicts")
     parser.add_argument("--quick", action="store_true", help="fewer repeats (a rough look, not a verdict)")
     args = parser.parse_args()
-    small, large = (3, 1) if args.quick else (7, 3)
+    with tempfile.TemporaryDirectory(prefix="fleetspec-bench-pycache-") as pycache:
+        ENV["PYTHONPYCACHEPREFIX"] = pycache
+        return measure(quick=args.quick)
+
+
+def measure(quick: bool) -> int:
+    small, large = (3, 1) if quick else (7, 3)
     verdicts: list[bool] = []
     print(f"{'measured':<44} {'CPU':>9}  {'ratio':>6} {'reference':<34} target")
 
     quickstart = str(ROOT / "examples" / "quickstart.yaml")
     times = fastest({"baseline": [sys.executable, str(HERE / "baseline_app.py")],
                      "help": [*FLEETSPEC, "--help"], "version": [*FLEETSPEC, "version"],
-                     "validate": [*FLEETSPEC, "validate", quickstart]}, small)
+                     "validate": [*FLEETSPEC, "validate", quickstart]}, small, warm=True)
     base = times["baseline"][0]
     for name, label in (("help", "fleetspec --help"), ("version", "fleetspec version"),
                         ("validate", "fleetspec validate quickstart.yaml")):

@@ -9,7 +9,6 @@ option, missing argument, value out of range), from every command.
 from __future__ import annotations
 
 import gc
-import json
 import sys
 from enum import Enum
 from pathlib import Path
@@ -32,20 +31,33 @@ if TYPE_CHECKING:
 # (fleetspec/cli_lazy.py; benchmarks/README.md).
 
 COMMAND = command_class()
-FEATURE_COMMANDS = {
+# Every command, in the order help lists them: each is built by Typer (and imported,
+# when it lives in a feature package) only when it runs or help lists it.
+COMMANDS = {
+    "validate": command("validate", __name__, "validate", COMMAND),
+    "partitions": command("partitions", __name__, "partitions", COMMAND),
+    "render": command("render", __name__, "render", COMMAND),
+    "schema": command("schema", __name__, "schema", COMMAND),
+    "catalog": command("catalog", __name__, "catalog", COMMAND),
+    "rules": command("rules", __name__, "rules", COMMAND),
     "plan": command("plan", "fleetspec.plan.cli", "plan", COMMAND),
     "apply": command("apply", "fleetspec.apply.cli", "apply", COMMAND),
     "verify": command("verify", "fleetspec.verify.cli", "verify", COMMAND),
     "health": command("health", "fleetspec.health.cli", "health", COMMAND),
+    "version": command("version", __name__, "version", COMMAND),
     "lab": sub_app("lab", "fleetspec.lab.cli", "lab_app"),
     "state": sub_app("state", "fleetspec.state.cli", "state_app"),
+    "secrets": sub_app("secrets", __name__, "secrets_app"),
 }
-# The order help lists the commands in.
-ORDER = ("validate", "partitions", "render", "schema", "catalog", "rules", "plan", "apply", "verify", "health",
-         "version", "lab", "state", "secrets")
+
+
+def _root() -> None:
+    """(No options of its own: with a callback, Typer makes a group of the commands above.)"""
+
 
 app = typer.Typer(
-    cls=lazy_group(UsageExitGroup, FEATURE_COMMANDS, ORDER),
+    cls=lazy_group(UsageExitGroup, COMMANDS),
+    callback=_root,
     name="fleetspec",
     help="Compile one YAML description of a GPU fleet into Ansible, Slurm and Kubernetes; "
     "plan, apply and verify it.",
@@ -76,9 +88,13 @@ def _print_findings(compiled: CompileResult, fmt: FindingsFormat = FindingsForma
 
     located = compiled.located()
     if fmt is FindingsFormat.json:
+        import json
+
         out.print_json(json.dumps({"valid": compiled.valid, "findings": [f.to_dict() for f in located]}))
         return
     if fmt is FindingsFormat.sarif:
+        import json
+
         from fleetspec.sarif import to_sarif
 
         print(json.dumps(to_sarif(compiled), indent=2))
@@ -112,7 +128,6 @@ def _print_finding(f: LocatedFinding) -> None:
         err.print("  " + " " * f.caret + "^", markup=False)
 
 
-@app.command(cls=COMMAND)
 def validate(
     spec: SpecArg,
     format: Annotated[FindingsFormat, typer.Option("--format", help="text, json, github (workflow annotations) "
@@ -126,7 +141,6 @@ def validate(
     raise typer.Exit(0 if compiled.valid else 1)
 
 
-@app.command(cls=COMMAND)
 def partitions(
     spec: SpecArg,
     format: Annotated[TableFormat, typer.Option("--format", help="table or json")] = TableFormat.table,
@@ -141,6 +155,8 @@ def partitions(
         _print_findings(result.compiled)
         raise typer.Exit(1)
     if format is TableFormat.json:
+        import json
+
         out.print_json(json.dumps({"partitions": result.partitions}))
         return
     table = Table(title=f"partitions of {spec}")
@@ -154,7 +170,6 @@ def partitions(
     out.print(table)
 
 
-@app.command(cls=COMMAND)
 def render(
     spec: SpecArg,
     out_dir: Annotated[Path, typer.Option("--out", "-o", help="output directory (replaced as a whole)")] = Path("build"),
@@ -180,15 +195,15 @@ def render(
     out.print(f"wrote {len(result.files)} files to {result.out}", markup=False)
 
 
-@app.command(cls=COMMAND)
 def schema() -> None:
     """Print the JSON Schema of the spec (for editors: yaml-language-server)."""
+    import json
+
     from fleetspec import tasks
 
     print(json.dumps(tasks.spec_json_schema(), indent=2))
 
 
-@app.command(cls=COMMAND)
 def catalog(
     format: Annotated[TableFormat, typer.Option("--format", help="table or json")] = TableFormat.table,
 ) -> None:
@@ -199,6 +214,8 @@ def catalog(
 
     summary = load_catalog().summary()
     if format is TableFormat.json:
+        import json
+
         out.print_json(json.dumps(summary))
         return
     table = Table(title="GPU models")
@@ -215,7 +232,6 @@ def catalog(
     out.print("[bold]rocm -> rccl[/]: " + ", ".join(f"{k}->{v}" for k, v in summary["rocm"].items()))
 
 
-@app.command(cls=COMMAND)
 def rules() -> None:
     """List the rule ids (public: suppress warnings by id in spec.suppress)."""
     from rich.table import Table
@@ -243,7 +259,6 @@ def _fleet_or_exit(spec: Path):  # type: ignore[no-untyped-def]
 
 secrets_app = typer.Typer(cls=UsageExitGroup, help="Create and check the secrets the spec refers to (values are never printed).",
                           no_args_is_help=True, rich_markup_mode=None)
-app.add_typer(secrets_app, name="secrets")
 
 
 @secrets_app.command("init", cls=COMMAND)
@@ -283,7 +298,6 @@ def secrets_check(spec: SpecArg) -> None:
     raise typer.Exit(1 if failed else 0)
 
 
-@app.command(cls=COMMAND)
 def version() -> None:
     """Print the fleetspec version."""
     print(__version__)

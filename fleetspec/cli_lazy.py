@@ -12,7 +12,7 @@ first looked up. `lazy_group` makes the group class that installs it.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from typing import Any
 
 import typer
@@ -29,17 +29,14 @@ Build = Callable[[TyperGroup], Command]
 
 
 class LazyCommands(MutableMapping[str, Command]):
-    """A group's commands by name, in ``order``: built ones as given, the others built by
-    their factory on first lookup (then kept)."""
+    """A group's commands by name: the lazy ones (in their order), built by their factory
+    on first lookup and then kept, and any Typer built itself after them."""
 
-    def __init__(self, group: TyperGroup, built: Mapping[str, Command], lazy: Mapping[str, Build],
-                 order: Sequence[str]) -> None:
+    def __init__(self, group: TyperGroup, built: Mapping[str, Command], lazy: Mapping[str, Build]) -> None:
         self._group = group
         self._built = dict(built)
         self._lazy = {name: build for name, build in lazy.items() if name not in self._built}
-        names = [*self._built, *self._lazy]
-        # Names in `order` first, in that order; any other after them, as registered.
-        self._names = [n for n in order if n in names] + [n for n in names if n not in order]
+        self._names = [*self._lazy, *self._built]
 
     def __getitem__(self, name: str) -> Command:
         command = self._built.get(name)
@@ -95,14 +92,13 @@ def sub_app(name: str, module: str, attribute: str) -> Build:
     return build
 
 
-def lazy_group(base: type[TyperGroup], lazy: Mapping[str, Build], order: Sequence[str]) -> type[TyperGroup]:
-    """A subclass of ``base`` whose commands are the ones Typer registered plus ``lazy``,
-    listed in ``order``."""
+def lazy_group(base: type[TyperGroup], lazy: Mapping[str, Build]) -> type[TyperGroup]:
+    """A subclass of ``base`` whose commands are ``lazy`` (and any registered with Typer)."""
 
     class LazyGroup(base):  # type: ignore[valid-type, misc]
         def __init__(self, **kwargs: Any) -> None:
             super().__init__(**kwargs)
-            self.commands = LazyCommands(self, self.commands, lazy, order)
+            self.commands = LazyCommands(self, self.commands, lazy)
 
         def list_commands(self, ctx: Any) -> list[str]:
             return list(self.commands)

@@ -27,6 +27,8 @@ class Severity(IntEnum):
 
 @dataclass(frozen=True, slots=True)
 class Finding:
+    """What a rule found, at a spec path (located against the file by `locate`)."""
+
     rule: str
     severity: Severity
     message: str  # says what is wrong and what to do
@@ -36,6 +38,8 @@ class Finding:
 
 @dataclass(frozen=True, slots=True)
 class LocatedFinding:
+    """A finding at ``file:line:column``, with the source line and a caret, as printed."""
+
     rule: str
     severity: Severity
     message: str

@@ -16,7 +16,6 @@ it. ``-`` means standard output, on purpose.
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import stat
 import sys
@@ -72,6 +71,8 @@ def read_bounded(path: str | os.PathLike[str], limit: int, *, regular_only: bool
 
 def loads_json(raw: bytes | str) -> Any:
     """``json.loads`` whose nesting-depth failure is a ValueError like every other bad document."""
+    import json  # here: reading a spec never needs it (startup time)
+
     try:
         return json.loads(raw)
     except RecursionError:

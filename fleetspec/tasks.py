@@ -21,6 +21,8 @@ def validate(spec: str | os.PathLike[str]) -> CompileResult:
 
 @dataclass(frozen=True)
 class PartitionsResult:
+    """``fleetspec partitions``: the compile result and one row per partition."""
+
     compiled: CompileResult
     partitions: list[dict[str, Any]] = field(default_factory=list)
 
@@ -53,6 +55,8 @@ def partition_table(fleet: Fleet) -> list[dict[str, Any]]:
 
 @dataclass(frozen=True)
 class RenderResult:
+    """``fleetspec render``: the compile result, where it wrote and what."""
+
     compiled: CompileResult
     out: Path
     files: list[str] = field(default_factory=list)

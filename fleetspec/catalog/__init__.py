@@ -26,6 +26,8 @@ except ImportError:  # pragma: no cover
 
 @dataclass(frozen=True, slots=True)
 class GpuModel:
+    """A GPU model the catalog knows: vendor, generation, names it goes by, minimum stack."""
+
     id: str
     vendor: str  # "nvidia" | "amd"
     name: str
@@ -57,6 +59,8 @@ class GpuModel:
 
 @dataclass(frozen=True, slots=True)
 class CudaRelease:
+    """A CUDA release series and the drivers it needs."""
+
     version: str  # "13.0"
     drivers: tuple[str, ...]  # GA minimum driver, then each update's
     sources: tuple[str, ...]
@@ -68,6 +72,8 @@ class CudaRelease:
 
 @dataclass(frozen=True, slots=True)
 class DriverBranch:
+    """An NVIDIA driver branch: its type, newest CUDA major and end of life."""
+
     branch: int
     type: str
     max_cuda_major: int
@@ -87,6 +93,8 @@ class Release:
 
 @dataclass(frozen=True, slots=True)
 class GpuOperatorRelease:
+    """A GPU Operator release: its default driver, the drivers it supports, its Kubernetes floor."""
+
     version: str
     driver: str
     drivers: tuple[str, ...]

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class CompileResult:
+    """The compiled fleet (None when it could not be built), its findings and the source map."""
+
     fleet: Fleet | None
     findings: tuple[Finding, ...]
     source: SourceMap

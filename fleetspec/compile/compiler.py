@@ -214,7 +214,7 @@ def _expand(hostlist: str, path: tuple[str | int, ...], findings: list[Finding],
 
 def _stack(name: str, s: m.Stack, catalog: Catalog, findings: list[Finding]) -> ir.StackTuple:
     path = ("spec", "stacks", name)
-    given = {k for k, v in s.model_dump().items() if v is not None}
+    given = {k for k, v in s if v is not None}  # (not model_dump: no serializer built at start)
     vendor = "amd" if given & AMD_KEYS and not given & NVIDIA_KEYS else "nvidia"
     if given & AMD_KEYS and given & NVIDIA_KEYS:
         findings.append(Finding(

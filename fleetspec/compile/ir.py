@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import types
 import typing
 from dataclasses import dataclass, field
@@ -79,6 +78,8 @@ class GpuSpec:
 
 @dataclass(frozen=True, slots=True)
 class Node:
+    """One node of the fleet: where it sits, its GPUs, its stack and who schedules it."""
+
     hostname: str
     rack: str
     leaf: str | None
@@ -138,6 +139,8 @@ class Partition:
 
 @dataclass(frozen=True, slots=True)
 class Rack:
+    """A rack: its leaf switch, its NVLink domain, its nodes."""
+
     name: str
     leaf: str | None
     nvlink_domain: bool  # the whole rack is one NVLink domain (NVL72-class)
@@ -147,6 +150,8 @@ class Rack:
 
 @dataclass(frozen=True, slots=True)
 class Fabric:
+    """The GPU fabric: its type, spine and leaf switches."""
+
     type: Literal["infiniband", "roce", "ethernet"]
     spines: tuple[str, ...]
     leaves: tuple[str, ...]  # every leaf named by a rack, in first-seen order
@@ -168,6 +173,8 @@ class SlurmPartitionSettings:
 
 @dataclass(frozen=True, slots=True)
 class SlurmConfig:
+    """The Slurm cluster: release, mode, controllers, accounting and site settings."""
+
     version: str
     mode: Literal["native", "slinky"]
     controllers: tuple[str, ...]
@@ -186,6 +193,8 @@ class SlurmConfig:
 
 @dataclass(frozen=True, slots=True)
 class Tenant:
+    """A Kubernetes tenant: its namespaces, GPU quota per partition and share beyond it."""
+
     name: str
     namespaces: tuple[str, ...]
     quota: tuple[tuple[str, int], ...]  # (partition, GPUs), sorted by partition
@@ -196,6 +205,8 @@ class Tenant:
 
 @dataclass(frozen=True, slots=True)
 class GpuOperatorConfig:
+    """NVIDIA's GPU Operator: its release and who installs the driver."""
+
     version: str
     driver: Literal["operator", "host"]
     path: SpecPath = _loc()
@@ -203,6 +214,8 @@ class GpuOperatorConfig:
 
 @dataclass(frozen=True, slots=True)
 class KubernetesConfig:
+    """The Kubernetes layer: release, operators, queueing, gang scheduling and tenants."""
+
     version: str
     gpu_operator: GpuOperatorConfig | None
     amd_gpu_operator_version: str | None
@@ -292,6 +305,8 @@ class HealthPolicy:
 
 @dataclass(frozen=True)
 class Fleet:
+    """The checked fleet every renderer, plan and apply reads (fleet.json is its JSON form)."""
+
     name: str
     os: str
     stacks: tuple[StackTuple, ...]  # sorted by name
@@ -327,6 +342,8 @@ class Fleet:
     def to_json(self) -> str:
         """fleet.json: one top-level key per line and one list item (node, partition,
         ...) per line, so diffs read per node and the C encoder keeps 20,000 nodes fast."""
+        import json  # here: only rendering writes fleet.json (startup time)
+
         encode = json.JSONEncoder(separators=(", ", ": ")).encode  # one encoder, not one per node
         seen: dict[int, Any] = {}
         names = ["irVersion", *(f.name for f in dataclasses.fields(self) if not f.metadata.get("location"))]

@@ -10,7 +10,6 @@ stdlib modules the check imports, on every node.
 
 from __future__ import annotations
 
-import json
 from pathlib import PurePosixPath
 
 from fleetspec.compile.ir import Fleet
@@ -39,6 +38,8 @@ NODE_MODULES = (
 
 def render_health(fleet: Fleet) -> dict[PurePosixPath, str]:
     """``health/node-check.json`` and ``health/fleetspec-health-check``; nothing without ``spec.health``."""
+    import json  # here: validate imports this module (render.slurm's checks) and never renders (startup time)
+
     if fleet.health is None:
         return {}
     return {

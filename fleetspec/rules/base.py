@@ -22,6 +22,8 @@ Check = Callable[[Fleet, Catalog], Iterable[Finding]]
 
 @dataclass(frozen=True, slots=True)
 class Rule:
+    """A rule over the fleet: a stable id, its highest severity, a summary and its check."""
+
     id: str
     severity: Severity  # the highest severity the rule reports
     summary: str

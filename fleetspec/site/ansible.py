@@ -10,14 +10,15 @@ which a group variable cannot meaningfully set.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fleetspec.compile import ir
 from fleetspec.findings import Finding, Severity, SpecPath
+
+# json and hashlib are imported where used: they are not needed when a spec has no site
+# Ansible settings (startup time, benchmarks/README.md).
 
 if TYPE_CHECKING:
     from fleetspec.spec import model as m
@@ -47,6 +48,8 @@ SPECIAL = frozenset({
 
 def check_vars(variables: Mapping[str, Any], path: SpecPath, findings: list[Finding]) -> str:
     """The variables as canonical JSON; a finding for each name fleetspec or Ansible owns."""
+    import json
+
     kept = {}
     for name, value in variables.items():
         where = path + (name,)
@@ -64,6 +67,8 @@ def check_vars(variables: Mapping[str, Any], path: SpecPath, findings: list[Find
 
 def site_vars(fleet: ir.Fleet) -> dict[str, Any]:
     """The site's variables for ``group_vars/all.yml``."""
+    import json
+
     return json.loads(fleet.site.ansible_vars) if fleet.site is not None else {}
 
 
@@ -101,6 +106,8 @@ def check_hooks(hooks: m.Hooks, partitions: Iterable[str], spec_dir: Path | None
 
 def _digest(spec_dir: Path | None, playbook: str) -> str:
     """The playbook's content hash: editing a hook is a change the plan shows."""
+    import hashlib
+
     if spec_dir is None:
         return ""
     return hashlib.sha256((spec_dir / playbook).read_bytes()).hexdigest()[:16]

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -69,6 +68,8 @@ OWNED: dict[str, dict[tuple[str, ...], str]] = {
 def check_values(values: Mapping[str, Mapping[str, Any]], releases: Iterable[str], path: SpecPath,
                  findings: list[Finding]) -> tuple[tuple[str, str], ...]:
     """(release, overlay as canonical JSON) for each valid overlay; findings for the rest."""
+    import json  # here: a spec without site Helm values never needs it (startup time)
+
     known = sorted(releases)
     out = []
     for release, overlay in sorted(values.items()):
@@ -143,6 +144,8 @@ def _plain(value: Any) -> Any:
 
 def overlaid(release_name: str, values: Mapping[str, Any], overlay_json: str) -> dict[str, Any]:
     """The release's values with the site overlay merged in."""
+    import json
+
     overlay = json.loads(overlay_json)
     if release_name == "kueue":
         overlay = _merge_kueue_config(values, overlay)

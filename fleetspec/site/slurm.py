@@ -161,6 +161,8 @@ class ParameterFile:
 
 @dataclass(frozen=True)
 class Parameters:
+    """The shipped Slurm parameter lists, per file, and the release they were verified against."""
+
     verified: str
     files: dict[str, ParameterFile]
 

@@ -81,6 +81,8 @@ Path_ = tuple[str | int, ...]
 
 @dataclass(frozen=True, slots=True)
 class Position:
+    """A place in the spec file (1-based line and column)."""
+
     line: int  # 1-based
     column: int  # 1-based
 
@@ -159,6 +161,8 @@ class SpecLoadError(Exception):
 
 @dataclass(frozen=True)
 class LoadedSpec:
+    """The spec as plain data and the source map that locates every value in it."""
+
     data: Any
     source: SourceMap
 

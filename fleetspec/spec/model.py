@@ -5,9 +5,10 @@ unknown keys. Names that end up in hostnames, file paths, Slurm configs and
 Kubernetes objects are checked against strict patterns here, at the boundary.
 Versions must be YAML strings: an unquoted ``12.10`` is the float 12.1, and pydantic's
 strict ``str`` refuses it so the error layer can say "quote this version".
-"""
 
-from __future__ import annotations
+No ``from __future__ import annotations`` here: pydantic would evaluate every field's
+annotation from a string at each start (startup time); the one forward reference is quoted.
+"""
 
 from typing import Annotated, Any, Literal
 
@@ -267,7 +268,7 @@ class Dra(_Model):
     gpus: StrictBool = False
 
     @model_validator(mode="after")
-    def _gpus_need_a_driver(self) -> Dra:
+    def _gpus_need_a_driver(self) -> "Dra":
         if self.gpus and self.nvidia is None:
             raise ValueError("dra.gpus: true moves GPU allocation to a DRA driver, but none is named: "
                              "add dra.nvidia: {version: ...} (NVIDIA's DRA driver for GPUs)")
