@@ -4,6 +4,7 @@ types, names, chart versions, per-stack drivers, flavors and quotas, and depende
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 
 import pulumi
 import pytest
@@ -308,3 +309,20 @@ def test_the_project_names_its_python_toolchain_and_virtualenv() -> None:
     assert project["runtime"]["options"] == {"toolchain": "pip", "virtualenv": "venv"}
     requirements = (folder / "requirements.txt").read_text().split("\n")
     assert "-e ../..[pulumi]" in requirements  # the program imports fleetspec
+
+
+@pytest.mark.parametrize("variant", ["museum", "slinky", "volcano", "dra_gpus"])
+def test_kubelet_registers_each_node_with_exactly_the_labels_the_stack_patches(run_program, variant) -> None:
+    """A node that rejoins comes back with what its kubelet registers: the node layer's
+    --node-labels (inventory ``fleetspec_node_labels``) must be the NodePatch labels, for
+    every node the stack labels and no other."""
+    from fleetspec.render.ansible import render_ansible
+
+    fleet = fleets.museum() if variant == "museum" else getattr(fleets, variant)(fleets.museum())
+    patched = {r.inputs["metadata"]["name"]: r.inputs["metadata"]["labels"]
+               for r in run_program(fleet, SLINKY_CONFIG).values() if r.type == "kubernetes:core/v1:NodePatch"}
+    inventory = yaml.safe_load(render_ansible(fleet)[PurePosixPath("ansible/inventory.yml")])
+    hosts = inventory["all"]["children"]["k8s_node"]["hosts"]
+    registered = {h: dict(pair.split("=", 1) for pair in v["fleetspec_node_labels"].split(","))
+                  for h, v in hosts.items() if v}
+    assert patched and registered == patched
