@@ -25,6 +25,7 @@ class Registered:
     depends_on: list[str]  # names of the resources it was declared to depend on
     provider: str = ""  # the provider reference it was registered with ("urn::id")
     retain_on_delete: bool = False
+    ignore_changes: tuple[str, ...] = ()
 
 
 class _Mocks(pulumi.runtime.Mocks):
@@ -49,7 +50,7 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
             self.registered.append(Registered(
                 request.type, request.name, {},
                 [urn.rsplit("::", 1)[-1] for urn in request.dependencies],
-                request.provider, bool(request.retainOnDelete)))
+                request.provider, bool(request.retainOnDelete), tuple(request.ignoreChanges)))
         return response
 
 
@@ -65,11 +66,11 @@ def run_program():
             seen[args.name] = args.inputs
             return super().new_resource(args)
 
-    def run(fleet=None, config: dict[str, str] | None = None) -> dict[str, Registered]:
+    def run(fleet=None, config: dict[str, str] | None = None, preview: bool = False) -> dict[str, Registered]:
         mocks = Mocks()
         monitor = _RecordingMonitor(mocks)
         pulumi.runtime.set_mocks(mocks, project="fleetspec-kubernetes", stack="test",
-                                 preview=False, monitor=monitor)
+                                 preview=preview, monitor=monitor)
         settings = {"fleetspec:context": "museum-admin"} if config is None else config
         pulumi.runtime.config.CONFIG.get().clear()  # each run sees only its own config
         for key, value in settings.items():
@@ -246,8 +247,23 @@ def test_slinky_accounting_gets_its_secret_from_the_stack(run_program) -> None:
     assert "Secret/slurm/slurmdbd-password" in res["release/slurm"].depends_on
     ref = res["release/slurm"].inputs["values"]["accounting"]["storageConfig"]["passwordKeyRef"]
     assert ref == {"name": "slurmdbd-password", "key": "password"}
+    assert secret.ignore_changes == ()  # with the value, a changed password is an update
     with pytest.raises(pulumi.ConfigMissingError, match="slurmdbdPassword"):
         run_program(fleet, {"fleetspec:context": "museum-admin"})
+
+
+def test_a_preview_without_the_slurmdbd_password_keeps_the_applied_secret(run_program) -> None:
+    """``fleetspec plan`` resolves no secrets. Its preview must neither fail on the missing
+    config nor show the Secret as changed: without the value the Secret ignores changes to
+    its data (Pulumi then diffs the state's own inputs), and the chart still follows it."""
+    fleet = fleets.slinky(fleets.museum())
+    res = run_program(fleet, {"fleetspec:context": "museum-admin"}, preview=True)
+    secret = res["Secret/slurm/slurmdbd-password"]
+    assert secret.ignore_changes == ("stringData",)
+    assert secret.inputs["stringData"]["value"] == {"password": ""}  # a secret placeholder, never applied
+    assert "Secret/slurm/slurmdbd-password" in res["release/slurm"].depends_on
+    with_value = run_program(fleet, SLINKY_CONFIG, preview=True)["Secret/slurm/slurmdbd-password"]
+    assert with_value.ignore_changes == () and with_value.inputs["stringData"]["value"] == {"password": "s3cret"}
 
 
 def test_slinky_cluster_release_and_host_labels(run_program) -> None:
