@@ -111,7 +111,7 @@ def render_ansible(fleet: Fleet, mirror: PackageMirror | None = None) -> dict[Pu
         m = fleet.package_mirror
         mirror = PackageMirror(m.uri, m.suite, m.components, m.key_url, m.trusted)
     members = _groups(fleet)
-    host_vars = {h: {"fleetspec_node_labels": v} for h, v in registration_labels(fleet).items()}
+    host_vars = {h: {"fleetspec_node_labels": Quoted(v)} for h, v in registration_labels(fleet).items()}
     files: dict[PurePosixPath, str] = {ROOT / "inventory.yml": _inventory(fleet, members, host_vars)}
     for group, data in _group_vars(fleet, members, mirror).items():
         files[ROOT / "group_vars" / f"{group}.yml"] = _dump(fleet, data)
@@ -199,6 +199,8 @@ def _inventory(fleet: Fleet, members: dict[str, set[str]], host_vars: dict[str, 
 
 
 def _host_entry(host: str, variables: dict[str, str] | None) -> str:
+    """What PyYAML writes for a host and its ``Quoted`` variables (plain-ASCII values: JSON's
+    double-quoted string is then YAML's, and PyYAML folds a double-quoted scalar only at a space)."""
     if not variables:
         return f"        {host}: null\n"
     return f"        {host}:\n" + "".join(f"          {k}: {json.dumps(v)}\n" for k, v in variables.items())
@@ -378,8 +380,17 @@ def _represent_template(dumper: _Dumper, data: Template) -> yaml.Node:
     return dumper.represent_str(str(data))
 
 
+class Quoted(str):
+    """A value written double-quoted on one line (a host's label list: no spaces, ASCII)."""
+
+
+def _represent_quoted(dumper: _Dumper, data: Quoted) -> yaml.Node:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", str(data), style='"')
+
+
 _Dumper.add_representer(str, _represent_str)
 _Dumper.add_representer(Template, _represent_template)
+_Dumper.add_representer(Quoted, _represent_quoted)
 
 
 def _dump(fleet: Fleet, data: Any) -> str:
