@@ -14,7 +14,9 @@ key (subdomains included) except the kubelet's own set, and kubelet itself refus
 with such a key in ``--node-labels``:
 https://kubernetes.io/docs/reference/access-authn-authz/admission-controllers/#noderestriction
 https://github.com/kubernetes/kubernetes/blob/master/staging/src/k8s.io/kubelet/pkg/apis/well_known_labels.go
-(``IsKubeletLabel``) and plugin/pkg/admission/noderestriction/admission.go (``getForbiddenLabels``).
+(``IsKubeletLabel``), plugin/pkg/admission/noderestriction/admission.go (``getForbiddenLabels``)
+and cmd/kubelet/app/options/options.go (``ValidateKubeletFlags``: "unknown 'kubernetes.io' or
+'k8s.io' labels specified with --node-labels", a start-up failure).
 fleetspec's keys (``fleetspec.io/``, ``volcano.sh/``, ``nvidia.com/``) are outside those
 namespaces; :func:`kubelet_may_set` keeps it that way should one ever be added there.
 """
