@@ -29,7 +29,11 @@ QUICKSTART = EXAMPLES / "quickstart.yaml"
 
 
 def run(*args):
-    return runner.invoke(app, [str(a) for a in args])
+    """The command in-process. CliRunner turns an uncaught exception into exit code 1 and
+    prints no traceback, so a crash would pass for a handled error: refuse it here."""
+    result = runner.invoke(app, [str(a) for a in args])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exc_info
+    return result
 
 
 def _char_device(path: Path) -> Path:
