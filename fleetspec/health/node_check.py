@@ -174,9 +174,12 @@ def gpu_faults(host: Host, expect: Dict[str, Any], errors: List[str]) -> List[Fa
 # ---------------------------------------------------------------- the check
 
 
-def run_check(config: Dict[str, Any], node: str, host: Host, clear: bool = False) -> Dict[str, Any]:
+def run_check(config: Dict[str, Any], node: str, host: Host, clear: bool = False,
+              persist: bool = True) -> Dict[str, Any]:
     """Read the node, update the state file (kernel-log cursor, latched faults, IB
-    counters), and return the verdict."""
+    counters), and return the verdict. ``persist=False`` (``fleetspec verify --local``)
+    looks without writing the state: the scheduled check still sees every new record and
+    counter delta, so an onlooker never swallows a fault before the check acts on it."""
     expect = expectation(config, node)
     enabled = set()
     for check in config.get("checks", list(CHECKS)):
@@ -215,7 +218,8 @@ def run_check(config: Dict[str, Any], node: str, host: Host, clear: bool = False
         faults += infiniband_faults(devices, counters, state.get("ib", {}))
         state["ib"] = counters
     faults = [f for f in faults if f["class"] in enabled]
-    _save_state(state_path, state, errors)
+    if persist:
+        _save_state(state_path, state, errors)
     return verdict(node, faults, config.get("actions"), errors)
 
 
