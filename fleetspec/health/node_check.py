@@ -297,12 +297,23 @@ def render_text(result: Dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def npd_message(result: Dict[str, Any]) -> str:
+    """The one line NPD makes the GPUProblem condition's message: the drain reason when
+    sick (what the remediator writes into the node's annotation), else the status."""
+    if result["status"] == "sick":
+        return reason(result)
+    if result["faults"]:
+        return "degraded: " + "; ".join("%s %s" % (f["class"], f["device"]) for f in result["faults"])[:180]
+    return result["status"]
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description="Check this GPU node's health and print a verdict.")
     parser.add_argument("--config", default="/etc/fleetspec/health.json")
     parser.add_argument("--root", default="/", help="read the node relative to this directory (fixtures)")
     parser.add_argument("--node", help="the node's name (default: $SLURMD_NODENAME, else the hostname)")
-    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--format", choices=("text", "json", "npd"), default="text",
+                        help="npd: one line for node-problem-detector's condition message (the drain reason)")
     parser.add_argument("--slurm", action="store_true", help="drain/resume the node through slurmctld")
     parser.add_argument("--scontrol", default="scontrol")
     parser.add_argument("--clear", action="store_true", help="forget latched kernel-log faults (after a repair)")
@@ -319,7 +330,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             result["slurm"] = slurm_act(result, args.scontrol)
         except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
             result["errors"].append("slurm: %s" % exc)
-    if args.format == "json":
+    if args.format == "npd":
+        sys.stdout.write(npd_message(result) + "\n")
+    elif args.format == "json":
         sys.stdout.write(json.dumps(result, indent=2, sort_keys=True) + "\n")
     else:
         sys.stdout.write(render_text(result) + ("  slurm: %s\n" % result["slurm"] if "slurm" in result else ""))
