@@ -12,7 +12,10 @@ stand in for a node:
   saw last; Xid/SXid faults stay latched until the node reboots, since the log line
   that reported them is never printed again, or until ``--clear``);
 - ``nvidia-smi -q -x`` (memory, PCIe, fabric) and ``amd-smi metric --ecc --json``;
-- ``/sys/class/infiniband`` ports and their error counters.
+- ``/sys/class/infiniband`` ports and their error counters;
+- ``nvidia-smi nvlink --status`` (per-link state) on NVIDIA nodes;
+- with ``dcgm`` among the checks and DCGM installed, ``dcgmi diag -r LEVEL -j`` at the
+  policy's level.
 
 With ``--slurm`` it drains the node with a reason naming the fault, in the form LBNL
 NHC uses (``fleetspec-health: <action> <class>: <device> <detail>``), and resumes the
@@ -33,16 +36,20 @@ import subprocess
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
-from fleetspec.health.catalog import CHECKS
+from fleetspec.health.catalog import CHECKS, DCGM_TIMEOUT_S
 from fleetspec.health.classify import (
     Fault,
     amd_gpu_faults,
+    dcgm_diag_faults,
     infiniband_faults,
     kernel_log_faults,
     nvidia_gpu_faults,
+    nvlink_faults,
     parse_amd_ecc_json,
+    parse_dcgm_diag_json,
     parse_gpu_health_xml,
     parse_kmsg,
+    parse_nvlink_status,
     reason,
     verdict,
 )
@@ -171,6 +178,22 @@ def gpu_faults(host: Host, expect: Dict[str, Any], errors: List[str]) -> List[Fa
     return faults
 
 
+def dcgm_faults(host: Host, level: int, errors: List[str]) -> List[Fault]:
+    """``dcgmi diag -r LEVEL -j``: it exits non-zero when a test fails and still prints
+    its JSON, so the document decides; no document is an error (the check could not run),
+    never a fault."""
+    level = level if level in DCGM_TIMEOUT_S else 1
+    argv = ["dcgmi", "diag", "-r", str(level), "-j"]
+    result = host.run(argv, timeout=DCGM_TIMEOUT_S[level])
+    diag = parse_dcgm_diag_json(result.stdout or "")
+    if diag is None:
+        errors.append(result.describe(argv)[:200])
+        return []
+    faults, problems = dcgm_diag_faults(diag, level)
+    errors.extend(problems)
+    return faults
+
+
 # ---------------------------------------------------------------- the check
 
 
@@ -208,6 +231,14 @@ def run_check(config: Dict[str, Any], node: str, host: Host, clear: bool = False
         faults += latched
     if "gpu-memory" in config.get("checks", list(CHECKS)) or "gpu-count" in config.get("checks", list(CHECKS)):
         faults += gpu_faults(host, expect, errors)
+    if "nvlink" in config.get("checks", list(CHECKS)) and expect.get("vendor") in ("nvidia", None):
+        argv = _nvidia_smi(host) + ["nvlink", "--status"]
+        result = host.run(argv, timeout=30)
+        links = parse_nvlink_status(result.stdout) if result.ok else None
+        if links:
+            faults += nvlink_faults(links)
+    if "dcgm" in config.get("checks", list(CHECKS)) and host.which("dcgmi") is not None:
+        faults += dcgm_faults(host, int(config.get("dcgm_level", 1)), errors)
     if "infiniband" in config.get("checks", list(CHECKS)):
         base = host.path("/sys/class/infiniband")
         devices = parse_infiniband_sysfs(base) if os.path.isdir(base) else []
