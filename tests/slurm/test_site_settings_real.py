@@ -18,6 +18,7 @@ from .cluster import SlurmError, running
 pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_installed")]
 
 LIBSLURM = Path("/usr/lib/x86_64-linux-gnu/slurm-wlm/libslurmfull.so")
+SLURMDBD = Path("/usr/sbin/slurmdbd")
 SITE = spec(
     "    settings:\n"
     "      SchedulerParameters: [bf_continue, \"bf_max_job_test=500\", \"default_queue_depth=200\"]\n"
@@ -80,3 +81,19 @@ def test_every_key_fleetspec_lets_through_for_22_05_is_in_debians_slurm():
     newer = [k for k in parameters().files["slurm.conf"].added_after.values()
              if re.search(rb"\b" + k.lower().encode() + rb"\b", text)]
     assert newer == []
+
+
+def _strings(binary: Path) -> bytes:
+    if not binary.exists():
+        pytest.fail(f"{binary} is missing: install Debian's slurm packages (scripts/test does)")
+    return b"\n".join(set(re.findall(rb"[A-Za-z][A-Za-z0-9]{2,}", binary.read_bytes()))).lower()
+
+
+def test_slurmdbd_conf_keys_match_debians_slurmdbd():
+    """slurmdbd parses slurmdbd.conf itself (src/slurmdbd/read_config.c is linked into the
+    daemon): every 22.05 key fleetspec accepts is a string in Debian's 22.05.8 slurmdbd, and
+    the keys fleetspec holds back for newer releases are not."""
+    text = _strings(SLURMDBD)
+    table = parameters().files["slurmdbd.conf"]
+    assert sorted(k for k in table.known.values() if k.lower().encode() not in text) == []
+    assert [k for k in table.added_after.values() if re.search(rb"\b" + k.lower().encode() + rb"\b", text)] == []
