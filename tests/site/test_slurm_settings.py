@@ -156,6 +156,32 @@ def test_slinky_carries_settings_into_the_chart_or_refuses_them() -> None:
     values = yaml.safe_load(render_slurm(result.fleet)[PurePosixPath("slurm/slinky-values.yaml")])
     assert values["controller"]["extraConfMap"]["SchedulerParameters"] == "bf_continue,defer"
     assert values["partitions"]["nvidia-hopper"]["configMap"]["PriorityTier"] == "4"
-    errors = _errors(spec(slinky, node_settings="          slurm_settings: {Weight: 2}") +
-                     "  kubernetes: {version: \"1.34\"}\n")
-    assert len(errors) == 1 and "Slinky" in errors[0].message
+
+
+def test_slinky_carries_node_settings_into_the_nodeset_conf() -> None:
+    """A NodeSet's extraConfMap is slurmd's --conf, the NodeName parameters of a dynamic
+    node (NodeSet CRD spec.extraConf, slurm-operator v1.2.1; slurmd(8) --conf)."""
+    slinky = "    mode: slinky\n"
+    k8s = "  kubernetes: {version: \"1.34\"}\n"
+    result = compile_text(spec(slinky, node_settings="          slurm_settings: {Weight: 2, MemSpecLimit: 4096}")
+                          + k8s, "f.yaml")
+    assert result.valid, [f.message for f in result.located()]
+    values = yaml.safe_load(render_slurm(result.fleet)[PurePosixPath("slurm/slinky-values.yaml")])
+    conf = values["nodesets"]["nvidia-hopper"]["extraConfMap"]
+    assert conf["Weight"] == "2" and conf["MemSpecLimit"] == "4096"
+    assert conf["Gres"] == ["gpu:h100:8"]  # fleetspec's own parameters stay
+    # Owned keys stay refused in slinky mode too (slurmd(8): NodeName and Port are not supported in --conf).
+    assert len(_errors(spec(slinky, node_settings="          slurm_settings: {Port: 7000}") + k8s)) == 1
+    # Two node groups in one NodeSet that disagree: one NodeSet has one --conf.
+    second = ("          slurm_settings: {Weight: 2}\n"
+              "        - hosts: h100-[03-04]\n"
+              "          gpu: {model: h100-sxm, count: 8}\n"
+              "          stack: hopper\n"
+              "          scheduler: slurm\n"
+              "          cpus: 16\n"
+              "          memory_gb: 64\n"
+              "          slurm_settings: {Weight: 5}")
+    errors = _errors(spec(slinky, node_settings=second) + k8s)
+    assert [e.path for e in errors] == ["spec.racks[0].nodes[1].slurm_settings"], \
+        [e.message for e in errors]
+    assert "NodeSet 'nvidia-hopper'" in errors[0].message
