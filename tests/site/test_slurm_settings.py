@@ -4,6 +4,7 @@ never able to add a line or a key."""
 
 from __future__ import annotations
 
+import re
 from pathlib import PurePosixPath
 
 import pytest
@@ -97,14 +98,41 @@ def test_cgroup_and_slurmdbd_settings() -> None:
     assert all("hunter2" not in e.message for e in errors)
 
 
-def test_keys_follow_the_release() -> None:
-    # MaxBatchRequeue came after 22.05: an error there, a warning (unconfirmed) later.
-    old = compile_text(spec("    settings: {MaxBatchRequeue: 3}\n", version="22.05.8"), "f.yaml").located()
-    new = compile_text(spec("    settings: {MaxBatchRequeue: 3}\n"), "f.yaml").located()
-    assert [(f.severity.name, f.rule) for f in old if f.rule == "site-settings"] == [("ERROR", "site-settings")]
-    assert [(f.severity.name, f.rule) for f in new if f.rule == "site-settings"] == [("WARNING", "site-settings")]
+def _site(extra: str, version: str) -> list[tuple[str, str]]:
+    """(severity, message) of the site-settings findings for ``extra`` on Slurm ``version``."""
+    return [(f.severity.name, f.message) for f in compile_text(spec(extra, version=version), "f.yaml").located()
+            if f.rule == "site-settings"]
+
+
+@pytest.mark.parametrize(("extra", "before", "since"), [
+    # The release that added each key, from SchedMD's changelogs (catalog `added`).
+    ("    settings: {MaxBatchRequeue: 3}\n", "22.05.8", "23.02.7"),
+    ("    settings: {PrologTimeout: 300}\n", "24.11.6", "25.05.3"),
+    ("    settings: {HttpParserType: http_parser/libhttp_parser}\n", "25.05.3", "25.11.8"),
+    ("    partitions: {nvidia-hopper: {settings: {ExclusiveTopo: \"YES\"}}}\n", "23.11.10", "24.05.4"),
+    ("    cgroup_settings: {SystemdTimeout: 2000}\n", "23.11.10", "24.05.4"),
+    ("    slurmdbd_settings: {MaxPurgeLimit: 10000}\n", "25.05.3", "25.11.8"),
+])
+def test_a_key_is_an_error_before_the_release_that_added_it(extra: str, before: str, since: str) -> None:
+    old = _site(extra, before)
+    assert [sev for sev, _ in old] == ["ERROR"] and f"from Slurm {since[:5]} on" in old[0][1], old
+    assert _site(extra, since) == []  # checked, so no "unconfirmed" warning either
+
+
+def test_a_removed_key_is_an_error_from_its_release_on() -> None:
+    assert _site("    cgroup_settings: {ConstrainKmemSpace: no}\n", "23.02.7") == []
+    gone = _site("    cgroup_settings: {ConstrainKmemSpace: no}\n", "23.11.10")
+    assert [sev for sev, _ in gone] == ["ERROR"] and "since Slurm 23.11" in gone[0][1]
+    assert _site("    settings: {GetEnvTimeout: 5}\n", "22.05.8") == []  # 22.05.8 reads it
+    assert [sev for sev, _ in _site("    settings: {GetEnvTimeout: 5}\n", "25.05.3")] == ["ERROR"]
     defunct = _errors(spec("    settings: {SchedulerAuth: x}\n"))
     assert len(defunct) == 1 and "defunct" in defunct[0].message
+
+
+def test_a_key_no_changelog_dates_warns_after_22_05() -> None:
+    assert [sev for sev, _ in _site("    settings: {HashPlugin: hash/k12}\n", "22.05.8")] == ["ERROR"]
+    later = _site("    settings: {HashPlugin: hash/k12}\n", "25.11.8")
+    assert [sev for sev, _ in later] == ["WARNING"] and "no SchedMD changelog" in later[0][1]
 
 
 def test_the_same_key_twice_in_two_spellings_is_refused() -> None:
@@ -124,7 +152,9 @@ def test_pyxis_keeps_prolog_contain() -> None:
 def test_parameter_lists_have_sources_and_no_overlap() -> None:
     for name, table in parameters().files.items():
         assert table.sources and table.manual.startswith("https://"), name
-        assert not set(table.known) & set(table.added_after), name
+        assert not set(table.known) & set(table.added), name
+        releases = {since for _, since in table.added.values()} | set(table.defunct.values())
+        assert all(r == "unconfirmed" or re.fullmatch(r"\d\d\.\d\d", r) for r in releases), name
 
 
 def test_plan_classes_follow_slurms_documentation() -> None:
