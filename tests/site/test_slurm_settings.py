@@ -125,6 +125,8 @@ def test_a_removed_key_is_an_error_from_its_release_on() -> None:
     assert [sev for sev, _ in gone] == ["ERROR"] and "since Slurm 23.11" in gone[0][1]
     assert _site("    settings: {GetEnvTimeout: 5}\n", "22.05.8") == []  # 22.05.8 reads it
     assert [sev for sev, _ in _site("    settings: {GetEnvTimeout: 5}\n", "25.05.3")] == ["ERROR"]
+    # Debian's slurmctld 22.05.8 stops on it although the man page lists it.
+    assert [sev for sev, _ in _site("    cgroup_settings: {CgroupReleaseAgentDir: /tmp}\n", "22.05.8")] == ["ERROR"]
     defunct = _errors(spec("    settings: {SchedulerAuth: x}\n"))
     assert len(defunct) == 1 and "defunct" in defunct[0].message
 

@@ -67,6 +67,47 @@ def test_slurmctld_refuses_what_fleetspec_refuses(tmp_path):
         pass
 
 
+CGROUP_SITE = spec("    cgroup_settings: {ConstrainSwapSpace: yes, AllowedSwapSpace: 10, MinRAMSpace: 200}\n",
+                   version="22.05.8")
+# A value of the type cgroup.conf(5) of 22.05 gives each key (the parser checks types).
+CGROUP_VALUES = {"AllowedDevicesFile": "/dev/null", "CgroupMountpoint": "/sys/fs/cgroup",
+                 "CgroupPlugin": "autodetect", "CgroupReleaseAgentDir": "/tmp", "MemorySwappiness": "10"}
+CGROUP_BOOLEANS = ("CgroupAutomount", "Constrain", "IgnoreSystemd")
+
+
+def test_slurmctld_parses_the_site_cgroup_settings(tmp_path):
+    """slurmctld 22.05 parses cgroup.conf at startup: the one fleetspec renders with site
+    settings starts it, and a key fleetspec refuses stops the same slurmctld."""
+    result = compile_text(CGROUP_SITE, "fleet.yaml")
+    assert result.valid, [f.message for f in result.located()]
+    files = render_slurm(result.fleet)
+    cgroup = next(p for p in files if p.name == "cgroup.conf")
+    assert "ConstrainSwapSpace=YES\nAllowedSwapSpace=10\nMinRAMSpace=200" in files[cgroup]
+    with running(tmp_path / "good", files) as c:
+        assert (c.root / "etc" / "cgroup.conf").read_text() == files[cgroup]
+    bad = CGROUP_SITE.replace("AllowedSwapSpace", "AllowedSwapSpcae")
+    assert compile_text(bad, "fleet.yaml").valid is False
+    files[cgroup] = files[cgroup].replace("AllowedSwapSpace", "AllowedSwapSpcae")
+    with pytest.raises(SlurmError, match="unrecognized key: AllowedSwapSpcae"), \
+            running(tmp_path / "bad", files, wait_idle=False):
+        pass
+
+
+def test_slurmctld_parses_every_cgroup_key_fleetspec_accepts_for_22_05(tmp_path):
+    """Every cgroup.conf key fleetspec accepts on 22.05, each with a value of its type, in
+    one file: Debian's slurmctld 22.05.8 parses it and comes up (this found that 22.05.8
+    stops on CgroupReleaseAgentDir, which the man page still lists)."""
+    result = compile_text(spec(version="22.05.8"), "fleet.yaml")
+    files = render_slurm(result.fleet)
+    cgroup = next(p for p in files if p.name == "cgroup.conf")
+    table = parameters().files["cgroup.conf"]
+    keys = sorted(k for k in table.known.values() if table.defunct.get(k) not in ("22.05", "unconfirmed"))
+    lines = [f"{k}={CGROUP_VALUES.get(k) or ('no' if k.startswith(CGROUP_BOOLEANS) else '100')}" for k in keys]
+    files[cgroup] = "\n".join(lines) + "\n"
+    with running(tmp_path, files) as c:
+        assert c.run("scontrol", "ping").returncode == 0
+
+
 def test_every_key_fleetspec_lets_through_for_22_05_is_in_debians_slurm():
     """Each 22.05 parameter fleetspec accepts is a key the 22.05.8 build parses (its name
     is a string in libslurmfull.so; the linker may share a name's tail with a longer one)."""
