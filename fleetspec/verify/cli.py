@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from fleetspec.cli_usage import UsageError
-from fleetspec.console import consoles
-from fleetspec.safe_io import UnsafePathError, write_output
+from fleetspec.console import consoles, write_report
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -93,14 +92,7 @@ def verify(
         raise typer.Exit(1) from None
     _print(report, format, out, err)
     if junit is not None:
-        try:
-            write_output(junit, to_junit(report).encode())
-        except UnsafePathError as exc:
-            err.print(f"error: {exc}", markup=False)
-            raise typer.Exit(1) from None
-        except OSError as exc:
-            err.print(f"error: cannot write {junit}: {exc.strerror}", markup=False)
-            raise typer.Exit(1) from None
+        write_report(junit, to_junit(report).encode(), err)
     if report.conforms:
         raise typer.Exit(EXIT_CONFORMS)
     raise typer.Exit(EXIT_DRIFT if detailed_exitcode else EXIT_ERROR)

@@ -83,7 +83,9 @@ def test_npd_plugin_runs_the_node_check(museum) -> None:
 
 
 def test_amd_device_configs_remediate(museum) -> None:
-    for dc in (o for o in objects(museum) if o["kind"] == "DeviceConfig"):
+    configs = [o for o in objects(museum) if o["kind"] == "DeviceConfig"]
+    assert configs, "museum's Kubernetes-owned MI355X nodes get a DeviceConfig"
+    for dc in configs:
         assert dc["spec"]["remediationWorkflow"]["enable"] is True
         assert dc["spec"]["metricsExporter"]["enable"] is True
 
