@@ -573,6 +573,8 @@ def stack_standins(stack: StackTuple, os: str, gpus: Sequence[GpuSpec], newer: b
             out += [p for p in _nccl(t.nccl, t.cuda) if p.name in pins]
         if t.rocm:
             out += _rocm_family(pins["rocm"], pins.get("rccl"))
+        if "nvlsm" in pins and t is stack:
+            out += nvlink5_standins(pins["nvlsm"], newer)
         if t.amdgpu and "amdgpu-dkms" in pins:
             dkms = _amdgpu(pins["amdgpu-dkms"])
             firmware = StandInPackage("amdgpu-dkms-firmware", dkms.version, architecture="all",
@@ -580,6 +582,33 @@ def stack_standins(stack: StackTuple, os: str, gpus: Sequence[GpuSpec], newer: b
             out += [_with_deps(dkms, [f"amdgpu-dkms-firmware (= {dkms.version})"]), firmware]
     unique = {(p.name, p.version): p for p in out}
     return [unique[k] for k in sorted(unique)]
+
+
+# NVLink 5 (HGX B200/B300). nvlsm comes from NVIDIA's CUDA repository, one package for every
+# driver branch, versioned by date; the repository carries later releases than any pin
+# (2025.12.211 beside 2025.10.12), and the .deb depends on libibumad3
+# (https://github.com/Getty/rex-gpu/blob/main/lib/Rex/GPU/NVIDIA/Setup/Apt.pm, research of
+# the .deb). The fabric manager's start script runs it with /usr/share/nvidia/nvlsm/nvlsm.conf
+# (https://github.com/NVIDIA/gpu-driver-container/blob/main/ubuntu24.04/nvidia-driver).
+# libibumad3 and infiniband-diags are Ubuntu's (rdma-core, noble-updates 50.0-2ubuntu0.2;
+# infiniband-diags Depends: libibumad3 (>= 3.2.30), https://packages.ubuntu.com/noble-updates/infiniband-diags).
+NVLSM_LATER = "2025.12.211-1"
+RDMA_CORE_NOBLE = "50.0-2ubuntu0.2"
+
+
+def nvlink5_standins(nvlsm: str, later: bool = True) -> list[StandInPackage]:
+    """nvlsm at ``nvlsm`` (and, with ``later``, the later release the repository carries),
+    and the distribution's InfiniBand user space it runs with."""
+    versions = [nvlsm] + ([NVLSM_LATER] if later and nvlsm != NVLSM_LATER else [])
+    return [StandInPackage("nvlsm", v, ("libibumad3",),
+                           {"/usr/share/nvidia/nvlsm/nvlsm.conf": f"# lab stand-in of nvlsm {v}\n"},
+                           "NVLink Subnet Manager (SM is an InfiniBand compliant Subnet Manager).")
+            for v in versions] + [
+        StandInPackage("libibumad3", RDMA_CORE_NOBLE, (), {}, "InfiniBand Userspace Management Datagram (uMAD) library"),
+        StandInPackage("infiniband-diags", RDMA_CORE_NOBLE, ("libibumad3 (>= 3.2.30)",),
+                       {"/usr/sbin/ibstat": "#!/bin/sh\n# lab stand-in: no InfiniBand device in a container\nexit 0\n"},
+                       "InfiniBand diagnostic programs"),
+    ]
 
 
 def _cudnn_family(cudnn: str, names: list[tuple[str, str]]) -> list[StandInPackage]:
