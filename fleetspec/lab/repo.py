@@ -611,6 +611,49 @@ def nvlink5_standins(nvlsm: str, later: bool = True) -> list[StandInPackage]:
     ]
 
 
+def kernel_standins(release: str, version: str, ubuntu: bool = True) -> list[StandInPackage]:
+    """The headers (and, for an Ubuntu kernel, the extra modules) of kernel ``release``, as
+    the distributions package them, for the role's DKMS prerequisites.
+
+    Ubuntu (https://packages.ubuntu.com/noble/linux-headers-6.8.0-117,
+    https://packages.ubuntu.com/noble-updates/kernel/linux-modules-extra-6.8.0-117-generic):
+    ``linux-headers-<abi>-<flavour>`` depends on the flavour-independent, architecture-``all``
+    ``linux-headers-<abi>`` and carries the ``/lib/modules/<release>/build`` link DKMS builds
+    against; ``linux-modules-extra-<release>`` depends on ``linux-modules-<release>`` and
+    ``wireless-regdb`` and carries the rarer drivers (ib_umad among them). Debian
+    (https://packages.debian.org/bookworm/linux-headers-amd64): ``linux-headers-<abi>-<flavour>``
+    depends on ``linux-headers-<abi>-common``; there is no modules-extra. The C library and
+    toolchain dependencies are left out (the lab's hosts have them); ``version`` is the
+    source package's (6.8.0-117.117); wireless-regdb's version is made up (the dependency is real).
+    """
+    abi = release.rsplit("-", 1)[0]
+    build = f"/usr/src/linux-headers-{release}"
+    if not ubuntu:
+        common = f"linux-headers-{abi}-common"
+        return [StandInPackage(f"linux-headers-{release}", version, (f"{common} (= {version})",),
+                               {f"{build}/Makefile": f"# lab stand-in: kernel {release} headers\n"},
+                               f"Header files for Linux {release}", {f"/lib/modules/{release}/build": build}),
+                StandInPackage(common, version, (), {f"/usr/src/{common}/Makefile": "# lab stand-in\n"},
+                               f"Common header files for Linux {abi}", architecture="all")]
+    modules = f"/lib/modules/{release}/kernel"
+    return [
+        StandInPackage(f"linux-headers-{release}", version, (f"linux-headers-{abi} (= {version})",),
+                       {f"{build}/Makefile": f"# lab stand-in: kernel {release} headers\n"},
+                       f"Linux kernel headers for version {abi} on 64 bit x86 SMP",
+                       {f"/lib/modules/{release}/build": build}),
+        StandInPackage(f"linux-headers-{abi}", version, (), {f"/usr/src/linux-headers-{abi}/Makefile": "# stand-in\n"},
+                       f"Header files related to Linux kernel version {abi.split('-')[0]}", architecture="all"),
+        StandInPackage(f"linux-modules-{release}", version, (),
+                       {f"{modules}/drivers/net/ethernet/mellanox/mlx5/core/mlx5_core.ko.zst": "stand-in\n"},
+                       f"Linux kernel extra modules for version {abi.split('-')[0]} on 64 bit x86 SMP"),
+        StandInPackage(f"linux-modules-extra-{release}", version, (f"linux-modules-{release}", "wireless-regdb"),
+                       {f"{modules}/drivers/infiniband/core/ib_umad.ko.zst": "stand-in\n"},
+                       f"Linux kernel extra modules for version {abi.split('-')[0]} on 64 bit x86 SMP"),
+        StandInPackage("wireless-regdb", "2024.07.04-0ubuntu1~24.04.1", (), {}, "wireless regulatory database",
+                       architecture="all"),
+    ]
+
+
 def _cudnn_family(cudnn: str, names: list[tuple[str, str]]) -> list[StandInPackage]:
     """``cudnn9-cuda-13`` -> runtime and -dev at ``=``; -dev -> runtime and -headers at ``=``."""
     (meta, version), (runtime, _), (dev, _), (headers, _) = names
