@@ -283,7 +283,7 @@ def _nvidia_checks(fleet: Fleet, node: Node, stack: StackTuple, facts: Mapping[s
                                    "service cannot run; its package version matches")
         checks.append(fabric_manager)
     if needs_nvlsm(node.gpu) and stack.driver:
-        checks.append(_nvlsm_check(facts, catalog))
+        checks.append(_nvlsm_check(fleet, node, facts, catalog))
     if node.scheduler == "kubernetes":
         checks.append(_container_toolkit_check(fleet, facts))
         for key in ("cuda", "cudnn", "nccl"):
@@ -532,9 +532,13 @@ def _fabric_manager_check(driver: str, fabric_manager: Mapping[str, Any]) -> Che
     return check
 
 
-def _nvlsm_check(facts: Mapping[str, Any], catalog: Catalog) -> Check:
+def _nvlsm_check(fleet: Fleet, node: Node, facts: Mapping[str, Any], catalog: Catalog) -> Check:
     """HGX B200/B300: the NVLink Subnet Manager at the version fleetspec pins (catalog)."""
     wanted = catalog.nvlink5_packages().nvlsm_version
+    operator = fleet.kubernetes.gpu_operator if fleet.kubernetes else None
+    if node.scheduler == "kubernetes" and operator is not None and operator.driver == "operator":
+        return Check("nvlsm", Status.NOT_APPLICABLE, wanted, None,
+                     f"the GPU Operator {operator.version} runs the driver, and nvlsm with it, in its driver container")
     if _section(facts, "packages").get("manager") != "dpkg":
         return Check("nvlsm", Status.NOT_APPLICABLE, wanted, None, "nvlsm's version is read from dpkg only")
     found = [str(p.get("version")) for p in _installed(facts) if p.get("name") == "nvlsm"]
