@@ -1,6 +1,7 @@
 """The Rich consoles every command prints through: plain (no highlighting, no emoji
 codes: ``museum.yaml:100:18`` and a path with ``:fire:`` print as written), as wide as
-``COLUMNS`` says, and wide in pipes and CI logs instead of Rich's 80-column default."""
+``COLUMNS`` says, and wide in pipes and CI logs instead of Rich's 80-column default.
+Also the one way a command writes a report file (``--junit``) and says why it could not."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from rich.console import Console
 
 PIPE_WIDTH = 200
@@ -64,3 +67,20 @@ def command_class() -> type:
                     for p in super().collect_usage_pieces(ctx)]
 
     return Command
+
+
+def write_report(path: Path, data: bytes, err: Console) -> None:
+    """Write a report file through ``safe_io.write_output`` ('-' is standard output; links,
+    devices and FIFOs refused); a refused or failed write prints one error line and exits 1."""
+    import typer
+
+    from fleetspec.safe_io import UnsafePathError, write_output
+
+    try:
+        write_output(path, data)
+    except UnsafePathError as exc:
+        err.print(f"error: {exc}", markup=False)
+        raise typer.Exit(1) from None
+    except OSError as exc:
+        err.print(f"error: cannot write {path}: {exc.strerror}", markup=False)
+        raise typer.Exit(1) from None

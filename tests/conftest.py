@@ -13,6 +13,24 @@ EXAMPLES = ROOT / "examples"
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
 
+@pytest.fixture(autouse=True)
+def _cli_crash_is_a_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CliRunner turns an uncaught exception into exit code 1 with no traceback in the
+    output, so a crash would pass every ``exit_code == 1`` check meant for a handled
+    error. Every in-process command run by any test refuses one here instead."""
+    from typer.testing import CliRunner
+
+    invoke = CliRunner.invoke
+
+    def checked(self, *args, **kwargs):
+        result = invoke(self, *args, **kwargs)
+        if result.exception is not None and not isinstance(result.exception, SystemExit):
+            raise AssertionError(f"the command crashed: {result.exception!r}") from result.exception
+        return result
+
+    monkeypatch.setattr(CliRunner, "invoke", checked)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--update-goldens",
@@ -101,7 +119,7 @@ def postgres_server():
         if os.environ.get("CI"):
             pytest.fail("PostgreSQL is required under CI: scripts/test installs Debian's postgresql")
         pytest.skip("PostgreSQL unavailable: install Debian's postgresql (scripts/test does)")
-    pytest.importorskip("psycopg", reason="the postgres extra (psycopg) is not installed")
+    import psycopg  # noqa: F401  (the test extra carries it: missing, the session fails here)
     server = start_server(bin_dir)
     try:
         yield server

@@ -17,7 +17,7 @@ MUSEUM = str(EXAMPLES / "museum.yaml")
 
 
 def run(*args):
-    return runner.invoke(app, list(args))
+    return runner.invoke(app, list(args))  # a crash fails the test (tests/conftest.py)
 
 
 def test_validate_ok_and_json_shape():

@@ -12,7 +12,7 @@ import typer
 from typer.testing import CliRunner
 
 from fleetspec.cli import app
-from fleetspec.exit_codes import CHANGES, ERROR, OK, USAGE
+from fleetspec.exit_codes import USAGE
 from tests.conftest import EXAMPLES
 
 runner = CliRunner()
@@ -30,10 +30,6 @@ def _command_paths(command, prefix=()):
 
 
 COMMANDS = sorted(_command_paths(typer.main.get_command(app)))
-
-
-def test_the_codes_are_distinct():
-    assert len({OK, ERROR, CHANGES, USAGE}) == 4 and USAGE == 64
 
 
 @pytest.mark.parametrize("words", COMMANDS, ids=" ".join)
@@ -79,4 +75,4 @@ def test_the_console_script_exits_64_on_a_typo():
     proc = subprocess.run([sys.executable, "-m", "fleetspec.cli", "plan", QUICKSTART, "--max-unavailabel", "1"],
                           capture_output=True, text=True, timeout=120,
                           env={"PYTHONPATH": str(Path(__file__).resolve().parents[1]), "PATH": "/usr/bin:/bin"})
-    assert proc.returncode == USAGE, proc.stderr
+    assert proc.returncode == 64, proc.stderr  # the number README and sysexits.h promise, not the constant

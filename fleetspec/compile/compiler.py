@@ -136,7 +136,8 @@ def _health(health: m.Health | None) -> ir.HealthPolicy | None:
         return None
     actions = {**default_actions(), **health.actions}
     return ir.HealthPolicy(health.interval, tuple(dict.fromkeys(health.checks)), tuple(sorted(actions.items())),
-                           tuple(dict.fromkeys(health.slurm_node_state)), ("spec", "health"))
+                           tuple(dict.fromkeys(health.slurm_node_state)), dcgm_level=health.dcgm_level,
+                           path=("spec", "health"))
 
 
 def _device_names(models: Iterable[str], catalog: Catalog) -> tuple[str, ...]:

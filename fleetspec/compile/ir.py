@@ -284,6 +284,7 @@ class HealthPolicy:
     checks: tuple[str, ...]
     actions: tuple[tuple[str, str], ...]  # (fault class, action), sorted by class
     slurm_node_state: tuple[str, ...] = ("ANY",)
+    dcgm_level: int = 1  # dcgmi diag -r LEVEL, with "dcgm" among checks
     path: SpecPath = _loc()
 
     def action(self, fault_class: str) -> str:

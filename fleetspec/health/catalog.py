@@ -28,6 +28,10 @@ NHC_IB = "https://github.com/mej/nhc/blob/master/scripts/lbnl_hw.nhc"
 NVIDIA_SMI = "https://docs.nvidia.com/deploy/nvidia-smi/index.html"
 AMD_RAS = "https://rocm.docs.amd.com/projects/amdsmi/en/latest/conceptual/ras.html"
 AMD_SMI_CLI = "https://github.com/ROCm/amdsmi/blob/develop/amdsmi_cli/amdsmi_commands.py"
+DCGM_DIAG = "https://docs.nvidia.com/datacenter/dcgm/latest/user-guide/dcgm-diagnostics.html"
+# dcgmErrorSeverity_t and the DCGM_FR_* codes; dcgm_errors.c gives each code its severity
+# (DCGM_FR_NVLINK_DOWN and DCGM_FR_VOLATILE_DBE_DETECTED are DCGM_ERROR_ISOLATE).
+DCGM_ERRORS = "https://github.com/NVIDIA/DCGM/blob/master/dcgmlib/dcgm_errors.h"
 
 
 class FaultClass(NamedTuple):
@@ -96,6 +100,19 @@ FAULT_CLASSES = (
     FaultClass("probe-failed", "node", "drain",
                "the GPU tool itself failed or hung (nvidia-smi / amd-smi) on a node that has GPUs",
                NVIDIA_SMI),
+    FaultClass("nvlink-down", "device", "quarantine-device",
+               "nvidia-smi nvlink --status: a link <inactive> while the GPU's other links (or other "
+               "GPUs' links) are up; DCGM rates a down NVLink (DCGM_FR_NVLINK_DOWN) 'GPU should be "
+               "isolated'", NVIDIA_SMI + " ; " + DCGM_ERRORS),
+    FaultClass("dcgm-diag-isolate", "device", "quarantine-device",
+               "dcgmi diag: a failed test whose error severity is DCGM_ERROR_ISOLATE ('cannot perform "
+               "workload, GPU should be isolated')", DCGM_DIAG + " ; " + DCGM_ERRORS),
+    FaultClass("dcgm-diag-reset", "device", "drain",
+               "dcgmi diag: a failed test whose error severity is DCGM_ERROR_RESET ('drain and reset "
+               "GPU')", DCGM_DIAG + " ; " + DCGM_ERRORS),
+    FaultClass("dcgm-diag-monitor", "device", "none",
+               "dcgmi diag: a failed or warning test whose severity is monitor, triage, config or "
+               "unknown: the GPU can run work; reported", DCGM_DIAG + " ; " + DCGM_ERRORS),
     FaultClass("xid-unknown", "device", "none",
                "an Xid this catalog does not know: reported with its number and text, never "
                "silently ignored; set an action for it once it is understood", XID_CATALOG),
@@ -143,6 +160,8 @@ CHECKS = {
     "fabric": ("fabric-unhealthy",),
     "pcie": ("pcie-degraded",),
     "infiniband": ("ib-port-down", "ib-link-errors"),
+    "nvlink": ("nvlink-down",),
+    "dcgm": ("dcgm-diag-isolate", "dcgm-diag-reset", "dcgm-diag-monitor"),
 }  # type: Dict[str, Tuple[str, ...]]
 
 # PCIe generation each model's GPU links at (NVIDIA datasheets: A100 PCIe Gen4; H100,
@@ -154,6 +173,14 @@ PCIE_GENERATION = {
     "h100-pcie": 5,
     "h200": 5,
 }  # type: Dict[str, int]
+
+
+# dcgmErrorSeverity_t (dcgm_errors.h): 0 NONE, 1 MONITOR, 2 ISOLATE, 3 UNKNOWN, 4 TRIAGE,
+# 5 CONFIG, 6 RESET; the classes a failed diagnostic's severity maps to.
+DCGM_SEVERITY_CLASS = {2: "dcgm-diag-isolate", 6: "dcgm-diag-reset"}  # type: Dict[int, str]
+# dcgmi diag run time grows with the level (DCGM user guide: r1 seconds, r2 about two
+# minutes, r3 about 30 minutes, r4 one to two hours): the check's timeout per level.
+DCGM_TIMEOUT_S = {1: 300, 2: 900, 3: 3600, 4: 10800}  # type: Dict[int, int]
 
 
 def default_actions() -> Dict[str, str]:

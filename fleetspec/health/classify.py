@@ -9,7 +9,12 @@ inside the node check. Inputs are the tools' own output, parsed here:
   generation and width, NVLink fabric state;
 - ``amd-smi metric --ecc --json``: RAS ECC counts per GPU (ROCm 6 prints a list,
   ROCm 7 ``{"gpu_data": [...]}``);
-- ``/sys/class/infiniband`` as the fact collector reads it, plus the port counters.
+- ``/sys/class/infiniband`` as the fact collector reads it, plus the port counters;
+- ``nvidia-smi nvlink --status``: per-GPU link lines (``Link 3: 26.562 GB/s`` or
+  ``Link 3: <inactive>``);
+- ``dcgmi diag -r N -j``: DCGM 4's JSON (``DCGM Diagnostic`` -> ``test_categories`` ->
+  ``tests`` -> ``results`` per entity, each failure's ``warnings`` with ``error_id`` and
+  ``error_severity``; NVIDIA/DCGM testing/python3/dcgm_diag_schema.json).
 
 A verdict is healthy, degraded (only faults whose action is ``none``: reported) or
 sick; its action is the strongest action among its faults.
@@ -21,6 +26,7 @@ import xml.etree.ElementTree as ET
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from fleetspec.health.catalog import (
+    DCGM_SEVERITY_CLASS,
     FAULTS,
     PCIE_GENERATION,
     RECOVERY_ACTIONS,
@@ -240,6 +246,94 @@ def infiniband_faults(devices: List[Dict[str, Any]], counters: Dict[str, Dict[st
 
 
 # ---------------------------------------------------------------- verdict
+
+
+# ---------------------------------------------------------------- NVLink
+
+
+_NVLINK_GPU = re.compile(r"^GPU (\d+): .*?(?:\(UUID: ([^)]+)\))?\s*$")
+_NVLINK_LINK = re.compile(r"^\s+Link (\d+): (.*?)\s*$")
+
+
+def parse_nvlink_status(text: str) -> Optional[Dict[int, Dict[str, Any]]]:
+    """``nvidia-smi nvlink --status``: {gpu index: {"uuid", "links": {link: "active" |
+    "inactive"}}}; None when the output has no GPU line. A link is active when it shows a
+    speed above zero, inactive when it shows ``<inactive>`` (or 0 GB/s)."""
+    gpus = {}  # type: Dict[int, Dict[str, Any]]
+    current = None  # type: Optional[Dict[str, Any]]
+    for line in str(text).splitlines():
+        head = _NVLINK_GPU.match(line)
+        if head:
+            current = gpus.setdefault(int(head.group(1)), {"uuid": head.group(2), "links": {}})
+            continue
+        link = _NVLINK_LINK.match(line)
+        if link and current is not None:
+            speed = re.match(r"([\d.]+)\s*GB/s", link.group(2))
+            if speed or "inactive" in link.group(2).lower():
+                current["links"][int(link.group(1))] = \
+                    "active" if speed and float(speed.group(1)) > 0 else "inactive"
+    return gpus or None
+
+
+def nvlink_faults(gpus: Dict[int, Dict[str, Any]]) -> List[Fault]:
+    """A link down where NVLink is in use: an inactive link on a GPU whose other links are
+    up, or a GPU with every link inactive while other GPUs of the node have links up. A
+    node whose GPUs show no active link at all (no NVLink, or PCIe cards) gives none."""
+    if not any(state == "active" for g in gpus.values() for state in g["links"].values()):
+        return []
+    faults = []
+    for index, gpu in sorted(gpus.items()):
+        down = sorted(n for n, state in gpu["links"].items() if state == "inactive")
+        if down:
+            faults.append(_fault("nvlink-down", "GPU %d" % index,
+                                 "NVLink %s inactive (%d of %d links up)" % (
+                                     ", ".join(str(n) for n in down), len(gpu["links"]) - len(down),
+                                     len(gpu["links"])), "nvidia-smi nvlink"))
+    return faults
+
+
+# ---------------------------------------------------------------- DCGM diagnostics
+
+
+def parse_dcgm_diag_json(text: str) -> Optional[Dict[str, Any]]:
+    """``dcgmi diag -j``'s document, or None when it is not one (DCGM 4 names the top key
+    ``DCGM Diagnostic``; DCGM 3 ``DCGM GPU Diagnostic``)."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict):
+        return None
+    diag = doc.get("DCGM Diagnostic", doc.get("DCGM GPU Diagnostic"))
+    return diag if isinstance(diag, dict) else None
+
+
+def dcgm_diag_faults(diag: Dict[str, Any], level: int) -> Tuple[List[Fault], List[str]]:
+    """(faults, errors): one fault per failed or warning test result per GPU, classed by
+    the worst DCGM error severity among its warnings (ISOLATE, RESET; anything else is
+    monitor-only). A ``runtime_error`` (the diagnostic could not run) is an error, not a fault."""
+    faults = []  # type: List[Fault]
+    errors = []  # type: List[str]
+    if diag.get("runtime_error"):
+        errors.append("dcgmi diag -r %d: %s" % (level, str(diag["runtime_error"])[:150]))
+    for category in diag.get("test_categories") or []:
+        for test in category.get("tests") or []:
+            for result in test.get("results") or []:
+                status = str(result.get("status", "")).lower()
+                if status not in ("fail", "warn"):
+                    continue
+                warnings = [w for w in result.get("warnings") or [] if isinstance(w, dict)]
+                classes = [DCGM_SEVERITY_CLASS.get(w.get("error_severity"), "dcgm-diag-monitor") for w in warnings]
+                cls = next((c for c in ("dcgm-diag-reset", "dcgm-diag-isolate") if c in classes), "dcgm-diag-monitor")
+                first = next((w for w in warnings if DCGM_SEVERITY_CLASS.get(w.get("error_severity")) == cls),
+                             warnings[0] if warnings else {})
+                detail = "r%d %s %s: %s" % (level, test.get("name", "?"), status,
+                                            str(first.get("warning", "no warning text")).strip())
+                if "error_id" in first:
+                    detail += " (DCGM error %s)" % first["error_id"]
+                faults.append(_fault(cls, "%s %s" % (result.get("entity_group", "GPU"), result.get("entity_id", "?")),
+                                     detail[:300], "dcgmi diag"))
+    return faults, errors
 
 
 def verdict(node: str, faults: List[Fault], actions: Optional[Dict[str, str]] = None,

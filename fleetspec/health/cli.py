@@ -16,8 +16,7 @@ from typing import Annotated
 import typer
 
 from fleetspec.cli_usage import UsageError
-from fleetspec.console import consoles
-from fleetspec.safe_io import UnsafePathError, write_output
+from fleetspec.console import consoles, write_report
 
 
 class HealthFormat(str, Enum):
@@ -78,12 +77,5 @@ def health(
             err.print(f"error: {exc}", markup=False)
             raise typer.Exit(1) from None
     if junit is not None:
-        try:
-            write_output(junit, to_junit(result).encode())
-        except UnsafePathError as exc:
-            err.print(f"error: {exc}", markup=False)
-            raise typer.Exit(1) from None
-        except OSError as exc:
-            err.print(f"error: cannot write {junit}: {exc.strerror}", markup=False)
-            raise typer.Exit(1) from None
+        write_report(junit, to_junit(result).encode(), err)
     raise typer.Exit(0 if result.healthy else 1)

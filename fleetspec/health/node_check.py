@@ -12,7 +12,10 @@ stand in for a node:
   saw last; Xid/SXid faults stay latched until the node reboots, since the log line
   that reported them is never printed again, or until ``--clear``);
 - ``nvidia-smi -q -x`` (memory, PCIe, fabric) and ``amd-smi metric --ecc --json``;
-- ``/sys/class/infiniband`` ports and their error counters.
+- ``/sys/class/infiniband`` ports and their error counters;
+- ``nvidia-smi nvlink --status`` (per-link state) on NVIDIA nodes;
+- with ``dcgm`` among the checks and DCGM installed, ``dcgmi diag -r LEVEL -j`` at the
+  policy's level.
 
 With ``--slurm`` it drains the node with a reason naming the fault, in the form LBNL
 NHC uses (``fleetspec-health: <action> <class>: <device> <detail>``), and resumes the
@@ -33,16 +36,20 @@ import subprocess
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
-from fleetspec.health.catalog import CHECKS
+from fleetspec.health.catalog import CHECKS, DCGM_TIMEOUT_S
 from fleetspec.health.classify import (
     Fault,
     amd_gpu_faults,
+    dcgm_diag_faults,
     infiniband_faults,
     kernel_log_faults,
     nvidia_gpu_faults,
+    nvlink_faults,
     parse_amd_ecc_json,
+    parse_dcgm_diag_json,
     parse_gpu_health_xml,
     parse_kmsg,
+    parse_nvlink_status,
     reason,
     verdict,
 )
@@ -171,12 +178,31 @@ def gpu_faults(host: Host, expect: Dict[str, Any], errors: List[str]) -> List[Fa
     return faults
 
 
+def dcgm_faults(host: Host, level: int, errors: List[str]) -> List[Fault]:
+    """``dcgmi diag -r LEVEL -j``: it exits non-zero when a test fails and still prints
+    its JSON, so the document decides; no document is an error (the check could not run),
+    never a fault."""
+    level = level if level in DCGM_TIMEOUT_S else 1
+    argv = ["dcgmi", "diag", "-r", str(level), "-j"]
+    result = host.run(argv, timeout=DCGM_TIMEOUT_S[level])
+    diag = parse_dcgm_diag_json(result.stdout or "")
+    if diag is None:
+        errors.append(result.describe(argv)[:200])
+        return []
+    faults, problems = dcgm_diag_faults(diag, level)
+    errors.extend(problems)
+    return faults
+
+
 # ---------------------------------------------------------------- the check
 
 
-def run_check(config: Dict[str, Any], node: str, host: Host, clear: bool = False) -> Dict[str, Any]:
+def run_check(config: Dict[str, Any], node: str, host: Host, clear: bool = False,
+              persist: bool = True) -> Dict[str, Any]:
     """Read the node, update the state file (kernel-log cursor, latched faults, IB
-    counters), and return the verdict."""
+    counters), and return the verdict. ``persist=False`` (``fleetspec verify --local``)
+    looks without writing the state: the scheduled check still sees every new record and
+    counter delta, so an onlooker never swallows a fault before the check acts on it."""
     expect = expectation(config, node)
     enabled = set()
     for check in config.get("checks", list(CHECKS)):
@@ -205,6 +231,14 @@ def run_check(config: Dict[str, Any], node: str, host: Host, clear: bool = False
         faults += latched
     if "gpu-memory" in config.get("checks", list(CHECKS)) or "gpu-count" in config.get("checks", list(CHECKS)):
         faults += gpu_faults(host, expect, errors)
+    if "nvlink" in config.get("checks", list(CHECKS)) and expect.get("vendor") in ("nvidia", None):
+        argv = _nvidia_smi(host) + ["nvlink", "--status"]
+        result = host.run(argv, timeout=30)
+        links = parse_nvlink_status(result.stdout) if result.ok else None
+        if links:
+            faults += nvlink_faults(links)
+    if "dcgm" in config.get("checks", list(CHECKS)) and host.which("dcgmi") is not None:
+        faults += dcgm_faults(host, int(config.get("dcgm_level", 1)), errors)
     if "infiniband" in config.get("checks", list(CHECKS)):
         base = host.path("/sys/class/infiniband")
         devices = parse_infiniband_sysfs(base) if os.path.isdir(base) else []
@@ -215,7 +249,8 @@ def run_check(config: Dict[str, Any], node: str, host: Host, clear: bool = False
         faults += infiniband_faults(devices, counters, state.get("ib", {}))
         state["ib"] = counters
     faults = [f for f in faults if f["class"] in enabled]
-    _save_state(state_path, state, errors)
+    if persist:
+        _save_state(state_path, state, errors)
     return verdict(node, faults, config.get("actions"), errors)
 
 
@@ -293,12 +328,23 @@ def render_text(result: Dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def npd_message(result: Dict[str, Any]) -> str:
+    """The one line NPD makes the GPUProblem condition's message: the drain reason when
+    sick (what the remediator writes into the node's annotation), else the status."""
+    if result["status"] == "sick":
+        return reason(result)
+    if result["faults"]:
+        return "degraded: " + "; ".join("%s %s" % (f["class"], f["device"]) for f in result["faults"])[:180]
+    return result["status"]
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description="Check this GPU node's health and print a verdict.")
     parser.add_argument("--config", default="/etc/fleetspec/health.json")
     parser.add_argument("--root", default="/", help="read the node relative to this directory (fixtures)")
     parser.add_argument("--node", help="the node's name (default: $SLURMD_NODENAME, else the hostname)")
-    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--format", choices=("text", "json", "npd"), default="text",
+                        help="npd: one line for node-problem-detector's condition message (the drain reason)")
     parser.add_argument("--slurm", action="store_true", help="drain/resume the node through slurmctld")
     parser.add_argument("--scontrol", default="scontrol")
     parser.add_argument("--clear", action="store_true", help="forget latched kernel-log faults (after a repair)")
@@ -315,7 +361,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             result["slurm"] = slurm_act(result, args.scontrol)
         except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
             result["errors"].append("slurm: %s" % exc)
-    if args.format == "json":
+    if args.format == "npd":
+        sys.stdout.write(npd_message(result) + "\n")
+    elif args.format == "json":
         sys.stdout.write(json.dumps(result, indent=2, sort_keys=True) + "\n")
     else:
         sys.stdout.write(render_text(result) + ("  slurm: %s\n" % result["slurm"] if "slurm" in result else ""))

@@ -8,15 +8,25 @@ drain uses) and drained with ``kubectl drain`` (the Eviction API: PodDisruptionB
 hold, DaemonSets stay); a node the check cordoned is uncordoned once its verdict needs
 no action. A node cordoned by anyone else is left alone, as on Slurm. Device-plugin
 pools cannot take one GPU out of service, so ``quarantine-device`` cordons the node too.
+
+On a DRA-managed pool (``kubernetes.dra.gpus``, Kubernetes 1.33+) a ``quarantine-device``
+fault taints only its GPU: a DeviceTaintRule (``fleetspec.health.device_taints``) selecting
+the device the NVIDIA DRA driver publishes at that PCI address; the node stays schedulable
+for its other GPUs. A rule is deleted once its device no longer has such a fault. A device
+the node's ResourceSlices do not show falls back to the node path.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from dataclasses import dataclass
 
-from fleetspec.apply.control import KubernetesControl, Runner
+from fleetspec.apply.control import ControlError, KubernetesControl, Runner, checked
 from fleetspec.compile.ir import Fleet
+from fleetspec.health import device_taints
+from fleetspec.health.catalog import strongest
 from fleetspec.health.classify import reason
 from fleetspec.health.fleet import FleetHealth
 from fleetspec.health.node_check import LEADER
@@ -31,7 +41,11 @@ class Remedy:
 
 
 def remediate_kubernetes(fleet: Fleet, health: FleetHealth, run: Runner, deadline_s: float = 1800) -> list[Remedy]:
+    from fleetspec.render.kubernetes_dra import dra_gpu_partitions
+
     control = KubernetesControl(run)
+    dra = {p.name for p in dra_gpu_partitions(fleet)}
+    api = device_taints.api_version(fleet.kubernetes.version) if fleet.kubernetes else None
     out: list[Remedy] = []
     for host, verdict in health.verdicts.items():
         node = fleet.node(host)
@@ -41,15 +55,23 @@ def remediate_kubernetes(fleet: Fleet, health: FleetHealth, run: Runner, deadlin
         if got.returncode != 0:
             out.append(Remedy(host, f"not acted on: kubectl get node failed: {(got.stderr or got.stdout).strip()}"))
             continue
+        acting = [f for f in verdict.get("faults", []) if f.get("action", "none") != "none"]
+        if api is not None and node.partition in dra:
+            try:
+                acting, done = _device_taints(run, api, host, acting)
+            except ControlError as exc:
+                done = [f"device taints not applied ({exc}): the node path instead"]
+            out += [Remedy(host, line) for line in done]
         obj = json.loads(got.stdout)
         cordoned = bool(obj.get("spec", {}).get("unschedulable"))
         current = (obj.get("metadata", {}).get("annotations") or {}).get(ANNOTATION, "")
         ours = current.startswith(LEADER)
-        if verdict.get("action", "none") != "none":
+        if strongest([f["action"] for f in acting]) != "none":
             if cordoned and not ours:
                 out.append(Remedy(host, f"left cordoned by someone else ({current or 'no reason given'})"))
                 continue
-            control.drain([host], f"{LEADER} {reason(verdict)}")
+            node_verdict = dict(verdict, faults=acting, action=strongest([f["action"] for f in acting]))
+            control.drain([host], f"{LEADER} {reason(node_verdict)}")
             busy = control.wait_drained([host], deadline_s)
             out.append(Remedy(host, "cordoned, eviction blocked (a PodDisruptionBudget or a timeout): retried on "
                                     "the next run" if busy else "cordoned and drained"))
@@ -57,3 +79,40 @@ def remediate_kubernetes(fleet: Fleet, health: FleetHealth, run: Runner, deadlin
             control.resume([host])
             out.append(Remedy(host, f"uncordoned (was: {current})"))
     return out
+
+
+def _device_taints(run: Runner, api: str, host: str, acting: list[dict]) -> tuple[list[dict], list[str]]:
+    """Taint the GPUs of ``quarantine-device`` faults, untaint those that recovered.
+    Returns the faults still for the node path and what was done."""
+    slices = json.loads(checked(run, ["kubectl", "get", "resourceslices", "-o", "json", "--field-selector",
+                                      f"spec.nodeName={host},spec.driver={device_taints.DRIVER}"])).get("items", [])
+    wanted: dict[str, dict] = {}
+    rest: list[dict] = []
+    for fault in acting:
+        found = device_taints.find_device(slices, host, fault["device"]) \
+            if fault["action"] == "quarantine-device" else None
+        if found is None:
+            rest.append(fault)
+            continue
+        rule = device_taints.device_taint_rule(api, host, found[0], found[1], fault["class"])
+        wanted.setdefault(rule["metadata"]["name"], rule)
+    existing = json.loads(checked(run, ["kubectl", "get", "devicetaintrules", "-o", "json", "-l",
+                                        f"{device_taints.NODE_LABEL}={host}"])).get("items", [])
+    have = {item["metadata"]["name"] for item in existing}
+    done: list[str] = []
+    for name, rule in wanted.items():
+        if name in have:
+            continue
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
+            json.dump(rule, handle)
+        try:
+            checked(run, ["kubectl", "apply", "-f", handle.name])
+        finally:
+            os.unlink(handle.name)
+        sel = rule["spec"]["deviceSelector"]
+        done.append(f"device {sel['pool']}/{sel['device']} tainted {device_taints.TAINT_KEY}="
+                    f"{rule['spec']['taint']['value']}:NoSchedule (DeviceTaintRule {name})")
+    for name in sorted(have - set(wanted)):
+        checked(run, ["kubectl", "delete", "devicetaintrule", name])
+        done.append(f"DeviceTaintRule {name} deleted: its device has no fault now")
+    return rest, done

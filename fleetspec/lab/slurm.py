@@ -3,10 +3,9 @@
 One slurmctld and one ``slurmd -N <node>`` per node (Debian's build allows several
 slurmd per host), all on 127.0.0.1 with free ports, every state/log/spool path under
 one scratch directory, fake GPU character devices made with mknod. The rendered
-configuration is "localized" the way ../shared/recipes/slurm-on-one-machine.md
-records: production keys that point at real hosts, users, cgroups or slurmdbd are
-replaced, everything the fleet decides (nodes, GRES, features, partitions, topology)
-is kept as rendered. Daemons run in sessions of their own and are recorded with their
+configuration is "localized" (``localize_slurm_conf``, ``localize_gres_conf``): production
+keys that point at real hosts, users, cgroups or slurmdbd are replaced, everything the
+fleet decides (nodes, GRES, features, partitions, topology) is kept as rendered. Daemons run in sessions of their own and are recorded with their
 start times in ``root/daemons.json``, so another process (``fleetspec lab down``) can
 stop exactly them by pid.
 """

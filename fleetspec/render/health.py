@@ -61,6 +61,7 @@ def node_config(fleet: Fleet) -> dict:
         "interval": health.interval,
         "checks": [c for c in CHECKS if c in health.checks],
         "actions": dict(health.actions),
+        "dcgm_level": health.dcgm_level,
         "nodes": [
             {"hosts": compress(hosts), "vendor": vendor, "model": model, "gpus": count, "owner": owner,
              "fabric": fabric}

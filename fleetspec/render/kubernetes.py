@@ -53,7 +53,7 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 VOLCANO_NODEGROUP_LABEL = "volcano.sh/nodegroup-name"  # Volcano's nodegroup plugin key
 GPU_RESOURCE = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu"}
 
-# Chart defaults when the IR names no version; each from ../shared/reference/compat-facts.yaml.
+# Chart defaults when the IR names no version; each cites the upstream chart it was read from.
 # https://github.com/kubernetes-sigs/kueue charts/kueue/Chart.yaml @ v0.19.2
 KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
 KUEUE_DEFAULT_VERSION = "0.19.2"

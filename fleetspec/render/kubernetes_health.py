@@ -31,6 +31,15 @@ from fleetspec.compile.ir import Fleet
 from fleetspec.health.catalog import FAULTS, XID_CLASSES
 from fleetspec.render.health import CONFIG_PATH, LIB_DIR
 
+NAMESPACE = "kube-system"
+# kubernetes/node-problem-detector deployment/node-problem-detector-healthchecker.yaml names
+# this image; its Dockerfile installs util-linux (nsenter) in the image.
+NPD_IMAGE = "registry.k8s.io/node-problem-detector/node-problem-detector:v0.8.19"
+NPD_NAME = "fleetspec-node-problem-detector"
+# The remediator is one stdlib module; the official Python image runs it.
+REMEDIATOR_IMAGE = "docker.io/library/python:3.12-slim"
+REMEDIATOR_NAME = "fleetspec-health-remediator"
+
 RULE_NAME = "fleetspec-gpu-health"
 NPD_CONFIGMAP = "fleetspec-node-problem-detector"
 DCGM_METRICS_CONFIGMAP = "fleetspec-dcgm-metrics"
@@ -103,6 +112,7 @@ def with_health(fleet: Fleet, releases: list, manifests: list, namespaces: dict[
             manifests[i] = dataclasses.replace(m, body=body)
     extra.append(Manifest(_obj("v1", "ConfigMap", NPD_CONFIGMAP, namespace="kube-system") | {
         "data": {"fleetspec-health.json": json.dumps(npd_custom_plugin(fleet), indent=2) + "\n"}}, "30-health"))
+    extra += [Manifest(body, "30-health") for body in npd_daemonset(fleet) + remediator(fleet)]
     return releases, manifests + extra
 
 
@@ -170,7 +180,7 @@ def npd_custom_plugin(fleet: Fleet) -> dict[str, Any]:
             "reason": "GPUFault",
             "path": "/usr/bin/nsenter",
             "args": ["--target", "1", "--mount", "--", "/usr/bin/env", f"PYTHONPATH={LIB_DIR}", "/usr/bin/python3",
-                     "-s", "-m", "fleetspec.health.node_check", "--config", CONFIG_PATH],
+                     "-s", "-m", "fleetspec.health.node_check", "--config", CONFIG_PATH, "--format", "npd"],
             "timeout": "60s",
         }],
     }
@@ -186,3 +196,110 @@ def amd_remediation(fleet: Fleet) -> dict[str, Any]:
             "nodeDrainPolicy": {"force": False, "ignoreDaemonSets": True, "timeoutSeconds": 3600},
         },
     }
+
+
+def gpu_node_selector(fleet: Fleet) -> tuple[str, list[str]]:
+    """The Kubernetes-owned GPU nodes: the partition label every one of them carries."""
+    from fleetspec.render.kubernetes import PARTITION_LABEL, _label_value, kubernetes_partitions
+
+    return PARTITION_LABEL, sorted({_label_value(p.name) for p in kubernetes_partitions(fleet)})
+
+
+def npd_daemonset(fleet: Fleet) -> list[dict[str, Any]]:
+    """node-problem-detector on the Kubernetes-owned GPU nodes, running only the fleetspec
+    custom plugin. Modelled on NPD's deployment/node-problem-detector.yaml (privileged,
+    tolerates every taint, NODE_NAME from the downward API, the system:node-problem-detector
+    ClusterRole that lets it write Node conditions and events). hostPID, so the plugin's
+    ``nsenter --target 1 --mount`` runs the node check in the host's mount namespace: there it
+    reads /dev/kmsg, nvidia-smi (also /run/nvidia/driver/usr/bin/nvidia-smi under the GPU
+    Operator's driver container), amd-smi, /sys/class/infiniband and its state file exactly as
+    Slurm's HealthCheckProgram does, with the host's python3 and the modules fleet_health installed."""
+    from fleetspec.render.kubernetes import _obj
+
+    key, values = gpu_node_selector(fleet)
+    labels = {"app.kubernetes.io/name": NPD_NAME}
+    pod = {
+        "serviceAccountName": NPD_NAME,
+        "hostPID": True,
+        "priorityClassName": "system-node-critical",
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": key, "operator": "In", "values": values}]}]}}},
+        "tolerations": [{"effect": "NoSchedule", "operator": "Exists"}, {"effect": "NoExecute", "operator": "Exists"}],
+        "containers": [{
+            "name": "node-problem-detector",
+            "image": NPD_IMAGE,
+            "command": ["/node-problem-detector", "--logtostderr",
+                        "--config.custom-plugin-monitor=/config/fleetspec-health.json"],
+            "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
+            "securityContext": {"privileged": True},
+            "resources": {"requests": {"cpu": "10m", "memory": "80Mi"}, "limits": {"memory": "200Mi"}},
+            # Only the plugin config: the check itself runs in the host's mount namespace.
+            "volumeMounts": [{"name": "config", "mountPath": "/config", "readOnly": True}],
+        }],
+        "volumes": [{"name": "config", "configMap": {"name": NPD_CONFIGMAP}}],
+    }
+    return [
+        _obj("v1", "ServiceAccount", NPD_NAME, namespace=NAMESPACE),
+        _obj("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", NPD_NAME) | {
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": "system:node-problem-detector"},
+            "subjects": [{"kind": "ServiceAccount", "name": NPD_NAME, "namespace": NAMESPACE}]},
+        _obj("apps/v1", "DaemonSet", NPD_NAME, {
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": pod},
+        }, namespace=NAMESPACE),
+    ]
+
+
+def remediator(fleet: Fleet) -> list[dict[str, Any]]:
+    """The continuous half of Kubernetes remediation: a CronJob, every health interval
+    (rounded up to cron's minute), running ``fleetspec.health.k8s_remediator`` (one stdlib
+    module, shipped in a ConfigMap) against the NPD condition. Its RBAC is what ``kubectl
+    drain`` needs and no more: nodes get/list/patch, pods list, pods/eviction create."""
+    from pathlib import Path
+
+    from fleetspec.health import k8s_remediator
+    from fleetspec.render.kubernetes import _obj
+
+    assert fleet.health is not None
+    key, values = gpu_node_selector(fleet)
+    selector = f"{key} in ({','.join(values)})"
+    minutes = max(1, -(-fleet.health.interval // 60))
+    source = Path(k8s_remediator.__file__).read_text()
+    labels = {"app.kubernetes.io/name": REMEDIATOR_NAME}
+    pod = {
+        "serviceAccountName": REMEDIATOR_NAME,
+        "restartPolicy": "Never",
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [{
+            "name": "remediator",
+            "image": REMEDIATOR_IMAGE,
+            "command": ["python3", "-s", "/opt/fleetspec/k8s_remediator.py", "--selector", selector],
+            "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                "capabilities": {"drop": ["ALL"]}},
+            "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
+            "volumeMounts": [{"name": "code", "mountPath": "/opt/fleetspec", "readOnly": True}],
+        }],
+        "volumes": [{"name": "code", "configMap": {"name": REMEDIATOR_NAME}}],
+    }
+    rules = [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+        {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+    ]
+    return [
+        _obj("v1", "ServiceAccount", REMEDIATOR_NAME, namespace=NAMESPACE),
+        _obj("rbac.authorization.k8s.io/v1", "ClusterRole", REMEDIATOR_NAME) | {"rules": rules},
+        _obj("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", REMEDIATOR_NAME) | {
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": REMEDIATOR_NAME},
+            "subjects": [{"kind": "ServiceAccount", "name": REMEDIATOR_NAME, "namespace": NAMESPACE}]},
+        _obj("v1", "ConfigMap", REMEDIATOR_NAME, namespace=NAMESPACE) | {"data": {"k8s_remediator.py": source}},
+        _obj("batch/v1", "CronJob", REMEDIATOR_NAME, {
+            "schedule": f"*/{minutes} * * * *",
+            "concurrencyPolicy": "Forbid",
+            "successfulJobsHistoryLimit": 1,
+            "failedJobsHistoryLimit": 3,
+            "jobTemplate": {"spec": {"backoffLimit": 0, "activeDeadlineSeconds": 600, "template": {
+                "metadata": {"labels": labels}, "spec": pod}}},
+        }, namespace=NAMESPACE),
+    ]

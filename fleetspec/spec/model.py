@@ -357,7 +357,7 @@ class AnsibleSite(_Model):
 
 
 HealthAction = Literal["none", "quarantine-device", "drain", "drain-reboot", "replace"]
-HealthCheck = Literal["kernel-log", "gpu-memory", "gpu-count", "fabric", "pcie", "infiniband"]
+HealthCheck = Literal["kernel-log", "gpu-memory", "gpu-count", "fabric", "pcie", "infiniband", "nvlink", "dcgm"]
 SlurmHealthState = Literal["ANY", "IDLE", "ALLOC", "MIXED", "CYCLE"]
 
 
@@ -370,7 +370,11 @@ class Health(_Model):
         default=300, description="seconds between node checks (Slurm HealthCheckInterval)"
     )
     checks: list[HealthCheck] = Field(
-        default_factory=lambda: ["kernel-log", "gpu-memory", "gpu-count", "fabric", "pcie", "infiniband"]
+        default_factory=lambda: ["kernel-log", "gpu-memory", "gpu-count", "fabric", "pcie", "infiniband", "nvlink"]
+    )
+    dcgm_level: Annotated[StrictInt, Field(ge=1, le=4)] = Field(
+        default=1, description="with 'dcgm' in checks: dcgmi diag -r LEVEL on nodes where DCGM is installed "
+                               "(2 and up load the GPUs for minutes to hours)"
     )
     actions: dict[Annotated[StrictStr, Field(pattern=r"^[a-z0-9-]+$")], HealthAction] = Field(
         default_factory=dict, description="fault class -> action; the catalog's defaults for the rest"

@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from fleetspec.cli_usage import UsageError
-from fleetspec.console import consoles
-from fleetspec.safe_io import UnsafePathError, write_output
+from fleetspec.console import consoles, write_report
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -55,6 +54,9 @@ def verify(
                                                    "are the spec's (e.g. build/ansible/inventory.yml)")] = None,
     lab: Annotated[Path | None, typer.Option("--lab", help="the lab made by 'fleetspec lab up' (its directory): "
                                              "check its hosts", file_okay=False)] = None,
+    root: Annotated[Path, typer.Option("--root", help="with --local: read this machine's files under this "
+                                        "directory (a mounted image, a fixture tree)", file_okay=False,
+                                        exists=True)] = Path("/"),
     forks: Annotated[int, typer.Option("--forks", help="with --inventory: nodes collected in parallel", min=1)] = 20,
     format: Annotated[ReportFormat, typer.Option("--format", help="table, json, or markdown (which nodes "
                                                  "drifted from which pin)")] = ReportFormat.table,
@@ -77,12 +79,14 @@ def verify(
                          + (f" (got {' and '.join(chosen)})" if chosen else ""))
     if as_host is not None and not local:
         raise UsageError("--as goes with --local")
+    if root != Path("/") and not local:
+        raise UsageError("--root goes with --local")
     fleet = _compile(spec, err)
     try:
         if facts is not None:
             report = verify_facts_dir(fleet, facts)
         elif local:
-            report = verify_local(fleet, as_host or _this_host(fleet))
+            report = verify_local(fleet, as_host or _this_host(fleet), str(root))
         elif lab is not None:
             report = verify_lab(fleet, lab, forks)
         else:
@@ -93,14 +97,7 @@ def verify(
         raise typer.Exit(1) from None
     _print(report, format, out, err)
     if junit is not None:
-        try:
-            write_output(junit, to_junit(report).encode())
-        except UnsafePathError as exc:
-            err.print(f"error: {exc}", markup=False)
-            raise typer.Exit(1) from None
-        except OSError as exc:
-            err.print(f"error: cannot write {junit}: {exc.strerror}", markup=False)
-            raise typer.Exit(1) from None
+        write_report(junit, to_junit(report).encode(), err)
     if report.conforms:
         raise typer.Exit(EXIT_CONFORMS)
     raise typer.Exit(EXIT_DRIFT if detailed_exitcode else EXIT_ERROR)

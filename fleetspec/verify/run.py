@@ -66,11 +66,13 @@ def load_facts_dir(directory: Path) -> tuple[Facts, dict[str, str]]:
     return facts, problems
 
 
-def collect_local(timeout: float = LOCAL_TIMEOUT_S) -> dict[str, Any]:
-    """Run the collector on this machine exactly as on a node: ``python3 collector.py``."""
+def collect_local(timeout: float = LOCAL_TIMEOUT_S, root: str = "/") -> dict[str, Any]:
+    """Run the collector on this machine exactly as on a node: ``python3 collector.py``
+    (``--root``: the node's files under that directory, e.g. an image or a fixture tree)."""
     python = shutil.which("python3") or sys.executable
+    argv = [python, str(COLLECTOR)] + (["--root", root] if root != "/" else [])
     try:
-        proc = subprocess.run([python, str(COLLECTOR)], capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise VerifyError(f"the fact collector did not run: {exc}") from None
     try:
@@ -83,11 +85,17 @@ def collect_local(timeout: float = LOCAL_TIMEOUT_S) -> dict[str, Any]:
     return data
 
 
-def verify_local(fleet: Fleet, hostname: str) -> VerifyReport:
-    """This machine, checked as node ``hostname`` of the spec (a Slurm health check/prolog)."""
+def verify_local(fleet: Fleet, hostname: str, root: str = "/") -> VerifyReport:
+    """This machine, checked as node ``hostname`` of the spec (a Slurm health check/prolog):
+    its tuple and, when the spec has ``spec.health``, the node check's verdict (``health``)."""
     if fleet.node(hostname) is None:
         raise VerifyError(f"{hostname!r} is not a node of fleet {fleet.name!r}; give --as one of the spec's hostnames")
-    return compare(fleet, {hostname: collect_local()}, hosts=[hostname])
+    report = compare(fleet, {hostname: collect_local(root=root)}, hosts=[hostname])
+    if fleet.health is None:
+        return report
+    from fleetspec.verify.health import health_check, node_verdict, with_check
+
+    return with_check(report, hostname, health_check(node_verdict(fleet, hostname, root)))
 
 
 def verify_inventory(fleet: Fleet, inventory_path: Path, forks: int = 20) -> VerifyReport:

@@ -9,6 +9,12 @@ kubectl_cordon, kubectl_annotate, kubectl_get): ``get node N -o json`` prints a 
 [--overwrite] node N k=v | k-``, ``drain N ...`` cordons then evicts the node's pods,
 failing with kubectl's PodDisruptionBudget message for a pod marked ``pdb_blocked``.
 Every call is appended to the state's ``calls`` list.
+
+DRA: ``get resourceslices -o json --field-selector spec.nodeName=N,spec.driver=D`` lists
+the state's ``resourceslices`` (ResourceSlice objects, resource.k8s.io/v1, as the NVIDIA DRA
+driver publishes them) that match; ``get devicetaintrules -o json -l k=v``, ``apply -f FILE``
+(kubectl's "devicetaintrule.resource.k8s.io/NAME created|unchanged") and ``delete
+devicetaintrule NAME`` keep the state's ``devicetaintrules``.
 """
 
 import json
@@ -71,6 +77,29 @@ elif verb == "drain":
         save()
         sys.exit(1)
     print(f"node/{args[1]} drained")
+elif verb == "get" and args[1] == "resourceslices":
+    wanted = dict(item.split("=", 1) for item in args[args.index("--field-selector") + 1].split(","))
+    items = [s for s in state.get("resourceslices", [])
+             if all((s["spec"].get("nodeName") if k == "spec.nodeName" else s["spec"].get("driver")) == v
+                    for k, v in wanted.items())]
+    print(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+elif verb == "get" and args[1] == "devicetaintrules":
+    key, value = args[args.index("-l") + 1].split("=", 1)
+    items = [r for r in state.get("devicetaintrules", {}).values() if r["metadata"]["labels"].get(key) == value]
+    print(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+elif verb == "apply":
+    with open(args[args.index("-f") + 1]) as handle:
+        obj = json.load(handle)
+    rules = state.setdefault("devicetaintrules", {})
+    name = obj["metadata"]["name"]
+    print(f"devicetaintrule.resource.k8s.io/{name} {'unchanged' if rules.get(name) == obj else 'created'}")
+    rules[name] = obj
+elif verb == "delete" and args[1] == "devicetaintrule":
+    if state.get("devicetaintrules", {}).pop(args[2], None) is None:
+        sys.stderr.write(f'Error from server (NotFound): devicetaintrules.resource.k8s.io "{args[2]}" not found\n')
+        save()
+        sys.exit(1)
+    print(f'devicetaintrule.resource.k8s.io "{args[2]}" deleted')
 else:
     sys.stderr.write(f"kubectl stand-in: unsupported {args}\n")
     save()

@@ -10,6 +10,7 @@ other. The node check reaches them through PATH, as it reaches the real tools.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -49,17 +50,22 @@ def set_boot_id(root: Path, boot_id: str) -> None:
     path.write_text(boot_id + "\n")
 
 
-def set_tool_output(root: Path, tool: str, output: Path, args: str) -> None:
-    """A stand-in ``tool`` printing ``output`` for ``args`` (and failing otherwise)."""
+def set_tool_output(root: Path, tool: str, output: Path, args: str, rc: int = 0) -> None:
+    """A stand-in ``tool`` printing ``output`` (exit ``rc``) for ``args``, and failing for any
+    other arguments; each call adds one more ``args`` it answers."""
     captured = root / "captured" / tool
-    captured.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy(output, captured)
+    captured.mkdir(parents=True, exist_ok=True)
+    cases = captured / "cases.json"
+    known = json.loads(cases.read_text()) if cases.exists() else {}
+    target = captured / f"out-{len(known) if args not in known else known[args]['n']}"
+    shutil.copy(output, target)
+    known[args] = {"n": int(target.name.split("-")[1]), "file": str(target), "rc": rc}
+    cases.write_text(json.dumps(known))
     script = root / "bin" / tool
-    script.write_text(
-        "#!/bin/sh\n"
-        f'if [ "$*" = "{args}" ]; then exec cat "{captured}"; fi\n'
-        f'echo "{tool}: stand-in knows only: {args}" >&2; exit 2\n'
-    )
+    lines = ["#!/bin/sh"]
+    lines += [f'if [ "$*" = "{a}" ]; then cat "{c["file"]}"; exit {c["rc"]}; fi' for a, c in known.items()]
+    lines.append(f'echo "{tool}: stand-in knows only: {", ".join(known)}" >&2; exit 2')
+    script.write_text("\n".join(lines) + "\n")
     script.chmod(0o755)
 
 

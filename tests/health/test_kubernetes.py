@@ -42,7 +42,8 @@ def objects(fleet) -> list[dict]:
 def test_every_object_validates(museum, crd_index) -> None:
     objs = objects(museum)
     kinds = {o["kind"] for o in objs}
-    assert {"PrometheusRule", "DeviceConfig", "ConfigMap"} <= kinds
+    assert {"PrometheusRule", "DeviceConfig", "ConfigMap", "DaemonSet", "CronJob", "ClusterRole",
+            "ClusterRoleBinding", "ServiceAccount"} <= kinds
     for obj in objs:
         assert validate_object(obj, crd_index, museum.kubernetes.version) == [], obj["kind"]
 
@@ -80,10 +81,57 @@ def test_npd_plugin_runs_the_node_check(museum) -> None:
     rule = plugin["rules"][0]
     assert rule["condition"] == plugin["conditions"][0]["type"] == "GPUProblem"
     assert "fleetspec.health.node_check" in rule["args"]
+    assert rule["args"][-2:] == ["--format", "npd"]  # one line: the condition's message is the drain reason
+
+
+def test_npd_daemonset_runs_the_plugin_on_kubernetes_gpu_nodes_only(museum) -> None:
+    from fleetspec.render.kubernetes import kubernetes_partitions
+
+    ds = next(o for o in objects(museum) if o["kind"] == "DaemonSet" and o["metadata"]["name"].startswith("fleetspec"))
+    pod = ds["spec"]["template"]["spec"]
+    (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    (expr,) = term["matchExpressions"]
+    assert expr["key"] == "fleetspec.io/partition" and expr["operator"] == "In"
+    assert set(expr["values"]) == {p.name for p in kubernetes_partitions(museum)} and expr["values"]
+    assert pod["hostPID"] is True  # nsenter --target 1: the check runs in the host's mount namespace
+    (container,) = pod["containers"]
+    assert container["securityContext"]["privileged"] is True
+    assert "--config.custom-plugin-monitor=/config/fleetspec-health.json" in container["command"]
+    assert pod["volumes"][0]["configMap"]["name"] == "fleetspec-node-problem-detector"
+    binding = next(o for o in objects(museum) if o["kind"] == "ClusterRoleBinding"
+                   and o["metadata"]["name"] == "fleetspec-node-problem-detector")
+    assert binding["roleRef"]["name"] == "system:node-problem-detector"  # the built-in role NPD's manifests bind
+
+
+def test_remediator_cronjob_runs_the_shipped_module(museum) -> None:
+    from pathlib import Path
+
+    from fleetspec.health import k8s_remediator
+
+    objs = objects(museum)
+    cron = next(o for o in objs if o["kind"] == "CronJob")
+    assert cron["spec"]["schedule"] == "*/2 * * * *" and cron["spec"]["concurrencyPolicy"] == "Forbid"
+    (container,) = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    selector = container["command"][-1]
+    assert selector.startswith("fleetspec.io/partition in (")
+    code = next(o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "fleetspec-health-remediator")
+    assert code["data"]["k8s_remediator.py"] == Path(k8s_remediator.__file__).read_text()
+    role = next(o for o in objs if o["kind"] == "ClusterRole" and o["metadata"]["name"] == "fleetspec-health-remediator")
+    assert {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]} in role["rules"]
+    assert not any("delete" in r["verbs"] for r in role["rules"])  # evictions only, never a pod delete
+
+
+def test_a_broken_daemonset_fails_validation(museum, crd_index) -> None:
+    ds = next(o for o in objects(museum) if o["kind"] == "DaemonSet" and o["metadata"]["name"].startswith("fleetspec"))
+    broken = copy.deepcopy(ds)
+    broken["spec"]["template"]["spec"]["hostPID"] = "yes"
+    assert validate_object(broken, crd_index, museum.kubernetes.version)
 
 
 def test_amd_device_configs_remediate(museum) -> None:
-    for dc in (o for o in objects(museum) if o["kind"] == "DeviceConfig"):
+    configs = [o for o in objects(museum) if o["kind"] == "DeviceConfig"]
+    assert configs, "museum's Kubernetes-owned MI355X nodes get a DeviceConfig"
+    for dc in configs:
         assert dc["spec"]["remediationWorkflow"]["enable"] is True
         assert dc["spec"]["metricsExporter"]["enable"] is True
 

@@ -134,3 +134,19 @@ def test_bad_config_is_a_located_error(tmp_path, capsys) -> None:
     assert node_check.main(["--config", str(bad)]) == 2
     assert "not a fleetspec health config" in capsys.readouterr().err
     assert node_check.main(["--config", str(tmp_path / "missing.json")]) == 2
+
+
+def test_npd_format_is_one_line_the_drain_reason(config, tmp_path, monkeypatch, capsys) -> None:
+    """NPD makes the plugin's output the GPUProblem condition's message (and the remediator
+    the node's drain-reason annotation): one line, the NHC-form reason Slurm gets."""
+    root = make_node(tmp_path / "h200-01", kmsg="kmsg-xids.txt")
+    monkeypatch.setenv("PATH", f"{root / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    args = ["--config", str(config), "--root", str(root), "--node", "h200-01"]
+    assert node_check.main(args + ["--format", "npd"]) == 1  # NPD: NonOK
+    line = capsys.readouterr().out
+    assert line.count("\n") == 1 and line.startswith("replace row-remap-failure: 0000:5d:00 Xid 64")
+    healthy = make_node(tmp_path / "h200-02")
+    monkeypatch.setenv("PATH", f"{healthy / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    assert node_check.main(["--config", str(config), "--root", str(healthy), "--node", "h200-02",
+                            "--format", "npd"]) == 0
+    assert capsys.readouterr().out == "healthy\n"

@@ -289,6 +289,8 @@ def test_no_toleration_for_a_taint_nothing_sets() -> None:
     flavors tolerate none: a toleration without its taint only hides intent."""
     for make in (fleets.museum, lambda: fleets.slinky(fleets.museum())):
         layer = kubernetes_resources(make())
-        for flavor in _kinds(layer, "ResourceFlavor"):
+        flavors = _kinds(layer, "ResourceFlavor")
+        assert flavors
+        for flavor in flavors:
             assert "tolerations" not in flavor.body["spec"], flavor.name
         assert not any("taint" in str(n.labels) for n in layer.node_labels)

@@ -68,10 +68,11 @@ def test_slinky_hosts_get_only_the_nodeset_labels() -> None:
     for variant in (fleet, fleets.volcano(fleet)):
         layer = kubernetes_resources(variant)
         slurm_hosts = {n.hostname for n in variant.nodes if n.scheduler == "slurm"}
-        for node in layer.node_labels:
-            if node.hostname in slurm_hosts:
-                assert set(node.labels) == {"fleetspec.io/partition", "fleetspec.io/gpu-model",
-                                            "fleetspec.io/stack", "fleetspec.io/vendor"}
+        labelled = [node for node in layer.node_labels if node.hostname in slurm_hosts]
+        assert slurm_hosts and {node.hostname for node in labelled} == slurm_hosts
+        for node in labelled:
+            assert set(node.labels) == {"fleetspec.io/partition", "fleetspec.io/gpu-model",
+                                        "fleetspec.io/stack", "fleetspec.io/vendor"}
         slurm_parts = {p.name for p in variant.partitions if p.scheduler == "slurm"}
         flavors = {m.name for m in layer.manifests if m.kind == "ResourceFlavor"}
         assert not flavors & slurm_parts

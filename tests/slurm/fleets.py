@@ -1,9 +1,9 @@
 """Fleets for the Slurm tests.
 
-The examples are compiled from ``examples/*.yaml`` when the compiler is importable;
-until then (and for fleets no example has, such as a Slurm-owned NVL72 rack) they are
-built here the way the compiler resolves them: partitions by vendor + generation per
-allocation owner, plus the user's extra partitions.
+The examples are compiled from ``examples/*.yaml`` by fleetspec's compiler. Fleets no
+example has (a Slurm-owned NVL72 rack, the real-Slurm lab, one node) are built here
+the way the compiler resolves them: partitions by vendor + generation per allocation
+owner, plus the user's extra partitions.
 """
 
 from __future__ import annotations
@@ -143,83 +143,21 @@ def with_version(fleet: Fleet, version: str) -> Fleet:
     return dataclasses.replace(fleet, slurm=dataclasses.replace(fleet.slurm, version=version))
 
 
-def _compiled(example: str) -> Fleet | None:
-    """The example compiled by fleetspec's own compiler, or None before it exists.
+def _compiled(example: str) -> Fleet:
+    """The example compiled by fleetspec's own compiler (an invalid example fails here)."""
+    from fleetspec.compile import compile_file
 
-    ``compile_file`` also runs the rules; while the rules package is being written,
-    the compiler proper (load, validate, build) still gives the same Fleet.
-    """
-    path = ROOT / "examples" / f"{example}.yaml"
-    try:
-        from fleetspec.compile import compile_file
-
-        return compile_file(path).fleet
-    except ImportError:
-        pass
-    try:
-        from fleetspec.catalog import load_catalog
-        from fleetspec.compile.compiler import build_fleet
-        from fleetspec.spec.loader import load_file
-        from fleetspec.spec.model import FleetSpec
-    except ImportError:
-        return None
-    fleet, _ = build_fleet(FleetSpec.model_validate(load_file(path).data), load_catalog())
-    return fleet
-
-
-HOPPER = Group("", "h100-sxm", 8, "hopper-cu13")
+    result = compile_file(ROOT / "examples" / f"{example}.yaml")
+    assert result.fleet is not None, [f.message for f in result.findings]
+    return result.fleet
 
 
 def quickstart() -> Fleet:
-    compiled = _compiled("quickstart")
-    if compiled is not None:
-        return compiled
-    return build(FleetDef(
-        name="quickstart",
-        racks=[
-            RackDef("r01", "leaf-01", [dataclasses.replace(HOPPER, hosts="h100-[001-004]")]),
-            RackDef("r02", "leaf-02", [dataclasses.replace(HOPPER, hosts="h100-[005-008]")]),
-        ],
-        partitions=[
-            Extra("nvidia-hopper", default=True, max_time="2-00:00:00"),
-            Extra("debug", nodes="h100-[001-002]", max_time="00:30:00"),
-        ],
-    ))
+    return _compiled("quickstart")
 
 
 def museum() -> Fleet:
-    compiled = _compiled("museum")
-    if compiled is not None:
-        return compiled
-    return build(FleetDef(
-        name="museum",
-        spines=("spine-01", "spine-02"),
-        controllers=("ctl-01", "ctl-02"),
-        racks=[
-            RackDef("r01", "leaf-01", [
-                Group("a100-[01-04]", "a100", 8, "ampere-cu12", cpus=128, cores_per_socket=32, memory_gb=1024),
-                Group("h100-[001-004]", "h100-sxm", 8, "hopper-cu13"),
-            ]),
-            RackDef("r02", "leaf-01", [Group("h200-[001-004]", "h200", 8, "hopper-cu13")]),
-            RackDef("r03", "leaf-02", [
-                Group("b200-[01-04]", "b200", 8, "blackwell-cu13", scheduler="kubernetes",
-                      sockets=None, cores_per_socket=None, threads_per_core=None, memory_gb=4096),
-                Group("mi300x-[01-04]", "mi300x", 8, "cdna3-rocm7", cpus=192, cores_per_socket=48),
-            ]),
-            RackDef("r04", "leaf-02", [
-                Group("mi355x-[01-02]", "mi355x", 8, "cdna4-rocm7", scheduler="kubernetes", cpus=256,
-                      sockets=None, cores_per_socket=None, threads_per_core=None, memory_gb=3072),
-            ]),
-            RackDef("r07", "leaf-02", [
-                Group("gb200-r07-[01-18]", "gb200", 4, "blackwell-cu13", scheduler="kubernetes", cpus=144,
-                      sockets=None, cores_per_socket=None, threads_per_core=None, memory_gb=960),
-            ], nvlink_domain=True),
-        ],
-        partitions=[
-            Extra("nvidia-hopper", default=True, max_time="2-00:00:00"),
-            Extra("debug", nodes="h100-[001-002]", max_time="00:30:00"),
-        ],
-    ))
+    return _compiled("museum")
 
 
 def nvl72(with_tree_nodes: bool = True) -> Fleet:

@@ -1,0 +1,79 @@
+"""DRA device taints: a device-level fault on a DRA-managed pool taints that one device.
+
+Pure. A ``quarantine-device`` fault names its GPU by PCI address (the kernel log's
+``PCI:0000:5d:00``, nvidia-smi's ``00000000:18:00.0``); the NVIDIA DRA driver publishes
+each full GPU in its node's ResourceSlice as device ``gpu-<minor>`` with attribute
+``pcieBusID`` (kubernetes-sigs/dra-driver-nvidia-gpu, cmd/gpu-kubelet-plugin/deviceinfo.go:
+``CanonicalName``, ``PartDevAttributes``). The rule selects exactly that device by driver,
+pool and name, and taints it ``NoSchedule``: no new claim gets it, claims already on it keep
+running (their pods finish or checkpoint; ``NoExecute`` would delete them, ignoring
+PodDisruptionBudgets). Kubernetes reference, DeviceTaintRule (resource.k8s.io): "Valid
+effects are None, NoSchedule and NoExecute".
+
+API version per Kubernetes minor: DeviceTaintRule is ``resource.k8s.io/v1alpha3`` from 1.33
+(KEP-5055, alpha, behind the ``DRADeviceTaints`` feature gate), ``v1beta2`` from 1.36 and
+``v1`` from 1.37: the versions each release's OpenAPI schema (as kubernetes-validate ships
+it) serves. Below 1.33 there are no device taints: the node path (cordon, drain) applies.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+DRIVER = "gpu.nvidia.com"
+TAINT_KEY = "fleetspec.io/gpu-fault"
+NODE_LABEL = "fleetspec.io/node"
+_API = (((1, 37), "resource.k8s.io/v1"), ((1, 36), "resource.k8s.io/v1beta2"), ((1, 33), "resource.k8s.io/v1alpha3"))
+
+
+def api_version(k8s_version: str) -> str | None:
+    """The DeviceTaintRule apiVersion for a cluster of ``k8s_version``; None before 1.33."""
+    parts = re.match(r"v?(\d+)\.(\d+)", k8s_version)
+    if not parts:
+        return None
+    minor = (int(parts.group(1)), int(parts.group(2)))
+    return next((api for since, api in _API if minor >= since), None)
+
+
+def bus_device(address: str) -> str | None:
+    """``bus:device`` of a PCI address, lower case: ``0000:5D:00`` / ``00000000:5d:00.0`` -> ``5d:00``."""
+    match = re.search(r"([0-9a-fA-F]{2}):([0-9a-fA-F]{2})(?:\.[0-7])?$", address.strip())
+    return f"{match.group(1)}:{match.group(2)}".lower() if match else None
+
+
+def find_device(slices: list[dict[str, Any]], node: str, address: str) -> tuple[str, str] | None:
+    """(pool, device) of the full GPU at PCI ``address`` in ``node``'s ResourceSlices of the
+    NVIDIA driver, or None when no published device has that address."""
+    want = bus_device(address)
+    if want is None:
+        return None
+    for item in slices:
+        spec = item.get("spec", {})
+        if spec.get("driver") != DRIVER or spec.get("nodeName") != node:
+            continue
+        for device in spec.get("devices") or []:
+            attrs = device.get("attributes") or {}
+            if (attrs.get("type") or {}).get("string", "gpu") != "gpu":
+                continue  # a MIG device shares its parent's address: taint the full GPU
+            found = (attrs.get("pcieBusID") or attrs.get("resource.kubernetes.io/pciBusID") or {}).get("string")
+            if found and bus_device(found) == want:
+                return spec["pool"]["name"], device["name"]
+    return None
+
+
+def rule_name(node: str, device: str) -> str:
+    return f"fleetspec-{node}-{device}".lower()[:253]
+
+
+def device_taint_rule(api: str, node: str, pool: str, device: str, fault_class: str) -> dict[str, Any]:
+    return {
+        "apiVersion": api,
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": rule_name(node, device),
+                     "labels": {"app.kubernetes.io/managed-by": "fleetspec", NODE_LABEL: node}},
+        "spec": {
+            "deviceSelector": {"driver": DRIVER, "pool": pool, "device": device},
+            "taint": {"key": TAINT_KEY, "value": fault_class, "effect": "NoSchedule"},
+        },
+    }

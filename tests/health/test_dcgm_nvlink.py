@@ -1,0 +1,122 @@
+"""DCGM diagnostics (``dcgmi diag -r N -j``) and NVLink link state (``nvidia-smi nvlink
+--status``): parsed from output of the real shape, classed by the vendor's own severity,
+and run by the node check where the tools are."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from fleetspec.compile import compile_text
+from fleetspec.health import node_check
+from fleetspec.health.classify import (
+    dcgm_diag_faults,
+    nvlink_faults,
+    parse_dcgm_diag_json,
+    parse_nvlink_status,
+    verdict,
+)
+from fleetspec.render.health import node_config
+
+from .nodes import FIXTURES, make_node, set_tool_output
+from .test_node_check import SPEC
+
+SCHEMA = json.loads((FIXTURES / "dcgm_diag_schema.json").read_text())
+
+
+@pytest.mark.parametrize("name", ["dcgmi-diag-r1-fail.json", "dcgmi-diag-r1-pass.json"])
+def test_diag_fixtures_follow_dcgms_own_schema(name: str) -> None:
+    jsonschema.Draft7Validator(SCHEMA).validate(json.loads((FIXTURES / name).read_text()))
+
+
+def test_a_failed_diagnostic_is_classed_by_its_dcgm_severity() -> None:
+    diag = parse_dcgm_diag_json((FIXTURES / "dcgmi-diag-r1-fail.json").read_text())
+    faults, errors = dcgm_diag_faults(diag, 1)
+    assert errors == []
+    (fault,) = faults
+    assert (fault["class"], fault["device"], fault["scope"]) == ("dcgm-diag-isolate", "GPU 3", "device")
+    assert "row remappings are pending" in fault["detail"] and "(DCGM error 85)" in fault["detail"]
+    assert verdict("n", faults)["action"] == "quarantine-device"
+
+
+def test_severities_reset_and_monitor() -> None:
+    doc = json.loads((FIXTURES / "dcgmi-diag-r1-fail.json").read_text())
+    result = doc["DCGM Diagnostic"]["test_categories"][0]["tests"][0]["results"][3]
+    result["warnings"][0]["error_severity"] = 6  # DCGM_ERROR_RESET: drain and reset GPU
+    faults, _ = dcgm_diag_faults(doc["DCGM Diagnostic"], 2)
+    assert faults[0]["class"] == "dcgm-diag-reset" and verdict("n", faults)["action"] == "drain"
+    result["warnings"][0]["error_severity"] = 1  # DCGM_ERROR_MONITOR: can run work
+    faults, _ = dcgm_diag_faults(doc["DCGM Diagnostic"], 2)
+    assert faults[0]["class"] == "dcgm-diag-monitor" and verdict("n", faults)["status"] == "degraded"
+
+
+def test_a_passing_diagnostic_and_a_runtime_error() -> None:
+    diag = parse_dcgm_diag_json((FIXTURES / "dcgmi-diag-r1-pass.json").read_text())
+    assert dcgm_diag_faults(diag, 1) == ([], [])
+    faults, errors = dcgm_diag_faults({"runtime_error": "Couldn't connect to nv-hostengine"}, 3)
+    assert faults == [] and errors == ["dcgmi diag -r 3: Couldn't connect to nv-hostengine"]
+    assert parse_dcgm_diag_json("Error: unable to establish a connection to the specified host") is None
+
+
+def test_nvlink_status() -> None:
+    healthy = parse_nvlink_status((FIXTURES / "nvidia-smi-nvlink-status.txt").read_text())
+    assert len(healthy) == 8 and all(len(g["links"]) == 18 for g in healthy.values())
+    assert nvlink_faults(healthy) == []
+    down = parse_nvlink_status((FIXTURES / "nvidia-smi-nvlink-status-down.txt").read_text())
+    (fault,) = nvlink_faults(down)
+    assert (fault["class"], fault["device"]) == ("nvlink-down", "GPU 3")
+    assert fault["detail"] == "NVLink 7 inactive (17 of 18 links up)"
+    assert verdict("n", [fault])["action"] == "quarantine-device"
+
+
+def test_a_node_without_nvlink_has_no_nvlink_fault() -> None:
+    pcie = "GPU 0: NVIDIA H100 PCIe (UUID: GPU-a)\n\t Link 0: <inactive>\n\t Link 1: <inactive>\n"
+    assert nvlink_faults(parse_nvlink_status(pcie)) == []
+    assert parse_nvlink_status("") is None
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    text = SPEC.replace("health: {interval: 60}", "health: {interval: 60, dcgm_level: 2, checks: "
+                        "[kernel-log, gpu-memory, gpu-count, nvlink, dcgm]}")
+    compiled = compile_text(text)
+    assert compiled.valid, [f.message for f in compiled.findings]
+    path = tmp_path / "health.json"
+    path.write_text(json.dumps(node_config(compiled.fleet)))
+    return path
+
+
+def test_the_node_check_runs_dcgm_at_the_configured_level_and_reads_nvlink(config, tmp_path, monkeypatch,
+                                                                            capsys) -> None:
+    root = make_node(tmp_path / "h200-01")
+    set_tool_output(root, "nvidia-smi", FIXTURES / "nvidia-smi-nvlink-status-down.txt", "nvlink --status")
+    # dcgmi exits non-zero when a test fails and still prints its JSON
+    set_tool_output(root, "dcgmi", FIXTURES / "dcgmi-diag-r1-fail.json", "diag -r 2 -j", rc=226)
+    monkeypatch.setenv("PATH", f"{root / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    rc = node_check.main(["--config", str(config), "--root", str(root), "--node", "h200-01", "--format", "json"])
+    result = json.loads(capsys.readouterr().out)
+    assert rc == 1 and result["action"] == "quarantine-device"
+    assert {(f["class"], f["device"]) for f in result["faults"]} == {("nvlink-down", "GPU 3"),
+                                                                     ("dcgm-diag-isolate", "GPU 3")}
+    assert result["errors"] == []
+
+
+def test_no_dcgm_installed_no_diagnostic(config, tmp_path, monkeypatch, capsys) -> None:
+    root = make_node(tmp_path / "h200-01")
+    set_tool_output(root, "nvidia-smi", FIXTURES / "nvidia-smi-nvlink-status.txt", "nvlink --status")
+    monkeypatch.setenv("PATH", f"{root / 'bin'}{os.pathsep}/usr/bin{os.pathsep}/bin")
+    if any(Path(d, "dcgmi").exists() for d in ("/usr/bin", "/bin", "/usr/sbin", "/usr/local/bin")):
+        pytest.skip("this machine has DCGM installed")
+    rc = node_check.main(["--config", str(config), "--root", str(root), "--node", "h200-01", "--format", "json"])
+    result = json.loads(capsys.readouterr().out)
+    assert (rc, result["status"], result["errors"]) == (0, "healthy", [])
+
+
+def test_dcgm_level_is_checked_in_the_spec() -> None:
+    result = compile_text(SPEC.replace("health: {interval: 60}", "health: {interval: 60, dcgm_level: 5}"))
+    assert not result.valid and any("dcgm_level" in ".".join(map(str, f.path)) or "dcgm_level" in f.message
+                                    for f in result.findings)

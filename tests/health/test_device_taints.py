@@ -1,0 +1,166 @@
+"""DRA device taints: a quarantine-device fault on a DRA pool taints only that GPU.
+
+``fleetspec health --remediate`` against the kubectl stand-in holding Nodes and the
+ResourceSlices the NVIDIA DRA driver publishes (cmd/gpu-kubelet-plugin/deviceinfo.go: device
+``gpu-<minor>``, attributes ``type``, ``uuid``, ``productName``, ``pcieBusID`` and the standard
+``resource.kubernetes.io/pciBusID``; pool = the node). Every ResourceSlice stand-in and every
+DeviceTaintRule written is checked against the Kubernetes schema for the spec's version.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from fleetspec.cli import app
+from fleetspec.health import device_taints
+from fleetspec.k8s_schema import CrdIndex, validate_object
+from tests.conftest import require_shared
+
+from .nodes import FIXTURES, make_node
+from .test_node_check import check
+
+HERE = Path(__file__).resolve().parent
+SPEC = """\
+apiVersion: fleetspec.io/v1alpha1
+kind: Fleet
+metadata: {name: dra-pool}
+spec:
+  os: ubuntu-24.04
+  stacks:
+    hopper: {driver: "580.95.05", cuda: "13.0.2", nccl: "2.28.3"}
+  racks:
+    - name: r01
+      nodes:
+        - {hosts: "k-[1-3]", gpu: {model: h200, count: 1}, stack: hopper, scheduler: kubernetes}
+  kubernetes:
+    version: "1.36"
+    gpu_operator: {version: v26.7.0}
+    queueing: kueue
+    dra:
+      nvidia: {version: "0.4.1"}
+      gpus: true
+  health: {interval: 60}
+"""
+# Kernel-log lines of the fixture (real NVRM shape): Xid 48 (DBE) and 63 (row remap pending)
+# on the GPU at 0000:5d:00, both quarantine-device; Xid 79 on 0000:18:00 (drain-reboot).
+KMSG = (FIXTURES / "kmsg-xids.txt").read_text().splitlines()
+DEVICE_FAULT = "\n".join(line for line in KMSG if "Xid (PCI:0000:5d:00): 48," in line
+                         or "Xid (PCI:0000:5d:00): 63," in line) + "\n"
+NODE_FAULT = "\n".join(line for line in KMSG if "Xid (PCI:0000:18:00): 79," in line) + "\n"
+
+
+def resource_slice(node: str) -> dict:
+    def gpu(minor: int, bus: str) -> dict:
+        return {"name": f"gpu-{minor}", "attributes": {
+            "type": {"string": "gpu"}, "uuid": {"string": f"GPU-1f1e2c3d-0000-4a5b-8c9d-00000000000{minor}"},
+            "productName": {"string": "NVIDIA H200"}, "architecture": {"string": "Hopper"},
+            "pcieBusID": {"string": bus}, "resource.kubernetes.io/pciBusID": {"string": bus}},
+            "capacity": {"memory": {"value": "143771Mi"}}}
+
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": f"{node}-gpu.nvidia.com-x7k2p"},
+            "spec": {"driver": "gpu.nvidia.com", "nodeName": node,
+                     "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                     "devices": [gpu(0, "0000:5d:00.0")]}}
+
+
+@pytest.fixture(scope="module")
+def crd_index() -> CrdIndex:
+    return CrdIndex.load(require_shared("crds"))
+
+
+def test_api_version_per_kubernetes_minor() -> None:
+    assert [device_taints.api_version(v) for v in ("1.32", "1.33", "1.35.2", "1.36", "1.37")] == [
+        None, "resource.k8s.io/v1alpha3", "resource.k8s.io/v1alpha3", "resource.k8s.io/v1beta2", "resource.k8s.io/v1"]
+
+
+@pytest.mark.parametrize("version", ["1.33", "1.35", "1.36", "1.37"])
+def test_the_rule_validates_and_a_broken_one_fails(crd_index, version) -> None:
+    rule = device_taints.device_taint_rule(device_taints.api_version(version), "k-1", "k-1", "gpu-0",
+                                           "ecc-uncorrectable")
+    assert validate_object(rule, crd_index, version) == []
+    for breakage in (lambda r: r["spec"].pop("taint"),
+                     lambda r: r["spec"]["deviceSelector"].update(deviceName="gpu-0"),
+                     lambda r: r["spec"]["taint"].update(key=5)):
+        broken = copy.deepcopy(rule)
+        breakage(broken)
+        assert validate_object(broken, crd_index, version), broken
+
+
+def test_the_resource_slice_stand_in_is_a_valid_resource_slice(crd_index) -> None:
+    assert validate_object(resource_slice("k-1"), crd_index, "1.36") == []
+
+
+def test_pci_addresses_match_across_kernel_log_nvidia_smi_and_dra() -> None:
+    slices = [resource_slice("k-1")]
+    assert device_taints.find_device(slices, "k-1", "0000:5d:00") == ("k-1", "gpu-0")  # the kernel log's form
+    assert device_taints.find_device(slices, "k-1", "00000000:5D:00.0") == ("k-1", "gpu-0")  # nvidia-smi's
+    assert device_taints.find_device(slices, "k-2", "0000:5d:00") is None  # another node's slice
+    assert device_taints.find_device(slices, "k-1", "0000:9a:00") is None  # not published
+
+
+def test_remediate_taints_the_device_not_the_node(crd_index, tmp_path, monkeypatch, capsys) -> None:
+    from fleetspec.compile import compile_text
+    from fleetspec.render.health import node_config
+
+    compiled = compile_text(SPEC)
+    assert compiled.valid, [f.message for f in compiled.findings]
+    config = tmp_path / "health.json"
+    config.write_text(json.dumps(node_config(compiled.fleet)))
+    verdicts = tmp_path / "verdicts"
+    verdicts.mkdir()
+
+    def verdict(name: str, kmsg: str, boot_id: str = "boot-1") -> None:
+        root = make_node(tmp_path / name, kmsg="kmsg-healthy.txt", ib=None, boot_id=boot_id)
+        (root / "dev" / "kmsg").write_text(kmsg)
+        _, result = check(config, root, name, monkeypatch, capsys)
+        (verdicts / f"{name}.json").write_text(json.dumps(result))
+
+    verdict("k-1", DEVICE_FAULT)  # device faults only: a DeviceTaintRule, the node stays schedulable
+    verdict("k-2", DEVICE_FAULT + NODE_FAULT)  # and a node fault: the rule and the node path
+    verdict("k-3", DEVICE_FAULT)  # its ResourceSlice does not show the GPU: the node path
+    state = tmp_path / "kube.json"
+    other = resource_slice("k-3")
+    other["spec"]["devices"][0]["attributes"]["pcieBusID"] = {"string": "0000:18:00.0"}
+    other["spec"]["devices"][0]["attributes"]["resource.kubernetes.io/pciBusID"] = {"string": "0000:18:00.0"}
+    state.write_text(json.dumps({"nodes": {"k-1": {"pods": [{"name": "trainer-0"}]},
+                                           "k-2": {"pods": [{"name": "trainer-1"}]},
+                                           "k-3": {"pods": [{"name": "trainer-2"}]}},
+                                 "resourceslices": [resource_slice("k-1"), resource_slice("k-2"), other]}))
+    bin_dir = tmp_path / "kbin"
+    bin_dir.mkdir()
+    (bin_dir / "kubectl").symlink_to(HERE / "kubectl_standin.py")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("KUBE_STANDIN_STATE", str(state))
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(SPEC)
+    result = CliRunner().invoke(app, ["health", str(spec), "--facts", str(verdicts), "--remediate"])
+    out = json.loads(state.read_text())
+    rules = out["devicetaintrules"]
+    assert sorted(rules) == ["fleetspec-k-1-gpu-0", "fleetspec-k-2-gpu-0"], result.output
+    for rule in rules.values():
+        assert validate_object(rule, crd_index, "1.36") == []
+        assert rule["spec"]["taint"]["effect"] == "NoSchedule"
+    assert rules["fleetspec-k-1-gpu-0"]["spec"]["deviceSelector"] == {
+        "driver": "gpu.nvidia.com", "pool": "k-1", "device": "gpu-0"}
+    nodes = out["nodes"]
+    assert not nodes["k-1"].get("unschedulable") and nodes["k-1"]["pods"] == [{"name": "trainer-0"}]
+    assert nodes["k-2"]["unschedulable"] and nodes["k-2"]["pods"] == []
+    assert nodes["k-2"]["annotations"]["fleetspec.io/drain-reason"].startswith("fleetspec-health: drain-reboot gpu-lost")
+    assert nodes["k-3"]["unschedulable"]  # the device was not found: quarantine-device takes the node
+    assert "device k-1/gpu-0 tainted fleetspec.io/gpu-fault=" in result.output
+
+    # k-1's GPU is repaired (reset, a new boot): its rule goes, and nothing else changes
+    verdict("k-1", "", boot_id="boot-2")
+    state.write_text(json.dumps(dict(json.loads(state.read_text()), calls=[])))
+    result = CliRunner().invoke(app, ["health", str(spec), "--facts", str(verdicts), "--remediate"])
+    out = json.loads(state.read_text())
+    assert "fleetspec-k-1-gpu-0" not in out["devicetaintrules"] and "fleetspec-k-2-gpu-0" in out["devicetaintrules"]
+    assert "DeviceTaintRule fleetspec-k-1-gpu-0 deleted" in result.output
+    assert not [c for c in out["calls"] if c[0] == "apply"]  # k-2's rule exists: not re-applied
