@@ -164,12 +164,17 @@ def restrict_slurm_files(files: Mapping[PurePosixPath, str], nodes: Collection[s
     return {p: restrict_conf(t, nodes) if p.name in INSTALLED_FILES else t for p, t in files.items()}
 
 
-def localize_slurm_conf(text: str, root: Path, ctld_port: int, node_ports: dict[str, int]) -> str:
-    """The rendered slurm.conf made runnable here; node and partition lines kept."""
+def localize_slurm_conf(text: str, root: Path, ctld_port: int, node_ports: dict[str, int],
+                        keep: Collection[str] = ()) -> str:
+    """The rendered slurm.conf made runnable here; node and partition lines kept.
+
+    ``keep``: replaced keys whose rendered value is kept (``MpiDefault``, where this machine
+    has the plugin's library: libpmix for ``pmix``)."""
+    kept = {k.lower() for k in keep}
     out: list[str] = []
     for line in text.splitlines():
         key = _key(line)
-        if key in REPLACED_KEYS:
+        if key in REPLACED_KEYS and key not in kept:
             continue
         if key == "nodename":
             out.extend(_split_node_line(line, node_ports))
@@ -194,7 +199,7 @@ def localize_slurm_conf(text: str, root: Path, ctld_port: int, node_ports: dict[
         "TaskPlugin=task/none",
         "JobAcctGatherType=jobacct_gather/none",
         "AccountingStorageType=accounting_storage/none",
-        "MpiDefault=none",
+        *(() if "mpidefault" in kept else ("MpiDefault=none",)),
         "MailProg=/bin/true",
         "SlurmdParameters=config_overrides",
         "ReturnToService=2",
@@ -265,19 +270,20 @@ class Cluster:
     to one written (and possibly started) earlier, e.g. by another process.
     """
 
-    def __init__(self, root: Path, files: Mapping[PurePosixPath, str] | None = None) -> None:
+    def __init__(self, root: Path, files: Mapping[PurePosixPath, str] | None = None,
+                 keep: Collection[str] = ()) -> None:
         self.root = Path(root)
         self.conf = self.root / "etc" / "slurm.conf"
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
         if files is not None:
-            self._write(files)
+            self._write(files, keep)
         elif not self.conf.exists():
             raise SlurmError(f"no cluster under {self.root}: {self.conf} is missing")
         self.nodes = [h for line in self.conf.read_text().splitlines() if _key(line) == "nodename"
                       for h in expand(line.split()[0].split("=", 1)[1])]  # fmt: skip
         self.daemons: list[Daemon] = self._load_daemons()
 
-    def _write(self, files: Mapping[PurePosixPath, str]) -> None:
+    def _write(self, files: Mapping[PurePosixPath, str], keep: Collection[str]) -> None:
         rendered = {p.name: t for p, t in files.items()}
         nodes = [h for line in rendered["slurm.conf"].splitlines() if _key(line) == "nodename"
                  for h in expand(line.split()[0].split("=", 1)[1])]  # fmt: skip
@@ -286,7 +292,7 @@ class Cluster:
         for sub in ("etc", "state", "spool", "log", "run", "out"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         local = {
-            "slurm.conf": localize_slurm_conf(rendered["slurm.conf"], self.root, ports[0], node_ports),
+            "slurm.conf": localize_slurm_conf(rendered["slurm.conf"], self.root, ports[0], node_ports, keep),
             "gres.conf": localize_gres_conf(rendered.get("gres.conf", ""), self.root),
         }
         if "topology.conf" in rendered:
@@ -461,8 +467,9 @@ def _state(proc: Path) -> str:
 
 
 @contextmanager
-def running(root: Path, files: Mapping[PurePosixPath, str], wait_idle: bool = True) -> Iterator[Cluster]:
-    cluster = Cluster(root, files)
+def running(root: Path, files: Mapping[PurePosixPath, str], wait_idle: bool = True,
+            keep: Collection[str] = ()) -> Iterator[Cluster]:
+    cluster = Cluster(root, files, keep)
     try:
         cluster.start(wait_idle=wait_idle)
         yield cluster

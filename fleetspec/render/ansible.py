@@ -14,6 +14,7 @@ IMEX's peers).
 from __future__ import annotations
 
 import functools
+import json
 import re
 from collections import defaultdict
 from collections.abc import Iterable
@@ -36,6 +37,7 @@ from fleetspec.packages import (
     packages_for,
     slurm_packages,
 )
+from fleetspec.render.kubelet import registration_labels
 from fleetspec.site.ansible import site_vars
 
 # libyaml's emitter when present: same output, several times faster on 20,000 nodes.
@@ -110,7 +112,8 @@ def render_ansible(fleet: Fleet, mirror: PackageMirror | None = None) -> dict[Pu
         m = fleet.package_mirror
         mirror = PackageMirror(m.uri, m.suite, m.components, m.key_url, m.trusted)
     members = _groups(fleet)
-    files: dict[PurePosixPath, str] = {ROOT / "inventory.yml": _inventory(fleet, members)}
+    host_vars = {h: {"fleetspec_node_labels": Quoted(v)} for h, v in registration_labels(fleet).items()}
+    files: dict[PurePosixPath, str] = {ROOT / "inventory.yml": _inventory(fleet, members, host_vars)}
     for group, data in _group_vars(fleet, members, mirror).items():
         files[ROOT / "group_vars" / f"{group}.yml"] = _dump(fleet, data)
     files.update(render_pins(fleet))
@@ -176,17 +179,32 @@ def _groups(fleet: Fleet) -> dict[str, set[str]]:
     return {g: hosts for g, hosts in sorted(groups.items()) if hosts}
 
 
-def _inventory(fleet: Fleet, members: dict[str, set[str]]) -> str:
+def _inventory(fleet: Fleet, members: dict[str, set[str]], host_vars: dict[str, dict[str, str]]) -> str:
     """The inventory: what ``_dump`` would write, emitted directly when every name is a
-    plain YAML scalar (the representer costs seconds on 20,000 nodes; tests compare the two)."""
+    plain YAML scalar (the representer costs seconds on 20,000 nodes; tests compare the two).
+
+    ``host_vars`` (the kubelet's registration labels) sit on the hosts of ``k8s_node``, each
+    value double-quoted (JSON is YAML), so a long label list stays on one line."""
     if not all(map(_plain, set(members).union(*members.values()))):
-        children = {g: {"hosts": {h: None for h in sorted(hosts)}} for g, hosts in members.items()}
+        children = {g: {"hosts": {h: (host_vars.get(h) if g == "k8s_node" else None) for h in sorted(hosts)}}
+                    for g, hosts in members.items()}
         return _dump(fleet, {"all": {"children": children}})
     lines = [HEADER.format(name=fleet.name), "---\nall:\n  children:\n"]
     for group, hosts in members.items():
         lines.append(f"    {group}:\n      hosts:\n")
-        lines.append("".join(f"        {h}: null\n" for h in sorted(hosts)))
+        if group == "k8s_node" and host_vars:
+            lines.append("".join(_host_entry(h, host_vars.get(h)) for h in sorted(hosts)))
+        else:
+            lines.append("".join(f"        {h}: null\n" for h in sorted(hosts)))
     return "".join(lines)
+
+
+def _host_entry(host: str, variables: dict[str, str] | None) -> str:
+    """What PyYAML writes for a host and its ``Quoted`` variables (plain-ASCII values: JSON's
+    double-quoted string is then YAML's, and PyYAML folds a double-quoted scalar only at a space)."""
+    if not variables:
+        return f"        {host}: null\n"
+    return f"        {host}:\n" + "".join(f"          {k}: {json.dumps(v)}\n" for k, v in variables.items())
 
 
 _PLAIN_CANDIDATE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,127}")
@@ -364,8 +382,17 @@ def _represent_template(dumper: _Dumper, data: Template) -> yaml.Node:
     return dumper.represent_str(str(data))
 
 
+class Quoted(str):
+    """A value written double-quoted on one line (a host's label list: no spaces, ASCII)."""
+
+
+def _represent_quoted(dumper: _Dumper, data: Quoted) -> yaml.Node:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", str(data), style='"')
+
+
 _Dumper.add_representer(str, _represent_str)
 _Dumper.add_representer(Template, _represent_template)
+_Dumper.add_representer(Quoted, _represent_quoted)
 
 
 def _dump(fleet: Fleet, data: Any) -> str:

@@ -110,6 +110,8 @@ KUEUE_EXCLUDED_RESOURCES = ("cpu", "memory", "ephemeral-storage", "hugepages-", 
 # The RDMA resources pods request (NicClusterPolicy device plugin configs below).
 RDMA_SHARED_RESOURCE = "rdma_shared_device_a"  # -> rdma/rdma_shared_device_a
 RDMA_HOSTDEV_RESOURCE = "hostdev"  # -> nvidia.com/hostdev
+HOSTDEV_NETWORK = "hostdev"  # HostDeviceNetwork hostdev-<namespace>: the pods' network annotation
+HOSTDEV_POOL = "hostdev-pool"  # the nv-ipam IPPool (the site's subnet) those networks draw from
 # PCI vendor id of NVIDIA (Mellanox) NICs, the devices the Network Operator serves.
 MELLANOX_PCI_VENDOR = "15b3"
 # Kueue integrations for kinds every cluster has (no operator to install): Jobs and plain
@@ -888,9 +890,24 @@ def _network_operator(fleet: Fleet, label_keys: tuple[str, ...], nfd_from: HelmR
         }]}
         spec["sriovDevicePlugin"] = {"image": "sriov-network-device-plugin", **image,
                                      "config": json.dumps(config, indent=2)}
+        # A host device has no address of its own: the secondary network (Multus, the CNI
+        # plugins) and NVIDIA's IPAM give it one, per NVIDIA's "Host Device Network with
+        # RDMA" deployment. The pool's subnet is the site's (a Prerequisite).
+        # https://docs.nvidia.com/networking/display/kubernetes2570/quick-start/host-device-rdma.html
+        spec["nvIpam"] = {"image": "nvidia-k8s-ipam", **image, "enableWebhook": False}
+        spec["secondaryNetwork"] = {"cniPlugins": {"image": "plugins", **image},
+                                    "multus": {"image": "multus-cni", **image}}
     policy = Manifest(_obj("mellanox.com/v1alpha1", "NicClusterPolicy", "nic-cluster-policy", spec),
                       "12-network-operator", (release.key, *label_keys))
-    return [release], [policy]
+    networks = [
+        Manifest(_obj("mellanox.com/v1alpha1", "HostDeviceNetwork", f"{HOSTDEV_NETWORK}-{ns}", {
+            "networkNamespace": ns,
+            "resourceName": RDMA_HOSTDEV_RESOURCE,
+            "ipam": json.dumps({"type": "nv-ipam", "poolName": HOSTDEV_POOL}, indent=2),
+        }), "12-network-operator", (release.key, policy.key, _ns_key(ns)))
+        for ns in sorted({ns for t in k8s.tenants for ns in t.namespaces})
+    ] if k8s.network_rdma == "sriov" else []
+    return [release], [policy, *networks]
 
 
 def _prerequisites(fleet: Fleet, releases: Iterable[HelmRelease]) -> tuple[Prerequisite, ...]:
@@ -913,6 +930,15 @@ def _prerequisites(fleet: Fleet, releases: Iterable[HelmRelease]) -> tuple[Prere
             message=("the AMD GPU Operator needs cert-manager running in the cluster before "
                      "amd-gpu-operator is installed (TLS certificates for its webhooks and "
                      "KMM's), e.g. the jetstack/cert-manager chart with crds.enabled=true"),
+        ))
+    if (k8s is not None and k8s.network_rdma == "sriov"
+            and any(r.name == "network-operator" for r in releases)):
+        found.append(Prerequisite(
+            id="nv-ipam-pool",
+            message=(f"rdma: sriov: create the nv-ipam IPPool {HOSTDEV_POOL} (nv-ipam.nvidia.com/v1alpha1) in "
+                     f"{NAMESPACES['network-operator']} with your RDMA network's subnet, perNodeBlockSize and "
+                     f"gateway; the HostDeviceNetworks {HOSTDEV_NETWORK}-<namespace> take pod addresses "
+                     "from it"),
         ))
     return tuple(found)
 

@@ -1057,6 +1057,60 @@ def collect_nvlink5_bridges(host: Host) -> List[Dict[str, Any]]:
     return found
 
 
+# PCI classes of GPUs: VGA (0x0300), 3D controller (0x0302: NVIDIA data-center GPUs),
+# display controller (0x0380: AMD Instinct MI200), processing accelerator (0x1200: MI300).
+GPU_PCI_CLASSES = ("0x0300", "0x0302", "0x0380", "0x1200")
+GPU_PCI_VENDORS = {"0x10de": "nvidia", "0x1002": "amd"}
+
+
+def _cpu_list(text: str) -> List[int]:
+    """``0-55,112-167`` (the kernel's cpulist format) -> the CPU numbers; [] when unreadable."""
+    out: List[int] = []
+    for part in text.strip().split(","):
+        lo, _, hi = part.partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()):
+            return []
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def collect_gpu_topology(host: Host) -> Dict[str, Any]:
+    """Where each GPU sits: its device minor (the /dev file gres.conf names: NVIDIA's
+    ``Device Minor`` in /proc/driver/nvidia/gpus/<pci>/information, AMD's render node), its
+    NUMA node, and the sockets of its local CPUs (sysfs ``local_cpulist``, each CPU's
+    ``topology/physical_package_id``), sockets numbered in package order as Slurm does.
+    https://docs.kernel.org/PCI/sysfs-pci.html, https://docs.kernel.org/admin-guide/cputopology.html"""
+    packages: Dict[int, int] = {}
+    for cpu in host.glob("/sys/devices/system/cpu/cpu[0-9]*"):
+        package = (host.read(cpu + "/topology/physical_package_id") or "").strip()
+        number = cpu.rsplit("/cpu", 1)[-1]
+        if number.isdigit() and package.isdigit():
+            packages[int(number)] = int(package)
+    order = {p: i for i, p in enumerate(sorted(set(packages.values())))}
+    gpus = []
+    for dev in host.glob("/sys/bus/pci/devices/*"):
+        vendor = GPU_PCI_VENDORS.get((host.read(dev + "/vendor") or "").strip())
+        if vendor is None or (host.read(dev + "/class") or "").strip()[:6] not in GPU_PCI_CLASSES:
+            continue
+        address = dev.rsplit("/", 1)[-1]
+        minor = None  # type: Optional[int]
+        if vendor == "nvidia":
+            info = host.read("/proc/driver/nvidia/gpus/%s/information" % address) or ""
+            match = re.search(r"^Device Minor:\s*(\d+)", info, re.M)
+            minor = int(match.group(1)) if match else None
+        else:
+            nodes = [int(n[7:]) for n in host.listdir(dev + "/drm") if n.startswith("renderD") and n[7:].isdigit()]
+            minor = min(nodes) if nodes else None
+        numa = (host.read(dev + "/numa_node") or "").strip()
+        cpus = _cpu_list(host.read(dev + "/local_cpulist") or "")
+        gpus.append({
+            "pci": address, "vendor": vendor, "minor": minor,
+            "numa_node": int(numa) if numa.lstrip("-").isdigit() else None,
+            "sockets": sorted({order[packages[c]] for c in cpus if c in packages}),
+        })
+    return {"sockets": len(order), "gpus": gpus}
+
+
 def collect_persistenced(host: Host) -> Dict[str, Any]:
     """The persistence daemon and the arguments it runs with (Ubuntu's unit passes
     ``--no-persistence-mode``: the daemon runs, persistence mode stays off)."""
@@ -1319,6 +1373,7 @@ def collect(host: Host) -> Dict[str, Any]:
         "packages": collect_packages(host),
         "slurm": collect_slurm(host),
         "fabric": collect_fabric(host),
+        "gpu_topology": collect_gpu_topology(host),
         "standin": collect_standins(host),
         "errors": index.errors,
     }

@@ -214,7 +214,7 @@ def check_node(fleet: Fleet, node: Node, facts: Mapping[str, Any], catalog: Cata
         checks = _nvidia_checks(fleet, node, stack, facts, catalog, found)
     else:
         checks = _amd_checks(fleet, node, stack, facts, catalog, found)
-    checks = [collected, *checks, *_hold_checks(fleet, node, stack, facts)]
+    checks = [collected, *checks, *_gpu_binding_checks(fleet, node, facts), *_hold_checks(fleet, node, stack, facts)]
     fingerprint = ",".join(f"{k}={found.get(k, '?')}" for k in stack.versions())
     return NodeReport(node.hostname, node.partition, node.stack, node.scheduler, tuple(checks), fingerprint)
 
@@ -333,6 +333,50 @@ def _node_runtime_checks(fleet: Fleet, node: Node, nvidia: Mapping[str, Any], st
     if (has_nvswitch(node.gpu) or needs_imex(node.gpu)) and not standin:
         checks += _fabric_state_checks(nvidia.get("gpus"))
     return checks
+
+
+def _gpu_binding_checks(fleet: Fleet, node: Node, facts: Mapping[str, Any]) -> list[Check]:
+    """gres.conf's ``Cores=`` against where each GPU really is. The renderer assumes GPUs in
+    index order over the sockets (HGX/OAM boards); a board wired otherwise (PCIe cards all
+    behind one socket) would keep tasks on the cores far from their GPU. Checked from the
+    collector's ``gpu_topology`` (sysfs local_cpulist per GPU, by device minor)."""
+    from fleetspec.render.slurm import device_numbers, gpu_core_ranges
+
+    topology = facts.get("gpu_topology")
+    if (fleet.slurm is None or fleet.slurm.gres_autodetect or node.scheduler != "slurm"
+            or not isinstance(topology, Mapping) or not isinstance(topology.get("gpus"), list)):
+        return []
+    binding = gpu_core_ranges(node.gpu.count, node.sockets, node.cores_per_socket)
+    if binding is None:
+        return []
+    minors = device_numbers(node.gpu.vendor, node.gpu.generation, node.gpu.count)
+    expected = {minors[i]: (socket, cores) for socket, (first, last, cores) in enumerate(binding)
+                for i in range(first, last + 1)}
+    base = "/dev/nvidia" if node.gpu.vendor == "nvidia" else "/dev/dri/renderD"
+    gpus = [g for g in topology["gpus"] if isinstance(g, Mapping) and g.get("vendor") == node.gpu.vendor]
+    if not gpus:
+        return []  # no GPU on the bus (a lab host): the GPU checks say so
+    placed = {g.get("minor"): g for g in gpus if g.get("minor") in expected}
+    want = " ".join(f"{m}:{expected[m][0]}" for m in sorted(expected))
+    known = {m: g["sockets"] for m, g in placed.items() if isinstance(g.get("sockets"), list) and g["sockets"]}
+    if not known:
+        return [Check("gpu-binding", Status.NOT_APPLICABLE, want, None,
+                      "no GPU's device minor and local CPUs could be read (/proc/driver/nvidia/gpus, sysfs "
+                      "local_cpulist): gres.conf Cores= not checked")]
+    found = " ".join(f"{m}:{'+'.join(map(str, known[m]))}" for m in sorted(known))
+    wrong = [f"{base}{m} ({placed[m].get('pci', '?')}) is local to socket {'+'.join(map(str, known[m]))}, "
+             f"gres.conf binds it to socket {expected[m][0]} (Cores={expected[m][1]})"
+             for m in sorted(known) if known[m] != [expected[m][0]]]
+    sockets = topology.get("sockets")
+    if isinstance(sockets, int) and sockets and sockets != node.sockets:
+        wrong.insert(0, f"the node has {sockets} socket(s), the spec says sockets: {node.sockets}")
+    if wrong:
+        return [Check("gpu-binding", Status.DRIFT, want, found,
+                      "; ".join(wrong) + ". Tasks bound by --gres-flags=enforce-binding would run on cores far "
+                      "from their GPU: set slurm.gres_autodetect: true (NVML/RSMI read the real affinity) "
+                      "or correct the node's sockets in the spec")]
+    return [Check("gpu-binding", Status.OK, want, found,
+                  f"each GPU's local CPUs are on the socket gres.conf binds it to ({len(known)} checked)")]
 
 
 def reboot_due(facts: Mapping[str, Any]) -> tuple[str, str, str] | None:

@@ -55,8 +55,18 @@ def program(fleet: Fleet | None = None) -> dict[str, pulumi.Resource]:
         return {}  # nothing to declare: no cluster needed
     provider = k8s.Provider(PROVIDER_NAME, kubeconfig=config.get(KUBECONFIG_KEY),
                             context=config.require(CONTEXT_KEY))
-    values = {s.source: config.require_secret(secret_config_key(s.source)) for s in layer.secrets}
-    return declare(layer, provider, values)
+    values = {s.source: _secret_input(config, s.source) for s in layer.secrets}
+    return declare(layer, provider, {k: v for k, v in values.items() if v is not None})
+
+
+def _secret_input(config: pulumi.Config, source: str) -> pulumi.Output[str] | None:
+    """A spec secret's value from stack config. ``up`` requires it; a preview without it
+    (``fleetspec plan`` resolves no secrets) gets None and keeps the applied value."""
+    key = secret_config_key(source)
+    value = config.get_secret(key)
+    if value is None and not pulumi.runtime.is_dry_run():
+        return config.require_secret(key)  # raises ConfigMissingError naming the key
+    return value
 
 
 def secret_config_key(source: str) -> str:
@@ -70,7 +80,8 @@ def declare(layer: KubernetesLayer, provider: pulumi.ProviderResource,
             secret_values: dict[str, pulumi.Input[str]] | None = None) -> dict[str, pulumi.Resource]:
     """One Pulumi resource per layer entry, keyed (and named) by the entry's key, each
     through ``provider``; ``secret_values`` maps a spec secret's name to its value (a Pulumi
-    secret) for the layer's Secrets."""
+    secret) for the layer's Secrets; a Secret missing from it (a preview run without the
+    value) keeps the value already applied."""
     made: dict[str, pulumi.Resource] = {}
 
     def after(keys: tuple[str, ...], retain: bool = False) -> pulumi.ResourceOptions:
@@ -84,7 +95,7 @@ def declare(layer: KubernetesLayer, provider: pulumi.ProviderResource,
         made[m.key] = k8s.core.v1.Namespace(m.key, metadata=m.body["metadata"],
                                             opts=after(m.depends_on, m.retain_on_delete))
     for secret in layer.secrets:
-        made[secret.ref] = _secret(secret, (secret_values or {})[secret.source],
+        made[secret.ref] = _secret(secret, (secret_values or {}).get(secret.source),
                                    after((f"Namespace/{secret.namespace}",)))
     for rel in layer.releases:
         made[rel.key] = _release(rel, after(rel.depends_on))
@@ -107,7 +118,15 @@ def _node_patch(node: NodeLabels, opts: pulumi.ResourceOptions) -> pulumi.Resour
     )
 
 
-def _secret(secret: ClusterSecret, value: pulumi.Input[str], opts: pulumi.ResourceOptions) -> pulumi.Resource:
+def _secret(secret: ClusterSecret, value: pulumi.Input[str] | None, opts: pulumi.ResourceOptions) -> pulumi.Resource:
+    if value is None:
+        # A preview without the value: the Secret keeps the value already applied
+        # (ignoreChanges uses the state's inputs for an existing resource, so an unchanged
+        # Secret previews as unchanged); only its first create shows, as it should. The
+        # placeholder is never applied: up requires the value (_secret_input).
+        # https://www.pulumi.com/docs/iac/concepts/options/ignorechanges/
+        value = pulumi.Output.secret("")
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(ignore_changes=["stringData"]))
     return k8s.core.v1.Secret(
         secret.ref,
         metadata=k8s.meta.v1.ObjectMetaArgs(

@@ -25,6 +25,7 @@ VARIANTS = {
     "slinky": lambda: fleets.slinky(fleets.museum()),
     "kai": lambda: fleets.kai(fleets.museum()),
     "dra-gpus": lambda: fleets.dra_gpus(fleets.museum()),
+    "rdma-sriov": lambda: fleets.rdma_sriov(fleets.museum()),
 }
 
 

@@ -98,3 +98,8 @@ def kai(fleet: Fleet) -> Fleet:
 def dra_gpus(fleet: Fleet) -> Fleet:
     """DRA allocates the NVIDIA GPUs (not the device plugin); Kueue counts the claims."""
     return _k8s(fleet, dra_nvidia_version="0.4.1", dra_gpus=True)
+
+
+def rdma_sriov(fleet: Fleet) -> Fleet:
+    """RDMA NICs as host devices, one per pod, with their secondary network."""
+    return _k8s(fleet, network_rdma="sriov")

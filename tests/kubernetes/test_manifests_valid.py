@@ -42,14 +42,15 @@ def test_custom_resources_are_checked_against_a_crd(crd_index: CrdIndex) -> None
 
     kinds = set()
     for make in (fleets.museum, lambda: fleets.volcano(fleets.museum()),
-                 lambda: fleets.two_nvidia_stacks(fleets.museum())):
+                 lambda: fleets.two_nvidia_stacks(fleets.museum()), lambda: fleets.rdma_sriov(fleets.museum())):
         for obj in _rendered_objects(make()):
             # Built-in API groups (admission policies, DRA) are checked by kubernetes-validate.
             if "/" in obj["apiVersion"] and obj["apiVersion"].split("/")[0] not in BUILTIN_GROUPS:
                 assert crd_index.get(obj["apiVersion"], obj["kind"]) is not None, obj["kind"]
                 kinds.add(obj["kind"])
     assert kinds >= {"ResourceFlavor", "ClusterQueue", "LocalQueue", "Cohort", "Topology",
-                     "DeviceConfig", "NVIDIADriver", "Queue", "HyperNode"}
+                     "DeviceConfig", "NVIDIADriver", "Queue", "HyperNode", "NicClusterPolicy",
+                     "HostDeviceNetwork"}
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ types, names, chart versions, per-stack drivers, flavors and quotas, and depende
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 
 import pulumi
 import pytest
@@ -24,6 +25,7 @@ class Registered:
     depends_on: list[str]  # names of the resources it was declared to depend on
     provider: str = ""  # the provider reference it was registered with ("urn::id")
     retain_on_delete: bool = False
+    ignore_changes: tuple[str, ...] = ()
 
 
 class _Mocks(pulumi.runtime.Mocks):
@@ -48,7 +50,7 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
             self.registered.append(Registered(
                 request.type, request.name, {},
                 [urn.rsplit("::", 1)[-1] for urn in request.dependencies],
-                request.provider, bool(request.retainOnDelete)))
+                request.provider, bool(request.retainOnDelete), tuple(request.ignoreChanges)))
         return response
 
 
@@ -64,11 +66,11 @@ def run_program():
             seen[args.name] = args.inputs
             return super().new_resource(args)
 
-    def run(fleet=None, config: dict[str, str] | None = None) -> dict[str, Registered]:
+    def run(fleet=None, config: dict[str, str] | None = None, preview: bool = False) -> dict[str, Registered]:
         mocks = Mocks()
         monitor = _RecordingMonitor(mocks)
         pulumi.runtime.set_mocks(mocks, project="fleetspec-kubernetes", stack="test",
-                                 preview=False, monitor=monitor)
+                                 preview=preview, monitor=monitor)
         settings = {"fleetspec:context": "museum-admin"} if config is None else config
         pulumi.runtime.config.CONFIG.get().clear()  # each run sees only its own config
         for key, value in settings.items():
@@ -245,8 +247,23 @@ def test_slinky_accounting_gets_its_secret_from_the_stack(run_program) -> None:
     assert "Secret/slurm/slurmdbd-password" in res["release/slurm"].depends_on
     ref = res["release/slurm"].inputs["values"]["accounting"]["storageConfig"]["passwordKeyRef"]
     assert ref == {"name": "slurmdbd-password", "key": "password"}
+    assert secret.ignore_changes == ()  # with the value, a changed password is an update
     with pytest.raises(pulumi.ConfigMissingError, match="slurmdbdPassword"):
         run_program(fleet, {"fleetspec:context": "museum-admin"})
+
+
+def test_a_preview_without_the_slurmdbd_password_keeps_the_applied_secret(run_program) -> None:
+    """``fleetspec plan`` resolves no secrets. Its preview must neither fail on the missing
+    config nor show the Secret as changed: without the value the Secret ignores changes to
+    its data (Pulumi then diffs the state's own inputs), and the chart still follows it."""
+    fleet = fleets.slinky(fleets.museum())
+    res = run_program(fleet, {"fleetspec:context": "museum-admin"}, preview=True)
+    secret = res["Secret/slurm/slurmdbd-password"]
+    assert secret.ignore_changes == ("stringData",)
+    assert secret.inputs["stringData"]["value"] == {"password": ""}  # a secret placeholder, never applied
+    assert "Secret/slurm/slurmdbd-password" in res["release/slurm"].depends_on
+    with_value = run_program(fleet, SLINKY_CONFIG, preview=True)["Secret/slurm/slurmdbd-password"]
+    assert with_value.ignore_changes == () and with_value.inputs["stringData"]["value"] == {"password": "s3cret"}
 
 
 def test_slinky_cluster_release_and_host_labels(run_program) -> None:
@@ -308,3 +325,20 @@ def test_the_project_names_its_python_toolchain_and_virtualenv() -> None:
     assert project["runtime"]["options"] == {"toolchain": "pip", "virtualenv": "venv"}
     requirements = (folder / "requirements.txt").read_text().split("\n")
     assert "-e ../..[pulumi]" in requirements  # the program imports fleetspec
+
+
+@pytest.mark.parametrize("variant", ["museum", "slinky", "volcano", "dra_gpus"])
+def test_kubelet_registers_each_node_with_exactly_the_labels_the_stack_patches(run_program, variant) -> None:
+    """A node that rejoins comes back with what its kubelet registers: the node layer's
+    --node-labels (inventory ``fleetspec_node_labels``) must be the NodePatch labels, for
+    every node the stack labels and no other."""
+    from fleetspec.render.ansible import render_ansible
+
+    fleet = fleets.museum() if variant == "museum" else getattr(fleets, variant)(fleets.museum())
+    patched = {r.inputs["metadata"]["name"]: r.inputs["metadata"]["labels"]
+               for r in run_program(fleet, SLINKY_CONFIG).values() if r.type == "kubernetes:core/v1:NodePatch"}
+    inventory = yaml.safe_load(render_ansible(fleet)[PurePosixPath("ansible/inventory.yml")])
+    hosts = inventory["all"]["children"]["k8s_node"]["hosts"]
+    registered = {h: dict(pair.split("=", 1) for pair in v["fleetspec_node_labels"].split(","))
+                  for h, v in hosts.items() if v}
+    assert patched and registered == patched

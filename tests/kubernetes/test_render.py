@@ -268,11 +268,27 @@ def test_rdma_fabric_gives_pods_rdma_devices_through_the_network_operator() -> N
         "resources"]["excludeResourcePrefixes"]
     assert "rdma/" in excluded and "nvidia.com/hostdev" in excluded
 
-    sriov = dataclasses.replace(fleet, kubernetes=dataclasses.replace(fleet.kubernetes, network_rdma="sriov"))
-    (policy,) = _kinds(kubernetes_resources(sriov), "NicClusterPolicy")
+    sriov_layer = kubernetes_resources(fleets.rdma_sriov(fleet))
+    (policy,) = _kinds(sriov_layer, "NicClusterPolicy")
     assert "rdmaSharedDevicePlugin" not in policy.body["spec"]
     resource = json.loads(policy.body["spec"]["sriovDevicePlugin"]["config"])["resourceList"][0]
     assert resource["resourcePrefix"] == "nvidia.com" and resource["selectors"]["isRdma"] is True
+    # A host device gets its address from a secondary network: Multus, CNI plugins, nv-ipam,
+    # and a HostDeviceNetwork (a NetworkAttachmentDefinition) in every tenant namespace.
+    assert set(policy.body["spec"]["secondaryNetwork"]) == {"cniPlugins", "multus"}
+    assert policy.body["spec"]["nvIpam"]["image"] == "nvidia-k8s-ipam"
+    networks = {m.name: m for m in _kinds(sriov_layer, "HostDeviceNetwork")}
+    tenant_spaces = sorted({ns for t in fleet.kubernetes.tenants for ns in t.namespaces})
+    assert sorted(networks) == [f"hostdev-{ns}" for ns in tenant_spaces]
+    for ns in tenant_spaces:
+        net = networks[f"hostdev-{ns}"]
+        assert net.body["spec"]["networkNamespace"] == ns and net.body["spec"]["resourceName"] == "hostdev"
+        assert json.loads(net.body["spec"]["ipam"]) == {"type": "nv-ipam", "poolName": "hostdev-pool"}
+        assert {"release/network-operator", "NicClusterPolicy/nic-cluster-policy", f"Namespace/{ns}"} \
+            <= set(net.depends_on)
+    # The pool's subnet is the site's: the plan and README name it as a prerequisite.
+    assert [p.id for p in sriov_layer.prerequisites if p.id == "nv-ipam-pool"] == ["nv-ipam-pool"]
+    assert not any(p.id == "nv-ipam-pool" for p in layer.prerequisites)
 
     roce = dataclasses.replace(fleet, fabric=dataclasses.replace(fleet.fabric, type="roce"))
     (policy,) = _kinds(kubernetes_resources(roce), "NicClusterPolicy")
