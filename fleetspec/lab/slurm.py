@@ -39,9 +39,11 @@ REPLACED_KEYS = frozenset(k.lower() for k in (
     "AccountingStorageTRES", "AccountingStorageEnforce", "PrologFlags", "MpiDefault",
     "ReturnToService",
 ))  # fmt: skip
-# Files the daemons here do not read: cgroup.conf (22.05 has no CgroupPlugin=disabled and
-# cgroup/v2 is fatal in this container), plugstack.conf (no Pyxis installed), slurmdbd.conf.
-INSTALLED_FILES = ("slurm.conf", "gres.conf", "topology.conf")
+# cgroup.conf is installed as rendered: slurmctld 22.05 parses it at startup (and stops on
+# a key it does not know), while no daemon here loads a cgroup plugin (the localized
+# slurm.conf runs proctrack/linuxproc and task/none: cgroup/v2 is fatal in this container).
+# Not installed: plugstack.conf (no Pyxis here) and slurmdbd.conf (no slurmdbd runs).
+INSTALLED_FILES = ("slurm.conf", "gres.conf", "topology.conf", "cgroup.conf")
 STOP_GRACE_S = 10.0
 
 
@@ -295,8 +297,9 @@ class Cluster:
             "slurm.conf": localize_slurm_conf(rendered["slurm.conf"], self.root, ports[0], node_ports, keep),
             "gres.conf": localize_gres_conf(rendered.get("gres.conf", ""), self.root),
         }
-        if "topology.conf" in rendered:
-            local["topology.conf"] = rendered["topology.conf"]
+        for name in ("topology.conf", "cgroup.conf"):
+            if name in rendered:
+                local[name] = rendered[name]
         for name, text in local.items():
             (self.root / "etc" / name).write_text(text)
         make_devices(local["gres.conf"])

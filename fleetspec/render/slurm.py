@@ -697,8 +697,8 @@ def nodeset_name(partition: str, model: str | None) -> str:
     return partition if model is None else f"{partition}-{model}"
 
 
-def _nodesets(fleet: Fleet) -> dict[str, list[tuple[str, Node, int]]]:
-    """partition -> [(nodeset name, a representative node, node count)]: one NodeSet
+def _nodesets(fleet: Fleet) -> dict[str, list[tuple[str, Node, tuple[str, ...]]]]:
+    """partition -> [(nodeset name, a representative node, its hosts)]: one NodeSet
     per generated partition, split by GPU model where the partition mixes models
     (a NodeSet declares one Gres line for all its pods)."""
     owned = {n.hostname: n for n in slurm_nodes(fleet)}
@@ -710,7 +710,7 @@ def _nodesets(fleet: Fleet) -> dict[str, list[tuple[str, Node, int]]]:
         by_model = _grouped(nodes, lambda n: n.gpu.model)
         split = len(by_model) > 1
         result[p.name] = [
-            (nodeset_name(p.name, model if split else None), owned[hosts[0]], len(hosts))  # type: ignore[arg-type]
+            (nodeset_name(p.name, model if split else None), owned[hosts[0]], tuple(hosts))  # type: ignore[arg-type]
             for model, hosts in by_model
         ]
     return result
@@ -735,6 +735,18 @@ def slinky_problems(fleet: Fleet) -> list[Problem]:
             "and the other with mode: native (or as a second Slinky cluster)",
             fleet.slurm.path + ("mode",),
         ))
+    owned = {n.hostname: n for n in slurm_nodes(fleet)}
+    extra = site.node_settings(fleet)
+    for members in _nodesets(fleet).values():
+        for name, _, hosts in members:
+            if len({extra.get(h, ()) for h in hosts}) > 1:
+                odd = next(h for h in hosts if extra.get(h, ()) != extra.get(hosts[0], ()))
+                problems.append((
+                    f"NodeSet {name!r} runs hosts whose node groups carry different slurm_settings "
+                    f"({hosts[0]} and {odd}); a NodeSet passes one --conf to all its slurmd pods, so "
+                    "give those node groups the same slurm_settings, or use mode: native",
+                    owned[odd].path + ("slurm_settings",),
+                ))
     if len(leaf_groups(fleet)) > 1 or nvlink_blocks(fleet):
         problems.append((
             "Slinky names Slurm nodes after their pods, so the fabric topology (leaf switches, "
@@ -755,7 +767,7 @@ def render_slinky_values(fleet: Fleet) -> str:
         if not p.generated:
             continue
         members = _nodesets(fleet)[p.name]
-        for name, node, count in members:
+        for name, node, hosts in members:
             resource = "nvidia.com/gpu" if node.gpu.vendor == "nvidia" else "amd.com/gpu"
             selector = {"fleetspec.io/partition": p.name}
             if name != p.name:
@@ -763,10 +775,14 @@ def render_slinky_values(fleet: Fleet) -> str:
             nodesets[name] = {
                 "enabled": True,
                 "scalingMode": "DaemonSet",
-                "replicas": count,
+                "replicas": len(hosts),
+                # slurmd --conf: the NodeName parameters of a dynamic node (slurmd(8)); the
+                # site's slurm_settings follow fleetspec's (slinky_problems refuses a
+                # NodeSet whose hosts disagree on them).
                 "extraConfMap": {
                     "Gres": [f"gpu:{node.gpu.gres_type}:{node.gpu.count}"],
                     "Features": list(_without_rack(node)),
+                    **dict(site.node_settings(fleet).get(hosts[0], ())),
                 },
                 "partition": {"enabled": False},
                 "slurmd": {"resources": {"limits": {resource: node.gpu.count}}},

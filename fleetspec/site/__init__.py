@@ -58,10 +58,6 @@ def site_settings(spec: m.FleetSpec, fleet: ir.Fleet, spec_dir: Path | None) -> 
                 if not group.slurm_settings:
                     continue
                 where = ("spec", "racks", r_i, "nodes", g_i, "slurm_settings")
-                if s.mode == "slinky":
-                    findings.append(Finding(site_slurm.RULE, Severity.ERROR, "slurm_settings are not carried into "
-                                            "Slinky NodeSets yet; remove them, or use mode: native", where, "key"))
-                    continue
                 pairs = site_slurm.check_settings("node", group.slurm_settings, s.version, where, findings)
                 try:
                     hosts = expand(group.hosts)

@@ -26,6 +26,7 @@ from fleetspec.versions import parse_version
 
 RULE = "site-settings"
 E, W = Severity.ERROR, Severity.WARNING
+UNCONFIRMED = "unconfirmed"
 Pairs = tuple[tuple[str, str], ...]
 
 # What fleetspec sets itself, per file, and the spec field (or reason) that owns it.
@@ -118,6 +119,7 @@ OWNED: dict[str, dict[str, str]] = {
         "StorageLoc": "fleetspec runs MariaDB beside slurmdbd",
         "StorageUser": "fleetspec runs MariaDB beside slurmdbd",
         "StoragePass": "spec.secrets.slurmdbd_password",
+        "StoragePassScript": "spec.secrets.slurmdbd_password",
         "AuthType": "spec.secrets.munge_key (fleetspec runs munge)",
         "AuthInfo": "spec.secrets.munge_key (fleetspec runs munge)",
         "SlurmUser": "spec.slurm.users.slurm",
@@ -137,9 +139,9 @@ class ParameterFile:
     """The parameters one Slurm configuration file (or line kind) accepts."""
 
     name: str
-    known: dict[str, str]  # lower-case -> Slurm's spelling
-    added_after: dict[str, str]
-    defunct: dict[str, str]  # Slurm's spelling -> since ("unconfirmed" when not known)
+    known: dict[str, str]  # lower-case -> Slurm's spelling (every release from the verified one)
+    added: dict[str, tuple[str, str]]  # lower-case -> (Slurm's spelling, release or "unconfirmed")
+    defunct: dict[str, str]  # Slurm's spelling -> the release it went (or "unconfirmed")
     restart_all: bool
     restart: frozenset[str]  # lower-case
     sources: tuple[str, ...]
@@ -147,8 +149,13 @@ class ParameterFile:
 
     def spelling(self, key: str) -> str | None:
         low = key.lower()
-        return self.known.get(low) or self.added_after.get(low) or next(
+        added = self.added.get(low)
+        return self.known.get(low) or (added[0] if added else None) or next(
             (k for k in self.defunct if k.lower() == low), None)
+
+    def names(self) -> list[str]:
+        """Every key of this file in any release fleetspec knows (for did-you-mean)."""
+        return sorted({*self.known.values(), *(k for k, _ in self.added.values())})
 
     def needs_restart(self, key: str) -> bool:
         return self.restart_all or key.lower() in self.restart
@@ -172,7 +179,7 @@ def parameters() -> Parameters:
         files[name] = ParameterFile(
             name=name,
             known={k.lower(): k for k in entry["known"]},
-            added_after={k.lower(): k for k in entry.get("added_after") or []},
+            added={k.lower(): (k, str(v)) for k, v in (entry.get("added") or {}).items()},
             defunct={k: str(v) for k, v in (entry.get("defunct") or {}).items()},
             restart_all=restart == "all",
             restart=frozenset() if restart == "all" else frozenset(k.lower() for k in restart),
@@ -202,25 +209,33 @@ def check_settings(kind: str, settings: Mapping[str, Any], version: str, path: S
         if spelling is None:
             findings.append(Finding(RULE, E, _unknown(kind, key, table, version), where, "key"))
             continue
-        if spelling in table.defunct:
-            findings.append(Finding(RULE, E, f"{spelling} is defunct in Slurm's {_file_label(kind)} "
-                                    "(the daemons ignore it with an error); remove it", where, "key"))
+        gone = table.defunct.get(spelling)
+        if gone == UNCONFIRMED or (gone is not None and _series(version) >= _series(gone)):
+            since = "" if gone == UNCONFIRMED else f" since Slurm {gone} (SchedMD's changelog)"
+            findings.append(Finding(RULE, E, f"{spelling} is defunct in Slurm's {_file_label(kind)}{since}: "
+                                    f"Slurm {version} drops or ignores it; remove it", where, "key"))
             continue
         if low in seen:
             findings.append(Finding(RULE, E, f"{spelling} is given twice ('{seen[low]}' and '{key}'; Slurm keys "
                                     "ignore case); keep one", where, "key"))
             continue
         seen[low] = key
-        if low in table.added_after:
-            if not _after_verified(version, parameters().verified):
-                findings.append(Finding(RULE, E, f"{spelling} is not a {_file_label(kind)} parameter of Slurm "
-                                        f"{version} (it came later); remove it or raise spec.slurm.version",
-                                        where, "key"))
+        if low in table.added:
+            since = table.added[low][1]
+            if since != UNCONFIRMED and _series(version) < _series(since):
+                findings.append(Finding(RULE, E, f"{spelling} is a {_file_label(kind)} parameter from Slurm {since} "
+                                        f"on (SchedMD's changelog); Slurm {version} does not parse it. Remove it or "
+                                        "raise spec.slurm.version", where, "key"))
                 continue
-            findings.append(Finding(RULE, W, f"{spelling} is a {_file_label(kind)} parameter of recent Slurm, but "
-                                    f"fleetspec has not confirmed that Slurm {version} reads it: check "
-                                    f"{table.manual} "
-                                    "for your release", where, "key"))
+            if since == UNCONFIRMED:
+                if not _after_verified(version, parameters().verified):
+                    findings.append(Finding(RULE, E, f"{spelling} is not a {_file_label(kind)} parameter of Slurm "
+                                            f"{version} (it came later); remove it or raise spec.slurm.version",
+                                            where, "key"))
+                    continue
+                findings.append(Finding(RULE, W, f"{spelling} is a {_file_label(kind)} parameter of recent Slurm, "
+                                        f"but no SchedMD changelog says which release added it: check "
+                                        f"{table.manual} for Slurm {version}", where, "key"))
         rendered = render_value(value, spelling, where, findings)
         if rendered is not None:
             out.append((spelling, rendered))
@@ -260,7 +275,7 @@ def render_value(value: Any, key: str, where: SpecPath, findings: list[Finding])
 
 
 def _unknown(kind: str, key: str, table: ParameterFile, version: str) -> str:
-    names = sorted({*table.known.values(), *table.added_after.values()})
+    names = table.names()
     lowered = {n.lower(): n for n in names}
     hint = difflib.get_close_matches(key.lower(), list(lowered), n=1, cutoff=0.75)
     did = f" Did you mean '{lowered[hint[0]]}'?" if hint else ""

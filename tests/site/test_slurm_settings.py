@@ -4,6 +4,7 @@ never able to add a line or a key."""
 
 from __future__ import annotations
 
+import re
 from pathlib import PurePosixPath
 
 import pytest
@@ -97,14 +98,43 @@ def test_cgroup_and_slurmdbd_settings() -> None:
     assert all("hunter2" not in e.message for e in errors)
 
 
-def test_keys_follow_the_release() -> None:
-    # MaxBatchRequeue came after 22.05: an error there, a warning (unconfirmed) later.
-    old = compile_text(spec("    settings: {MaxBatchRequeue: 3}\n", version="22.05.8"), "f.yaml").located()
-    new = compile_text(spec("    settings: {MaxBatchRequeue: 3}\n"), "f.yaml").located()
-    assert [(f.severity.name, f.rule) for f in old if f.rule == "site-settings"] == [("ERROR", "site-settings")]
-    assert [(f.severity.name, f.rule) for f in new if f.rule == "site-settings"] == [("WARNING", "site-settings")]
+def _site(extra: str, version: str) -> list[tuple[str, str]]:
+    """(severity, message) of the site-settings findings for ``extra`` on Slurm ``version``."""
+    return [(f.severity.name, f.message) for f in compile_text(spec(extra, version=version), "f.yaml").located()
+            if f.rule == "site-settings"]
+
+
+@pytest.mark.parametrize(("extra", "before", "since"), [
+    # The release that added each key, from SchedMD's changelogs (catalog `added`).
+    ("    settings: {MaxBatchRequeue: 3}\n", "22.05.8", "23.02.7"),
+    ("    settings: {PrologTimeout: 300}\n", "24.11.6", "25.05.3"),
+    ("    settings: {HttpParserType: http_parser/libhttp_parser}\n", "25.05.3", "25.11.8"),
+    ("    partitions: {nvidia-hopper: {settings: {ExclusiveTopo: \"YES\"}}}\n", "23.11.10", "24.05.4"),
+    ("    cgroup_settings: {SystemdTimeout: 2000}\n", "23.11.10", "24.05.4"),
+    ("    slurmdbd_settings: {MaxPurgeLimit: 10000}\n", "25.05.3", "25.11.8"),
+])
+def test_a_key_is_an_error_before_the_release_that_added_it(extra: str, before: str, since: str) -> None:
+    old = _site(extra, before)
+    assert [sev for sev, _ in old] == ["ERROR"] and f"from Slurm {since[:5]} on" in old[0][1], old
+    assert _site(extra, since) == []  # checked, so no "unconfirmed" warning either
+
+
+def test_a_removed_key_is_an_error_from_its_release_on() -> None:
+    assert _site("    cgroup_settings: {ConstrainKmemSpace: no}\n", "23.02.7") == []
+    gone = _site("    cgroup_settings: {ConstrainKmemSpace: no}\n", "23.11.10")
+    assert [sev for sev, _ in gone] == ["ERROR"] and "since Slurm 23.11" in gone[0][1]
+    assert _site("    settings: {GetEnvTimeout: 5}\n", "22.05.8") == []  # 22.05.8 reads it
+    assert [sev for sev, _ in _site("    settings: {GetEnvTimeout: 5}\n", "25.05.3")] == ["ERROR"]
+    # Debian's slurmctld 22.05.8 stops on it although the man page lists it.
+    assert [sev for sev, _ in _site("    cgroup_settings: {CgroupReleaseAgentDir: /tmp}\n", "22.05.8")] == ["ERROR"]
     defunct = _errors(spec("    settings: {SchedulerAuth: x}\n"))
     assert len(defunct) == 1 and "defunct" in defunct[0].message
+
+
+def test_a_key_no_changelog_dates_warns_after_22_05() -> None:
+    assert [sev for sev, _ in _site("    settings: {HashPlugin: hash/k12}\n", "22.05.8")] == ["ERROR"]
+    later = _site("    settings: {HashPlugin: hash/k12}\n", "25.11.8")
+    assert [sev for sev, _ in later] == ["WARNING"] and "no SchedMD changelog" in later[0][1]
 
 
 def test_the_same_key_twice_in_two_spellings_is_refused() -> None:
@@ -124,7 +154,9 @@ def test_pyxis_keeps_prolog_contain() -> None:
 def test_parameter_lists_have_sources_and_no_overlap() -> None:
     for name, table in parameters().files.items():
         assert table.sources and table.manual.startswith("https://"), name
-        assert not set(table.known) & set(table.added_after), name
+        assert not set(table.known) & set(table.added), name
+        releases = {since for _, since in table.added.values()} | set(table.defunct.values())
+        assert all(r == "unconfirmed" or re.fullmatch(r"\d\d\.\d\d", r) for r in releases), name
 
 
 def test_plan_classes_follow_slurms_documentation() -> None:
@@ -156,6 +188,32 @@ def test_slinky_carries_settings_into_the_chart_or_refuses_them() -> None:
     values = yaml.safe_load(render_slurm(result.fleet)[PurePosixPath("slurm/slinky-values.yaml")])
     assert values["controller"]["extraConfMap"]["SchedulerParameters"] == "bf_continue,defer"
     assert values["partitions"]["nvidia-hopper"]["configMap"]["PriorityTier"] == "4"
-    errors = _errors(spec(slinky, node_settings="          slurm_settings: {Weight: 2}") +
-                     "  kubernetes: {version: \"1.34\"}\n")
-    assert len(errors) == 1 and "Slinky" in errors[0].message
+
+
+def test_slinky_carries_node_settings_into_the_nodeset_conf() -> None:
+    """A NodeSet's extraConfMap is slurmd's --conf, the NodeName parameters of a dynamic
+    node (NodeSet CRD spec.extraConf, slurm-operator v1.2.1; slurmd(8) --conf)."""
+    slinky = "    mode: slinky\n"
+    k8s = "  kubernetes: {version: \"1.34\"}\n"
+    result = compile_text(spec(slinky, node_settings="          slurm_settings: {Weight: 2, MemSpecLimit: 4096}")
+                          + k8s, "f.yaml")
+    assert result.valid, [f.message for f in result.located()]
+    values = yaml.safe_load(render_slurm(result.fleet)[PurePosixPath("slurm/slinky-values.yaml")])
+    conf = values["nodesets"]["nvidia-hopper"]["extraConfMap"]
+    assert conf["Weight"] == "2" and conf["MemSpecLimit"] == "4096"
+    assert conf["Gres"] == ["gpu:h100:8"]  # fleetspec's own parameters stay
+    # Owned keys stay refused in slinky mode too (slurmd(8): NodeName and Port are not supported in --conf).
+    assert len(_errors(spec(slinky, node_settings="          slurm_settings: {Port: 7000}") + k8s)) == 1
+    # Two node groups in one NodeSet that disagree: one NodeSet has one --conf.
+    second = ("          slurm_settings: {Weight: 2}\n"
+              "        - hosts: h100-[03-04]\n"
+              "          gpu: {model: h100-sxm, count: 8}\n"
+              "          stack: hopper\n"
+              "          scheduler: slurm\n"
+              "          cpus: 16\n"
+              "          memory_gb: 64\n"
+              "          slurm_settings: {Weight: 5}")
+    errors = _errors(spec(slinky, node_settings=second) + k8s)
+    assert [e.path for e in errors] == ["spec.racks[0].nodes[1].slurm_settings"], \
+        [e.message for e in errors]
+    assert "NodeSet 'nvidia-hopper'" in errors[0].message
