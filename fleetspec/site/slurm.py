@@ -211,7 +211,7 @@ def check_settings(kind: str, settings: Mapping[str, Any], version: str, path: S
             continue
         gone = table.defunct.get(spelling)
         if gone == UNCONFIRMED or (gone is not None and _series(version) >= _series(gone)):
-            since = "" if gone == UNCONFIRMED else f" since Slurm {gone} (SchedMD's changelog)"
+            since = "" if gone == UNCONFIRMED else f" since Slurm {gone}"
             findings.append(Finding(RULE, E, f"{spelling} is defunct in Slurm's {_file_label(kind)}{since}: "
                                     f"Slurm {version} drops or ignores it; remove it", where, "key"))
             continue

@@ -159,6 +159,15 @@ def test_parameter_lists_have_sources_and_no_overlap() -> None:
         assert all(r == "unconfirmed" or re.fullmatch(r"\d\d\.\d\d", r) for r in releases), name
 
 
+def test_every_plugin_selector_restarts_the_daemons() -> None:
+    """Plugins load when a daemon starts: a slurm.conf key that picks one (...Type,
+    ...Plugin(s)) is a restart, in every release fleetspec knows, not a reconfigure."""
+    table = parameters().files["slurm.conf"]
+    selectors = [n for n in table.names() if n.endswith(("Type", "Types", "Plugin", "Plugins"))
+                 and n not in table.defunct]
+    assert selectors and [n for n in selectors if not table.needs_restart(n)] == []
+
+
 def test_plan_classes_follow_slurms_documentation() -> None:
     from fleetspec.plan import make_plan
 
