@@ -133,6 +133,7 @@ def parse_gpu_health_xml(text: str) -> Optional[List[Dict[str, Any]]]:
         gpus.append({
             "index": index,
             "bus_id": gpu.get("id") or _text(gpu, "pci/pci_bus_id") or str(index),
+            "uuid": _text(gpu, "uuid"),
             "name": _text(gpu, "product_name"),
             "remap_pending": _text(gpu, "remapped_rows/remapped_row_pending"),
             "remap_failure": _text(gpu, "remapped_rows/remapped_row_failure"),
@@ -275,18 +276,21 @@ def parse_nvlink_status(text: str) -> Optional[Dict[int, Dict[str, Any]]]:
     return gpus or None
 
 
-def nvlink_faults(gpus: Dict[int, Dict[str, Any]]) -> List[Fault]:
+def nvlink_faults(gpus: Dict[int, Dict[str, Any]], bus_by_uuid: Optional[Dict[str, str]] = None) -> List[Fault]:
     """A link down where NVLink is in use: an inactive link on a GPU whose other links are
     up, or a GPU with every link inactive while other GPUs of the node have links up. A
-    node whose GPUs show no active link at all (no NVLink, or PCIe cards) gives none."""
+    node whose GPUs show no active link at all (no NVLink, or PCIe cards) gives none. The
+    GPU is named by its PCI address where ``bus_by_uuid`` (from ``nvidia-smi -q -x``) knows
+    its UUID, as kernel-log faults are (a DRA device taint needs the address), else by index."""
+    bus_by_uuid = bus_by_uuid or {}
     if not any(state == "active" for g in gpus.values() for state in g["links"].values()):
         return []
     faults = []
     for index, gpu in sorted(gpus.items()):
         down = sorted(n for n, state in gpu["links"].items() if state == "inactive")
         if down:
-            faults.append(_fault("nvlink-down", "GPU %d" % index,
-                                 "NVLink %s inactive (%d of %d links up)" % (
+            faults.append(_fault("nvlink-down", bus_by_uuid.get(gpu.get("uuid") or "", "GPU %d" % index),
+                                 "GPU %d NVLink %s inactive (%d of %d links up)" % (index,
                                      ", ".join(str(n) for n in down), len(gpu["links"]) - len(down),
                                      len(gpu["links"])), "nvidia-smi nvlink"))
     return faults

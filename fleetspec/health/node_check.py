@@ -144,7 +144,10 @@ def _nvidia_smi(host: Host) -> List[str]:
     return ["nvidia-smi"]
 
 
-def gpu_faults(host: Host, expect: Dict[str, Any], errors: List[str]) -> List[Fault]:
+def gpu_faults(host: Host, expect: Dict[str, Any], errors: List[str],
+               seen: Optional[Dict[str, Any]] = None) -> List[Fault]:
+    """nvidia-smi / amd-smi faults; ``seen`` gets nvidia-smi's parsed GPUs (UUID -> PCI
+    address for the NVLink check)."""
     vendor, want = expect.get("vendor"), expect.get("gpus")
     faults = []  # type: List[Fault]
     if vendor in ("nvidia", None):
@@ -152,6 +155,8 @@ def gpu_faults(host: Host, expect: Dict[str, Any], errors: List[str]) -> List[Fa
         result = host.run(argv, timeout=30)
         gpus = parse_gpu_health_xml(result.stdout) if result.ok else None
         if gpus is not None:
+            if seen is not None:
+                seen["nvidia"] = gpus
             faults += nvidia_gpu_faults(gpus, expect.get("model"))
             if want and len(gpus) < want:
                 faults.append({"class": "gpu-lost", "scope": "node", "device": "node",
@@ -217,6 +222,7 @@ def run_check(config: Dict[str, Any], node: str, host: Host, clear: bool = False
         state["latched"] = []
 
     faults = []  # type: List[Fault]
+    seen = {}  # type: Dict[str, Any]
     if "kernel-log" in config.get("checks", list(CHECKS)):
         text, error = read_kernel_log(host)
         if error:
@@ -230,13 +236,13 @@ def run_check(config: Dict[str, Any], node: str, host: Host, clear: bool = False
         state["latched"] = latched
         faults += latched
     if "gpu-memory" in config.get("checks", list(CHECKS)) or "gpu-count" in config.get("checks", list(CHECKS)):
-        faults += gpu_faults(host, expect, errors)
+        faults += gpu_faults(host, expect, errors, seen)
     if "nvlink" in config.get("checks", list(CHECKS)) and expect.get("vendor") in ("nvidia", None):
         argv = _nvidia_smi(host) + ["nvlink", "--status"]
         result = host.run(argv, timeout=30)
         links = parse_nvlink_status(result.stdout) if result.ok else None
         if links:
-            faults += nvlink_faults(links)
+            faults += nvlink_faults(links, {g["uuid"]: g["bus_id"] for g in seen.get("nvidia", []) if g.get("uuid")})
     if "dcgm" in config.get("checks", list(CHECKS)) and host.which("dcgmi") is not None:
         faults += dcgm_faults(host, int(config.get("dcgm_level", 1)), errors)
     if "infiniband" in config.get("checks", list(CHECKS)):

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from fleetspec.lab.base import REPO_MOUNT, LabUnavailable
+from fleetspec.lab.slurm import process_start_time
 from fleetspec.lab.ssh import LabSSH
 
 NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
@@ -108,16 +109,6 @@ def _run(argv: list[str], check: bool = True) -> subprocess.CompletedProcess[str
     if check and proc.returncode != 0:
         raise LabError(f"{' '.join(argv)} failed ({proc.returncode}): {proc.stderr.strip()}")
     return proc
-
-
-def _start_time(pid: int) -> int | None:
-    """Kernel start time of `pid` (clock ticks since boot); None once it exited (or is a zombie)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat.rsplit(")", 1)[1].split()
-    return None if fields[0] in ("Z", "X") else int(fields[19])
 
 
 def _cgroup_roots() -> list[Path]:
@@ -274,7 +265,7 @@ class Lab:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                     start_new_session=True)
         self._procs[name] = proc
-        start = _start_time(proc.pid) or 0
+        start = process_start_time(proc.pid) or 0
         return LabNode(name, ns, addresses[name], node_dir, proc.pid, start, machine, cgroups)
 
     def _wait_ssh(self, timeout: float) -> None:
@@ -299,7 +290,7 @@ class Lab:
     # ------------------------------------------------------------------ status / down
 
     def _alive(self, node: LabNode) -> bool:
-        return node.start_time != 0 and _start_time(node.pid) == node.start_time
+        return node.start_time != 0 and process_start_time(node.pid) == node.start_time
 
     def status(self) -> dict[str, str]:
         """{node name: "running" | "stopped"} from the launcher processes we recorded."""

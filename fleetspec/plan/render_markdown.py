@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fleetspec.markdown import cell, code
 from fleetspec.plan.model import Change, Disruption, Plan
 from fleetspec.plan.render_text import grouped
 from fleetspec.spec.hostlist import compress
@@ -30,16 +31,6 @@ WHAT_APPLY_DOES = {
     Disruption.RECONFIGURE: "scontrol reconfigure / helm upgrade",
     Disruption.NONE: "nothing running notices",
 }
-
-
-def cell(value: Any) -> str:
-    """Text safe inside a Markdown table cell."""
-    return str(value).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("<", "&lt;")
-
-
-def code(value: Any) -> str:
-    text = str(value).replace("|", "\\|").replace("\n", " ")
-    return f"``{text}``" if "`" in text else f"`{text}`"
 
 
 def plan_markdown(plan: Plan, notes: dict[str, Any] | None = None) -> str:

@@ -194,18 +194,17 @@ def to_junit(report: VerifyReport) -> str:
 MARKDOWN_MARKER = "<!-- fleetspec-verify -->"
 
 
-def _md(value: object) -> str:
-    return str(value).replace("|", "\\|").replace("\n", " ").replace("<", "&lt;")
 
 
 def to_markdown(report: VerifyReport) -> str:
     """``--format markdown``: a headline, then one row per drift shared by a set of nodes
     (partition, the stack that pins it, component, pinned value, found value, the nodes as a
     hostlist), then warnings folded. Made to open an incident or a job summary with."""
+    from fleetspec.markdown import cell, code
     from fleetspec.spec.hostlist import compress
 
     drift = sum(not n.conforms for n in report.nodes)
-    lines = [MARKDOWN_MARKER, f"### fleetspec verify: fleet `{_md(report.fleet)}`", "",
+    lines = [MARKDOWN_MARKER, f"### fleetspec verify: fleet {code(report.fleet)}", "",
              f"**{summary_line(report)}**", ""]
     rows: dict[tuple[str, str, str, str, str, str], list[str]] = {}
     notes: dict[tuple[str, str, str, str], list[str]] = {}
@@ -230,17 +229,17 @@ def to_markdown(report: VerifyReport) -> str:
         for (partition_name, stack, component, expected, found, message), hosts in rows.items():
             names = [h for h in hosts if h != "(partition)"]
             who = f"`{compress(names)}` ({len(names)})" if names else "(whole partition)"
-            lines.append(f"| {_md(partition_name)} | `{_md(stack)}` | {_md(component)} | `{_md(expected)}` | "
-                         f"`{_md(found)}` | {who} | {_md(message)} |")
+            lines.append(f"| {cell(partition_name)} | {code(stack)} | {cell(component)} | {code(expected)} | "
+                         f"{code(found)} | {who} | {cell(message)} |")
         lines.append("")
     else:
         lines += ["Every node runs its partition's pinned tuple.", ""]
     if report.unknown_hosts:
-        lines += [f"Facts came back for hosts the spec does not name: `{_md(', '.join(report.unknown_hosts))}`.", ""]
+        lines += [f"Facts came back for hosts the spec does not name: {code(', '.join(report.unknown_hosts))}.", ""]
     if notes:
         lines += [f"<details><summary>{sum(len(h) for h in notes.values())} warning(s)</summary>", "",
                   "| partition | component | nodes | detail |", "|---|---|---|---|"]
         for (partition_name, component, message, _), hosts in notes.items():
-            lines.append(f"| {_md(partition_name)} | {_md(component)} | `{compress(hosts)}` | {_md(message)} |")
+            lines.append(f"| {cell(partition_name)} | {cell(component)} | `{compress(hosts)}` | {cell(message)} |")
         lines += ["", "</details>", ""]
     return "\n".join(lines) + "\n"

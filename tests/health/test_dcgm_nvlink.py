@@ -69,7 +69,7 @@ def test_nvlink_status() -> None:
     down = parse_nvlink_status((FIXTURES / "nvidia-smi-nvlink-status-down.txt").read_text())
     (fault,) = nvlink_faults(down)
     assert (fault["class"], fault["device"]) == ("nvlink-down", "GPU 3")
-    assert fault["detail"] == "NVLink 7 inactive (17 of 18 links up)"
+    assert fault["detail"] == "GPU 3 NVLink 7 inactive (17 of 18 links up)"
     assert verdict("n", [fault])["action"] == "quarantine-device"
 
 
@@ -103,6 +103,23 @@ def test_the_node_check_runs_dcgm_at_the_configured_level_and_reads_nvlink(confi
     assert {(f["class"], f["device"]) for f in result["faults"]} == {("nvlink-down", "GPU 3"),
                                                                      ("dcgm-diag-isolate", "GPU 3")}
     assert result["errors"] == []
+
+
+def test_nvlink_faults_name_the_gpu_by_pci_address_when_nvidia_smi_knows_it(config, tmp_path, monkeypatch,
+                                                                            capsys) -> None:
+    """The fixture H200 (nvidia-smi -q -x: UUID GPU-00000000-1111-2222-3333-444444444444 at
+    00000000:00:06.0) with its link 2 down: the fault names the address, as kernel-log faults
+    do, so a DRA pool can taint that one device."""
+    root = make_node(tmp_path / "h200-01")
+    links = "GPU 0: NVIDIA H200 (UUID: GPU-00000000-1111-2222-3333-444444444444)\n" + "".join(
+        f"\t Link {n}: " + ("<inactive>" if n == 2 else "26.562 GB/s") + "\n" for n in range(18))
+    status = tmp_path / "nvlink.txt"
+    status.write_text(links)
+    set_tool_output(root, "nvidia-smi", status, "nvlink --status")
+    monkeypatch.setenv("PATH", f"{root / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    node_check.main(["--config", str(config), "--root", str(root), "--node", "h200-01", "--format", "json"])
+    (fault,) = [f for f in json.loads(capsys.readouterr().out)["faults"] if f["class"] == "nvlink-down"]
+    assert fault["device"] == "00000000:00:06.0" and fault["detail"].startswith("GPU 0 NVLink 2 inactive")
 
 
 def test_no_dcgm_installed_no_diagnostic(config, tmp_path, monkeypatch, capsys) -> None:

@@ -47,3 +47,15 @@ def test_markdown_of_a_conforming_fleet(app, tmp_path: Path) -> None:
     clean = write_facts(tmp_path / "clean", {h: h200_facts(h) for h in ("h200-001", "h200-002")})
     text = invoke(app, str(SPEC), "--facts", str(clean), "--format", "markdown").stdout
     assert "Every node runs its partition's pinned tuple." in text and "Drift" not in text
+
+
+def test_markdown_keeps_a_nodes_hostile_value_inside_its_code_span(app, tmp_path: Path) -> None:
+    """A found value comes from the node: a backtick, a pipe or a tag in it stays inside its
+    cell and code span (a wider fence), shown as written."""
+    odd = "580.95.05`|<b>x</b>"
+    off = variant(h200_facts("h200-002"), **{"nvidia.driver_version": odd, "nvidia.smi_driver_version": odd})
+    facts = write_facts(tmp_path / "facts", {"h200-001": h200_facts(), "h200-002": off})
+    text = invoke(app, str(SPEC), "--facts", str(facts), "--format", "markdown").stdout
+    row = next(line for line in text.splitlines() if line.startswith("| nvidia-hopper |") and "| driver |" in line)
+    assert "| ``580.95.05`\\|<b>x</b>`` |" in row, row
+    assert len(re.findall(r"(?<!\\)\|", row)) == 8, row  # seven cells: the value's pipe is escaped
