@@ -175,6 +175,8 @@ def _driver(driver: str, os: str, gpus: tuple[GpuSpec, ...]) -> list[PackagePin]
         pins.append(PackagePin(*fabric, "nvidia_driver", "nvswitch"))
     if any(g.model in _IMEX_MODELS for g in gpus):
         pins.append(PackagePin(*imex, "nvidia_driver", "imex"))
+    if any(needs_nvlsm(g) for g in gpus):
+        pins.append(PackagePin("nvlsm", load_catalog().nvlink5_packages().nvlsm_version, "nvidia_driver", "nvlink5"))
     return pins
 
 
@@ -201,6 +203,13 @@ def nvswitch_on_pci(gpu: GpuSpec) -> bool:
     InfiniBand management devices for the NVLink Subnet Manager instead (Fabric Manager
     User Guide, "Systems using fourth generation NVSwitches")."""
     return _has_nvswitch(gpu) and gpu.model not in _NVLINK5_MODELS
+
+
+def needs_nvlsm(gpu: GpuSpec) -> bool:
+    """Whether the node is an HGX B200/B300 board (fourth-generation NVSwitch, NVLink 5): its
+    fabric manager needs the NVLink Subnet Manager (``nvlsm``), which reaches the switches
+    through the ConnectX-7 management bridges (Fabric Manager User Guide)."""
+    return _has_nvswitch(gpu) and gpu.model in _NVLINK5_MODELS
 
 
 def needs_imex(gpu: GpuSpec) -> bool:
@@ -264,6 +273,10 @@ def apt_preferences(stack: StackTuple, os: str, gpu_models: Iterable[GpuSpec]) -
                             _NVIDIA_DRIVER_FAMILY, f"{stack.driver}-*"))
             assert all(re.match(r"^(lib)?nvidia-|^libcuda|^libnv|^xserver-xorg-video-nvidia|^firmware-nvidia", n)
                        for n in family), "a driver package the family expression misses"
+            if any(needs_nvlsm(g) for g in gpus):
+                nvlsm = load_catalog().nvlink5_packages().nvlsm_version
+                stanzas.append(("NVLink Subnet Manager (HGX B200/B300): versioned apart from the driver", "nvlsm",
+                                nvlsm))
         if stack.cuda:
             major, minor = _mm(stack.cuda)
             stanzas.append((f"CUDA {stack.cuda}", f"cuda-toolkit-{major}-{minor}", f"{stack.cuda}-1"))

@@ -5,14 +5,19 @@ events (per host, per task) while the run goes, which is what apply needs to rep
 progress and to decide per wave. Two traps it sets are avoided here: it silently reuses
 extra vars left in ``<private_data_dir>/env/extravars`` by a previous run, so every run
 gets a fresh private data dir; and ``project_dir`` is passed apart so the playbooks are
-never copied or written into.
+never copied or written into. A third: without a cancel callback it replaces the process's
+SIGINT and SIGTERM handlers (in the main thread) with one that cancels the run, status
+``canceled``, rc 254, and never puts them back, so every later SIGINT/SIGTERM to the process
+is swallowed. ``run_playbook`` restores them after each run and names the signal.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,7 +51,7 @@ class HostResult:
 class PlaybookResult:
     ok: bool
     hosts: dict[str, HostResult]
-    status: str = ""  # ansible-runner's status: successful, failed, timeout, canceled
+    status: str = ""  # ansible-runner's status: successful, failed, timeout, canceled (with the signal)
     rc: int = 0
     private_data_dir: str | None = None  # kept only when the caller asks (keep=True)
 
@@ -168,6 +173,8 @@ def run_playbook(
     env = {"ANSIBLE_CONFIG": str(Path(project_dir) / "ansible.cfg"), "ANSIBLE_FORCE_COLOR": "0",
            "ANSIBLE_HOME": os.path.join(private, "ansible-home"), **(envvars or {})}  # fmt: skip
     collector = _Collector(on_event)
+    received: list[int] = []
+    saved = _catch_stop_signals(received)
     try:
         if extravars:
             _write_extravars(Path(private), extravars)
@@ -180,14 +187,32 @@ def run_playbook(
             envvars=env,
             forks=forks,
             event_handler=collector,
+            cancel_callback=(lambda: bool(received)) if saved else None,
             quiet=True,
         )
         results = _host_results(runner.stats or {}, collector)
         ok = runner.status == "successful" and not any(r.failed or r.unreachable for r in results.values())
-        return PlaybookResult(ok, results, runner.status, runner.rc, private if keep else None)
+        status = runner.status
+        if status == "canceled" and received:
+            status = f"canceled ({signal.Signals(received[0]).name} received during the run)"
+        return PlaybookResult(ok, results, status, runner.rc, private if keep else None)
     finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
         if not keep:
             shutil.rmtree(private, ignore_errors=True)
+
+
+def _catch_stop_signals(received: list[int]) -> dict[int, Any]:
+    """In the main thread: record SIGINT/SIGTERM during the run (the run is then canceled,
+    as ansible-runner's own handler would) and return the handlers to put back afterwards.
+    Elsewhere (no handler can be set) ansible-runner installs none either: {}."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for s in saved:
+        signal.signal(s, lambda signum, _frame: received.append(signum))
+    return saved
 
 
 class _UnsafeDumper(yaml.SafeDumper):

@@ -108,6 +108,20 @@ class DriverPackaging:
     unconfirmed: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class Nvlink5Packages:
+    """What HGX B200/B300 (NVLink 5) nodes need beside the driver: the NVLink Subnet Manager
+    (``nvlsm``, NVIDIA's CUDA repository, versioned by date, not by the driver) at the
+    version fleetspec pins, and the distribution's InfiniBand user space, unpinned."""
+
+    nvlsm_version: str
+    distro_packages: tuple[str, ...]
+    management_bridge_vpd: str
+    nvlsm_config: str
+    sources: tuple[str, ...]
+    unconfirmed: tuple[str, ...] = ()
+
+
 class Catalog:
     """Typed access to the catalog data. Use `load_catalog()` for the shipped one."""
 
@@ -170,6 +184,12 @@ class Catalog:
         e = max(schemes, key=lambda x: x["branch"])
         return DriverPackaging(e["branch"], e["branch_in_name"], e["revision"], e["tools_revision"], _sources(e),
                                tuple(e.get("unconfirmed", ())))
+
+    def nvlink5_packages(self) -> Nvlink5Packages:
+        e = self._data["nvidia"]["nvlink5"]
+        return Nvlink5Packages(e["nvlsm"]["version"], tuple(e["distro_packages"]), e["management_bridge_vpd"],
+                               e["start_script"]["config"], _sources(e["nvlsm"]) + _sources(e["start_script"]),
+                               tuple(e["nvlsm"].get("unconfirmed", ())))
 
     def nccl_release(self, version: str) -> Release | None:
         return _release(self._data["nvidia"]["nccl"]["releases"], version)
@@ -356,6 +376,7 @@ __all__ = [
     "DriverPackaging",
     "GpuModel",
     "GpuOperatorRelease",
+    "Nvlink5Packages",
     "Release",
     "load_catalog",
     "series_matches",

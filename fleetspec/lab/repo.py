@@ -573,6 +573,8 @@ def stack_standins(stack: StackTuple, os: str, gpus: Sequence[GpuSpec], newer: b
             out += [p for p in _nccl(t.nccl, t.cuda) if p.name in pins]
         if t.rocm:
             out += _rocm_family(pins["rocm"], pins.get("rccl"))
+        if "nvlsm" in pins and t is stack:
+            out += nvlink5_standins(pins["nvlsm"], newer)
         if t.amdgpu and "amdgpu-dkms" in pins:
             dkms = _amdgpu(pins["amdgpu-dkms"])
             firmware = StandInPackage("amdgpu-dkms-firmware", dkms.version, architecture="all",
@@ -580,6 +582,76 @@ def stack_standins(stack: StackTuple, os: str, gpus: Sequence[GpuSpec], newer: b
             out += [_with_deps(dkms, [f"amdgpu-dkms-firmware (= {dkms.version})"]), firmware]
     unique = {(p.name, p.version): p for p in out}
     return [unique[k] for k in sorted(unique)]
+
+
+# NVLink 5 (HGX B200/B300). nvlsm comes from NVIDIA's CUDA repository, one package for every
+# driver branch, versioned by date; the repository carries later releases than any pin
+# (2025.12.211 beside 2025.10.12), and the .deb depends on libibumad3
+# (https://github.com/Getty/rex-gpu/blob/main/lib/Rex/GPU/NVIDIA/Setup/Apt.pm, research of
+# the .deb). The fabric manager's start script runs it with /usr/share/nvidia/nvlsm/nvlsm.conf
+# (https://github.com/NVIDIA/gpu-driver-container/blob/main/ubuntu24.04/nvidia-driver).
+# libibumad3 and infiniband-diags are Ubuntu's (rdma-core, noble-updates 50.0-2ubuntu0.2;
+# infiniband-diags Depends: libibumad3 (>= 3.2.30), https://packages.ubuntu.com/noble-updates/infiniband-diags).
+NVLSM_LATER = "2025.12.211-1"
+RDMA_CORE_NOBLE = "50.0-2ubuntu0.2"
+
+
+def nvlink5_standins(nvlsm: str, later: bool = True) -> list[StandInPackage]:
+    """nvlsm at ``nvlsm`` (and, with ``later``, the later release the repository carries),
+    and the distribution's InfiniBand user space it runs with."""
+    versions = [nvlsm] + ([NVLSM_LATER] if later and nvlsm != NVLSM_LATER else [])
+    return [StandInPackage("nvlsm", v, ("libibumad3",),
+                           {"/usr/share/nvidia/nvlsm/nvlsm.conf": f"# lab stand-in of nvlsm {v}\n"},
+                           "NVLink Subnet Manager (SM is an InfiniBand compliant Subnet Manager).")
+            for v in versions] + [
+        StandInPackage("libibumad3", RDMA_CORE_NOBLE, (), {}, "InfiniBand Userspace Management Datagram (uMAD) library"),
+        StandInPackage("infiniband-diags", RDMA_CORE_NOBLE, ("libibumad3 (>= 3.2.30)",),
+                       {"/usr/sbin/ibstat": "#!/bin/sh\n# lab stand-in: no InfiniBand device in a container\nexit 0\n"},
+                       "InfiniBand diagnostic programs"),
+    ]
+
+
+def kernel_standins(release: str, version: str, ubuntu: bool = True) -> list[StandInPackage]:
+    """The headers (and, for an Ubuntu kernel, the extra modules) of kernel ``release``, as
+    the distributions package them, for the role's DKMS prerequisites.
+
+    Ubuntu (https://packages.ubuntu.com/noble/linux-headers-6.8.0-117,
+    https://packages.ubuntu.com/noble-updates/kernel/linux-modules-extra-6.8.0-117-generic):
+    ``linux-headers-<abi>-<flavour>`` depends on the flavour-independent, architecture-``all``
+    ``linux-headers-<abi>`` and carries the ``/lib/modules/<release>/build`` link DKMS builds
+    against; ``linux-modules-extra-<release>`` depends on ``linux-modules-<release>`` and
+    ``wireless-regdb`` and carries the rarer drivers (ib_umad among them). Debian
+    (https://packages.debian.org/bookworm/linux-headers-amd64): ``linux-headers-<abi>-<flavour>``
+    depends on ``linux-headers-<abi>-common``; there is no modules-extra. The C library and
+    toolchain dependencies are left out (the lab's hosts have them); ``version`` is the
+    source package's (6.8.0-117.117); wireless-regdb's version is made up (the dependency is real).
+    """
+    abi = release.rsplit("-", 1)[0]
+    build = f"/usr/src/linux-headers-{release}"
+    if not ubuntu:
+        common = f"linux-headers-{abi}-common"
+        return [StandInPackage(f"linux-headers-{release}", version, (f"{common} (= {version})",),
+                               {f"{build}/Makefile": f"# lab stand-in: kernel {release} headers\n"},
+                               f"Header files for Linux {release}", {f"/lib/modules/{release}/build": build}),
+                StandInPackage(common, version, (), {f"/usr/src/{common}/Makefile": "# lab stand-in\n"},
+                               f"Common header files for Linux {abi}", architecture="all")]
+    modules = f"/lib/modules/{release}/kernel"
+    return [
+        StandInPackage(f"linux-headers-{release}", version, (f"linux-headers-{abi} (= {version})",),
+                       {f"{build}/Makefile": f"# lab stand-in: kernel {release} headers\n"},
+                       f"Linux kernel headers for version {abi} on 64 bit x86 SMP",
+                       {f"/lib/modules/{release}/build": build}),
+        StandInPackage(f"linux-headers-{abi}", version, (), {f"/usr/src/linux-headers-{abi}/Makefile": "# stand-in\n"},
+                       f"Header files related to Linux kernel version {abi.split('-')[0]}", architecture="all"),
+        StandInPackage(f"linux-modules-{release}", version, (),
+                       {f"{modules}/drivers/net/ethernet/mellanox/mlx5/core/mlx5_core.ko.zst": "stand-in\n"},
+                       f"Linux kernel extra modules for version {abi.split('-')[0]} on 64 bit x86 SMP"),
+        StandInPackage(f"linux-modules-extra-{release}", version, (f"linux-modules-{release}", "wireless-regdb"),
+                       {f"{modules}/drivers/infiniband/core/ib_umad.ko.zst": "stand-in\n"},
+                       f"Linux kernel extra modules for version {abi.split('-')[0]} on 64 bit x86 SMP"),
+        StandInPackage("wireless-regdb", "2024.07.04-0ubuntu1~24.04.1", (), {}, "wireless regulatory database",
+                       architecture="all"),
+    ]
 
 
 def _cudnn_family(cudnn: str, names: list[tuple[str, str]]) -> list[StandInPackage]:

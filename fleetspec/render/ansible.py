@@ -25,6 +25,7 @@ from urllib.parse import urlparse
 
 import yaml
 
+from fleetspec.catalog import load_catalog
 from fleetspec.compile.ir import Fleet, Node, StackTuple
 from fleetspec.packages import (
     PackagePin,
@@ -239,7 +240,8 @@ def _group_vars(fleet: Fleet, members: dict[str, set[str]], mirror: PackageMirro
     if "imex" in members:
         out["imex"] = {"fleetspec_imex": True}
     if "nvlink5" in members:
-        out["nvlink5"] = {"fleetspec_nvlink5": True}
+        out["nvlink5"] = {"fleetspec_nvlink5": True,
+                          "fleetspec_nvlink5_distro_packages": list(load_catalog().nvlink5_packages().distro_packages)}
     for domain in sorted({n.nvlink_domain for n in fleet.nodes if n.nvlink_domain and needs_imex(n.gpu)}):
         hosts = sorted(n.hostname for n in fleet.nodes if n.nvlink_domain == domain and needs_imex(n.gpu))
         slurm_owned = all(fleet.node(h).scheduler == "slurm" for h in hosts)  # type: ignore[union-attr]

@@ -1009,6 +1009,7 @@ def collect_nvidia(host: Host) -> Dict[str, Any]:
         "fabric_manager": collect_fabric_manager(host, errors),
         "installed_module_version": collect_installed_module(host, errors),
         "nvswitches": collect_nvswitches(host),
+        "nvlink5_bridges": collect_nvlink5_bridges(host),
         "persistenced": collect_persistenced(host),
         "imex": collect_imex(host),
         "reboot_required": _reboot_marker(host),
@@ -1039,6 +1040,22 @@ def collect_nvswitches(host: Host) -> List[str]:
         if vendor == "0x10de" and klass.startswith("0x0680"):
             found.append(dev.rsplit("/", 1)[-1])
     return sorted(found)
+
+
+def collect_nvlink5_bridges(host: Host) -> List[Dict[str, Any]]:
+    """HGX B200/B300 (NVLink 5): the InfiniBand devices of the baseboard's ConnectX-7 bridge
+    whose VPD reads SW_MNG (its limited PFs; the fabric manager and nvlsm reach the
+    NVSwitches through them), with the first port's GUID, from which the fabric manager's
+    start script sets FM_SM_MGMT_PORT_GUID. Compute-fabric ConnectX-7 NICs have no SW_MNG."""
+    found = []
+    for dev in host.glob("/sys/class/infiniband/*"):
+        if "SW_MNG" not in (host.read(dev + "/device/vpd") or ""):
+            continue
+        gid = (host.read(dev + "/ports/1/gids/0") or "").strip().split(":")
+        found.append({"device": dev.rsplit("/", 1)[-1],
+                      "pci": host.resolve(dev + "/device").rsplit("/", 1)[-1],
+                      "port_guid": "0x" + "".join(gid[4:]) if len(gid) == 8 else None})
+    return found
 
 
 # PCI classes of GPUs: VGA (0x0300), 3D controller (0x0302: NVIDIA data-center GPUs),
@@ -1282,7 +1299,7 @@ def collect_amd(host: Host, index: LibraryIndex, owners: PackageOwners) -> Dict[
 
 PACKAGE_PATTERNS = ("nvidia-driver*", "nvidia-open*", "cuda-drivers*", "libnvidia-compute*", "cuda-toolkit*",
                     "cuda-cudart*", "libcudnn*", "cudnn*", "libnccl*", "nvidia-fabricmanager*",
-                    "nvidia-dkms*", "nvidia-kernel-*", "nvidia-utils*", "nvidia-imex*", "nvidia-persistenced*",
+                    "nvidia-dkms*", "nvidia-kernel-*", "nvidia-utils*", "nvidia-imex*", "nvidia-persistenced*", "nvlsm",
                     "libcuda1", "nvidia-container-toolkit*", "amdgpu-dkms*", "rocm", "rocm-core*", "rccl*", "slurm*")
 
 

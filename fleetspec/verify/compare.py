@@ -30,6 +30,7 @@ from fleetspec.packages import (
     has_nvswitch,
     kernel_module_flavor,
     needs_imex,
+    needs_nvlsm,
     nvswitch_on_pci,
     packages_for,
 )
@@ -281,6 +282,8 @@ def _nvidia_checks(fleet: Fleet, node: Node, stack: StackTuple, facts: Mapping[s
                                    fabric_manager.found, "stand-in host: no NVSwitch, so the fabric manager "
                                    "service cannot run; its package version matches")
         checks.append(fabric_manager)
+    if needs_nvlsm(node.gpu) and stack.driver:
+        checks.append(_nvlsm_check(fleet, node, facts, catalog))
     if node.scheduler == "kubernetes":
         checks.append(_container_toolkit_check(fleet, facts))
         for key in ("cuda", "cudnn", "nccl"):
@@ -316,6 +319,15 @@ def _node_runtime_checks(fleet: Fleet, node: Node, nvidia: Mapping[str, Any], st
                             f"{len(switches)} NVSwitch(es) on the PCI bus" if switches else
                             f"no NVSwitch on the PCI bus, but {node.gpu.model} x{node.gpu.count} is an NVSwitch "
                             "board: the fabric manager cannot start and CUDA cannot initialise"))
+    if "nvlink5_bridges" in nvidia and not standin and needs_nvlsm(node.gpu):
+        bridges = nvidia.get("nvlink5_bridges") or []
+        names = ", ".join(str(b.get("device")) for b in bridges if isinstance(b, Mapping))
+        checks.append(Check("nvlink5-bridge", Status.OK if bridges else Status.DRIFT, "NVSwitch management bridge",
+                            f"{len(bridges)} ({names})" if bridges else "none",
+                            f"ConnectX-7 management bridge(s) with VPD SW_MNG: {names}" if bridges else
+                            f"no InfiniBand device with VPD SW_MNG, but {node.gpu.model} x{node.gpu.count} is an "
+                            "NVLink 5 board: the fabric manager and nvlsm cannot reach the NVSwitches (mlx5_core "
+                            "or ib_umad not loaded, or the bridge is passed through)"))
     if needs_imex(node.gpu) and "imex" in nvidia:
         checks += _imex_checks(fleet, node, _section(nvidia, "imex"), standin)
     if (has_nvswitch(node.gpu) or needs_imex(node.gpu)) and not standin:
@@ -562,6 +574,24 @@ def _fabric_manager_check(driver: str, fabric_manager: Mapping[str, Any]) -> Che
         return Check("fabric-manager", Status.DRIFT, driver, f"{version} ({service})",
                      f"nvidia-fabricmanager is {service}; NVSwitch GPUs stay unusable until it runs")
     return check
+
+
+def _nvlsm_check(fleet: Fleet, node: Node, facts: Mapping[str, Any], catalog: Catalog) -> Check:
+    """HGX B200/B300: the NVLink Subnet Manager at the version fleetspec pins (catalog)."""
+    wanted = catalog.nvlink5_packages().nvlsm_version
+    operator = fleet.kubernetes.gpu_operator if fleet.kubernetes else None
+    if node.scheduler == "kubernetes" and operator is not None and operator.driver == "operator":
+        return Check("nvlsm", Status.NOT_APPLICABLE, wanted, None,
+                     f"the GPU Operator {operator.version} runs the driver, and nvlsm with it, in its driver container")
+    if _section(facts, "packages").get("manager") != "dpkg":
+        return Check("nvlsm", Status.NOT_APPLICABLE, wanted, None, "nvlsm's version is read from dpkg only")
+    found = [str(p.get("version")) for p in _installed(facts) if p.get("name") == "nvlsm"]
+    if not found:
+        return Check("nvlsm", Status.DRIFT, wanted, "absent", "an NVLink 5 board needs the NVLink Subnet Manager "
+                     "(nvlsm): without it the fabric manager cannot configure the NVSwitches")
+    if found[0] != wanted:
+        return Check("nvlsm", Status.DRIFT, wanted, found[0], f"nvlsm {found[0]} is installed, the pin is {wanted}")
+    return Check("nvlsm", Status.OK, wanted, found[0], "nvlsm at its pin")
 
 
 def _container_toolkit_check(fleet: Fleet, facts: Mapping[str, Any]) -> Check:

@@ -66,9 +66,11 @@ def _racks(nodes: list[Node]) -> tuple[Rack, ...]:
                  for r, ms in seen.items())
 
 
-def lab(nvidia: StackTuple, amd: StackTuple, os: str = "ubuntu-24.04") -> Fleet:
-    """Two Slurm nodes, one per vendor; the NVIDIA node is also the controller and slurmdbd host."""
-    nodes = (_nodes("gpu-h100", 1, "h100-sxm", "r01", "leaf-01", nvidia.name, "slurm")
+def lab(nvidia: StackTuple, amd: StackTuple, os: str = "ubuntu-24.04", nvidia_gpu: str = "h100-sxm") -> Fleet:
+    """Two Slurm nodes, one per vendor; the NVIDIA node (gpu-h100-01, or gpu-b200-01 for an
+    HGX B200 board) is also the controller and slurmdbd host."""
+    prefix = f"gpu-{GPUS[nvidia_gpu].gres_type}"
+    nodes = (_nodes(prefix, 1, nvidia_gpu, "r01", "leaf-01", nvidia.name, "slurm")
              + _nodes("gpu-mi300", 1, "mi300x", "r01", "leaf-01", amd.name, "slurm"))
     return Fleet(
         name="lab",
@@ -78,6 +80,6 @@ def lab(nvidia: StackTuple, amd: StackTuple, os: str = "ubuntu-24.04") -> Fleet:
         racks=_racks(nodes),
         nodes=tuple(nodes),
         partitions=_partitions(nodes, {}),
-        slurm=SlurmConfig("25.11.8", "native", ("gpu-h100-01",), "gpu-h100-01", "none"),
+        slurm=SlurmConfig("25.11.8", "native", (f"{prefix}-01",), f"{prefix}-01", "none"),
         kubernetes=None,
     )

@@ -49,8 +49,19 @@ def gpu_facts(tree: str, tmp_path: Path) -> dict:
     return json.loads(out.read_text())
 
 
-@pytest.mark.parametrize(("tree", "nvswitch"), [("hgx-h100", True), ("pcie-h100", False), ("gb200-tray", False)])
+@pytest.mark.parametrize(("tree", "nvswitch"), [("hgx-h100", True), ("pcie-h100", False), ("gb200-tray", False),
+                                                ("hgx-b200", False)])
 def test_nvswitch_boards_are_recognised_by_their_own_pci_class(tree: str, nvswitch: bool, tmp_path: Path) -> None:
     facts = gpu_facts(tree, tmp_path)
     assert facts["nvidia_pci"] is True and facts["amd_pci"] is False
     assert facts["nvswitch_pci"] is nvswitch
+
+
+@pytest.mark.parametrize(("tree", "bridges"), [("hgx-b200", ["mlx5_1", "mlx5_3"]), ("hgx-h100", []),
+                                               ("gb200-tray", [])])
+def test_nvlink5_boards_are_recognised_by_their_switch_management_bridges(tree: str, bridges: list[str],
+                                                                         tmp_path: Path) -> None:
+    """HGX B200: no NVSwitch on the PCI bus; the ConnectX-7 bridge's limited PFs (VPD
+    SMDL=SW_MNG) are found, and the board's compute-fabric ConnectX-7 NICs (same PCI id, no
+    SW_MNG) are not. Without these the fabric manager would be started for nothing."""
+    assert gpu_facts(tree, tmp_path)["nvlink5_bridges"] == bridges

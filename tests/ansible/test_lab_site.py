@@ -20,6 +20,7 @@ from fleetspec.compile.ir import Fleet, StackTuple
 from fleetspec.lab import Lab, LabUnavailable, StandInPackage, build_repo, ensure_base, ensure_host_packages
 from fleetspec.lab.base import REPO_MOUNT
 from fleetspec.lab.fleet import repo_packages as lab_repo_packages
+from fleetspec.lab.repo import kernel_standins
 from fleetspec.packages import packages_for
 from fleetspec.render.ansible import PackageMirror, render_ansible
 from fleetspec.render.slurm import render_slurm
@@ -37,6 +38,10 @@ NEW_DRIVER = replace(BUMPED, driver="580.105.08")
 MISSING = replace(BUMPED, nccl="2.99.1")  # never published in the lab repository
 R590 = replace(BUMPED, driver="590.48.01")  # the branch renames every driver package
 MIRROR = PackageMirror(f"file:{REPO_MOUNT}", trusted=True)
+# The kernel DKMS builds for. Lab hosts are containers without a kernel of their own, so the
+# NVIDIA host names one (fleetspec_kernel_release), as a node does for the kernel it boots next.
+KERNEL, KERNEL_VERSION = "6.8.0-117-generic", "6.8.0-117.117"
+DEBIAN_KERNEL = "6.1.0-26-amd64"  # a kernel without modules-extra (Debian's packaging)
 
 
 def repo_packages(fleets: list[Fleet]) -> list[StandInPackage]:
@@ -57,7 +62,8 @@ def repo_packages(fleets: list[Fleet]) -> list[StandInPackage]:
                     for pin in value:
                         extra.setdefault((pin["name"], pin["version"]), StandInPackage(pin["name"], pin["version"]))
     extra[("mariadb-server", "1:10.11.6-0+deb12u1")] = StandInPackage("mariadb-server", "1:10.11.6-0+deb12u1")
-    return standins + [p for k, p in sorted(extra.items()) if k not in have]
+    kernels = kernel_standins(KERNEL, KERNEL_VERSION) + kernel_standins(DEBIAN_KERNEL, "6.1.112-1", ubuntu=False)
+    return standins + [p for k, p in sorted(extra.items()) if k not in have] + kernels
 
 
 @dataclass
@@ -78,6 +84,7 @@ class Deployment:
             **extravars) -> tuple[PlaybookResult, list[HostEvent]]:
         """Run site.yml on the lab nodes (the lab's connection vars merged in as host vars)."""
         hosts = {**self.lab.ansible_vars(), **(extra_hosts or {})}
+        hosts[NV] = {"fleetspec_kernel_release": KERNEL, **hosts[NV]}
         conn = self.out / "ansible" / "lab-hosts.yml"
         conn.write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
         events: list[HostEvent] = []
@@ -181,6 +188,14 @@ def test_first_run_installs_and_holds_every_pin(deployment: Deployment) -> None:
     exec_start = deployment.ssh(NV, "systemctl", "show", "-p", "ExecStart", "--value", "nvidia-persistenced")
     assert "--persistence-mode" in exec_start and "--no-persistence-mode" not in exec_start
     assert "EXTRA_GROUPS=\"video render\"" in infra(deployment, AMD).file("/etc/adduser.conf").content_string
+    # DKMS prerequisites for the named kernel: Ubuntu's headers (with their flavour-independent
+    # half) and modules-extra (with linux-modules), at the kernel's version; the build link.
+    kernel = {p: KERNEL_VERSION for p in (f"linux-headers-{KERNEL}", "linux-headers-6.8.0-117",
+                                          f"linux-modules-extra-{KERNEL}", f"linux-modules-{KERNEL}")}
+    for name, version in kernel.items():
+        assert deployment.ssh(NV, "dpkg-query", "-W", "-f=${Version} ${db:Status-Abbrev}", name) == f"{version} ii "
+    assert infra(deployment, NV).file(f"/lib/modules/{KERNEL}/build").linked_to == f"/usr/src/linux-headers-{KERNEL}"
+    assert "Install the kernel's headers (and extra modules) for DKMS" in skipped(events, AMD)  # no driver pins
 
 
 def test_second_run_changes_nothing(deployment: Deployment) -> None:
@@ -281,3 +296,18 @@ def test_a_590_tuple_replaces_the_branched_packages_and_retires_their_holds(depl
     assert "libnvidia-compute-580" not in deployment.ssh(NV, "apt-mark", "showhold")
     # Last: going back from the 590 names to 580 is not rehearsed (how the real packages
     # would resolve that is not known here).
+
+
+def test_kernel_headers_follow_the_named_kernel_and_modules_extra_only_where_packaged(deployment: Deployment) -> None:
+    """A kernel without modules-extra (Debian's packaging): the headers are installed, the
+    missing modules-extra is skipped, not an error. A kernel whose headers the sources do not
+    carry stops that host before anything is installed, naming the package."""
+    debian = {NV: {**deployment.lab.ansible_vars()[NV], "fleetspec_kernel_release": DEBIAN_KERNEL}}
+    result, _ = deployment.run(extra_hosts=debian, limit=[NV])
+    assert result.ok, result.hosts
+    assert deployment.ssh(NV, "dpkg-query", "-W", "-f=${Version}", f"linux-headers-{DEBIAN_KERNEL}") == "6.1.112-1"
+    assert infra(deployment, NV).run(f"dpkg-query -W linux-modules-extra-{DEBIAN_KERNEL}").rc != 0
+    unknown = {NV: {**deployment.lab.ansible_vars()[NV], "fleetspec_kernel_release": "6.8.0-999-generic"}}
+    result, _ = deployment.run(extra_hosts=unknown, limit=[NV])
+    assert result.failed_hosts == [NV]
+    assert "linux-headers-6.8.0-999-generic is not available" in " ".join(result.hosts[NV].failures)

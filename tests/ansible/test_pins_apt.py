@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from fleetspec.catalog import load_catalog
 from fleetspec.compile.ir import Fleet, StackTuple
-from fleetspec.lab.repo import build_repo, stack_standins
+from fleetspec.lab.repo import NVLSM_LATER, build_repo, nvlink5_standins, stack_standins
 from fleetspec.packages import packages_for
 from fleetspec.render.ansible import render_pins
 from tests.ansible.aptsim import AptRoot
@@ -24,6 +25,7 @@ NVIDIA = StackTuple("hopper-cu13", "nvidia", driver="580.95.05", cuda="13.0.2", 
 ROCM = StackTuple("cdna3-rocm7", "amd", rocm="7.0.2", rccl="2.26.6", amdgpu="30.30.3")
 NEWER = replace(NVIDIA, driver="580.96.05")  # the build stack_standins publishes beside 580.95.05
 R590 = replace(NVIDIA, name="hopper-590", driver="590.48.01", cuda="13.1.0")
+B200 = replace(NVIDIA, name="blackwell-cu13")
 
 
 def repo_for(fleets: list[Fleet], tmp: Path) -> Path:
@@ -48,7 +50,8 @@ def family_versions(moves: dict[str, tuple[str | None, str]], prefix: str) -> se
 
 @pytest.fixture(scope="module")
 def fleets() -> dict[str, Fleet]:
-    return {"580": lab(NVIDIA, ROCM), "newer": lab(NEWER, ROCM), "590": lab(R590, ROCM)}
+    return {"580": lab(NVIDIA, ROCM), "newer": lab(NEWER, ROCM), "590": lab(R590, ROCM),
+            "b200": lab(B200, ROCM, nvidia_gpu="b200")}
 
 
 @pytest.fixture(scope="module")
@@ -141,3 +144,26 @@ def test_debian_12_names_lock_the_same_way(tmp_path):
     done, moves = apt.simulate(specs)
     assert done.returncode == 0, done.stdout + done.stderr
     assert moves["libnvidia-ml1"][1] == moves["firmware-nvidia-gsp"][1] == "580.95.05-1"
+
+
+def test_hgx_b200_pins_the_nvlink_subnet_manager_with_a_later_release_beside_it(repo, fleets, tmp_path):
+    """NVLink 5: nvlsm (NVIDIA's CUDA repository, versioned by date, not by the driver) is in
+    the .list of an HGX B200 stack and locked by the .pref; the repository also carries a
+    later nvlsm, which an unversioned install (as NVIDIA's driver container does) would take."""
+    nvlsm = load_catalog().nvlink5_packages().nvlsm_version
+    pref, specs = pins(fleets["b200"], B200.name)
+    assert f"nvlsm={nvlsm}" in specs and "nvidia-fabricmanager-580=580.95.05-1" in specs
+    assert f"Package: nvlsm\nPin: version {nvlsm}\nPin-Priority: 1000" in pref
+    assert "nvlsm" not in pins(fleets["580"], NVIDIA.name)[0] + " ".join(pins(fleets["580"], NVIDIA.name)[1])
+    apt = AptRoot(tmp_path, repo)
+    done, moves = apt.simulate(["nvlsm"])
+    assert done.returncode == 0 and moves["nvlsm"][1] == NVLSM_LATER, done.stdout  # the newest, unlocked
+    assert moves["libibumad3"][1]  # nvlsm depends on the distribution's libibumad3
+    apt.preferences(pref)
+    done, moves = apt.simulate(specs)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert moves["nvlsm"][1] == nvlsm
+    # A node that got the later release (an unversioned install) comes down to the pin.
+    apt.installed([p for p in nvlink5_standins(NVLSM_LATER, later=False) if p.name != "infiniband-diags"])
+    done, moves = apt.simulate(["nvlsm"])
+    assert done.returncode == 0 and moves["nvlsm"] == (NVLSM_LATER, nvlsm), done.stdout

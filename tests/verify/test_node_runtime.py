@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from fleetspec.catalog import load_catalog
 from fleetspec.compile import compile_text
 from fleetspec.compile.ir import Fleet
 from fleetspec.render.slurm import render_slurm
@@ -111,6 +112,33 @@ def test_an_hgx_node_must_show_its_nvswitches(tree: str, status: Status) -> None
     got = checks(fleet(count=8), "h200-001", facts)["nvswitch"]
     assert got.status is status
     assert "nvswitch" not in checks(fleet(count=1), "h200-001", facts)
+
+
+@pytest.mark.parametrize(("tree", "status"), [("hgx-b200", Status.OK), ("hgx-h100", Status.DRIFT)])
+def test_an_hgx_b200_node_must_show_its_nvswitch_management_bridges(tree: str, status: Status) -> None:
+    """NVLink 5: no NVSwitch on the PCI bus (so no nvswitch check); the ConnectX-7 bridge's
+    limited PFs (VPD SW_MNG) must be there, or the fabric manager and nvlsm reach nothing."""
+    nvidia = collected(tree)["nvidia"]
+    facts = with_nvidia(h200_facts(), nvswitches=nvidia["nvswitches"], nvlink5_bridges=nvidia["nvlink5_bridges"])
+    got = checks(fleet(model="b200", count=8), "h200-001", facts)
+    assert got["nvlink5-bridge"].status is status and "nvswitch" not in got
+    if status is Status.OK:
+        assert got["nvlink5-bridge"].found == "2 (mlx5_1, mlx5_3)"
+        assert [b["port_guid"] for b in nvidia["nvlink5_bridges"]] == ["0xe09d7303003f3bf8", "0xe09d7303003f3bf9"]
+    assert "nvlink5-bridge" not in checks(fleet(count=8), "h200-001", facts)
+
+
+def test_nvlsm_must_be_installed_at_its_pin_on_nvlink5_boards() -> None:
+    pin = load_catalog().nvlink5_packages().nvlsm_version
+    facts = h200_facts()
+    b200 = fleet(model="b200", count=8)
+    assert checks(b200, "h200-001", facts)["nvlsm"].status is Status.NOT_APPLICABLE  # packages not collected
+    for installed, status in (([], Status.DRIFT), ([{"name": "nvlsm", "version": "2025.12.211-1", "held": False}],
+                                                   Status.DRIFT),
+                              ([{"name": "nvlsm", "version": pin, "held": True}], Status.OK)):
+        facts["packages"] = {"manager": "dpkg", "installed": installed, "holds": [], "errors": []}
+        assert checks(b200, "h200-001", facts)["nvlsm"].status is status
+    assert "nvlsm" not in checks(fleet(count=8), "h200-001", facts)
 
 
 def test_imex_peers_service_and_channel_on_an_nvl72_node() -> None:
