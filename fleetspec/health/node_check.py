@@ -54,7 +54,7 @@ from fleetspec.health.classify import (
     verdict,
 )
 from fleetspec.spec.hostlist import expand
-from fleetspec.verify.collector import Host, parse_infiniband_sysfs
+from fleetspec.verify.collector import Host, nvidia_smi_command, parse_infiniband_sysfs
 
 LEADER = "fleetspec-health:"
 STATE_FILE = "/var/lib/fleetspec/health/state.json"
@@ -138,12 +138,6 @@ def ib_counters(host: Host) -> Dict[str, Dict[str, int]]:
     return out
 
 
-def _nvidia_smi(host: Host) -> List[str]:
-    if host.which("nvidia-smi") is None and os.path.exists("/run/nvidia/driver/usr/bin/nvidia-smi"):
-        return ["/run/nvidia/driver/usr/bin/nvidia-smi"]
-    return ["nvidia-smi"]
-
-
 def gpu_faults(host: Host, expect: Dict[str, Any], errors: List[str],
                seen: Optional[Dict[str, Any]] = None) -> List[Fault]:
     """nvidia-smi / amd-smi faults; ``seen`` gets nvidia-smi's parsed GPUs (UUID -> PCI
@@ -151,7 +145,7 @@ def gpu_faults(host: Host, expect: Dict[str, Any], errors: List[str],
     vendor, want = expect.get("vendor"), expect.get("gpus")
     faults = []  # type: List[Fault]
     if vendor in ("nvidia", None):
-        argv = _nvidia_smi(host) + ["-q", "-x"]
+        argv = nvidia_smi_command(host) + ["-q", "-x"]
         result = host.run(argv, timeout=30)
         gpus = parse_gpu_health_xml(result.stdout) if result.ok else None
         if gpus is not None:
@@ -238,7 +232,7 @@ def run_check(config: Dict[str, Any], node: str, host: Host, clear: bool = False
     if "gpu-memory" in config.get("checks", list(CHECKS)) or "gpu-count" in config.get("checks", list(CHECKS)):
         faults += gpu_faults(host, expect, errors, seen)
     if "nvlink" in config.get("checks", list(CHECKS)) and expect.get("vendor") in ("nvidia", None):
-        argv = _nvidia_smi(host) + ["nvlink", "--status"]
+        argv = nvidia_smi_command(host) + ["nvlink", "--status"]
         result = host.run(argv, timeout=30)
         links = parse_nvlink_status(result.stdout) if result.ok else None
         if links:

@@ -20,6 +20,7 @@ from typing import Any
 
 from fleetspec.compile.ir import Fleet
 from fleetspec.render import kubernetes as k8s
+from fleetspec.render.kubernetes_kai import KAI_SCHEDULER_NAME
 
 # https://github.com/ray-project/kuberay helm-chart/kuberay-operator (the CRDs in
 # tests/data/crds/kuberay are v1.7.0's)
@@ -41,7 +42,7 @@ OPERATOR_FRAMEWORKS = {
     "leaderworkerset": ("leaderworkerset.x-k8s.io/leaderworkerset",),
 }
 # KubeRay's batchScheduler.name per engine that gang-schedules pods itself.
-RAY_BATCH_SCHEDULER = {"volcano": "volcano", "kai": "kai-scheduler"}
+RAY_BATCH_SCHEDULER = {"volcano": "volcano", "kai": KAI_SCHEDULER_NAME}
 
 
 def installed_operators(fleet: Fleet) -> tuple[str, ...]:

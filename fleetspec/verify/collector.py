@@ -958,7 +958,8 @@ def collect_hostname(host: Host) -> str:
     return name or ABSENT
 
 
-def _nvidia_smi(host: Host) -> List[str]:
+def nvidia_smi_command(host: Host) -> List[str]:
+    """nvidia-smi on PATH, or the GPU Operator's driver container's copy under /run/nvidia/driver."""
     if host.which("nvidia-smi") is None and os.path.exists("/run/nvidia/driver/usr/bin/nvidia-smi"):
         return ["/run/nvidia/driver/usr/bin/nvidia-smi"]
     return ["nvidia-smi"]
@@ -977,7 +978,7 @@ def collect_nvidia(host: Host) -> Dict[str, Any]:
         errors.append("/proc/driver/nvidia/version: unrecognised")
     proc_sentinel = ABSENT if proc_text is None else UNKNOWN
 
-    smi = _nvidia_smi(host)
+    smi = nvidia_smi_command(host)
     xml_result = host.run(smi + ["-q", "-x"])
     xml = parse_nvidia_smi_xml(xml_result.stdout) if xml_result.ok else None
     if xml_result.state in ("failed", "timeout") or (xml_result.ok and xml is None):

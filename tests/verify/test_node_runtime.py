@@ -141,6 +141,21 @@ def test_nvlsm_must_be_installed_at_its_pin_on_nvlink5_boards() -> None:
     assert "nvlsm" not in checks(fleet(count=8), "h200-001", facts)
 
 
+def test_nvlsm_is_the_gpu_operators_on_kubernetes_nodes_whose_driver_it_runs() -> None:
+    """The GPU Operator's driver container carries nvlsm (NVIDIA's driver container installs
+    it); the host's dpkg has none, and that is not drift."""
+    spec = SPEC.format(model="b200", count=8, owner="kubernetes", slurm="25.11.8").replace(
+        "stack: hopper-h200, scheduler: slurm", "stack: hopper-h200, scheduler: kubernetes").replace(
+        "  slurm: {version:", '  kubernetes: {version: "1.36", gpu_operator: {version: v26.7.0, driver: operator}}\n'
+        "  slurm: {version:")
+    compiled = compile_text(spec)
+    assert compiled.fleet is not None, compiled.located()
+    facts = h200_facts()
+    facts["packages"] = {"manager": "dpkg", "installed": [], "holds": [], "errors": []}
+    got = checks(compiled.fleet, "h200-001", facts)["nvlsm"]
+    assert got.status is Status.NOT_APPLICABLE and "GPU Operator" in got.message
+
+
 def test_imex_peers_service_and_channel_on_an_nvl72_node() -> None:
     f = fleet(owner="kubernetes")
     base = collected("gb200-tray")["nvidia"]
