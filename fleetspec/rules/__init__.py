@@ -78,7 +78,7 @@ RULES: tuple[Rule, ...] = (
          packaging.check_package_pins, warns=True),
     Rule("tenant-quota", E, "tenant quota on a missing partition, or beyond the fleet", scheduling.check_tenant_quota,
          warns=True),
-    Rule("gpu-operator-unsupported", E, "GPU Operator release vs Kubernetes version and drivers",
+    Rule("gpu-operator-unsupported", E, "NVIDIA and AMD GPU Operator releases vs Kubernetes version and drivers",
          scheduling.check_gpu_operator, warns=True),
 )
 

@@ -173,7 +173,33 @@ def cluster_gpu_nodes(fleet: Fleet) -> list[Node]:
 
 def check_gpu_operator(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
     yield from _check_nvidia_operator(fleet, catalog)
+    yield from _check_amd_operator_release(fleet, catalog)
     yield from _check_amd_operator(fleet)
+
+
+def _check_amd_operator_release(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
+    """The AMD GPU Operator release fleetspec installs (the spec's, else the renderer's
+    default) must be in the catalog and support the cluster's Kubernetes version."""
+    k = fleet.kubernetes
+    if k is None or not any(n.gpu.vendor == "amd" for n in cluster_gpu_nodes(fleet)):
+        return
+    from fleetspec.render.kubernetes import AMD_DEFAULT_VERSION
+
+    version = k.amd_gpu_operator_version or AMD_DEFAULT_VERSION
+    path = k.path + (("amd_gpu_operator", "version") if k.amd_gpu_operator_version else ("version",))
+    release = catalog.amd_gpu_operator_release(version)
+    if release is None:
+        yield warning("unknown-version", f"AMD GPU Operator {version} is not in the catalog, so its Kubernetes "
+                      "support is not checked. Pick a release 'fleetspec catalog' lists", path)
+        return
+    low, _high = release.facts.get("k8s") or (None, None)
+    if low and parse_version(k.version) and not at_least(major_minor(k.version), low):
+        yield error(
+            "gpu-operator-unsupported",
+            f"AMD GPU Operator {release.version} needs Kubernetes {low} or later, not {k.version}. "
+            "Upgrade the cluster, or pick an operator release that supports it",
+            path,
+        )
 
 
 def _check_amd_operator(fleet: Fleet) -> Iterator[Finding]:
