@@ -34,6 +34,7 @@ from fleetspec.health.catalog import (
     default_actions,
     strongest,
 )
+from fleetspec.verify.collector import xml_text
 
 Fault = Dict[str, Any]
 
@@ -102,16 +103,6 @@ def kernel_log_faults(messages: Iterable[str]) -> List[Fault]:
 # ---------------------------------------------------------------- nvidia-smi -q -x
 
 
-def _text(node: Optional[ET.Element], path: str) -> Optional[str]:
-    if node is None:
-        return None
-    child = node.find(path)
-    if child is None or child.text is None:
-        return None
-    value = child.text.strip()
-    return None if value in ("", "N/A", "None", "Unknown Error", "[N/A]") else value
-
-
 def _int(value: Optional[str]) -> Optional[int]:
     match = re.match(r"\s*(\d+)", value or "")
     return int(match.group(1)) if match else None
@@ -132,21 +123,21 @@ def parse_gpu_health_xml(text: str) -> Optional[List[Dict[str, Any]]]:
         link = gpu.find("pci/pci_gpu_link_info")
         gpus.append({
             "index": index,
-            "bus_id": gpu.get("id") or _text(gpu, "pci/pci_bus_id") or str(index),
-            "uuid": _text(gpu, "uuid"),
-            "name": _text(gpu, "product_name"),
-            "remap_pending": _text(gpu, "remapped_rows/remapped_row_pending"),
-            "remap_failure": _text(gpu, "remapped_rows/remapped_row_failure"),
-            "retired_pending": _text(gpu, "retired_pages/pending_retirement"),
-            "retired_sbe": _int(_text(gpu, "retired_pages/multiple_single_bit_retirement/retired_count")),
-            "retired_dbe": _int(_text(gpu, "retired_pages/double_bit_retirement/retired_count")),
-            "volatile_dram_uncorrectable": _int(_text(gpu, "ecc_errors/volatile/dram_uncorrectable")),
-            "pcie_gen_current": _int(_text(link, "pcie_gen/current_link_gen")),
-            "pcie_gen_max": _int(_text(link, "pcie_gen/max_link_gen")),
-            "pcie_width_current": _int(_text(link, "link_widths/current_link_width")),
-            "pcie_width_max": _int(_text(link, "link_widths/max_link_width")),
-            "fabric_state": _text(gpu, "fabric/state"),
-            "fabric_status": _text(gpu, "fabric/status"),
+            "bus_id": gpu.get("id") or xml_text(gpu, "pci/pci_bus_id") or str(index),
+            "uuid": xml_text(gpu, "uuid"),
+            "name": xml_text(gpu, "product_name"),
+            "remap_pending": xml_text(gpu, "remapped_rows/remapped_row_pending"),
+            "remap_failure": xml_text(gpu, "remapped_rows/remapped_row_failure"),
+            "retired_pending": xml_text(gpu, "retired_pages/pending_retirement"),
+            "retired_sbe": _int(xml_text(gpu, "retired_pages/multiple_single_bit_retirement/retired_count")),
+            "retired_dbe": _int(xml_text(gpu, "retired_pages/double_bit_retirement/retired_count")),
+            "volatile_dram_uncorrectable": _int(xml_text(gpu, "ecc_errors/volatile/dram_uncorrectable")),
+            "pcie_gen_current": _int(xml_text(link, "pcie_gen/current_link_gen")),
+            "pcie_gen_max": _int(xml_text(link, "pcie_gen/max_link_gen")),
+            "pcie_width_current": _int(xml_text(link, "link_widths/current_link_width")),
+            "pcie_width_max": _int(xml_text(link, "link_widths/max_link_width")),
+            "fabric_state": xml_text(gpu, "fabric/state"),
+            "fabric_status": xml_text(gpu, "fabric/status"),
         })
     return gpus
 

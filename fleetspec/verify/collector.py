@@ -84,15 +84,20 @@ def parse_proc_driver_version(text: str) -> Optional[Dict[str, str]]:
     return None
 
 
-def _text(node: Optional[ET.Element], tag: str) -> Optional[str]:
-    """Child text of an XML element, with nvidia-smi's "N/A" read as missing."""
+# What nvidia-smi -q -x writes where it has no value: not supported, not applicable, or
+# a query that failed ("Unknown Error"). None of them is a value to compare or report.
+_NO_VALUE = frozenset(("", "N/A", "[N/A]", "None", "Unknown Error"))
+
+
+def xml_text(node: Optional[ET.Element], path: str) -> Optional[str]:
+    """Text at ``path`` below an nvidia-smi XML element, None where nvidia-smi has no value."""
     if node is None:
         return None
-    child = node.find(tag)
+    child = node.find(path)
     if child is None or child.text is None:
         return None
     value = child.text.strip()
-    return None if value in ("", "N/A", "None") else value
+    return None if value in _NO_VALUE else value
 
 
 def _mib(value: Optional[str]) -> Optional[int]:
@@ -125,30 +130,30 @@ def parse_nvidia_smi_xml(text: str) -> Optional[Dict[str, Any]]:
         gpus.append(
             {
                 "index": index,
-                "name": _text(gpu, "product_name"),
-                "architecture": _text(gpu, "product_architecture"),
-                "uuid": _text(gpu, "uuid"),
-                "serial": _text(gpu, "serial"),
-                "pci_bus_id": gpu.get("id") or _text(gpu.find("pci"), "pci_bus_id"),
-                "memory_mib": _mib(_text(gpu.find("fb_memory_usage"), "total")),
-                "compute_capability": _text(gpu, "compute_cap"),
-                "vbios_version": _text(gpu, "vbios_version"),
-                "persistence_mode": _text(gpu, "persistence_mode"),
+                "name": xml_text(gpu, "product_name"),
+                "architecture": xml_text(gpu, "product_architecture"),
+                "uuid": xml_text(gpu, "uuid"),
+                "serial": xml_text(gpu, "serial"),
+                "pci_bus_id": gpu.get("id") or xml_text(gpu.find("pci"), "pci_bus_id"),
+                "memory_mib": _mib(xml_text(gpu.find("fb_memory_usage"), "total")),
+                "compute_capability": xml_text(gpu, "compute_cap"),
+                "vbios_version": xml_text(gpu, "vbios_version"),
+                "persistence_mode": xml_text(gpu, "persistence_mode"),
                 "mig_mode": {
-                    "current": _text(mig, "current_mig"),
-                    "pending": _text(mig, "pending_mig"),
+                    "current": xml_text(mig, "current_mig"),
+                    "pending": xml_text(mig, "pending_mig"),
                 },
                 "fabric": {
-                    "state": _text(fabric, "state"),
-                    "status": _text(fabric, "status"),
-                    "clique_id": _text(fabric, "cliqueId"),
-                    "cluster_uuid": _text(fabric, "clusterUuid"),
+                    "state": xml_text(fabric, "state"),
+                    "status": xml_text(fabric, "status"),
+                    "clique_id": xml_text(fabric, "cliqueId"),
+                    "cluster_uuid": xml_text(fabric, "clusterUuid"),
                 },
             }
         )
     return {
-        "driver_version": _text(root, "driver_version"),
-        "cuda_version": _text(root, "cuda_version"),
+        "driver_version": xml_text(root, "driver_version"),
+        "cuda_version": xml_text(root, "cuda_version"),
         "gpus": gpus,
     }
 

@@ -354,3 +354,17 @@ def test_collector_runs_under_the_oldest_python(node_with_libraries: Path) -> No
     assert facts["nccl"]["versions"] == ["2.28.3", "2.28.9"]
     local = run_collector(python=python)
     assert local["kernel"] == os.uname().release
+
+
+def test_nvidia_smi_placeholders_are_no_value() -> None:
+    """nvidia-smi writes "N/A", "[N/A]" or "Unknown Error" where it has no value (a query
+    that failed, as on a GPU falling off the bus): the collector reports none, never the
+    placeholder as if it were the GPU's setting. The health classifier reads the same XML
+    through the same helper."""
+    xml = (require_shared(FIXTURE) / "nvidia-smi-q.xml").read_text()
+    xml = re.sub(r"<persistence_mode>[^<]*<", "<persistence_mode>Unknown Error<", xml, count=1)
+    xml = re.sub(r"<vbios_version>[^<]*<", "<vbios_version>[N/A]<", xml, count=1)
+    (gpu,) = collector_module.parse_nvidia_smi_xml(xml)["gpus"]
+    assert gpu["persistence_mode"] is None
+    assert gpu["vbios_version"] is None
+    assert gpu["name"] == "NVIDIA H200"
