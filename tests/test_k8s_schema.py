@@ -1,4 +1,4 @@
-"""fleetspec.k8s_schema against the real upstream CRDs in tests/data/crds and kubernetes-validate.
+"""tests/k8s_schema.py against the real upstream CRDs in tests/data/crds and kubernetes-validate.
 
 Each valid object below uses field names read from the CRD files (see crds/SOURCES.md for
 the upstream tags); each broken one must fail with a message that names the field.
@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from fleetspec.k8s_schema import (
+from tests.conftest import require_shared
+from tests.k8s_schema import (
     CrdIndex,
     CrdLoadError,
     builtin_schema_version,
@@ -22,7 +23,6 @@ from fleetspec.k8s_schema import (
     validate_manifests,
     validate_object,
 )
-from tests.conftest import require_shared
 
 K8S = "1.33"
 

@@ -19,8 +19,8 @@ from typer.testing import CliRunner
 
 from fleetspec.cli import app
 from fleetspec.health import device_taints
-from fleetspec.k8s_schema import CrdIndex, validate_object
 from tests.conftest import require_shared
+from tests.k8s_schema import CrdIndex, validate_object
 
 from .nodes import FIXTURES, make_node
 from .test_node_check import check

@@ -12,9 +12,9 @@ import yaml
 
 from fleetspec.compile.ir import HealthPolicy
 from fleetspec.health.catalog import FAULTS, default_actions
-from fleetspec.k8s_schema import CrdIndex, validate_object
 from fleetspec.render.kubernetes import kubernetes_resources, render_kubernetes
 from tests.conftest import require_shared
+from tests.k8s_schema import CrdIndex, validate_object
 from tests.kubernetes import fleets
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fleetspec.k8s_schema import CrdIndex
 from tests.conftest import require_shared
+from tests.k8s_schema import CrdIndex
 
 from . import fleets
 

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from fleetspec.compile.ir import Fleet
-from fleetspec.k8s_schema import CrdIndex, validate_object
 from fleetspec.render.kubernetes import kubernetes_resources, render_kubernetes
+from tests.k8s_schema import CrdIndex, validate_object
 
 
 def _rendered_objects(fleet: Fleet) -> list[dict]:

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from fleetspec.compile import compile_text
-from fleetspec.k8s_schema import validate_object
 from fleetspec.render.kubernetes import kubernetes_resources, kueue_configuration, render_kubernetes
+from tests.k8s_schema import validate_object
 
 from . import fleets
 from .test_pulumi_program import run_program  # noqa: F401  (the fixture)
