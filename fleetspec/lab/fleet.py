@@ -33,7 +33,7 @@ from fleetspec.compile.ir import Fleet
 from fleetspec.findings import Severity
 from fleetspec.lab import DEFAULT_PER_PARTITION, STATE_FILE
 from fleetspec.lab.base import REPO_MOUNT, ensure_base, ensure_host_packages
-from fleetspec.lab.hosts import Lab, validate_name
+from fleetspec.lab.hosts import CGROUP_GONE, Lab, validate_name
 from fleetspec.lab.repo import StandInPackage, build_repo, pin_standins, stack_standins
 from fleetspec.lab.slurm import Cluster, ensure_slurm, restrict_slurm_files
 from fleetspec.packages import container_packages, packages_for, slurm_packages
@@ -360,9 +360,12 @@ def lab_down(lab_dir: Path) -> None:
         Cluster(handle.slurm_root).stop()
     try:
         handle.lab().down()
-    except FileNotFoundError:
-        # Lab.down walks a container's cgroup tree while systemd inside removes it; the
-        # lab's own state survives that, so a second pass finishes the job.
+    except OSError as exc:
+        # Lab.down walks a container's cgroup tree while systemd removes it (ENOENT, or
+        # ENODEV for a dead cgroup's directory); the lab's own state survives that, so a
+        # second pass finishes the job.
+        if exc.errno not in CGROUP_GONE:
+            raise
         handle.lab().down()
     for name in _OWNED:
         path = lab_dir / name

@@ -10,6 +10,7 @@ lab creates is recorded in `work_dir/lab.json`, and `down()` removes exactly tho
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -109,6 +110,36 @@ def _run(argv: list[str], check: bool = True) -> subprocess.CompletedProcess[str
     if check and proc.returncode != 0:
         raise LabError(f"{' '.join(argv)} failed ({proc.returncode}): {proc.stderr.strip()}")
     return proc
+
+
+# What the kernel answers for a cgroup that systemd (inside the container, or the host's for
+# the machine's scope) removed while we walk it: ENOENT for a vanished entry, ENODEV when
+# reading a directory whose cgroup is already dead. Either way that part is gone.
+CGROUP_GONE = (errno.ENOENT, errno.ENODEV)
+
+
+def remove_cgroup(root: Path, attempts: int = 5) -> list[str]:
+    """rmdir the cgroup tree at ``root``, deepest first; the problems left, as text.
+
+    The walk is retried while systemd removes parts of the tree under it."""
+    for _ in range(attempts):
+        try:
+            dirs = sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts))
+            break
+        except OSError as exc:
+            if exc.errno not in CGROUP_GONE:
+                raise
+            time.sleep(0.05)
+    else:
+        dirs = []
+    problems = []
+    for d in [*dirs, root]:
+        try:
+            d.rmdir()
+        except OSError as exc:
+            if exc.errno not in CGROUP_GONE:
+                problems.append(f"cgroup {d}: {exc}")
+    return problems
 
 
 def _cgroup_roots() -> list[Path]:
@@ -307,7 +338,9 @@ class Lab:
             try:
                 for procs in Path(cg).rglob("cgroup.procs") if Path(cg).exists() else ():
                     pids.update(int(p) for p in procs.read_text().split())
-            except FileNotFoundError:
+            except OSError as exc:
+                if exc.errno not in CGROUP_GONE:
+                    raise
                 continue  # systemd inside the node removed that cgroup while we walked it
         return pids
 
@@ -367,12 +400,7 @@ class Lab:
         for node in self.nodes:
             _run(["ip", "netns", "del", node.ns], check=False)
             for cg in node.cgroups:
-                dirs = sorted((p for p in Path(cg).rglob("*") if p.is_dir()), key=lambda p: -len(p.parts))
-                for d in [*dirs, Path(cg)] if Path(cg).exists() else ():
-                    try:
-                        d.rmdir()
-                    except OSError as exc:
-                        problems.append(f"{node.name}: cgroup {d}: {exc}")
+                problems.extend(f"{node.name}: {p}" for p in remove_cgroup(Path(cg)))
             shutil.rmtree(Path("/run/systemd/nspawn/propagate") / node.machine, ignore_errors=True)
             shutil.rmtree(node.dir, ignore_errors=True)
         if Path("/run/netns", self.fabric_ns).exists():
