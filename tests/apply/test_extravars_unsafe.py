@@ -6,11 +6,8 @@ writes each extra var to a file, and the file holds the text as given."""
 
 from __future__ import annotations
 
-import shutil
-
-import pytest
-
 from fleetspec.apply.ansible import run_playbook
+from tests.apply.local_playbook import local_project
 
 INJECTED = "pw{{ lookup('pipe', 'touch MARK') }}{{ 'tem' ~ 'plated' }}"
 
@@ -27,18 +24,10 @@ PLAY = """\
 
 
 def test_extra_vars_are_never_templated(tmp_path, monkeypatch):
-    if shutil.which("ansible-playbook") is None:
-        pytest.fail("ansible-playbook is missing: ansible-core comes with the test extra (pip install -e '.[test]')")
     monkeypatch.chdir(tmp_path)
-    project = tmp_path / "project"
-    project.mkdir()
-    (project / "site.yml").write_text(PLAY)
-    (project / "ansible.cfg").write_text("[defaults]\nhost_key_checking = False\n")
-    inventory = tmp_path / "hosts.yml"
     out = tmp_path / "out"
     out.mkdir()
-    inventory.write_text(f"all:\n  hosts:\n    localhost:\n      ansible_connection: local\n"
-                         f"      ansible_python_interpreter: {shutil.which('python3')}\n      out_dir: {out}\n")
+    project, inventory = local_project(tmp_path, PLAY, "localhost", out_dir=out)
     result = run_playbook(inventory, project_dir=project, limit=["localhost"],
                           extravars={"fleetspec_slurmdbd_password": INJECTED,
                                      "fleetspec_munge_key_file": "/etc/munge/" + INJECTED},

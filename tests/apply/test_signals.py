@@ -10,16 +10,11 @@ to this process by a timer while the play sleeps."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
-import sys
 import threading
 
-import pytest
-
 from fleetspec.apply.ansible import run_playbook
-
-pytest.importorskip("ansible_runner")
+from tests.apply.local_playbook import local_project
 
 PLAY = """\
 - hosts: all
@@ -31,16 +26,8 @@ PLAY = """\
 
 
 def test_a_signal_cancels_the_run_names_itself_and_the_handlers_come_back(tmp_path, monkeypatch):
-    if shutil.which("ansible-playbook") is None:
-        pytest.skip("ansible-core is not installed")
     monkeypatch.chdir(tmp_path)
-    project = tmp_path / "project"
-    project.mkdir()
-    (project / "site.yml").write_text(PLAY)
-    (project / "ansible.cfg").write_text("[defaults]\nhost_key_checking = False\n")
-    inventory = tmp_path / "hosts.yml"
-    inventory.write_text("all:\n  hosts:\n    local-node:\n      ansible_connection: local\n"
-                         f"      ansible_python_interpreter: {sys.executable}\n")
+    project, inventory = local_project(tmp_path, PLAY, "local-node")
     before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
     timer = threading.Timer(3.0, os.kill, (os.getpid(), signal.SIGTERM))
     timer.start()
