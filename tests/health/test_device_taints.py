@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -105,7 +104,7 @@ def test_pci_addresses_match_across_kernel_log_nvidia_smi_and_dra() -> None:
     assert device_taints.find_device(slices, "k-1", "0000:9a:00") is None  # not published
 
 
-def test_remediate_taints_the_device_not_the_node(crd_index, tmp_path, monkeypatch, capsys) -> None:
+def test_remediate_taints_the_device_not_the_node(crd_index, tmp_path, monkeypatch, kubectl_state, capsys) -> None:
     from fleetspec.compile import compile_text
     from fleetspec.render.health import node_config
 
@@ -125,7 +124,7 @@ def test_remediate_taints_the_device_not_the_node(crd_index, tmp_path, monkeypat
     verdict("k-1", DEVICE_FAULT)  # device faults only: a DeviceTaintRule, the node stays schedulable
     verdict("k-2", DEVICE_FAULT + NODE_FAULT)  # and a node fault: the rule and the node path
     verdict("k-3", DEVICE_FAULT)  # its ResourceSlice does not show the GPU: the node path
-    state = tmp_path / "kube.json"
+    state = kubectl_state
     other = resource_slice("k-3")
     other["spec"]["devices"][0]["attributes"]["pcieBusID"] = {"string": "0000:18:00.0"}
     other["spec"]["devices"][0]["attributes"]["resource.kubernetes.io/pciBusID"] = {"string": "0000:18:00.0"}
@@ -133,11 +132,6 @@ def test_remediate_taints_the_device_not_the_node(crd_index, tmp_path, monkeypat
                                            "k-2": {"pods": [{"name": "trainer-1"}]},
                                            "k-3": {"pods": [{"name": "trainer-2"}]}},
                                  "resourceslices": [resource_slice("k-1"), resource_slice("k-2"), other]}))
-    bin_dir = tmp_path / "kbin"
-    bin_dir.mkdir()
-    (bin_dir / "kubectl").symlink_to(HERE / "kubectl_standin.py")
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("KUBE_STANDIN_STATE", str(state))
     spec = tmp_path / "fleet.yaml"
     spec.write_text(SPEC)
     result = CliRunner().invoke(app, ["health", str(spec), "--facts", str(verdicts), "--remediate"])

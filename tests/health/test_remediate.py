@@ -5,7 +5,6 @@ kubectl is a stand-in over a JSON file of Nodes (no API server can run here)."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -34,7 +33,7 @@ spec:
 """
 
 
-def test_remediate_kubernetes_nodes(tmp_path, monkeypatch, capsys) -> None:
+def test_remediate_kubernetes_nodes(tmp_path, monkeypatch, kubectl_state, capsys) -> None:
     from fleetspec.compile import compile_text
     from fleetspec.render.health import node_config
 
@@ -47,18 +46,13 @@ def test_remediate_kubernetes_nodes(tmp_path, monkeypatch, capsys) -> None:
                        ("k-4", "kmsg-xids.txt")):
         _, verdict = check(config, make_node(tmp_path / name, kmsg=kmsg), name, monkeypatch, capsys)
         (facts / f"{name}.json").write_text(json.dumps(verdict))
-    state = tmp_path / "kube.json"
+    state = kubectl_state
     state.write_text(json.dumps({"nodes": {
         "k-1": {"pods": [{"name": "trainer-0"}]},
         "k-2": {"unschedulable": True, "annotations": {"fleetspec.io/drain-reason": "fleetspec-health: drain x"}},
         "k-3": {"unschedulable": True, "annotations": {"fleetspec.io/drain-reason": "ops: reseat NIC"}},
         "k-4": {"pods": [{"name": "db-0", "pdb_blocked": True}]},
     }}))
-    bin_dir = tmp_path / "kbin"
-    bin_dir.mkdir()
-    (bin_dir / "kubectl").symlink_to(HERE / "kubectl_standin.py")
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("KUBE_STANDIN_STATE", str(state))
     spec = tmp_path / "fleet.yaml"
     spec.write_text(SPEC)
     result = CliRunner().invoke(app, ["health", str(spec), "--facts", str(facts), "--remediate"])
