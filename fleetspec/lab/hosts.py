@@ -114,7 +114,9 @@ def _run(argv: list[str], check: bool = True) -> subprocess.CompletedProcess[str
 
 # What the kernel answers for a cgroup that systemd (inside the container, or the host's for
 # the machine's scope) removed while we walk it: ENOENT for a vanished entry, ENODEV when
-# reading a directory whose cgroup is already dead. Either way that part is gone.
+# reading a directory whose cgroup is already dead (kernfs answers -ENODEV once a node is
+# deactivated: fs/kernfs/file.c and dir.c, kernfs_get_active() failing; seen in this
+# project's CI as "[Errno 19] No such device"). Either way that part is gone.
 CGROUP_GONE = (errno.ENOENT, errno.ENODEV)
 
 
