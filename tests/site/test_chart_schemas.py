@@ -21,9 +21,9 @@ from fleetspec.render.kubernetes import kubernetes_resources, render_kubernetes
 from fleetspec.site.chart_files import read_chart, read_charts
 from fleetspec.site.chart_schema import violations
 from fleetspec.spec.loader import load_text
-from tests.site.helm_charts import NFD_SCHEMA, charts_dir, chart_archive
-from tests.site.test_helm_values import MUSEUM, _museum
 from tests.kubernetes.test_pulumi_program import run_program  # noqa: F401 - the mock-runtime fixture
+from tests.site.helm_charts import NFD_SCHEMA, chart_archive, charts_dir
+from tests.site.test_helm_values import MUSEUM, _museum
 
 GOOD = """\
     values:
