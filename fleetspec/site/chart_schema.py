@@ -264,7 +264,7 @@ def chart_findings(fleet: Fleet, charts_dir: Path) -> list[Finding]:
         return []
     found, unreadable = read_charts(charts_dir)
     overlays = {name: json.loads(text) for name, text in (fleet.site.helm_values if fleet.site else ())}
-    findings = [Finding(RULE, Severity.WARNING, f"--charts: {problem}", WHERE) for problem in unreadable]
+    findings = [Finding(RULE, Severity.WARNING, f"--charts: {problem}", WHERE, "key") for problem in unreadable]
     checked, no_schema, missing = [], [], []
     for release in releases:
         name = release.chart.rsplit("/", 1)[-1]
@@ -287,7 +287,8 @@ def chart_findings(fleet: Fleet, charts_dir: Path) -> list[Finding]:
         parts.append("no values.schema.json (nothing to check): " + ", ".join(no_schema))
     if missing:
         parts.append(f"not in {charts_dir}, not checked: " + "; ".join(missing))
-    findings.append(Finding(RULE, Severity.INFO, "Chart values schemas: " + ". ".join(parts), WHERE))
+    findings.append(Finding(RULE, Severity.INFO, "Chart values schemas (--charts): " + ". ".join(
+        p[0].upper() + p[1:] for p in parts), WHERE, "key"))
     return findings
 
 
@@ -373,6 +374,7 @@ def _child(node: Any, key: str | int) -> Any:
 
 
 def _release_where(release: str, overlay: Mapping[str, Any]) -> SpecPath:
+    """The release's overlay when the spec has one, else ``kubernetes`` itself."""
     return WHERE + ("values", release) if overlay else WHERE
 
 

@@ -55,7 +55,7 @@ def test_a_good_overlay_passes_the_subchart_schema(tmp_path) -> None:
     result = _check(_museum(GOOD), charts_dir(tmp_path))
     assert result.valid, [f.message for f in _site(result, Severity.ERROR)]
     (note,) = _site(result, Severity.INFO)
-    assert "checked against the values.schema.json of gpu-operator (node-feature-discovery 0.19.0)" in note.message
+    assert "Checked against the values.schema.json of gpu-operator (node-feature-discovery 0.19.0)" in note.message
     # fleetspec's own NFD worker tolerations were checked too (they pass the schema).
     gpu = next(r for r in kubernetes_resources(result.fleet).releases if r.name == "gpu-operator")
     assert gpu.values["node-feature-discovery"]["worker"]["tolerations"]
@@ -134,6 +134,7 @@ def test_a_release_without_its_chart_is_a_note_not_an_error(tmp_path) -> None:
     assert ("gpu-operator (gpu-operator v26.7.0: helm pull gpu-operator --repo https://helm.ngc.nvidia.com/nvidia "
             "--version v26.7.0 -d DIR)") in note.message
     assert note.path == "spec.kubernetes"
+    assert note.source_line.strip() == "kubernetes:"
 
 
 def test_a_chart_without_a_schema_has_nothing_to_check(tmp_path) -> None:
@@ -145,7 +146,7 @@ def test_a_chart_without_a_schema_has_nothing_to_check(tmp_path) -> None:
     result = _check(MUSEUM, folder)
     assert result.valid
     (note,) = _site(result, Severity.INFO)
-    assert "no values.schema.json (nothing to check): kueue (kueue 0.19.2)" in note.message
+    assert "No values.schema.json (nothing to check): kueue (kueue 0.19.2)" in note.message
     (warning,) = _site(result, Severity.WARNING)
     assert "broken.tgz: not a chart archive" in warning.message
 
