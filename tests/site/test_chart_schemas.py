@@ -235,3 +235,23 @@ def test_chart_folders_and_nested_archives_read_alike(tmp_path) -> None:
     assert [s.name for s in folder_chart.subcharts] == ["node-feature-discovery"]
     assert folder_chart.subcharts[0].schema == NFD_SCHEMA
     assert violations(folder_chart, {"node-feature-discovery": {"master": {"replicaCount": "x"}}})
+
+
+def test_a_value_two_keywords_refuse_is_still_one_error(tmp_path) -> None:
+    """tolerations is typed both beside its $ref and in the Kubernetes definition it points
+    to (as upstream writes it): a string there breaks both, and is one error; a node
+    selector value that is not a string breaks additionalProperties: {type: string}."""
+    text = _museum("""\
+    values:
+      gpu-operator:
+        node-feature-discovery:
+          master:
+            tolerations: none
+            nodeSelector: {zone: 5}
+""")
+    errors = _site(_check(text, charts_dir(tmp_path)), Severity.ERROR)
+    lines = text.splitlines()
+    assert sorted((e.line, e.path.rsplit(".", 1)[-1]) for e in errors) == [
+        (lines.index("            tolerations: none") + 1, "tolerations"),
+        (lines.index("            nodeSelector: {zone: 5}") + 1, "zone")]
+    assert any("5 is not of type 'string'" in e.message for e in errors)
