@@ -255,3 +255,18 @@ def test_a_value_two_keywords_refuse_is_still_one_error(tmp_path) -> None:
         (lines.index("            tolerations: none") + 1, "tolerations"),
         (lines.index("            nodeSelector: {zone: 5}") + 1, "zone")]
     assert any("5 is not of type 'string'" in e.message for e in errors)
+
+
+@pytest.mark.parametrize(("broken", "said"), [
+    ({"type": "integr"}, "cannot be applied (Unknown type 'integr'"),
+    ({"type": "string", "pattern": "("}, "cannot be applied (missing )"),
+    ({"$ref": "https://example.org/interval.json"}, "refers to https://example.org/interval.json, which fleetspec "
+                                                    "does not fetch"),
+])
+def test_a_schema_fleetspec_cannot_apply_is_a_warning_not_a_traceback(tmp_path, broken, said) -> None:
+    schema = json.loads(json.dumps(NFD_SCHEMA))
+    schema["properties"]["gc"]["properties"]["interval"] = broken
+    result = _check(_museum(GOOD), charts_dir(tmp_path, schema))
+    assert result.valid
+    (warning,) = _site(result, Severity.WARNING)
+    assert said in warning.message and warning.message.startswith("gpu-operator: node-feature-discovery 0.19.0's")
