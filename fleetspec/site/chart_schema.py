@@ -272,7 +272,9 @@ def chart_findings(fleet: Fleet, charts_dir: Path) -> list[Finding]:
         name = release.chart.rsplit("/", 1)[-1]
         chart = found.get((name, _plain(release.version)))
         if chart is None:
-            missing.append(f"{release.name} ({name} {release.version}: {_pull_hint(release)})")
+            other = sorted(c.version for (n, _), c in found.items() if n == name)
+            has = f"; {charts_dir} has {name} {', '.join(other)}, another version" if other else ""
+            missing.append(f"{release.name} ({name} {release.version}: {_pull_hint(release)}{has})")
             continue
         schemas = [c for c in _walk(enabled(chart, release.values)) if c.schema is not None]
         if not schemas:

@@ -22,7 +22,7 @@ from fleetspec.site.chart_files import read_chart, read_charts
 from fleetspec.site.chart_schema import violations
 from fleetspec.spec.loader import load_text
 from tests.kubernetes.test_pulumi_program import run_program  # noqa: F401 - the mock-runtime fixture
-from tests.site.helm_charts import NFD_SCHEMA, chart_archive, charts_dir
+from tests.site.helm_charts import GPU_OPERATOR_CHART, NFD_SCHEMA, chart_archive, charts_dir
 from tests.site.test_helm_values import MUSEUM, _museum
 
 GOOD = """\
@@ -134,6 +134,9 @@ def test_a_release_without_its_chart_is_a_note_not_an_error(tmp_path) -> None:
     assert ("gpu-operator (gpu-operator v26.7.0: helm pull gpu-operator --repo https://helm.ngc.nvidia.com/nvidia "
             "--version v26.7.0 -d DIR)") in note.message
     assert note.path == "spec.kubernetes"
+    (empty / "gpu-operator-v26.3.3.tgz").write_bytes(chart_archive({**GPU_OPERATOR_CHART, "version": "v26.3.3"}, {}))
+    (note,) = _site(_check(_museum(WRONG_TYPE), empty), Severity.INFO)
+    assert f"-d DIR; {empty} has gpu-operator v26.3.3, another version)" in note.message
     assert note.source_line.strip() == "kubernetes:"
 
 
