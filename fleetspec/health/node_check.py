@@ -338,7 +338,9 @@ def npd_message(result: Dict[str, Any]) -> str:
     return result["status"]
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: Optional[List[str]] = None, config: Optional[Dict[str, Any]] = None) -> int:
+    """The command line; ``config`` given (``fleetspec health`` ships the policy inside the
+    program it runs on a node) stands in for ``--config``."""
     parser = argparse.ArgumentParser(description="Check this GPU node's health and print a verdict.")
     parser.add_argument("--config", default="/etc/fleetspec/health.json")
     parser.add_argument("--root", default="/", help="read the node relative to this directory (fixtures)")
@@ -348,14 +350,21 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--slurm", action="store_true", help="drain/resume the node through slurmctld")
     parser.add_argument("--scontrol", default="scontrol")
     parser.add_argument("--clear", action="store_true", help="forget latched kernel-log faults (after a repair)")
+    parser.add_argument("--read-only", action="store_true",
+                        help="look without updating the state file (kernel-log cursor, latched faults, IB "
+                             "counters), so the scheduled check still sees every new fault")
     args = parser.parse_args(argv)
-    try:
-        config = load_config(args.config)
-    except ConfigError as exc:
-        sys.stderr.write("fleetspec-health: %s\n" % exc)
+    if args.read_only and (args.slurm or args.clear):
+        sys.stderr.write("fleetspec-health: --read-only cannot be combined with --slurm or --clear\n")
         return 2
+    if config is None:
+        try:
+            config = load_config(args.config)
+        except ConfigError as exc:
+            sys.stderr.write("fleetspec-health: %s\n" % exc)
+            return 2
     host = Host(args.root)
-    result = run_check(config, node_name(args.node), host, clear=args.clear)
+    result = run_check(config, node_name(args.node), host, clear=args.clear, persist=not args.read_only)
     if args.slurm:
         try:
             result["slurm"] = slurm_act(result, args.scontrol)
