@@ -14,7 +14,10 @@ inside the node check. Inputs are the tools' own output, parsed here:
   ``Link 3: <inactive>``);
 - ``dcgmi diag -r N -j``: DCGM 4's JSON (``DCGM Diagnostic`` -> ``test_categories`` ->
   ``tests`` -> ``results`` per entity, each failure's ``warnings`` with ``error_id`` and
-  ``error_severity``; NVIDIA/DCGM testing/python3/dcgm_diag_schema.json).
+  ``error_severity``; NVIDIA/DCGM testing/python3/dcgm_diag_schema.json);
+- ``dcgmi discovery -l``: the table naming each DCGM GPU id's PCI bus id (NVIDIA/DCGM
+  dcgmi/Query.cpp ``DisplayDiscoveredDevices``), so DCGM faults name the GPU by the
+  address a DRA device taint selects.
 
 A verdict is healthy, degraded (only faults whose action is ``none``: reported) or
 sick; its action is the strongest action among its faults.
@@ -303,10 +306,50 @@ def parse_dcgm_diag_json(text: str) -> Optional[Dict[str, Any]]:
     return diag if isinstance(diag, dict) else None
 
 
-def dcgm_diag_faults(diag: Dict[str, Any], level: int) -> Tuple[List[Fault], List[str]]:
+def parse_dcgmi_discovery(text: str) -> Dict[int, Dict[str, str]]:
+    """``dcgmi discovery -l``: {DCGM GPU id: {"name", "bus_id", "uuid"}}.
+
+    dcgmi prints one table per entity kind (``N GPUs found.``, then ``| GPU ID | Device
+    Information |`` with rows ``| 3 | Name: ... |``, ``|   | PCI Bus ID: 00000000:4E:00.0 |``,
+    ``|   | Device UUID: GPU-... |``; NVSwitches, ConnectX devices and CPUs follow in their
+    own tables). Only the GPU table is read. ``--all`` suffixes a GPU that is not active
+    with ``(last known)`` (DCGM's dcgmi-discovery reference): the address is still its own."""
+    gpus = {}  # type: Dict[int, Dict[str, str]]
+    in_gpus = False
+    current = None  # type: Optional[int]
+    fields = {"Name": "name", "PCI Bus ID": "bus_id", "Device UUID": "uuid"}
+    for line in text.splitlines():
+        line = line.strip()
+        if re.match(r"^\d+ \S+ found", line):
+            in_gpus, current = line.split()[1].startswith("GPU"), None
+            continue
+        if not line.startswith("|"):
+            continue
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if cells[0] == "GPU ID":
+            in_gpus, current = True, None
+            continue
+        if not in_gpus or len(cells) != 2:
+            continue
+        if cells[0].isdigit():
+            current = int(cells[0])
+            gpus[current] = {}
+        elif cells[0]:
+            current = None
+        key, _, value = cells[1].partition(":")
+        if current is not None and key.strip() in fields:
+            gpus[current][fields[key.strip()]] = re.sub(r"\s*\(last known\)$", "", value.strip())
+    return {gpu: info for gpu, info in gpus.items() if info.get("bus_id")}
+
+
+def dcgm_diag_faults(diag: Dict[str, Any], level: int,
+                     bus_by_gpu: Optional[Dict[int, str]] = None) -> Tuple[List[Fault], List[str]]:
     """(faults, errors): one fault per failed or warning test result per GPU, classed by
     the worst DCGM error severity among its warnings (ISOLATE, RESET; anything else is
-    monitor-only). A ``runtime_error`` (the diagnostic could not run) is an error, not a fault."""
+    monitor-only). A ``runtime_error`` (the diagnostic could not run) is an error, not a fault.
+    A GPU is named ``GPU <DCGM id>``, followed by its PCI bus id where ``bus_by_gpu``
+    (``dcgmi discovery -l``) knows it: the address a DRA device taint selects."""
+    bus_by_gpu = bus_by_gpu or {}
     faults = []  # type: List[Fault]
     errors = []  # type: List[str]
     if diag.get("runtime_error"):
@@ -326,8 +369,11 @@ def dcgm_diag_faults(diag: Dict[str, Any], level: int) -> Tuple[List[Fault], Lis
                                             str(first.get("warning", "no warning text")).strip())
                 if "error_id" in first:
                     detail += " (DCGM error %s)" % first["error_id"]
-                faults.append(_fault(cls, "%s %s" % (result.get("entity_group", "GPU"), result.get("entity_id", "?")),
-                                     detail[:300], "dcgmi diag"))
+                group, entity = result.get("entity_group", "GPU"), result.get("entity_id", "?")
+                device = "%s %s" % (group, entity)
+                if group == "GPU" and entity in bus_by_gpu:
+                    device += " " + bus_by_gpu[entity]
+                faults.append(_fault(cls, device, detail[:300], "dcgmi diag"))
     return faults, errors
 
 

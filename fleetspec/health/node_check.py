@@ -15,7 +15,8 @@ stand in for a node:
 - ``/sys/class/infiniband`` ports and their error counters;
 - ``nvidia-smi nvlink --status`` (per-link state) on NVIDIA nodes;
 - with ``dcgm`` among the checks and DCGM installed, ``dcgmi diag -r LEVEL -j`` at the
-  policy's level.
+  policy's level (and, when it finds a fault, ``dcgmi discovery -l`` for each GPU's PCI
+  bus id).
 
 With ``--slurm`` it drains the node with a reason naming the fault, in the form LBNL
 NHC uses (``fleetspec-health: <action> <class>: <device> <detail>``), and resumes the
@@ -47,6 +48,7 @@ from fleetspec.health.classify import (
     nvlink_faults,
     parse_amd_ecc_json,
     parse_dcgm_diag_json,
+    parse_dcgmi_discovery,
     parse_gpu_health_xml,
     parse_kmsg,
     parse_nvlink_status,
@@ -189,6 +191,12 @@ def dcgm_faults(host: Host, level: int, errors: List[str]) -> List[Fault]:
         errors.append(result.describe(argv)[:200])
         return []
     faults, problems = dcgm_diag_faults(diag, level)
+    if any(f["device"].startswith("GPU ") for f in faults):
+        # DCGM names GPUs by its own id: `dcgmi discovery -l` gives each one's PCI bus id.
+        found = host.run(["dcgmi", "discovery", "-l"], timeout=30)
+        buses = {gpu: info["bus_id"] for gpu, info in parse_dcgmi_discovery(found.stdout or "").items()}
+        if buses:
+            faults, problems = dcgm_diag_faults(diag, level, buses)
     errors.extend(problems)
     return faults
 

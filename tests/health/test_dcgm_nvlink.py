@@ -17,6 +17,7 @@ from fleetspec.health.classify import (
     dcgm_diag_faults,
     nvlink_faults,
     parse_dcgm_diag_json,
+    parse_dcgmi_discovery,
     parse_nvlink_status,
     verdict,
 )
@@ -137,3 +138,54 @@ def test_dcgm_level_is_checked_in_the_spec() -> None:
     result = compile_text(SPEC.replace("health: {interval: 60}", "health: {interval: 60, dcgm_level: 5}"))
     assert not result.valid and any("dcgm_level" in ".".join(map(str, f.path)) or "dcgm_level" in f.message
                                     for f in result.findings)
+
+
+# The DCGM user guide's 2-GPU example (Feature Overview, "Groups"): a 4-digit domain and a
+# "+===" rule under the header; then a CPU table (DCGM 4 lists CPUs too) that must not count.
+GUIDE_EXAMPLE = """2 GPUs found.
++--------+-------------------------------------------------------------------+
+| GPU ID | Device Information                                                |
++========+===================================================================+
+| 0      | Name: Tesla K80                                                   |
+|        | PCI Bus ID: 0000:07:00.0                                          |
+|        | Device UUID: GPU-000000000000000000000000000000000000             |
++--------+-------------------------------------------------------------------+
+| 1      | Name: Tesla K80 (last known)                                      |
+|        | PCI Bus ID: 0000:08:00.0 (last known)                             |
+|        | Status: Detached                                                  |
+|        | Device UUID: GPU-111111111111111111111111111111111111             |
++--------+-------------------------------------------------------------------+
+1 CPU found.
++--------+-------------------------------------------------------------------+
+| CPU ID | Device Information                                                |
++--------+-------------------------------------------------------------------+
+| 0      | Name: Grace TH500                                                 |
++--------+-------------------------------------------------------------------+
+"""
+
+
+def test_dcgmi_discovery_gives_each_dcgm_gpu_id_its_pci_bus_id() -> None:
+    gpus = parse_dcgmi_discovery((FIXTURES / "dcgmi-discovery-l.txt").read_text())
+    assert sorted(gpus) == list(range(8))
+    assert gpus[3] == {"name": "NVIDIA H200", "bus_id": "00000000:4E:00.0",
+                       "uuid": "GPU-5c1f9a3e-7b2d-4e8a-9f61-0a2b3c4d5e03"}
+    assert parse_dcgmi_discovery(GUIDE_EXAMPLE) == {
+        0: {"name": "Tesla K80", "bus_id": "0000:07:00.0", "uuid": "GPU-000000000000000000000000000000000000"},
+        1: {"name": "Tesla K80", "bus_id": "0000:08:00.0", "uuid": "GPU-111111111111111111111111111111111111"}}
+    assert parse_dcgmi_discovery("Error: unable to establish a connection to the specified host engine.") == {}
+
+
+def test_dcgm_faults_name_the_gpu_by_pci_bus_id(config, tmp_path, monkeypatch, capsys) -> None:
+    """DCGM's GPU 3 is the GPU at 00000000:4E:00.0 (dcgmi discovery -l): the fault says so,
+    as kernel-log and nvidia-smi faults name their GPU, so a DRA pool taints that one device."""
+    root = make_node(tmp_path / "h200-01")
+    set_tool_output(root, "dcgmi", FIXTURES / "dcgmi-diag-r1-fail.json", "diag -r 2 -j", rc=226)
+    set_tool_output(root, "dcgmi", FIXTURES / "dcgmi-discovery-l.txt", "discovery -l")
+    monkeypatch.setenv("PATH", f"{root / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    rc = node_check.main(["--config", str(config), "--root", str(root), "--node", "h200-01", "--format", "json"])
+    result = json.loads(capsys.readouterr().out)
+    (fault,) = [f for f in result["faults"] if f["source"] == "dcgmi diag"]
+    assert rc == 1 and (fault["class"], fault["device"], fault["action"]) == (
+        "dcgm-diag-isolate", "GPU 3 00000000:4E:00.0", "quarantine-device")
+    diag = parse_dcgm_diag_json((FIXTURES / "dcgmi-diag-r1-fail.json").read_text())
+    assert dcgm_diag_faults(diag, 1, {3: "00000000:4E:00.0"})[0][0]["device"] == "GPU 3 00000000:4E:00.0"

@@ -158,3 +158,40 @@ def test_remediate_taints_the_device_not_the_node(crd_index, tmp_path, monkeypat
     assert "fleetspec-k-1-gpu-0" not in out["devicetaintrules"] and "fleetspec-k-2-gpu-0" in out["devicetaintrules"]
     assert "DeviceTaintRule fleetspec-k-1-gpu-0 deleted" in result.output
     assert not [c for c in out["calls"] if c[0] == "apply"]  # k-2's rule exists: not re-applied
+
+
+def test_a_dcgm_fault_taints_only_its_device(crd_index, tmp_path, monkeypatch, kubectl_state, capsys) -> None:
+    """dcgmi diag fails GPU 3 (DCGM's id) with an ISOLATE error; dcgmi discovery -l puts GPU 3
+    at 00000000:4E:00.0; the DRA driver publishes that GPU as gpu-0 of k-1: only it is tainted."""
+    from fleetspec.compile import compile_text
+    from fleetspec.render.health import node_config
+
+    from .nodes import set_tool_output
+
+    text = SPEC.replace("health: {interval: 60}", "health: {interval: 60, checks: [kernel-log, gpu-memory, dcgm]}")
+    compiled = compile_text(text)
+    assert compiled.valid, [f.message for f in compiled.findings]
+    config = tmp_path / "health.json"
+    config.write_text(json.dumps(node_config(compiled.fleet)))
+    root = make_node(tmp_path / "k-1", kmsg="kmsg-healthy.txt", ib=None)
+    set_tool_output(root, "dcgmi", FIXTURES / "dcgmi-diag-r1-fail.json", "diag -r 1 -j", rc=226)
+    set_tool_output(root, "dcgmi", FIXTURES / "dcgmi-discovery-l.txt", "discovery -l")
+    _, result = check(config, root, "k-1", monkeypatch, capsys)
+    assert [(f["class"], f["device"]) for f in result["faults"]] == [("dcgm-diag-isolate", "GPU 3 00000000:4E:00.0")]
+    verdicts = tmp_path / "verdicts"
+    verdicts.mkdir()
+    (verdicts / "k-1.json").write_text(json.dumps(result))
+    published = resource_slice("k-1")
+    published["spec"]["devices"][0]["attributes"]["pcieBusID"] = {"string": "0000:4e:00.0"}
+    published["spec"]["devices"][0]["attributes"]["resource.kubernetes.io/pciBusID"] = {"string": "0000:4e:00.0"}
+    kubectl_state.write_text(json.dumps({"nodes": {n: {"pods": [{"name": f"trainer-{n}"}]} for n in ("k-1", "k-2", "k-3")},
+                                         "resourceslices": [published]}))
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(text)
+    done = CliRunner().invoke(app, ["health", str(spec), "--facts", str(verdicts), "--remediate"])
+    out = json.loads(kubectl_state.read_text())
+    assert sorted(out.get("devicetaintrules", {})) == ["fleetspec-k-1-gpu-0"], done.output
+    rule = out["devicetaintrules"]["fleetspec-k-1-gpu-0"]
+    assert validate_object(rule, crd_index, "1.36") == []
+    assert rule["spec"]["taint"]["value"] == "dcgm-diag-isolate"
+    assert not out["nodes"]["k-1"].get("unschedulable")  # the node stays schedulable
