@@ -92,6 +92,30 @@ def test_the_rule_validates_and_a_broken_one_fails(crd_index, version) -> None:
         assert validate_object(broken, crd_index, version), broken
 
 
+@pytest.mark.parametrize("version", ["1.33", "1.34", "1.35", "1.36", "1.37"])
+def test_the_rendered_effect_is_one_the_kubernetes_api_accepts(crd_index, version) -> None:
+    """OpenAPI v2 has no enums: the effects come from DeviceTaint.Effect's documentation in
+    that release's schema (1.33-1.34 NoSchedule, NoExecute; 1.35+ also None)."""
+    from tests.k8s_schema import builtin_schema_version, documented_values
+
+    api = device_taints.api_version(version) or "resource.k8s.io/v1alpha3"
+    allowed = documented_values(builtin_schema_version(version)[0], api, "devicetaint", "effect")
+    assert allowed == (("NoSchedule", "NoExecute") if version in ("1.33", "1.34") else ("None", "NoSchedule", "NoExecute"))
+    rule = device_taints.device_taint_rule(api, "k-1", "k-1", "gpu-0", "ecc-uncorrectable")
+    assert rule["spec"]["taint"]["effect"] == device_taints.EFFECT and device_taints.EFFECT in allowed
+    assert validate_object(rule, crd_index, version) == []
+    for effect in ("PreferNoSchedule", "noschedule", "") + (("None",) if "None" not in allowed else ()):
+        broken = copy.deepcopy(rule)
+        broken["spec"]["taint"]["effect"] = effect
+        assert validate_object(broken, crd_index, version) == [
+            f"spec.taint.effect: Unsupported value: {json.dumps(effect)}: supported values: "
+            + ", ".join(json.dumps(v) for v in allowed)], effect
+    if "None" in allowed:
+        informational = copy.deepcopy(rule)
+        informational["spec"]["taint"]["effect"] = "None"
+        assert validate_object(informational, crd_index, version) == []
+
+
 def test_the_resource_slice_stand_in_is_a_valid_resource_slice(crd_index) -> None:
     assert validate_object(resource_slice("k-1"), crd_index, "1.36") == []
 
