@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -11,6 +12,15 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data"
 EXAMPLES = ROOT / "examples"
 GOLDEN = Path(__file__).resolve().parent / "golden"
+
+
+def unavailable(reason: str) -> NoReturn:
+    """A system package scripts/test installs is missing: skip where it cannot be installed
+    (not root, no apt), fail under CI (CI set), where scripts/test has installed it and a
+    skip would hide a broken machine behind a green run."""
+    if os.environ.get("CI"):
+        pytest.fail(f"required under CI: {reason}")
+    pytest.skip(reason)
 
 
 @pytest.fixture(autouse=True)
@@ -98,9 +108,7 @@ def slurm_installed() -> None:
     try:
         ensure_slurm()
     except SlurmUnavailable as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"real Slurm is required under CI: {exc}")
-        pytest.skip(f"real Slurm unavailable: {exc}")
+        unavailable(f"real Slurm unavailable: {exc}")
 
 
 @pytest.fixture
@@ -116,9 +124,7 @@ def postgres_server():
 
     bin_dir = server_bin()
     if bin_dir is None:
-        if os.environ.get("CI"):
-            pytest.fail("PostgreSQL is required under CI: scripts/test installs Debian's postgresql")
-        pytest.skip("PostgreSQL unavailable: install Debian's postgresql (scripts/test does)")
+        unavailable("PostgreSQL unavailable: install Debian's postgresql (scripts/test does)")
     import psycopg  # noqa: F401  (the test extra carries it: missing, the session fails here)
     server = start_server(bin_dir)
     try:

@@ -21,6 +21,10 @@ from typing import Protocol
 from fleetspec.spec.hostlist import HostlistError, compress, expand
 
 Runner = Callable[[Sequence[str]], subprocess.CompletedProcess[str]]
+# The Node annotation that says why fleetspec cordoned a node: apply's drain writes it, and
+# health's remediation (fleetspec.health.remediate, and the in-cluster k8s_remediator, which
+# ships alone and keeps its own copy) reads it to tell its own cordons from anyone else's.
+DRAIN_REASON = "fleetspec.io/drain-reason"
 
 
 class ControlError(Exception):
@@ -123,7 +127,7 @@ class KubernetesControl:
     def drain(self, hosts: Sequence[str], reason: str) -> None:
         for host in hosts:
             self._ok(["kubectl", "cordon", host])
-            self._ok(["kubectl", "annotate", "--overwrite", "node", host, f"fleetspec.io/drain-reason={reason}"])
+            self._ok(["kubectl", "annotate", "--overwrite", "node", host, f"{DRAIN_REASON}={reason}"])
 
     def wait_drained(self, hosts: Sequence[str], deadline_s: float) -> list[str]:
         busy = []
@@ -137,7 +141,7 @@ class KubernetesControl:
     def resume(self, hosts: Sequence[str]) -> None:
         for host in hosts:
             self._ok(["kubectl", "uncordon", host])
-            self._ok(["kubectl", "annotate", "node", host, "fleetspec.io/drain-reason-"])
+            self._ok(["kubectl", "annotate", "node", host, f"{DRAIN_REASON}-"])
 
     def reconfigure(self) -> None:
         """Nothing to reload: the Kubernetes layer is applied through Pulumi."""

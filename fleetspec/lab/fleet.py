@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 from fleetspec.compile import compile_file
-from fleetspec.compile.ir import Fleet
+from fleetspec.compile.ir import Fleet, PackageSource
 from fleetspec.findings import Severity
 from fleetspec.lab import DEFAULT_PER_PARTITION, STATE_FILE
 from fleetspec.lab.base import REPO_MOUNT, ensure_base, ensure_host_packages
@@ -37,7 +37,7 @@ from fleetspec.lab.hosts import CGROUP_GONE, Lab, validate_name
 from fleetspec.lab.repo import StandInPackage, build_repo, pin_standins, stack_standins
 from fleetspec.lab.slurm import Cluster, ensure_slurm, restrict_slurm_files
 from fleetspec.packages import container_packages, packages_for, slurm_packages
-from fleetspec.render.ansible import PackageMirror
+from fleetspec.render.ansible import mirror_var
 from fleetspec.render.slurm import render_slurm
 
 OVERLAY_FILE = "inventory-overlay.yml"
@@ -46,7 +46,7 @@ ENV_FILE = "env"
 _OWNED = ("state",  # apply --lab keeps the rehearsal's state here; it dies with the hosts
            STATE_FILE, OVERLAY_FILE, ENV_FILE, "repo", "hosts", "slurm")
 # The lab repository as the playbooks see it on every host (a file: source, no signature).
-LAB_MIRROR = PackageMirror(f"file:{REPO_MOUNT}", trusted=True)
+LAB_MIRROR = PackageSource(f"file:{REPO_MOUNT}", trusted=True)
 SLURM_ROLES = ("slurm_controller", "slurm_node", "slurmdbd")
 
 
@@ -141,7 +141,7 @@ def lab_slurm_files(fleet: Fleet, nodes: tuple[str, ...]) -> dict[PurePosixPath,
     return restrict_slurm_files(render_slurm(fleet), nodes)
 
 
-def overlay_inventory(host_vars: Mapping[str, Mapping[str, Any]], mirror: PackageMirror = LAB_MIRROR) -> dict:
+def overlay_inventory(host_vars: Mapping[str, Mapping[str, Any]], mirror: PackageSource = LAB_MIRROR) -> dict:
     """The Ansible inventory overlay: each lab host's connection vars plus the lab mirror.
 
     The mirror goes into host vars, not `all.vars`: an inventory file's group vars lose to
@@ -149,7 +149,7 @@ def overlay_inventory(host_vars: Mapping[str, Mapping[str, Any]], mirror: Packag
     inventory host vars win over every group var. With the mirror set, the playbooks
     configure only the lab repository and drop the vendors' sources.
     """
-    hosts = {name: {**dict(v), "fleetspec_package_mirror": mirror.as_var()} for name, v in sorted(host_vars.items())}
+    hosts = {name: {**dict(v), "fleetspec_package_mirror": mirror_var(mirror)} for name, v in sorted(host_vars.items())}
     return {"all": {"hosts": hosts}}
 
 
@@ -223,7 +223,7 @@ class LabHandle:
         return self.slurm_root / "etc" / "slurm.conf" if self.slurm_nodes else None
 
     @property
-    def package_mirror(self) -> PackageMirror:
+    def package_mirror(self) -> PackageSource:
         """The mirror to render the playbooks' vars with when targeting this lab."""
         return LAB_MIRROR
 

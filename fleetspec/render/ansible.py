@@ -18,15 +18,13 @@ import json
 import re
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
-from urllib.parse import urlparse
 
 import yaml
 
 from fleetspec.catalog import load_catalog
-from fleetspec.compile.ir import Fleet, Node, StackTuple
+from fleetspec.compile.ir import Fleet, Node, PackageSource, StackTuple
 from fleetspec.packages import (
     PackagePin,
     apt_preferences,
@@ -56,46 +54,12 @@ _ROCM_KEY_URL = "https://repo.radeon.com/rocm/rocm.gpg.key"
 _GROUP_CHARS = re.compile(r"[^a-z0-9_]")
 
 
-class SourceError(ValueError):
-    """A package source the nodes must not use (only https:// and file: are accepted)."""
-
-
-@dataclass(frozen=True, slots=True)
-class PackageMirror:
-    """One apt repository that serves every pinned package (air-gapped sites).
-
-    ``trusted`` (no signature check) is accepted only for ``file:`` repositories, which
-    the site placed on the node itself; a network mirror needs ``key_url``.
-    """
-
-    uri: str
-    suite: str = "./"
-    components: str = ""
-    key_url: str | None = None
-    trusted: bool = False
-
-    def __post_init__(self) -> None:
-        check_source_url(self.uri)
-        if self.key_url is not None:
-            check_source_url(self.key_url)
-        if self.trusted and urlparse(self.uri).scheme != "file":
-            raise SourceError(f"mirror {self.uri}: trusted (unsigned) is only allowed for file: repositories")
-        if not self.trusted and self.key_url is None:
-            raise SourceError(f"mirror {self.uri}: give key_url (its signing key) or, for file:, trusted")
-
-    def as_var(self) -> dict[str, Any]:
-        return {"uri": self.uri, "suite": self.suite, "components": self.components,
-                "key_url": self.key_url, "trusted": self.trusted}  # fmt: skip
-
-
-def check_source_url(url: str) -> str:
-    """Accept https:// and file: URLs only: plain http lets anyone on the path swap packages."""
-    parsed = urlparse(url)
-    if parsed.scheme == "https" and parsed.netloc:
-        return url
-    if parsed.scheme == "file" and parsed.path.startswith("/"):
-        return url
-    raise SourceError(f"package source {url!r} must be an https:// or file: URL")
+def mirror_var(mirror: PackageSource) -> dict[str, Any]:
+    """``fleetspec_package_mirror``: the one apt repository that serves every pinned package
+    (the spec's ``packages.mirror``, which the compiler checked: https:// or file:, signed
+    unless a file: repository marked trusted)."""
+    return {"uri": mirror.uri, "suite": mirror.suite, "components": mirror.components,
+            "key_url": mirror.key_url, "trusted": mirror.trusted}  # fmt: skip
 
 
 @functools.lru_cache(maxsize=65536)
@@ -104,13 +68,12 @@ def group_name(kind: str, value: str) -> str:
     return f"{kind}_{_GROUP_CHARS.sub('_', value.lower())}"
 
 
-def render_ansible(fleet: Fleet, mirror: PackageMirror | None = None) -> dict[PurePosixPath, str]:
+def render_ansible(fleet: Fleet, mirror: PackageSource | None = None) -> dict[PurePosixPath, str]:
     """``ansible/inventory.yml`` and ``ansible/group_vars/<group>.yml`` for ``fleet``.
 
     ``mirror`` overrides the spec's ``packages.mirror`` (the lab passes its own)."""
-    if mirror is None and fleet.package_mirror is not None:
-        m = fleet.package_mirror
-        mirror = PackageMirror(m.uri, m.suite, m.components, m.key_url, m.trusted)
+    if mirror is None:
+        mirror = fleet.package_mirror
     members = _groups(fleet)
     host_vars = {h: {"fleetspec_node_labels": Quoted(v)} for h, v in registration_labels(fleet).items()}
     files: dict[PurePosixPath, str] = {ROOT / "inventory.yml": _inventory(fleet, members, host_vars)}
@@ -221,7 +184,7 @@ def _plain(name: str) -> bool:
     return not any(tag != _STR_TAG and regexp.match(name) for tag, regexp in resolvers)
 
 
-def _group_vars(fleet: Fleet, members: dict[str, set[str]], mirror: PackageMirror | None) -> dict[str, dict]:
+def _group_vars(fleet: Fleet, members: dict[str, set[str]], mirror: PackageSource | None) -> dict[str, dict]:
     out: dict[str, dict] = {"all": {**_all_vars(fleet, mirror), **site_vars(fleet)}}  # + ansible.vars
     for stack in fleet.stacks:
         group = group_name("stack", stack.name)
@@ -275,12 +238,12 @@ def _group_vars(fleet: Fleet, members: dict[str, set[str]], mirror: PackageMirro
 _SLURM_COMMON = ("slurm-smd", "slurm-smd-client")
 
 
-def _all_vars(fleet: Fleet, mirror: PackageMirror | None) -> dict[str, Any]:
+def _all_vars(fleet: Fleet, mirror: PackageSource | None) -> dict[str, Any]:
     data: dict[str, Any] = {
         "fleetspec_fleet": fleet.name,
         "fleetspec_os": fleet.os,
         "fleetspec_os_codename": _CODENAME.get(fleet.os),
-        "fleetspec_package_mirror": mirror.as_var() if mirror else None,
+        "fleetspec_package_mirror": mirror_var(mirror) if mirror else None,
         "fleetspec_allow_reboot": False,
         "fleetspec_nvswitch": False,
         "fleetspec_imex": False,

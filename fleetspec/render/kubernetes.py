@@ -282,7 +282,7 @@ def _kubernetes_resources(fleet: Fleet) -> KubernetesLayer:
         *engines,
         kubernetes_operators.operators(fleet, {
             engine: engine_keys[name] for engine, name in
-            (("volcano", "volcano"), ("kai", "kai-scheduler")) if name in engine_keys}),
+            (("volcano", "volcano"), ("kai", kubernetes_kai.KAI_RELEASE)) if name in engine_keys}),
         _slinky(fleet, tuple(n.key for n in slinky_labels)),
         _network_operator(fleet, all_label_keys, nfd_from=nfd_from),
     ]

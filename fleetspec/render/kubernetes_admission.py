@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from fleetspec.compile.ir import Fleet
 from fleetspec.render import kubernetes as k8s
-from fleetspec.render.kubernetes_kai import KAI_SCHEDULER_NAME
+from fleetspec.render.kubernetes_kai import KAI_RELEASE, KAI_SCHEDULER_NAME
 from fleetspec.versions import at_least, parse_version
 
 API = "admissionregistration.k8s.io/v1"
@@ -19,7 +19,7 @@ SINCE = "1.30"  # ValidatingAdmissionPolicy GA (KEP-3488)
 # The engine's scheduler name, the release it comes with, and the GPU resources it counts.
 ENGINES = {
     "volcano": ("volcano", "volcano", ("nvidia.com/gpu", "amd.com/gpu")),
-    "kai": (KAI_SCHEDULER_NAME, "kai-scheduler", ("nvidia.com/gpu",)),
+    "kai": (KAI_SCHEDULER_NAME, KAI_RELEASE, ("nvidia.com/gpu",)),
 }
 
 

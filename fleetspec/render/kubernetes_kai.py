@@ -36,7 +36,8 @@ from fleetspec.render import kubernetes as k8s
 KAI_CHART = "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler"  # README, Installation
 KAI_DEFAULT_VERSION = "v0.17.0"  # the release whose CRDs are in tests/data/crds/kai-scheduler
 KAI_NAMESPACE = "kai-scheduler"
-KAI_SCHEDULER_NAME = "kai-scheduler"
+KAI_SCHEDULER_NAME = "kai-scheduler"  # the pods' schedulerName
+KAI_RELEASE = "kai-scheduler"  # the Helm release (README, Installation: helm upgrade -i kai-scheduler -n kai-scheduler)
 KAI_QUEUE_LABEL = "kai.scheduler/queue"  # values.yaml podgrouper.queueLabelKey
 QUEUE_API = "scheduling.run.ai/v2"
 UNLIMITED = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
@@ -66,7 +67,7 @@ def kai(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
             "defaultQueue": {"createDefaultQueue": False},
         }
     release = k8s.HelmRelease(
-        name="kai-scheduler",
+        name=KAI_RELEASE,
         namespace=ns,
         chart=KAI_CHART,
         repo=None,

@@ -18,11 +18,11 @@ import yaml
 from fleetspec.apply.ansible import HostEvent, PlaybookResult, run_playbook
 from fleetspec.compile.ir import Fleet, StackTuple
 from fleetspec.lab import Lab, LabUnavailable, StandInPackage, build_repo, ensure_base, ensure_host_packages
-from fleetspec.lab.base import REPO_MOUNT
+from fleetspec.lab.fleet import LAB_MIRROR
 from fleetspec.lab.fleet import repo_packages as lab_repo_packages
 from fleetspec.lab.repo import kernel_standins
 from fleetspec.packages import packages_for
-from fleetspec.render.ansible import PackageMirror, render_ansible
+from fleetspec.render.ansible import render_ansible
 from fleetspec.render.slurm import render_slurm
 from tests.ansible.fleets import lab as lab_fleet
 from tests.lab.conftest import lab_mode, lab_unavailable, namespaces_problem
@@ -37,7 +37,6 @@ BUMPED = replace(NVIDIA, nccl="2.28.3")
 NEW_DRIVER = replace(BUMPED, driver="580.105.08")
 MISSING = replace(BUMPED, nccl="2.99.1")  # never published in the lab repository
 R590 = replace(BUMPED, driver="590.48.01")  # the branch renames every driver package
-MIRROR = PackageMirror(f"file:{REPO_MOUNT}", trusted=True)
 # The kernel DKMS builds for. Lab hosts are containers without a kernel of their own, so the
 # NVIDIA host names one (fleetspec_kernel_release), as a node does for the kernel it boots next.
 KERNEL, KERNEL_VERSION = "6.8.0-117-generic", "6.8.0-117.117"
@@ -74,7 +73,7 @@ class Deployment:
 
     def render(self, nvidia: StackTuple) -> Fleet:
         fleet = lab_fleet(nvidia, ROCM)
-        files = {**render_ansible(fleet, mirror=MIRROR), **render_slurm(fleet)}
+        files = {**render_ansible(fleet, mirror=LAB_MIRROR), **render_slurm(fleet)}
         for rel, text in files.items():
             (self.out / rel).parent.mkdir(parents=True, exist_ok=True)
             (self.out / rel).write_text(text)

@@ -17,9 +17,14 @@ from fleetspec.packages import packages_for
 from fleetspec.render.ansible import render_pins
 from tests.ansible.aptsim import AptRoot
 from tests.ansible.fleets import lab
+from tests.conftest import unavailable
 
-pytestmark = pytest.mark.skipif(shutil.which("apt-get") is None or shutil.which("apt-ftparchive") is None,
-                                reason="needs apt-get and apt-ftparchive (Debian/Ubuntu)")
+
+@pytest.fixture(autouse=True)
+def _apt_tools() -> None:
+    if shutil.which("apt-get") is None or shutil.which("apt-ftparchive") is None:
+        unavailable("needs apt-get and apt-ftparchive (Debian/Ubuntu: apt, apt-utils)")
+
 
 NVIDIA = StackTuple("hopper-cu13", "nvidia", driver="580.95.05", cuda="13.0.2", cudnn="9.17.0", nccl="2.28.3")
 ROCM = StackTuple("cdna3-rocm7", "amd", rocm="7.0.2", rccl="2.26.6", amdgpu="30.30.3")

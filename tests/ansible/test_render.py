@@ -7,8 +7,9 @@ from pathlib import Path, PurePosixPath
 import pytest
 import yaml
 
-from fleetspec.compile import compile_file
-from fleetspec.render.ansible import PackageMirror, SourceError, check_source_url, render_ansible
+from fleetspec.compile import compile_file, compile_text
+from fleetspec.compile.ir import PackageSource
+from fleetspec.render.ansible import render_ansible
 from tests.conftest import EXAMPLES
 
 
@@ -69,24 +70,21 @@ def test_kubernetes_nodes_with_the_operator_driver_install_nothing_on_the_host(m
 
 
 def test_mirror_replaces_vendor_sources_through_all_vars() -> None:
-    mirror = PackageMirror("https://mirror.example.internal/gpu", suite="noble", components="main",
+    mirror = PackageSource("https://mirror.example.internal/gpu", suite="noble", components="main",
                            key_url="https://mirror.example.internal/key.asc")
     files = render_ansible(compile_file(EXAMPLES / "museum.yaml").fleet, mirror=mirror)
-    assert load(files, "group_vars/all.yml")["fleetspec_package_mirror"]["uri"] == "https://mirror.example.internal/gpu"
+    assert load(files, "group_vars/all.yml")["fleetspec_package_mirror"] == {
+        "uri": "https://mirror.example.internal/gpu", "suite": "noble", "components": "main",
+        "key_url": "https://mirror.example.internal/key.asc", "trusted": False}
 
 
-@pytest.mark.parametrize("url", ["http://mirror.example/gpu", "ftp://x/y", "file:relative", "https://"])
-def test_source_urls_must_be_https_or_file(url: str) -> None:
-    with pytest.raises(SourceError, match="https:// or file:"):
-        check_source_url(url)
-
-
-def test_unsigned_mirror_only_from_a_local_file_repository() -> None:
-    assert PackageMirror("file:/srv/repo", trusted=True).trusted
-    with pytest.raises(SourceError, match="only allowed for file:"):
-        PackageMirror("https://mirror.example/gpu", trusted=True)
-    with pytest.raises(SourceError, match="key_url"):
-        PackageMirror("https://mirror.example/gpu")
+def test_the_specs_mirror_reaches_all_vars() -> None:
+    text = (EXAMPLES / "quickstart.yaml").read_text().replace(
+        "  slurm:\n", "  packages:\n    mirror: {uri: \"file:/srv/repo\", trusted: true}\n  slurm:\n", 1)
+    fleet = compile_text(text, "f.yaml").fleet
+    assert fleet is not None
+    assert load(render_ansible(fleet), "group_vars/all.yml")["fleetspec_package_mirror"] == {
+        "uri": "file:/srv/repo", "suite": "./", "components": "", "key_url": None, "trusted": True}
 
 
 def test_rendered_tree_is_a_valid_ansible_inventory(museum_files, tmp_path: Path) -> None:

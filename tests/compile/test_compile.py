@@ -194,6 +194,12 @@ def test_package_mirror_must_be_https_or_file_and_signed(tmp_path):
     assert good.valid and good.fleet.package_mirror.uri == "https://mirror.local/gpu"
     local = with_mirror('{uri: "file:/srv/repo", trusted: true}')
     assert local.valid
+    # Only https:// and file: (an absolute path) reach the nodes' apt sources.
+    for url in ("ftp://x/y", "file:relative", "https://", "https://mirror.local/gpu with space"):
+        bad = with_mirror(f'{{uri: "{url}", key_url: "https://mirror.local/k.gpg"}}')
+        assert not bad.valid and "https://" in bad.located()[0].message, url
+    bad_key = with_mirror('{uri: "https://mirror.local/gpu", key_url: "http://mirror.local/k.gpg"}')
+    assert not bad_key.valid and bad_key.located()[0].path.endswith("key_url")
 
 
 def test_did_you_mean_stays_within_the_model_family():

@@ -1,8 +1,7 @@
 """Session fixtures for real lab nodes (namespaced hosts with sshd) and a stand-in repo.
 
-Self-contained so the lead can move these fixtures into tests/conftest.py unchanged.
-A machine that cannot host a lab skips these tests with the reason, unless CI=true,
-where the same condition fails: CI must exercise the real thing.
+A machine that cannot host a lab skips these tests with the reason, unless CI is set,
+where the same condition fails (tests.conftest.unavailable): CI must exercise the real thing.
 """
 
 from __future__ import annotations
@@ -11,10 +10,12 @@ import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
 from fleetspec.lab import Lab, LabNode, LabUnavailable, build_repo, ensure_base, ensure_host_packages, vendor_standins
+from tests.conftest import unavailable
 
 # Two tuples, so the repo carries two versions of libnccl2 (up/downgrade paths).
 LAB_TUPLES = [
@@ -25,11 +26,9 @@ LAB_TUPLES = [
 LAB_NODE_NAMES = ["node-a", "node-b"]
 
 
-def lab_unavailable(reason: str) -> None:
-    """Skip locally, fail in CI (CI=true) where the lab must work."""
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"lab unavailable in CI: {reason}")
-    pytest.skip(f"lab unavailable: {reason}")
+def lab_unavailable(reason: str) -> NoReturn:
+    """Skip locally, fail in CI where the lab must work."""
+    unavailable(f"lab unavailable: {reason}")
 
 
 def lab_mode() -> str:

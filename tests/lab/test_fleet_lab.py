@@ -20,7 +20,7 @@ import yaml
 from typer.testing import CliRunner
 
 from fleetspec.compile import compile_file
-from fleetspec.lab.base import LabUnavailable, ensure_base, ensure_host_packages
+from fleetspec.lab.base import REPO_MOUNT, LabUnavailable, ensure_base, ensure_host_packages
 from fleetspec.lab.cli import lab_app
 from fleetspec.lab.fleet import (
     LAB_MIRROR,
@@ -35,7 +35,7 @@ from fleetspec.lab.fleet import (
 )
 from fleetspec.lab.repo import pin_standins
 from fleetspec.lab.slurm import SlurmUnavailable, ensure_slurm, process_start_time, restrict_conf
-from fleetspec.render.ansible import render_ansible
+from fleetspec.render.ansible import mirror_var, render_ansible
 from tests.lab.conftest import lab_unavailable, namespaces_problem
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart.yaml"
@@ -134,7 +134,8 @@ def test_overlay_mirror_wins_over_the_rendered_group_vars(fleet, tmp_path: Path)
     done = subprocess.run(["ansible-inventory", "-i", str(tmp_path / "ansible/inventory.yml"), "-i", str(overlay),
                            "--host", "h100-001"], capture_output=True, text=True, check=True)  # fmt: skip
     host = yaml.safe_load(done.stdout)
-    assert host["fleetspec_package_mirror"] == LAB_MIRROR.as_var()
+    assert host["fleetspec_package_mirror"] == {"uri": f"file:{REPO_MOUNT}", "suite": "./", "components": "",
+                                                "key_url": None, "trusted": True} == mirror_var(LAB_MIRROR)
     assert host["fleetspec_stack"]["nccl"] == "2.28.3"  # the rendered vars still apply
     assert env_snippet(Path("/x y/slurm.conf")) == 'export SLURM_CONF="/x y/slurm.conf"\n'
 

@@ -11,16 +11,21 @@ from pathlib import Path
 import pytest
 
 from fleetspec.lab.repo import StandInPackage, build_repo, nccl_code, rocm_int, vendor_standins
+from tests.conftest import unavailable
 
 TUPLES = [
     {"driver": "580.95.05", "cuda": "13.0.2", "cudnn": "9.17.0", "nccl": "2.28.3"},
     {"rocm": "7.0.2", "rccl": "2.26.6", "amdgpu": "30.10.2"},
 ]
 
-needs_tools = pytest.mark.skipif(
-    not all(shutil.which(t) for t in ("dpkg-deb", "apt-ftparchive", "gcc")),
-    reason="dpkg-deb, apt-ftparchive (apt-utils) and gcc are needed to build stand-ins",
-)
+
+@pytest.fixture
+def stand_in_tools() -> None:
+    if not all(shutil.which(t) for t in ("dpkg-deb", "apt-ftparchive", "gcc")):
+        unavailable("dpkg-deb, apt-ftparchive (apt-utils) and gcc are needed to build stand-ins")
+
+
+needs_tools = pytest.mark.usefixtures("stand_in_tools")
 
 
 def test_encodings_match_the_vendors() -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from fleetspec.render.slurm import MPI_DEFAULT, render_slurm
+from tests.conftest import unavailable
 
 from . import fleets
 from .cluster import running
@@ -64,7 +65,7 @@ def pmix_client(tmp_path_factory) -> Path:
     if not (PLUGIN_DIR / "mpi_pmix.so").exists():
         pytest.fail("Debian's slurm-wlm-basic-plugins has no mpi_pmix.so here")
     if not (PMIX / "lib/libpmix.so").exists() or shutil.which("gcc") is None:
-        pytest.skip("libpmix-dev and gcc are needed (scripts/test installs them)")
+        unavailable("libpmix-dev and gcc are needed (scripts/test installs them)")
     out = tmp_path_factory.mktemp("pmix") / "pmix-client"
     src = out.with_suffix(".c")
     src.write_text(CLIENT)
