@@ -33,8 +33,13 @@ def report():
     modules = sorted(sys.modules)
     slurm = sys.modules.get('fleetspec.site.slurm')
     read = slurm.parameters.cache_info().currsize if slurm else 0
+    catalog = sys.modules.get('fleetspec.catalog')
+    snapshot = bool(catalog) and catalog.load_catalog()._data is catalog._snapshot.DATA
+    plugins = sys.modules.get('pydantic.plugin._loader')
+    scanned = plugins is not None and plugins._plugins is not None
     import json  # after the modules are listed
-    sys.__stderr__.write('MODULES ' + json.dumps({'modules': modules, 'slurm_parameters_read': read}))
+    sys.__stderr__.write('MODULES ' + json.dumps({'modules': modules, 'slurm_parameters_read': read,
+                                                  'catalog_from_snapshot': snapshot, 'plugins_scanned': scanned}))
 atexit.register(report)
 from fleetspec.cli import main
 main()
@@ -58,6 +63,10 @@ def test_validate_imports_only_what_validation_needs():
     assert unwanted(report["modules"], NOT_FOR_VALIDATE) == []
     # quickstart has no site Slurm settings: the parameter lists are not even read
     assert report["slurm_parameters_read"] == 0
+    # the catalog comes from its snapshot, not from parsing its YAML (tests/test_catalog_snapshot.py)
+    assert report["catalog_from_snapshot"]
+    # no pydantic plugin scan over every installed distribution (fleetspec/spec/model.py, _Model)
+    assert not report["plugins_scanned"]
 
 
 def test_help_and_version_load_no_compiler():

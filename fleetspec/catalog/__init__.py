@@ -10,18 +10,12 @@ from __future__ import annotations
 
 import difflib
 import functools
+import zlib
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-import yaml
-
 from fleetspec.versions import major_minor, parse_version, series_matches, version_key
-
-try:
-    from yaml import CSafeLoader as _Loader
-except ImportError:  # pragma: no cover
-    from yaml import SafeLoader as _Loader  # type: ignore[assignment]
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,10 +365,45 @@ _FILES = {
 
 @functools.cache
 def load_catalog() -> Catalog:
-    """The catalog shipped with fleetspec (parsed once per process)."""
+    """The catalog shipped with fleetspec (read once per process)."""
     base = resources.files("fleetspec.catalog") / "data"
-    data = {key: yaml.load((base / name).read_text(), Loader=_Loader) for key, name in _FILES.items()}
-    return Catalog(data)
+    return Catalog(catalog_data({name: (base / name).read_bytes() for name in _FILES.values()}))
+
+
+def catalog_data(files: dict[str, bytes]) -> dict[str, Any]:
+    """The data of the catalog files ``files`` (file name -> content, the ``_FILES``).
+
+    The YAML files are the source of truth. ``_snapshot.py`` holds what they parse to, as
+    a Python literal (loaded from its bytecode in well under a millisecond; parsing the
+    YAML takes about 9 ms even with libyaml, at every start); it is used only while it
+    was made from exactly these bytes (its checksum). Any edit to the YAML is read from
+    the YAML until ``python3 -m fleetspec.catalog.snapshot`` writes the snapshot again
+    (tests/test_catalog_snapshot.py fails until then)."""
+    from fleetspec.catalog import _snapshot
+
+    if checksum(files) == _snapshot.CHECKSUM:
+        return _snapshot.DATA
+    return parse(files)
+
+
+def parse(files: dict[str, bytes]) -> dict[str, Any]:
+    """Parse the catalog files (file name -> content) into the catalog's data."""
+    import yaml
+
+    try:
+        from yaml import CSafeLoader as loader
+    except ImportError:  # pragma: no cover
+        from yaml import SafeLoader as loader  # type: ignore[assignment]
+    return {key: yaml.load(files[name].decode(), Loader=loader) for key, name in _FILES.items()}
+
+
+def checksum(files: dict[str, bytes]) -> int:
+    """CRC-32 of the catalog files' names and bytes, in ``_FILES`` order: what tells a
+    snapshot made from these files from one made before an edit."""
+    crc = 0
+    for name in _FILES.values():
+        crc = zlib.crc32(files[name], zlib.crc32(name.encode() + b"\0", crc))
+    return crc
 
 
 __all__ = [
@@ -386,6 +415,7 @@ __all__ = [
     "GpuOperatorRelease",
     "Nvlink5Packages",
     "Release",
+    "catalog_data",
     "load_catalog",
     "series_matches",
 ]

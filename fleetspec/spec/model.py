@@ -10,6 +10,7 @@ No ``from __future__ import annotations`` here: pydantic would evaluate every fi
 annotation from a string at each start (startup time); the one forward reference is quoted.
 """
 
+import os
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator, model_validator
@@ -35,7 +36,44 @@ Settings = dict[Annotated[StrictStr, Field(min_length=1, max_length=128)], Setti
 class _Model(BaseModel):
     # defer_build: pydantic builds one validator, for FleetSpec, when a spec is first
     # validated, instead of one per model at import (each nesting the ones below it).
+    # Default factories that make models use `model_construct`: `Model()` would build
+    # that model's own validator (its schema a second time, beside FleetSpec's) only to
+    # return what `model_construct` returns, as pydantic validates no defaults
+    # (tests/spec/test_model_defaults.py checks that each one is what `Model()` makes).
     model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False, defer_build=True)
+
+    @classmethod
+    def model_rebuild(cls, **kwargs: Any) -> bool | None:
+        """Every (deferred) build of a spec model comes here; it runs with pydantic plugins
+        disabled, as Typer builds its own adapters. The spec model is fleetspec's internal
+        input check, not an API for instrumentation (logfire and the like), and looking for
+        plugins reads the metadata of every installed distribution (5-10 ms at each start
+        with this machine's ~170). Pydantic reads ``PYDANTIC_DISABLE_PLUGINS`` when a validator
+        is built (pydantic/plugin/_loader.py; https://github.com/pydantic/pydantic/pull/8767);
+        it is set only while the build runs and restored after, so models outside fleetspec and
+        child processes see the environment as it was. Validation itself is unchanged."""
+        depth = kwargs.get("_parent_namespace_depth", 2)
+        if depth > 0:  # the namespace pydantic looks up is the caller's, one frame further out now
+            kwargs["_parent_namespace_depth"] = depth + 1
+        previous = os.environ.get(_NO_PLUGINS)
+        os.environ[_NO_PLUGINS] = "1"
+        try:
+            return super().model_rebuild(**kwargs)
+        finally:
+            if previous is None:
+                del os.environ[_NO_PLUGINS]
+            else:
+                os.environ[_NO_PLUGINS] = previous
+
+
+_NO_PLUGINS = "PYDANTIC_DISABLE_PLUGINS"
+
+
+def empty_list() -> list[Any]:
+    """The default factory of list fields, where ``list`` itself would cost a start 3 ms:
+    pydantic reads each factory's signature, and for ``list`` (a builtin) that means
+    tokenizing its text signature, and compiling tokenize's regular expressions first."""
+    return []
 
 
 class Metadata(_Model):
@@ -57,7 +95,7 @@ class Stack(_Model):
 
 class Fabric(_Model):
     type: Literal["infiniband", "roce", "ethernet"]
-    spines: list[Name] = Field(default_factory=list)
+    spines: list[Name] = Field(default_factory=empty_list)
 
 
 class GpuRef(_Model):
@@ -78,7 +116,7 @@ class NodeGroup(_Model):
     cores_per_socket: PositiveInt | None = None
     threads_per_core: PositiveInt | None = None
     memory_gb: PositiveInt | None = None
-    features: list[Name] = Field(default_factory=list)
+    features: list[Name] = Field(default_factory=empty_list)
     slurm_settings: Settings = Field(
         default_factory=dict, description="site NodeName parameters for these nodes (docs/site-settings.md)")
 
@@ -164,6 +202,8 @@ class ServiceAccount(_Model):
 
 
 class SlurmUsers(_Model):
+    # Validated instances, not `model_construct` (see `_Model`): the JSON schema writes
+    # these defaults out through ServiceAccount's serializer, which only a build makes.
     slurm: ServiceAccount = ServiceAccount(uid=64030, gid=64030)
     munge: ServiceAccount = ServiceAccount(uid=64031, gid=64031)
 
@@ -183,7 +223,7 @@ class Slurm(_Model):
     gres_autodetect: StrictBool = Field(
         default=False, description="AutoDetect=nvml/rsmi in gres.conf: needs a Slurm built with the vendor plugin"
     )
-    users: SlurmUsers = Field(default_factory=SlurmUsers)
+    users: SlurmUsers = Field(default_factory=SlurmUsers.model_construct)
     settings: Settings = Field(default_factory=dict, description="site slurm.conf parameters")
     cgroup_settings: Settings = Field(default_factory=dict, description="site cgroup.conf parameters")
     slurmdbd_settings: Settings = Field(default_factory=dict, description="site slurmdbd.conf parameters")
@@ -287,7 +327,7 @@ class Kubernetes(_Model):
     queueing: Literal["kueue", "volcano", "kai", "none"] = "kueue"
     # Unset: the queueing engine's own gang (volcano, kai), else Kueue's: one line switches.
     gang: Literal["kueue", "volcano", "kai", "workload-api", "none"] | None = None
-    gang_policy: Gang = Field(default_factory=Gang)
+    gang_policy: Gang = Field(default_factory=Gang.model_construct)
     quota_owners: list[Literal["kueue", "volcano", "kai"]] | None = Field(
         default=None, description="who holds GPU quota; defaults to the queueing system"
     )
@@ -296,9 +336,9 @@ class Kubernetes(_Model):
     kai: Component | None = None
     ray: Component | None = None  # the KubeRay operator
     dra: Dra | None = None
-    integrations: list[Integration] = Field(default_factory=list)
-    network_operator: NetworkOperator = Field(default_factory=NetworkOperator)
-    tenants: list[Tenant] = Field(default_factory=list)
+    integrations: list[Integration] = Field(default_factory=empty_list)
+    network_operator: NetworkOperator = Field(default_factory=NetworkOperator.model_construct)
+    tenants: list[Tenant] = Field(default_factory=empty_list)
     values: dict[Name, dict[StrictStr, Any]] = Field(
         default_factory=dict, description="per Helm release: values deep-merged over what fleetspec renders")
 
@@ -345,16 +385,16 @@ class Hook(_Model):
 
     playbook: Annotated[StrictStr, Field(pattern=r"^[A-Za-z0-9._/-]+\.ya?ml$", max_length=1024)]
     disruption: Disruption = Field(description="what running it does to a node; the plan drains accordingly")
-    partitions: list[Name] = Field(default_factory=list, description="only nodes of these partitions (default: all)")
+    partitions: list[Name] = Field(default_factory=empty_list, description="only nodes of these partitions (default: all)")
 
 
 class Hooks(_Model):
-    before: list[Hook] = Field(default_factory=list, description="before fleetspec's site.yml in the wave")
-    after: list[Hook] = Field(default_factory=list, description="after site.yml, before verify")
+    before: list[Hook] = Field(default_factory=empty_list, description="before fleetspec's site.yml in the wave")
+    after: list[Hook] = Field(default_factory=empty_list, description="after site.yml, before verify")
 
 
 class AnsibleSite(_Model):
-    hooks: Hooks = Field(default_factory=Hooks)
+    hooks: Hooks = Field(default_factory=Hooks.model_construct)
     vars: dict[Annotated[StrictStr, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=128)], Any] = Field(
         default_factory=dict, description="site variables for the site's hook playbooks and roles")
 
@@ -402,11 +442,11 @@ class FleetBody(_Model):
     racks: list[Rack] = Field(min_length=1)
     slurm: Slurm | None = None
     kubernetes: Kubernetes | None = None
-    secrets: Secrets = Field(default_factory=Secrets)
-    packages: Packages = Field(default_factory=Packages)
+    secrets: Secrets = Field(default_factory=Secrets.model_construct)
+    packages: Packages = Field(default_factory=Packages.model_construct)
     ansible: AnsibleSite | None = None
     health: Health | None = None
-    suppress: list[Annotated[StrictStr, Field(pattern=r"^[a-z0-9.-]+$")]] = Field(default_factory=list)
+    suppress: list[Annotated[StrictStr, Field(pattern=r"^[a-z0-9.-]+$")]] = Field(default_factory=empty_list)
 
     @field_validator("racks")
     @classmethod
