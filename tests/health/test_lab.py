@@ -23,7 +23,6 @@ state file behind (it ran read-only).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,9 +33,8 @@ import yaml
 from typer.testing import CliRunner
 
 from fleetspec.cli import app
-from fleetspec.lab.base import LabUnavailable, ensure_base, ensure_host_packages
 from fleetspec.lab.fleet import LabHandle
-from tests.lab.conftest import lab_unavailable, namespaces_problem
+from tests.lab.conftest import lab_base  # noqa: F401 - the fixture: a machine that can host a lab
 
 from .nodes import FIXTURES, H200_XML
 
@@ -90,18 +88,8 @@ def put_kmsg(handle: LabHandle, host: str, records: bytes, *, first: bool = Fals
 
 
 @pytest.fixture(scope="module")
-def sickbay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabHandle]:
+def sickbay(lab_base: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabHandle]:
     """`fleetspec lab up` for SPEC (two H200 nodes, no Slurm), each with a healthy H200."""
-    if os.geteuid() != 0:
-        lab_unavailable("needs root (network namespaces, overlay mounts, nspawn)")
-    problem = namespaces_problem()
-    if problem:
-        lab_unavailable(problem)
-    try:
-        ensure_host_packages()
-        ensure_base()
-    except (LabUnavailable, subprocess.CalledProcessError, OSError) as exc:
-        lab_unavailable(str(exc))
     spec = tmp_path_factory.mktemp("sickbay") / "fleet.yaml"
     spec.write_text(SPEC)
     lab_dir = spec.parent / ".fleetspec" / "lab"
