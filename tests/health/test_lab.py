@@ -118,6 +118,12 @@ def test_healthy_lab_nodes_give_a_healthy_verdict(sickbay: LabHandle, tmp_path: 
         n: ("healthy", "none", [], []) for n in ("h200-01", "h200-02")}
     suite = ET.parse(junit).getroot()
     assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("2", "0", "0")
+    # Each node checked itself under its inventory name (Ansible templates --node per host).
+    from fleetspec.compile import compile_file
+    from fleetspec.health.fleet import from_lab
+
+    gathered = from_lab(compile_file(sickbay.spec).fleet, sickbay.dir)
+    assert {h: v["node"] for h, v in gathered.verdicts.items()} == {"h200-01": "h200-01", "h200-02": "h200-02"}
     # Read-only: the check never wrote the state the scheduled check keeps.
     for host in sickbay.hosts:
         assert ssh(sickbay, host, "ls /var/lib/fleetspec/health 2>&1 || true").strip().endswith("No such file or directory")
