@@ -18,7 +18,7 @@ import typer
 
 from fleetspec import __version__
 from fleetspec.cli_lazy import command, lazy_group, sub_app
-from fleetspec.cli_usage import UsageExitGroup
+from fleetspec.cli_usage import ChartsOpt, UsageExitGroup
 from fleetspec.console import command_class, lazy_consoles
 
 if TYPE_CHECKING:
@@ -132,11 +132,12 @@ def validate(
     spec: SpecArg,
     format: Annotated[FindingsFormat, typer.Option("--format", help="text, json, github (workflow annotations) "
                                                    "or sarif (code scanning)")] = FindingsFormat.text,
+    charts: ChartsOpt = None,
 ) -> None:
     """Check a fleet spec: exit 0 when it has no errors (warnings allowed), 1 when it has."""
     from fleetspec import tasks
 
-    compiled = tasks.validate(spec)
+    compiled = tasks.validate(spec, charts)
     _print_findings(compiled, format)
     raise typer.Exit(0 if compiled.valid else 1)
 
@@ -173,13 +174,14 @@ def partitions(
 def render(
     spec: SpecArg,
     out_dir: Annotated[Path, typer.Option("--out", "-o", help="output directory (replaced as a whole)")] = Path("build"),
+    charts: ChartsOpt = None,
 ) -> None:
     """Write fleet.json and the Slurm, Ansible and Kubernetes files; nothing when the spec has errors."""
     from fleetspec import tasks
     from fleetspec.render.writer import RenderWriteError
 
     try:
-        result = tasks.render(spec, out_dir)
+        result = tasks.render(spec, out_dir, charts)
     except RenderWriteError as exc:
         err.print(f"error: {exc}", markup=False)
         raise typer.Exit(1) from None

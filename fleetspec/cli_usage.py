@@ -10,8 +10,10 @@ line is parsed, so they are usage errors too and never reach a traceback.
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import Annotated, Any
 
+import typer
 from typer.core import TyperGroup
 
 try:  # typer >= 0.20 carries its own copy of click
@@ -23,7 +25,7 @@ except ImportError:  # pragma: no cover - older typer on plain click
 
 from fleetspec import exit_codes
 
-__all__ = ["BadParameter", "UsageError", "UsageExitGroup", "canary_option", "hostlist_option", "max_unavailable_option"]
+__all__ = ["BadParameter", "ChartsOpt", "UsageError", "UsageExitGroup", "canary_option", "hostlist_option", "max_unavailable_option"]
 
 
 class UsageExitGroup(TyperGroup):
@@ -88,3 +90,12 @@ def hostlist_option(value: str | None) -> str | None:
 
 def _shown(value: str, limit: int = 40) -> str:
     return repr(value) if len(value) <= limit else repr(value[:limit]) + "..."
+
+
+# validate, render and plan --charts: Helm charts on the operator's machine. Where they are
+# is the machine's business, not the fleet's: an option (and an environment variable for
+# CI), not a spec field.
+ChartsOpt = Annotated[Path | None, typer.Option(
+    "--charts", envvar="FLEETSPEC_CHARTS", exists=True, file_okay=False, metavar="DIR",
+    help="Helm charts ('helm pull' archives or chart folders): check each release's values against its "
+    "chart's values.schema.json, as helm install does (default: $FLEETSPEC_CHARTS)")]

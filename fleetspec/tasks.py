@@ -15,8 +15,8 @@ from fleetspec.compile import CompileResult, compile_file
 from fleetspec.compile.ir import Fleet
 
 
-def validate(spec: str | os.PathLike[str]) -> CompileResult:
-    return compile_file(spec)
+def validate(spec: str | os.PathLike[str], charts: str | os.PathLike[str] | None = None) -> CompileResult:
+    return compile_file(spec, charts=charts)
 
 
 @dataclass(frozen=True)
@@ -63,11 +63,12 @@ class RenderResult:
     written: bool = False
 
 
-def render(spec: str | os.PathLike[str], out: str | os.PathLike[str]) -> RenderResult:
+def render(spec: str | os.PathLike[str], out: str | os.PathLike[str],
+           charts: str | os.PathLike[str] | None = None) -> RenderResult:
     from fleetspec.render import render_all
     from fleetspec.render.writer import write_tree
 
-    compiled = compile_file(spec)
+    compiled = compile_file(spec, charts=charts)
     out_path = Path(out)
     if not compiled.valid or compiled.fleet is None:
         return RenderResult(compiled, out_path)

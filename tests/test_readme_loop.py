@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import EXAMPLES
-from tests.lab.conftest import lab_base, lab_unavailable, namespaces_problem  # noqa: F401 - fixture
+from tests.lab.conftest import lab_base  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.lab, pytest.mark.slurm]
 
@@ -30,9 +31,6 @@ def fleetspec(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def workdir(tmp_path: Path, lab_base: Path):
-    problem = namespaces_problem()
-    if problem:
-        lab_unavailable(problem)
     (tmp_path / "fleet.yaml").write_text((EXAMPLES / "quickstart.yaml").read_text())
     yield tmp_path
     if (tmp_path / ".fleetspec" / "lab" / "lab.json").exists():
@@ -54,6 +52,10 @@ def test_the_readme_loop(workdir: Path) -> None:
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr
     text = " ".join(first.stdout.split())
     assert "Restricted to the lab's hosts" in text and "skipped 6 node(s) outside the lab's hosts" in text
+    # Off a terminal: one plain line per host state change, no escape codes.
+    assert "\x1b" not in first.stdout
+    for node in ("h100-001", "h100-002"):
+        assert re.search(rf"^\S.*: {node}: done \(ok \d+, changed [1-9]\d*", first.stdout, re.M), first.stdout[-3000:]
     verify = fleetspec(workdir, "verify", "fleet.yaml", "--lab", lab, "--format", "json")
     assert verify.returncode == 0, verify.stdout[-3000:]
     assert json.loads(verify.stdout)["summary"]["conforming"] == 2

@@ -44,14 +44,17 @@ class CompileResult:
         return sorted(located, key=lambda f: (f.line, f.column, -f.severity, f.rule, f.message))
 
 
-def compile_file(path: str | os.PathLike[str], catalog: Catalog | None = None) -> CompileResult:
+def compile_file(path: str | os.PathLike[str], catalog: Catalog | None = None,
+                 charts: str | os.PathLike[str] | None = None) -> CompileResult:
+    """Compile the spec at ``path``; with ``charts`` (a folder of Helm charts), also check
+    each release's values against its chart's values.schema.json (fleetspec/site/chart_schema.py)."""
     from fleetspec.spec.loader import SpecLoadError, load_file
 
     try:
         loaded = load_file(path)
     except SpecLoadError as exc:
         return _load_failure(exc)
-    return compile_loaded(loaded, catalog)
+    return compile_loaded(loaded, catalog, charts)
 
 
 def compile_text(text: str, name: str = "<input>", catalog: Catalog | None = None) -> CompileResult:
@@ -64,7 +67,8 @@ def compile_text(text: str, name: str = "<input>", catalog: Catalog | None = Non
     return compile_loaded(loaded, catalog)
 
 
-def compile_loaded(loaded: LoadedSpec, catalog: Catalog | None = None) -> CompileResult:
+def compile_loaded(loaded: LoadedSpec, catalog: Catalog | None = None,
+                   charts: str | os.PathLike[str] | None = None) -> CompileResult:
     from pydantic import ValidationError
 
     from fleetspec.catalog import load_catalog
@@ -90,6 +94,8 @@ def compile_loaded(loaded: LoadedSpec, catalog: Catalog | None = None) -> Compil
     fleet, findings = build_fleet(spec, catalog)
     fleet = _with_site_settings(spec, fleet, loaded, findings)
     findings.extend(run_rules(fleet, catalog))
+    if charts is not None:
+        findings.extend(_chart_findings(fleet, Path(charts)))
     kept, suppressed = _apply_suppressions(fleet, findings)
     return CompileResult(fleet, tuple(kept), loaded.source, tuple(suppressed))
 
@@ -102,6 +108,20 @@ def _with_site_settings(spec: FleetSpec, fleet: Fleet, loaded: LoadedSpec, findi
     site, problems = site_settings(spec, fleet, spec_file.parent if spec_file.is_file() else None)
     findings.extend(problems)
     return dataclasses.replace(fleet, site=site) if site is not None else fleet
+
+
+def _chart_findings(fleet: Fleet, charts: Path) -> list[Finding]:
+    """The chart values-schema check, or one error saying why it could not run."""
+    where = ("spec", "kubernetes")
+    try:
+        from fleetspec.site.chart_schema import chart_findings
+
+        return chart_findings(fleet, charts)
+    except ImportError as exc:
+        return [Finding("site-settings", Severity.ERROR, f"--charts needs the jsonschema package ({exc}): "
+                        "pip install 'fleetspec[charts]'", where)]
+    except OSError as exc:
+        return [Finding("site-settings", Severity.ERROR, f"--charts {charts}: {exc.strerror or exc}", where)]
 
 
 def _apply_suppressions(fleet: Fleet, findings: list[Finding]) -> tuple[list[Finding], list[Finding]]:

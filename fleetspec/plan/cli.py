@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from fleetspec.cli_usage import canary_option, hostlist_option, max_unavailable_option
+from fleetspec import exit_codes
+from fleetspec.cli_usage import ChartsOpt, canary_option, hostlist_option, max_unavailable_option
 from fleetspec.console import consoles
 from fleetspec.safe_io import STDOUT, UnsafePathError
 
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
     from fleetspec.compile.ir import Fleet
     from fleetspec.plan.model import Plan
 
-EXIT_NO_CHANGES, EXIT_ERROR, EXIT_CHANGES = 0, 1, 2
 
 
 class PlanFormat(str, Enum):
@@ -65,6 +65,7 @@ def plan(
                                                "drain-reboot")] = None,
     health: Annotated[Path | None, typer.Option("--health", dir_okay=False, help="verdicts from 'fleetspec health "
                                                 "--format json': quarantined nodes are never canaries")] = None,
+    charts: ChartsOpt = None,
 ) -> None:
     """Show what apply would change, how disruptive each change is, and the waves it would run.
     Exit 0: planned; 1: error. With --detailed-exitcode: 0 no changes, 1 error, 2 changes."""
@@ -82,7 +83,7 @@ def plan(
         console = errors  # standard output carries the saved plan
     try:
         result = build_plan(spec, state, base, canary, max_unavailable, errors, lock_timeout,
-                            _quarantined(health))
+                            _quarantined(health), charts)
         if facts is not None:
             result = _with_facts(result, facts)
         if limit is not None:
@@ -91,10 +92,10 @@ def plan(
             save_plan(result, out)
     except (PlanError, UnsafePathError) as exc:
         errors.print(f"error: {exc}", markup=False)
-        raise typer.Exit(EXIT_ERROR) from None
+        raise typer.Exit(exit_codes.ERROR) from None
     except OSError as exc:
         errors.print(f"error: {exc.filename or ''}: {exc.strerror}", markup=False)
-        raise typer.Exit(EXIT_ERROR) from None
+        raise typer.Exit(exit_codes.ERROR) from None
     notes = kubernetes_notes(result, None if base is not None else local_work_dir(state_location(spec, state), spec))
     if format is PlanFormat.markdown and not to_stdout:
         sys.stdout.write(plan_markdown(result, notes))
@@ -113,7 +114,7 @@ def plan(
             console.print(f"saved to {escape(str(out))}: 'fleetspec apply {escape(str(out))}' applies exactly this "
                           f"plan while the state stays at serial {result.state_serial}" if result.state_serial
                           is not None else f"saved to {escape(str(out))}")
-    raise typer.Exit(EXIT_CHANGES if detailed_exitcode and not result.empty else EXIT_NO_CHANGES)
+    raise typer.Exit(exit_codes.CHANGES if detailed_exitcode and not result.empty else exit_codes.OK)
 
 
 def _with_facts(plan: Plan, directory: Path) -> Plan:
@@ -150,7 +151,8 @@ def _quarantined(path: Path | None) -> dict[str, str] | None:
 
 
 def build_plan(spec: Path, state: str | None, base: str | None, canary: int, max_unavailable: str,
-               errors: Console, lock_timeout: float = 0.0, quarantined: dict[str, str] | None = None) -> Plan:
+               errors: Console, lock_timeout: float = 0.0, quarantined: dict[str, str] | None = None,
+               charts: Path | None = None) -> Plan:
     from fleetspec.plan import make_plan, plan_against_state
     from fleetspec.plan.base import BaseError, resolve_base
     from fleetspec.plan.waves import parse_max_unavailable
@@ -163,7 +165,7 @@ def build_plan(spec: Path, state: str | None, base: str | None, canary: int, max
         raise PlanError(str(exc)) from None
     if canary < 0:
         raise PlanError("--canary must be 0 or more nodes")
-    new = _compiled(spec, errors)
+    new = _compiled(spec, errors, charts=charts)
     try:
         if base is not None:
             found = resolve_base(spec, base)
@@ -186,7 +188,7 @@ def build_plan(spec: Path, state: str | None, base: str | None, canary: int, max
         raise PlanError(str(exc)) from None
 
 
-def _compiled(path: Path | None, errors: Console, base: object = None) -> Fleet:
+def _compiled(path: Path | None, errors: Console, base: object = None, charts: Path | None = None) -> Fleet:
     from rich.markup import escape
 
     from fleetspec.compile import compile_file, compile_text
@@ -198,7 +200,7 @@ def _compiled(path: Path | None, errors: Console, base: object = None) -> Fleet:
         path = Path(base.name)
     else:
         assert path is not None
-        result = compile_file(path)
+        result = compile_file(path, charts=charts)
     if not result.valid or result.fleet is None:
         for f in result.located():
             if f.severity >= Severity.ERROR:
