@@ -6,10 +6,11 @@ keeps these tests about the node layer, and lets the lab test pick tiny fleets.
 
 from __future__ import annotations
 
+from fleetspec.catalog import load_catalog
+from fleetspec.compile.compiler import gpu_spec_of
 from fleetspec.compile.ir import (
     Fabric,
     Fleet,
-    GpuSpec,
     Node,
     Partition,
     Rack,
@@ -17,15 +18,11 @@ from fleetspec.compile.ir import (
     StackTuple,
 )
 
-GPUS = {
-    "a100": GpuSpec("a100", 8, "nvidia", "ampere", "a100", 80),
-    "h100-sxm": GpuSpec("h100-sxm", 8, "nvidia", "hopper", "h100", 80),
-    "h200": GpuSpec("h200", 8, "nvidia", "hopper", "h200", 141),
-    "b200": GpuSpec("b200", 8, "nvidia", "blackwell", "b200", 180),
-    "gb200": GpuSpec("gb200", 4, "nvidia", "blackwell", "gb200", 186),
-    "mi300x": GpuSpec("mi300x", 8, "amd", "cdna3", "mi300x", 192),
-    "mi355x": GpuSpec("mi355x", 8, "amd", "cdna4", "mi355x", 288),
-}
+# Each model's GPUs as the compiler resolves them from the catalog (vendor, generation,
+# GRES type, CPU architecture): 8 to a board, 4 to a GB200 tray.
+GPUS = {model: gpu_spec_of(load_catalog().gpus[model], 4 if model == "gb200" else 8)
+        for model in ("a100", "h100-sxm", "h200", "b200", "gb200", "mi300x", "mi355x")}
+
 
 def _nodes(prefix: str, count: int, model: str, rack: str, leaf: str, stack: str, scheduler: str,
            width: int = 2, domain: str | None = None) -> list[Node]:
