@@ -73,6 +73,7 @@ class TextReport:
         self._lock = threading.Lock()  # the model, between the caller and the live view's refresh thread
         self._live: Live | None = None
         self._skipped: tuple[str, ...] = ()
+        self._since: tuple[str, float] | None = None  # the group at work and when it started (monotonic)
         self.console.print(f"event log: {escape(str(log_path))}")
 
     def emit(self, event: ApplyEvent) -> None:
@@ -87,6 +88,9 @@ class TextReport:
             moved = self._progress.update(event)
         if event.kind == "skipped":
             self._skipped = event.hosts
+        current = self._progress.current
+        if current is not None and (self._since is None or self._since[0] != current):
+            self._since = (current, time.monotonic())
         terminal = self.console.is_terminal
         if event.kind != "host":
             color = _COLORS.get(event.kind, "")
@@ -97,8 +101,8 @@ class TextReport:
                 self.console.print(host_line(host))
         if terminal and self._live is None and self._progress.current is not None:
             self._start_live()
-        elif self._live is not None and (moved or event.kind != "host"):
-            self._live.refresh()  # a state changed: show it now (task progress waits for the next tick)
+        elif self._live is not None and (event.kind != "host" or any(h.state == FAILED for h in moved)):
+            self._live.refresh()  # a milestone or a failure shows at once; task progress at the next tick
 
     def finish(self, result: ApplyResult | None) -> None:
         if self._live is not None:
@@ -130,8 +134,9 @@ class TextReport:
 
     def _view(self) -> RenderableType:
         height = self.console.size.height
+        elapsed = time.monotonic() - self._since[1] if self._since else None
         with self._lock:
-            return live_view(self._progress, max(3, min(MAX_HOST_LINES, height // 2)))
+            return live_view(self._progress, max(3, min(MAX_HOST_LINES, height // 2)), elapsed)
 
 
 def host_line(host: HostProgress) -> Text:
@@ -148,9 +153,10 @@ def host_line(host: HostProgress) -> Text:
     return Text(f"{host.group}: {host.name}: {detail}", style=_STATE_STYLE.get(host.state, ""))
 
 
-def live_view(progress: Progress, max_hosts: int) -> RenderableType:
+def live_view(progress: Progress, max_hosts: int, elapsed: float | None = None) -> RenderableType:
     """The live view: a headline, a line per wave (done and pending ones summed up when
-    there are many), and the hosts of the running wave (or the failed one), at most
+    there are many; the running one with ``elapsed``, its seconds so far: a drain waits
+    for jobs), and the hosts of the running wave (or the failed one), at most
     ``max_hosts`` lines of them, failed and working hosts first."""
     from rich.console import Group
     from rich.spinner import Spinner
@@ -178,7 +184,11 @@ def live_view(progress: Progress, max_hosts: int) -> RenderableType:
     for group in groups:
         if collapse and group.is_wave and group.state in (DONE, PENDING):
             continue
-        table.add_row(Text(group.name, no_wrap=True, overflow="ellipsis"), Text(group.state, style=_STATE_STYLE.get(group.state, "")), _tally(group))
+        tally = _tally(group)
+        if elapsed is not None and group.name == progress.current and group.state in ACTIVE:
+            tally.append(f"  {_duration(elapsed)}", style="dim")
+        table.add_row(Text(group.name, no_wrap=True, overflow="ellipsis"),
+                      Text(group.state, style=_STATE_STYLE.get(group.state, "")), tally)
     parts.append(table)
     current = progress.groups.get(progress.current or "")
     if current is not None and (current.state in ACTIVE or current.state == FAILED):
@@ -209,8 +219,18 @@ def _hosts(group: GroupProgress, max_hosts: int) -> RenderableType:
     rest = Counter(h.state for h in hosts[len(shown):])
     if rest:
         summary = ", ".join(f"{n} {state}" for state, n in sorted(rest.items(), key=lambda s: _RANK.get(s[0], 9)))
-        table.add_row(Text(f"  ... {len(hosts) - len(shown)} more"), Text(summary, style="dim"), Text(""), Text(""))
+        table.add_row(Text(f"  ... {len(hosts) - len(shown)} more"), Text(""), Text(""),
+                      Text(summary, style="dim", no_wrap=True, overflow="ellipsis"))
     return table
+
+
+def _duration(seconds: float) -> str:
+    whole = int(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
 
 
 def _counts(host: HostProgress, failed: bool = False) -> str:

@@ -127,10 +127,10 @@ def test_the_live_view_has_a_line_per_wave_and_per_host_and_shows_names_as_writt
     for event in [*events[:last + 1], _host(WAVE, MARKUP_HOST, "Pin [red]it[/] :fire:", "started")]:
         progress.update(event)
     console, stream = _terminal()
-    console.print(live_view(progress, 10))
+    console.print(live_view(progress, 10, elapsed=192.5))
     lines = [line.rstrip() for line in stream.getvalue().splitlines()]
     assert lines[0].endswith("apply: 0/2 waves, 0/6 nodes done, 1 failed")
-    assert re.fullmatch(r"gpu#1 \(canary\)\s+applying\s+0/4 done, 1 failed", lines[1]), lines
+    assert re.fullmatch(r"gpu#1 \(canary\)\s+applying\s+0/4 done, 1 failed  3m12s", lines[1]), lines
     assert re.fullmatch(r"gpu#2\s+pending\s+0/2 done", lines[2]), lines
     rows = {line.split()[0]: line for line in lines[3:]}
     assert set(rows) == {*HOSTS, MARKUP_HOST}  # one line per host of the running wave
@@ -159,13 +159,14 @@ def test_the_live_view_stays_short_for_a_big_wave_and_many_waves():
         if i in (17, 101, 249):
             progress.update(_host("gpu#6", host, "Install the driver", "failed", message="dpkg lock"))
     console, stream = _terminal()
-    console.print(live_view(progress, 10))
+    console.print(live_view(progress, 10, elapsed=3725))
     lines = stream.getvalue().splitlines()
     assert len(lines) == 1 + 3 + 10, lines  # headline, done/pending/running waves, 10 host lines
     assert "5 wave(s) done" in lines[1] and "50 node(s)" in lines[1]
     assert "6 wave(s) to come" in lines[2] and "60 node(s)" in lines[2]
-    assert re.search(r"gpu#6\s+applying\s+0/300 done, 3 failed", lines[3])
+    assert re.search(r"gpu#6\s+applying\s+0/300 done, 3 failed  1h02m", lines[3])  # a drain waits: how long
     assert [line.split()[0] for line in lines[4:7]] == ["6-n017", "6-n101", "6-n249"]  # every failed host shows
+    assert re.search(r"6-n017 +failed {4}ok 0, changed 0, failed 1  Install the driver: dpkg lock", lines[4])  # narrow
     assert all(" applying " in line for line in lines[7:13])
     assert re.search(r"\.\.\. 291 more\s+241 applying, 50 draining", lines[13]), lines[13]
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -129,6 +130,30 @@ def test_off_a_terminal_a_real_apply_prints_one_line_per_host_state_change(rollo
     assert "h200-001: Take a while where the test says (so it can kill apply mid-wave): skipped" in log
 
 
+def test_on_a_terminal_a_real_apply_shows_the_live_view_of_each_host(rollout, tmp_path):
+    """The same rollout on a terminal console: Rich's live view refreshes in its own thread
+    while ansible-runner runs in this one; its host rows show, the plain lines do not."""
+    stream = io.StringIO()
+    made = []
+
+    def report(plan):
+        made.append(TextReport(Console(file=stream, width=160, height=40, force_terminal=True, color_system=None,
+                                       emoji=False, highlight=False),
+                               tmp_path / "rollout.apply.log", [(wave_name(w), w.hosts) for w in plan.waves]))
+        return made[0].emit
+
+    _, result, _ = rollout.apply(V2, fail_hosts=["h200-002"], report=report)
+    made[0].finish(result)
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", stream.getvalue())
+    assert re.search(r"nvidia-hopper#1 \(canary\)\s+verifying\s+0/1 done", text), text  # the wave's line
+    assert re.search(r"h200-001\s+verifying\s+ok 0, changed 1, failed 0\s+Record that this host was converged",
+                     text), text  # the host's line, at the milestone "playbooks ran"
+    assert re.search(r"h200-002\s+failed\s+ok 0, changed 0, failed 1\s+Fail where the test says", text), text
+    assert "nvidia-hopper#2: h200-002: failed: Fail where the test says the package is missing" in text
+    assert "nvidia-hopper#1 (canary): h200-001: applying" not in text
+    assert "apply summary" in text
+
+
 def test_a_wave_that_fails_verification_is_left_drained_with_the_reason(rollout):
     rollout.broken_after_upgrade = {"h200-001"}
     _, result, events = rollout.apply(V2)
@@ -152,10 +177,35 @@ def test_jobs_block_the_drain_until_the_deadline(rollout):
     rollout.cluster.wait_job(job_id, {"RUNNING"})
     control = rollout.engines().slurm
     control.drain(["h200-001"], "fleetspec: test")
-    assert control.wait_drained(["h200-001"], deadline_s=1.0) == ["h200-001"]
+    told: list[list[str]] = []
+    assert control.wait_drained(["h200-001"], deadline_s=1.0, on_busy=told.append) == ["h200-001"]
+    assert told == [["h200-001"]]  # once, not at every poll
     rollout.cluster.run("scancel", job_id)
     assert control.wait_drained(["h200-001"], deadline_s=15.0) == []
     control.resume(["h200-001"])
+
+
+def test_a_wave_waiting_for_jobs_says_which_nodes_hold_it(rollout, tmp_path):
+    """A job on the canary node: apply says it waits for that node's jobs, then that the
+    wave drained, and rolls on once the job ends."""
+    job = rollout.cluster.sbatch("-p", "nvidia-hopper", "-w", "h200-001", "-N", "1", script="#!/bin/sh\nsleep 4\n")
+    rollout.cluster.wait_job(job.stdout.split()[-1], {"RUNNING"})
+    stream = io.StringIO()
+    made = []
+
+    def report(plan):
+        made.append(TextReport(Console(file=stream, width=200, emoji=False, highlight=False),
+                               tmp_path / "rollout.apply.log", [(wave_name(w), w.hosts) for w in plan.waves]))
+        return made[0].emit
+
+    _, result, events = rollout.apply(V2, report=report)
+    made[0].finish(result)
+    assert result.ok, [e.message for e in events]
+    busy = [(e.wave, e.hosts) for e in events if e.kind == "busy"]
+    assert busy == [("nvidia-hopper#1 (canary)", ("h200-001",)), ("nvidia-hopper#1 (canary)", ())]
+    shown = stream.getvalue()
+    assert "wave nvidia-hopper#1 (canary): waiting for the jobs (pods) on h200-001 to end (--drain-timeout 20s)" in shown
+    assert "wave nvidia-hopper#1 (canary): drained, nothing left running" in shown
 
 
 def test_secrets_in_failure_output_are_masked_everywhere(rollout):
