@@ -273,3 +273,52 @@ def test_a_schema_fleetspec_cannot_apply_is_a_warning_not_a_traceback(tmp_path, 
     assert result.valid
     (warning,) = _site(result, Severity.WARNING)
     assert said in warning.message and warning.message.startswith("gpu-operator: node-feature-discovery 0.19.0's")
+
+
+def _parent(tmp_path, name: str, chart_yaml_extra: dict, files: dict | None = None):
+    """A parent chart bundling the NFD stand-in as a subchart, with ``chart_yaml_extra``
+    (its dependencies entry: alias, tags, ...) in Chart.yaml."""
+    from tests.site.helm_charts import nfd_archive
+
+    chart = {"apiVersion": "v2", "name": name, "version": "1.0.0", **chart_yaml_extra}
+    archive = tmp_path / f"{name}-1.0.0.tgz"
+    archive.write_bytes(chart_archive(chart, {"charts/node-feature-discovery-0.19.0.tgz": nfd_archive(),
+                                              **(files or {})}))
+    return archive
+
+
+@pytest.mark.parametrize(("extra", "files", "values", "refused_at"), [
+    # alias: the subchart's values live under the alias, and its schema applies there
+    ({"dependencies": [{"name": "node-feature-discovery", "version": "0.19.0", "alias": "discovery"}]}, None,
+     {"discovery": {"master": {"replicaCount": "x"}}}, ("discovery", "master", "replicaCount")),
+    ({"dependencies": [{"name": "node-feature-discovery", "version": "0.19.0", "alias": "discovery"}]}, None,
+     {"node-feature-discovery": {"master": {"replicaCount": "x"}}}, None),
+    # tags: off when a tag is false and none is true; a condition that resolves wins over tags
+    ({"dependencies": [{"name": "node-feature-discovery", "version": "0.19.0", "tags": ["discovery"]}]}, None,
+     {"tags": {"discovery": False}, "node-feature-discovery": {"master": {"replicaCount": "x"}}}, None),
+    ({"dependencies": [{"name": "node-feature-discovery", "version": "0.19.0", "tags": ["discovery"]}]}, None,
+     {"tags": {"discovery": True}, "node-feature-discovery": {"master": {"replicaCount": "x"}}},
+     ("node-feature-discovery", "master", "replicaCount")),
+    ({"dependencies": [{"name": "node-feature-discovery", "version": "0.19.0", "tags": ["discovery"],
+                        "condition": "nfd.on,nfd.enabled"}]}, None,
+     {"tags": {"discovery": False}, "nfd": {"enabled": True}, "node-feature-discovery": {"master": {"replicaCount": "x"}}},
+     ("node-feature-discovery", "master", "replicaCount")),
+    # the first condition path that holds a boolean decides
+    ({"dependencies": [{"name": "node-feature-discovery", "version": "0.19.0", "condition": "nfd.on,nfd.enabled"}]},
+     None, {"nfd": {"on": False, "enabled": True}, "node-feature-discovery": {"master": {"replicaCount": "x"}}}, None),
+    # apiVersion v1: the dependencies are in requirements.yaml
+    ({"apiVersion": "v1"},
+     {"requirements.yaml": "dependencies:\n- {name: node-feature-discovery, version: 0.19.0, condition: nfd.enabled}\n"},
+     {"nfd": {"enabled": False}, "node-feature-discovery": {"master": {"replicaCount": "x"}}}, None),
+    # a subchart no dependency names stays, under its own name
+    ({}, None, {"node-feature-discovery": {"master": {"replicaCount": "x"}}},
+     ("node-feature-discovery", "master", "replicaCount")),
+])
+def test_aliases_tags_conditions_and_v1_charts_like_helm(tmp_path, extra, files, values, refused_at) -> None:
+    archive = _parent(tmp_path, "parent", extra, files)
+    assert [v.path for v in violations(read_chart(archive), values)] == ([refused_at] if refused_at else [])
+    if refused_at:
+        with pytest.raises(HelmValuesError, match="/master/replicaCount"):
+            HelmChart.load(archive).render(values, name="p", namespace="p")
+    else:
+        HelmChart.load(archive).render(values, name="p", namespace="p")
