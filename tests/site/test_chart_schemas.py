@@ -322,3 +322,24 @@ def test_aliases_tags_conditions_and_v1_charts_like_helm(tmp_path, extra, files,
             HelmChart.load(archive).render(values, name="p", namespace="p")
     else:
         HelmChart.load(archive).render(values, name="p", namespace="p")
+
+
+def test_values_yaml_is_read_as_helm_reads_it(tmp_path) -> None:
+    """sigs.k8s.io/yaml (Helm's reader) keeps a bare date a string and makes every mapping
+    key a string; PyYAML's safe loader would give a date object and an int key, which a
+    schema asking for strings would refuse where Helm does not."""
+    import yaml as pyyaml
+
+    from tests.site.helm_charts import NFD_CHART, NFD_VALUES
+
+    values = pyyaml.safe_dump(NFD_VALUES).replace("tag: null", "tag: 2024-01-01")
+    values += "extraLabels:\n  1: one\n"
+    schema = json.loads(json.dumps(NFD_SCHEMA))
+    schema["properties"]["extraLabels"] = {"type": "object", "propertyNames": {"pattern": "^[0-9]+$"},
+                                           "additionalProperties": {"type": "string"}}
+    archive = tmp_path / "node-feature-discovery-0.19.0.tgz"
+    archive.write_bytes(chart_archive(NFD_CHART, {"values.yaml": values, "values.schema.json": json.dumps(schema)}))
+    chart = read_chart(archive)
+    assert chart.values["image"]["tag"] == "2024-01-01" and chart.values["extraLabels"] == {"1": "one"}
+    assert violations(chart, {}) == []
+    HelmChart.load(archive).render({}, name="n", namespace="n")  # Helm accepts the same defaults
