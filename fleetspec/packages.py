@@ -28,7 +28,6 @@ from fleetspec.catalog import DriverPackaging, load_catalog
 from fleetspec.compile.ir import GpuSpec, StackTuple
 from fleetspec.versions import version_key
 
-OperatingSystem = Literal["ubuntu-22.04", "ubuntu-24.04", "debian-12"]
 SUPPORTED_OS: tuple[str, ...] = ("ubuntu-22.04", "ubuntu-24.04", "debian-12")
 # Suffix ROCm uses per distribution. AMD documents Debian 12 as installing the jammy packages.
 _ROCM_DISTRO = {"ubuntu-22.04": "22.04", "ubuntu-24.04": "24.04", "debian-12": "22.04"}

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import EXAMPLES
-from tests.lab.conftest import lab_base, lab_unavailable, namespaces_problem  # noqa: F401 - fixture
+from tests.lab.conftest import lab_base  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.lab, pytest.mark.slurm]
 
@@ -30,9 +30,6 @@ def fleetspec(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def workdir(tmp_path: Path, lab_base: Path):
-    problem = namespaces_problem()
-    if problem:
-        lab_unavailable(problem)
     (tmp_path / "fleet.yaml").write_text((EXAMPLES / "quickstart.yaml").read_text())
     yield tmp_path
     if (tmp_path / ".fleetspec" / "lab" / "lab.json").exists():

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from fleetspec import exit_codes
 from fleetspec.cli_usage import ChartsOpt, canary_option, hostlist_option, max_unavailable_option
 from fleetspec.console import consoles
 from fleetspec.safe_io import STDOUT, UnsafePathError
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
     from fleetspec.compile.ir import Fleet
     from fleetspec.plan.model import Plan
 
-EXIT_NO_CHANGES, EXIT_ERROR, EXIT_CHANGES = 0, 1, 2
 
 
 class PlanFormat(str, Enum):
@@ -92,10 +92,10 @@ def plan(
             save_plan(result, out)
     except (PlanError, UnsafePathError) as exc:
         errors.print(f"error: {exc}", markup=False)
-        raise typer.Exit(EXIT_ERROR) from None
+        raise typer.Exit(exit_codes.ERROR) from None
     except OSError as exc:
         errors.print(f"error: {exc.filename or ''}: {exc.strerror}", markup=False)
-        raise typer.Exit(EXIT_ERROR) from None
+        raise typer.Exit(exit_codes.ERROR) from None
     notes = kubernetes_notes(result, None if base is not None else local_work_dir(state_location(spec, state), spec))
     if format is PlanFormat.markdown and not to_stdout:
         sys.stdout.write(plan_markdown(result, notes))
@@ -114,7 +114,7 @@ def plan(
             console.print(f"saved to {escape(str(out))}: 'fleetspec apply {escape(str(out))}' applies exactly this "
                           f"plan while the state stays at serial {result.state_serial}" if result.state_serial
                           is not None else f"saved to {escape(str(out))}")
-    raise typer.Exit(EXIT_CHANGES if detailed_exitcode and not result.empty else EXIT_NO_CHANGES)
+    raise typer.Exit(exit_codes.CHANGES if detailed_exitcode and not result.empty else exit_codes.OK)
 
 
 def _with_facts(plan: Plan, directory: Path) -> Plan:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from fleetspec import exit_codes
 from fleetspec.cli_usage import UsageError
 from fleetspec.console import consoles, write_report
 
@@ -32,9 +33,6 @@ class ReportFormat(str, Enum):
     table = "table"
     json = "json"
     markdown = "markdown"
-
-
-EXIT_CONFORMS, EXIT_ERROR, EXIT_DRIFT = 0, 1, 2
 
 
 def _consoles() -> tuple[Console, Console]:
@@ -99,8 +97,8 @@ def verify(
     if junit is not None:
         write_report(junit, to_junit(report).encode(), err)
     if report.conforms:
-        raise typer.Exit(EXIT_CONFORMS)
-    raise typer.Exit(EXIT_DRIFT if detailed_exitcode else EXIT_ERROR)
+        raise typer.Exit(exit_codes.OK)
+    raise typer.Exit(exit_codes.CHANGES if detailed_exitcode else exit_codes.ERROR)
 
 
 def _compile(spec: Path, err: Console) -> Fleet:

@@ -17,7 +17,7 @@ import yaml
 
 from fleetspec.apply.ansible import HostEvent, PlaybookResult, run_playbook
 from fleetspec.compile.ir import Fleet, StackTuple
-from fleetspec.lab import Lab, LabUnavailable, StandInPackage, build_repo, ensure_base, ensure_host_packages
+from fleetspec.lab import Lab, StandInPackage, build_repo
 from fleetspec.lab.fleet import LAB_MIRROR
 from fleetspec.lab.fleet import repo_packages as lab_repo_packages
 from fleetspec.lab.repo import kernel_standins
@@ -25,7 +25,7 @@ from fleetspec.packages import packages_for
 from fleetspec.render.ansible import render_ansible
 from fleetspec.render.slurm import render_slurm
 from tests.ansible.fleets import lab as lab_fleet
-from tests.lab.conftest import lab_mode, lab_unavailable, namespaces_problem
+from tests.lab.conftest import lab_base, lab_mode  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.lab
 
@@ -104,23 +104,12 @@ class Deployment:
 
 
 @pytest.fixture(scope="module")
-def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
-    if os.geteuid() != 0:
-        lab_unavailable("needs root (network namespaces, overlay mounts, nspawn)")
-    problem = namespaces_problem()
-    if problem:
-        lab_unavailable(problem)
-    try:
-        ensure_host_packages()
-        base = ensure_base()
-    except (LabUnavailable, subprocess.CalledProcessError, OSError) as exc:
-        lab_unavailable(str(exc))
-        raise
+def deployment(lab_base: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     fleets = [lab_fleet(s, ROCM) for s in (NVIDIA, BUMPED, NEW_DRIVER, R590)]
     repo = build_repo(repo_packages(fleets), tmp_path_factory.mktemp("repo"))
     secrets = tmp_path_factory.mktemp("secrets")
     (secrets / "munge.key").write_bytes(os.urandom(128))
-    lab = Lab(tmp_path_factory.mktemp("lab"), base, repo_dir=repo, mode=lab_mode())
+    lab = Lab(tmp_path_factory.mktemp("lab"), lab_base, repo_dir=repo, mode=lab_mode())
     lab.up([NV, AMD])
     try:
         yield Deployment(lab, tmp_path_factory.mktemp("render"), secrets)

@@ -37,9 +37,14 @@ def lab_mode() -> str:
 
 @pytest.fixture(scope="session")
 def lab_base() -> Path:
-    """The cached bookworm base rootfs (built once per machine, ~16 s)."""
+    """The cached bookworm base rootfs (built once per machine, ~16 s), on a machine that
+    can host a lab: root, namespaces (and nspawn), the host packages. Every lab fixture
+    starts from it, so none repeats these checks."""
     if os.geteuid() != 0:
         lab_unavailable("needs root (network namespaces, overlay mounts, nspawn)")
+    problem = namespaces_problem()
+    if problem:
+        lab_unavailable(problem)
     try:
         ensure_host_packages()
         return ensure_base()
@@ -69,9 +74,6 @@ def namespaces_problem() -> str | None:
 @pytest.fixture(scope="session")
 def lab(lab_base: Path, lab_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     """A running lab of LAB_NODE_NAMES serving lab_repo; torn down at session end."""
-    problem = namespaces_problem()
-    if problem:
-        lab_unavailable(problem)
     lab = Lab(tmp_path_factory.mktemp("lab"), lab_base, repo_dir=lab_repo, mode=lab_mode())
     lab.up(LAB_NODE_NAMES)
     try:

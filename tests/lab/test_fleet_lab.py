@@ -20,7 +20,7 @@ import yaml
 from typer.testing import CliRunner
 
 from fleetspec.compile import compile_file
-from fleetspec.lab.base import REPO_MOUNT, LabUnavailable, ensure_base, ensure_host_packages
+from fleetspec.lab.base import REPO_MOUNT
 from fleetspec.lab.cli import lab_app
 from fleetspec.lab.fleet import (
     LAB_MIRROR,
@@ -36,7 +36,7 @@ from fleetspec.lab.fleet import (
 from fleetspec.lab.repo import pin_standins
 from fleetspec.lab.slurm import SlurmUnavailable, ensure_slurm, process_start_time, restrict_conf
 from fleetspec.render.ansible import mirror_var, render_ansible
-from tests.lab.conftest import lab_unavailable, namespaces_problem
+from tests.lab.conftest import lab_unavailable
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart.yaml"
 NCCL = "2.28.3-1+cuda13.0"
@@ -171,18 +171,11 @@ def _invoke(cli: typer.Typer, *args: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def up(cli: typer.Typer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabHandle]:
+def up(cli: typer.Typer, lab_base: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabHandle]:
     """`lab up quickstart.yaml --nodes 2` in a copy of the spec; `lab down` at the end if a test failed first."""
-    if os.geteuid() != 0:
-        lab_unavailable("needs root (network namespaces, overlay mounts, nspawn)")
-    problem = namespaces_problem()
-    if problem:
-        lab_unavailable(problem)
     try:
-        ensure_host_packages()
-        ensure_base()
         ensure_slurm()
-    except (LabUnavailable, SlurmUnavailable, subprocess.CalledProcessError, OSError) as exc:
+    except (SlurmUnavailable, subprocess.CalledProcessError, OSError) as exc:
         lab_unavailable(str(exc))
     spec = tmp_path_factory.mktemp("fleet") / "quickstart.yaml"
     shutil.copy(QUICKSTART, spec)

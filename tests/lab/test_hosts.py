@@ -14,7 +14,7 @@ import pytest
 from fleetspec.lab import Lab, LabNode, validate_name
 from fleetspec.lab.repo import nccl_code
 
-from .conftest import lab_mode, lab_unavailable, namespaces_problem
+from .conftest import lab_mode
 
 pytestmark = pytest.mark.lab
 
@@ -129,9 +129,6 @@ def _processes_mentioning(text: str) -> list[str]:
 
 
 def test_down_leaves_no_process_mount_netns_or_cgroup(lab_base: Path, lab_repo: Path, tmp_path: Path) -> None:
-    problem = namespaces_problem()
-    if problem:
-        lab_unavailable(problem)
     lab = Lab(tmp_path / "lab", lab_base, repo_dir=lab_repo, mode=lab_mode())
     nodes = lab.up(["solo-1", "solo-2"])
     try:
