@@ -49,6 +49,14 @@ class _LazyConsole:
             self._console = console(self._stderr)
         return getattr(self._console, name)
 
+    # Special methods are looked up on the type, not through __getattr__: Rich's Live
+    # redraws inside ``with console:``.
+    def __enter__(self) -> Console:
+        return self.__getattr__("__enter__")()  # type: ignore[no-any-return]
+
+    def __exit__(self, *exc: object) -> None:
+        self.__getattr__("__exit__")(*exc)
+
 
 def lazy_consoles() -> tuple[Console, Console]:
     """(stdout, stderr) consoles for a module's commands, made when first printed to."""

@@ -418,6 +418,7 @@ def _check_builtin(obj: Mapping[str, Any], group: str, k8s_version: str) -> Obje
     except kubernetes_validate.ValidationError as exc:
         errors.append(f"{_format_path(exc.path)}: {exc.message}")
     kind = obj["kind"]
+    errors.extend(_documented_enum_errors(obj, group, version))
     errors.extend(_metadata_errors(obj.get("metadata"), check_types=False, require_name=True))
     errors.extend(
         _name_errors(obj.get("metadata"), _BUILTIN_NAME_RULES.get((group, kind), "subdomain"))
@@ -426,6 +427,50 @@ def _check_builtin(obj: Mapping[str, Any], group: str, k8s_version: str) -> Obje
     errors.extend(_scope_errors(obj.get("metadata"), namespaced, kind))
     source = f"kubernetes-validate {kubernetes_validate.version.__version__} schemas for {version}"
     return ObjectCheck(tuple(_dedupe(errors)), source, 0, (note,) if note else ())
+
+
+# Enum fields the OpenAPI v2 schemas cannot constrain (v2 has no enums), checked against the
+# values the field's own documentation lists in the same release's schema: the Go doc comment
+# on the API type, e.g. DeviceTaint.Effect (kubernetes staging/src/k8s.io/api/resource/*/types.go)
+# reads "Valid effects are NoSchedule and NoExecute" in 1.33-1.34 and "Valid effects are None,
+# NoSchedule and NoExecute" from 1.35, where DeviceTaintEffectNone was added.
+# (group, kind) -> (field path in the object, schema definition, property)
+_DOCUMENTED_ENUMS = {
+    ("resource.k8s.io", "DeviceTaintRule"): (("spec", "taint", "effect"), "devicetaint", "effect"),
+}
+
+
+def documented_values(schema_version: str, api_version: str, definition: str, prop: str) -> tuple[str, ...] | None:
+    """The values ``definition.prop``'s description in kubernetes-validate's schema for
+    ``schema_version`` lists after "Valid <word> are", or None when it lists none."""
+    from kubernetes_validate.utils import VersionNotSupportedError, schema_contents
+
+    group, version = split_api_version(api_version)
+    name = f"kubernetes-json-schema/v{schema_version}-local-strict/{definition}-{group.split('.')[0]}-{version}.json"
+    try:
+        schema = schema_contents(name, schema_version)
+    except (OSError, ValueError, VersionNotSupportedError):
+        return None
+    text = ((schema.get("properties") or {}).get(prop) or {}).get("description", "")
+    listed = re.search(r"Valid \w+ are ([^.]+)\.", text)
+    if not listed:
+        return None
+    return tuple(v.strip() for v in re.split(r",| and ", listed.group(1)) if v.strip())
+
+
+def _documented_enum_errors(obj: Mapping[str, Any], group: str, schema_version: str) -> list[str]:
+    rule = _DOCUMENTED_ENUMS.get((group, obj["kind"]))
+    if rule is None:
+        return []
+    path, definition, prop = rule
+    value: Any = obj
+    for part in path:
+        value = value.get(part) if isinstance(value, Mapping) else None
+    allowed = documented_values(schema_version, obj["apiVersion"], definition, prop)
+    if value is None or allowed is None or value in allowed:
+        return []
+    return [f"{'.'.join(path)}: Unsupported value: {json.dumps(value)}: supported values: "
+            + ", ".join(json.dumps(v) for v in allowed)]
 
 
 def _no_schema_message(api_version: str, kind: str, index: CrdIndex, k8s_version: str) -> str:

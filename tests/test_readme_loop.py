@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -51,6 +52,10 @@ def test_the_readme_loop(workdir: Path) -> None:
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr
     text = " ".join(first.stdout.split())
     assert "Restricted to the lab's hosts" in text and "skipped 6 node(s) outside the lab's hosts" in text
+    # Off a terminal: one plain line per host state change, no escape codes.
+    assert "\x1b" not in first.stdout
+    for node in ("h100-001", "h100-002"):
+        assert re.search(rf"^\S.*: {node}: done \(ok \d+, changed [1-9]\d*", first.stdout, re.M), first.stdout[-3000:]
     verify = fleetspec(workdir, "verify", "fleet.yaml", "--lab", lab, "--format", "json")
     assert verify.returncode == 0, verify.stdout[-3000:]
     assert json.loads(verify.stdout)["summary"]["conforming"] == 2

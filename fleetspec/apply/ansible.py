@@ -66,18 +66,22 @@ class PlaybookResult:
 
 @dataclass(frozen=True, slots=True)
 class HostEvent:
-    """One per-host progress event: a task started, finished ok/changed, failed, skipped."""
+    """One per-host progress event: a task started on the host, or finished ok, changed,
+    failed, failed but ignored (``ignore_errors``), skipped, unreachable. A loop reports
+    each item (``per_item``, named in ``item``) and then the task as a whole."""
 
     host: str
     task: str
-    status: str  # ok | changed | failed | skipped | unreachable
+    status: str  # started | ok | changed | failed | ignored | skipped | unreachable
     message: str = ""
     item: str | None = None
+    per_item: bool = False
 
 
 EventCallback = Callable[[HostEvent], None]
 
 _STATUS = {
+    "runner_on_start": "started",
     "runner_on_ok": "ok",
     "runner_on_failed": "failed",
     "runner_on_skipped": "skipped",
@@ -106,11 +110,12 @@ class _Collector:
         res = data.get("res") or {}
         if status == "ok" and res.get("changed"):
             status = "changed"
+        per_item = event["event"].startswith("runner_item_")
         item = _label(res)
         message = _message(res) if status in ("failed", "unreachable") else ""
         task = data.get("task", "")
-        if event["event"].startswith("runner_item_"):
-            pass  # per-item events: reported, the task-level event counts
+        if status == "started" or per_item:
+            pass  # a task starting, or one item of a loop: reported; the task-level event counts
         elif status == "changed":
             self.changed[host] = self.changed.get(host, 0) + 1
         elif status == "failed" and not data.get("ignore_errors"):
@@ -118,8 +123,10 @@ class _Collector:
         elif status == "unreachable":
             self.unreachable.add(host)
             self.failures.setdefault(host, []).append(f"{task}: unreachable: {message}")
+        if status == "failed" and data.get("ignore_errors"):
+            status = "ignored"  # ansible's "...ignoring": the host goes on
         if self.on_event is not None:
-            self.on_event(HostEvent(host, task, status, message, item))
+            self.on_event(HostEvent(host, task, status, message, item, per_item))
         return True
 
 

@@ -72,7 +72,7 @@ def apply(
 ) -> None:
     """Apply the spec (or a saved plan) in rolling waves: drain, upgrade, verify, resume."""
     from fleetspec import secrets as sec
-    from fleetspec.apply.rollout import ApplyError, ApplyEvent, ApplyOptions, apply_plan
+    from fleetspec.apply.rollout import ApplyError, ApplyEvent, ApplyOptions, apply_plan, wave_name
     from fleetspec.compile import compile_file
     from fleetspec.lab.fleet import LabSetupError
     from fleetspec.plan import plan_against_state
@@ -130,7 +130,8 @@ def apply(
             if format is ApplyFormat.text:
                 from fleetspec.apply.report import TextReport
 
-                report = TextReport(out, store.work_dir / f"{fleet.name}.apply.log")
+                report = TextReport(out, store.work_dir / f"{fleet.name}.apply.log",
+                                    [(wave_name(w), w.hosts) for w in plan.waves])
                 emit = report.emit
             extravars, redact = _secrets(fleet, base_dir, sec)
             build = build_dir(store)
@@ -151,6 +152,10 @@ def apply(
             report.finish(None)
         err.print(f"error: {exc}", markup=False)
         raise typer.Exit(1) from None
+    except BaseException:  # Ctrl-C while draining, a bug: the live view stops, the log is closed
+        if report is not None:
+            report.finish(None)
+        raise
     if report is not None:
         report.finish(result)
     raise typer.Exit(0 if result.ok else 1)
@@ -196,7 +201,8 @@ def _emitter(fmt: ApplyFormat):  # type: ignore[no-untyped-def]
 
     def emit(event: ApplyEvent) -> None:
         if fmt is ApplyFormat.json:
-            print(json.dumps(event.to_dict()), flush=True)
+            if event.task is None or event.task.status in ("changed", "failed", "unreachable"):
+                print(json.dumps(event.to_dict()), flush=True)  # task progress (started, ok, ...) is the text view's
         elif event.kind != "plan":
             color = colors.get(event.kind, "")
             text = escape(event.message)

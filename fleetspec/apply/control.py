@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -57,20 +56,15 @@ def ansible_runner_on(inventories: Sequence[Path], host: str) -> Runner:
     """Run commands on ``host`` (the first Slurm controller) through an ad-hoc Ansible task."""
 
     def run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
-        import ansible_runner
+        from fleetspec.ansible_adhoc import AdhocError, run_command
 
-        with tempfile.TemporaryDirectory(prefix="fleetspec-control-") as private:
-            result = ansible_runner.run(
-                private_data_dir=private, inventory=[str(p) for p in inventories], host_pattern=host,
-                module="ansible.builtin.command", module_args={"argv": list(argv)}, quiet=True,
-            )
-            out, err, rc = "", "", 1
-            for event in result.events:
-                data = event.get("event_data", {}).get("res") or {}
-                if event.get("event") in ("runner_on_ok", "runner_on_failed", "runner_on_unreachable"):
-                    out, err = data.get("stdout", ""), data.get("stderr", "") or data.get("msg", "")
-                    rc = int(data.get("rc", 0 if event["event"] == "runner_on_ok" else 1))
-        return subprocess.CompletedProcess(list(argv), rc, out, err)
+        try:
+            res = run_command(inventories, host, argv)
+        except AdhocError as exc:
+            raise ControlError(str(exc)) from None
+        err = res.stderr or res.msg
+        rc = res.rc if res.rc is not None else (0 if res.status == "ok" else 1)
+        return subprocess.CompletedProcess(list(argv), rc, res.stdout, err)
 
     return run
 

@@ -1,33 +1,66 @@
-"""What `fleetspec apply` shows while it runs (text mode): the milestones of each wave
-(drain, playbooks, verify, resume), a live status line with the host and task at work
-when stdout is a terminal, failures as they happen, and a summary table at the end.
-Every event, per-host task results included, goes to the event log file, whose path
-is printed first, instead of a screenful of ``host: task: changed`` lines.
+"""What `fleetspec apply` shows while it runs (text mode), drawn from the progress model
+(`progress.py`).
+
+On a terminal: the milestones of each wave (drain, playbooks, verify, resume) and each
+failure as lines that stay, and under them a Rich live view: a line per wave (its hosts
+done out of all, failures) and a line per host of the running wave (state, ok/changed/
+failed task counts, the task it runs), bounded in height: failed and working hosts
+first, the rest summed up in one line. Elsewhere (CI, pipelines, ``| tee``): the same
+milestones and one plain line per host state change, ``WAVE: HOST: STATE``, no escape
+codes. Both end with a summary table. Every event, each host's task results included,
+goes to the event log file, whose path is printed first.
+
+Nothing the user wrote (host, task and item names, messages) is read as Rich markup or an
+emoji code: it goes into `rich.text.Text` or through `escape`, on the consoles of
+`fleetspec/console.py`.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
+from fleetspec.apply.progress import (
+    ACTIVE,
+    APPLYING,
+    CONVERGE,
+    DONE,
+    DRAINING,
+    FAILED,
+    PENDING,
+    STOPPED,
+    VERIFYING,
+    GroupProgress,
+    HostProgress,
+    Progress,
+)
 from fleetspec.safe_io import check_output_file
 
 if TYPE_CHECKING:
-    from rich.console import Console
-    from rich.status import Status
+    from rich.console import Console, RenderableType
+    from rich.live import Live
 
     from fleetspec.apply.rollout import ApplyEvent, ApplyResult
 
 _COLORS = {"error": "red", "wave-start": "bold", "wave-done": "green", "done": "bold green", "skipped": "yellow"}
+_STATE_STYLE = {FAILED: "red", DONE: "green", STOPPED: "yellow", APPLYING: "cyan", VERIFYING: "cyan"}
+_RANK = {FAILED: 0, APPLYING: 1, VERIFYING: 2, DRAINING: 3, STOPPED: 4, PENDING: 5, DONE: 6}  # who shows first
+MAX_HOST_LINES = 20  # the live view's host lines at most (fewer on a short terminal)
+MAX_WAVE_LINES = 8  # more waves than this: done and pending ones are summed up
 
 
 class TextReport:
-    def __init__(self, console: Console, log_path: Path) -> None:
+    def __init__(self, console: Console, log_path: Path, waves: Iterable[tuple[str, Sequence[str]]] = ()) -> None:
+        """``waves``: the plan's waves (name, hosts) in order, so the view counts what is to come."""
         self.console = console
         self.log_path = log_path
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -36,79 +69,174 @@ class TextReport:
         check_output_file(log_path)
         fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         self._log = os.fdopen(fd, "w", encoding="utf-8")  # closed in finish()
-        self._status: Status | None = None
-        self._waves: dict[str, dict[str, Any]] = {}
-        self._other: list[tuple[str, str, str]] = []  # (what, hosts, result)
+        self._progress = Progress(waves)
+        self._lock = threading.Lock()  # the model, between the caller and the live view's refresh thread
+        self._live: Live | None = None
+        self._skipped: tuple[str, ...] = ()
+        self._since: tuple[str, float] | None = None  # the group at work and when it started (monotonic)
         self.console.print(f"event log: {escape(str(log_path))}")
 
     def emit(self, event: ApplyEvent) -> None:
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        self._log.write(f"{stamp} {event.kind}{' [' + event.wave + ']' if event.wave else ''} {event.message}\n")
-        self._log.flush()
+        task = event.task
+        if task is None or task.status != "started":  # a task starting is progress, not a result
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            self._log.write(f"{stamp} {event.kind}{' [' + event.wave + ']' if event.wave else ''} {event.message}\n")
+            self._log.flush()
         if event.kind == "plan":
             return
-        self._track(event)
-        if event.kind == "host":
-            if not event.ok:  # a failed task matters now; a changed one is in the log
-                self._print(f"[red]{escape(event.message)}[/]")
-            elif self.console.is_terminal:
-                self._live(f"{escape(event.wave or 'converge')}: {escape(event.message)}")
-            return
-        color = _COLORS.get(event.kind, "")
-        text = escape(event.message)
-        self._print(f"[{color}]{text}[/]" if color else text)
-        if event.kind == "wave-start" and self.console.is_terminal:
-            self._live(f"{escape(event.wave or '')}: draining")
+        with self._lock:  # never held while printing: printing redraws the live view, which takes it
+            moved = self._progress.update(event)
+        if event.kind == "skipped":
+            self._skipped = event.hosts
+        current = self._progress.current
+        if current is not None and (self._since is None or self._since[0] != current):
+            self._since = (current, time.monotonic())
+        terminal = self.console.is_terminal
+        if event.kind != "host":
+            color = _COLORS.get(event.kind, "")
+            text = escape(event.message)
+            self.console.print(f"[{color}]{text}[/]" if color else text)
+        for host in moved:
+            if not terminal or host.state == FAILED:  # a terminal shows the rest in the live view
+                self.console.print(host_line(host))
+        if terminal and self._live is None and self._progress.current is not None:
+            self._start_live()
+        elif self._live is not None and (event.kind != "host" or any(h.state == FAILED for h in moved)):
+            self._live.refresh()  # a milestone or a failure shows at once; task progress at the next tick
 
     def finish(self, result: ApplyResult | None) -> None:
-        self._stop_live()
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
         self._log.close()
-        if not self._waves and not self._other:
+        groups = list(self._progress.groups.values())
+        if not groups and not self._skipped:
             return
         table = Table(title="apply summary", title_justify="left")
         for column in ("wave", "nodes", "hosts", "result"):
             table.add_column(column, overflow="fold")
-        for name, wave in self._waves.items():
-            style = {"done": "green", "failed": "red"}.get(wave["result"], "yellow")
-            table.add_row(escape(name), str(len(wave["hosts"])), escape(_hostlist(wave["hosts"])),
-                          f"[{style}]{wave['result']}[/]")
-        for what, hosts, outcome in self._other:
-            table.add_row(escape(what), "", escape(hosts), outcome)
+        for group in groups:
+            result_text = {DONE: "[green]done[/]", FAILED: "[red]failed[/]",
+                           PENDING: "not started"}.get(group.state, "[yellow]running[/]")
+            table.add_row(escape(group.name), str(len(group.hosts)) if group.is_wave else "",
+                          escape(_hostlist(list(group.hosts))), result_text)
+        if self._skipped:
+            table.add_row("skipped", "", escape(_hostlist(self._skipped)), "[yellow]not applied, not recorded[/]")
         self.console.print(table)
         if result is not None and not result.ok:
             self.console.print(f"[red]{escape(result.message)}[/]; details in {escape(str(self.log_path))}")
 
-    def _track(self, event: ApplyEvent) -> None:
-        if event.kind == "wave-start" and event.wave:
-            self._waves[event.wave] = {"hosts": event.hosts, "result": "running"}
-        elif event.kind == "wave-done" and event.wave in self._waves:
-            self._waves[event.wave]["result"] = "done"
-        elif event.kind == "error" and event.wave in self._waves:
-            self._waves[event.wave]["result"] = "failed"
-        elif event.kind == "converge" and event.hosts:
-            self._other.append(("converge", _hostlist(event.hosts), "[green]done[/]"))
-        elif event.kind == "error" and event.wave is None and self._other and self._other[-1][0] == "converge":
-            self._other[-1] = ("converge", self._other[-1][1], "[red]failed[/]")
-        elif event.kind == "skipped":
-            self._other.append(("skipped", _hostlist(event.hosts), "[yellow]not applied, not recorded[/]"))
+    def _start_live(self) -> None:
+        from rich.live import Live
 
-    def _print(self, text: str) -> None:
-        if self._status is not None:
-            self._status.console.print(text)
-        else:
-            self.console.print(text)
+        self._live = Live(console=self.console, get_renderable=self._view, transient=True, refresh_per_second=4)
+        self._live.start()
 
-    def _live(self, text: str) -> None:
-        if self._status is None:
-            self._status = self.console.status(text)
-            self._status.start()
-        else:
-            self._status.update(text)
+    def _view(self) -> RenderableType:
+        height = self.console.size.height
+        elapsed = time.monotonic() - self._since[1] if self._since else None
+        with self._lock:
+            return live_view(self._progress, max(3, min(MAX_HOST_LINES, height // 2)), elapsed)
 
-    def _stop_live(self) -> None:
-        if self._status is not None:
-            self._status.stop()
-            self._status = None
+
+def host_line(host: HostProgress) -> Text:
+    """One host's state change as a plain line: ``WAVE: HOST: STATE`` and what it means."""
+    if host.state == FAILED:
+        detail = f"failed: {host.error}"
+    elif host.state == DONE:
+        detail = f"done ({_counts(host)})"
+    elif host.state == STOPPED:
+        detail = "stopped: the wave failed, the node stays drained" if host.group != CONVERGE else \
+            "stopped: the converge run failed"
+    else:
+        detail = host.state
+    return Text(f"{host.group}: {host.name}: {detail}", style=_STATE_STYLE.get(host.state, ""))
+
+
+def live_view(progress: Progress, max_hosts: int, elapsed: float | None = None) -> RenderableType:
+    """The live view: a headline, a line per wave (done and pending ones summed up when
+    there are many; the running one with ``elapsed``, its seconds so far: a drain waits
+    for jobs), and the hosts of the running wave (or the failed one), at most
+    ``max_hosts`` lines of them, failed and working hosts first."""
+    from rich.console import Group
+    from rich.spinner import Spinner
+
+    waves = progress.waves
+    nodes = [h for w in waves for h in w.hosts.values()]
+    done = sum(h.state == DONE for h in nodes)
+    failed = sum(h.state == FAILED for h in nodes)
+    headline = Text(f"apply: {sum(w.state == DONE for w in waves)}/{len(waves)} waves, {done}/{len(nodes)} nodes done")
+    if failed:
+        headline.append(f", {failed} failed", style="red")
+    parts: list[RenderableType] = [Spinner("dots", headline)]
+    groups = list(progress.groups.values())
+    table = Table.grid(padding=(0, 2))
+    table.add_column()
+    table.add_column(no_wrap=True)
+    table.add_column(no_wrap=True)
+    collapse = len(groups) > MAX_WAVE_LINES
+    for state in (DONE, PENDING) if collapse else ():
+        alike = [g for g in groups if g.state == state and g.is_wave]
+        if alike:
+            hosts = sum(len(g.hosts) for g in alike)
+            table.add_row(Text(f"{len(alike)} wave(s) {'done' if state == DONE else 'to come'}", style="dim"),
+                          Text(""), Text(f"{hosts} node(s)", style="dim"))
+    for group in groups:
+        if collapse and group.is_wave and group.state in (DONE, PENDING):
+            continue
+        tally = _tally(group)
+        if elapsed is not None and group.name == progress.current and group.state in ACTIVE:
+            tally.append(f"  {_duration(elapsed)}", style="dim")
+        table.add_row(Text(group.name, no_wrap=True, overflow="ellipsis"),
+                      Text(group.state, style=_STATE_STYLE.get(group.state, "")), tally)
+    parts.append(table)
+    current = progress.groups.get(progress.current or "")
+    if current is not None and (current.state in ACTIVE or current.state == FAILED):
+        parts.append(_hosts(current, max_hosts))
+    return Group(*parts)
+
+
+def _tally(group: GroupProgress) -> Text:
+    text = Text(f"{group.count(DONE)}/{len(group.hosts)} done")
+    if group.count(FAILED):
+        text.append(f", {group.count(FAILED)} failed", style="red")
+    return text
+
+
+def _hosts(group: GroupProgress, max_hosts: int) -> RenderableType:
+    hosts = sorted(group.hosts.values(), key=lambda h: _RANK.get(h.state, 9))
+    shown = hosts if len(hosts) <= max_hosts else hosts[:max_hosts - 1]
+    table = Table.grid(padding=(0, 2))
+    table.add_column(no_wrap=True)  # host
+    table.add_column(no_wrap=True)  # state
+    table.add_column(no_wrap=True)  # counts
+    table.add_column()  # the task, or why it failed: what gives way on a narrow terminal, cut to one line
+    for host in shown:
+        table.add_row(Text(f"  {host.name}"), Text(host.state, style=_STATE_STYLE.get(host.state, "")),
+                      Text(_counts(host, failed=True)),
+                      Text(host.error if host.state == FAILED else host.task, style="red" if host.state == FAILED
+                           else "dim", no_wrap=True, overflow="ellipsis"))
+    rest = Counter(h.state for h in hosts[len(shown):])
+    if rest:
+        summary = ", ".join(f"{n} {state}" for state, n in sorted(rest.items(), key=lambda s: _RANK.get(s[0], 9)))
+        table.add_row(Text(f"  ... {len(hosts) - len(shown)} more"), Text(summary, style="dim"), Text(""), Text(""))
+    return table
+
+
+def _duration(seconds: float) -> str:
+    whole = int(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+
+
+def _counts(host: HostProgress, failed: bool = False) -> str:
+    text = f"ok {host.ok}, changed {host.changed}"
+    if failed or host.failed:
+        text += f", failed {host.failed}"
+    return text + (f", ignored {host.ignored}" if host.ignored else "")
 
 
 def _hostlist(hosts: tuple[str, ...] | list[str]) -> str:

@@ -19,7 +19,7 @@ and the tests.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,10 +44,14 @@ class ApplyEvent:
     wave: str | None = None
     hosts: tuple[str, ...] = ()
     ok: bool = True
+    task: HostEvent | None = None  # a "host" event: the task event itself (status started|ok|changed|...)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"event": self.kind, "message": self.message, "wave": self.wave, "hosts": list(self.hosts),
+        data = {"event": self.kind, "message": self.message, "wave": self.wave, "hosts": list(self.hosts),
                 "ok": self.ok}
+        if self.task is not None:
+            data.update(task=self.task.task, item=self.task.item, status=self.task.status)
+        return data
 
 
 Emit = Callable[[ApplyEvent], None]
@@ -94,8 +98,9 @@ def apply_plan(plan: Plan, store: StateBackend, engines: Engines, options: Apply
     """Run ``plan``; the caller holds ``store``'s lock. Never raises for a failed wave."""
     redact = redact or Redactor()
 
-    def say(kind: str, message: str, wave: str | None = None, hosts: Sequence[str] = (), ok: bool = True) -> None:
-        emit(ApplyEvent(kind, redact(message), wave, tuple(hosts), ok))
+    def say(kind: str, message: str, wave: str | None = None, hosts: Sequence[str] = (), ok: bool = True,
+            task: HostEvent | None = None) -> None:
+        emit(ApplyEvent(kind, redact(message), wave, tuple(hosts), ok, task))
 
     try:
         check_plan_current(plan, store.read())
@@ -129,7 +134,7 @@ def apply_plan(plan: Plan, store: StateBackend, engines: Engines, options: Apply
         extravars = {**options.extravars, "fleetspec_allow_reboot": options.allow_reboot}
         result = run_with_hooks(engines.run_playbook, fleet, options.hooks_dir, hosts,
                                 lambda m, n=name, h=hosts: say("hook", m, n, h), extravars=extravars,
-                                on_event=lambda e, n=name: _host_event(say, n, e))
+                                on_event=lambda e, n=name: _host_event(say, redact, n, e))
         unseen = sorted(set(hosts) - set(result.hosts))
         if not result.ok or unseen:
             failures = [f"{h}: {'; '.join(r.failures) or ('unreachable' if r.unreachable else 'failed')}"
@@ -161,7 +166,7 @@ def apply_plan(plan: Plan, store: StateBackend, engines: Engines, options: Apply
         result = run_with_hooks(engines.run_playbook, fleet, options.hooks_dir, rest,
                                 lambda m: say("hook", m, None, rest),
                                 extravars={**options.extravars, "fleetspec_allow_reboot": False},
-                                on_event=lambda e: _host_event(say, None, e))
+                                on_event=lambda e: _host_event(say, redact, None, e))
         unseen = sorted(set(rest) - set(result.hosts))
         if not result.ok or unseen:
             failed = result.failed_hosts + [f"{h} (never reached: not in the inventory?)" for h in unseen]
@@ -216,11 +221,14 @@ def _stop(say: Callable[..., None], control: NodeControl, name: str, hosts: list
     return ApplyResult(False, f"wave {name} failed: {why}", tuple(done), name, tuple(hosts))
 
 
-def _host_event(say: Callable[..., None], wave: str | None, event: HostEvent) -> None:
-    if event.status in ("changed", "failed", "unreachable"):
-        task = f"{event.task} ({event.item})" if event.item else event.task
-        say("host", f"{event.host}: {task}: {event.status}{': ' + event.message if event.message else ''}",
-            wave, [event.host], event.status == "changed")
+def _host_event(say: Callable[..., None], redact: Redactor, wave: str | None, event: HostEvent) -> None:
+    """Every task event of a host (started, ok, changed, failed, ...), redacted: the
+    progress of the run; ``ok`` is False for a failure that stops the host."""
+    event = replace(event, task=redact(event.task), message=redact(event.message),
+                    item=None if event.item is None else redact(event.item))
+    task = f"{event.task} ({event.item})" if event.item else event.task
+    say("host", f"{event.host}: {task}: {event.status}{': ' + event.message if event.message else ''}",
+        wave, [event.host], event.status not in ("failed", "unreachable"), event)
 
 
 def _drift(report: VerifyReport) -> list[str]:

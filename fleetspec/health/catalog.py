@@ -32,6 +32,15 @@ DCGM_DIAG = "https://docs.nvidia.com/datacenter/dcgm/latest/user-guide/dcgm-diag
 # dcgmErrorSeverity_t and the DCGM_FR_* codes; dcgm_errors.c gives each code its severity
 # (DCGM_FR_NVLINK_DOWN and DCGM_FR_VOLATILE_DBE_DETECTED are DCGM_ERROR_ISOLATE).
 DCGM_ERRORS = "https://github.com/NVIDIA/DCGM/blob/master/dcgmlib/dcgm_errors.h"
+# DCGM's NVLink health watch (MonitorNVLink): over a window, any new replay or recovery
+# error fails (DCGM_FR_NVLINK_ERROR_CRITICAL); CRC errors fail at 100 per second or more
+# (DCGM_FR_NVLINK_CRC_ERROR_THRESHOLD), below that they warn (DCGM_FR_NVLINK_ERROR_THRESHOLD);
+# the limits are common/DcgmGPUHardwareLimits.h's ("RM has informed us that CRC errors only
+# matter at rates of 100+ per second"); dcgm_errors.c rates the failing codes DCGM_ERROR_ISOLATE.
+DCGM_HEALTH_NVLINK = "https://github.com/NVIDIA/DCGM/blob/master/modules/health/DcgmHealthWatch.cpp"
+DCGM_LIMITS = "https://github.com/NVIDIA/DCGM/blob/master/common/DcgmGPUHardwareLimits.h"
+NVLINK_MAX_ERROR = 1  # DCGM_LIMIT_MAX_NVLINK_ERROR: new replay/recovery errors that fail
+NVLINK_MAX_CRC_PER_S = 100.0  # DCGM_LIMIT_MAX_NVLINK_CRC_ERROR
 
 
 class FaultClass(NamedTuple):
@@ -104,6 +113,15 @@ FAULT_CLASSES = (
                "nvidia-smi nvlink --status: a link <inactive> while the GPU's other links (or other "
                "GPUs' links) are up; DCGM rates a down NVLink (DCGM_FR_NVLINK_DOWN) 'GPU should be "
                "isolated'", NVIDIA_SMI + " ; " + DCGM_ERRORS),
+    FaultClass("nvlink-link-errors", "device", "quarantine-device",
+               "nvidia-smi nvlink -e: a link's replay or recovery error counter rose since the last "
+               "check, or its CRC errors rose at 100 per second or more; DCGM's NVLink health watch "
+               "fails both (DCGM_FR_NVLINK_ERROR_CRITICAL, DCGM_FR_NVLINK_CRC_ERROR_THRESHOLD: "
+               "DCGM_ERROR_ISOLATE)", NVIDIA_SMI + " ; " + DCGM_HEALTH_NVLINK + " ; " + DCGM_LIMITS),
+    FaultClass("nvlink-crc-errors", "device", "none",
+               "nvidia-smi nvlink -e: a link's CRC errors rose, below 100 per second (DCGM's health "
+               "watch warns: DCGM_FR_NVLINK_ERROR_THRESHOLD); reported",
+               NVIDIA_SMI + " ; " + DCGM_HEALTH_NVLINK + " ; " + DCGM_LIMITS),
     FaultClass("dcgm-diag-isolate", "device", "quarantine-device",
                "dcgmi diag: a failed test whose error severity is DCGM_ERROR_ISOLATE ('cannot perform "
                "workload, GPU should be isolated')", DCGM_DIAG + " ; " + DCGM_ERRORS),
@@ -160,7 +178,7 @@ CHECKS = {
     "fabric": ("fabric-unhealthy",),
     "pcie": ("pcie-degraded",),
     "infiniband": ("ib-port-down", "ib-link-errors"),
-    "nvlink": ("nvlink-down",),
+    "nvlink": ("nvlink-down", "nvlink-link-errors", "nvlink-crc-errors"),
     "dcgm": ("dcgm-diag-isolate", "dcgm-diag-reset", "dcgm-diag-monitor"),
 }  # type: Dict[str, Tuple[str, ...]]
 

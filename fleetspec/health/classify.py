@@ -12,9 +12,15 @@ inside the node check. Inputs are the tools' own output, parsed here:
 - ``/sys/class/infiniband`` as the fact collector reads it, plus the port counters;
 - ``nvidia-smi nvlink --status``: per-GPU link lines (``Link 3: 26.562 GB/s`` or
   ``Link 3: <inactive>``);
+- ``nvidia-smi nvlink -e``: per-GPU, per-link error counters (``Link 3: Replay Errors: 0``,
+  ``Recovery Errors``, ``CRC Errors``), judged by how much they rose since the last check
+  the way DCGM's NVLink health watch judges them;
 - ``dcgmi diag -r N -j``: DCGM 4's JSON (``DCGM Diagnostic`` -> ``test_categories`` ->
   ``tests`` -> ``results`` per entity, each failure's ``warnings`` with ``error_id`` and
-  ``error_severity``; NVIDIA/DCGM testing/python3/dcgm_diag_schema.json).
+  ``error_severity``; NVIDIA/DCGM testing/python3/dcgm_diag_schema.json);
+- ``dcgmi discovery -l``: the table naming each DCGM GPU id's PCI bus id (NVIDIA/DCGM
+  dcgmi/Query.cpp ``DisplayDiscoveredDevices``), so DCGM faults name the GPU by the
+  address a DRA device taint selects.
 
 A verdict is healthy, degraded (only faults whose action is ``none``: reported) or
 sick; its action is the strongest action among its faults.
@@ -28,6 +34,8 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 from fleetspec.health.catalog import (
     DCGM_SEVERITY_CLASS,
     FAULTS,
+    NVLINK_MAX_CRC_PER_S,
+    NVLINK_MAX_ERROR,
     PCIE_GENERATION,
     RECOVERY_ACTIONS,
     XID_CLASSES,
@@ -287,6 +295,67 @@ def nvlink_faults(gpus: Dict[int, Dict[str, Any]], bus_by_uuid: Optional[Dict[st
     return faults
 
 
+def parse_nvlink_errors(text: str) -> Dict[int, Dict[str, Any]]:
+    """``nvidia-smi nvlink -e``: {GPU index: {"uuid", "links": {link: {counter: value}}}}.
+
+    nvidia-smi prints a ``GPU i: <name> (UUID: ...)`` header per GPU, then per link
+    ``Link n: Replay Errors: 0``, ``Link n: Recovery Errors: 0``, ``Link n: CRC Errors: 0``
+    (a blank line between links). Counters are named by their first word, lower case
+    (``replay``, ``recovery``, ``crc``); a counter whose value is not a number is skipped."""
+    gpus = {}  # type: Dict[int, Dict[str, Any]]
+    current = None  # type: Optional[Dict[str, Any]]
+    for line in text.splitlines():
+        header = re.match(r"^GPU (\d+): .*?(?:\(UUID: ([^)]+)\))?\s*$", line)
+        if header:
+            current = gpus.setdefault(int(header.group(1)), {"uuid": header.group(2), "links": {}})
+            continue
+        counter = re.match(r"^\s+Link (\d+): ([A-Za-z][A-Za-z0-9 ]*?)(?: Errors)?: (\d+)\s*$", line)
+        if counter and current is not None:
+            name = counter.group(2).split()[0].lower()
+            current["links"].setdefault(int(counter.group(1)), {})[name] = int(counter.group(3))
+    return gpus
+
+
+def nvlink_counter_faults(gpus: Dict[int, Dict[str, Any]], previous: Dict[str, int], seconds: Optional[float],
+                          bus_by_uuid: Optional[Dict[str, str]] = None) -> List[Fault]:
+    """Faults from how much each link's counters rose since the last check (``previous``:
+    ``{"<gpu>/<link>/<counter>": value}``, ``seconds`` since then). DCGM's health watch
+    policy: a rise of at least DCGM_LIMIT_MAX_NVLINK_ERROR (1) in replay or recovery errors
+    fails; CRC errors fail at DCGM_LIMIT_MAX_NVLINK_CRC_ERROR (100) per second or more and
+    warn below. A counter lower than before was reset (``nvidia-smi nvlink -r``, a driver
+    reload): its value is the rise. No previous reading: nothing to compare, no fault."""
+    bus_by_uuid = bus_by_uuid or {}
+    faults = []  # type: List[Fault]
+    for index, gpu in sorted(gpus.items()):
+        device = bus_by_uuid.get(gpu.get("uuid") or "", "GPU %d" % index)
+        for link, counters in sorted(gpu["links"].items()):
+            rises = {}
+            for name, value in counters.items():
+                before = previous.get("%d/%d/%s" % (index, link, name))
+                if before is not None:
+                    rises[name] = value - before if value >= before else value
+            critical = {n: rises.get(n, 0) for n in ("replay", "recovery") if rises.get(n, 0) >= NVLINK_MAX_ERROR}
+            crc = rises.get("crc", 0)
+            rate = crc / seconds if crc and seconds else None
+            where = "GPU %d NVLink %d" % (index, link)
+            if critical or (rate is not None and rate >= NVLINK_MAX_CRC_PER_S):
+                parts = ["%d new %s errors" % (v, n) for n, v in sorted(critical.items())]
+                if rate is not None and rate >= NVLINK_MAX_CRC_PER_S:
+                    parts.append("%d new CRC errors (%.0f/s)" % (crc, rate))
+                faults.append(_fault("nvlink-link-errors", device, "%s: %s" % (where, ", ".join(parts)),
+                                     "nvidia-smi nvlink -e"))
+            elif crc >= NVLINK_MAX_ERROR:
+                faults.append(_fault("nvlink-crc-errors", device, "%s: %d new CRC errors%s" % (
+                    where, crc, " (%.1f/s)" % rate if rate is not None else ""), "nvidia-smi nvlink -e"))
+    return faults
+
+
+def nvlink_counter_state(gpus: Dict[int, Dict[str, Any]]) -> Dict[str, int]:
+    """The readings to compare the next check against: ``{"<gpu>/<link>/<counter>": value}``."""
+    return {"%d/%d/%s" % (index, link, name): value for index, gpu in gpus.items()
+            for link, counters in gpu["links"].items() for name, value in counters.items()}
+
+
 # ---------------------------------------------------------------- DCGM diagnostics
 
 
@@ -303,10 +372,50 @@ def parse_dcgm_diag_json(text: str) -> Optional[Dict[str, Any]]:
     return diag if isinstance(diag, dict) else None
 
 
-def dcgm_diag_faults(diag: Dict[str, Any], level: int) -> Tuple[List[Fault], List[str]]:
+def parse_dcgmi_discovery(text: str) -> Dict[int, Dict[str, str]]:
+    """``dcgmi discovery -l``: {DCGM GPU id: {"name", "bus_id", "uuid"}}.
+
+    dcgmi prints one table per entity kind (``N GPUs found.``, then ``| GPU ID | Device
+    Information |`` with rows ``| 3 | Name: ... |``, ``|   | PCI Bus ID: 00000000:4E:00.0 |``,
+    ``|   | Device UUID: GPU-... |``; NVSwitches, ConnectX devices and CPUs follow in their
+    own tables). Only the GPU table is read. ``--all`` suffixes a GPU that is not active
+    with ``(last known)`` (DCGM's dcgmi-discovery reference): the address is still its own."""
+    gpus = {}  # type: Dict[int, Dict[str, str]]
+    in_gpus = False
+    current = None  # type: Optional[int]
+    fields = {"Name": "name", "PCI Bus ID": "bus_id", "Device UUID": "uuid"}
+    for line in text.splitlines():
+        line = line.strip()
+        if re.match(r"^\d+ \S+ found", line):
+            in_gpus, current = line.split()[1].startswith("GPU"), None
+            continue
+        if not line.startswith("|"):
+            continue
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if cells[0] == "GPU ID":
+            in_gpus, current = True, None
+            continue
+        if not in_gpus or len(cells) != 2:
+            continue
+        if cells[0].isdigit():
+            current = int(cells[0])
+            gpus[current] = {}
+        elif cells[0]:
+            current = None
+        key, _, value = cells[1].partition(":")
+        if current is not None and key.strip() in fields:
+            gpus[current][fields[key.strip()]] = re.sub(r"\s*\(last known\)$", "", value.strip())
+    return {gpu: info for gpu, info in gpus.items() if info.get("bus_id")}
+
+
+def dcgm_diag_faults(diag: Dict[str, Any], level: int,
+                     bus_by_gpu: Optional[Dict[int, str]] = None) -> Tuple[List[Fault], List[str]]:
     """(faults, errors): one fault per failed or warning test result per GPU, classed by
     the worst DCGM error severity among its warnings (ISOLATE, RESET; anything else is
-    monitor-only). A ``runtime_error`` (the diagnostic could not run) is an error, not a fault."""
+    monitor-only). A ``runtime_error`` (the diagnostic could not run) is an error, not a fault.
+    A GPU is named ``GPU <DCGM id>``, followed by its PCI bus id where ``bus_by_gpu``
+    (``dcgmi discovery -l``) knows it: the address a DRA device taint selects."""
+    bus_by_gpu = bus_by_gpu or {}
     faults = []  # type: List[Fault]
     errors = []  # type: List[str]
     if diag.get("runtime_error"):
@@ -326,8 +435,11 @@ def dcgm_diag_faults(diag: Dict[str, Any], level: int) -> Tuple[List[Fault], Lis
                                             str(first.get("warning", "no warning text")).strip())
                 if "error_id" in first:
                     detail += " (DCGM error %s)" % first["error_id"]
-                faults.append(_fault(cls, "%s %s" % (result.get("entity_group", "GPU"), result.get("entity_id", "?")),
-                                     detail[:300], "dcgmi diag"))
+                group, entity = result.get("entity_group", "GPU"), result.get("entity_id", "?")
+                device = "%s %s" % (group, entity)
+                if group == "GPU" and entity in bus_by_gpu:
+                    device += " " + bus_by_gpu[entity]
+                faults.append(_fault(cls, device, detail[:300], "dcgmi diag"))
     return faults, errors
 
 

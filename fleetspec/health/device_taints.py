@@ -7,8 +7,11 @@ each full GPU in its node's ResourceSlice as device ``gpu-<minor>`` with attribu
 ``CanonicalName``, ``PartDevAttributes``). The rule selects exactly that device by driver,
 pool and name, and taints it ``NoSchedule``: no new claim gets it, claims already on it keep
 running (their pods finish or checkpoint; ``NoExecute`` would delete them, ignoring
-PodDisruptionBudgets). Kubernetes reference, DeviceTaintRule (resource.k8s.io): "Valid
-effects are None, NoSchedule and NoExecute".
+PodDisruptionBudgets). The effect is not user-settable; NoSchedule is one the API accepts in
+every supported release: DeviceTaint.Effect's own documentation (kubernetes
+staging/src/k8s.io/api/resource/*/types.go, in each release's OpenAPI) lists "NoSchedule and
+NoExecute" in 1.33-1.34 and "None, NoSchedule and NoExecute" from 1.35
+(tests/health/test_device_taints.py checks the rendered effect against each release's list).
 
 API version per Kubernetes minor: DeviceTaintRule is ``resource.k8s.io/v1alpha3`` from 1.33
 (KEP-5055, alpha, behind the ``DRADeviceTaints`` feature gate), ``v1beta2`` from 1.36 and
@@ -24,6 +27,7 @@ from typing import Any
 DRIVER = "gpu.nvidia.com"
 TAINT_KEY = "fleetspec.io/gpu-fault"
 NODE_LABEL = "fleetspec.io/node"
+EFFECT = "NoSchedule"
 _API = (((1, 37), "resource.k8s.io/v1"), ((1, 36), "resource.k8s.io/v1beta2"), ((1, 33), "resource.k8s.io/v1alpha3"))
 
 
@@ -74,6 +78,6 @@ def device_taint_rule(api: str, node: str, pool: str, device: str, fault_class: 
                      "labels": {"app.kubernetes.io/managed-by": "fleetspec", NODE_LABEL: node}},
         "spec": {
             "deviceSelector": {"driver": DRIVER, "pool": pool, "device": device},
-            "taint": {"key": TAINT_KEY, "value": fault_class, "effect": "NoSchedule"},
+            "taint": {"key": TAINT_KEY, "value": fault_class, "effect": EFFECT},
         },
     }

@@ -1,27 +1,31 @@
 """The fleet's health: every node's verdict, gathered the way verify gathers facts.
 
 ``--facts DIR``: ``<hostname>.json`` files as the node check printed them (``--format
-json``). ``--inventory``/``--lab``: the node check, installed on every node by the
-``fleet_health`` role, run once per node through Ansible (one round trip, ``forks`` at a
-time). A node that gave no verdict is ``unknown`` with the reason: never healthy by
-default. Reports: a table, JSON, JUnit (one test case per node; sick is a failure).
+json``). ``--inventory``/``--lab``: the node check (the modules the ``fleet_health`` role
+installs, with the spec's policy, as one zip Python runs) shipped to every node and run
+once, read-only, through Ansible (``fleetspec.ansible_adhoc``: one round trip, ``forks``
+at a time), the way verify ships its collector; it reads the node's own state file, so
+faults the scheduled check latched show, and it never advances that check's cursors. A
+node that gave no verdict is ``unknown`` with the reason: never healthy by default.
+Reports: a table, JSON, JUnit (one test case per node; sick is a failure).
 """
 
 from __future__ import annotations
 
+import io
 import json
-import shlex
-import tempfile
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
 from fleetspec.compile.ir import Fleet
-from fleetspec.render.health import CONFIG_PATH, LIB_DIR
 from fleetspec.safe_io import UnsafePathError, loads_json, read_bounded
 
-NODE_COMMAND = f"PYTHONPATH={LIB_DIR} python3 -s -m fleetspec.health.node_check --config {CONFIG_PATH} --format json"
+PROGRAM_NAME = "fleetspec-health-check.pyz"
+# Per node: its name as the inventory has it (the spec's hostname), JSON out, state untouched.
+NODE_ARGS = "--node {{ inventory_hostname }} --format json --read-only"
 STATUS_ORDER = ("sick", "unknown", "degraded", "healthy")
 
 
@@ -79,7 +83,7 @@ def from_dir(fleet: Fleet, directory: Path) -> FleetHealth:
 def from_inventory(fleet: Fleet, inventory: Path | list[Path], hosts: list[str] | None = None,
                    forks: int = 20) -> FleetHealth:
     hosts = hosts if hosts is not None else [n.hostname for n in fleet.nodes]
-    verdicts, unknown = _run_on_nodes(inventory, hosts, forks)
+    verdicts, unknown = _run_on_nodes(fleet, inventory, hosts, forks)
     return _against_fleet(fleet, verdicts, unknown, hosts, strict=True)
 
 
@@ -105,42 +109,51 @@ def _against_fleet(fleet: Fleet, verdicts: dict, unknown: dict, hosts: list[str]
     return FleetHealth(fleet.name, dict(sorted(verdicts.items())), dict(sorted(unknown.items())))
 
 
-def _run_on_nodes(inventory: Path | list[Path], hosts: list[str], forks: int) -> tuple[dict, dict]:
+def _run_on_nodes(fleet: Fleet, inventory: Path | list[Path], hosts: list[str], forks: int) -> tuple[dict, dict]:
+    from fleetspec.ansible_adhoc import AdhocError, run_script
+
     try:
-        import ansible_runner
-    except ImportError:
-        raise HealthError("health over an inventory needs ansible-runner: pip install 'fleetspec[ansible]'") from None
-    inventories = [Path(p) for p in (inventory if isinstance(inventory, list) else [inventory])]
-    for path in inventories:
-        if not path.exists():
-            raise HealthError(f"{path}: no such inventory")
-    with tempfile.TemporaryDirectory(prefix="fleetspec-health-") as private:
-        result = ansible_runner.run(private_data_dir=private, inventory=[str(p.resolve()) for p in inventories],
-                                    host_pattern=":".join(hosts), module="ansible.builtin.shell",
-                                    module_args=NODE_COMMAND, forks=max(1, forks), quiet=True)
-        verdicts, unknown = events_to_verdicts(result.events)
-    return verdicts, unknown
-
-
-def events_to_verdicts(events: Any) -> tuple[dict, dict]:
-    """The node check exits 1 on a sick node: Ansible calls that failed, the JSON is still the verdict."""
+        results = run_script(inventory, hosts, PROGRAM_NAME, node_check_program(fleet), NODE_ARGS, forks)
+    except AdhocError as exc:
+        raise HealthError(str(exc)) from None
     verdicts: dict[str, dict] = {}
     unknown: dict[str, str] = {}
-    for event in events:
-        data = event.get("event_data", {})
-        host, res = data.get("host"), data.get("res") or {}
-        if host is None or event.get("event") not in ("runner_on_ok", "runner_on_failed", "runner_on_unreachable"):
-            continue
+    for host, res in results.items():
+        # The node check exits 1 on a sick node: Ansible calls that failed, the JSON is still the verdict.
         try:
-            verdict = json.loads(res.get("stdout", ""))
+            verdict = json.loads(res.stdout) if res.status != "unreachable" else None
         except json.JSONDecodeError:
             verdict = None
         if isinstance(verdict, dict) and "status" in verdict:
             verdicts[host] = verdict
+        elif res.status == "unreachable":
+            unknown[host] = f"unreachable: {res.last_line()}"
         else:
-            tail = str(res.get("stderr") or res.get("msg") or "no output").strip().splitlines() or ["no output"]
-            unknown[host] = f"the node check gave no verdict: {tail[-1]} ({shlex.quote(NODE_COMMAND)})"
+            unknown[host] = f"the node check gave no verdict: {res.last_line()}"
     return verdicts, unknown
+
+
+def node_check_program(fleet: Fleet) -> bytes:
+    """The node check as one file Python runs (a zip application, PEP 441): the stdlib
+    modules the ``fleet_health`` role installs and the spec's policy. Deterministic bytes."""
+    from fleetspec.render.health import NODE_MODULES, node_config
+
+    if fleet.health is None:
+        raise HealthError(f"fleet {fleet.name!r} has no spec.health: there is no health policy to check nodes against")
+    source = Path(__file__).resolve().parents[2]
+    main = (
+        '"""fleetspec health: the node check with the fleet\'s policy, run once, read-only."""\n'
+        "import json\nimport sys\n\nfrom fleetspec.health import node_check\n\n"
+        f"POLICY = {json.dumps(json.dumps(node_config(fleet), sort_keys=True))}\n"
+        "sys.exit(node_check.main(sys.argv[1:], config=json.loads(POLICY)))\n"
+    )
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in [("__main__.py", main.encode())] + [(m, (source / m).read_bytes()) for m in NODE_MODULES]:
+            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type, info.external_attr = zipfile.ZIP_DEFLATED, 0o644 << 16
+            archive.writestr(info, data)
+    return buffer.getvalue()
 
 
 def quarantined_from_report(report: dict[str, Any]) -> dict[str, str]:

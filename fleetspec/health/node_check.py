@@ -13,9 +13,11 @@ stand in for a node:
   that reported them is never printed again, or until ``--clear``);
 - ``nvidia-smi -q -x`` (memory, PCIe, fabric) and ``amd-smi metric --ecc --json``;
 - ``/sys/class/infiniband`` ports and their error counters;
-- ``nvidia-smi nvlink --status`` (per-link state) on NVIDIA nodes;
+- ``nvidia-smi nvlink --status`` (per-link state) and ``nvidia-smi nvlink -e`` (per-link
+  replay/recovery/CRC error counters, judged by their rise since the last run) on NVIDIA nodes;
 - with ``dcgm`` among the checks and DCGM installed, ``dcgmi diag -r LEVEL -j`` at the
-  policy's level.
+  policy's level (and, when it finds a fault, ``dcgmi discovery -l`` for each GPU's PCI
+  bus id).
 
 With ``--slurm`` it drains the node with a reason naming the fault, in the form LBNL
 NHC uses (``fleetspec-health: <action> <class>: <device> <detail>``), and resumes the
@@ -34,6 +36,7 @@ import re
 import socket
 import subprocess
 import sys
+import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from fleetspec.health.catalog import CHECKS, DCGM_TIMEOUT_S
@@ -44,11 +47,15 @@ from fleetspec.health.classify import (
     infiniband_faults,
     kernel_log_faults,
     nvidia_gpu_faults,
+    nvlink_counter_faults,
+    nvlink_counter_state,
     nvlink_faults,
     parse_amd_ecc_json,
     parse_dcgm_diag_json,
+    parse_dcgmi_discovery,
     parse_gpu_health_xml,
     parse_kmsg,
+    parse_nvlink_errors,
     parse_nvlink_status,
     reason,
     verdict,
@@ -189,6 +196,12 @@ def dcgm_faults(host: Host, level: int, errors: List[str]) -> List[Fault]:
         errors.append(result.describe(argv)[:200])
         return []
     faults, problems = dcgm_diag_faults(diag, level)
+    if any(f["device"].startswith("GPU ") for f in faults):
+        # DCGM names GPUs by its own id: `dcgmi discovery -l` gives each one's PCI bus id.
+        found = host.run(["dcgmi", "discovery", "-l"], timeout=30)
+        buses = {gpu: info["bus_id"] for gpu, info in parse_dcgmi_discovery(found.stdout or "").items()}
+        if buses:
+            faults, problems = dcgm_diag_faults(diag, level, buses)
     errors.extend(problems)
     return faults
 
@@ -197,9 +210,9 @@ def dcgm_faults(host: Host, level: int, errors: List[str]) -> List[Fault]:
 
 
 def run_check(config: Dict[str, Any], node: str, host: Host, clear: bool = False,
-              persist: bool = True) -> Dict[str, Any]:
-    """Read the node, update the state file (kernel-log cursor, latched faults, IB
-    counters), and return the verdict. ``persist=False`` (``fleetspec verify --local``)
+              persist: bool = True, now: Optional[float] = None) -> Dict[str, Any]:
+    """Read the node, update the state file (kernel-log cursor, latched faults, IB and
+    NVLink error counters), and return the verdict. ``persist=False`` (``fleetspec verify --local``)
     looks without writing the state: the scheduled check still sees every new record and
     counter delta, so an onlooker never swallows a fault before the check acts on it."""
     expect = expectation(config, node)
@@ -211,7 +224,7 @@ def run_check(config: Dict[str, Any], node: str, host: Host, clear: bool = False
     state = _load_state(state_path)
     boot_id = (host.read("/proc/sys/kernel/random/boot_id") or "").strip() or None
     if state.get("boot_id") != boot_id:  # a reboot: a fresh kernel log, nothing latched
-        state = {"boot_id": boot_id, "kmsg_seq": -1, "latched": [], "ib": {}}
+        state = {"boot_id": boot_id, "kmsg_seq": -1, "latched": [], "ib": {}, "nvlink": {}}
     if clear:  # the operator repaired what was latched; the log cursor stays where it is
         state["latched"] = []
 
@@ -235,8 +248,18 @@ def run_check(config: Dict[str, Any], node: str, host: Host, clear: bool = False
         argv = nvidia_smi_command(host) + ["nvlink", "--status"]
         result = host.run(argv, timeout=30)
         links = parse_nvlink_status(result.stdout) if result.ok else None
+        bus_by_uuid = {g["uuid"]: g["bus_id"] for g in seen.get("nvidia", []) if g.get("uuid")}
         if links:
-            faults += nvlink_faults(links, {g["uuid"]: g["bus_id"] for g in seen.get("nvidia", []) if g.get("uuid")})
+            faults += nvlink_faults(links, bus_by_uuid)
+        argv = nvidia_smi_command(host) + ["nvlink", "-e"]
+        result = host.run(argv, timeout=30)
+        counters = parse_nvlink_errors(result.stdout) if result.ok else {}
+        if counters:
+            now = time.time() if now is None else now
+            last = state.get("nvlink") or {}
+            seconds = now - last["time"] if isinstance(last.get("time"), (int, float)) else None
+            faults += nvlink_counter_faults(counters, last.get("counters") or {}, seconds, bus_by_uuid)
+            state["nvlink"] = {"time": now, "counters": nvlink_counter_state(counters)}
     if "dcgm" in config.get("checks", list(CHECKS)) and host.which("dcgmi") is not None:
         faults += dcgm_faults(host, int(config.get("dcgm_level", 1)), errors)
     if "infiniband" in config.get("checks", list(CHECKS)):
@@ -338,7 +361,9 @@ def npd_message(result: Dict[str, Any]) -> str:
     return result["status"]
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: Optional[List[str]] = None, config: Optional[Dict[str, Any]] = None) -> int:
+    """The command line; ``config`` given (``fleetspec health`` ships the policy inside the
+    program it runs on a node) stands in for ``--config``."""
     parser = argparse.ArgumentParser(description="Check this GPU node's health and print a verdict.")
     parser.add_argument("--config", default="/etc/fleetspec/health.json")
     parser.add_argument("--root", default="/", help="read the node relative to this directory (fixtures)")
@@ -348,14 +373,21 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--slurm", action="store_true", help="drain/resume the node through slurmctld")
     parser.add_argument("--scontrol", default="scontrol")
     parser.add_argument("--clear", action="store_true", help="forget latched kernel-log faults (after a repair)")
+    parser.add_argument("--read-only", action="store_true",
+                        help="look without updating the state file (kernel-log cursor, latched faults, IB "
+                             "counters), so the scheduled check still sees every new fault")
     args = parser.parse_args(argv)
-    try:
-        config = load_config(args.config)
-    except ConfigError as exc:
-        sys.stderr.write("fleetspec-health: %s\n" % exc)
+    if args.read_only and (args.slurm or args.clear):
+        sys.stderr.write("fleetspec-health: --read-only cannot be combined with --slurm or --clear\n")
         return 2
+    if config is None:
+        try:
+            config = load_config(args.config)
+        except ConfigError as exc:
+            sys.stderr.write("fleetspec-health: %s\n" % exc)
+            return 2
     host = Host(args.root)
-    result = run_check(config, node_name(args.node), host, clear=args.clear)
+    result = run_check(config, node_name(args.node), host, clear=args.clear, persist=not args.read_only)
     if args.slurm:
         try:
             result["slurm"] = slurm_act(result, args.scontrol)

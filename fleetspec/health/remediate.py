@@ -111,7 +111,7 @@ def _device_taints(run: Runner, api: str, host: str, acting: list[dict]) -> tupl
             os.unlink(handle.name)
         sel = rule["spec"]["deviceSelector"]
         done.append(f"device {sel['pool']}/{sel['device']} tainted {device_taints.TAINT_KEY}="
-                    f"{rule['spec']['taint']['value']}:NoSchedule (DeviceTaintRule {name})")
+                    f"{rule['spec']['taint']['value']}:{rule['spec']['taint']['effect']} (DeviceTaintRule {name})")
     for name in sorted(have - set(wanted)):
         checked(run, ["kubectl", "delete", "devicetaintrule", name])
         done.append(f"DeviceTaintRule {name} deleted: its device has no fault now")

@@ -2,19 +2,16 @@
 
 Each mode gathers ``{hostname: facts}`` plus, per host that gave none, the reason, and
 hands both to ``compare``. The collector is the one file ``collector.py``: run here with
-``python3``, or copied to every node by Ansible's ``script`` module (one round trip per
-node, ``forks`` nodes at a time). ansible-runner is imported lazily so the other modes
-(and ``fleetspec validate``) do not pay for it.
+``python3``, or copied to every node by Ansible's ``script`` module
+(``fleetspec.ansible_adhoc``: one round trip per node, ``forks`` nodes at a time).
 """
 
 from __future__ import annotations
 
 import json
-import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -121,57 +118,23 @@ def verify_lab(fleet: Fleet, lab_dir: Path, forks: int = 20) -> VerifyReport:
 
 
 def collect_inventory(inventory: Path | list[Path], hosts: list[str], forks: int) -> tuple[Facts, dict[str, str]]:
-    """One ad-hoc ``script`` run of the collector over ``hosts``, in a fresh private data dir."""
+    """The collector run once on every host of ``hosts`` (one ad-hoc ``script`` run)."""
+    from fleetspec.ansible_adhoc import AdhocError, run_script
+
     try:
-        import ansible_runner
-    except ImportError:
-        raise VerifyError("verify over an inventory needs ansible-runner: pip install 'fleetspec[ansible]'") from None
-    inventories = [Path(p) for p in (inventory if isinstance(inventory, list) else [inventory])]
-    for path in inventories:
-        if not path.exists():
-            raise VerifyError(f"{path}: no such inventory")
-    with tempfile.TemporaryDirectory(prefix="fleetspec-verify-") as private:
-        script = Path(private) / "fleetspec-collector.py"
-        shutil.copyfile(COLLECTOR, script)
-        result = ansible_runner.run(
-            private_data_dir=private,
-            inventory=[str(p.resolve()) for p in inventories],
-            host_pattern=":".join(hosts),
-            module="script",
-            module_args=f"{shlex.quote(str(script))} executable=python3",
-            forks=max(1, forks),
-            quiet=True,
-        )
-        facts, problems = _events_to_facts(result.events)
-        if not facts and not problems and result.rc != 0:
-            tail = (result.stdout.read().strip().splitlines() or ["no output"])[-1]
-            raise VerifyError(f"ansible-runner failed (rc {result.rc}): {tail}")
-    return facts, problems
-
-
-def _events_to_facts(events: Any) -> tuple[Facts, dict[str, str]]:
+        results = run_script(inventory, hosts, "fleetspec-collector.py", COLLECTOR.read_bytes(), forks=forks)
+    except AdhocError as exc:
+        raise VerifyError(str(exc)) from None
     facts: Facts = {}
     problems: dict[str, str] = {}
-    for event in events:
-        kind = event.get("event")
-        data = event.get("event_data", {})
-        host, res = data.get("host"), data.get("res") or {}
-        if host is None:
-            continue
-        if kind == "runner_on_ok":
+    for host, res in results.items():
+        if res.status == "unreachable":
+            problems[host] = res.last_line()
+        elif res.status == "failed":
+            problems[host] = "the collector failed: " + res.last_line()
+        else:
             try:
-                document = json.loads(res.get("stdout", ""))
+                facts[host] = json.loads(res.stdout)
             except json.JSONDecodeError:
-                problems[host] = "the collector printed no JSON: " + _last_line(res.get("stderr") or res.get("stdout"))
-                continue
-            facts[host] = document
-        elif kind == "runner_on_unreachable":
-            problems[host] = _last_line(res.get("msg"))
-        elif kind == "runner_on_failed":
-            problems[host] = "the collector failed: " + _last_line(res.get("stderr") or res.get("msg"))
+                problems[host] = "the collector printed no JSON: " + res.last_line()
     return facts, problems
-
-
-def _last_line(text: object) -> str:
-    lines = str(text or "").strip().splitlines()
-    return lines[-1] if lines else "no output"

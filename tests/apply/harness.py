@@ -75,8 +75,9 @@ class Rollout:
                        kubernetes=None, all_hosts=lambda: list(HOSTS))
 
     def apply(self, spec: Path, fail_hosts=(), max_unavailable=2, fail_message=None, redact=None, slow_hosts=(),
-              limit=None, hook_fail_hosts=()):
-        """Plan against the state and apply; ``limit`` restricts it to those hosts, as 'apply --limit' does."""
+              limit=None, hook_fail_hosts=(), report=None):
+        """Plan against the state and apply; ``limit`` restricts it to those hosts, as 'apply --limit' does.
+        ``report(plan)`` may return a second event sink (what 'apply' prints, `TextReport.emit`)."""
         events = []
         fleet = compile_file(spec).fleet
         with self.store.lock("apply"):
@@ -85,8 +86,10 @@ class Rollout:
             if limit is not None:
                 plan = restrict_to_hosts(plan, set(limit), f"--limit {','.join(limit)}")
                 engines.all_hosts = lambda: [h for h in HOSTS if h in limit]
+            sink = report(plan) if report is not None else None
+            emit = events.append if sink is None else lambda e: (events.append(e), sink(e))
             result = apply_plan(plan, self.store, engines, ApplyOptions(drain_timeout_s=20, hooks_dir=spec.parent),
-                                events.append, redact)
+                                emit, redact)
         return plan, result, events
 
     def sinfo(self) -> dict[str, tuple[str, str]]:

@@ -9,14 +9,19 @@ real H200 node's facts (tests/data/fixtures), upgraded where the playbook ran.
 
 from __future__ import annotations
 
+import io
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 
 import pytest
+from rich.console import Console
 
+from fleetspec.apply.report import TextReport
+from fleetspec.apply.rollout import wave_name
 from fleetspec.compile import compile_file
 from fleetspec.lab.slurm import Cluster
 from fleetspec.plan import plan_against_state
@@ -94,6 +99,59 @@ def test_a_failing_wave_stops_the_rollout_and_stays_drained(rollout):
     # Fixed: the next apply finishes the job and resumes the failed wave's node.
     _, result, _ = rollout.apply(V2)
     assert result.ok and all(s == "idle" for s, _ in rollout.settled().values())
+
+
+def test_off_a_terminal_a_real_apply_prints_one_line_per_host_state_change(rollout, tmp_path):
+    """What 'apply' prints in a CI log for a real rollout whose second wave fails."""
+    stream = io.StringIO()
+    made = []
+
+    def report(plan):
+        made.append(TextReport(Console(file=stream, width=200, emoji=False, highlight=False),
+                               tmp_path / "rollout.apply.log", [(wave_name(w), w.hosts) for w in plan.waves]))
+        return made[0].emit
+
+    _, result, _ = rollout.apply(V2, fail_hosts=["h200-002"], report=report)
+    made[0].finish(result)
+    shown = stream.getvalue()
+    assert "\x1b" not in shown
+    canary, second = "nvidia-hopper#1 (canary)", "nvidia-hopper#2"
+    lines = [line for line in shown.splitlines() if line.startswith("nvidia-hopper#")]
+    assert lines == [f"{canary}: h200-001: draining", f"{canary}: h200-001: applying",
+                     f"{canary}: h200-001: verifying", f"{canary}: h200-001: done (ok 0, changed 1)",
+                     f"{second}: h200-002: draining", f"{second}: h200-002: applying",
+                     f"{second}: h200-002: failed: Fail where the test says the package is missing: "
+                     "no candidate for libnccl2=2.28.9-1+cuda13.0"], shown
+    summary = shown[shown.index("apply summary"):]
+    rows = {line.split("│")[1].strip(): line for line in summary.splitlines() if line.startswith("│")}
+    assert "done" in rows[canary] and "failed" in rows[second] and "not started" in rows["nvidia-hopper#3"]
+    log = (tmp_path / "rollout.apply.log").read_text()
+    assert "h200-001: Record that this host was converged: changed" in log  # each task result is in the log
+    assert "h200-001: Take a while where the test says (so it can kill apply mid-wave): skipped" in log
+
+
+def test_on_a_terminal_a_real_apply_shows_the_live_view_of_each_host(rollout, tmp_path):
+    """The same rollout on a terminal console: Rich's live view refreshes in its own thread
+    while ansible-runner runs in this one; its host rows show, the plain lines do not."""
+    stream = io.StringIO()
+    made = []
+
+    def report(plan):
+        made.append(TextReport(Console(file=stream, width=160, height=40, force_terminal=True, color_system=None,
+                                       emoji=False, highlight=False),
+                               tmp_path / "rollout.apply.log", [(wave_name(w), w.hosts) for w in plan.waves]))
+        return made[0].emit
+
+    _, result, _ = rollout.apply(V2, fail_hosts=["h200-002"], report=report)
+    made[0].finish(result)
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", stream.getvalue())
+    assert re.search(r"nvidia-hopper#1 \(canary\)\s+verifying\s+0/1 done", text), text  # the wave's line
+    assert re.search(r"h200-001\s+verifying\s+ok 0, changed 1, failed 0\s+Record that this host was converged",
+                     text), text  # the host's line, at the milestone "playbooks ran"
+    assert re.search(r"h200-002\s+failed\s+ok 0, changed 0, failed 1\s+Fail where the test says", text), text
+    assert "nvidia-hopper#2: h200-002: failed: Fail where the test says the package is missing" in text
+    assert "nvidia-hopper#1 (canary): h200-001: applying" not in text
+    assert "apply summary" in text
 
 
 def test_a_wave_that_fails_verification_is_left_drained_with_the_reason(rollout):

@@ -64,3 +64,37 @@ def test_exactly_one_source(tmp_path) -> None:
     spec.write_text(SPEC)
     result = CliRunner().invoke(app, ["health", str(spec)])
     assert result.exit_code == 64 and "give exactly one of" in result.output  # a usage error (EX_USAGE)
+
+
+def test_the_shipped_node_check_is_one_zip_python_runs(tmp_path) -> None:
+    """What --inventory/--lab copy to every node: the node check's modules and the spec's
+    policy in one deterministic zip; run with a bare python3 (no fleetspec installed), it
+    prints the verdict and leaves no state behind."""
+    import os
+    import subprocess
+    import sys
+
+    from fleetspec.compile import compile_text
+    from fleetspec.health.fleet import NODE_ARGS, HealthError, node_check_program
+
+    fleet = compile_text(SPEC).fleet
+    program = tmp_path / "fleetspec-health-check.pyz"
+    program.write_bytes(node_check_program(fleet))
+    assert node_check_program(fleet) == program.read_bytes()
+    root = make_node(tmp_path / "h200-02", kmsg="kmsg-xids.txt")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PATH"] = f"{root / 'bin'}{os.pathsep}{env['PATH']}"
+    args = NODE_ARGS.replace("{{ inventory_hostname }}", "h200-02").split()
+    done = subprocess.run([sys.executable, "-s", "-I", str(program), *args, "--root", str(root)], cwd=tmp_path,
+                          capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    result = json.loads(done.stdout)
+    assert (result["node"], result["status"], result["action"]) == ("h200-02", "sick", "replace")
+    assert not (root / "var").exists()  # --read-only
+    no_policy = compile_text(SPEC.replace("  health: {interval: 60}\n", "")).fleet
+    try:
+        node_check_program(no_policy)
+    except HealthError as exc:
+        assert "has no spec.health" in str(exc)
+    else:
+        raise AssertionError("a fleet without spec.health has no policy to ship")

@@ -15,8 +15,12 @@ from fleetspec.compile import compile_text
 from fleetspec.health import node_check
 from fleetspec.health.classify import (
     dcgm_diag_faults,
+    nvlink_counter_faults,
+    nvlink_counter_state,
     nvlink_faults,
     parse_dcgm_diag_json,
+    parse_dcgmi_discovery,
+    parse_nvlink_errors,
     parse_nvlink_status,
     verdict,
 )
@@ -137,3 +141,107 @@ def test_dcgm_level_is_checked_in_the_spec() -> None:
     result = compile_text(SPEC.replace("health: {interval: 60}", "health: {interval: 60, dcgm_level: 5}"))
     assert not result.valid and any("dcgm_level" in ".".join(map(str, f.path)) or "dcgm_level" in f.message
                                     for f in result.findings)
+
+
+# The DCGM user guide's 2-GPU example (Feature Overview, "Groups"): a 4-digit domain and a
+# "+===" rule under the header; then a CPU table (DCGM 4 lists CPUs too) that must not count.
+GUIDE_EXAMPLE = """2 GPUs found.
++--------+-------------------------------------------------------------------+
+| GPU ID | Device Information                                                |
++========+===================================================================+
+| 0      | Name: Tesla K80                                                   |
+|        | PCI Bus ID: 0000:07:00.0                                          |
+|        | Device UUID: GPU-000000000000000000000000000000000000             |
++--------+-------------------------------------------------------------------+
+| 1      | Name: Tesla K80 (last known)                                      |
+|        | PCI Bus ID: 0000:08:00.0 (last known)                             |
+|        | Status: Detached                                                  |
+|        | Device UUID: GPU-111111111111111111111111111111111111             |
++--------+-------------------------------------------------------------------+
+1 CPU found.
++--------+-------------------------------------------------------------------+
+| CPU ID | Device Information                                                |
++--------+-------------------------------------------------------------------+
+| 0      | Name: Grace TH500                                                 |
++--------+-------------------------------------------------------------------+
+"""
+
+
+def test_dcgmi_discovery_gives_each_dcgm_gpu_id_its_pci_bus_id() -> None:
+    gpus = parse_dcgmi_discovery((FIXTURES / "dcgmi-discovery-l.txt").read_text())
+    assert sorted(gpus) == list(range(8))
+    assert gpus[3] == {"name": "NVIDIA H200", "bus_id": "00000000:4E:00.0",
+                       "uuid": "GPU-5c1f9a3e-7b2d-4e8a-9f61-0a2b3c4d5e03"}
+    assert parse_dcgmi_discovery(GUIDE_EXAMPLE) == {
+        0: {"name": "Tesla K80", "bus_id": "0000:07:00.0", "uuid": "GPU-000000000000000000000000000000000000"},
+        1: {"name": "Tesla K80", "bus_id": "0000:08:00.0", "uuid": "GPU-111111111111111111111111111111111111"}}
+    assert parse_dcgmi_discovery("Error: unable to establish a connection to the specified host engine.") == {}
+
+
+def test_dcgm_faults_name_the_gpu_by_pci_bus_id(config, tmp_path, monkeypatch, capsys) -> None:
+    """DCGM's GPU 3 is the GPU at 00000000:4E:00.0 (dcgmi discovery -l): the fault says so,
+    as kernel-log and nvidia-smi faults name their GPU, so a DRA pool taints that one device."""
+    root = make_node(tmp_path / "h200-01")
+    set_tool_output(root, "dcgmi", FIXTURES / "dcgmi-diag-r1-fail.json", "diag -r 2 -j", rc=226)
+    set_tool_output(root, "dcgmi", FIXTURES / "dcgmi-discovery-l.txt", "discovery -l")
+    monkeypatch.setenv("PATH", f"{root / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    rc = node_check.main(["--config", str(config), "--root", str(root), "--node", "h200-01", "--format", "json"])
+    result = json.loads(capsys.readouterr().out)
+    (fault,) = [f for f in result["faults"] if f["source"] == "dcgmi diag"]
+    assert rc == 1 and (fault["class"], fault["device"], fault["action"]) == (
+        "dcgm-diag-isolate", "GPU 3 00000000:4E:00.0", "quarantine-device")
+    diag = parse_dcgm_diag_json((FIXTURES / "dcgmi-diag-r1-fail.json").read_text())
+    assert dcgm_diag_faults(diag, 1, {3: "00000000:4E:00.0"})[0][0]["device"] == "GPU 3 00000000:4E:00.0"
+
+
+def test_nvlink_error_counters_are_judged_by_their_rise_with_dcgms_limits() -> None:
+    before = parse_nvlink_errors((FIXTURES / "nvidia-smi-nvlink-errors.txt").read_text())
+    after = parse_nvlink_errors((FIXTURES / "nvidia-smi-nvlink-errors-rising.txt").read_text())
+    assert sorted(before) == list(range(8)) and all(len(g["links"]) == 18 for g in before.values())
+    assert before[5]["links"][2] == {"replay": 0, "recovery": 0, "crc": 12}
+    assert before[3]["uuid"] == "GPU-5c1f9a3e-7b2d-4e8a-9f61-0a2b3c4d5e03"
+    # The first reading has nothing to compare with: old counts are history, not a fault.
+    assert nvlink_counter_faults(before, {}, None) == []
+    assert nvlink_counter_faults(before, nvlink_counter_state(before), 60.0) == []
+    # A minute later: GPU 3 link 7 has 4 new replay and 1 new recovery error (DCGM fails any);
+    # GPU 5 link 2 has 40 new CRC errors, 0.7/s (DCGM warns below 100/s).
+    faults = nvlink_counter_faults(after, nvlink_counter_state(before), 60.0,
+                                   {"GPU-5c1f9a3e-7b2d-4e8a-9f61-0a2b3c4d5e03": "00000000:4E:00.0"})
+    assert [(f["class"], f["device"], f["detail"]) for f in faults] == [
+        ("nvlink-link-errors", "00000000:4E:00.0", "GPU 3 NVLink 7: 1 new recovery errors, 4 new replay errors"),
+        ("nvlink-crc-errors", "GPU 5", "GPU 5 NVLink 2: 40 new CRC errors (0.7/s)")]
+    result = verdict("n", faults)
+    assert (result["status"], result["action"]) == ("sick", "quarantine-device")
+    # The same 40 CRC errors within 0.2 s: 200/s, at DCGM's failing rate.
+    (fast,) = [f for f in nvlink_counter_faults(after, nvlink_counter_state(before), 0.2) if "NVLink 2" in f["detail"]]
+    assert fast["class"] == "nvlink-link-errors" and "40 new CRC errors (200/s)" in fast["detail"]
+    # A counter below its last reading was reset (nvidia-smi nvlink -r): its value is the rise.
+    reset = nvlink_counter_faults(before, nvlink_counter_state(after), 60.0)
+    assert [(f["class"], f["device"]) for f in reset] == [("nvlink-crc-errors", "GPU 5")]
+
+
+def test_the_node_check_reads_nvlink_error_counters_between_runs(config, tmp_path, monkeypatch, capsys) -> None:
+    root = make_node(tmp_path / "h200-01")
+    set_tool_output(root, "nvidia-smi", FIXTURES / "nvidia-smi-nvlink-status.txt", "nvlink --status")
+    set_tool_output(root, "nvidia-smi", FIXTURES / "nvidia-smi-nvlink-errors.txt", "nvlink -e")
+    monkeypatch.setenv("PATH", f"{root / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    args = ["--config", str(config), "--root", str(root), "--node", "h200-01", "--format", "json"]
+
+    def run(*extra: str) -> tuple[int, dict]:
+        rc = node_check.main(args + list(extra))
+        return rc, json.loads(capsys.readouterr().out)
+
+    assert run()[1]["status"] == "healthy"  # the first reading is recorded
+    state_path = root / node_check.STATE_FILE.lstrip("/")
+    state = json.loads(state_path.read_text())
+    assert state["nvlink"]["counters"]["5/2/crc"] == 12
+    state["nvlink"]["time"] -= 60  # a minute passes
+    state_path.write_text(json.dumps(state))
+    set_tool_output(root, "nvidia-smi", FIXTURES / "nvidia-smi-nvlink-errors-rising.txt", "nvlink -e")
+    rc, looked = run("--read-only")  # fleetspec health's look: sees the rise, keeps the baseline
+    assert rc == 1 and {(f["class"], f["device"]) for f in looked["faults"]} == {
+        ("nvlink-link-errors", "GPU 3"), ("nvlink-crc-errors", "GPU 5")}
+    rc, checked = run()
+    assert rc == 1 and checked["faults"] == looked["faults"] and checked["action"] == "quarantine-device"
+    rc, again = run()  # no new errors since: the link is judged by what it does now
+    assert (rc, again["status"]) == (0, "healthy")

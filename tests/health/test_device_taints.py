@@ -92,6 +92,30 @@ def test_the_rule_validates_and_a_broken_one_fails(crd_index, version) -> None:
         assert validate_object(broken, crd_index, version), broken
 
 
+@pytest.mark.parametrize("version", ["1.33", "1.34", "1.35", "1.36", "1.37"])
+def test_the_rendered_effect_is_one_the_kubernetes_api_accepts(crd_index, version) -> None:
+    """OpenAPI v2 has no enums: the effects come from DeviceTaint.Effect's documentation in
+    that release's schema (1.33-1.34 NoSchedule, NoExecute; 1.35+ also None)."""
+    from tests.k8s_schema import builtin_schema_version, documented_values
+
+    api = device_taints.api_version(version) or "resource.k8s.io/v1alpha3"
+    allowed = documented_values(builtin_schema_version(version)[0], api, "devicetaint", "effect")
+    assert allowed == (("NoSchedule", "NoExecute") if version in ("1.33", "1.34") else ("None", "NoSchedule", "NoExecute"))
+    rule = device_taints.device_taint_rule(api, "k-1", "k-1", "gpu-0", "ecc-uncorrectable")
+    assert rule["spec"]["taint"]["effect"] == device_taints.EFFECT and device_taints.EFFECT in allowed
+    assert validate_object(rule, crd_index, version) == []
+    for effect in ("PreferNoSchedule", "noschedule", "") + (("None",) if "None" not in allowed else ()):
+        broken = copy.deepcopy(rule)
+        broken["spec"]["taint"]["effect"] = effect
+        assert validate_object(broken, crd_index, version) == [
+            f"spec.taint.effect: Unsupported value: {json.dumps(effect)}: supported values: "
+            + ", ".join(json.dumps(v) for v in allowed)], effect
+    if "None" in allowed:
+        informational = copy.deepcopy(rule)
+        informational["spec"]["taint"]["effect"] = "None"
+        assert validate_object(informational, crd_index, version) == []
+
+
 def test_the_resource_slice_stand_in_is_a_valid_resource_slice(crd_index) -> None:
     assert validate_object(resource_slice("k-1"), crd_index, "1.36") == []
 
@@ -158,3 +182,40 @@ def test_remediate_taints_the_device_not_the_node(crd_index, tmp_path, monkeypat
     assert "fleetspec-k-1-gpu-0" not in out["devicetaintrules"] and "fleetspec-k-2-gpu-0" in out["devicetaintrules"]
     assert "DeviceTaintRule fleetspec-k-1-gpu-0 deleted" in result.output
     assert not [c for c in out["calls"] if c[0] == "apply"]  # k-2's rule exists: not re-applied
+
+
+def test_a_dcgm_fault_taints_only_its_device(crd_index, tmp_path, monkeypatch, kubectl_state, capsys) -> None:
+    """dcgmi diag fails GPU 3 (DCGM's id) with an ISOLATE error; dcgmi discovery -l puts GPU 3
+    at 00000000:4E:00.0; the DRA driver publishes that GPU as gpu-0 of k-1: only it is tainted."""
+    from fleetspec.compile import compile_text
+    from fleetspec.render.health import node_config
+
+    from .nodes import set_tool_output
+
+    text = SPEC.replace("health: {interval: 60}", "health: {interval: 60, checks: [kernel-log, gpu-memory, dcgm]}")
+    compiled = compile_text(text)
+    assert compiled.valid, [f.message for f in compiled.findings]
+    config = tmp_path / "health.json"
+    config.write_text(json.dumps(node_config(compiled.fleet)))
+    root = make_node(tmp_path / "k-1", kmsg="kmsg-healthy.txt", ib=None)
+    set_tool_output(root, "dcgmi", FIXTURES / "dcgmi-diag-r1-fail.json", "diag -r 1 -j", rc=226)
+    set_tool_output(root, "dcgmi", FIXTURES / "dcgmi-discovery-l.txt", "discovery -l")
+    _, result = check(config, root, "k-1", monkeypatch, capsys)
+    assert [(f["class"], f["device"]) for f in result["faults"]] == [("dcgm-diag-isolate", "GPU 3 00000000:4E:00.0")]
+    verdicts = tmp_path / "verdicts"
+    verdicts.mkdir()
+    (verdicts / "k-1.json").write_text(json.dumps(result))
+    published = resource_slice("k-1")
+    published["spec"]["devices"][0]["attributes"]["pcieBusID"] = {"string": "0000:4e:00.0"}
+    published["spec"]["devices"][0]["attributes"]["resource.kubernetes.io/pciBusID"] = {"string": "0000:4e:00.0"}
+    kubectl_state.write_text(json.dumps({"nodes": {n: {"pods": [{"name": f"trainer-{n}"}]} for n in ("k-1", "k-2", "k-3")},
+                                         "resourceslices": [published]}))
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(text)
+    done = CliRunner().invoke(app, ["health", str(spec), "--facts", str(verdicts), "--remediate"])
+    out = json.loads(kubectl_state.read_text())
+    assert sorted(out.get("devicetaintrules", {})) == ["fleetspec-k-1-gpu-0"], done.output
+    rule = out["devicetaintrules"]["fleetspec-k-1-gpu-0"]
+    assert validate_object(rule, crd_index, "1.36") == []
+    assert rule["spec"]["taint"]["value"] == "dcgm-diag-isolate"
+    assert not out["nodes"]["k-1"].get("unschedulable")  # the node stays schedulable

@@ -150,3 +150,21 @@ def test_npd_format_is_one_line_the_drain_reason(config, tmp_path, monkeypatch, 
     assert node_check.main(["--config", str(config), "--root", str(healthy), "--node", "h200-02",
                             "--format", "npd"]) == 0
     assert capsys.readouterr().out == "healthy\n"
+
+
+def test_read_only_looks_without_touching_the_state(config, tmp_path, monkeypatch, capsys) -> None:
+    """What `fleetspec health --inventory/--lab` runs: latched faults show, nothing is written."""
+    root = make_node(tmp_path / "h200-01", kmsg="kmsg-xids.txt")
+    state = root / node_check.STATE_FILE.lstrip("/")
+    rc, looked = check(config, root, "h200-01", monkeypatch, capsys, "--read-only")
+    assert rc == 1 and looked["status"] == "sick" and not state.exists()
+    rc, first = check(config, root, "h200-01", monkeypatch, capsys)  # the scheduled check still sees them
+    assert rc == 1 and first["faults"] == looked["faults"] and state.exists()
+    written = state.read_bytes()
+    (root / "dev" / "kmsg").write_text((FIXTURES / "kmsg-healthy.txt").read_text())
+    rc, again = check(config, root, "h200-01", monkeypatch, capsys, "--read-only")
+    assert rc == 1 and again["faults"] == first["faults"]  # latched until reboot, read from the state
+    assert state.read_bytes() == written
+    for other in ("--slurm", "--clear"):
+        assert node_check.main(["--config", str(config), "--read-only", other]) == 2
+        assert "--read-only cannot be combined" in capsys.readouterr().err

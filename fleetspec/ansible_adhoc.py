@@ -1,0 +1,108 @@
+"""One ad-hoc Ansible run over an inventory's hosts, without a playbook.
+
+The one place fleetspec ships a program to nodes and reads what each printed:
+``verify --inventory/--lab`` (the fact collector), ``health --inventory/--lab`` (the
+node check) and apply's commands on the Slurm controller. ansible-runner is imported
+here, lazily, so the commands that never reach a node do not pay for it.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# ansible-runner's per-host outcome events (ansible-runner docs, "Runner Events").
+HOST_EVENTS = {"runner_on_ok": "ok", "runner_on_failed": "failed", "runner_on_unreachable": "unreachable"}
+
+
+class AdhocError(RuntimeError):
+    """The run could not happen at all (no ansible-runner, no inventory, Ansible failed)."""
+
+
+@dataclass(frozen=True)
+class HostResult:
+    """What one host answered: ``status`` ok | failed | unreachable."""
+
+    host: str
+    status: str
+    stdout: str = ""
+    stderr: str = ""
+    msg: str = ""
+    rc: int | None = None
+
+    def last_line(self, *, prefer_stdout: bool = False) -> str:
+        """The last line of stderr (else the message, else stdout): why it failed."""
+        texts = (self.stdout, self.stderr, self.msg) if prefer_stdout else (self.stderr, self.msg, self.stdout)
+        for text in texts:
+            lines = str(text or "").strip().splitlines()
+            if lines:
+                return lines[-1]
+        return "no output"
+
+
+def run_script(inventory: Path | Sequence[Path], hosts: Sequence[str], name: str, content: bytes,
+               args: str = "", forks: int = 20, executable: str = "python3") -> dict[str, HostResult]:
+    """Copy ``content`` to every host in ``hosts`` and run it there (Ansible's ``script``
+    module: ``executable`` FILE ARGS, one round trip per host, ``forks`` hosts at a time).
+    ``args`` is templated by Ansible per host (``{{ inventory_hostname }}``)."""
+
+    def module_args(private: Path) -> str:
+        script = private / name
+        script.write_bytes(content)
+        return " ".join(part for part in (shlex.quote(str(script)), args, f"executable={executable}") if part)
+
+    return _run(inventory, ":".join(hosts), "ansible.builtin.script", module_args, forks)
+
+
+def run_command(inventory: Path | Sequence[Path], host: str, argv: Sequence[str]) -> HostResult:
+    """``argv`` on one host (Ansible's ``command`` module, no shell)."""
+    # ansible-runner takes module_args as one string; ad-hoc Ansible reads a string that is
+    # a JSON object as the module's arguments (ansible/cli/adhoc.py, _play_ds).
+    results = _run(inventory, host, "ansible.builtin.command", lambda _: json.dumps({"argv": list(argv)}), 1)
+    return results.get(host) or next(iter(results.values()), HostResult(host, "failed", msg="no result from Ansible"))
+
+
+def _run(inventory: Path | Sequence[Path], pattern: str, module: str, module_args: Any, forks: int) -> dict[str, HostResult]:
+    try:
+        import ansible_runner
+    except ImportError:
+        raise AdhocError("this needs ansible-runner: pip install 'fleetspec[ansible]'") from None
+    inventories = [Path(p) for p in ([inventory] if isinstance(inventory, (str, Path)) else inventory)]
+    for path in inventories:
+        if not path.exists():
+            raise AdhocError(f"{path}: no such inventory")
+    with tempfile.TemporaryDirectory(prefix="fleetspec-adhoc-") as private:
+        result = ansible_runner.run(
+            private_data_dir=private,
+            inventory=[str(p.resolve()) for p in inventories],
+            host_pattern=pattern,
+            module=module,
+            module_args=module_args(Path(private)),
+            forks=max(1, forks),
+            quiet=True,
+        )
+        results = host_results(result.events)
+        if not results and result.rc != 0:
+            tail = (result.stdout.read().strip().splitlines() or ["no output"])[-1]
+            raise AdhocError(f"ansible-runner failed (rc {result.rc}): {tail}")
+    return results
+
+
+def host_results(events: Any) -> dict[str, HostResult]:
+    """Each host's last outcome event, as a HostResult."""
+    results: dict[str, HostResult] = {}
+    for event in events:
+        status = HOST_EVENTS.get(event.get("event"))
+        data = event.get("event_data", {})
+        host, res = data.get("host"), data.get("res") or {}
+        if status is None or host is None:
+            continue
+        rc = res.get("rc")
+        results[host] = HostResult(host, status, str(res.get("stdout") or ""), str(res.get("stderr") or ""),
+                                   str(res.get("msg") or ""), int(rc) if isinstance(rc, int) else None)
+    return results
