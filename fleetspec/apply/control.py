@@ -27,13 +27,16 @@ Runner = Callable[[Sequence[str]], subprocess.CompletedProcess[str]]
 DRAIN_REASON = "fleetspec.io/drain-reason"
 
 
+OnBusy = Callable[[list[str]], None]  # the hosts that still hold work, each time that set changes; [] at the end
+
+
 class ControlError(Exception):
     """A scheduler command failed; the message names the command and its output."""
 
 
 class NodeControl(Protocol):
     def drain(self, hosts: Sequence[str], reason: str) -> None: ...
-    def wait_drained(self, hosts: Sequence[str], deadline_s: float) -> list[str]: ...
+    def wait_drained(self, hosts: Sequence[str], deadline_s: float, on_busy: OnBusy | None = None) -> list[str]: ...
     def resume(self, hosts: Sequence[str]) -> None: ...
     def reconfigure(self) -> None: ...
     def states(self, hosts: Sequence[str]) -> dict[str, tuple[str, str]]: ...
@@ -90,12 +93,18 @@ class SlurmControl:
     def drain(self, hosts: Sequence[str], reason: str) -> None:
         self._ok(["scontrol", "update", f"nodename={compress(hosts)}", "state=drain", f"reason={reason}"])
 
-    def wait_drained(self, hosts: Sequence[str], deadline_s: float) -> list[str]:
-        """Wait until no job runs on ``hosts``; return the hosts still busy at the deadline."""
+    def wait_drained(self, hosts: Sequence[str], deadline_s: float, on_busy: OnBusy | None = None) -> list[str]:
+        """Wait until no job runs on ``hosts``; return the hosts still busy at the deadline.
+        ``on_busy``: told the hosts with jobs whenever that set changes (not at all when
+        none had any)."""
         end = time.monotonic() + deadline_s
+        told: list[str] = []
         while True:
             out = self._ok(["squeue", "-h", "-w", compress(hosts), "-t", "RUNNING,COMPLETING,SUSPENDED", "-o", "%N"])
             busy = sorted({h for line in out.split() for h in _expand_quiet(line)} & set(hosts))
+            if on_busy is not None and busy != told:
+                on_busy(busy)
+                told = busy
             if not busy or time.monotonic() >= end:
                 return busy
             self.sleep(self.poll_s)
@@ -129,13 +138,19 @@ class KubernetesControl:
             self._ok(["kubectl", "cordon", host])
             self._ok(["kubectl", "annotate", "--overwrite", "node", host, f"{DRAIN_REASON}={reason}"])
 
-    def wait_drained(self, hosts: Sequence[str], deadline_s: float) -> list[str]:
+    def wait_drained(self, hosts: Sequence[str], deadline_s: float, on_busy: OnBusy | None = None) -> list[str]:
+        """``kubectl drain`` (evictions) node by node; ``on_busy`` is told the node being
+        drained, then the nodes left busy."""
         busy = []
         for host in hosts:
+            if on_busy is not None:
+                on_busy(sorted({*busy, host}))
             result = self.run(["kubectl", "drain", host, "--ignore-daemonsets", "--delete-emptydir-data",
                                f"--timeout={int(deadline_s)}s"])
             if result.returncode != 0:
                 busy.append(host)
+        if on_busy is not None:
+            on_busy(busy)
         return busy
 
     def resume(self, hosts: Sequence[str]) -> None:

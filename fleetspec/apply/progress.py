@@ -36,7 +36,8 @@ class HostProgress:
     name: str
     group: str  # the wave's name, or CONVERGE
     state: str = PENDING
-    task: str = ""  # the task it runs now (the last one once it stopped), a loop's item in brackets
+    task: str = ""  # the task it runs now (the last one once it stopped), a loop's item in brackets;
+    # while draining: "waiting for its jobs to end" or "drained"
     ok: int = 0  # tasks finished unchanged (a loop counts once; skipped tasks do not count)
     changed: int = 0
     failed: int = 0  # failed or unreachable tasks; an ignored failure counts in ``ignored``
@@ -101,6 +102,10 @@ class Progress:
             self._task(group, host, event.task, move)
         elif group is None:
             return changed
+        elif kind == "busy":  # the drain waits for these hosts' jobs (or pods); the others are drained
+            for host in group.hosts.values():
+                if host.state == DRAINING:
+                    host.task = "waiting for its jobs to end" if host.name in event.hosts else "drained"
         elif kind == "playbook":  # the wave's playbooks ran on every host of it
             group.state = VERIFYING
             for host in group.hosts.values():

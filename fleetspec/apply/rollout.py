@@ -38,8 +38,8 @@ from fleetspec.verify.compare import Status, VerifyReport
 
 @dataclass(frozen=True)
 class ApplyEvent:
-    kind: str  # plan | wave-start | drain | hook | playbook | host | verify | resume | wave-done | converge | skipped
-    # | done | error
+    kind: str  # plan | wave-start | drain | busy | hook | playbook | host | verify | resume | wave-done | converge
+    # | skipped | done | error
     message: str
     wave: str | None = None
     hosts: tuple[str, ...] = ()
@@ -123,7 +123,8 @@ def apply_plan(plan: Plan, store: StateBackend, engines: Engines, options: Apply
         try:
             control.drain(hosts, reason)
             say("drain", f"drained {', '.join(hosts)}: {reason}", name, hosts)
-            busy = control.wait_drained(hosts, options.drain_timeout_s)
+            busy = control.wait_drained(hosts, options.drain_timeout_s,
+                                        lambda b, n=name: say("busy", _busy_message(n, b, options), n, b))
         except ControlError as exc:
             return _stop(say, control, name, hosts, f"drain failed: {exc}", done, redact)
         if busy:
@@ -229,6 +230,13 @@ def _host_event(say: Callable[..., None], redact: Redactor, wave: str | None, ev
     task = f"{event.task} ({event.item})" if event.item else event.task
     say("host", f"{event.host}: {task}: {event.status}{': ' + event.message if event.message else ''}",
         wave, [event.host], event.status not in ("failed", "unreachable"), event)
+
+
+def _busy_message(name: str, busy: list[str], options: ApplyOptions) -> str:
+    if not busy:
+        return f"wave {name}: drained, nothing left running"
+    return (f"wave {name}: waiting for the jobs (pods) on {compress(busy)} to end "
+            f"(--drain-timeout {options.drain_timeout_s:.0f}s)")
 
 
 def _drift(report: VerifyReport) -> list[str]:

@@ -12,7 +12,7 @@ import dataclasses
 import difflib
 from collections.abc import Iterable
 
-from fleetspec.catalog import Catalog
+from fleetspec.catalog import Catalog, GpuModel
 from fleetspec.compile import ir
 from fleetspec.compile.partitions import build_partitions
 from fleetspec.findings import Finding, Severity, dotted
@@ -67,10 +67,7 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
             if hosts is None or gpu is None or group.stack not in stack_index:
                 dropped_hosts.update(hosts or ())  # reported already; do not cascade
                 continue
-            gpu_spec = ir.GpuSpec(
-                model=gpu.id, count=group.gpu.count, vendor=gpu.vendor,  # type: ignore[arg-type]
-                generation=gpu.generation, gres_type=gpu.gres, memory_gb=gpu.memory_gb, cpu_arch=gpu.cpu_arch,
-            )
+            gpu_spec = gpu_spec_of(gpu, group.gpu.count)
             for host in hosts:
                 if host in first_seen:
                     findings.append(Finding(
@@ -349,3 +346,9 @@ def _kubernetes(k: m.Kubernetes | None, catalog: Catalog) -> ir.KubernetesConfig
         network_rdma=k.network_operator.rdma,
         path=path,
     )
+
+
+def gpu_spec_of(gpu: GpuModel, count: int) -> ir.GpuSpec:
+    """A node group's ``count`` GPUs of catalog model ``gpu``, as the IR carries them."""
+    return ir.GpuSpec(model=gpu.id, count=count, vendor=gpu.vendor,  # type: ignore[arg-type]
+                      generation=gpu.generation, gres_type=gpu.gres, memory_gb=gpu.memory_gb, cpu_arch=gpu.cpu_arch)

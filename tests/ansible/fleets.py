@@ -1,61 +1,37 @@
-"""Fleets built by hand for the Ansible tests (the compiler is tested elsewhere).
+"""Fleets built as IR for the Ansible tests (the compiler is tested elsewhere).
 
-Why by hand: the renderer and the playbooks read only the IR; building it directly
-keeps these tests about the node layer, and lets the lab test pick tiny fleets.
+Why as IR: the renderer and the playbooks read only the IR; building it directly
+keeps these tests about the node layer, and lets the lab test pick tiny fleets. The
+parts with rules of their own come from the compiler: GPUs resolved from the catalog
+(``gpu_spec_of``) and partitions from ``build_partitions``.
 """
 
 from __future__ import annotations
 
+from fleetspec.catalog import load_catalog
+from fleetspec.compile.compiler import gpu_spec_of
 from fleetspec.compile.ir import (
     Fabric,
     Fleet,
-    GpuSpec,
     Node,
-    Partition,
     Rack,
     SlurmConfig,
     StackTuple,
 )
+from fleetspec.compile.partitions import build_partitions
 
-GPUS = {
-    "a100": GpuSpec("a100", 8, "nvidia", "ampere", "a100", 80),
-    "h100-sxm": GpuSpec("h100-sxm", 8, "nvidia", "hopper", "h100", 80),
-    "h200": GpuSpec("h200", 8, "nvidia", "hopper", "h200", 141),
-    "b200": GpuSpec("b200", 8, "nvidia", "blackwell", "b200", 180),
-    "gb200": GpuSpec("gb200", 4, "nvidia", "blackwell", "gb200", 186),
-    "mi300x": GpuSpec("mi300x", 8, "amd", "cdna3", "mi300x", 192),
-    "mi355x": GpuSpec("mi355x", 8, "amd", "cdna4", "mi355x", 288),
-}
+# Each model's GPUs as the compiler resolves them from the catalog (vendor, generation,
+# GRES type, CPU architecture): 8 to a board, 4 to a GB200 tray.
+GPUS = {model: gpu_spec_of(load_catalog().gpus[model], 4 if model == "gb200" else 8)
+        for model in ("a100", "h100-sxm", "h200", "b200", "gb200", "mi300x", "mi355x")}
+
 
 def _nodes(prefix: str, count: int, model: str, rack: str, leaf: str, stack: str, scheduler: str,
            width: int = 2, domain: str | None = None) -> list[Node]:
-    gpu = GPUS[model]
-    partition = f"{gpu.vendor}-{gpu.generation}"
     return [
-        Node(f"{prefix}-{i:0{width}d}", rack, leaf, domain, gpu, stack, scheduler, partition)  # type: ignore[arg-type]
+        Node(f"{prefix}-{i:0{width}d}", rack, leaf, domain, GPUS[model], stack, scheduler, "")  # type: ignore[arg-type]
         for i in range(1, count + 1)
     ]
-
-
-def _partitions(nodes: list[Node], extra: dict[str, list[str]]) -> tuple[Partition, ...]:
-    by: dict[tuple[str, str], list[Node]] = {}
-    for n in nodes:
-        by.setdefault((n.partition, n.scheduler), []).append(n)
-    out = []
-    for (name, scheduler), members in sorted(by.items()):
-        out.append(Partition(
-            name, scheduler, (members[0].gpu.vendor,), (members[0].gpu.generation,),  # type: ignore[arg-type]
-            tuple(sorted({m.gpu.model for m in members})), tuple(sorted(m.hostname for m in members)),
-            sum(m.gpu.count for m in members), tuple(sorted({m.stack for m in members})), True,
-        ))
-    index = {n.hostname: n for n in nodes}
-    for name, hosts in sorted(extra.items()):
-        ms = [index[h] for h in hosts]
-        out.append(Partition(
-            name, "slurm", (ms[0].gpu.vendor,), (ms[0].gpu.generation,), (ms[0].gpu.model,), tuple(sorted(hosts)),
-            sum(m.gpu.count for m in ms), (ms[0].stack,), False,
-        ))
-    return tuple(out)
 
 
 def _racks(nodes: list[Node]) -> tuple[Rack, ...]:
@@ -70,16 +46,20 @@ def lab(nvidia: StackTuple, amd: StackTuple, os: str = "ubuntu-24.04", nvidia_gp
     """Two Slurm nodes, one per vendor; the NVIDIA node (gpu-h100-01, or gpu-b200-01 for an
     HGX B200 board) is also the controller and slurmdbd host."""
     prefix = f"gpu-{GPUS[nvidia_gpu].gres_type}"
-    nodes = (_nodes(prefix, 1, nvidia_gpu, "r01", "leaf-01", nvidia.name, "slurm")
-             + _nodes("gpu-mi300", 1, "mi300x", "r01", "leaf-01", amd.name, "slurm"))
+    slurm = SlurmConfig("25.11.8", "native", (f"{prefix}-01",), f"{prefix}-01", "none")
+    findings: list = []
+    nodes, partitions = build_partitions(
+        tuple(_nodes(prefix, 1, nvidia_gpu, "r01", "leaf-01", nvidia.name, "slurm")
+              + _nodes("gpu-mi300", 1, "mi300x", "r01", "leaf-01", amd.name, "slurm")), slurm, findings)
+    assert findings == [], findings
     return Fleet(
         name="lab",
         os=os,
         stacks=tuple(sorted((nvidia, amd), key=lambda s: s.name)),
         fabric=Fabric("infiniband", ("spine-01",), ("leaf-01",)),
-        racks=_racks(nodes),
-        nodes=tuple(nodes),
-        partitions=_partitions(nodes, {}),
-        slurm=SlurmConfig("25.11.8", "native", (f"{prefix}-01",), f"{prefix}-01", "none"),
+        racks=_racks(list(nodes)),
+        nodes=nodes,
+        partitions=partitions,
+        slurm=slurm,
         kubernetes=None,
     )

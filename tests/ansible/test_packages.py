@@ -43,6 +43,17 @@ def test_fabric_manager_only_for_nvswitch_boards_and_imex_for_nvl72() -> None:
     assert [p.spec for p in imex] == ["nvidia-imex-580=580.95.05-1"] and imex[0].condition == "imex"
 
 
+def test_nvlsm_only_for_hgx_b200_b300_boards() -> None:
+    """nvlsm reaches fourth-generation NVSwitches on the 8-GPU HGX B200/B300 baseboards; a
+    B200 node of fewer GPUs has no NVSwitch, an HGX H100/H200 switches over PCI."""
+    def nvlsm(gpu) -> list[str]:
+        return [p.condition for p in packages_for(HOPPER, "ubuntu-24.04", [gpu]) if p.name == "nvlsm"]
+
+    assert nvlsm(GPUS["b200"]) == ["nvlink5"]
+    assert nvlsm(GPUS["b200"].__class__("b200", 4, "nvidia", "blackwell", "b200", 180)) == []
+    assert nvlsm(GPUS["h200"]) == [] and nvlsm(GPUS["gb200"]) == []
+
+
 def test_debian_12_uses_the_unbranched_driver_names() -> None:
     names = specs(packages_for(HOPPER, "debian-12", [GPUS["h100-sxm"]]))
     assert names[:3] == ["nvidia-driver=580.95.05-1", "nvidia-kernel-open-dkms=580.95.05-1", "libcuda1=580.95.05-1"]

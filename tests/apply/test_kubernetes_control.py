@@ -41,7 +41,9 @@ def test_drain_annotates_the_reason_and_resume_takes_it_away(tmp_path: Path) -> 
 def test_a_pod_budget_keeps_its_node_busy_until_the_deadline(tmp_path: Path) -> None:
     k8s, state = control(tmp_path, {"k-1": {"pods": [{"name": "trainer-0"}]},
                                     "k-2": {"pods": [{"name": "db-0", "pdb_blocked": True}]}})
-    assert k8s.wait_drained(["k-1", "k-2"], deadline_s=90.5) == ["k-2"]
+    told: list[list[str]] = []
+    assert k8s.wait_drained(["k-1", "k-2"], deadline_s=90.5, on_busy=told.append) == ["k-2"]
+    assert told == [["k-1"], ["k-2"], ["k-2"]]  # the node being drained, then the one left busy
     saved = json.loads(state.read_text())
     assert saved["nodes"]["k-1"]["pods"] == [] and saved["nodes"]["k-2"]["pods"] == [{"name": "db-0", "pdb_blocked": True}]
     drains = [c for c in saved["calls"] if c[0] == "drain"]

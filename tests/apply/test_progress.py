@@ -103,3 +103,14 @@ def test_task_names_items_and_messages_are_redacted_before_the_model_sees_them()
         assert "libnccl-dev" not in event.message and (event.task is None or event.task.item != "libnccl-dev")
     assert f"Hold the pinned packages ({Redactor.MASK})" in tasks
     assert progress.groups[WAVE].hosts[FAILING].error == f"Install NCCL: no candidate for libnccl2={Redactor.MASK}"
+
+
+def test_while_a_wave_drains_each_host_shows_whether_jobs_still_hold_it() -> None:
+    progress = Progress([(WAVE, HOSTS)])
+    events = [_wave("wave-start"), ApplyEvent("busy", "waiting", WAVE, (FAILING, UNREACHABLE)),
+              ApplyEvent("busy", "waiting", WAVE, (UNREACHABLE,))]
+    assert _fold(progress, events) == {h: ["draining"] for h in HOSTS}  # still draining: the task says why
+    assert {h.name: h.task for h in progress.groups[WAVE].hosts.values()} == {
+        OK_HOST: "drained", FAILING: "drained", UNREACHABLE: "waiting for its jobs to end"}
+    progress.update(ApplyEvent("busy", "drained", WAVE, ()))
+    assert all(h.task == "drained" for h in progress.groups[WAVE].hosts.values())

@@ -177,10 +177,35 @@ def test_jobs_block_the_drain_until_the_deadline(rollout):
     rollout.cluster.wait_job(job_id, {"RUNNING"})
     control = rollout.engines().slurm
     control.drain(["h200-001"], "fleetspec: test")
-    assert control.wait_drained(["h200-001"], deadline_s=1.0) == ["h200-001"]
+    told: list[list[str]] = []
+    assert control.wait_drained(["h200-001"], deadline_s=1.0, on_busy=told.append) == ["h200-001"]
+    assert told == [["h200-001"]]  # once, not at every poll
     rollout.cluster.run("scancel", job_id)
     assert control.wait_drained(["h200-001"], deadline_s=15.0) == []
     control.resume(["h200-001"])
+
+
+def test_a_wave_waiting_for_jobs_says_which_nodes_hold_it(rollout, tmp_path):
+    """A job on the canary node: apply says it waits for that node's jobs, then that the
+    wave drained, and rolls on once the job ends."""
+    job = rollout.cluster.sbatch("-p", "nvidia-hopper", "-w", "h200-001", "-N", "1", script="#!/bin/sh\nsleep 4\n")
+    rollout.cluster.wait_job(job.stdout.split()[-1], {"RUNNING"})
+    stream = io.StringIO()
+    made = []
+
+    def report(plan):
+        made.append(TextReport(Console(file=stream, width=200, emoji=False, highlight=False),
+                               tmp_path / "rollout.apply.log", [(wave_name(w), w.hosts) for w in plan.waves]))
+        return made[0].emit
+
+    _, result, events = rollout.apply(V2, report=report)
+    made[0].finish(result)
+    assert result.ok, [e.message for e in events]
+    busy = [(e.wave, e.hosts) for e in events if e.kind == "busy"]
+    assert busy == [("nvidia-hopper#1 (canary)", ("h200-001",)), ("nvidia-hopper#1 (canary)", ())]
+    shown = stream.getvalue()
+    assert "wave nvidia-hopper#1 (canary): waiting for the jobs (pods) on h200-001 to end (--drain-timeout 20s)" in shown
+    assert "wave nvidia-hopper#1 (canary): drained, nothing left running" in shown
 
 
 def test_secrets_in_failure_output_are_masked_everywhere(rollout):
