@@ -8,9 +8,12 @@ import json
 import os
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
+import pydantic
 import pytest
+from pydantic import Field, TypeAdapter, ValidationError
 
 from fleetspec.spec import model as m
 
@@ -38,6 +41,51 @@ def test_a_model_default_is_what_the_model_makes(cls, name, factory):
     assert type(made) is type(built)
     assert made == built and made.model_fields_set == built.model_fields_set == set()
     assert made.model_dump() == built.model_dump()
+
+
+def _prebuilt(annotation: typing.Any) -> typing.Iterator[m.Prebuilt]:
+    for part in (*getattr(annotation, "__metadata__", ()), *typing.get_args(annotation)):
+        if isinstance(part, m.Prebuilt):
+            yield part
+        else:
+            yield from _prebuilt(part)
+
+
+PREBUILT = list({id(p): p for model_cls in (getattr(m, n) for n in dir(m))
+                 if isinstance(model_cls, type) and issubclass(model_cls, m._Model)
+                 for field in model_cls.model_fields.values()
+                 for p in (*_prebuilt(field.annotation), *(x for x in field.metadata if isinstance(x, m.Prebuilt)))
+                 }.values())
+PLAIN = {str: pydantic.StrictStr, int: pydantic.StrictInt, bool: pydantic.StrictBool}
+PROBES = ["", "ok", "a-b", "Bad_Name", "x" * 70, "x" * 5000, "v1.2.3", "1.2", "/var/spool/x", "env:A", "10m", " 1 ",
+          "1", 0, 1, 64, 65, -1, 2**40, 1.0, 1.5, True, False, None, b"ok", ["ok"], {"a": 1}]
+
+
+def _strip(schema: typing.Any) -> typing.Any:
+    if isinstance(schema, dict):
+        return {k: _strip(v) for k, v in schema.items() if k != "metadata"}
+    return schema
+
+
+def _outcome(adapter: TypeAdapter, value: typing.Any) -> typing.Any:
+    try:
+        return ("ok", adapter.validate_python(value))
+    except ValidationError as exc:
+        return ("error", exc.errors(include_url=False))
+
+
+def test_the_spec_uses_prebuilt_strict_types():
+    assert len(PREBUILT) >= 20 and {p.kind for p in PREBUILT} == {str, int, bool}
+
+
+@pytest.mark.parametrize("prebuilt", PREBUILT, ids=[f"{p.kind.__name__}{p.constraints}"[:80] for p in PREBUILT])
+def test_a_prebuilt_type_is_what_pydantic_builds_from_the_plain_spelling(prebuilt):
+    plain = PLAIN[prebuilt.kind]
+    reference = TypeAdapter(typing.Annotated[plain, Field(**prebuilt.constraints)] if prebuilt.constraints else plain)
+    ours = TypeAdapter(typing.Annotated[prebuilt.kind, prebuilt])
+    assert _strip(ours.core_schema) == _strip(reference.core_schema)
+    assert ours.json_schema() == reference.json_schema()
+    assert [_outcome(ours, v) for v in PROBES] == [_outcome(reference, v) for v in PROBES]
 
 
 def test_list_fields_default_to_a_new_empty_list():
