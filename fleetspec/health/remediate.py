@@ -23,7 +23,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 
-from fleetspec.apply.control import ControlError, KubernetesControl, Runner, checked
+from fleetspec.apply.control import DRAIN_REASON, ControlError, KubernetesControl, Runner, checked
 from fleetspec.compile.ir import Fleet
 from fleetspec.health import device_taints
 from fleetspec.health.catalog import strongest
@@ -31,7 +31,7 @@ from fleetspec.health.classify import reason
 from fleetspec.health.fleet import FleetHealth
 from fleetspec.health.node_check import LEADER
 
-ANNOTATION = "fleetspec.io/drain-reason"
+ANNOTATION = DRAIN_REASON  # the annotation apply's drain writes
 
 
 @dataclass(frozen=True)
