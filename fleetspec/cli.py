@@ -20,6 +20,7 @@ from fleetspec import __version__
 from fleetspec.cli_lazy import command, lazy_group, sub_app
 from fleetspec.cli_usage import ChartsOpt, UsageExitGroup
 from fleetspec.console import command_class, lazy_consoles
+from fleetspec.exit_codes import ERROR, OK
 
 if TYPE_CHECKING:
     from fleetspec.compile import CompileResult
@@ -139,7 +140,7 @@ def validate(
 
     compiled = tasks.validate(spec, charts)
     _print_findings(compiled, format)
-    raise typer.Exit(0 if compiled.valid else 1)
+    raise typer.Exit(OK if compiled.valid else ERROR)
 
 
 def partitions(
@@ -154,7 +155,7 @@ def partitions(
     result = tasks.partitions(spec)
     if not result.compiled.valid:
         _print_findings(result.compiled)
-        raise typer.Exit(1)
+        raise typer.Exit(ERROR)
     if format is TableFormat.json:
         import json
 
@@ -184,14 +185,14 @@ def render(
         result = tasks.render(spec, out_dir, charts)
     except RenderWriteError as exc:
         err.print(f"error: {exc}", markup=False)
-        raise typer.Exit(1) from None
+        raise typer.Exit(ERROR) from None
     except OSError as exc:
         err.print(f"error: cannot write {out_dir}: {exc.strerror}. Check the path and permissions", markup=False)
-        raise typer.Exit(1) from None
+        raise typer.Exit(ERROR) from None
     if not result.written:
         _print_findings(result.compiled)
         err.print(f"nothing written: fix the errors above, then render again into {out_dir}", markup=False)
-        raise typer.Exit(1)
+        raise typer.Exit(ERROR)
     if result.compiled.findings:
         _print_findings(result.compiled)
     out.print(f"wrote {len(result.files)} files to {result.out}", markup=False)
@@ -255,7 +256,7 @@ def _fleet_or_exit(spec: Path):  # type: ignore[no-untyped-def]
     compiled = tasks.validate(spec)
     if compiled.fleet is None:
         _print_findings(compiled)
-        raise typer.Exit(1)
+        raise typer.Exit(ERROR)
     return compiled.fleet
 
 
@@ -297,7 +298,7 @@ def secrets_check(spec: SpecArg) -> None:
         except sec.SecretError as exc:
             failed = True
             err.print(f"{ref.name}: {exc}", markup=False)
-    raise typer.Exit(1 if failed else 0)
+    raise typer.Exit(ERROR if failed else OK)
 
 
 def version() -> None:

@@ -9,6 +9,8 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from fleetspec.exit_codes import ERROR
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -88,7 +90,7 @@ def write_report(path: Path, data: bytes, err: Console) -> None:
         write_output(path, data)
     except UnsafePathError as exc:
         err.print(f"error: {exc}", markup=False)
-        raise typer.Exit(1) from None
+        raise typer.Exit(ERROR) from None
     except OSError as exc:
         err.print(f"error: cannot write {path}: {exc.strerror}", markup=False)
-        raise typer.Exit(1) from None
+        raise typer.Exit(ERROR) from None

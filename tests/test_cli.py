@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from fleetspec.cli import app
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, ROOT
 
 runner = CliRunner()
 QUICKSTART = str(EXAMPLES / "quickstart.yaml")
@@ -181,10 +181,13 @@ def test_locations_and_paths_print_as_written_never_as_emoji(tmp_path):
 
 
 def test_output_honours_columns_when_piped():
-    narrow = subprocess.run([sys.executable, "-m", "fleetspec.cli", "partitions", QUICKSTART], capture_output=True,
-                            text=True, env={**os.environ, "COLUMNS": "60"})
-    wide = subprocess.run([sys.executable, "-m", "fleetspec.cli", "partitions", QUICKSTART], capture_output=True,
-                          text=True, env={k: v for k, v in os.environ.items() if k != "COLUMNS"})
+    # run beside the spec: the heading names the spec's path as given, never wrapped, and a
+    # checkout's absolute path would make its length depend on where the clone lives
+    command = [sys.executable, "-m", "fleetspec.cli", "partitions", "quickstart.yaml"]
+    narrow = subprocess.run(command, capture_output=True, text=True, cwd=EXAMPLES,
+                            env={**os.environ, "COLUMNS": "60", "PYTHONPATH": str(ROOT)})
+    wide = subprocess.run(command, capture_output=True, text=True, cwd=EXAMPLES,
+                          env={**{k: v for k, v in os.environ.items() if k != "COLUMNS"}, "PYTHONPATH": str(ROOT)})
     assert narrow.returncode == 0 and wide.returncode == 0
     assert max(map(len, narrow.stdout.splitlines())) <= 60
     assert max(map(len, wide.stdout.splitlines())) > 60  # a pipe without COLUMNS is wide, not 80

@@ -20,6 +20,7 @@ import typer
 
 from fleetspec.cli_usage import canary_option, hostlist_option, max_unavailable_option, seconds_option
 from fleetspec.console import lazy_consoles
+from fleetspec.exit_codes import ERROR, OK
 
 if TYPE_CHECKING:
     from fleetspec.apply.rollout import ApplyEvent, Engines
@@ -98,7 +99,7 @@ def apply(
             if not compiled.valid or compiled.fleet is None:
                 for f in compiled.located():
                     err.print(f"{f.file}:{f.line}:{f.column}: {f.severity} [{f.rule}] {f.message}", markup=False)
-                raise typer.Exit(1)
+                raise typer.Exit(ERROR)
             fleet = compiled.fleet
         if lab is not None and state is None:
             state = str(lab / "state")  # a rehearsal keeps its own state, never the fleet's
@@ -113,7 +114,7 @@ def apply(
                                                old_files=applied_tree(store, current))
             _show(_restricted(plan, only, why), format, emit, print_plan)
             err.print("refusing to apply without confirmation: no terminal to ask on. Pass --yes")
-            raise typer.Exit(1)
+            raise typer.Exit(ERROR)
         with locked(store, "apply", lock_timeout):
             current = store.read()
             if saved is not None:
@@ -124,7 +125,7 @@ def apply(
             _show(plan, format, emit, print_plan)
             if plan.empty:
                 emit(ApplyEvent("done", "no changes"))
-                raise typer.Exit(0)
+                raise typer.Exit(OK)
             if not yes:
                 typer.confirm("Apply this plan?", abort=True)
             if format is ApplyFormat.text:
@@ -151,14 +152,14 @@ def apply(
         if report is not None:
             report.finish(None)
         err.print(f"error: {exc}", markup=False)
-        raise typer.Exit(1) from None
+        raise typer.Exit(ERROR) from None
     except BaseException:  # Ctrl-C while draining, a bug: the live view stops, the log is closed
         if report is not None:
             report.finish(None)
         raise
     if report is not None:
         report.finish(result)
-    raise typer.Exit(0 if result.ok else 1)
+    raise typer.Exit(OK if result.ok else ERROR)
 
 
 def _restriction(lab: Path | None, limit: str | None) -> tuple[set[str] | None, str | None]:

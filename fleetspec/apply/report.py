@@ -219,7 +219,8 @@ def _hosts(group: GroupProgress, max_hosts: int) -> RenderableType:
     rest = Counter(h.state for h in hosts[len(shown):])
     if rest:
         summary = ", ".join(f"{n} {state}" for state, n in sorted(rest.items(), key=lambda s: _RANK.get(s[0], 9)))
-        table.add_row(Text(f"  ... {len(hosts) - len(shown)} more"), Text(summary, style="dim"), Text(""), Text(""))
+        table.add_row(Text(f"  ... {len(hosts) - len(shown)} more"), Text(""), Text(""),
+                      Text(summary, style="dim", no_wrap=True, overflow="ellipsis"))
     return table
 
 

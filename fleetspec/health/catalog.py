@@ -27,7 +27,6 @@ IB_SYSFS = "https://www.kernel.org/doc/Documentation/ABI/stable/sysfs-class-infi
 NHC_IB = "https://github.com/mej/nhc/blob/master/scripts/lbnl_hw.nhc"
 NVIDIA_SMI = "https://docs.nvidia.com/deploy/nvidia-smi/index.html"
 AMD_RAS = "https://rocm.docs.amd.com/projects/amdsmi/en/latest/conceptual/ras.html"
-AMD_SMI_CLI = "https://github.com/ROCm/amdsmi/blob/develop/amdsmi_cli/amdsmi_commands.py"
 DCGM_DIAG = "https://docs.nvidia.com/datacenter/dcgm/latest/user-guide/dcgm-diagnostics.html"
 # dcgmErrorSeverity_t and the DCGM_FR_* codes; dcgm_errors.c gives each code its severity
 # (DCGM_FR_NVLINK_DOWN and DCGM_FR_VOLATILE_DBE_DETECTED are DCGM_ERROR_ISOLATE).

@@ -185,7 +185,11 @@ def nvidia_gpu_faults(gpus: List[Dict[str, Any]], model: Optional[str] = None) -
 
 
 def parse_amd_ecc_json(text: str) -> Optional[List[Dict[str, Any]]]:
-    """``amd-smi metric --ecc --json``: [{gpu, correctable, uncorrectable, deferred}]."""
+    """``amd-smi metric --ecc --json``: [{gpu, correctable, uncorrectable, deferred}].
+
+    The keys (``ecc`` -> ``total_correctable_count``, ``total_uncorrectable_count``,
+    ``total_deferred_count``) are amd-smi's own:
+    https://github.com/ROCm/amdsmi/blob/develop/amdsmi_cli/amdsmi_commands.py"""
     try:
         data = json.loads(text)
     except ValueError:

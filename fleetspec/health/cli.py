@@ -17,6 +17,7 @@ import typer
 
 from fleetspec.cli_usage import UsageError
 from fleetspec.console import consoles, write_report
+from fleetspec.exit_codes import ERROR, OK
 
 
 class HealthFormat(str, Enum):
@@ -61,7 +62,7 @@ def health(
             result = from_inventory(fleet, inventory, forks=forks)
     except HealthError as exc:
         err.print(f"error: {exc}", markup=False)
-        raise typer.Exit(1) from None
+        raise typer.Exit(ERROR) from None
     if format is HealthFormat.json:
         sys.stdout.write(json.dumps(to_json(result), indent=2) + "\n")
     else:
@@ -75,7 +76,7 @@ def health(
                 err.print(f"{remedy.node}: {remedy.done}", markup=False)
         except ControlError as exc:
             err.print(f"error: {exc}", markup=False)
-            raise typer.Exit(1) from None
+            raise typer.Exit(ERROR) from None
     if junit is not None:
         write_report(junit, to_junit(result).encode(), err)
-    raise typer.Exit(0 if result.healthy else 1)
+    raise typer.Exit(OK if result.healthy else ERROR)

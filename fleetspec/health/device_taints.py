@@ -81,3 +81,46 @@ def device_taint_rule(api: str, node: str, pool: str, device: str, fault_class: 
             "taint": {"key": TAINT_KEY, "value": fault_class, "effect": EFFECT},
         },
     }
+
+
+def plan(api: str, node: str, slices: list[dict[str, Any]], faults: list[dict[str, Any]]
+         ) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+    """The DeviceTaintRules ``faults`` call for on ``node`` (by name), and the faults left for
+    the node path: every fault not ``quarantine-device`` and every one whose GPU the node's
+    ResourceSlices do not show. Both remediators (``fleetspec health --remediate`` and the
+    in-cluster CronJob) decide with this."""
+    wanted: dict[str, dict[str, Any]] = {}
+    rest: list[dict[str, Any]] = []
+    for fault in faults:
+        found = find_device(slices, node, fault["device"]) if fault["action"] == "quarantine-device" else None
+        if found is None:
+            rest.append(fault)
+            continue
+        rule = device_taint_rule(api, node, found[0], found[1], fault["class"])
+        wanted.setdefault(rule["metadata"]["name"], rule)
+    return wanted, rest
+
+
+def tainted(rule: dict[str, Any]) -> str:
+    sel, taint = rule["spec"]["deviceSelector"], rule["spec"]["taint"]
+    return (f"device {sel['pool']}/{sel['device']} tainted {TAINT_KEY}={taint['value']}:{taint['effect']} "
+            f"(DeviceTaintRule {rule['metadata']['name']})")
+
+
+def untainted(name: str) -> str:
+    return f"DeviceTaintRule {name} deleted: its device has no fault now"
+
+
+_NPD_DEVICES = re.compile(r" \[devices:((?: [^ =\]]+=[a-z0-9-]+)*)\]$")
+
+
+def npd_faults(message: str) -> list[dict[str, Any]] | None:
+    """The ``quarantine-device`` faults a sick node check put in NPD's condition message
+    (``fleetspec.health.node_check.npd_devices``: `` [devices: 0000:5d:00=ecc-uncorrectable
+    -=dcgm-diag-isolate]``), as fault dicts; None when the message carries no device list
+    (then only the node path can act)."""
+    match = _NPD_DEVICES.search(message.strip())
+    if match is None:
+        return None
+    return [{"action": "quarantine-device", "device": address, "class": cls}
+            for address, cls in (token.split("=", 1) for token in match.group(1).split())]

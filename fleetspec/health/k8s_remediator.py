@@ -13,7 +13,15 @@ may read and patch Nodes, list Pods and create ``pods/eviction``. Each run:
   the pod stays until the next run), terminationGracePeriodSeconds is honoured;
 - a node cordoned with such an annotation whose ``GPUProblem`` is ``False`` again is
   uncordoned and the annotation removed;
-- a node cordoned by anyone else (no annotation of ours) is left alone, as on Slurm.
+- a node cordoned by anyone else (no annotation of ours) is left alone, as on Slurm;
+- on a DRA-managed pool (``--dra-partitions``, with ``--taint-api`` the DeviceTaintRule
+  apiVersion the renderer chose for the cluster's Kubernetes version), the GPUs the message's
+  ``[devices: ...]`` list names (the node check's ``quarantine-device`` faults) are tainted
+  with the DeviceTaintRule ``fleetspec health --remediate`` writes
+  (``fleetspec.health.device_taints.plan``, the same decision), and the node is cordoned
+  only for what is left: a node-level fault, or a GPU its ResourceSlices do not show. A
+  rule whose device is no longer listed (the condition ``False``, or other devices) is
+  deleted; ``Unknown`` changes nothing.
 
 Source: https://kubernetes.io/docs/concepts/scheduling-eviction/api-eviction/ (the Eviction
 API, 429 when a PodDisruptionBudget forbids it); NPD docs/custom_plugin_monitor.md (the
@@ -30,9 +38,12 @@ import urllib.parse
 import urllib.request
 from typing import Any, Dict, List, Optional, Tuple
 
+from fleetspec.health import device_taints
+
 ANNOTATION = "fleetspec.io/drain-reason"
 LEADER = "fleetspec-health:"
 CONDITION = "GPUProblem"
+PARTITION_LABEL = "fleetspec.io/partition"  # fleetspec.render.kubernetes.PARTITION_LABEL
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
@@ -68,6 +79,12 @@ class Api(object):
         if code != 200:
             raise RuntimeError("GET %s: %d %s" % (path, code, body.get("message", "")))
         return body
+
+    def ok(self, method: str, path: str, body: Any = None, accept: Tuple[int, ...] = ()) -> Any:
+        code, got = self.call(method, path, body)
+        if not (200 <= code < 300 or code in accept):
+            raise RuntimeError("%s %s: %d %s" % (method, path, code, got.get("message", "")))
+        return got
 
     def patch_node(self, name: str, patch: Dict[str, Any]) -> None:
         path = "/api/v1/nodes/" + urllib.parse.quote(name)
@@ -110,21 +127,61 @@ def drain(api: Api, node: str) -> Tuple[int, List[str]]:
     return done, held
 
 
-def reconcile(api: Api, selector: str) -> List[str]:
-    """One pass over the GPU nodes; returns what was done, one line per node acted on."""
+def taint_devices(api: Api, taint_api: str, node: str, faults: List[Dict[str, Any]]
+                  ) -> Tuple[List[Dict[str, Any]], List[str]]:
+    """Make ``node``'s DeviceTaintRules those ``faults`` call for: (faults left for the node
+    path, what was done). ResourceSlices are read at resource.k8s.io's preferred version,
+    the one kubectl uses (GET /apis/resource.k8s.io, its ``preferredVersion``)."""
+    slices: List[Dict[str, Any]] = []
+    if faults:
+        group = api.get("/apis/resource.k8s.io")["preferredVersion"]["groupVersion"]
+        query = urllib.parse.urlencode({"fieldSelector": "spec.nodeName=%s,spec.driver=%s" % (node, device_taints.DRIVER)})
+        slices = api.get("/apis/%s/resourceslices?%s" % (group, query)).get("items", [])
+    wanted, rest = device_taints.plan(taint_api, node, slices, faults)
+    rules = "/apis/%s/devicetaintrules" % taint_api
+    query = urllib.parse.urlencode({"labelSelector": "%s=%s" % (device_taints.NODE_LABEL, node)})
+    have = {item["metadata"]["name"] for item in api.get(rules + "?" + query).get("items", [])}
+    done = []
+    for name, rule in wanted.items():
+        if name not in have:
+            api.ok("POST", rules, rule, accept=(409,))  # 409: another run made it already
+            done.append(device_taints.tainted(rule))
+    for name in sorted(have - set(wanted)):
+        api.ok("DELETE", rules + "/" + urllib.parse.quote(name), accept=(404,))
+        done.append(device_taints.untainted(name))
+    return rest, done
+
+
+def reconcile(api: Api, selector: str, dra_partitions: Tuple[str, ...] = (), taint_api: Optional[str] = None,
+              partition_label: str = PARTITION_LABEL) -> List[str]:
+    """One pass over the GPU nodes; returns what was done, one line per action."""
     nodes = api.get("/api/v1/nodes?" + urllib.parse.urlencode({"labelSelector": selector})).get("items", [])
     out = []
     for node in nodes:
         name = node["metadata"]["name"]
         cond = condition(node)
+        status = cond.get("status") if cond is not None else None
+        message = (cond.get("message") or cond.get("reason") or "GPU fault").strip() if status == "True" else ""
+        node_path = status == "True"
+        dra = taint_api and (node["metadata"].get("labels") or {}).get(partition_label) in dra_partitions
+        if dra and status in ("True", "False"):
+            faults = device_taints.npd_faults(message) if status == "True" else []
+            if faults is not None:
+                try:
+                    rest, done = taint_devices(api, str(taint_api), name, faults)
+                    out += ["%s: %s" % (name, line) for line in done]
+                    # the node path only for a node-level fault or a GPU no slice shows
+                    node_path = status == "True" and (message.split(" ", 1)[0] != "quarantine-device" or bool(rest))
+                except RuntimeError as exc:
+                    out.append("%s: device taints not applied (%s): the node path instead" % (name, exc))
         cordoned = bool(node.get("spec", {}).get("unschedulable"))
         current = (node["metadata"].get("annotations") or {}).get(ANNOTATION, "")
         ours = current.startswith(LEADER)
-        if cond is not None and cond.get("status") == "True":
+        if node_path:
             if cordoned and not ours:
                 out.append("%s: left cordoned by someone else (%s)" % (name, current or "no reason given"))
                 continue
-            wanted = "%s %s" % (LEADER, (cond.get("message") or cond.get("reason") or "GPU fault").strip()[:200])
+            wanted = "%s %s" % (LEADER, message[:200])
             if not cordoned or current != wanted:
                 api.patch_node(name, {"spec": {"unschedulable": True}, "metadata": {"annotations": {ANNOTATION: wanted}}})
             done, held = drain(api, name)
@@ -132,7 +189,7 @@ def reconcile(api: Api, selector: str) -> List[str]:
             if held:
                 line += "; held until the next run: " + "; ".join(held)
             out.append(line)
-        elif cordoned and ours and cond is not None and cond.get("status") == "False":
+        elif cordoned and ours and status in ("True", "False"):
             api.patch_node(name, {"spec": {"unschedulable": False}, "metadata": {"annotations": {ANNOTATION: None}}})
             out.append("%s: uncordoned (was: %s)" % (name, current))
     return out
@@ -152,10 +209,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description="Cordon and drain GPU nodes whose GPUProblem condition is True.")
     parser.add_argument("--selector", required=True, help="label selector of the GPU nodes to watch")
     parser.add_argument("--server", help="the API server (default: the in-cluster service and token)")
+    parser.add_argument("--dra-partitions", default="",
+                        help="comma-separated partition label values of DRA-managed pools (device taints there)")
+    parser.add_argument("--taint-api", help="the DeviceTaintRule apiVersion, e.g. resource.k8s.io/v1beta2")
     args = parser.parse_args(argv)
     try:
         api = Api(args.server) if args.server else in_cluster()
-        for line in reconcile(api, args.selector):
+        dra = tuple(p for p in args.dra_partitions.split(",") if p)
+        for line in reconcile(api, args.selector, dra, args.taint_api):
             sys.stdout.write(line + "\n")
     except (RuntimeError, OSError, ValueError) as exc:
         sys.stderr.write("fleetspec-health-remediator: %s\n" % exc)

@@ -351,11 +351,31 @@ def render_text(result: Dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# NPD cuts the plugin's stdout at the custom plugin config's ``max_output_length`` and makes
+# it the condition's message (kubernetes/node-problem-detector docs/custom_plugin_monitor.md);
+# the renderer sets that limit to this.
+NPD_MAX_OUTPUT = 512
+
+
+def npd_devices(result: Dict[str, Any]) -> str:
+    """`` [devices: ADDR=CLASS ...]``: every ``quarantine-device`` fault of a sick verdict by
+    its PCI address (``-`` when the fault names none), so the in-cluster remediator can taint
+    those GPUs on a DRA pool (parsed by ``fleetspec.health.device_taints.npd_faults``)."""
+    tokens = []
+    for fault in result["faults"]:
+        if fault["action"] == "quarantine-device":
+            address = (fault["device"].split() or ["-"])[-1]
+            tokens.append("%s=%s" % (address if ":" in address else "-", fault["class"]))
+    return " [devices:%s]" % "".join(" " + t for t in tokens)
+
+
 def npd_message(result: Dict[str, Any]) -> str:
-    """The one line NPD makes the GPUProblem condition's message: the drain reason when
-    sick (what the remediator writes into the node's annotation), else the status."""
+    """The one line NPD makes the GPUProblem condition's message: when sick, the drain
+    reason (what the remediator writes into the node's annotation) and the devices to
+    quarantine; else the status."""
     if result["status"] == "sick":
-        return reason(result)
+        devices = npd_devices(result)
+        return reason(result, max(0, NPD_MAX_OUTPUT - len(devices))) + devices
     if result["faults"]:
         return "degraded: " + "; ".join("%s %s" % (f["class"], f["device"]) for f in result["faults"])[:180]
     return result["status"]

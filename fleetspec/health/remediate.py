@@ -23,7 +23,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 
-from fleetspec.apply.control import ControlError, KubernetesControl, Runner, checked
+from fleetspec.apply.control import DRAIN_REASON, ControlError, KubernetesControl, Runner, checked
 from fleetspec.compile.ir import Fleet
 from fleetspec.health import device_taints
 from fleetspec.health.catalog import strongest
@@ -31,7 +31,7 @@ from fleetspec.health.classify import reason
 from fleetspec.health.fleet import FleetHealth
 from fleetspec.health.node_check import LEADER
 
-ANNOTATION = "fleetspec.io/drain-reason"
+ANNOTATION = DRAIN_REASON  # the annotation apply's drain writes
 
 
 @dataclass(frozen=True)
@@ -86,16 +86,7 @@ def _device_taints(run: Runner, api: str, host: str, acting: list[dict]) -> tupl
     Returns the faults still for the node path and what was done."""
     slices = json.loads(checked(run, ["kubectl", "get", "resourceslices", "-o", "json", "--field-selector",
                                       f"spec.nodeName={host},spec.driver={device_taints.DRIVER}"])).get("items", [])
-    wanted: dict[str, dict] = {}
-    rest: list[dict] = []
-    for fault in acting:
-        found = device_taints.find_device(slices, host, fault["device"]) \
-            if fault["action"] == "quarantine-device" else None
-        if found is None:
-            rest.append(fault)
-            continue
-        rule = device_taints.device_taint_rule(api, host, found[0], found[1], fault["class"])
-        wanted.setdefault(rule["metadata"]["name"], rule)
+    wanted, rest = device_taints.plan(api, host, slices, acting)
     existing = json.loads(checked(run, ["kubectl", "get", "devicetaintrules", "-o", "json", "-l",
                                         f"{device_taints.NODE_LABEL}={host}"])).get("items", [])
     have = {item["metadata"]["name"] for item in existing}
@@ -109,10 +100,8 @@ def _device_taints(run: Runner, api: str, host: str, acting: list[dict]) -> tupl
             checked(run, ["kubectl", "apply", "-f", handle.name])
         finally:
             os.unlink(handle.name)
-        sel = rule["spec"]["deviceSelector"]
-        done.append(f"device {sel['pool']}/{sel['device']} tainted {device_taints.TAINT_KEY}="
-                    f"{rule['spec']['taint']['value']}:{rule['spec']['taint']['effect']} (DeviceTaintRule {name})")
+        done.append(device_taints.tainted(rule))
     for name in sorted(have - set(wanted)):
         checked(run, ["kubectl", "delete", "devicetaintrule", name])
-        done.append(f"DeviceTaintRule {name} deleted: its device has no fault now")
+        done.append(device_taints.untainted(name))
     return rest, done

@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from fleetspec.console import command_class, lazy_consoles
+from fleetspec.exit_codes import ERROR
 from fleetspec.lab import DEFAULT_PER_PARTITION, STATE_FILE
 
 lab_app = typer.Typer(
@@ -45,7 +46,7 @@ def _fail(exc: BaseException) -> None:
     from rich.markup import escape
 
     _err.print(f"[red]error:[/red] {escape(str(exc))}")
-    raise typer.Exit(1)
+    raise typer.Exit(ERROR)
 
 
 @lab_app.command(cls=COMMAND)
@@ -99,7 +100,7 @@ def status(dir: DirOption = None) -> None:
     controller = "running" if st.controller_running else "not running"
     _out.print(f"slurmctld: {controller}; repository: {st.packages} packages")
     if any(s != "running" for s in st.hosts.values()):
-        raise typer.Exit(1)
+        raise typer.Exit(ERROR)
 
 
 @lab_app.command(cls=COMMAND)

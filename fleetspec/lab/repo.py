@@ -20,6 +20,7 @@ from email.utils import formatdate
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
+from fleetspec.catalog import load_catalog
 from fleetspec.lab.base import default_cache_dir
 
 if TYPE_CHECKING:
@@ -599,9 +600,9 @@ RDMA_CORE_NOBLE = "50.0-2ubuntu0.2"
 def nvlink5_standins(nvlsm: str, later: bool = True) -> list[StandInPackage]:
     """nvlsm at ``nvlsm`` (and, with ``later``, the later release the repository carries),
     and the distribution's InfiniBand user space it runs with."""
+    config = load_catalog().nvlink5_packages().nvlsm_config
     versions = [nvlsm] + ([NVLSM_LATER] if later and nvlsm != NVLSM_LATER else [])
-    return [StandInPackage("nvlsm", v, ("libibumad3",),
-                           {"/usr/share/nvidia/nvlsm/nvlsm.conf": f"# lab stand-in of nvlsm {v}\n"},
+    return [StandInPackage("nvlsm", v, ("libibumad3",), {config: f"# lab stand-in of nvlsm {v}\n"},
                            "NVLink Subnet Manager (SM is an InfiniBand compliant Subnet Manager).")
             for v in versions] + [
         StandInPackage("libibumad3", RDMA_CORE_NOBLE, (), {}, "InfiniBand Userspace Management Datagram (uMAD) library"),

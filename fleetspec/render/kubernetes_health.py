@@ -29,6 +29,7 @@ from typing import Any
 
 from fleetspec.compile.ir import Fleet
 from fleetspec.health.catalog import FAULTS, XID_CLASSES
+from fleetspec.health.node_check import NPD_MAX_OUTPUT
 from fleetspec.render.health import CONFIG_PATH, LIB_DIR
 
 NAMESPACE = "kube-system"
@@ -168,8 +169,12 @@ def npd_custom_plugin(fleet: Fleet) -> dict[str, Any]:
     assert fleet.health is not None
     return {
         "plugin": "custom",
+        # The message carries the drain reason and the devices to quarantine (node_check
+        # npd_message); NPD updates a True condition's message only with the flag set (its
+        # custom_plugin_monitor.go generateStatus, default false), so a second faulty GPU shows.
         "pluginConfig": {"invoke_interval": f"{fleet.health.interval}s", "timeout": "60s",
-                         "max_output_length": 200, "concurrency": 1},
+                         "max_output_length": NPD_MAX_OUTPUT, "concurrency": 1,
+                         "enable_message_change_based_condition_update": True},
         "source": "fleetspec-health",
         "metricsReporting": True,
         "conditions": [{"type": NPD_CONDITION, "reason": "GPUHealthy",
@@ -251,21 +256,50 @@ def npd_daemonset(fleet: Fleet) -> list[dict[str, Any]]:
     ]
 
 
+# The remediator's modules, as a package tree under /opt/fleetspec (ConfigMap keys cannot hold
+# a "/": each key is the path with "." for "/", mapped back by the volume's items).
+REMEDIATOR_MODULES = (
+    "fleetspec/__init__.py",
+    "fleetspec/health/__init__.py",
+    "fleetspec/health/device_taints.py",
+    "fleetspec/health/k8s_remediator.py",
+)
+
+
 def remediator(fleet: Fleet) -> list[dict[str, Any]]:
     """The continuous half of Kubernetes remediation: a CronJob, every health interval
-    (rounded up to cron's minute), running ``fleetspec.health.k8s_remediator`` (one stdlib
-    module, shipped in a ConfigMap) against the NPD condition. Its RBAC is what ``kubectl
-    drain`` needs and no more: nodes get/list/patch, pods list, pods/eviction create."""
+    (rounded up to cron's minute), running ``fleetspec.health.k8s_remediator`` (stdlib
+    modules, shipped in a ConfigMap) against the NPD condition. Its RBAC is what ``kubectl
+    drain`` needs and no more: nodes get/list/patch, pods list, pods/eviction create; on a
+    fleet with DRA-managed GPU pools (Kubernetes 1.33+) also what device taints need:
+    resourceslices list, devicetaintrules list/create/delete (resource.k8s.io)."""
     from pathlib import Path
 
-    from fleetspec.health import k8s_remediator
-    from fleetspec.render.kubernetes import _obj
+    import fleetspec
+    from fleetspec.health import device_taints
+    from fleetspec.render.kubernetes import _label_value, _obj
+    from fleetspec.render.kubernetes_dra import dra_gpu_partitions
 
     assert fleet.health is not None
     key, values = gpu_node_selector(fleet)
     selector = f"{key} in ({','.join(values)})"
     minutes = max(1, -(-fleet.health.interval // 60))
-    source = Path(k8s_remediator.__file__).read_text()
+    root = Path(fleetspec.__file__).resolve().parent.parent
+    code = {m.replace("/", "."): (root / m).read_text() for m in REMEDIATOR_MODULES}
+    command = ["python3", "-s", "-m", "fleetspec.health.k8s_remediator", "--selector", selector]
+    rules = [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+        {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+    ]
+    dra = sorted({_label_value(p.name) for p in dra_gpu_partitions(fleet)})
+    taint_api = device_taints.api_version(fleet.kubernetes.version) if fleet.kubernetes else None
+    if dra and taint_api:
+        command += ["--dra-partitions", ",".join(dra), "--taint-api", taint_api]
+        rules += [
+            {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"], "verbs": ["list"]},
+            {"apiGroups": ["resource.k8s.io"], "resources": ["devicetaintrules"], "verbs": ["list", "create", "delete"]},
+        ]
     labels = {"app.kubernetes.io/name": REMEDIATOR_NAME}
     pod = {
         "serviceAccountName": REMEDIATOR_NAME,
@@ -274,26 +308,23 @@ def remediator(fleet: Fleet) -> list[dict[str, Any]]:
         "containers": [{
             "name": "remediator",
             "image": REMEDIATOR_IMAGE,
-            "command": ["python3", "-s", "/opt/fleetspec/k8s_remediator.py", "--selector", selector],
+            "command": command,
+            "env": [{"name": "PYTHONPATH", "value": "/opt/fleetspec"}],
             "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                                 "capabilities": {"drop": ["ALL"]}},
             "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
             "volumeMounts": [{"name": "code", "mountPath": "/opt/fleetspec", "readOnly": True}],
         }],
-        "volumes": [{"name": "code", "configMap": {"name": REMEDIATOR_NAME}}],
+        "volumes": [{"name": "code", "configMap": {"name": REMEDIATOR_NAME, "items": [
+            {"key": name, "path": m} for name, m in zip(code, REMEDIATOR_MODULES)]}}],
     }
-    rules = [
-        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]},
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
-        {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
-    ]
     return [
         _obj("v1", "ServiceAccount", REMEDIATOR_NAME, namespace=NAMESPACE),
         _obj("rbac.authorization.k8s.io/v1", "ClusterRole", REMEDIATOR_NAME) | {"rules": rules},
         _obj("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", REMEDIATOR_NAME) | {
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": REMEDIATOR_NAME},
             "subjects": [{"kind": "ServiceAccount", "name": REMEDIATOR_NAME, "namespace": NAMESPACE}]},
-        _obj("v1", "ConfigMap", REMEDIATOR_NAME, namespace=NAMESPACE) | {"data": {"k8s_remediator.py": source}},
+        _obj("v1", "ConfigMap", REMEDIATOR_NAME, namespace=NAMESPACE) | {"data": code},
         _obj("batch/v1", "CronJob", REMEDIATOR_NAME, {
             "schedule": f"*/{minutes} * * * *",
             "concurrencyPolicy": "Forbid",

@@ -192,14 +192,29 @@ def _check_amd_operator_release(fleet: Fleet, catalog: Catalog) -> Iterator[Find
         yield warning("unknown-version", f"AMD GPU Operator {version} is not in the catalog, so its Kubernetes "
                       "support is not checked. Pick a release 'fleetspec catalog' lists", path)
         return
-    low, _high = release.facts.get("k8s") or (None, None)
-    if low and parse_version(k.version) and not at_least(major_minor(k.version), low):
-        yield error(
+    low, high = release.facts.get("k8s") or (None, None)
+    if k8s_outside(k.version, low, high):
+        make = warning if "k8s" in release.unconfirmed else error
+        yield make(
             "gpu-operator-unsupported",
-            f"AMD GPU Operator {release.version} needs Kubernetes {low} or later, not {k.version}. "
-            "Upgrade the cluster, or pick an operator release that supports it",
+            f"AMD GPU Operator {release.version} supports Kubernetes {k8s_range(low, high)}, not {k.version}"
+            f"{' (an unconfirmed catalog fact)' if make is warning else ''}. "
+            "Pick an operator release that supports this Kubernetes version, or change the cluster's",
             path,
         )
+
+
+def k8s_outside(version: str, low: str | None, high: str | None) -> bool:
+    """Whether Kubernetes ``version`` lies outside a release's supported ``low``-``high``
+    minor versions (either end open when None; an unparsable version is not judged)."""
+    if not parse_version(version):
+        return False
+    kv = major_minor(version)
+    return bool((low and not at_least(kv, low)) or (high and at_least(kv, high) and kv != high))
+
+
+def k8s_range(low: str | None, high: str | None) -> str:
+    return f"{low or 'any'}-{high}" if high else f"{low} or later"
 
 
 def _check_amd_operator(fleet: Fleet) -> Iterator[Finding]:
@@ -232,19 +247,15 @@ def _check_nvidia_operator(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
         yield warning("unknown-version", f"GPU Operator {op.version} is not in the catalog, so its Kubernetes and "
                       "driver support are not checked. Pick a release 'fleetspec catalog' lists", path)
         return
-    if parse_version(k.version):
-        kv = major_minor(k.version)
-        low = release.k8s_min and not at_least(kv, release.k8s_min)
-        high = release.k8s_max and at_least(kv, release.k8s_max) and kv != release.k8s_max
-        if low or high:
-            make = warning if "k8s" in release.unconfirmed else error
-            yield make(
-                "gpu-operator-unsupported",
-                f"GPU Operator {release.version} supports Kubernetes {release.k8s_min}-{release.k8s_max}, not "
-                f"{k.version}{' (an unconfirmed catalog fact)' if make is warning else ''}. "
-                "Pick an operator release that lists this Kubernetes version",
-                path,
-            )
+    if k8s_outside(k.version, release.k8s_min, release.k8s_max):
+        make = warning if "k8s" in release.unconfirmed else error
+        yield make(
+            "gpu-operator-unsupported",
+            f"GPU Operator {release.version} supports Kubernetes {release.k8s_min}-{release.k8s_max}, not "
+            f"{k.version}{' (an unconfirmed catalog fact)' if make is warning else ''}. "
+            "Pick an operator release that lists this Kubernetes version",
+            path,
+        )
     if op.driver == "operator" and len(release.drivers) > 1:
         k8s_stacks = {n.stack for n in cluster_gpu_nodes(fleet) if n.gpu.vendor == "nvidia"}
         for name in sorted(k8s_stacks):

@@ -68,6 +68,15 @@ class _ValuesLoader(yaml.SafeLoader):
     date stays a string (PyYAML's safe loader would make a ``datetime.date`` of it)."""
 
 
+def _string_keys(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[str, Any]:
+    """Mapping keys as JSON has them (sigs.k8s.io/yaml writes ``1:`` as ``"1"``, ``true:``
+    as ``"true"``), so a schema's ``properties`` match them as they match in Helm."""
+    loader.flatten_mapping(node)
+    pairs = loader.construct_pairs(node, deep=True)
+    return {json.dumps(k) if isinstance(k, bool) else str(k): v for k, v in pairs}
+
+
+_ValuesLoader.add_constructor("tag:yaml.org,2002:map", _string_keys)
 _ValuesLoader.yaml_implicit_resolvers = {
     first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()

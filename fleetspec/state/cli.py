@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from fleetspec.console import consoles
+from fleetspec.exit_codes import ERROR
 
 if TYPE_CHECKING:
     from fleetspec.state.backend import StateBackend
@@ -31,7 +32,7 @@ FleetArg = Annotated[str, typer.Argument(help="the fleet's name (metadata.name i
 def _fail(exc: Exception) -> None:
     _, err = consoles()
     err.print(f"error: {exc}", markup=False)
-    raise typer.Exit(1)
+    raise typer.Exit(ERROR)
 
 
 def _open(state: str | None, fleet: str) -> StateBackend:
@@ -135,7 +136,7 @@ def unlock(fleet: FleetArg, state: StateOption = None,
                 return
             err.print(f"the lock of {fleet} is held by {holder.describe()}. If that apply is gone, run "
                       f"'fleetspec state unlock {fleet} --force'", markup=False)
-            raise typer.Exit(1)
+            raise typer.Exit(ERROR)
         removed = store.force_unlock()
     except (StateError, LockHeld) as exc:
         _fail(exc)

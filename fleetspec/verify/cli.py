@@ -21,6 +21,7 @@ import typer
 from fleetspec import exit_codes
 from fleetspec.cli_usage import UsageError
 from fleetspec.console import consoles, write_report
+from fleetspec.exit_codes import ERROR
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -92,7 +93,7 @@ def verify(
             report = verify_inventory(fleet, inventory, forks)
     except VerifyError as exc:
         err.print(f"error: {exc}", markup=False)
-        raise typer.Exit(1) from None
+        raise typer.Exit(ERROR) from None
     _print(report, format, out, err)
     if junit is not None:
         write_report(junit, to_junit(report).encode(), err)
@@ -111,7 +112,7 @@ def _compile(spec: Path, err: Console) -> Fleet:
             if f.severity >= Severity.ERROR:
                 err.print(f"{f.file}:{f.line}:{f.column}: error [{f.rule}] {f.message}", markup=False)
         err.print(f"{spec}: the spec has errors; fix them (fleetspec validate) before verifying", markup=False)
-        raise typer.Exit(1)
+        raise typer.Exit(ERROR)
     return compiled.fleet
 
 

@@ -1054,7 +1054,7 @@ def collect_nvlink5_bridges(host: Host) -> List[Dict[str, Any]]:
     start script sets FM_SM_MGMT_PORT_GUID. Compute-fabric ConnectX-7 NICs have no SW_MNG."""
     found = []
     for dev in host.glob("/sys/class/infiniband/*"):
-        if "SW_MNG" not in (host.read(dev + "/device/vpd") or ""):
+        if NVLINK5_BRIDGE_VPD not in (host.read(dev + "/device/vpd") or ""):
             continue
         gid = (host.read(dev + "/ports/1/gids/0") or "").strip().split(":")
         found.append({"device": dev.rsplit("/", 1)[-1],
@@ -1065,6 +1065,10 @@ def collect_nvlink5_bridges(host: Host) -> List[Dict[str, Any]]:
 
 # PCI classes of GPUs: VGA (0x0300), 3D controller (0x0302: NVIDIA data-center GPUs),
 # display controller (0x0380: AMD Instinct MI200), processing accelerator (0x1200: MI300).
+# The VPD marker of an HGX B200/B300 baseboard's ConnectX-7 management bridge: the catalog's
+# nvidia.nvlink5.management_bridge_vpd, with its sources (tests/verify/test_nvlink5_facts.py
+# holds the two equal; the collector runs on nodes without the catalog).
+NVLINK5_BRIDGE_VPD = "SW_MNG"
 GPU_PCI_CLASSES = ("0x0300", "0x0302", "0x0380", "0x1200")
 GPU_PCI_VENDORS = {"0x10de": "nvidia", "0x1002": "amd"}
 

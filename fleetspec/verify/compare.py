@@ -34,6 +34,7 @@ from fleetspec.packages import (
     nvswitch_on_pci,
     packages_for,
 )
+from fleetspec.verify.collector import NVLINK5_BRIDGE_VPD
 from fleetspec.verify.versions import at_precision, match_version, upstream
 
 FACTS_SCHEMA = "fleetspec.io/facts/v1"
@@ -324,8 +325,8 @@ def _node_runtime_checks(fleet: Fleet, node: Node, nvidia: Mapping[str, Any], st
         names = ", ".join(str(b.get("device")) for b in bridges if isinstance(b, Mapping))
         checks.append(Check("nvlink5-bridge", Status.OK if bridges else Status.DRIFT, "NVSwitch management bridge",
                             f"{len(bridges)} ({names})" if bridges else "none",
-                            f"ConnectX-7 management bridge(s) with VPD SW_MNG: {names}" if bridges else
-                            f"no InfiniBand device with VPD SW_MNG, but {node.gpu.model} x{node.gpu.count} is an "
+                            f"ConnectX-7 management bridge(s) with VPD {NVLINK5_BRIDGE_VPD}: {names}" if bridges else
+                            f"no InfiniBand device with VPD {NVLINK5_BRIDGE_VPD}, but {node.gpu.model} x{node.gpu.count} is an "
                             "NVLink 5 board: the fabric manager and nvlsm cannot reach the NVSwitches (mlx5_core "
                             "or ib_umad not loaded, or the bridge is passed through)"))
     if needs_imex(node.gpu) and "imex" in nvidia:

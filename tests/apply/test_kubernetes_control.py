@@ -52,6 +52,6 @@ def test_a_pod_budget_keeps_its_node_busy_until_the_deadline(tmp_path: Path) -> 
 
 def test_apply_and_both_remediators_read_one_annotation() -> None:
     """health --remediate drains through KubernetesControl and reads the annotation back to
-    tell its own cordons from an operator's; the in-cluster remediator ships alone (a
+    tell its own cordons from an operator's; the in-cluster remediator ships apart (stdlib modules in a
     ConfigMap), so it keeps its own copy: all three must name the same key."""
     assert DRAIN_REASON == remediate.ANNOTATION == k8s_remediator.ANNOTATION == "fleetspec.io/drain-reason"

@@ -166,6 +166,7 @@ def test_the_live_view_stays_short_for_a_big_wave_and_many_waves():
     assert "6 wave(s) to come" in lines[2] and "60 node(s)" in lines[2]
     assert re.search(r"gpu#6\s+applying\s+0/300 done, 3 failed  1h02m", lines[3])  # a drain waits: how long
     assert [line.split()[0] for line in lines[4:7]] == ["6-n017", "6-n101", "6-n249"]  # every failed host shows
+    assert re.search(r"6-n017 +failed {4}ok 0, changed 0, failed 1  Install the driver: dpkg lock", lines[4])  # narrow
     assert all(" applying " in line for line in lines[7:13])
     assert re.search(r"\.\.\. 291 more\s+241 applying, 50 draining", lines[13]), lines[13]
 

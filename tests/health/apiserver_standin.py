@@ -15,7 +15,17 @@ kube-apiserver does:
   it would violate the pod's disruption budget.", reason TooManyRequests, cause
   DisruptionBudget); https://kubernetes.io/docs/concepts/scheduling-eviction/api-eviction/.
 
-Objects are plain Node/Pod dicts; every request is recorded in ``calls``.
+- DRA (resource.k8s.io), as a 1.36 server with the device-taint API on answers:
+  ``GET /apis/resource.k8s.io`` -> the APIGroup discovery document (``preferredVersion`` v1,
+  the most stable served version); ``GET /apis/resource.k8s.io/VERSION/resourceslices?
+  fieldSelector=spec.nodeName=N,spec.driver=D`` (both fields ResourceSlice field selectors,
+  pkg/registry/resource/resourceslice/strategy.go) at v1/v1beta2/v1beta1;
+  ``/apis/resource.k8s.io/VERSION/devicetaintrules`` at v1beta2/v1alpha3 (the versions
+  kubernetes-validate's 1.36 schemas serve it at): list with ``labelSelector=KEY=VALUE``,
+  ``POST`` -> 201, or 409 AlreadyExists, or 400 when the body's apiVersion/kind is not that
+  URL's; ``DELETE .../NAME`` -> 200, or 404.
+
+Objects are plain dicts; every request is recorded in ``calls``.
 """
 
 from __future__ import annotations
@@ -39,7 +49,20 @@ def _merge(target: dict, patch: dict) -> dict:
     return target
 
 
+RESOURCE_GROUP = "resource.k8s.io"
+SLICE_VERSIONS = ("v1", "v1beta2", "v1beta1")
+TAINT_VERSIONS = ("v1beta2", "v1alpha3")
+
+
+def _status(code: int, reason: str, message: str) -> dict:
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
+            "reason": reason, "code": code}
+
+
 def _selected(labels: dict, selector: str) -> bool:
+    equal = re.fullmatch(r"\s*([\w./-]+)\s*==?\s*([\w.-]*)\s*", selector)
+    if equal:
+        return labels.get(equal.group(1)) == equal.group(2)
     match = re.fullmatch(r"\s*([\w./-]+)\s+in\s+\(([^)]*)\)\s*", selector)
     if not match:
         raise ValueError(f"unsupported selector {selector!r}")
@@ -47,8 +70,11 @@ def _selected(labels: dict, selector: str) -> bool:
 
 
 class ApiServer:
-    def __init__(self, nodes: list[dict], pods: list[dict], pdb_protected: set[str] = frozenset()) -> None:
+    def __init__(self, nodes: list[dict], pods: list[dict], pdb_protected: set[str] = frozenset(),
+                 resource_slices: list[dict] = ()) -> None:
         self.nodes = {n["metadata"]["name"]: n for n in nodes}
+        self.resource_slices = list(resource_slices)
+        self.taint_rules: dict[str, dict] = {}
         self.pods = pods
         self.pdb_protected = set(pdb_protected)
         self.calls: list[tuple[str, str]] = []
@@ -81,7 +107,40 @@ class ApiServer:
                     node = query["fieldSelector"].split("=", 1)[1]
                     items = [p for p in server.pods if p["spec"].get("nodeName") == node]
                     return self._send(200, {"kind": "PodList", "apiVersion": "v1", "items": items})
+                if url.path == f"/apis/{RESOURCE_GROUP}":
+                    versions = [{"groupVersion": f"{RESOURCE_GROUP}/{v}", "version": v}
+                                for v in dict.fromkeys(SLICE_VERSIONS + TAINT_VERSIONS)]
+                    return self._send(200, {"kind": "APIGroup", "apiVersion": "v1", "name": RESOURCE_GROUP,
+                                            "versions": versions, "preferredVersion": versions[0]})
+                parts = url.path.split("/")
+                if url.path.startswith(f"/apis/{RESOURCE_GROUP}/") and len(parts) == 5:
+                    version, resource = parts[3], parts[4]
+                    if resource == "resourceslices" and version in SLICE_VERSIONS:
+                        fields = dict(f.split("=", 1) for f in query.get("fieldSelector", "").split(",") if f)
+                        items = [r for r in server.resource_slices
+                                 if all(r["spec"].get(k.split(".", 1)[1]) == v for k, v in fields.items())]
+                        return self._send(200, {"kind": "ResourceSliceList", "items": items})
+                    if resource == "devicetaintrules" and version in TAINT_VERSIONS:
+                        items = [r for r in server.taint_rules.values()
+                                 if _selected(r["metadata"].get("labels", {}), query.get("labelSelector", ""))]
+                        return self._send(200, {"kind": "DeviceTaintRuleList", "items": items})
                 self._send(404, {"kind": "Status", "status": "Failure", "reason": "NotFound", "code": 404})
+
+            def _taint_rule_path(self) -> tuple[str, str] | None:
+                match = re.fullmatch(rf"/apis/{re.escape(RESOURCE_GROUP)}/([^/]+)/devicetaintrules(?:/([^/]+))?",
+                                     self.path)
+                if not match or match.group(1) not in TAINT_VERSIONS:
+                    return None
+                return match.group(1), match.group(2) or ""
+
+            def do_DELETE(self) -> None:
+                server.calls.append(("DELETE", self.path))
+                found = self._taint_rule_path()
+                if found is None or not found[1]:
+                    return self._send(404, _status(404, "NotFound", "the server could not find the requested resource"))
+                if server.taint_rules.pop(found[1], None) is None:
+                    return self._send(404, _status(404, "NotFound", f'devicetaintrules "{found[1]}" not found'))
+                self._send(200, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 200})
 
             def do_PATCH(self) -> None:
                 server.calls.append(("PATCH", self.path))
@@ -93,6 +152,18 @@ class ApiServer:
 
             def do_POST(self) -> None:
                 server.calls.append(("POST", self.path))
+                found = self._taint_rule_path()
+                if found is not None and not found[1]:
+                    rule = self._body()
+                    if rule.get("apiVersion") != f"{RESOURCE_GROUP}/{found[0]}" or rule.get("kind") != "DeviceTaintRule":
+                        return self._send(400, _status(400, "BadRequest", "the API version in the data does not "
+                                                                          "match the expected API version"))
+                    name = rule["metadata"]["name"]
+                    if name in server.taint_rules:
+                        return self._send(409, _status(409, "AlreadyExists",
+                                                       f'devicetaintrules.resource.k8s.io "{name}" already exists'))
+                    server.taint_rules[name] = rule
+                    return self._send(201, rule)
                 match = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)/eviction", self.path)
                 body = self._body()
                 if not match or body.get("kind") != "Eviction" or body.get("apiVersion") != "policy/v1":

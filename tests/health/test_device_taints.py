@@ -219,3 +219,16 @@ def test_a_dcgm_fault_taints_only_its_device(crd_index, tmp_path, monkeypatch, k
     assert validate_object(rule, crd_index, "1.36") == []
     assert rule["spec"]["taint"]["value"] == "dcgm-diag-isolate"
     assert not out["nodes"]["k-1"].get("unschedulable")  # the node stays schedulable
+
+
+def test_npd_device_list_parses_and_an_unaddressed_gpu_takes_the_node_path() -> None:
+    """The in-cluster remediator reads the node check's `[devices: ...]`; a fault the check could
+    not place at a PCI address (`-`) matches no ResourceSlice device, so it stays for the node."""
+    faults = device_taints.npd_faults("quarantine-device ecc-uncorrectable: 0000:5d:00 Xid 48 (+1 more)"
+                                      " [devices: 0000:5d:00=ecc-uncorrectable -=dcgm-diag-isolate]")
+    assert faults == [{"action": "quarantine-device", "device": "0000:5d:00", "class": "ecc-uncorrectable"},
+                      {"action": "quarantine-device", "device": "-", "class": "dcgm-diag-isolate"}]
+    wanted, rest = device_taints.plan("resource.k8s.io/v1", "k-1", [resource_slice("k-1")], faults)
+    assert list(wanted) == ["fleetspec-k-1-gpu-0"] and rest == faults[1:]
+    assert device_taints.npd_faults("drain-reboot gpu-lost: 0000:18:00 Xid 79 [devices:]") == []
+    assert device_taints.npd_faults("quarantine-device ecc-uncorrectable: 0000:5d:00 Xid 48") is None

@@ -68,3 +68,95 @@ def test_reconcile(capsys) -> None:
 def test_api_errors_are_reported_not_raised(capsys) -> None:
     assert k8s_remediator.main(["--selector", SELECTOR, "--server", "http://127.0.0.1:1"]) == 1
     assert capsys.readouterr().err.startswith("fleetspec-health-remediator: ")
+
+
+def test_on_a_dra_pool_a_device_fault_taints_only_that_device(tmp_path, monkeypatch, capsys) -> None:
+    """The node check's NPD line names the GPUs of its quarantine-device faults; the remediator
+    taints each with the DeviceTaintRule `fleetspec health --remediate` writes, leaves the node
+    schedulable, cordons only for a node-level fault or a GPU no ResourceSlice shows, keeps the
+    node path on a device-plugin pool, and deletes the rule when the condition clears."""
+    import json
+    import os
+
+    from fleetspec.compile import compile_text
+    from fleetspec.health import device_taints, node_check
+    from fleetspec.render.health import node_config
+    from tests.conftest import require_shared
+    from tests.k8s_schema import CrdIndex, validate_object
+
+    from .nodes import make_node
+    from .test_device_taints import DEVICE_FAULT, NODE_FAULT, SPEC, resource_slice
+
+    compiled = compile_text(SPEC)
+    config = tmp_path / "health.json"
+    config.write_text(json.dumps(node_config(compiled.fleet)))
+
+    def npd_line(name: str, kmsg: str) -> str:  # what NPD puts in the condition's message
+        root = make_node(tmp_path / name, ib=None)
+        (root / "dev" / "kmsg").write_text(kmsg)
+        monkeypatch.setenv("PATH", f"{root / 'bin'}{os.pathsep}{os.environ['PATH']}")
+        assert node_check.main(["--config", str(config), "--root", str(root), "--node", name, "--format", "npd"]) == 1
+        line = capsys.readouterr().out
+        assert len(line) <= node_check.NPD_MAX_OUTPUT and line.count("\n") == 1
+        return line.strip()
+
+    device_only = npd_line("d-1", DEVICE_FAULT)
+    assert device_only.startswith("quarantine-device ") and device_only.endswith(
+        " [devices: 0000:5d:00=ecc-uncorrectable 0000:5d:00=row-remap-pending]")
+    both = npd_line("d-2", DEVICE_FAULT + NODE_FAULT)
+    assert both.startswith("drain-reboot gpu-lost") and both.endswith(
+        " [devices: 0000:5d:00=ecc-uncorrectable 0000:5d:00=row-remap-pending]")
+
+    def sick(name: str, message: str, partition: str = "k8s-hopper") -> dict:
+        obj = node(name, "True", partition=partition)
+        obj["status"]["conditions"][-1]["message"] = message
+        return obj
+
+    elsewhere = resource_slice("d-3")  # d-3's slice shows a GPU at another address
+    for attr in ("pcieBusID", "resource.kubernetes.io/pciBusID"):
+        elsewhere["spec"]["devices"][0]["attributes"][attr] = {"string": "0000:18:00.0"}
+    nodes = [sick("d-1", device_only), sick("d-2", both), sick("d-3", device_only),
+             sick("p-1", device_only, partition="k8s-plugin")]
+    pods = [pod("trainer-1", "d-1"), pod("trainer-2", "d-2"), pod("trainer-3", "d-3"), pod("trainer-4", "p-1")]
+    slices = [resource_slice("d-1"), resource_slice("d-2"), elsewhere, resource_slice("p-1")]
+    args = ["--selector", "fleetspec.io/partition in (k8s-hopper,k8s-plugin)", "--dra-partitions", "k8s-hopper",
+            "--taint-api", "resource.k8s.io/v1beta2"]
+    crds = CrdIndex.load(require_shared("crds"))
+    with ApiServer(nodes, pods, resource_slices=slices) as api:
+        assert k8s_remediator.main(args + ["--server", api.url]) == 0
+        out = capsys.readouterr().out
+        assert sorted(api.taint_rules) == ["fleetspec-d-1-gpu-0", "fleetspec-d-2-gpu-0"], out
+        rule = api.taint_rules["fleetspec-d-1-gpu-0"]
+        # the very rule `fleetspec health --remediate` writes, valid for the spec's Kubernetes
+        assert rule == device_taints.device_taint_rule("resource.k8s.io/v1beta2", "d-1", "d-1", "gpu-0",
+                                                       "ecc-uncorrectable")
+        for written in api.taint_rules.values():
+            assert validate_object(written, crds, "1.36") == []
+        k = api.nodes
+        assert "unschedulable" not in k["d-1"]["spec"]  # the node stays schedulable for its other GPUs
+        assert k["d-2"]["spec"]["unschedulable"] is True  # Xid 79 needs the node
+        assert k["d-3"]["spec"]["unschedulable"] is True  # the faulty GPU is not in its slices
+        assert k["p-1"]["spec"]["unschedulable"] is True  # device-plugin pool: the node
+        assert [p["metadata"]["name"] for p in api.pods] == ["trainer-1"]
+        assert "d-1: device d-1/gpu-0 tainted fleetspec.io/gpu-fault=ecc-uncorrectable:NoSchedule" in out
+        assert not [c for c in api.calls if "p-1" in c[1] and "resource.k8s.io" in c[1]]
+
+        # d-1's GPU is repaired: NPD sets the condition False; its rule goes, d-2's stays
+        k["d-1"]["status"]["conditions"][-1].update(status="False", reason="GPUHealthy", message="healthy")
+        api.calls.clear()
+        assert k8s_remediator.main(args + ["--server", api.url]) == 0
+        out = capsys.readouterr().out
+        assert sorted(api.taint_rules) == ["fleetspec-d-2-gpu-0"], out
+        assert "d-1: DeviceTaintRule fleetspec-d-1-gpu-0 deleted" in out
+        assert "unschedulable" not in k["d-1"]["spec"]
+        assert not [c for c in api.calls if c[0] == "POST" and "devicetaintrules" in c[1]]  # d-2's exists
+
+
+def test_a_condition_without_a_device_list_takes_the_node_path(capsys) -> None:
+    """A message with no `[devices: ...]` (an older node check) cannot name a GPU: cordon."""
+    nodes = [node("d-1", "True")]
+    nodes[0]["status"]["conditions"][-1]["message"] = "quarantine-device ecc-uncorrectable: 0000:5d:00 Xid 48"
+    with ApiServer(nodes, []) as api:
+        assert k8s_remediator.main(["--selector", SELECTOR, "--server", api.url, "--dra-partitions", "k8s-hopper",
+                                    "--taint-api", "resource.k8s.io/v1beta2"]) == 0
+        assert api.nodes["d-1"]["spec"]["unschedulable"] is True and api.taint_rules == {}

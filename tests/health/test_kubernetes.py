@@ -103,22 +103,84 @@ def test_npd_daemonset_runs_the_plugin_on_kubernetes_gpu_nodes_only(museum) -> N
     assert binding["roleRef"]["name"] == "system:node-problem-detector"  # the built-in role NPD's manifests bind
 
 
-def test_remediator_cronjob_runs_the_shipped_module(museum) -> None:
-    from pathlib import Path
-
-    from fleetspec.health import k8s_remediator
-
-    objs = objects(museum)
+def _remediator(fleet) -> tuple[dict, dict, dict]:
+    objs = objects(fleet)
     cron = next(o for o in objs if o["kind"] == "CronJob")
-    assert cron["spec"]["schedule"] == "*/2 * * * *" and cron["spec"]["concurrencyPolicy"] == "Forbid"
-    (container,) = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
-    selector = container["command"][-1]
-    assert selector.startswith("fleetspec.io/partition in (")
     code = next(o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "fleetspec-health-remediator")
-    assert code["data"]["k8s_remediator.py"] == Path(k8s_remediator.__file__).read_text()
     role = next(o for o in objs if o["kind"] == "ClusterRole" and o["metadata"]["name"] == "fleetspec-health-remediator")
+    return cron, code, role
+
+
+def _lay_out(cron: dict, code: dict, root) -> list[str]:
+    """The ConfigMap's files where the pod's volume puts them; the container's command."""
+    pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    (mount,) = container["volumeMounts"]
+    (volume,) = pod["volumes"]
+    assert volume["name"] == mount["name"] and volume["configMap"]["name"] == code["metadata"]["name"]
+    for item in volume["configMap"]["items"]:
+        target = root / mount["mountPath"].lstrip("/") / item["path"]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(code["data"][item["key"]])
+    assert container["env"] == [{"name": "PYTHONPATH", "value": mount["mountPath"]}]
+    return container["command"]
+
+
+def test_remediator_cronjob_runs_the_shipped_module(museum, tmp_path) -> None:
+    import subprocess
+    import sys
+
+    cron, code, role = _remediator(museum)
+    assert cron["spec"]["schedule"] == "*/2 * * * *" and cron["spec"]["concurrencyPolicy"] == "Forbid"
+    command = _lay_out(cron, code, tmp_path)
+    assert command[:4] == ["python3", "-s", "-m", "fleetspec.health.k8s_remediator"]
+    selector = command[command.index("--selector") + 1]
+    assert selector.startswith("fleetspec.io/partition in (")
+    assert "--taint-api" not in command  # no DRA pool: the node path only
+    # the shipped tree alone runs the module (-S: no site-packages, so not this checkout's fleetspec)
+    ran = subprocess.run([sys.executable, "-S", "-s", "-m", "fleetspec.health.k8s_remediator", "--help"],
+                         env={"PYTHONPATH": str(tmp_path / "opt/fleetspec")}, cwd=tmp_path, capture_output=True,
+                         text=True)
+    assert ran.returncode == 0 and "--dra-partitions" in ran.stdout, ran.stderr
     assert {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]} in role["rules"]
     assert not any("delete" in r["verbs"] for r in role["rules"])  # evictions only, never a pod delete
+    assert not any("resource.k8s.io" in r["apiGroups"] for r in role["rules"])
+
+
+@pytest.fixture(scope="module")
+def dra_fleet():
+    from fleetspec.compile import compile_text
+
+    from .test_device_taints import SPEC
+
+    compiled = compile_text(SPEC)
+    assert compiled.valid, [f.message for f in compiled.findings]
+    return compiled.fleet
+
+
+def test_on_a_dra_pool_the_remediator_may_taint_devices(dra_fleet, crd_index) -> None:
+    """The CronJob is told the DRA pools and the DeviceTaintRule version, its ServiceAccount
+    may read ResourceSlices and write DeviceTaintRules (still no pod delete), and every
+    object passes the schemas of the fleet's Kubernetes version."""
+    from fleetspec.health.k8s_remediator import PARTITION_LABEL
+    from fleetspec.render.kubernetes import PARTITION_LABEL as RENDERED
+
+    cron, code, role = _remediator(dra_fleet)
+    (container,) = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    command = container["command"]
+    assert command[command.index("--taint-api") + 1] == "resource.k8s.io/v1beta2"  # Kubernetes 1.36
+    assert command[command.index("--dra-partitions") + 1] == "nvidia-hopper"
+    assert command[command.index("--selector") + 1] == "fleetspec.io/partition in (nvidia-hopper)"
+    assert PARTITION_LABEL == RENDERED
+    assert {"apiGroups": ["resource.k8s.io"], "resources": ["devicetaintrules"],
+            "verbs": ["list", "create", "delete"]} in role["rules"]
+    assert {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"], "verbs": ["list"]} in role["rules"]
+    assert not any("pods" in r["resources"] and "delete" in r["verbs"] for r in role["rules"])
+    for obj in objects(dra_fleet):
+        assert validate_object(obj, crd_index, dra_fleet.kubernetes.version) == [], obj["kind"]
+    broken = copy.deepcopy(role)
+    broken["rules"][-1]["verbs"] = "delete"
+    assert validate_object(broken, crd_index, dra_fleet.kubernetes.version)
 
 
 def test_a_broken_daemonset_fails_validation(museum, crd_index) -> None:

@@ -11,6 +11,7 @@ vendors ship is as much a bug as a missed incompatibility (DESIGN.md).
 
 from __future__ import annotations
 
+import copy
 import re
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from fleetspec.catalog import Catalog, load_catalog
 from fleetspec.compile import CompileResult, compile_file, compile_text
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -385,3 +387,36 @@ def test_shipped_tuples_on_kubernetes_with_the_gpu_operator() -> None:
 def test_unknown_stack_suggests_the_closest_name() -> None:
     [(sev, message)] = of(compile_file(FIXTURES / "unknown-stack" / "fail.yaml"), "unknown-stack")
     assert sev == "error" and "Did you mean 'hopper-cu13'?" in message
+
+
+AMD_K8S_FIXTURE = FIXTURES / "gpu-operator-unsupported" / "fail_amd_k8s.yaml"
+
+
+def amd_operator_catalog(k8s: list[str | None], unconfirmed: tuple[str, ...] = ()) -> Catalog:
+    """The shipped catalog with AMD GPU Operator v1.5.1's Kubernetes support replaced: the
+    real entry has a floor only and no unconfirmed fact, so the ceiling and the warning for
+    an unconfirmed fact need data of their own."""
+    data = copy.deepcopy(load_catalog()._data)
+    entry = data["platform"]["amd_gpu_operator"]["releases"]["v1.5.1"]
+    entry["k8s"] = k8s
+    if unconfirmed:
+        entry["unconfirmed"] = list(unconfirmed)
+    return Catalog(data)
+
+
+@pytest.mark.parametrize(("k8s", "cluster", "expected"), [
+    (["1.29", "1.32"], "1.33", ["error"]),  # above the ceiling
+    (["1.29", "1.32"], "1.32", []),  # the ceiling itself is supported
+    (["1.29", None], "1.37", []),  # no ceiling
+    (["1.29", "1.32"], "1.28", ["error"]),  # below the floor
+])
+def test_amd_gpu_operator_kubernetes_range(k8s: list[str | None], cluster: str, expected: list[str]) -> None:
+    text = AMD_K8S_FIXTURE.read_text().replace('version: "1.28"', f'version: "{cluster}"')
+    result = compile_text(text, catalog=amd_operator_catalog(k8s))
+    assert severities(result, "gpu-operator-unsupported") == expected, describe(result)
+
+
+def test_an_unconfirmed_amd_gpu_operator_range_only_warns() -> None:
+    result = compile_text(AMD_K8S_FIXTURE.read_text(), catalog=amd_operator_catalog(["1.29", None], ("k8s",)))
+    assert severities(result, "gpu-operator-unsupported") == ["warning"], describe(result)
+    assert "unconfirmed catalog fact" in of(result, "gpu-operator-unsupported")[0][1]

@@ -273,3 +273,73 @@ def test_a_schema_fleetspec_cannot_apply_is_a_warning_not_a_traceback(tmp_path, 
     assert result.valid
     (warning,) = _site(result, Severity.WARNING)
     assert said in warning.message and warning.message.startswith("gpu-operator: node-feature-discovery 0.19.0's")
+
+
+def _parent(tmp_path, name: str, chart_yaml_extra: dict, files: dict | None = None):
+    """A parent chart bundling the NFD stand-in as a subchart, with ``chart_yaml_extra``
+    (its dependencies entry: alias, tags, ...) in Chart.yaml."""
+    from tests.site.helm_charts import nfd_archive
+
+    chart = {"apiVersion": "v2", "name": name, "version": "1.0.0", **chart_yaml_extra}
+    archive = tmp_path / f"{name}-1.0.0.tgz"
+    archive.write_bytes(chart_archive(chart, {"charts/node-feature-discovery-0.19.0.tgz": nfd_archive(),
+                                              **(files or {})}))
+    return archive
+
+
+@pytest.mark.parametrize(("extra", "files", "values", "refused_at"), [
+    # alias: the subchart's values live under the alias, and its schema applies there
+    ({"dependencies": [{"name": "node-feature-discovery", "version": "0.19.0", "alias": "discovery"}]}, None,
+     {"discovery": {"master": {"replicaCount": "x"}}}, ("discovery", "master", "replicaCount")),
+    ({"dependencies": [{"name": "node-feature-discovery", "version": "0.19.0", "alias": "discovery"}]}, None,
+     {"node-feature-discovery": {"master": {"replicaCount": "x"}}}, None),
+    # tags: off when a tag is false and none is true; a condition that resolves wins over tags
+    ({"dependencies": [{"name": "node-feature-discovery", "version": "0.19.0", "tags": ["discovery"]}]}, None,
+     {"tags": {"discovery": False}, "node-feature-discovery": {"master": {"replicaCount": "x"}}}, None),
+    ({"dependencies": [{"name": "node-feature-discovery", "version": "0.19.0", "tags": ["discovery"]}]}, None,
+     {"tags": {"discovery": True}, "node-feature-discovery": {"master": {"replicaCount": "x"}}},
+     ("node-feature-discovery", "master", "replicaCount")),
+    ({"dependencies": [{"name": "node-feature-discovery", "version": "0.19.0", "tags": ["discovery"],
+                        "condition": "nfd.on,nfd.enabled"}]}, None,
+     {"tags": {"discovery": False}, "nfd": {"enabled": True}, "node-feature-discovery": {"master": {"replicaCount": "x"}}},
+     ("node-feature-discovery", "master", "replicaCount")),
+    # the first condition path that holds a boolean decides
+    ({"dependencies": [{"name": "node-feature-discovery", "version": "0.19.0", "condition": "nfd.on,nfd.enabled"}]},
+     None, {"nfd": {"on": False, "enabled": True}, "node-feature-discovery": {"master": {"replicaCount": "x"}}}, None),
+    # apiVersion v1: the dependencies are in requirements.yaml
+    ({"apiVersion": "v1"},
+     {"requirements.yaml": "dependencies:\n- {name: node-feature-discovery, version: 0.19.0, condition: nfd.enabled}\n"},
+     {"nfd": {"enabled": False}, "node-feature-discovery": {"master": {"replicaCount": "x"}}}, None),
+    # a subchart no dependency names stays, under its own name
+    ({}, None, {"node-feature-discovery": {"master": {"replicaCount": "x"}}},
+     ("node-feature-discovery", "master", "replicaCount")),
+])
+def test_aliases_tags_conditions_and_v1_charts_like_helm(tmp_path, extra, files, values, refused_at) -> None:
+    archive = _parent(tmp_path, "parent", extra, files)
+    assert [v.path for v in violations(read_chart(archive), values)] == ([refused_at] if refused_at else [])
+    if refused_at:
+        with pytest.raises(HelmValuesError, match="/master/replicaCount"):
+            HelmChart.load(archive).render(values, name="p", namespace="p")
+    else:
+        HelmChart.load(archive).render(values, name="p", namespace="p")
+
+
+def test_values_yaml_is_read_as_helm_reads_it(tmp_path) -> None:
+    """sigs.k8s.io/yaml (Helm's reader) keeps a bare date a string and makes every mapping
+    key a string; PyYAML's safe loader would give a date object and an int key, which a
+    schema asking for strings would refuse where Helm does not."""
+    import yaml as pyyaml
+
+    from tests.site.helm_charts import NFD_CHART, NFD_VALUES
+
+    values = pyyaml.safe_dump(NFD_VALUES).replace("tag: null", "tag: 2024-01-01")
+    values += "extraLabels:\n  1: one\n"
+    schema = json.loads(json.dumps(NFD_SCHEMA))
+    schema["properties"]["extraLabels"] = {"type": "object", "propertyNames": {"pattern": "^[0-9]+$"},
+                                           "additionalProperties": {"type": "string"}}
+    archive = tmp_path / "node-feature-discovery-0.19.0.tgz"
+    archive.write_bytes(chart_archive(NFD_CHART, {"values.yaml": values, "values.schema.json": json.dumps(schema)}))
+    chart = read_chart(archive)
+    assert chart.values["image"]["tag"] == "2024-01-01" and chart.values["extraLabels"] == {"1": "one"}
+    assert violations(chart, {}) == []
+    HelmChart.load(archive).render({}, name="n", namespace="n")  # Helm accepts the same defaults
