@@ -168,9 +168,13 @@ def _chart(files: dict[str, bytes], where: str) -> Chart:
     meta = _yaml(files["Chart.yaml"], f"{where}: Chart.yaml")
     if not isinstance(meta, Mapping) or not meta.get("name") or not meta.get("version"):
         raise ChartReadError(f"{where}: Chart.yaml has no name or version")
-    deps_doc = meta.get("dependencies")
+    deps_doc, deps_file = meta.get("dependencies"), "Chart.yaml"
     if deps_doc is None and "requirements.yaml" in files:  # apiVersion v1 charts
-        deps_doc = (_yaml(files["requirements.yaml"], f"{where}: requirements.yaml") or {}).get("dependencies")
+        deps_file = "requirements.yaml"
+        requirements = _yaml(files["requirements.yaml"], f"{where}: requirements.yaml") or {}
+        if not isinstance(requirements, Mapping):
+            raise ChartReadError(f"{where}: requirements.yaml is not a mapping")
+        deps_doc = requirements.get("dependencies")
     values = _yaml(files["values.yaml"], f"{where}: values.yaml") if "values.yaml" in files else None
     if values is not None and not isinstance(values, Mapping):
         raise ChartReadError(f"{where}: values.yaml is not a mapping")
@@ -184,7 +188,8 @@ def _chart(files: dict[str, bytes], where: str) -> Chart:
     for name, sub_files in sorted(_subchart_files(files, where).items()):
         subcharts.append(_chart(sub_files, f"{where}#charts/{name}"))
     return Chart(name=str(meta["name"]), version=str(meta["version"]), values=values or {}, schema=schema,
-                 dependencies=tuple(_dependency(d) for d in deps_doc or () if isinstance(d, Mapping)),
+                 dependencies=tuple(_dependency(d, f"{where}: {deps_file}") for d in deps_doc or ()
+                                    if isinstance(d, Mapping)),
                  subcharts=tuple(subcharts), source=where)
 
 
@@ -202,11 +207,22 @@ def _subchart_files(files: dict[str, bytes], where: str) -> dict[str, dict[str, 
     return out
 
 
-def _dependency(doc: Mapping[str, Any]) -> Dependency:
+def _dependency(doc: Mapping[str, Any], where: str) -> Dependency:
+    # Helm reads these fields into Go strings: a scalar (condition: 5) is its text there
+    for key in ("alias", "condition"):
+        if isinstance(doc.get(key), (Mapping, list)):
+            raise ChartReadError(f"{where}: dependency {doc.get('name')!s}: {key} must be a string")
     tags = doc.get("tags") or ()
-    return Dependency(name=str(doc.get("name", "")), alias=doc.get("alias") or None,
-                      condition=doc.get("condition") or None,
+    return Dependency(name=str(doc.get("name", "")), alias=_text(doc.get("alias")),
+                      condition=_text(doc.get("condition")),
                       tags=tuple(str(t) for t in tags) if isinstance(tags, list) else ())
+
+
+def _text(value: Any) -> str | None:
+    """A scalar field as the text Helm's Go string holds (``5`` -> "5"), None when empty."""
+    if value is None or value == "":
+        return None
+    return json.dumps(value) if isinstance(value, bool) else str(value)
 
 
 def _yaml(data: bytes, where: str) -> Any:

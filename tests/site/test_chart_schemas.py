@@ -343,3 +343,24 @@ def test_values_yaml_is_read_as_helm_reads_it(tmp_path) -> None:
     assert chart.values["image"]["tag"] == "2024-01-01" and chart.values["extraLabels"] == {"1": "one"}
     assert violations(chart, {}) == []
     HelmChart.load(archive).render({}, name="n", namespace="n")  # Helm accepts the same defaults
+
+
+
+@pytest.mark.parametrize(("extra", "values", "refused_at"), [
+    # Helm reads a dependency's alias and condition into Go strings: a number is its text
+    ({"dependencies": [{"name": "node-feature-discovery", "version": "0.19.0", "condition": 5}]},
+     {"node-feature-discovery": {"master": {"replicaCount": "x"}}}, ("node-feature-discovery", "master", "replicaCount")),
+    ({"dependencies": [{"name": "node-feature-discovery", "version": "0.19.0", "alias": 5}]},
+     {"5": {"master": {"replicaCount": "x"}}}, ("5", "master", "replicaCount")),
+])
+def test_a_dependency_field_that_yaml_reads_as_a_number_is_text_as_in_helm(tmp_path, extra, values, refused_at) -> None:
+    archive = _parent(tmp_path, "parent", extra)
+    assert [v.path for v in violations(read_chart(archive), values)] == [refused_at]
+    with pytest.raises(HelmValuesError, match="/master/replicaCount"):
+        HelmChart.load(archive).render(values, name="p", namespace="p")
+
+
+def test_a_requirements_file_that_is_not_a_mapping_is_a_warning_not_a_traceback(tmp_path) -> None:
+    archive = _parent(tmp_path, "parent", {"apiVersion": "v1"}, {"requirements.yaml": "- node-feature-discovery\n"})
+    found, problems = read_charts(tmp_path)
+    assert found == {} and problems == [f"{archive}: requirements.yaml is not a mapping"]
