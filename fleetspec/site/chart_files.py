@@ -124,9 +124,12 @@ def _folder_files(root: Path) -> dict[str, bytes]:
         rel = path.relative_to(root).as_posix()
         if path.is_symlink() or not path.is_file() or not _wanted(rel):
             continue
-        if path.stat().st_size > MAX_FILE:
-            raise ChartReadError(f"{path}: larger than Helm's 5 MiB limit for one chart file")
-        files[rel] = path.read_bytes()
+        try:
+            if path.stat().st_size > MAX_FILE:
+                raise ChartReadError(f"{path}: larger than Helm's 5 MiB limit for one chart file")
+            files[rel] = path.read_bytes()
+        except OSError as exc:  # that chart is unreadable, not the whole folder of charts
+            raise ChartReadError(f"{path}: {exc.strerror}") from None
     return files
 
 

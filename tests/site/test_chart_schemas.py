@@ -364,3 +364,29 @@ def test_a_requirements_file_that_is_not_a_mapping_is_a_warning_not_a_traceback(
     archive = _parent(tmp_path, "parent", {"apiVersion": "v1"}, {"requirements.yaml": "- node-feature-discovery\n"})
     found, problems = read_charts(tmp_path)
     assert found == {} and problems == [f"{archive}: requirements.yaml is not a mapping"]
+
+
+def test_an_unreadable_file_in_a_chart_folder_is_that_charts_warning(tmp_path, monkeypatch) -> None:
+    """A chart folder with a file fleetspec cannot read (permissions; root, as tests run,
+    reads everything, so the read fails by injection) is that chart's problem, named with
+    the file, and the other charts in DIR still count."""
+    import tarfile
+
+    packed = charts_dir(tmp_path)
+    unpacked = tmp_path / "unpacked"
+    unpacked.mkdir()
+    with tarfile.open(packed / "gpu-operator-v26.7.0.tgz") as archive:
+        archive.extractall(unpacked, filter="data")
+    (packed / "gpu-operator-v26.7.0.tgz").rename(unpacked / "gpu-operator-copy.tgz")
+    unreadable = unpacked / "gpu-operator" / "values.yaml"
+    read_bytes = type(unreadable).read_bytes
+
+    def denied(path):
+        if path == unreadable:
+            raise PermissionError(13, "Permission denied", str(path))
+        return read_bytes(path)
+
+    monkeypatch.setattr(type(unreadable), "read_bytes", denied)
+    charts, problems = read_charts(unpacked)
+    assert problems == [f"{unreadable}: Permission denied"]
+    assert list(charts) == [("gpu-operator", "26.7.0")]  # the archive beside it
