@@ -4,13 +4,21 @@ The one place fleetspec ships a program to nodes and reads what each printed:
 ``verify --inventory/--lab`` (the fact collector), ``health --inventory/--lab`` (the
 node check) and apply's commands on the Slurm controller. ansible-runner is imported
 here, lazily, so the commands that never reach a node do not pay for it.
+
+ansible-runner without a cancel callback replaces the process's SIGINT and SIGTERM
+handlers with its own and never puts them back (fleetspec/apply/ansible.py says more), so
+every run here catches them itself (``catch_stop_signals``), cancels the run when one
+arrives, restores the process's handlers and then raises the signal again: a Ctrl-C during
+``verify --inventory`` or during apply's drain on the controller still stops fleetspec.
 """
 
 from __future__ import annotations
 
 import json
 import shlex
+import signal
 import tempfile
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,21 +84,43 @@ def _run(inventory: Path | Sequence[Path], pattern: str, module: str, module_arg
     for path in inventories:
         if not path.exists():
             raise AdhocError(f"{path}: no such inventory")
-    with tempfile.TemporaryDirectory(prefix="fleetspec-adhoc-") as private:
-        result = ansible_runner.run(
-            private_data_dir=private,
-            inventory=[str(p.resolve()) for p in inventories],
-            host_pattern=pattern,
-            module=module,
-            module_args=module_args(Path(private)),
-            forks=max(1, forks),
-            quiet=True,
-        )
-        results = host_results(result.events)
-        if not results and result.rc != 0:
-            tail = (result.stdout.read().strip().splitlines() or ["no output"])[-1]
-            raise AdhocError(f"ansible-runner failed (rc {result.rc}): {tail}")
+    received: list[int] = []
+    saved = catch_stop_signals(received)
+    try:
+        with tempfile.TemporaryDirectory(prefix="fleetspec-adhoc-") as private:
+            result = ansible_runner.run(
+                private_data_dir=private,
+                inventory=[str(p.resolve()) for p in inventories],
+                host_pattern=pattern,
+                module=module,
+                module_args=module_args(Path(private)),
+                forks=max(1, forks),
+                cancel_callback=(lambda: bool(received)) if saved else None,
+                quiet=True,
+            )
+            results = host_results(result.events)
+            if not results and result.rc != 0 and not received:
+                tail = (result.stdout.read().strip().splitlines() or ["no output"])[-1]
+                raise AdhocError(f"ansible-runner failed (rc {result.rc}): {tail}")
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+    if received:
+        signal.raise_signal(received[0])  # to the process's own handler, now the run is canceled
+        raise AdhocError(f"canceled: {signal.Signals(received[0]).name} received during the run")
     return results
+
+
+def catch_stop_signals(received: list[int]) -> dict[int, Any]:
+    """In the main thread: record SIGINT/SIGTERM during a run (the caller cancels the run,
+    as ansible-runner's own handler would) and return the handlers to put back afterwards.
+    Elsewhere (no handler can be set) ansible-runner installs none either: {}."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for s in saved:
+        signal.signal(s, lambda signum, _frame: received.append(signum))
+    return saved
 
 
 def host_results(events: Any) -> dict[str, HostResult]:

@@ -17,13 +17,14 @@ import os
 import shutil
 import signal
 import tempfile
-import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from fleetspec.ansible_adhoc import catch_stop_signals
 
 PLAYBOOKS_ENV = "FLEETSPEC_PLAYBOOKS"
 
@@ -181,7 +182,7 @@ def run_playbook(
            "ANSIBLE_HOME": os.path.join(private, "ansible-home"), **(envvars or {})}  # fmt: skip
     collector = _Collector(on_event)
     received: list[int] = []
-    saved = _catch_stop_signals(received)
+    saved = catch_stop_signals(received)
     try:
         if extravars:
             _write_extravars(Path(private), extravars)
@@ -208,18 +209,6 @@ def run_playbook(
             signal.signal(signum, handler)
         if not keep:
             shutil.rmtree(private, ignore_errors=True)
-
-
-def _catch_stop_signals(received: list[int]) -> dict[int, Any]:
-    """In the main thread: record SIGINT/SIGTERM during the run (the run is then canceled,
-    as ansible-runner's own handler would) and return the handlers to put back afterwards.
-    Elsewhere (no handler can be set) ansible-runner installs none either: {}."""
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    for s in saved:
-        signal.signal(s, lambda signum, _frame: received.append(signum))
-    return saved
 
 
 class _UnsafeDumper(yaml.SafeDumper):
