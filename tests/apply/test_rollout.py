@@ -46,6 +46,18 @@ def rollout(cluster, tmp_path):
     return Rollout(cluster, tmp_path)
 
 
+class Reports:
+    """apply's ``report`` hook for ``rollout.apply``: the TextReport apply makes for the plan's
+    waves, on ``console``, with its log in ``log``; ``made`` is it, once apply asked."""
+
+    def __init__(self, console: Console, log) -> None:
+        self.console, self.log, self.made = console, log, None
+
+    def __call__(self, plan):
+        self.made = TextReport(self.console, self.log, [(wave_name(w), w.hosts) for w in plan.waves])
+        return self.made.emit
+
+
 def test_nccl_bump_rolls_through_waves_and_resumes_every_node(rollout):
     plan, result, events = rollout.apply(V2)
     assert [w.hosts for w in plan.waves] == [("h200-001",), ("h200-002",), ("h200-003", "h200-004")]
@@ -104,15 +116,9 @@ def test_a_failing_wave_stops_the_rollout_and_stays_drained(rollout):
 def test_off_a_terminal_a_real_apply_prints_one_line_per_host_state_change(rollout, tmp_path):
     """What 'apply' prints in a CI log for a real rollout whose second wave fails."""
     stream = io.StringIO()
-    made = []
-
-    def report(plan):
-        made.append(TextReport(Console(file=stream, width=200, emoji=False, highlight=False),
-                               tmp_path / "rollout.apply.log", [(wave_name(w), w.hosts) for w in plan.waves]))
-        return made[0].emit
-
+    report = Reports(Console(file=stream, width=200, emoji=False, highlight=False), tmp_path / "rollout.apply.log")
     _, result, _ = rollout.apply(V2, fail_hosts=["h200-002"], report=report)
-    made[0].finish(result)
+    report.made.finish(result)
     shown = stream.getvalue()
     assert "\x1b" not in shown
     canary, second = "nvidia-hopper#1 (canary)", "nvidia-hopper#2"
@@ -134,16 +140,10 @@ def test_on_a_terminal_a_real_apply_shows_the_live_view_of_each_host(rollout, tm
     """The same rollout on a terminal console: Rich's live view refreshes in its own thread
     while ansible-runner runs in this one; its host rows show, the plain lines do not."""
     stream = io.StringIO()
-    made = []
-
-    def report(plan):
-        made.append(TextReport(Console(file=stream, width=160, height=40, force_terminal=True, color_system=None,
-                                       emoji=False, highlight=False),
-                               tmp_path / "rollout.apply.log", [(wave_name(w), w.hosts) for w in plan.waves]))
-        return made[0].emit
-
+    report = Reports(Console(file=stream, width=160, height=40, force_terminal=True, color_system=None,
+                             emoji=False, highlight=False), tmp_path / "rollout.apply.log")
     _, result, _ = rollout.apply(V2, fail_hosts=["h200-002"], report=report)
-    made[0].finish(result)
+    report.made.finish(result)
     text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", stream.getvalue())
     assert re.search(r"nvidia-hopper#1 \(canary\)\s+verifying\s+0/1 done", text), text  # the wave's line
     assert re.search(r"h200-001\s+verifying\s+ok 0, changed 1, failed 0\s+Record that this host was converged",
@@ -191,15 +191,9 @@ def test_a_wave_waiting_for_jobs_says_which_nodes_hold_it(rollout, tmp_path):
     job = rollout.cluster.sbatch("-p", "nvidia-hopper", "-w", "h200-001", "-N", "1", script="#!/bin/sh\nsleep 4\n")
     rollout.cluster.wait_job(job.stdout.split()[-1], {"RUNNING"})
     stream = io.StringIO()
-    made = []
-
-    def report(plan):
-        made.append(TextReport(Console(file=stream, width=200, emoji=False, highlight=False),
-                               tmp_path / "rollout.apply.log", [(wave_name(w), w.hosts) for w in plan.waves]))
-        return made[0].emit
-
+    report = Reports(Console(file=stream, width=200, emoji=False, highlight=False), tmp_path / "rollout.apply.log")
     _, result, events = rollout.apply(V2, report=report)
-    made[0].finish(result)
+    report.made.finish(result)
     assert result.ok, [e.message for e in events]
     busy = [(e.wave, e.hosts) for e in events if e.kind == "busy"]
     assert busy == [("nvidia-hopper#1 (canary)", ("h200-001",)), ("nvidia-hopper#1 (canary)", ())]
