@@ -31,8 +31,6 @@ from fleetspec.health.classify import reason
 from fleetspec.health.fleet import FleetHealth
 from fleetspec.health.node_check import LEADER
 
-ANNOTATION = DRAIN_REASON  # the annotation apply's drain writes
-
 
 @dataclass(frozen=True)
 class Remedy:
@@ -64,7 +62,7 @@ def remediate_kubernetes(fleet: Fleet, health: FleetHealth, run: Runner, deadlin
             out += [Remedy(host, line) for line in done]
         obj = json.loads(got.stdout)
         cordoned = bool(obj.get("spec", {}).get("unschedulable"))
-        current = (obj.get("metadata", {}).get("annotations") or {}).get(ANNOTATION, "")
+        current = (obj.get("metadata", {}).get("annotations") or {}).get(DRAIN_REASON, "")
         ours = current.startswith(LEADER)
         if strongest([f["action"] for f in acting]) != "none":
             if cordoned and not ours:

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from fleetspec.apply.control import DRAIN_REASON, KubernetesControl, local_runner
-from fleetspec.health import k8s_remediator, remediate
+from fleetspec.health import k8s_remediator
 
 STANDIN = Path(__file__).resolve().parents[1] / "health" / "kubectl_standin.py"
 
@@ -53,5 +53,5 @@ def test_a_pod_budget_keeps_its_node_busy_until_the_deadline(tmp_path: Path) -> 
 def test_apply_and_both_remediators_read_one_annotation() -> None:
     """health --remediate drains through KubernetesControl and reads the annotation back to
     tell its own cordons from an operator's; the in-cluster remediator ships apart (stdlib modules in a
-    ConfigMap), so it keeps its own copy: all three must name the same key."""
-    assert DRAIN_REASON == remediate.ANNOTATION == k8s_remediator.ANNOTATION == "fleetspec.io/drain-reason"
+    ConfigMap), so it keeps its own copy, which must name the key apply and remediate use."""
+    assert DRAIN_REASON == k8s_remediator.ANNOTATION == "fleetspec.io/drain-reason"  # remediate uses DRAIN_REASON itself
