@@ -38,6 +38,11 @@ DCGM_ERRORS = "https://github.com/NVIDIA/DCGM/blob/master/dcgmlib/dcgm_errors.h"
 # matter at rates of 100+ per second"); dcgm_errors.c rates the failing codes DCGM_ERROR_ISOLATE.
 DCGM_HEALTH_NVLINK = "https://github.com/NVIDIA/DCGM/blob/master/modules/health/DcgmHealthWatch.cpp"
 DCGM_LIMITS = "https://github.com/NVIDIA/DCGM/blob/master/common/DcgmGPUHardwareLimits.h"
+# NVLink 5 (Blackwell, compute capability 10+): DCGM's health watch judges the link recovery
+# counters instead (MonitorNVLinkErrorFields; its tests: DCGM_FI_DEV_NVLINK_RECOVERY_FAILED_TOTAL
+# rising fails, DCGM_FI_DEV_NVLINK_RECOVERY_SUCCESSFUL_TOTAL rising warns), and nvidia-smi
+# nvlink -e prints those counters in place of the replay/recovery/CRC ones.
+DCGM_HEALTH_NVLINK5 = "https://github.com/NVIDIA/DCGM/blob/master/modules/health/tests/DcgmHealthWatchTests.cpp"
 NVLINK_MAX_ERROR = 1  # DCGM_LIMIT_MAX_NVLINK_ERROR: new replay/recovery errors that fail
 NVLINK_MAX_CRC_PER_S = 100.0  # DCGM_LIMIT_MAX_NVLINK_CRC_ERROR
 
@@ -114,13 +119,18 @@ FAULT_CLASSES = (
                "isolated'", NVIDIA_SMI + " ; " + DCGM_ERRORS),
     FaultClass("nvlink-link-errors", "device", "quarantine-device",
                "nvidia-smi nvlink -e: a link's replay or recovery error counter rose since the last "
-               "check, or its CRC errors rose at 100 per second or more; DCGM's NVLink health watch "
-               "fails both (DCGM_FR_NVLINK_ERROR_CRITICAL, DCGM_FR_NVLINK_CRC_ERROR_THRESHOLD: "
-               "DCGM_ERROR_ISOLATE)", NVIDIA_SMI + " ; " + DCGM_HEALTH_NVLINK + " ; " + DCGM_LIMITS),
+               "check, or its CRC errors rose at 100 per second or more, or (NVLink 5, Blackwell) its "
+               "failed link recoveries rose; DCGM's NVLink health watch fails each "
+               "(DCGM_FR_NVLINK_ERROR_CRITICAL, DCGM_FR_NVLINK_CRC_ERROR_THRESHOLD: DCGM_ERROR_ISOLATE)",
+               NVIDIA_SMI + " ; " + DCGM_HEALTH_NVLINK + " ; " + DCGM_LIMITS + " ; " + DCGM_HEALTH_NVLINK5),
     FaultClass("nvlink-crc-errors", "device", "none",
                "nvidia-smi nvlink -e: a link's CRC errors rose, below 100 per second (DCGM's health "
                "watch warns: DCGM_FR_NVLINK_ERROR_THRESHOLD); reported",
                NVIDIA_SMI + " ; " + DCGM_HEALTH_NVLINK + " ; " + DCGM_LIMITS),
+    FaultClass("nvlink-link-recovered", "device", "none",
+               "nvidia-smi nvlink -e (NVLink 5, Blackwell): a link's successful link recoveries rose: "
+               "it went down and came back (DCGM's health watch warns); reported",
+               NVIDIA_SMI + " ; " + DCGM_HEALTH_NVLINK5),
     FaultClass("dcgm-diag-isolate", "device", "quarantine-device",
                "dcgmi diag: a failed test whose error severity is DCGM_ERROR_ISOLATE ('cannot perform "
                "workload, GPU should be isolated')", DCGM_DIAG + " ; " + DCGM_ERRORS),
@@ -177,7 +187,7 @@ CHECKS = {
     "fabric": ("fabric-unhealthy",),
     "pcie": ("pcie-degraded",),
     "infiniband": ("ib-port-down", "ib-link-errors"),
-    "nvlink": ("nvlink-down", "nvlink-link-errors", "nvlink-crc-errors"),
+    "nvlink": ("nvlink-down", "nvlink-link-errors", "nvlink-crc-errors", "nvlink-link-recovered"),
     "dcgm": ("dcgm-diag-isolate", "dcgm-diag-reset", "dcgm-diag-monitor"),
 }  # type: Dict[str, Tuple[str, ...]]
 

@@ -13,7 +13,8 @@ inside the node check. Inputs are the tools' own output, parsed here:
 - ``nvidia-smi nvlink --status``: per-GPU link lines (``Link 3: 26.562 GB/s`` or
   ``Link 3: <inactive>``);
 - ``nvidia-smi nvlink -e``: per-GPU, per-link error counters (``Link 3: Replay Errors: 0``,
-  ``Recovery Errors``, ``CRC Errors``), judged by how much they rose since the last check
+  ``Recovery Errors``, ``CRC Errors``; on NVLink 5 ``Link recovery failed events`` and
+  ``Link recovery successful events``), judged by how much they rose since the last check
   the way DCGM's NVLink health watch judges them;
 - ``dcgmi diag -r N -j``: DCGM 4's JSON (``DCGM Diagnostic`` -> ``test_categories`` ->
   ``tests`` -> ``results`` per entity, each failure's ``warnings`` with ``error_id`` and
@@ -302,10 +303,14 @@ def nvlink_faults(gpus: Dict[int, Dict[str, Any]], bus_by_uuid: Optional[Dict[st
 def parse_nvlink_errors(text: str) -> Dict[int, Dict[str, Any]]:
     """``nvidia-smi nvlink -e``: {GPU index: {"uuid", "links": {link: {counter: value}}}}.
 
-    nvidia-smi prints a ``GPU i: <name> (UUID: ...)`` header per GPU, then per link
-    ``Link n: Replay Errors: 0``, ``Link n: Recovery Errors: 0``, ``Link n: CRC Errors: 0``
-    (a blank line between links). Counters are named by their first word, lower case
-    (``replay``, ``recovery``, ``crc``); a counter whose value is not a number is skipped."""
+    nvidia-smi prints a ``GPU i: <name> (UUID: ...)`` header per GPU, then ``Link n: <counter>:
+    <value>`` lines (a blank line between links). Up to NVLink 4 (Hopper) the counters are
+    ``Replay Errors``, ``Recovery Errors`` and ``CRC Errors``; NVLink 5 (Blackwell) drivers
+    print others instead (``Link recovery successful events``, ``Link recovery failed
+    events``, ``Rx Errors``, ``Rx remote Errors``, ``FEC Errors - 0``, ...). A counter is
+    named by its whole label, lower case, words joined by ``-``, a trailing ``Errors``
+    dropped: ``replay``, ``crc``, ``rx-remote``, ``link-recovery-failed-events``,
+    ``fec-errors-0``. A value that is not a whole number (a BER) is skipped."""
     gpus = {}  # type: Dict[int, Dict[str, Any]]
     current = None  # type: Optional[Dict[str, Any]]
     for line in text.splitlines():
@@ -313,21 +318,32 @@ def parse_nvlink_errors(text: str) -> Dict[int, Dict[str, Any]]:
         if header:
             current = gpus.setdefault(int(header.group(1)), {"uuid": header.group(2), "links": {}})
             continue
-        counter = re.match(r"^\s+Link (\d+): ([A-Za-z][A-Za-z0-9 ]*?)(?: Errors)?: (\d+)\s*$", line)
+        counter = re.match(r"^\s+Link (\d+): ([A-Za-z][^:]*?): (\d+)\s*$", line)
         if counter and current is not None:
-            name = counter.group(2).split()[0].lower()
+            name = re.sub(r"[^a-z0-9]+", "-", counter.group(2).lower()).strip("-")
+            name = re.sub(r"-errors$", "", name)
             current["links"].setdefault(int(counter.group(1)), {})[name] = int(counter.group(3))
     return gpus
+
+
+# Counters whose every new count fails a link, as DCGM's NVLink health watch fails them:
+# replay and recovery errors (NVLink 4 and older), failed link recoveries (NVLink 5).
+_NVLINK_CRITICAL = {"replay": "replay errors", "recovery": "recovery errors",
+                    "link-recovery-failed-events": "failed link recoveries"}
+_NVLINK_RECOVERED = "link-recovery-successful-events"
 
 
 def nvlink_counter_faults(gpus: Dict[int, Dict[str, Any]], previous: Dict[str, int], seconds: Optional[float],
                           bus_by_uuid: Optional[Dict[str, str]] = None) -> List[Fault]:
     """Faults from how much each link's counters rose since the last check (``previous``:
-    ``{"<gpu>/<link>/<counter>": value}``, ``seconds`` since then). DCGM's health watch
-    policy: a rise of at least DCGM_LIMIT_MAX_NVLINK_ERROR (1) in replay or recovery errors
-    fails; CRC errors fail at DCGM_LIMIT_MAX_NVLINK_CRC_ERROR (100) per second or more and
-    warn below. A counter lower than before was reset (``nvidia-smi nvlink -r``, a driver
-    reload): its value is the rise. No previous reading: nothing to compare, no fault."""
+    ``{"<gpu>/<link>/<counter>": value}``, ``seconds`` since then), by DCGM's NVLink health
+    watch policy. NVLink 4 and older (MonitorNVLink): a rise of at least
+    DCGM_LIMIT_MAX_NVLINK_ERROR (1) in replay or recovery errors fails; CRC errors fail at
+    DCGM_LIMIT_MAX_NVLINK_CRC_ERROR (100) per second or more and warn below. NVLink 5
+    (Blackwell, MonitorNVLinkErrorFields): a new failed link recovery fails, a new successful
+    one (the link dropped and came back) warns. A counter lower than before was reset
+    (``nvidia-smi nvlink -r``, a driver reload): its value is the rise. No previous reading:
+    nothing to compare, no fault."""
     bus_by_uuid = bus_by_uuid or {}
     faults = []  # type: List[Fault]
     for index, gpu in sorted(gpus.items()):
@@ -338,12 +354,12 @@ def nvlink_counter_faults(gpus: Dict[int, Dict[str, Any]], previous: Dict[str, i
                 before = previous.get("%d/%d/%s" % (index, link, name))
                 if before is not None:
                     rises[name] = value - before if value >= before else value
-            critical = {n: rises.get(n, 0) for n in ("replay", "recovery") if rises.get(n, 0) >= NVLINK_MAX_ERROR}
+            critical = {n: rises.get(n, 0) for n in _NVLINK_CRITICAL if rises.get(n, 0) >= NVLINK_MAX_ERROR}
             crc = rises.get("crc", 0)
             rate = crc / seconds if crc and seconds else None
             where = "GPU %d NVLink %d" % (index, link)
             if critical or (rate is not None and rate >= NVLINK_MAX_CRC_PER_S):
-                parts = ["%d new %s errors" % (v, n) for n, v in sorted(critical.items())]
+                parts = ["%d new %s" % (v, _NVLINK_CRITICAL[n]) for n, v in sorted(critical.items())]
                 if rate is not None and rate >= NVLINK_MAX_CRC_PER_S:
                     parts.append("%d new CRC errors (%.0f/s)" % (crc, rate))
                 faults.append(_fault("nvlink-link-errors", device, "%s: %s" % (where, ", ".join(parts)),
@@ -351,6 +367,9 @@ def nvlink_counter_faults(gpus: Dict[int, Dict[str, Any]], previous: Dict[str, i
             elif crc >= NVLINK_MAX_ERROR:
                 faults.append(_fault("nvlink-crc-errors", device, "%s: %d new CRC errors%s" % (
                     where, crc, " (%.1f/s)" % rate if rate is not None else ""), "nvidia-smi nvlink -e"))
+            if not critical and rises.get(_NVLINK_RECOVERED, 0) >= NVLINK_MAX_ERROR:
+                faults.append(_fault("nvlink-link-recovered", device, "%s: %d link recoveries (the link went down "
+                                     "and came back)" % (where, rises[_NVLINK_RECOVERED]), "nvidia-smi nvlink -e"))
     return faults
 
 

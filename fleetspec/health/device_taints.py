@@ -40,18 +40,32 @@ def api_version(k8s_version: str) -> str | None:
     return next((api for since, api in _API if minor >= since), None)
 
 
-def bus_device(address: str) -> str | None:
-    """``bus:device`` of a PCI address, lower case: ``0000:5D:00`` / ``00000000:5d:00.0`` -> ``5d:00``."""
-    match = re.search(r"([0-9a-fA-F]{2}):([0-9a-fA-F]{2})(?:\.[0-7])?$", address.strip())
-    return f"{match.group(1)}:{match.group(2)}".lower() if match else None
+def pci_address(address: str) -> tuple[int | None, str, str] | None:
+    """(domain, bus, device) of a PCI address, bus and device lower case: ``0000:5D:00`` /
+    ``00000018:01:00.0`` / ``0018:01:00.0`` -> (0, "5d", "00") / (24, "01", "00") / (24, "01", "00").
+    The domain is None when the address has none (``5d:00``)."""
+    match = re.search(r"(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})(?:\.[0-7])?$", address.strip())
+    if not match:
+        return None
+    domain = int(match.group(1), 16) if match.group(1) else None
+    return domain, match.group(2).lower(), match.group(3).lower()
+
+
+def _same_gpu(a: tuple[int | None, str, str], b: tuple[int | None, str, str]) -> bool:
+    """The same bus and device, in the same PCI domain where both name one. The domain counts:
+    a GB200 tray's four GPUs are 0008:01:00, 0009:01:00, 0018:01:00 and 0019:01:00 (one
+    domain each, every one at bus 01 device 00)."""
+    return a[1:] == b[1:] and (a[0] is None or b[0] is None or a[0] == b[0])
 
 
 def find_device(slices: list[dict[str, Any]], node: str, address: str) -> tuple[str, str] | None:
     """(pool, device) of the full GPU at PCI ``address`` in ``node``'s ResourceSlices of the
-    NVIDIA driver, or None when no published device has that address."""
-    want = bus_device(address)
+    NVIDIA driver, or None when no published device has that address, or when more than one
+    could (an address without its domain on a multi-domain node): never a guess."""
+    want = pci_address(address)
     if want is None:
         return None
+    matches = []
     for item in slices:
         spec = item.get("spec", {})
         if spec.get("driver") != DRIVER or spec.get("nodeName") != node:
@@ -60,10 +74,11 @@ def find_device(slices: list[dict[str, Any]], node: str, address: str) -> tuple[
             attrs = device.get("attributes") or {}
             if (attrs.get("type") or {}).get("string", "gpu") != "gpu":
                 continue  # a MIG device shares its parent's address: taint the full GPU
-            found = (attrs.get("pcieBusID") or attrs.get("resource.kubernetes.io/pciBusID") or {}).get("string")
-            if found and bus_device(found) == want:
-                return spec["pool"]["name"], device["name"]
-    return None
+            found = (attrs.get("resource.kubernetes.io/pciBusID") or attrs.get("pcieBusID") or {}).get("string")
+            published = pci_address(found) if found else None
+            if published is not None and _same_gpu(published, want):
+                matches.append((spec["pool"]["name"], device["name"]))
+    return matches[0] if len(set(matches)) == 1 else None
 
 
 def rule_name(node: str, device: str) -> str:

@@ -152,47 +152,64 @@ def taint_devices(api: Api, taint_api: str, node: str, faults: List[Dict[str, An
     return rest, done
 
 
+NOT_ACTED = "not acted on: "
+
+
 def reconcile(api: Api, selector: str, dra_partitions: Tuple[str, ...] = (), taint_api: Optional[str] = None,
               partition_label: str = PARTITION_LABEL) -> List[str]:
-    """One pass over the GPU nodes; returns what was done, one line per action."""
+    """One pass over the GPU nodes; returns what was done, one line per action. A node the
+    API refuses (deleted since the list, a webhook, RBAC) gets a ``NODE: not acted on: ...``
+    line and the pass goes on with the others."""
     nodes = api.get("/api/v1/nodes?" + urllib.parse.urlencode({"labelSelector": selector})).get("items", [])
-    out = []
+    out = []  # type: List[str]
     for node in nodes:
         name = node["metadata"]["name"]
-        cond = condition(node)
-        status = cond.get("status") if cond is not None else None
-        message = (cond.get("message") or cond.get("reason") or "GPU fault").strip() if status == "True" else ""
-        node_path = status == "True"
-        dra = taint_api and (node["metadata"].get("labels") or {}).get(partition_label) in dra_partitions
-        if dra and status in ("True", "False"):
-            faults = device_taints.npd_faults(message) if status == "True" else []
-            if faults is not None:
-                try:
-                    rest, done = taint_devices(api, str(taint_api), name, faults)
-                    out += ["%s: %s" % (name, line) for line in done]
-                    # the node path only for a node-level fault or a GPU no slice shows
-                    node_path = status == "True" and (message.split(" ", 1)[0] != "quarantine-device" or bool(rest))
-                except RuntimeError as exc:
-                    out.append("%s: device taints not applied (%s): the node path instead" % (name, exc))
-        cordoned = bool(node.get("spec", {}).get("unschedulable"))
-        current = (node["metadata"].get("annotations") or {}).get(ANNOTATION, "")
-        ours = current.startswith(LEADER)
-        if node_path:
-            if cordoned and not ours:
-                out.append("%s: left cordoned by someone else (%s)" % (name, current or "no reason given"))
-                continue
-            wanted = "%s %s" % (LEADER, message[:200])
-            if not cordoned or current != wanted:
-                api.patch_node(name, {"spec": {"unschedulable": True}, "metadata": {"annotations": {ANNOTATION: wanted}}})
-            done, held = drain(api, name)
-            line = "%s: cordoned (%s); %d pod(s) evicted" % (name, wanted, done)
-            if held:
-                line += "; held until the next run: " + "; ".join(held)
-            out.append(line)
-        elif cordoned and ours and status in ("True", "False"):
-            api.patch_node(name, {"spec": {"unschedulable": False}, "metadata": {"annotations": {ANNOTATION: None}}})
-            out.append("%s: uncordoned (was: %s)" % (name, current))
+        lines = []  # type: List[str]
+        try:
+            _reconcile_node(api, node, dra_partitions, taint_api, partition_label, lines)
+        except (RuntimeError, ValueError) as exc:
+            lines.append(NOT_ACTED + str(exc))
+        out += ["%s: %s" % (name, line) for line in lines]
     return out
+
+
+def _reconcile_node(api: Api, node: Dict[str, Any], dra_partitions: Tuple[str, ...], taint_api: Optional[str],
+                    partition_label: str, out: List[str]) -> None:
+    """One node; what was done goes to ``out`` as it happens (RuntimeError when the API refuses)."""
+    name = node["metadata"]["name"]
+    cond = condition(node)
+    status = cond.get("status") if cond is not None else None
+    message = (cond.get("message") or cond.get("reason") or "GPU fault").strip() if status == "True" else ""
+    node_path = status == "True"
+    dra = taint_api and (node["metadata"].get("labels") or {}).get(partition_label) in dra_partitions
+    if dra and status in ("True", "False"):
+        faults = device_taints.npd_faults(message) if status == "True" else []
+        if faults is not None:
+            try:
+                rest, done = taint_devices(api, str(taint_api), name, faults)
+                out += done
+                # the node path only for a node-level fault or a GPU no slice shows
+                node_path = status == "True" and (message.split(" ", 1)[0] != "quarantine-device" or bool(rest))
+            except RuntimeError as exc:
+                out.append("device taints not applied (%s): the node path instead" % exc)
+    cordoned = bool(node.get("spec", {}).get("unschedulable"))
+    current = (node["metadata"].get("annotations") or {}).get(ANNOTATION, "")
+    ours = current.startswith(LEADER)
+    if node_path:
+        if cordoned and not ours:
+            out.append("left cordoned by someone else (%s)" % (current or "no reason given"))
+            return
+        wanted = "%s %s" % (LEADER, message[:200])
+        if not cordoned or current != wanted:
+            api.patch_node(name, {"spec": {"unschedulable": True}, "metadata": {"annotations": {ANNOTATION: wanted}}})
+        done, held = drain(api, name)
+        line = "cordoned (%s); %d pod(s) evicted" % (wanted, done)
+        if held:
+            line += "; held until the next run: " + "; ".join(held)
+        out.append(line)
+    elif cordoned and ours and status in ("True", "False"):
+        api.patch_node(name, {"spec": {"unschedulable": False}, "metadata": {"annotations": {ANNOTATION: None}}})
+        out.append("uncordoned (was: %s)" % current)
 
 
 def in_cluster() -> Api:
@@ -216,12 +233,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         api = Api(args.server) if args.server else in_cluster()
         dra = tuple(p for p in args.dra_partitions.split(",") if p)
-        for line in reconcile(api, args.selector, dra, args.taint_api):
-            sys.stdout.write(line + "\n")
+        lines = reconcile(api, args.selector, dra, args.taint_api)
     except (RuntimeError, OSError, ValueError) as exc:
         sys.stderr.write("fleetspec-health-remediator: %s\n" % exc)
         return 1
-    return 0
+    for line in lines:
+        sys.stdout.write(line + "\n")
+    return 1 if any(line.split(": ", 1)[-1].startswith(NOT_ACTED) for line in lines) else 0
 
 
 if __name__ == "__main__":

@@ -49,34 +49,43 @@ def remediate_kubernetes(fleet: Fleet, health: FleetHealth, run: Runner, deadlin
         node = fleet.node(host)
         if node is None or node.scheduler != "kubernetes":
             continue
-        got = run(["kubectl", "get", "node", host, "-o", "json"])
-        if got.returncode != 0:
-            out.append(Remedy(host, f"not acted on: kubectl get node failed: {(got.stderr or got.stdout).strip()}"))
-            continue
-        acting = [f for f in verdict.get("faults", []) if f.get("action", "none") != "none"]
-        if api is not None and node.partition in dra:
-            try:
-                acting, done = _device_taints(run, api, host, acting)
-            except ControlError as exc:
-                done = [f"device taints not applied ({exc}): the node path instead"]
-            out += [Remedy(host, line) for line in done]
-        obj = json.loads(got.stdout)
-        cordoned = bool(obj.get("spec", {}).get("unschedulable"))
-        current = (obj.get("metadata", {}).get("annotations") or {}).get(DRAIN_REASON, "")
-        ours = current.startswith(LEADER)
-        if strongest([f["action"] for f in acting]) != "none":
-            if cordoned and not ours:
-                out.append(Remedy(host, f"left cordoned by someone else ({current or 'no reason given'})"))
-                continue
-            node_verdict = dict(verdict, faults=acting, action=strongest([f["action"] for f in acting]))
-            control.drain([host], f"{LEADER} {reason(node_verdict)}")
-            busy = control.wait_drained([host], deadline_s)
-            out.append(Remedy(host, "cordoned, eviction blocked (a PodDisruptionBudget or a timeout): retried on "
-                                    "the next run" if busy else "cordoned and drained"))
-        elif cordoned and ours:
-            control.resume([host])
-            out.append(Remedy(host, f"uncordoned (was: {current})"))
+        done: list[str] = []
+        try:  # one node the API refuses (RBAC, an admission webhook, gone) never stops the others
+            _remediate_node(control, run, host, verdict, api if node.partition in dra else None, deadline_s, done)
+        except (ControlError, ValueError) as exc:
+            done.append(f"{'stopped' if done else 'not acted on'}: {exc}")
+        out += [Remedy(host, line) for line in done]
     return out
+
+
+def _remediate_node(control: KubernetesControl, run: Runner, host: str, verdict: dict, api: str | None,
+                    deadline_s: float, out: list[str]) -> None:
+    """One Kubernetes node: device taints on a DRA pool (``api`` given), then cordon and drain,
+    or uncordon what this cordoned; what was done goes to ``out`` as it happens. Raises
+    ControlError when kubectl fails."""
+    obj = json.loads(checked(run, ["kubectl", "get", "node", host, "-o", "json"]))
+    acting = [f for f in verdict.get("faults", []) if f.get("action", "none") != "none"]
+    if api is not None:
+        try:
+            acting, done = _device_taints(run, api, host, acting)
+        except ControlError as exc:
+            done = [f"device taints not applied ({exc}): the node path instead"]
+        out += done
+    cordoned = bool(obj.get("spec", {}).get("unschedulable"))
+    current = (obj.get("metadata", {}).get("annotations") or {}).get(DRAIN_REASON, "")
+    ours = current.startswith(LEADER)
+    if strongest([f["action"] for f in acting]) != "none":
+        if cordoned and not ours:
+            out.append(f"left cordoned by someone else ({current or 'no reason given'})")
+            return
+        node_verdict = dict(verdict, faults=acting, action=strongest([f["action"] for f in acting]))
+        control.drain([host], f"{LEADER} {reason(node_verdict)}")
+        busy = control.wait_drained([host], deadline_s)
+        out.append("cordoned, eviction blocked (a PodDisruptionBudget or a timeout): retried on the next run"
+                   if busy else "cordoned and drained")
+    elif cordoned and ours:
+        control.resume([host])
+        out.append(f"uncordoned (was: {current})")
 
 
 def _device_taints(run: Runner, api: str, host: str, acting: list[dict]) -> tuple[list[dict], list[str]]:

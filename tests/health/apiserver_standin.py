@@ -7,7 +7,9 @@ kube-apiserver does:
 - ``GET /api/v1/nodes?labelSelector=KEY in (A,B)`` -> a NodeList (set-based selector,
   https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#set-based-requirement);
 - ``PATCH /api/v1/nodes/NAME`` with ``application/merge-patch+json`` (RFC 7386: ``null``
-  removes a key), anything else 415;
+  removes a key), anything else 415; a node in ``gone`` (listed, then deleted before the
+  patch, as a scale-down does) 404 with kube-apiserver's NotFound Status (``nodes "NAME" not
+  found``);
 - ``GET /api/v1/pods?fieldSelector=spec.nodeName=NAME`` -> a PodList;
 - ``POST /api/v1/namespaces/NS/pods/NAME/eviction`` (policy/v1 Eviction) -> 201 and the pod
   is gone, or, for a pod a PodDisruptionBudget protects, 429 with the Status body
@@ -71,7 +73,8 @@ def _selected(labels: dict, selector: str) -> bool:
 
 class ApiServer:
     def __init__(self, nodes: list[dict], pods: list[dict], pdb_protected: set[str] = frozenset(),
-                 resource_slices: list[dict] = ()) -> None:
+                 resource_slices: list[dict] = (), gone: set[str] = frozenset()) -> None:
+        self.gone = set(gone)
         self.nodes = {n["metadata"]["name"]: n for n in nodes}
         self.resource_slices = list(resource_slices)
         self.taint_rules: dict[str, dict] = {}
@@ -147,6 +150,8 @@ class ApiServer:
                 name = self.path.rsplit("/", 1)[1]
                 if self.headers.get("Content-Type") != "application/merge-patch+json":
                     return self._send(415, {"kind": "Status", "message": "unsupported patch type", "code": 415})
+                if name in server.gone:
+                    return self._send(404, _status(404, "NotFound", f'nodes "{name}" not found'))
                 _merge(server.nodes[name], self._body())
                 self._send(200, server.nodes[name])
 

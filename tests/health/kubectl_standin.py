@@ -8,7 +8,9 @@ kubectl_cordon, kubectl_annotate, kubectl_get): ``get node N -o json`` prints a 
 (``spec.unschedulable`` only when true), ``cordon``/``uncordon``, ``annotate
 [--overwrite] node N k=v | k-``, ``drain N ...`` cordons then evicts the node's pods,
 failing with kubectl's PodDisruptionBudget message for a pod marked ``pdb_blocked``.
-Every call is appended to the state's ``calls`` list.
+Every call is appended to the state's ``calls`` list. A node with ``"forbid": [verb, ...]``
+refuses those verbs the way the API server answers a request an admission webhook or RBAC
+denies (``Error from server (Forbidden): ...``, kubectl exit status 1).
 
 DRA: ``get resourceslices -o json --field-selector spec.nodeName=N,spec.driver=D`` lists
 the state's ``resourceslices`` (ResourceSlice objects, resource.k8s.io/v1, as the NVIDIA DRA
@@ -42,6 +44,12 @@ def save():
 
 
 verb = args[0]
+target = args[1] if verb in ("cordon", "uncordon", "drain") else None
+if target is not None and verb in state["nodes"].get(target, {}).get("forbid", []):
+    sys.stderr.write(f'Error from server (Forbidden): admission webhook "node-guard.example.com" denied the request: '
+                     f'{verb} of node {target} is not allowed\n')
+    save()
+    sys.exit(1)
 if verb == "get" and args[1] == "node":
     n = node(args[2])
     obj = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": args[2], "annotations": n.get("annotations", {})},

@@ -220,6 +220,27 @@ def test_nvlink_error_counters_are_judged_by_their_rise_with_dcgms_limits() -> N
     assert [(f["class"], f["device"]) for f in reset] == [("nvlink-crc-errors", "GPU 5")]
 
 
+def test_nvlink5_counters_are_judged_as_dcgm_judges_them_on_blackwell() -> None:
+    """A GB200 tray's nvidia-smi prints NVLink 5 counters, no replay/recovery/CRC ones: a new
+    failed link recovery fails the link, a new successful one is reported (DCGM's Blackwell
+    health watch), FEC bucket 0 (corrected codewords) growing is normal. Every counter keeps
+    its own name (`Rx Errors` and `Rx remote Errors` are two counters)."""
+    before = parse_nvlink_errors((FIXTURES / "nvidia-smi-nvlink-errors-gb200.txt").read_text())
+    after = parse_nvlink_errors((FIXTURES / "nvidia-smi-nvlink-errors-gb200-rising.txt").read_text())
+    assert sorted(before) == [0, 1, 2, 3] and all(len(g["links"]) == 18 for g in before.values())
+    link = before[0]["links"][0]
+    assert len(link) == 28 and link["rx"] == 0 and link["rx-remote"] == 0 and link["rx-general"] == 0
+    assert link["link-recovery-failed-events"] == 0 and link["fec-errors-0"] == 9871203455
+    assert nvlink_counter_faults(before, nvlink_counter_state(before), 60.0) == []
+    faults = nvlink_counter_faults(after, nvlink_counter_state(before), 60.0,
+                                   {"GPU-8a3d6e10-4c2b-4f7a-9e15-7b0c1d2e3f02": "00000018:01:00.0"})
+    assert [(f["class"], f["device"], f["detail"]) for f in faults] == [
+        ("nvlink-link-recovered", "GPU 0", "GPU 0 NVLink 11: 1 link recoveries (the link went down and came back)"),
+        ("nvlink-link-errors", "00000018:01:00.0", "GPU 2 NVLink 5: 1 new failed link recoveries")]
+    assert verdict("gb-1", faults)["action"] == "quarantine-device"
+    assert [f["action"] for f in verdict("gb-1", faults[:1])["faults"]] == ["none"]
+
+
 def test_the_node_check_reads_nvlink_error_counters_between_runs(config, tmp_path, monkeypatch, capsys) -> None:
     root = make_node(tmp_path / "h200-01")
     set_tool_output(root, "nvidia-smi", FIXTURES / "nvidia-smi-nvlink-status.txt", "nvlink --status")

@@ -128,6 +128,42 @@ def test_pci_addresses_match_across_kernel_log_nvidia_smi_and_dra() -> None:
     assert device_taints.find_device(slices, "k-1", "0000:9a:00") is None  # not published
 
 
+# A GB200 compute tray: four GPUs, one PCI domain each, every one at bus 01 device 00 (its
+# nvidia-smi lists 00000008:01:00.0, 00000009:01:00.0, 00000018:01:00.0, 00000019:01:00.0;
+# GH200's one GPU is 00000009:01:00.0, e.g. NVIDIA/dcgm-exporter's DRA example). The DRA
+# driver's resource.kubernetes.io/pciBusID is the sysfs name, a 4-digit domain (kubernetes
+# staging/src/k8s.io/dynamic-resource-allocation/deviceattribute/pci.go, bdfRegexp).
+GB200_BUSES = ("0008:01:00.0", "0009:01:00.0", "0018:01:00.0", "0019:01:00.0")
+
+
+def gb200_slice(node: str) -> dict:
+    item = resource_slice(node)
+    template = item["spec"]["devices"][0]
+    item["spec"]["devices"] = []
+    for minor, bus in enumerate(GB200_BUSES):
+        device = copy.deepcopy(template)
+        device["name"] = f"gpu-{minor}"
+        device["attributes"].update({"productName": {"string": "NVIDIA GB200"}, "architecture": {"string": "Blackwell"},
+                                     "pcieBusID": {"string": bus}, "resource.kubernetes.io/pciBusID": {"string": bus}})
+        item["spec"]["devices"].append(device)
+    return item
+
+
+def test_the_pci_domain_tells_a_gb200_trays_gpus_apart(crd_index) -> None:
+    """Every GB200 GPU is at bus 01 device 00: only the domain names the faulty one. An
+    address without a domain there matches four devices: no guess, the node path."""
+    slices = [gb200_slice("gb-1")]
+    assert validate_object(slices[0], crd_index, "1.36") == []
+    assert device_taints.find_device(slices, "gb-1", "0018:01:00") == ("gb-1", "gpu-2")  # the kernel log's form
+    assert device_taints.find_device(slices, "gb-1", "00000019:01:00.0") == ("gb-1", "gpu-3")  # nvidia-smi's, DCGM's
+    assert device_taints.find_device(slices, "gb-1", "00000008:01:00.0") == ("gb-1", "gpu-0")
+    assert device_taints.find_device(slices, "gb-1", "0001:01:00") is None  # no GPU in that domain
+    assert device_taints.find_device(slices, "gb-1", "01:00") is None  # ambiguous: never a guess
+    wanted, rest = device_taints.plan("resource.k8s.io/v1beta2", "gb-1", slices, [
+        {"action": "quarantine-device", "device": "0019:01:00", "class": "ecc-uncorrectable"}])
+    assert [r["spec"]["deviceSelector"]["device"] for r in wanted.values()] == ["gpu-3"] and rest == []
+
+
 def test_remediate_taints_the_device_not_the_node(crd_index, tmp_path, monkeypatch, kubectl_state, capsys) -> None:
     from fleetspec.compile import compile_text
     from fleetspec.render.health import node_config

@@ -65,6 +65,18 @@ def test_reconcile(capsys) -> None:
         assert [p["metadata"]["name"] for p in api.pods] == ["dcgm-exporter-abc", "trainer-1", "job-2"]
 
 
+def test_a_node_the_api_refuses_does_not_stop_the_others(capsys) -> None:
+    """k-1 is deleted between the list and the patch (a scale-down): its line says so, k-2
+    after it is still cordoned and drained, and the run exits 1 so the CronJob shows a failure."""
+    nodes = [node("k-1", "True"), node("k-2", "True")]
+    with ApiServer(nodes, [pod("trainer-2", "k-2")], gone={"k-1"}) as api:
+        assert k8s_remediator.main(["--selector", SELECTOR, "--server", api.url]) == 1
+        out = capsys.readouterr().out
+        assert 'k-1: not acted on: PATCH /api/v1/nodes/k-1: 404 nodes "k-1" not found' in out
+        assert api.nodes["k-2"]["spec"]["unschedulable"] is True and api.pods == []
+        assert "k-2: cordoned (fleetspec-health: drain-reboot gpu-lost" in out
+
+
 def test_api_errors_are_reported_not_raised(capsys) -> None:
     assert k8s_remediator.main(["--selector", SELECTOR, "--server", "http://127.0.0.1:1"]) == 1
     assert capsys.readouterr().err.startswith("fleetspec-health-remediator: ")

@@ -70,3 +70,34 @@ def test_remediate_kubernetes_nodes(tmp_path, monkeypatch, kubectl_state, capsys
     assert "k-4: cordoned, eviction blocked" in result.output
     drains = [c for c in json.loads(state.read_text())["calls"] if c[0] == "drain"]
     assert all("--ignore-daemonsets" in c for c in drains)  # the Eviction API path, DaemonSets stay
+
+
+def test_a_node_the_api_refuses_does_not_stop_the_others(tmp_path, monkeypatch, kubectl_state, capsys) -> None:
+    """The API server refuses to cordon k-1 (an admission webhook): k-1 is reported as not acted
+    on, and k-3 and k-4 (after it) are still cordoned and drained."""
+    from fleetspec.compile import compile_text
+    from fleetspec.render.health import node_config
+
+    fleet = compile_text(SPEC).fleet
+    config = tmp_path / "health.json"
+    config.write_text(json.dumps(node_config(fleet)))
+    facts = tmp_path / "verdicts"
+    facts.mkdir()
+    for name in ("k-1", "k-3", "k-4"):
+        _, verdict = check(config, make_node(tmp_path / name, kmsg="kmsg-xids.txt"), name, monkeypatch, capsys)
+        (facts / f"{name}.json").write_text(json.dumps(verdict))
+    kubectl_state.write_text(json.dumps({"nodes": {
+        "k-1": {"forbid": ["cordon"], "pods": [{"name": "trainer-0"}]},
+        "k-3": {"pods": [{"name": "trainer-3"}]},
+        "k-4": {"pods": [{"name": "trainer-4"}]},
+    }}))
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(SPEC)
+    result = CliRunner().invoke(app, ["health", str(spec), "--facts", str(facts), "--remediate"])
+    assert result.exit_code == 1, result.output
+    nodes = json.loads(kubectl_state.read_text())["nodes"]
+    assert not nodes["k-1"].get("unschedulable") and nodes["k-1"]["pods"] == [{"name": "trainer-0"}]
+    assert "k-1: not acted on: kubectl cordon k-1 failed: Error from server (Forbidden)" in result.output
+    for name in ("k-3", "k-4"):
+        assert nodes[name]["unschedulable"] and nodes[name]["pods"] == [], name
+        assert f"{name}: cordoned and drained" in result.output
