@@ -96,7 +96,7 @@ def _scalar(kind: type, value: Any) -> Any:
     if kind is float:
         ok = isinstance(value, int | float) and not isinstance(value, bool)
     if not ok:
-        raise TypeError(f"expected {kind.__name__}, got {type(value).__name__}")
+        raise TypeError(_expected(kind.__name__, value))
     return value
 
 
@@ -108,13 +108,66 @@ def _literal(allowed: tuple[Any, ...], value: Any) -> Any:
 
 
 def _dataclass_decoder(cls: type) -> Decoder:
+    """One generated function per IR class, as dataclasses and ``ir._converter_for`` make
+    theirs: fields in order, a scalar's type checked inline, anything else through its own
+    decoder. A 20,000-node state decodes in about half the time of a decoder call per field."""
     hints = typing.get_type_hints(cls, vars(ir))
-    fields = tuple((f.name, _decoder(hints[f.name])) for f in dataclasses.fields(cls)
-                   if not f.metadata.get("location"))
+    namespace: dict[str, Any] = {"cls": cls, "MISSING": _MISSING, "expected": _expected, "literal": _literal}
+    lines = ["def decode_one(value):",
+             "    if not isinstance(value, dict):",
+             f"        raise TypeError(f'{cls.__name__} must be an object, got {{type(value).__name__}}')",
+             "    try:"]
+    arguments = []  # positional, as the class's __init__ takes them (keywords cost a third more)
+    for i, f in enumerate(dataclasses.fields(cls)):
+        if not f.init or f.kw_only or f.default_factory is not dataclasses.MISSING:
+            raise TypeError(f"the IR decoder passes {cls.__name__}'s fields by position, from plain defaults: "
+                            f"teach it {f.name}")
+        v = f"v{i}"
+        if f.metadata.get("location"):
+            namespace[f"default{i}"] = f.default
+            arguments.append(f"default{i}")
+            continue
+        if f.default is dataclasses.MISSING:
+            lines.append(f"        {v} = value[{f.name!r}]")
+            lines.extend(f"        {line}" for line in _check(v, hints[f.name], namespace))
+        else:
+            namespace[f"default{i}"] = f.default
+            lines.append(f"        {v} = value.get({f.name!r}, MISSING)")
+            lines.append(f"        if {v} is MISSING:")
+            lines.append(f"            {v} = default{i}")
+            lines.append("        else:")
+            lines.extend(f"            {line}" for line in _check(v, hints[f.name], namespace))
+        arguments.append(v)
+    lines += ["    except KeyError as exc:",
+              f"        raise TypeError(f'{cls.__name__} lacks {{exc}}') from None",
+              f"    return cls({', '.join(arguments)})"]
+    exec("\n".join(lines) + "\n", namespace)  # field names and type checks only, from the IR's own hints
+    return namespace["decode_one"]
 
-    def decode_one(value: Any) -> Any:
-        if not isinstance(value, dict):
-            raise TypeError(f"{cls.__name__} must be an object, got {type(value).__name__}")
-        return cls(**{name: fn(value[name]) for name, fn in fields if name in value})
 
-    return decode_one
+_MISSING = object()
+_INLINE = {str: "not isinstance({v}, str)", bool: "not isinstance({v}, bool)",
+           int: "not isinstance({v}, int) or isinstance({v}, bool)",
+           float: "not isinstance({v}, int | float) or isinstance({v}, bool)"}
+
+
+def _check(v: str, hint: Any, namespace: dict[str, Any]) -> list[str]:
+    """Source lines that check (and, for nested values, decode) the local ``v`` against ``hint``."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        options = [a for a in typing.get_args(hint) if a is not type(None)]
+        if len(options) == 1:
+            return [f"if {v} is not None:", *(f"    {line}" for line in _check(v, options[0], namespace))]
+    if hint in _INLINE:
+        return [f"if {_INLINE[hint].format(v=v)}:", f"    raise TypeError(expected({hint.__name__!r}, {v}))"]
+    if origin is typing.Literal:
+        name = f"allowed_{v}"
+        namespace[name] = typing.get_args(hint)
+        return [f"if {v}.__class__ is not str or {v} not in {name}:", f"    {v} = literal({name}, {v})"]
+    name = f"decode_{v}"
+    namespace[name] = _decoder(hint)
+    return [f"{v} = {name}({v})"]
+
+
+def _expected(kind: str, value: Any) -> str:
+    return f"expected {kind}, got {type(value).__name__}"
