@@ -15,13 +15,17 @@ ROOT = Path(__file__).resolve().parent.parent
 QUICKSTART = ROOT / "examples" / "quickstart.yaml"
 
 # What `validate` never needs: the other commands' packages (imported when they run or
-# when help lists them: fleetspec/cli_lazy.py), the renderers, and heavy dependencies.
+# when help lists them: fleetspec/cli_lazy.py), the renderers (the rules read the Slurm
+# layout from fleetspec/render/slurm_layout.py), and heavy dependencies.
 NOT_FOR_VALIDATE = (
     "fleetspec.plan", "fleetspec.apply", "fleetspec.state", "fleetspec.lab", "fleetspec.verify",
     "fleetspec.health.cli", "fleetspec.health.fleet", "fleetspec.secrets", "fleetspec.render.kubernetes",
-    "fleetspec.render.ansible", "fleetspec.render.writer", "fleetspec.sarif", "ansible_runner", "ansible", "pulumi",
-    "rich.table", "json", "hashlib",
+    "fleetspec.render.ansible", "fleetspec.render.writer", "fleetspec.render.slurm", "fleetspec.render.health",
+    "fleetspec.sarif", "ansible_runner", "ansible", "pulumi", "rich.table", "json", "hashlib",
 )
+# A site hatch's module is loaded only for a spec that fills that hatch (fleetspec/site):
+# quickstart has a slurm section without settings, and no helm values or ansible section.
+SITE_HATCHES = ("fleetspec.site.slurm", "fleetspec.site.helm", "fleetspec.site.ansible")
 # `--help` (which imports every command to list it) loads no spec model, compiler,
 # catalog or YAML; `version` not even the other commands.
 COMPILER = ("fleetspec.spec.model", "fleetspec.compile.compiler", "fleetspec.catalog", "fleetspec.rules",
@@ -61,7 +65,8 @@ def test_validate_imports_only_what_validation_needs():
     report = loaded("validate", str(QUICKSTART))
     assert "fleetspec.spec.model" in report["modules"]  # it did validate
     assert unwanted(report["modules"], NOT_FOR_VALIDATE) == []
-    # quickstart has no site Slurm settings: the parameter lists are not even read
+    # quickstart has no site Slurm settings: no hatch module is loaded, no parameter list read
+    assert unwanted(report["modules"], SITE_HATCHES) == []
     assert report["slurm_parameters_read"] == 0
     # the catalog comes from its snapshot, not from parsing its YAML (tests/test_catalog_snapshot.py)
     assert report["catalog_from_snapshot"]

@@ -27,6 +27,9 @@ IR_VERSION = "fleetspec.io/ir/v1"
 NVIDIA_TUPLE_KEYS = ("driver", "cuda", "cudnn", "nccl")
 AMD_TUPLE_KEYS = ("amdgpu", "rocm", "rccl")
 
+# slurmctld's StateSaveLocation unless the spec names one: local to each controller.
+DEFAULT_STATE_SAVE_LOCATION = "/var/spool/slurmctld"
+
 
 def _loc(path: SpecPath = ()) -> Any:
     """A field holding a spec path: compared and kept, never serialised."""
@@ -184,7 +187,7 @@ class SlurmConfig:
     slinky_version: str | None = None  # slurm-operator chart version when mode == "slinky"
     enroot_version: str | None = None  # containers == "pyxis"
     pyxis_version: str | None = None
-    state_save_location: str = "/var/spool/slurmctld"
+    state_save_location: str = DEFAULT_STATE_SAVE_LOCATION
     gres_autodetect: bool = False  # AutoDetect lines in gres.conf (needs an NVML/RSMI build)
     slurm_ids: tuple[int, int] = (64030, 64030)  # (uid, gid) of SlurmUser on every host
     munge_ids: tuple[int, int] = (64031, 64031)

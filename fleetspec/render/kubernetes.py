@@ -31,13 +31,8 @@ import yaml
 
 from fleetspec.compile.ir import Fleet, Node, Partition
 from fleetspec.render.kubernetes_health import with_health
-from fleetspec.render.slurm import (
-    SLINKY_DB_SECRET,
-    SLINKY_DB_SECRET_KEY,
-    render_slinky_values,
-    slurm_nodes,
-    slurm_partitions,
-)
+from fleetspec.render.slurm import SLINKY_DB_SECRET, SLINKY_DB_SECRET_KEY, render_slinky_values
+from fleetspec.render.slurm_layout import slurm_nodes, slurm_partitions
 from fleetspec.site.helm import apply_overlays
 
 # libyaml's emitter when present: same output, several times faster on 20,000 nodes.

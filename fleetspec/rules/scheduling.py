@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from fleetspec.catalog import Catalog
-from fleetspec.compile.ir import Fleet, Node
+from fleetspec.compile.ir import DEFAULT_STATE_SAVE_LOCATION, Fleet, Node
 from fleetspec.findings import Finding
+from fleetspec.render.slurm_layout import slinky_problems, topology_problems
 from fleetspec.rules.base import error, warning
 from fleetspec.versions import at_least, major_minor, parse_version
 
@@ -47,8 +48,6 @@ def check_slurm_security(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
 def check_state_save_shared(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
     """HA controllers take over from the state the active one saved: on each controller's
     local disk, a takeover starts from an empty queue."""
-    from fleetspec.render.slurm import DEFAULT_STATE_SAVE_LOCATION
-
     s = fleet.slurm
     if s is None or s.mode != "native" or len(s.controllers) < 2:
         return
@@ -270,15 +269,11 @@ def _check_nvidia_operator(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
 
 
 def check_slurm_topology(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
-    from fleetspec.render.slurm import topology_problems
-
     for message, path in topology_problems(fleet):
         yield error("slurm-topology", message, path)
 
 
 def check_slinky_mapping(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
-    from fleetspec.render.slurm import slinky_problems
-
     if fleet.slurm is not None and fleet.slurm.mode == "slinky" and fleet.kubernetes is None:
         yield error("slinky-mapping", "slurm.mode: slinky runs Slurm on Kubernetes (slurm-operator), but the spec "
                     "has no kubernetes section, so nothing would install it. Add spec.kubernetes, or use "

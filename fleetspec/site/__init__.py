@@ -21,12 +21,10 @@ if TYPE_CHECKING:
 
 def site_settings(spec: m.FleetSpec, fleet: ir.Fleet, spec_dir: Path | None) -> tuple[ir.SiteSettings | None,
                                                                                      list[Finding]]:
-    """The checked hatches of ``spec`` (None when it uses none) and the findings."""
-    from fleetspec.site import ansible as site_ansible
-    from fleetspec.site import helm as site_helm
-    from fleetspec.site import slurm as site_slurm
-    from fleetspec.spec.hostlist import HostlistError, expand
+    """The checked hatches of ``spec`` (None when it uses none) and the findings.
 
+    Each hatch's module is imported only when that hatch has content: most specs use
+    none, and ``validate`` then loads none of them (startup time)."""
     body = spec.spec
     findings: list[Finding] = []
     slurm_conf: ir.Pairs = ()
@@ -35,7 +33,10 @@ def site_settings(spec: m.FleetSpec, fleet: ir.Fleet, spec_dir: Path | None) -> 
     partitions: list[tuple[str, ir.Pairs]] = []
     nodes: list[tuple[str, ir.Pairs]] = []
     s = body.slurm
-    if s is not None:
+    if s is not None and _has_slurm_settings(s, body):
+        from fleetspec.site import slurm as site_slurm
+        from fleetspec.spec.hostlist import HostlistError, expand
+
         base = ("spec", "slurm")
         slurm_conf = site_slurm.check_settings("slurm.conf", s.settings, s.version, base + ("settings",), findings)
         cgroup = site_slurm.check_settings("cgroup.conf", s.cgroup_settings, s.version, base + ("cgroup_settings",),
@@ -67,17 +68,28 @@ def site_settings(spec: m.FleetSpec, fleet: ir.Fleet, spec_dir: Path | None) -> 
     helm: tuple[tuple[str, str], ...] = ()
     if body.kubernetes is not None and body.kubernetes.values:
         from fleetspec.render.kubernetes import kubernetes_resources
+        from fleetspec.site import helm as site_helm
 
         releases = [r.name for r in kubernetes_resources(fleet).releases]
         helm = site_helm.check_values(body.kubernetes.values, releases, ("spec", "kubernetes", "values"), findings)
     ansible_vars, hooks = "{}", ()
     if body.ansible is not None:
+        from fleetspec.site import ansible as site_ansible
+
         path = ("spec", "ansible")
         ansible_vars = site_ansible.check_vars(body.ansible.vars, path + ("vars",), findings)
         hooks = site_ansible.check_hooks(body.ansible.hooks, [p.name for p in fleet.partitions], spec_dir,
                                          path + ("hooks",), findings)
     site = ir.SiteSettings(slurm_conf, tuple(partitions), tuple(nodes), cgroup, slurmdbd, helm, ansible_vars, hooks)
     return (None if site == ir.SiteSettings() else site), findings
+
+
+def _has_slurm_settings(s: m.Slurm, body: m.FleetBody) -> bool:
+    """Whether any Slurm hatch has content (slurm.conf, cgroup.conf, slurmdbd.conf, a
+    partition's or a node group's settings)."""
+    return bool(s.settings or s.cgroup_settings or s.slurmdbd_settings
+                or any(p.settings for p in s.partitions.values())
+                or any(group.slurm_settings for rack in body.racks for group in rack.nodes))
 
 
 def _key(settings: dict, canonical: str) -> str:

@@ -12,14 +12,8 @@ from pathlib import PurePosixPath
 
 import pytest
 
-from fleetspec.render.slurm import (
-    leaf_groups,
-    node_features,
-    per_gpu_defaults,
-    render_slurm,
-    slurm_nodes,
-    slurm_partitions,
-)
+from fleetspec.render.slurm import node_features, per_gpu_defaults, render_slurm
+from fleetspec.render.slurm_layout import leaf_groups, slurm_nodes, slurm_partitions
 from fleetspec.spec.hostlist import expand
 
 from . import fleets

@@ -16,10 +16,8 @@ from fleetspec.render.slurm import (
     per_gpu_defaults,
     real_memory_mb,
     render_slurm,
-    slinky_problems,
-    slurm_nodes,
-    topology_problems,
 )
+from fleetspec.render.slurm_layout import slinky_problems, slurm_nodes, topology_problems
 from fleetspec.spec.hostlist import expand
 from tests.conftest import require_shared
 

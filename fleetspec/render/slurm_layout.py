@@ -1,0 +1,260 @@
+"""How a fleet lays out on Slurm, as the Slurm renderers and the rules both read it: the
+nodes and partitions Slurm owns, the topology form the fleet's Slurm version can express
+(tree, block or topology.yaml) and the NodeSets Slinky runs them as.
+
+Where a version or Slinky cannot say what the fleet needs, ``topology_problems`` and
+``slinky_problems`` say what is missing; the rules report each one and render/slurm.py
+still writes the best form the version reads. Kept apart from the renderer so that
+``fleetspec validate`` checks the layout without loading it (startup time;
+tests/test_startup_imports.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import yaml
+
+from fleetspec.compile.ir import Fleet, Node, Partition, SpecPath
+from fleetspec.spec.hostlist import compress
+from fleetspec.versions import at_least
+
+# Versions that first read a piece of syntax (SchedMD NEWS / man pages).
+BLOCK_TOPOLOGY_SINCE = "23.11"
+BLOCK_SIZES_SINCE = "24.05"  # BlockSizes replaced BlockLevels
+TOPOLOGY_YAML_SINCE = "25.05"
+NVLINK_TOPOLOGY = "nvlink"  # topology.yaml name of the block topology
+FABRIC_TOPOLOGY = "fabric"  # topology.yaml name of the tree topology
+
+Problem = tuple[str, SpecPath]
+
+
+# ---------------------------------------------------------------------------------
+# What Slurm sees of the fleet
+
+
+def slurm_nodes(fleet: Fleet) -> tuple[Node, ...]:
+    """Nodes Slurm owns, in spec order."""
+    return tuple(n for n in fleet.nodes if n.scheduler == "slurm")
+
+
+def slurm_partitions(fleet: Fleet) -> tuple[Partition, ...]:
+    """Partitions Slurm owns, in IR order (generated first, then the user's)."""
+    return tuple(p for p in fleet.partitions if p.scheduler == "slurm")
+
+
+def grouped(nodes: Iterable[Node], key) -> list[tuple[object, list[str]]]:
+    """Hostnames grouped by ``key(node)``, groups in order of first appearance."""
+    groups: dict[object, list[str]] = {}
+    for node in nodes:
+        groups.setdefault(key(node), []).append(node.hostname)
+    return list(groups.items())
+
+
+# ---------------------------------------------------------------------------------
+# Topology
+
+
+@dataclass(frozen=True)
+class TopologyPlan:
+    """The topology form chosen for a fleet and version, and what it could not say."""
+
+    slurm_conf_lines: tuple[str, ...]
+    conf_text: str | None  # topology.conf
+    yaml_text: str | None  # topology.yaml
+    partition_topology: dict[str, str]  # partition -> topology.yaml name
+    problems: tuple[Problem, ...]
+
+
+def leaf_groups(fleet: Fleet) -> list[tuple[str, list[str]]]:
+    """(leaf, Slurm hostnames under it), leaves in fabric order; leafless racks left out."""
+    rack_leaf = {r.name: r.leaf for r in fleet.racks}
+    groups: dict[str, list[str]] = {}
+    for node in slurm_nodes(fleet):
+        leaf = node.leaf or rack_leaf.get(node.rack)
+        if leaf:
+            groups.setdefault(leaf, []).append(node.hostname)
+    order = list(fleet.fabric.leaves) if fleet.fabric else []
+    return sorted(groups.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order else len(order), kv[0]))
+
+
+def nvlink_blocks(fleet: Fleet) -> list[tuple[str, list[str]]]:
+    """(NVLink domain, Slurm hostnames in it): one Slurm block per NVLink domain."""
+    nvl_racks = {r.name for r in fleet.racks if r.nvlink_domain}
+    groups: dict[str, list[str]] = {}
+    for node in slurm_nodes(fleet):
+        if node.nvlink_domain or node.rack in nvl_racks:
+            groups.setdefault(node.nvlink_domain or node.rack, []).append(node.hostname)
+    return sorted(groups.items())
+
+
+def _tree_switches(fleet: Fleet) -> list[tuple[str, str, str]]:
+    """(switch, "Nodes"|"Switches", hostlist) for topology/tree: leaves with their
+    nodes, then one top switch over every leaf.
+
+    Every leaf of a fat tree reaches every spine, so the spines form one level, and
+    Slurm's tree wants one parent per switch: several spines become one switch named
+    ``spines`` (one spine keeps its name).
+    """
+    leaves = leaf_groups(fleet)
+    rows = [(leaf, "Nodes", compress(hosts)) for leaf, hosts in leaves]
+    if len(leaves) > 1:
+        spines = fleet.fabric.spines if fleet.fabric else ()
+        top = spines[0] if len(spines) == 1 else "spines"
+        rows.append((top, "Switches", compress(leaf for leaf, _ in leaves)))
+    return rows
+
+
+def plan_topology(fleet: Fleet) -> TopologyPlan:
+    """Choose tree, block or topology.yaml for the fleet at its Slurm version."""
+    assert fleet.slurm is not None
+    version = fleet.slurm.version
+    path: SpecPath = fleet.slurm.path + ("version",)
+    if fleet.fabric is None or not slurm_nodes(fleet):
+        return TopologyPlan(("# No fabric in the spec: flat topology.",), None, None, {}, ())
+    blocks = nvlink_blocks(fleet)
+    in_blocks = {h for _, hosts in blocks for h in hosts}
+    outside = [n.hostname for n in slurm_nodes(fleet) if n.hostname not in in_blocks]
+    problems: list[Problem] = []
+    if blocks and not outside:
+        if at_least(version, BLOCK_TOPOLOGY_SINCE):
+            return _block_plan(fleet, blocks)
+        problems.append((
+            f"NVLink-domain racks need Slurm's block topology, which Slurm {version} lacks; "
+            f"use Slurm {BLOCK_TOPOLOGY_SINCE} or newer (rendered as a tree of leaf switches for now)",
+            path,
+        ))
+    elif blocks:
+        if at_least(version, TOPOLOGY_YAML_SINCE):
+            return _yaml_plan(fleet, blocks)
+        problems.append((
+            "this fleet needs a tree (leaf switches) and blocks (NVLink-domain racks) at once, "
+            f"which only topology.yaml expresses; Slurm {version} lacks it, use Slurm "
+            f"{TOPOLOGY_YAML_SINCE} or newer (rendered as a tree of leaf switches for now)",
+            path,
+        ))
+    conf = "\n".join(f"SwitchName={name} {kind}={members}" for name, kind, members in _tree_switches(fleet))
+    return TopologyPlan(("TopologyPlugin=topology/tree",), conf + "\n", None, {}, tuple(problems))
+
+
+def _block_sizes(blocks: list[tuple[str, list[str]]]) -> int:
+    """The base block size: every block must hold at least that many nodes."""
+    return min(len(hosts) for _, hosts in blocks)
+
+
+def _block_plan(fleet: Fleet, blocks: list[tuple[str, list[str]]]) -> TopologyPlan:
+    assert fleet.slurm is not None
+    lines = [f"BlockName={name} Nodes={compress(hosts)}" for name, hosts in blocks]
+    if at_least(fleet.slurm.version, BLOCK_SIZES_SINCE):
+        lines.append(f"BlockSizes={_block_sizes(blocks)}")
+    return TopologyPlan(("TopologyPlugin=topology/block",), "\n".join(lines) + "\n", None, {}, ())
+
+
+def _yaml_plan(fleet: Fleet, blocks: list[tuple[str, list[str]]]) -> TopologyPlan:
+    switches = []
+    for name, kind, members in _tree_switches(fleet):
+        key = "nodes" if kind == "Nodes" else "children"
+        switches.append({"switch": name, key: members})
+    doc = [
+        {"topology": FABRIC_TOPOLOGY, "cluster_default": True, "tree": {"switches": switches}},
+        {
+            "topology": NVLINK_TOPOLOGY,
+            "cluster_default": False,
+            "block": {
+                "block_sizes": [_block_sizes(blocks)],
+                "blocks": [{"block": name, "nodes": compress(hosts)} for name, hosts in blocks],
+            },
+        },
+    ]
+    in_blocks = {h for _, hosts in blocks for h in hosts}
+    per_partition = {
+        p.name: NVLINK_TOPOLOGY
+        for p in slurm_partitions(fleet)
+        if p.nodes and all(h in in_blocks for h in p.nodes)
+    }
+    text = yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
+    lines = ("# Topology: topology.yaml (tree over the leaf switches, blocks per NVLink domain).",)
+    return TopologyPlan(lines, None, text, per_partition, ())
+
+
+def topology_problems(fleet: Fleet) -> list[Problem]:
+    """(message, spec path) for each topology the fleet's Slurm version cannot express.
+
+    Empty when the rendered topology says everything the fleet needs. The rules layer
+    reports each as an error; the renderer still writes the best form the version reads.
+    """
+    if fleet.slurm is None or fleet.slurm.mode == "slinky":
+        return []
+    return list(plan_topology(fleet).problems)
+
+
+# ---------------------------------------------------------------------------------
+# Slinky (slurm-operator v1.2 ``slurm`` chart)
+
+
+def nodeset_name(partition: str, model: str | None) -> str:
+    """NodeSet name for a partition (and GPU model when the partition mixes models)."""
+    return partition if model is None else f"{partition}-{model}"
+
+
+def slinky_nodesets(fleet: Fleet) -> dict[str, list[tuple[str, Node, tuple[str, ...]]]]:
+    """partition -> [(nodeset name, a representative node, its hosts)]: one NodeSet
+    per generated partition, split by GPU model where the partition mixes models
+    (a NodeSet declares one Gres line for all its pods)."""
+    owned = {n.hostname: n for n in slurm_nodes(fleet)}
+    result: dict[str, list[tuple[str, Node, int]]] = {}
+    for p in slurm_partitions(fleet):
+        if not p.generated:
+            continue
+        nodes = [owned[h] for h in p.nodes if h in owned]
+        by_model = grouped(nodes, lambda n: n.gpu.model)
+        split = len(by_model) > 1
+        result[p.name] = [
+            (nodeset_name(p.name, model if split else None), owned[hosts[0]], tuple(hosts))  # type: ignore[arg-type]
+            for model, hosts in by_model
+        ]
+    return result
+
+
+def slinky_problems(fleet: Fleet) -> list[Problem]:
+    """(message, spec path) for what Slinky mode cannot carry over from the spec."""
+    if fleet.slurm is None or fleet.slurm.mode != "slinky":
+        return []
+    problems: list[Problem] = []
+    for p in slurm_partitions(fleet):
+        if not p.generated:
+            problems.append((
+                f"partition {p.name!r} names individual hosts, but Slinky builds partitions from "
+                "whole NodeSets (one per generated partition); drop it or use mode: native",
+                p.path,
+            ))
+    if len({n.gpu.vendor for n in slurm_nodes(fleet)}) > 1:
+        problems.append((
+            "Slinky shares one gres.conf across NodeSets and cannot scope it by host, so GPUs of "
+            "two vendors cannot both be autodetected; run one vendor's partitions under Slinky "
+            "and the other with mode: native (or as a second Slinky cluster)",
+            fleet.slurm.path + ("mode",),
+        ))
+    owned = {n.hostname: n for n in slurm_nodes(fleet)}
+    from fleetspec.site.slurm import node_settings  # here: only Slinky fleets read it (startup time)
+
+    extra = node_settings(fleet)
+    for members in slinky_nodesets(fleet).values():
+        for name, _, hosts in members:
+            if len({extra.get(h, ()) for h in hosts}) > 1:
+                odd = next(h for h in hosts if extra.get(h, ()) != extra.get(hosts[0], ()))
+                problems.append((
+                    f"NodeSet {name!r} runs hosts whose node groups carry different slurm_settings "
+                    f"({hosts[0]} and {odd}); a NodeSet passes one --conf to all its slurmd pods, so "
+                    "give those node groups the same slurm_settings, or use mode: native",
+                    owned[odd].path + ("slurm_settings",),
+                ))
+    if len(leaf_groups(fleet)) > 1 or nvlink_blocks(fleet):
+        problems.append((
+            "Slinky names Slurm nodes after their pods, so the fabric topology (leaf switches, "
+            "NVLink blocks) is not rendered; jobs will be placed without it. Use mode: native "
+            "to keep topology-aware placement",
+            fleet.slurm.path + ("mode",),
+        ))
+    return problems
