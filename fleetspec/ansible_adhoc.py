@@ -64,18 +64,25 @@ def run_script(inventory: Path | Sequence[Path], hosts: Sequence[str], name: str
         script.write_bytes(content)
         return " ".join(part for part in (shlex.quote(str(script)), args, f"executable={executable}") if part)
 
-    return _run(inventory, ":".join(hosts), "ansible.builtin.script", module_args, forks)
+    return _run(inventory, hosts, "ansible.builtin.script", module_args, forks)
 
 
 def run_command(inventory: Path | Sequence[Path], host: str, argv: Sequence[str]) -> HostResult:
     """``argv`` on one host (Ansible's ``command`` module, no shell)."""
     # ansible-runner takes module_args as one string; ad-hoc Ansible reads a string that is
     # a JSON object as the module's arguments (ansible/cli/adhoc.py, _play_ds).
-    results = _run(inventory, host, "ansible.builtin.command", lambda _: json.dumps({"argv": list(argv)}), 1)
+    results = _run(inventory, [host], "ansible.builtin.command", lambda _: json.dumps({"argv": list(argv)}), 1)
     return results.get(host) or next(iter(results.values()), HostResult(host, "failed", msg="no result from Ansible"))
 
 
-def _run(inventory: Path | Sequence[Path], pattern: str, module: str, module_args: Any, forks: int) -> dict[str, HostResult]:
+def _run(inventory: Path | Sequence[Path], hosts: Sequence[str], module: str, module_args: Any,
+         forks: int) -> dict[str, HostResult]:
+    """Run ``module`` on ``hosts``. The hosts go to Ansible as a ``--limit @FILE`` (one per
+    line: ansible/inventory/manager.py ``subset``), never as one host-pattern argument: an
+    argument over 128 KiB (the kernel's MAX_ARG_STRLEN) cannot be passed to a program at all,
+    and ``h1:h2:...`` reaches that near 12,000 hosts (execve fails: E2BIG)."""
+    if not hosts:  # an empty --limit file restricts nothing: Ansible would run on every host
+        raise AdhocError("no hosts to run on")
     try:
         import ansible_runner
     except ImportError:
@@ -88,10 +95,13 @@ def _run(inventory: Path | Sequence[Path], pattern: str, module: str, module_arg
     saved = catch_stop_signals(received)
     try:
         with tempfile.TemporaryDirectory(prefix="fleetspec-adhoc-") as private:
+            limit = Path(private) / "hosts.limit"
+            limit.write_text("".join(f"{host}\n" for host in hosts))
             result = ansible_runner.run(
                 private_data_dir=private,
                 inventory=[str(p.resolve()) for p in inventories],
-                host_pattern=pattern,
+                host_pattern="all",
+                limit=f"@{limit}",
                 module=module,
                 module_args=module_args(Path(private)),
                 forks=max(1, forks),

@@ -42,3 +42,26 @@ def test_content_moved_between_files_changes_the_checksum():
     moved = dict(files)
     moved["gpus.yaml"], moved["amd_stack.yaml"] = files["amd_stack.yaml"], files["gpus.yaml"]
     assert checksum(moved) != checksum(files)
+
+
+def test_nothing_fleetspec_runs_changes_the_shared_catalog(tmp_path):
+    """`catalog_data` hands every caller the snapshot's dict itself, not a copy: one caller
+    that changed it (a list appended to, a dict updated) would change the catalog for every
+    later one in the process. Every command over every example leaves it as the YAML says."""
+    from typer.testing import CliRunner
+
+    from fleetspec.cli import app
+
+    examples = sorted((snapshot.SNAPSHOT.parents[2] / "examples").glob("*.yaml"))
+    assert examples
+    runner = CliRunner()
+    for spec in examples:
+        for args in (["validate", str(spec)], ["partitions", str(spec), "--format", "json"],
+                     ["render", str(spec), "--out", str(tmp_path / spec.stem)],
+                     ["plan", str(spec), "--state", str(tmp_path / f"{spec.stem}-state"), "--format", "json"]):
+            result = runner.invoke(app, args)
+            assert result.exit_code == 0, (args, result.output)
+    assert runner.invoke(app, ["catalog", "--format", "json"]).exit_code == 0
+    assert runner.invoke(app, ["rules"]).exit_code == 0
+    assert load_catalog()._data is _snapshot.DATA
+    assert repr(_snapshot.DATA) == repr(parse(snapshot.files()))

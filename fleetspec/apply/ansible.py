@@ -163,7 +163,9 @@ def run_playbook(
 ) -> PlaybookResult:
     """Run ``playbook`` from ``project_dir`` against ``inventory`` and fold the events.
 
-    ``limit``: the hosts of one wave (never an empty wave: that would mean "all").
+    ``limit``: the hosts of one wave (never an empty wave: that would mean "all"), given to
+    Ansible as ``--limit @FILE``: as one ``h1,h2,...`` argument, a converge run over a new
+    fleet's ~12,000 hosts passed MAX_ARG_STRLEN (128 KiB) and ansible-playbook could not start.
     ``extravars`` win over every inventory variable (e.g. ``fleetspec_allow_reboot``).
     ``envvars`` are added to the environment of ansible-playbook (SSH settings, ANSIBLE_*).
     """
@@ -186,12 +188,15 @@ def run_playbook(
     try:
         if extravars:
             _write_extravars(Path(private), extravars)
+        limit_file = Path(private) / "hosts.limit"
+        if hosts:
+            limit_file.write_text("".join(f"{host}\n" for host in hosts))
         runner = ansible_runner.run(
             private_data_dir=private,
             project_dir=str(project_dir),
             playbook=playbook,
             inventory=inventories,
-            limit=",".join(hosts) if hosts else None,
+            limit=f"@{limit_file}" if hosts else None,
             envvars=env,
             forks=forks,
             event_handler=collector,

@@ -105,6 +105,8 @@ class TextReport:
             self._live.refresh()  # a milestone or a failure shows at once; task progress at the next tick
 
     def finish(self, result: ApplyResult | None) -> None:
+        """The summary. ``result`` None: the apply did not finish (Ctrl-C, an error it
+        raised); a wave it left at work is ``interrupted``, never shown as running."""
         if self._live is not None:
             self._live.stop()
             self._live = None
@@ -115,14 +117,22 @@ class TextReport:
         table = Table(title="apply summary", title_justify="left")
         for column in ("wave", "nodes", "hosts", "result"):
             table.add_column(column, overflow="fold")
+        unfinished = [g for g in groups if g.state in ACTIVE] if result is None else []
         for group in groups:
             result_text = {DONE: "[green]done[/]", FAILED: "[red]failed[/]",
                            PENDING: "not started"}.get(group.state, "[yellow]running[/]")
+            if group in unfinished:
+                result_text = "[yellow]interrupted[/]"
             table.add_row(escape(group.name), str(len(group.hosts)) if group.is_wave else "",
                           escape(_hostlist(list(group.hosts))), result_text)
         if self._skipped:
             table.add_row("skipped", "", escape(_hostlist(self._skipped)), "[yellow]not applied, not recorded[/]")
         self.console.print(table)
+        for group in unfinished:
+            what = f"wave {group.name}" if group.is_wave else "the converge run"
+            left = " may be left drained" if group.is_wave else " were being converged"
+            self.console.print(f"[yellow]apply did not finish: {escape(what)} stopped while {group.state}; "
+                               f"{escape(_hostlist(list(group.hosts)))}{left}. Run apply again to finish it[/]")
         if result is not None and not result.ok:
             self.console.print(f"[red]{escape(result.message)}[/]; details in {escape(str(self.log_path))}")
 

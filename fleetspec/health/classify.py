@@ -273,7 +273,7 @@ def parse_nvlink_status(text: str) -> Optional[Dict[int, Dict[str, Any]]]:
             continue
         link = _NVLINK_LINK.match(line)
         if link and current is not None:
-            speed = re.match(r"([\d.]+)\s*GB/s", link.group(2))
+            speed = re.match(r"(\d+(?:\.\d+)?)\s*GB/s", link.group(2))
             if speed or "inactive" in link.group(2).lower():
                 current["links"][int(link.group(1))] = \
                     "active" if speed and float(speed.group(1)) > 0 else "inactive"
@@ -443,13 +443,13 @@ def dcgm_diag_faults(diag: Dict[str, Any], level: int,
     errors = []  # type: List[str]
     if diag.get("runtime_error"):
         errors.append("dcgmi diag -r %d: %s" % (level, str(diag["runtime_error"])[:150]))
-    for category in diag.get("test_categories") or []:
-        for test in category.get("tests") or []:
-            for result in test.get("results") or []:
+    for category in _dicts(diag.get("test_categories")):
+        for test in _dicts(category.get("tests")):
+            for result in _dicts(test.get("results")):
                 status = str(result.get("status", "")).lower()
                 if status not in ("fail", "warn"):
                     continue
-                warnings = [w for w in result.get("warnings") or [] if isinstance(w, dict)]
+                warnings = _dicts(result.get("warnings"))
                 classes = [DCGM_SEVERITY_CLASS.get(w.get("error_severity"), "dcgm-diag-monitor") for w in warnings]
                 cls = next((c for c in ("dcgm-diag-reset", "dcgm-diag-isolate") if c in classes), "dcgm-diag-monitor")
                 first = next((w for w in warnings if DCGM_SEVERITY_CLASS.get(w.get("error_severity")) == cls),
@@ -464,6 +464,11 @@ def dcgm_diag_faults(diag: Dict[str, Any], level: int,
                     device += " " + bus_by_gpu[entity]
                 faults.append(_fault(cls, device, detail[:300], "dcgmi diag"))
     return faults, errors
+
+
+def _dicts(value: Any) -> List[Dict[str, Any]]:
+    """The objects of a JSON list (a document of another DCGM version may hold anything)."""
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
 def verdict(node: str, faults: List[Fault], actions: Optional[Dict[str, str]] = None,

@@ -1,8 +1,8 @@
 """``fleetspec health``: one Typer command function; fleetspec/cli.py registers it.
 
 Thin: compile the spec, gather the verdicts one way (``fleet``), print, pick the exit
-code (0: no node needs an action; 1: a node is quarantined, gave no verdict, or the
-verdicts could not be gathered).
+code (0: no node needs an action; 1: a node is quarantined, gave no verdict, the verdicts
+could not be gathered, or ``--remediate`` could not act on a node).
 """
 
 from __future__ import annotations
@@ -71,9 +71,14 @@ def health(
         from fleetspec.apply.control import local_runner
         from fleetspec.health.remediate import remediate_kubernetes
 
-        # a node kubectl fails on is one of the lines ("not acted on: ..."), never the end of the run
-        for remedy in remediate_kubernetes(fleet, result, local_runner(timeout=3600)):
+        # a node kubectl fails on is one of the lines ("not acted on: ..."), never the end of
+        # the run; it makes the exit 1 even when every node is healthy (an uncordon failed)
+        remedies = remediate_kubernetes(fleet, result, local_runner(timeout=3600))
+        for remedy in remedies:
             err.print(f"{remedy.node}: {remedy.done}", markup=False)
+        remediated = all(r.ok for r in remedies)
+    else:
+        remediated = True
     if junit is not None:
         write_report(junit, to_junit(result).encode(), err)
-    raise typer.Exit(OK if result.healthy else ERROR)
+    raise typer.Exit(OK if result.healthy and remediated else ERROR)

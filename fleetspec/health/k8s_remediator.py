@@ -8,7 +8,8 @@ may read and patch Nodes, list Pods and create ``pods/eviction``. Each run:
 - a GPU node (``--selector``) whose ``GPUProblem`` condition is ``True`` (the node check,
   run by NPD, found a fault whose action is not ``none``) is cordoned and annotated
   ``fleetspec.io/drain-reason: fleetspec-health: <the condition's message>``; then every pod
-  on it that is not a DaemonSet's or a mirror pod is evicted (``POST
+  on it that is not a DaemonSet's or a mirror pod is evicted (a pod no controller manages is
+  left and named, as kubectl drain leaves it without --force) (``POST
   .../pods/NAME/eviction``, policy/v1): PodDisruptionBudgets hold (the API answers 429 and
   the pod stays until the next run), terminationGracePeriodSeconds is honoured;
 - a node cordoned with such an annotation whose ``GPUProblem`` is ``False`` again is
@@ -116,6 +117,12 @@ def drain(api: Api, node: str) -> Tuple[int, List[str]]:
     done, held = 0, []
     for pod in filter(evictable, pods):
         meta = pod["metadata"]
+        if not any(o.get("controller") for o in meta.get("ownerReferences") or []):
+            # kubectl drain (the --remediate path) refuses these without --force: nothing would
+            # recreate the pod (kubectl/pkg/drain/filters.go, unreplicatedFilter)
+            held.append("%s/%s: declares no controller, nothing would recreate it (kubectl drain refuses it "
+                        "without --force): move or delete it" % (meta.get("namespace"), meta.get("name")))
+            continue
         path = "/api/v1/namespaces/%s/pods/%s/eviction" % (urllib.parse.quote(meta["namespace"]),
                                                             urllib.parse.quote(meta["name"]))
         code, body = api.call("POST", path, {"apiVersion": "policy/v1", "kind": "Eviction",

@@ -25,7 +25,8 @@ node only when it is drained with a reason this program wrote: an operator's dra
 never touched (NHC's node-mark-online does the same).
 
 Exit status: 0 healthy or degraded (faults whose action is ``none``), 1 sick, 2 when the
-check itself could not run (bad config).
+check itself could not run (bad config, or it failed: never 1, which node-problem-detector
+reads as NonOK and the remediator acts on).
 """
 
 import argparse
@@ -407,7 +408,14 @@ def main(argv: Optional[List[str]] = None, config: Optional[Dict[str, Any]] = No
             sys.stderr.write("fleetspec-health: %s\n" % exc)
             return 2
     host = Host(args.root)
-    result = run_check(config, node_name(args.node), host, clear=args.clear, persist=not args.read_only)
+    try:
+        result = run_check(config, node_name(args.node), host, clear=args.clear, persist=not args.read_only)
+    except Exception as exc:  # never "sick": NPD reads exit 1 as NonOK and the node is drained
+        why = "the check failed: %s: %s" % (type(exc).__name__, exc)
+        sys.stderr.write("fleetspec-health: %s\n" % why)
+        if args.format == "npd":
+            sys.stdout.write("unknown: %s\n" % why[:NPD_MAX_OUTPUT - 9])
+        return 2
     if args.slurm:
         try:
             result["slurm"] = slurm_act(result, args.scontrol)

@@ -36,6 +36,7 @@ from fleetspec.health.node_check import LEADER
 class Remedy:
     node: str
     done: str  # what was done, in words
+    ok: bool = True  # False: kubectl failed on this node ("not acted on" / "stopped")
 
 
 def remediate_kubernetes(fleet: Fleet, health: FleetHealth, run: Runner, deadline_s: float = 1800) -> list[Remedy]:
@@ -53,7 +54,9 @@ def remediate_kubernetes(fleet: Fleet, health: FleetHealth, run: Runner, deadlin
         try:  # one node the API refuses (RBAC, an admission webhook, gone) never stops the others
             _remediate_node(control, run, host, verdict, api if node.partition in dra else None, deadline_s, done)
         except (ControlError, ValueError) as exc:
-            done.append(f"{'stopped' if done else 'not acted on'}: {exc}")
+            out += [Remedy(host, line) for line in done]
+            out.append(Remedy(host, f"{'stopped' if done else 'not acted on'}: {exc}", ok=False))
+            continue
         out += [Remedy(host, line) for line in done]
     return out
 

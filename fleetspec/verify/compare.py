@@ -410,6 +410,14 @@ def _loaded_module_check(nvidia: Mapping[str, Any], standin: bool) -> Check:
         return Check("loaded-module", Status.DRIFT, "no pending reboot", str(marker),
                      f"a driver change waits for a reboot ({marker}); apply with --allow-reboot",
                      disruption="drain-reboot")
+    if _is_version(loaded) and installed == "absent":
+        # modinfo finds no nvidia.ko for the running kernel (DKMS did not build it after a kernel
+        # upgrade, the packages were removed, or the module was loaded from outside /lib/modules,
+        # as on the lent H200 VM): the node runs now and comes back from a reboot without a driver.
+        return Check("loaded-module", Status.WARNING, "an installed module", str(loaded),
+                     f"{loaded} is loaded but the running kernel has no nvidia module on disk (modinfo nvidia "
+                     "finds none): a reboot would come up without the driver. Reinstall the driver's kernel "
+                     "module for this kernel (the playbook's driver role), then check `modinfo nvidia`")
     return Check("loaded-module", Status.OK, str(installed), str(loaded),
                  "the loaded kernel module is the installed one" if _is_version(installed) else
                  f"installed module: {installed}")

@@ -230,3 +230,19 @@ def test_json_events_carry_task_results_but_not_task_progress(capsys):
     printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [(e["status"], e["task"], e["item"], e["ok"]) for e in printed] == [
         ("changed", "Install NCCL", "libnccl2", True), ("failed", "Install NCCL", "libnccl2", False)]
+
+
+def test_an_apply_that_did_not_finish_never_shows_a_wave_running(tmp_path):
+    """Ctrl-C (or an error apply raised) during a wave: the CLI calls finish(None). The
+    summary must not say the wave is still running, and names the nodes it may leave drained."""
+    events = [ApplyEvent("wave-start", f"wave {W1}: 1 node(s), drain", W1, NODES[:1]),
+              ApplyEvent("wave-done", f"wave {W1} done; nodes resumed", W1, NODES[:1]),
+              ApplyEvent("wave-start", f"wave {W2}: 2 node(s), drain", W2, NODES[1:]),
+              _host(W2, NODES[2], "Install NCCL", "started", "libnccl2")]
+    shown = _plain(tmp_path, events, [(W1, NODES[:1]), (W2, NODES[1:]), ("nvidia-hopper#3", ("h100-004",))], None)
+    summary = shown[shown.index("apply summary"):]
+    rows = {line.split("│")[1].strip(): line for line in summary.splitlines() if line.startswith("│")}
+    assert "running" not in summary
+    assert "done" in rows[W1] and "interrupted" in rows[W2] and "not started" in rows["nvidia-hopper#3"]
+    assert (f"apply did not finish: wave {W2} stopped while applying; h100-[002-003] may be left drained. "
+            "Run apply again to finish it") in " ".join(shown.split())

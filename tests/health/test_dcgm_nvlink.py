@@ -266,3 +266,16 @@ def test_the_node_check_reads_nvlink_error_counters_between_runs(config, tmp_pat
     assert rc == 1 and checked["faults"] == looked["faults"] and checked["action"] == "quarantine-device"
     rc, again = run()  # no new errors since: the link is judged by what it does now
     assert (rc, again["status"]) == (0, "healthy")
+
+
+def test_odd_tool_output_is_no_traceback() -> None:
+    """Output no parser expected (another DCGM version's JSON, a speed nvidia-smi never
+    printed) gives no fault and no exception: an exception ends the node check."""
+    assert parse_nvlink_status("GPU 0: NVIDIA H200 (UUID: GPU-x)\n\t Link 0: 26.56. GB/s\n"
+                               "\t Link 1: 26.562 GB/s\n") == {0: {"uuid": "GPU-x", "links": {1: "active"}}}
+    for doc in ({"test_categories": "x"}, {"test_categories": [{"tests": ["x"]}]},
+                {"test_categories": [{"tests": [{"results": [1, None]}]}]},
+                {"test_categories": [{"tests": [{"name": "memory", "results": [
+                    {"status": "Fail", "entity_id": 0, "warnings": "not a list"}]}]}]}):
+        faults, errors = dcgm_diag_faults(doc, 1)
+        assert errors == [] and [f["class"] for f in faults] in ([], ["dcgm-diag-monitor"]), doc

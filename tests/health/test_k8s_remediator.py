@@ -28,9 +28,12 @@ def node(name: str, problem: str | None, *, cordoned: bool = False, annotation: 
     return obj
 
 
-def pod(name: str, node_name: str, owner: str = "StatefulSet", ns: str = "team-a", **meta: object) -> dict:
+def pod(name: str, node_name: str, owner: str | None = "StatefulSet", ns: str = "team-a", **meta: object) -> dict:
+    """A Pod as the API server shows it; one a controller made has that controller's
+    ownerReference with ``controller: true`` (metav1.GetControllerOf), a bare one none."""
+    owners = [{"apiVersion": "apps/v1", "kind": owner, "name": "x", "controller": True}] if owner else []
     return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": ns, "ownerReferences": [{"kind": owner, "name": "x"}], **meta},
+            "metadata": {"name": name, "namespace": ns, "ownerReferences": owners, **meta},
             "spec": {"nodeName": node_name}, "status": {"phase": "Running"}}
 
 
@@ -75,6 +78,21 @@ def test_a_node_the_api_refuses_does_not_stop_the_others(capsys) -> None:
         assert 'k-1: not acted on: PATCH /api/v1/nodes/k-1: 404 nodes "k-1" not found' in out
         assert api.nodes["k-2"]["spec"]["unschedulable"] is True and api.pods == []
         assert "k-2: cordoned (fleetspec-health: drain-reboot gpu-lost" in out
+
+
+def test_a_pod_no_controller_manages_is_not_evicted(capsys) -> None:
+    """kubectl drain refuses a pod that declares no controller without --force (nothing would
+    recreate it: kubectl/pkg/drain/filters.go, "Pods declare no controller (use --force to
+    override)"), and `fleetspec health --remediate` drains with kubectl: the in-cluster
+    remediator leaves such a pod too, and says so, instead of deleting it for good."""
+    with ApiServer([node("k-1", "True")], [pod("trainer-0", "k-1"), pod("notebook", "k-1", owner=None)]) as api:
+        assert k8s_remediator.main(["--selector", SELECTOR, "--server", api.url]) == 0
+        out = capsys.readouterr().out
+        assert [p["metadata"]["name"] for p in api.pods] == ["notebook"]
+        assert api.nodes["k-1"]["spec"]["unschedulable"] is True
+        assert ("1 pod(s) evicted; held until the next run: team-a/notebook: declares no controller, nothing "
+                "would recreate it (kubectl drain refuses it without --force): move or delete it") in out
+        assert ("POST", "/api/v1/namespaces/team-a/pods/notebook/eviction") not in api.calls
 
 
 def test_api_errors_are_reported_not_raised(capsys) -> None:

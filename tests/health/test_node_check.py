@@ -168,3 +168,22 @@ def test_read_only_looks_without_touching_the_state(config, tmp_path, monkeypatc
     for other in ("--slurm", "--clear"):
         assert node_check.main(["--config", str(config), "--read-only", other]) == 2
         assert "--read-only cannot be combined" in capsys.readouterr().err
+
+
+def test_a_check_that_fails_itself_is_unknown_never_sick(config, tmp_path, monkeypatch, capsys) -> None:
+    """NPD reads exit 1 as NonOK (the GPUProblem condition True: the remediator cordons and
+    drains the node) and any other non-zero as Unknown (nothing changes): custom_plugin_monitor.md,
+    pkg/custompluginmonitor/types (OK 0, NonOK 1, Unknown 2). Python exits 1 on an uncaught
+    exception, so a bug in the check (one that hits every node) would drain the whole fleet."""
+
+    def broken(*args, **kwargs):
+        raise KeyError("links")  # a bug, or tool output no parser expected
+
+    root = make_node(tmp_path / "h200-01")
+    monkeypatch.setattr(node_check, "run_check", broken)
+    for fmt in ("npd", "json", "text"):
+        rc = node_check.main(["--config", str(config), "--root", str(root), "--node", "h200-01", "--format", fmt])
+        out, err = capsys.readouterr()
+        assert rc == 2, fmt
+        assert "fleetspec-health: the check failed: KeyError: 'links'" in err
+        assert out == ("unknown: the check failed: KeyError: 'links'\n" if fmt == "npd" else "")

@@ -101,3 +101,26 @@ def test_a_node_the_api_refuses_does_not_stop_the_others(tmp_path, monkeypatch, 
     for name in ("k-3", "k-4"):
         assert nodes[name]["unschedulable"] and nodes[name]["pods"] == [], name
         assert f"{name}: cordoned and drained" in result.output
+
+
+def test_a_failed_uncordon_on_a_healthy_fleet_exits_1(tmp_path, monkeypatch, kubectl_state, capsys) -> None:
+    """Every node passes, but the API refuses to uncordon k-2 (cordoned by the check before):
+    the run says so and exits 1, so a script or CronJob sees the node is still out."""
+    from fleetspec.compile import compile_text
+    from fleetspec.render.health import node_config
+
+    fleet = compile_text(SPEC).fleet
+    config = tmp_path / "health.json"
+    config.write_text(json.dumps(node_config(fleet)))
+    facts = tmp_path / "verdicts"
+    facts.mkdir()
+    _, verdict = check(config, make_node(tmp_path / "k-2", kmsg="kmsg-healthy.txt"), "k-2", monkeypatch, capsys)
+    (facts / "k-2.json").write_text(json.dumps(verdict))
+    kubectl_state.write_text(json.dumps({"nodes": {"k-2": {
+        "forbid": ["uncordon"], "unschedulable": True,
+        "annotations": {"fleetspec.io/drain-reason": "fleetspec-health: drain x"}}}}))
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(SPEC)
+    result = CliRunner().invoke(app, ["health", str(spec), "--facts", str(facts), "--remediate"])
+    assert "k-2: not acted on: kubectl uncordon k-2 failed: Error from server (Forbidden)" in result.output
+    assert result.exit_code == 1, result.output

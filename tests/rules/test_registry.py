@@ -123,7 +123,7 @@ def test_rule_declaration_is_valid(rule: fleetspec.rules.Rule) -> None:
     assert rule.suppressible == (rule.severity < Severity.ERROR or rule.warns)
 
 
-@pytest.mark.parametrize("rule_id", _severity_params())
+@pytest.mark.parametrize("rule_id", list(_severity_params()))
 def test_findings_stay_within_the_declared_severity(rule_id: str) -> None:
     """A rule's findings never exceed its severity; an error rule warns only if it says so."""
     rule = RULES_BY_ID[rule_id]

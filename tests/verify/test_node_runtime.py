@@ -79,6 +79,15 @@ def test_installed_module_newer_than_the_loaded_one_is_drift_that_needs_a_reboot
     assert check_dict(got)["disruption"] == "drain-reboot"
 
 
+def test_a_loaded_driver_with_no_module_on_disk_is_a_warning_not_ok() -> None:
+    """Seen on a real H200 (the lent device, driver 580.159.04 loaded from outside
+    /lib/modules): modinfo finds no nvidia module while the driver runs. Before, the check
+    said ok ("installed module: absent"); the next reboot would come up without a driver."""
+    got = checks(fleet(), "h200-001", with_nvidia(h200_facts(), installed_module_version="absent"))["loaded-module"]
+    assert got.status is Status.WARNING and "reboot would come up without the driver" in got.message
+    assert (got.expected, got.found) == ("an installed module", "580.159.04")
+
+
 def test_a_recorded_pending_reboot_is_drift_until_the_node_reboots() -> None:
     facts = with_nvidia(h200_facts(), installed_module_version="580.159.04",
                         reboot_required="driver packages changed: nvidia-driver-580-open")
