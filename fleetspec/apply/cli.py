@@ -131,8 +131,12 @@ def apply(
             if format is ApplyFormat.text:
                 from fleetspec.apply.report import TextReport
 
-                report = TextReport(out, store.work_dir / f"{fleet.name}.apply.log",
-                                    [(wave_name(w), w.hosts) for w in plan.waves])
+                log = store.work_dir / f"{fleet.name}.apply.log"
+                try:
+                    report = TextReport(out, log, [(wave_name(w), w.hosts) for w in plan.waves])
+                except OSError as exc:  # a read-only or full disk: nothing was applied yet
+                    raise ApplyError(f"cannot write the event log {log}: {exc.strerror or exc}; nothing was "
+                                     f"applied. Free or fix {log.parent}, or run with --format json") from None
                 emit = report.emit
             extravars, redact = _secrets(fleet, base_dir, sec)
             build = build_dir(store)

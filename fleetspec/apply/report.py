@@ -69,6 +69,7 @@ class TextReport:
         check_output_file(log_path)
         fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         self._log = os.fdopen(fd, "w", encoding="utf-8")  # closed in finish()
+        self._log_broken = False  # a write failed (disk full, I/O error): the apply goes on unlogged
         self._progress = Progress(waves)
         self._lock = threading.Lock()  # the model, between the caller and the live view's refresh thread
         self._live: Live | None = None
@@ -78,10 +79,16 @@ class TextReport:
 
     def emit(self, event: ApplyEvent) -> None:
         task = event.task
-        if task is None or task.status != "started":  # a task starting is progress, not a result
+        if (task is None or task.status != "started") and not self._log_broken:  # a task starting is progress
             stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-            self._log.write(f"{stamp} {event.kind}{' [' + event.wave + ']' if event.wave else ''} {event.message}\n")
-            self._log.flush()
+            try:
+                self._log.write(f"{stamp} {event.kind}{' [' + event.wave + ']' if event.wave else ''} "
+                                f"{event.message}\n")
+                self._log.flush()
+            except OSError as exc:  # never stop an apply mid-wave (nodes drained) for its log
+                self._log_broken = True
+                self.console.print(f"[yellow]event log {escape(str(self.log_path))}: {escape(exc.strerror or str(exc))}"
+                                   "; the apply goes on, its events are no longer logged[/]")
         if event.kind == "plan":
             return
         with self._lock:  # never held while printing: printing redraws the live view, which takes it
@@ -110,7 +117,10 @@ class TextReport:
         if self._live is not None:
             self._live.stop()
             self._live = None
-        self._log.close()
+        try:
+            self._log.close()
+        except OSError:  # the last buffered line could not be written: already said in emit, or lost
+            pass
         groups = list(self._progress.groups.values())
         if not groups and not self._skipped:
             return
