@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from fleetspec.catalog import DriverPackaging, load_catalog
 from fleetspec.compile.ir import GpuSpec, StackTuple
@@ -71,8 +70,9 @@ class PackageError(ValueError):
         self.component = component
 
 
-@dataclass(frozen=True, slots=True)
-class PackagePin:
+# A NamedTuple, immutable like a frozen dataclass but made at each start without compiling
+# six generated methods (Python 3.11): tests/test_startup_imports.py counts what validate makes.
+class PackagePin(NamedTuple):
     """One package at its exact repository version.
 
     ``role`` is the Ansible role whose component this is; ``condition`` names a node

@@ -7,9 +7,8 @@ results into text and exit codes.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from fleetspec.compile import CompileResult, compile_file
 from fleetspec.compile.ir import Fleet
@@ -19,18 +18,19 @@ def validate(spec: str | os.PathLike[str], charts: str | os.PathLike[str] | None
     return compile_file(spec, charts=charts)
 
 
-@dataclass(frozen=True)
-class PartitionsResult:
+# A NamedTuple, immutable like a frozen dataclass but made at each start without compiling
+# six generated methods (Python 3.11): tests/test_startup_imports.py counts what validate makes.
+class PartitionsResult(NamedTuple):
     """``fleetspec partitions``: the compile result and one row per partition."""
 
     compiled: CompileResult
-    partitions: list[dict[str, Any]] = field(default_factory=list)
+    partitions: list[dict[str, Any]]
 
 
 def partitions(spec: str | os.PathLike[str]) -> PartitionsResult:
     compiled = compile_file(spec)
     if compiled.fleet is None:
-        return PartitionsResult(compiled)
+        return PartitionsResult(compiled, [])
     return PartitionsResult(compiled, partition_table(compiled.fleet))
 
 
@@ -53,13 +53,13 @@ def partition_table(fleet: Fleet) -> list[dict[str, Any]]:
     return rows
 
 
-@dataclass(frozen=True)
-class RenderResult:
+# A NamedTuple, like PartitionsResult.
+class RenderResult(NamedTuple):
     """``fleetspec render``: the compile result, where it wrote and what."""
 
     compiled: CompileResult
     out: Path
-    files: list[str] = field(default_factory=list)
+    files: list[str]
     written: bool = False
 
 
@@ -71,7 +71,7 @@ def render(spec: str | os.PathLike[str], out: str | os.PathLike[str],
     compiled = compile_file(spec, charts=charts)
     out_path = Path(out)
     if not compiled.valid or compiled.fleet is None:
-        return RenderResult(compiled, out_path)
+        return RenderResult(compiled, out_path, [])
     files = render_all(compiled.fleet)
     write_tree(files, out_path)
     return RenderResult(compiled, out_path, [str(p) for p in files], written=True)

@@ -4,6 +4,11 @@ The knowledge lives in YAML data files beside this module (``data/``), every ent
 a ``source`` naming where the fact comes from (``data/sources.yaml`` maps keys to URLs).
 This module gives typed, read-only access. Facts marked ``unconfirmed`` in the data
 must only ever produce warnings.
+
+The records are NamedTuples (``Release``, whose ``facts`` stay out of comparisons, a frozen
+dataclass): immutable like frozen dataclasses, but each class is made at every start
+without compiling six generated methods, which on Python 3.11 cost ``validate`` about
+4 M instructions per class (tests/test_startup_imports.py counts the dataclasses it makes).
 """
 
 from __future__ import annotations
@@ -13,13 +18,12 @@ import functools
 import zlib
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
+from typing import Any, NamedTuple
 
 from fleetspec.versions import major_minor, parse_version, series_matches, version_key
 
 
-@dataclass(frozen=True, slots=True)
-class GpuModel:
+class GpuModel(NamedTuple):
     """A GPU model the catalog knows: vendor, generation, names it goes by, minimum stack."""
 
     id: str
@@ -51,8 +55,7 @@ class GpuModel:
         return fact not in self.unconfirmed
 
 
-@dataclass(frozen=True, slots=True)
-class CudaRelease:
+class CudaRelease(NamedTuple):
     """A CUDA release series and the drivers it needs."""
 
     version: str  # "13.0"
@@ -64,8 +67,7 @@ class CudaRelease:
         return self.drivers[min(update, len(self.drivers) - 1)]
 
 
-@dataclass(frozen=True, slots=True)
-class DriverBranch:
+class DriverBranch(NamedTuple):
     """An NVIDIA driver branch: its type, newest CUDA major and end of life."""
 
     branch: int
@@ -85,8 +87,7 @@ class Release:
     unconfirmed: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class GpuOperatorRelease:
+class GpuOperatorRelease(NamedTuple):
     """A GPU Operator release: its default driver, the drivers it supports, its Kubernetes floor."""
 
     version: str
@@ -98,8 +99,7 @@ class GpuOperatorRelease:
     unconfirmed: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class DriverPackaging:
+class DriverPackaging(NamedTuple):
     """How NVIDIA's CUDA repository names and versions one branch's driver packages on one OS family."""
 
     first_branch: int
@@ -110,8 +110,7 @@ class DriverPackaging:
     unconfirmed: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Nvlink5Packages:
+class Nvlink5Packages(NamedTuple):
     """What HGX B200/B300 (NVLink 5) nodes need beside the driver: the NVLink Subnet Manager
     (``nvlsm``, NVIDIA's CUDA repository, versioned by date, not by the driver) at the
     version fleetspec pins, and the distribution's InfiniBand user space, unpinned."""

@@ -12,7 +12,7 @@ tests/test_startup_imports.py).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import yaml
 
@@ -56,8 +56,9 @@ def grouped(nodes: Iterable[Node], key) -> list[tuple[object, list[str]]]:
 # Topology
 
 
-@dataclass(frozen=True)
-class TopologyPlan:
+# A NamedTuple, immutable like a frozen dataclass but made at each start without compiling
+# six generated methods (Python 3.11): tests/test_startup_imports.py counts what validate makes.
+class TopologyPlan(NamedTuple):
     """The topology form chosen for a fleet and version, and what it could not say."""
 
     slurm_conf_lines: tuple[str, ...]

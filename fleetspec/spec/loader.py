@@ -23,7 +23,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -79,8 +79,9 @@ _SCALAR_TAGS = {_STR, _INT, _FLOAT, _BOOL, _NULL}
 Path_ = tuple[str | int, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Position:
+# A NamedTuple, immutable like a frozen dataclass but made at each start without compiling
+# six generated methods (Python 3.11): tests/test_startup_imports.py counts what validate makes.
+class Position(NamedTuple):
     """A place in the spec file (1-based line and column)."""
 
     line: int  # 1-based
@@ -159,8 +160,8 @@ class SpecLoadError(Exception):
         self.file, self.line, self.column, self.message = file, line, column, message
 
 
-@dataclass(frozen=True)
-class LoadedSpec:
+# A NamedTuple, like Position.
+class LoadedSpec(NamedTuple):
     """The spec as plain data and the source map that locates every value in it."""
 
     data: Any
