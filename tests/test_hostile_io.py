@@ -349,7 +349,7 @@ def test_a_full_disk_under_the_event_log_never_stops_an_apply(tmp_path):
     console = Console(record=True, width=200, force_terminal=False)
     report = TextReport(console, tmp_path / "fleet.apply.log", [("canary", ("n-1",))])
     report._log.close()
-    report._log = open("/dev/full", "w", encoding="utf-8")  # noqa: SIM115 (finish() closes it)
+    report._log = open("/dev/full", "w", encoding="utf-8")  # finish() closes it
     report.emit(ApplyEvent("wave-start", "wave canary: draining n-1", wave="canary", hosts=("n-1",)))
     report.emit(ApplyEvent("drain", "wave canary: applying", wave="canary", hosts=("n-1",)))
     report.finish(None)
