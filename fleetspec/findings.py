@@ -2,13 +2,14 @@
 
 A `Finding` carries the key path of the offending spec element; `locate` resolves it
 against the loader's source map into ``file:line:column``. Only the CLI formats them.
+Both are NamedTuples, immutable like frozen dataclasses but made at each start without
+compiling six generated methods (Python 3.11; tests/test_startup_imports.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import IntEnum
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 if TYPE_CHECKING:
     from fleetspec.spec.loader import SourceMap
@@ -25,8 +26,7 @@ class Severity(IntEnum):
         return self.name.lower()
 
 
-@dataclass(frozen=True, slots=True)
-class Finding:
+class Finding(NamedTuple):
     """What a rule found, at a spec path (located against the file by `locate`)."""
 
     rule: str
@@ -36,8 +36,7 @@ class Finding:
     anchor: Literal["value", "key"] = "value"
 
 
-@dataclass(frozen=True, slots=True)
-class LocatedFinding:
+class LocatedFinding(NamedTuple):
     """A finding at ``file:line:column``, with the source line and a caret, as printed."""
 
     rule: str

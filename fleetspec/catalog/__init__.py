@@ -8,7 +8,7 @@ must only ever produce warnings.
 The records are NamedTuples (``Release``, whose ``facts`` stay out of comparisons, a frozen
 dataclass): immutable like frozen dataclasses, but each class is made at every start
 without compiling six generated methods, which on Python 3.11 cost ``validate`` about
-4 M instructions per class (tests/test_startup_imports.py counts the dataclasses it makes).
+4 M instructions per class (tests/test_startup_imports.py lists the dataclasses it makes).
 """
 
 from __future__ import annotations

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from fleetspec.compile.ir import Fleet
 from fleetspec.findings import Finding, LocatedFinding, Severity, locate
@@ -26,14 +25,14 @@ if TYPE_CHECKING:
 # compiled, not when a module that names these types is imported (startup time).
 
 
-@dataclass(frozen=True)
-class CompileResult:
+# A NamedTuple, like Finding (fleetspec/findings.py).
+class CompileResult(NamedTuple):
     """The compiled fleet (None when it could not be built), its findings and the source map."""
 
     fleet: Fleet | None
     findings: tuple[Finding, ...]
     source: SourceMap
-    suppressed: tuple[Finding, ...] = field(default=())
+    suppressed: tuple[Finding, ...] = ()
 
     @property
     def valid(self) -> bool:

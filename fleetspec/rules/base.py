@@ -10,8 +10,7 @@ here so that they are documented and tested like the others.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from fleetspec.catalog import Catalog
 from fleetspec.compile.ir import Fleet
@@ -20,8 +19,8 @@ from fleetspec.findings import Finding, Severity
 Check = Callable[[Fleet, Catalog], Iterable[Finding]]
 
 
-@dataclass(frozen=True, slots=True)
-class Rule:
+# A NamedTuple, like Finding (fleetspec/findings.py).
+class Rule(NamedTuple):
     """A rule over the fleet: a stable id, its highest severity, a summary and its check."""
 
     id: str

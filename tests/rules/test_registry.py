@@ -9,7 +9,6 @@ ids DESIGN.md promises must exist; and a rule that crashes must surface as an
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import re
 from collections.abc import Iterator
@@ -220,7 +219,7 @@ def test_a_rule_that_raises_becomes_an_internal_error(monkeypatch: pytest.Monkey
     def boom(fleet: object, catalog: object) -> list[Finding]:
         raise KeyError("no such fact")
 
-    broken = tuple(dataclasses.replace(r, check=boom) if r.id == "nccl-cuda-mismatch" else r for r in RULES)
+    broken = tuple(r._replace(check=boom) if r.id == "nccl-cuda-mismatch" else r for r in RULES)
     monkeypatch.setattr(fleetspec.rules, "RULES", broken)
     # A fixture where another rule fires: its finding must survive the crash.
     result = compile_file(FIXTURES / "nccl-unsupported-gpu" / "fail.yaml")
@@ -237,7 +236,7 @@ def test_an_internal_error_cannot_be_suppressed(monkeypatch: pytest.MonkeyPatch)
     def boom(fleet: object, catalog: object) -> list[Finding]:
         raise RuntimeError("bug")
 
-    broken = tuple(dataclasses.replace(r, check=boom) if r.id == "tcp-fallback-risk" else r for r in RULES)
+    broken = tuple(r._replace(check=boom) if r.id == "tcp-fallback-risk" else r for r in RULES)
     monkeypatch.setattr(fleetspec.rules, "RULES", broken)
     result = compile_file(FIXTURES / "tcp-fallback-risk" / "pass_suppressed.yaml")
     assert [f.rule for f in result.findings if f.severity == Severity.ERROR] == ["internal-error"]
