@@ -463,7 +463,7 @@ class Health(_Model):
     slurm_node_state: list[SlurmHealthState] = Field(
         default_factory=lambda: ["ANY"], description="Slurm HealthCheckNodeState: ANY also rechecks drained nodes"
     )
-    min_healthy: int | str = Field(
+    min_healthy: strict(int, ge=0) | strict(str, pattern=r"^(100|[1-9]?[0-9])%$|^[0-9]+$") = Field(
         default="51%", description="Kubernetes remediation acts only while at least this many of the GPU nodes are "
                                    "healthy: a count or a percentage, rounded up (medik8s NHC minHealthy; 0: no limit)"
     )

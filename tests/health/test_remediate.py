@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from fleetspec.cli import app
@@ -185,3 +186,17 @@ def test_min_healthy_is_checked_in_the_spec(tmp_path) -> None:
     for good, kept in (("51%", "51%"), ("0", "0"), ("12", "12"), ('"100%"', "100%")):
         assert compile_text(SPEC.replace("min_healthy: 0", f"min_healthy: {good}")).fleet.health.min_healthy == kept
     assert compile_text(SPEC.replace(", min_healthy: 0", "")).fleet.health.min_healthy == "51%"
+
+
+def test_editors_see_the_same_limit_in_the_json_schema() -> None:
+    """`fleetspec schema` (for yaml-language-server) accepts what the spec accepts here."""
+    import jsonschema
+
+    from fleetspec.spec.model import Health
+
+    schema = Health.model_json_schema()["properties"]["min_healthy"]
+    for good in ("51%", "0%", "100%", 3, 0, "3"):
+        jsonschema.validate(good, schema)
+    for bad in ("101%", -1, "half", "05%"):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, schema)
