@@ -113,8 +113,7 @@ def _run(inventory: Path | Sequence[Path], hosts: Sequence[str], module: str, mo
                 tail = (result.stdout.read().strip().splitlines() or ["no output"])[-1]
                 raise AdhocError(f"ansible-runner failed (rc {result.rc}): {tail}")
     finally:
-        for signum, handler in saved.items():
-            signal.signal(signum, handler)
+        restore_stop_signals(saved)
     if received:
         signal.raise_signal(received[0])  # to the process's own handler, now the run is canceled
         raise AdhocError(f"canceled: {signal.Signals(received[0]).name} received during the run")
@@ -123,14 +122,31 @@ def _run(inventory: Path | Sequence[Path], hosts: Sequence[str], module: str, mo
 
 def catch_stop_signals(received: list[int]) -> dict[int, Any]:
     """In the main thread: record SIGINT/SIGTERM during a run (the caller cancels the run,
-    as ansible-runner's own handler would) and return the handlers to put back afterwards.
-    Elsewhere (no handler can be set) ansible-runner installs none either: {}."""
+    as ansible-runner's own handler would) and return the handlers to put back afterwards
+    (``restore_stop_signals``). Elsewhere (no handler can be set) ansible-runner installs
+    none either: {}.
+
+    A handler installed from C (an embedding program's, one set before the interpreter
+    started) reads as None (``signal.getsignal``: "None means that the previous signal
+    handler was not installed from Python", https://docs.python.org/3/library/signal.html#signal.getsignal)
+    and cannot be put back from Python: ``signal.signal(s, None)`` raises TypeError, and
+    SIG_DFL would change what the signal does. So that signal is left to its handler (kept
+    in place, never replaced, never restored): it still acts during the run as it did before,
+    and the run is cancelled only by the signals fleetspec could catch."""
     if threading.current_thread() is not threading.main_thread():
         return {}
     saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    for s in saved:
-        signal.signal(s, lambda signum, _frame: received.append(signum))
+    for s, handler in saved.items():
+        if handler is not None:
+            signal.signal(s, lambda signum, _frame: received.append(signum))
     return saved
+
+
+def restore_stop_signals(saved: dict[int, Any]) -> None:
+    """Put back what ``catch_stop_signals`` replaced; a C handler (None) was never replaced."""
+    for signum, handler in saved.items():
+        if handler is not None:
+            signal.signal(signum, handler)
 
 
 def host_results(events: Any) -> dict[str, HostResult]:

@@ -307,3 +307,52 @@ def test_apply_never_truncates_through_a_link_planted_as_its_log(tmp_path):
     assert result.exit_code == ERROR, result.output
     assert "symbolic link" in result.output and "Traceback" not in result.output
     assert victim.read_text() == "keep me\n"
+
+
+def test_an_event_log_apply_cannot_open_is_an_error_line_not_a_traceback(tmp_path):
+    """A log apply cannot open (here: an immutable file, which even root cannot truncate; a
+    read-only or full disk fails the same way) stops apply before it touches a node, with one
+    `error:` line and exit 1."""
+    from tests.conftest import unavailable
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root (the immutable flag)")
+    if shutil.which("chattr") is None:
+        unavailable("chattr (e2fsprogs) is missing")
+    state = tmp_path / "state"
+    state.mkdir()
+    log = state / "quickstart.apply.log"
+    log.write_text("an earlier apply\n")
+    if subprocess.run(["chattr", "+i", str(log)], capture_output=True).returncode != 0:
+        pytest.skip("the filesystem under tmp_path has no immutable flag (tmpfs)")
+    try:
+        result = run("apply", QUICKSTART, "--yes", "--state", state)
+    finally:
+        subprocess.run(["chattr", "-i", str(log)], check=True)
+    assert result.exit_code == ERROR, result.output
+    assert "Traceback" not in result.output and isinstance(result.exception, (SystemExit, type(None)))
+    assert f"error: cannot write the event log {log}: Operation not permitted; nothing was applied." in \
+        " ".join(result.output.split()), result.output
+    assert log.read_text() == "an earlier apply\n"
+    assert not (state / "quickstart.json").exists()  # no wave recorded, the lock released
+    assert not any(p.name.endswith(".lock") for p in state.iterdir()), list(state.iterdir())
+
+
+def test_a_full_disk_under_the_event_log_never_stops_an_apply(tmp_path):
+    """A write that fails mid-apply (ENOSPC from /dev/full, as a full .fleetspec/ gives) is said
+    once and the apply goes on: stopping there would leave a wave's nodes drained."""
+    from rich.console import Console
+
+    from fleetspec.apply.report import TextReport
+    from fleetspec.apply.rollout import ApplyEvent
+
+    console = Console(record=True, width=200, force_terminal=False)
+    report = TextReport(console, tmp_path / "fleet.apply.log", [("canary", ("n-1",))])
+    report._log.close()
+    report._log = open("/dev/full", "w", encoding="utf-8")  # finish() closes it
+    report.emit(ApplyEvent("wave-start", "wave canary: draining n-1", wave="canary", hosts=("n-1",)))
+    report.emit(ApplyEvent("drain", "wave canary: applying", wave="canary", hosts=("n-1",)))
+    report.finish(None)
+    text = console.export_text()
+    assert text.count("No space left on device; the apply goes on, its events are no longer logged") == 1, text
+    assert "wave canary: applying" in text

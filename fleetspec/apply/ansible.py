@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from fleetspec.ansible_adhoc import catch_stop_signals
+from fleetspec.ansible_adhoc import catch_stop_signals, restore_stop_signals
 
 PLAYBOOKS_ENV = "FLEETSPEC_PLAYBOOKS"
 
@@ -210,8 +210,7 @@ def run_playbook(
             status = f"canceled ({signal.Signals(received[0]).name} received during the run)"
         return PlaybookResult(ok, results, status, runner.rc, private if keep else None)
     finally:
-        for signum, handler in saved.items():
-            signal.signal(signum, handler)
+        restore_stop_signals(saved)
         if not keep:
             shutil.rmtree(private, ignore_errors=True)
 

@@ -88,7 +88,7 @@ def apply(
     from fleetspec.state.lock import LockHeld
 
     emit = _emitter(format)
-    report = None  # text mode, once the apply starts: milestones, a live line, a summary, the log file
+    report = None  # once the apply starts: text (milestones, a live line, a summary, the log file) or JSON lines
     saved: Plan | None = None
     try:
         if target.suffix == ".json":
@@ -131,8 +131,17 @@ def apply(
             if format is ApplyFormat.text:
                 from fleetspec.apply.report import TextReport
 
-                report = TextReport(out, store.work_dir / f"{fleet.name}.apply.log",
-                                    [(wave_name(w), w.hosts) for w in plan.waves])
+                log = store.work_dir / f"{fleet.name}.apply.log"
+                try:
+                    report = TextReport(out, log, [(wave_name(w), w.hosts) for w in plan.waves])
+                except OSError as exc:  # a read-only or full disk: nothing was applied yet
+                    raise ApplyError(f"cannot write the event log {log}: {exc.strerror or exc}; nothing was "
+                                     f"applied. Free or fix {log.parent}, or run with --format json") from None
+                emit = report.emit
+            else:  # JSON lines; a final "interrupted" event when the apply does not finish
+                from fleetspec.apply.report import JsonReport
+
+                report = JsonReport([(wave_name(w), w.hosts) for w in plan.waves])
                 emit = report.emit
             extravars, redact = _secrets(fleet, base_dir, sec)
             build = build_dir(store)
@@ -202,8 +211,9 @@ def _emitter(fmt: ApplyFormat):  # type: ignore[no-untyped-def]
 
     def emit(event: ApplyEvent) -> None:
         if fmt is ApplyFormat.json:
-            if event.task is None or event.task.status in ("changed", "failed", "unreachable"):
-                print(json.dumps(event.to_dict()), flush=True)  # task progress (started, ok, ...) is the text view's
+            from fleetspec.apply.report import print_json_event
+
+            print_json_event(event)
         elif event.kind != "plan":
             color = colors.get(event.kind, "")
             text = escape(event.message)

@@ -69,6 +69,7 @@ class TextReport:
         check_output_file(log_path)
         fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         self._log = os.fdopen(fd, "w", encoding="utf-8")  # closed in finish()
+        self._log_broken = False  # a write failed (disk full, I/O error): the apply goes on unlogged
         self._progress = Progress(waves)
         self._lock = threading.Lock()  # the model, between the caller and the live view's refresh thread
         self._live: Live | None = None
@@ -78,10 +79,16 @@ class TextReport:
 
     def emit(self, event: ApplyEvent) -> None:
         task = event.task
-        if task is None or task.status != "started":  # a task starting is progress, not a result
+        if (task is None or task.status != "started") and not self._log_broken:  # a task starting is progress
             stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-            self._log.write(f"{stamp} {event.kind}{' [' + event.wave + ']' if event.wave else ''} {event.message}\n")
-            self._log.flush()
+            try:
+                self._log.write(f"{stamp} {event.kind}{' [' + event.wave + ']' if event.wave else ''} "
+                                f"{event.message}\n")
+                self._log.flush()
+            except OSError as exc:  # never stop an apply mid-wave (nodes drained) for its log
+                self._log_broken = True
+                self.console.print(f"[yellow]event log {escape(str(self.log_path))}: {escape(exc.strerror or str(exc))}"
+                                   "; the apply goes on, its events are no longer logged[/]")
         if event.kind == "plan":
             return
         with self._lock:  # never held while printing: printing redraws the live view, which takes it
@@ -110,14 +117,17 @@ class TextReport:
         if self._live is not None:
             self._live.stop()
             self._live = None
-        self._log.close()
+        try:
+            self._log.close()
+        except OSError:  # the last buffered line could not be written: already said in emit, or lost
+            pass
         groups = list(self._progress.groups.values())
         if not groups and not self._skipped:
             return
         table = Table(title="apply summary", title_justify="left")
         for column in ("wave", "nodes", "hosts", "result"):
             table.add_column(column, overflow="fold")
-        unfinished = [g for g in groups if g.state in ACTIVE] if result is None else []
+        unfinished = unfinished_groups(self._progress) if result is None else []
         for group in groups:
             result_text = {DONE: "[green]done[/]", FAILED: "[red]failed[/]",
                            PENDING: "not started"}.get(group.state, "[yellow]running[/]")
@@ -129,10 +139,7 @@ class TextReport:
             table.add_row("skipped", "", escape(_hostlist(self._skipped)), "[yellow]not applied, not recorded[/]")
         self.console.print(table)
         for group in unfinished:
-            what = f"wave {group.name}" if group.is_wave else "the converge run"
-            left = " may be left drained" if group.is_wave else " were being converged"
-            self.console.print(f"[yellow]apply did not finish: {escape(what)} stopped while {group.state}; "
-                               f"{escape(_hostlist(list(group.hosts)))}{left}. Run apply again to finish it[/]")
+            self.console.print(f"[yellow]{escape(did_not_finish(group))}[/]")
         if result is not None and not result.ok:
             self.console.print(f"[red]{escape(result.message)}[/]; details in {escape(str(self.log_path))}")
 
@@ -147,6 +154,55 @@ class TextReport:
         elapsed = time.monotonic() - self._since[1] if self._since else None
         with self._lock:
             return live_view(self._progress, max(3, min(MAX_HOST_LINES, height // 2)), elapsed)
+
+
+def unfinished_groups(progress: Progress) -> list[GroupProgress]:
+    """The waves (or converge run) an apply that did not finish left at work."""
+    return [g for g in progress.groups.values() if g.state in ACTIVE]
+
+
+def did_not_finish(group: GroupProgress) -> str:
+    """The line that says ``group`` was left at work, and what that means for its hosts."""
+    what = f"wave {group.name}" if group.is_wave else "the converge run"
+    left = " may be left drained" if group.is_wave else " were being converged"
+    return (f"apply did not finish: {what} stopped while {group.state}; {_hostlist(list(group.hosts))}{left}. "
+            "Run apply again to finish it")
+
+
+def print_json_event(event: ApplyEvent) -> None:
+    """One event as a JSON line on standard output; a task's progress (started, ok, skipped)
+    is left to the text view."""
+    import json
+
+    if event.task is None or event.task.status in ("changed", "failed", "unreachable"):
+        print(json.dumps(event.to_dict()), flush=True)
+
+
+class JsonReport:
+    """``apply --format json``: one JSON object per event on standard output (a task's progress,
+    started or ok, is the text view's alone). An apply that does not finish (Ctrl-C, an error it
+    raised) ends with one ``interrupted`` event, as the text summary says ``interrupted``: the
+    wave left at work and its hosts (they may be left drained), ``ok`` false."""
+
+    def __init__(self, waves: Iterable[tuple[str, Sequence[str]]] = ()) -> None:
+        self._progress = Progress(waves)
+
+    def emit(self, event: ApplyEvent) -> None:
+        print_json_event(event)
+        self._progress.update(event)
+
+    def finish(self, result: ApplyResult | None) -> None:
+        import json
+
+        if result is not None:
+            return
+        groups = unfinished_groups(self._progress)
+        message = "; ".join(did_not_finish(g) for g in groups) or \
+            "apply did not finish: no wave was at work, none is left drained. Run apply again to finish it"
+        wave = next((g.name for g in groups if g.is_wave), None)
+        hosts = [h for g in groups for h in g.hosts]
+        print(json.dumps({"event": "interrupted", "message": message, "wave": wave, "hosts": hosts, "ok": False}),
+              flush=True)
 
 
 def host_line(host: HostProgress) -> Text:

@@ -134,6 +134,7 @@ def _health(health: m.Health | None) -> ir.HealthPolicy | None:
     actions = {**default_actions(), **health.actions}
     return ir.HealthPolicy(health.interval, tuple(dict.fromkeys(health.checks)), tuple(sorted(actions.items())),
                            tuple(dict.fromkeys(health.slurm_node_state)), dcgm_level=health.dcgm_level,
+                           min_healthy=str(health.min_healthy),
                            path=("spec", "health"))
 
 

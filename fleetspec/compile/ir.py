@@ -301,6 +301,7 @@ class HealthPolicy:
     actions: tuple[tuple[str, str], ...]  # (fault class, action), sorted by class
     slurm_node_state: tuple[str, ...] = ("ANY",)
     dcgm_level: int = 1  # dcgmi diag -r LEVEL, with "dcgm" among checks
+    min_healthy: str = "51%"  # Kubernetes remediation's blast-radius limit: "51%" or a count ("3")
     path: SpecPath = _loc()
 
     def action(self, fault_class: str) -> str:

@@ -2,7 +2,8 @@
 
 Thin: compile the spec, gather the verdicts one way (``fleet``), print, pick the exit
 code (0: no node needs an action; 1: a node is quarantined, gave no verdict, the verdicts
-could not be gathered, or ``--remediate`` could not act on a node).
+could not be gathered, or ``--remediate`` could not act on a node or was held back by
+``spec.health.min_healthy``).
 """
 
 from __future__ import annotations
@@ -73,10 +74,13 @@ def health(
 
         # a node kubectl fails on is one of the lines ("not acted on: ..."), never the end of
         # the run; it makes the exit 1 even when every node is healthy (an uncordon failed)
-        remedies = remediate_kubernetes(fleet, result, local_runner(timeout=3600))
-        for remedy in remedies:
+        # the run, and exit 1, when the blast-radius limit (spec.health.min_healthy) held it back
+        remediation = remediate_kubernetes(fleet, result, local_runner(timeout=3600))
+        if remediation.held:
+            err.print(remediation.held, markup=False)
+        for remedy in remediation.remedies:
             err.print(f"{remedy.node}: {remedy.done}", markup=False)
-        remediated = all(r.ok for r in remedies)
+        remediated = remediation.ok
     else:
         remediated = True
     if junit is not None:

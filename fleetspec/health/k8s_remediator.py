@@ -22,7 +22,11 @@ may read and patch Nodes, list Pods and create ``pods/eviction``. Each run:
   (``fleetspec.health.device_taints.plan``, the same decision), and the node is cordoned
   only for what is left: a node-level fault, or a GPU its ResourceSlices do not show. A
   rule whose device is no longer listed (the condition ``False``, or other devices) is
-  deleted; ``Unknown`` changes nothing.
+  deleted; ``Unknown`` changes nothing;
+- the blast-radius limit (``--min-healthy``, spec.health.min_healthy, ``min_healthy``): while
+  fewer of the selected nodes than that are healthy (``GPUProblem`` False) and some are sick,
+  no sick node is acted on (cordons and taints in place stay, nothing new is evicted), a
+  recovered node is still released, one line says so and the run exits 1.
 
 Source: https://kubernetes.io/docs/concepts/scheduling-eviction/api-eviction/ (the Eviction
 API, 429 when a PodDisruptionBudget forbids it); NPD docs/custom_plugin_monitor.md (the
@@ -39,7 +43,7 @@ import urllib.parse
 import urllib.request
 from typing import Any, Dict, List, Optional, Tuple
 
-from fleetspec.health import device_taints
+from fleetspec.health import device_taints, min_healthy
 
 ANNOTATION = "fleetspec.io/drain-reason"
 LEADER = "fleetspec-health:"
@@ -163,14 +167,22 @@ NOT_ACTED = "not acted on: "
 
 
 def reconcile(api: Api, selector: str, dra_partitions: Tuple[str, ...] = (), taint_api: Optional[str] = None,
-              partition_label: str = PARTITION_LABEL) -> List[str]:
+              partition_label: str = PARTITION_LABEL, healthy_floor: str = min_healthy.DEFAULT) -> List[str]:
     """One pass over the GPU nodes; returns what was done, one line per action. A node the
     API refuses (deleted since the list, a webhook, RBAC) gets a ``NODE: not acted on: ...``
-    line and the pass goes on with the others."""
+    line and the pass goes on with the others. Fewer healthy nodes (``GPUProblem`` False) than
+    ``healthy_floor`` (spec.health.min_healthy) while some are sick: the first line is the
+    ``HELD`` line, no sick node is acted on (what is in place stays), recovered ones are
+    still released."""
     nodes = api.get("/api/v1/nodes?" + urllib.parse.urlencode({"labelSelector": selector})).get("items", [])
-    out = []  # type: List[str]
+    status = {n["metadata"]["name"]: (condition(n) or {}).get("status") for n in nodes}
+    held = min_healthy.hold(healthy_floor, len(nodes), sum(s == "False" for s in status.values()),
+                            sum(s == "True" for s in status.values()))
+    out = [held] if held else []  # type: List[str]
     for node in nodes:
         name = node["metadata"]["name"]
+        if held and status[name] == "True":
+            continue  # the limit: nothing new on a sick node, and what is in place stays
         lines = []  # type: List[str]
         try:
             _reconcile_node(api, node, dra_partitions, taint_api, partition_label, lines)
@@ -236,17 +248,22 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--dra-partitions", default="",
                         help="comma-separated partition label values of DRA-managed pools (device taints there)")
     parser.add_argument("--taint-api", help="the DeviceTaintRule apiVersion, e.g. resource.k8s.io/v1beta2")
+    parser.add_argument("--min-healthy", default=min_healthy.DEFAULT,
+                        help="act on sick nodes only while at least this many of the selected nodes are healthy: "
+                             "a count or a percentage (default %(default)s, spec.health.min_healthy)")
     args = parser.parse_args(argv)
     try:
+        min_healthy.needed(args.min_healthy, 0)  # a bad value is refused before anything is read
         api = Api(args.server) if args.server else in_cluster()
         dra = tuple(p for p in args.dra_partitions.split(",") if p)
-        lines = reconcile(api, args.selector, dra, args.taint_api)
+        lines = reconcile(api, args.selector, dra, args.taint_api, healthy_floor=args.min_healthy)
     except (RuntimeError, OSError, ValueError) as exc:
         sys.stderr.write("fleetspec-health-remediator: %s\n" % exc)
         return 1
     for line in lines:
         sys.stdout.write(line + "\n")
-    return 1 if any(line.split(": ", 1)[-1].startswith(NOT_ACTED) for line in lines) else 0
+    held = bool(lines) and lines[0].startswith(min_healthy.HELD)
+    return 1 if held or any(line.split(": ", 1)[-1].startswith(NOT_ACTED) for line in lines) else 0
 
 
 if __name__ == "__main__":

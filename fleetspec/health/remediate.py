@@ -14,6 +14,11 @@ fault taints only its GPU: a DeviceTaintRule (``fleetspec.health.device_taints``
 the device the NVIDIA DRA driver publishes at that PCI address; the node stays schedulable
 for its other GPUs. A rule is deleted once its device no longer has such a fault. A device
 the node's ResourceSlices do not show falls back to the node path.
+
+The blast-radius limit (``spec.health.min_healthy``, ``fleetspec.health.min_healthy``, the
+in-cluster remediator's decision): while fewer of the fleet's Kubernetes-owned nodes than
+that have a healthy verdict and some need an action, no node is acted on but to release a
+recovered one; the run says so in one line and fails.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from dataclasses import dataclass
 
 from fleetspec.apply.control import DRAIN_REASON, ControlError, KubernetesControl, Runner, checked
 from fleetspec.compile.ir import Fleet
-from fleetspec.health import device_taints
+from fleetspec.health import device_taints, min_healthy
 from fleetspec.health.catalog import strongest
 from fleetspec.health.classify import reason
 from fleetspec.health.fleet import FleetHealth
@@ -39,17 +44,41 @@ class Remedy:
     ok: bool = True  # False: kubectl failed on this node ("not acted on" / "stopped")
 
 
-def remediate_kubernetes(fleet: Fleet, health: FleetHealth, run: Runner, deadline_s: float = 1800) -> list[Remedy]:
+@dataclass(frozen=True)
+class Remediation:
+    remedies: list[Remedy]
+    held: str | None = None  # the blast-radius limit held remediation back: why, in one line
+
+    @property
+    def ok(self) -> bool:
+        return self.held is None and all(r.ok for r in self.remedies)
+
+
+def _acts(verdict: dict) -> bool:
+    return verdict.get("action", "none") != "none"
+
+
+def remediate_kubernetes(fleet: Fleet, health: FleetHealth, run: Runner, deadline_s: float = 1800) -> Remediation:
     from fleetspec.render.kubernetes_dra import dra_gpu_partitions
 
     control = KubernetesControl(run)
     dra = {p.name for p in dra_gpu_partitions(fleet)}
     api = device_taints.api_version(fleet.kubernetes.version) if fleet.kubernetes else None
+    # the pool the in-cluster remediator selects: every Kubernetes-owned node; one without a
+    # verdict (unreachable, or no file in --facts) is not counted healthy
+    pool = [n.hostname for n in fleet.nodes if n.scheduler == "kubernetes"]
+    verdicts = [health.verdicts.get(h) for h in pool]
+    healthy = sum(1 for v in verdicts if v is not None and not _acts(v) and v.get("status") in ("healthy", "degraded"))
+    sick = sum(1 for v in verdicts if v is not None and _acts(v))
+    floor = fleet.health.min_healthy if fleet.health else min_healthy.DEFAULT
+    held = min_healthy.hold(floor, len(pool), healthy, sick)
     out: list[Remedy] = []
     for host, verdict in health.verdicts.items():
         node = fleet.node(host)
         if node is None or node.scheduler != "kubernetes":
             continue
+        if held and _acts(verdict):
+            continue  # the limit: nothing new on a sick node, and what is in place stays
         done: list[str] = []
         try:  # one node the API refuses (RBAC, an admission webhook, gone) never stops the others
             _remediate_node(control, run, host, verdict, api if node.partition in dra else None, deadline_s, done)
@@ -58,7 +87,7 @@ def remediate_kubernetes(fleet: Fleet, health: FleetHealth, run: Runner, deadlin
             out.append(Remedy(host, f"{'stopped' if done else 'not acted on'}: {exc}", ok=False))
             continue
         out += [Remedy(host, line) for line in done]
-    return out
+    return Remediation(out, held)
 
 
 def _remediate_node(control: KubernetesControl, run: Runner, host: str, verdict: dict, api: str | None,

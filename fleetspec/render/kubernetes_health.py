@@ -263,6 +263,7 @@ REMEDIATOR_MODULES = (
     "fleetspec/health/__init__.py",
     "fleetspec/health/device_taints.py",
     "fleetspec/health/k8s_remediator.py",
+    "fleetspec/health/min_healthy.py",
 )
 
 
@@ -286,7 +287,8 @@ def remediator(fleet: Fleet) -> list[dict[str, Any]]:
     minutes = max(1, -(-fleet.health.interval // 60))
     root = Path(fleetspec.__file__).resolve().parent.parent
     code = {m.replace("/", "."): (root / m).read_text() for m in REMEDIATOR_MODULES}
-    command = ["python3", "-s", "-m", "fleetspec.health.k8s_remediator", "--selector", selector]
+    command = ["python3", "-s", "-m", "fleetspec.health.k8s_remediator", "--selector", selector,
+               "--min-healthy", fleet.health.min_healthy]
     rules = [
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]},
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},

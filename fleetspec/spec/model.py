@@ -463,6 +463,19 @@ class Health(_Model):
     slurm_node_state: list[SlurmHealthState] = Field(
         default_factory=lambda: ["ANY"], description="Slurm HealthCheckNodeState: ANY also rechecks drained nodes"
     )
+    min_healthy: strict(int, ge=0) | strict(str, pattern=r"^(100|[1-9]?[0-9])%$|^[0-9]+$") = Field(
+        default="51%", description="Kubernetes remediation acts only while at least this many of the GPU nodes are "
+                                   "healthy: a count or a percentage, rounded up (medik8s NHC minHealthy; 0: no limit)"
+    )
+
+    @field_validator("min_healthy", mode="before")
+    @classmethod
+    def _count_or_percentage(cls, value: Any) -> str:
+        text = str(value) if type(value) is int else value if type(value) is str else ""
+        number = text[:-1] if text.endswith("%") else text
+        if number.isascii() and number.isdigit() and str(int(number)) == number and (number == text or int(number) <= 100):
+            return text
+        raise ValueError(f"give a count of nodes (3) or a percentage from 0% to 100% (51%), not {value!r}")
 
     @field_validator("actions")
     @classmethod

@@ -6,6 +6,8 @@ One program answers both questions a node is asked: does it run its partition's 
 node's report gains a ``health`` check, and the verdict folds into verify's one exit
 code: healthy is ``ok``, degraded (faults whose action is ``none``) a ``warning``, sick
 ``drift`` (exit 1; 2 with ``--detailed-exitcode``), naming the fault as the drain reason does.
+A check that fails itself is ``drift`` too, found ``unknown``, its one-line message naming the
+exception and the line it came from: a node nobody could judge must not pass a health check.
 """
 
 from __future__ import annotations
@@ -22,12 +24,31 @@ _STATUS = {"healthy": Status.OK, "degraded": Status.WARNING}
 def node_verdict(fleet: Fleet, hostname: str, root: str = "/") -> dict[str, Any]:
     """The node check's verdict for this machine as node ``hostname``. It looks without
     writing the check's state (kernel-log cursor, IB counters): the scheduled check still
-    sees every fault first."""
+    sees every fault first. A check that fails itself (a bug, tool output no parser expected)
+    is an ``unknown`` verdict naming the exception and where it was raised, never a traceback."""
     from fleetspec.health.node_check import run_check
     from fleetspec.render.health import node_config
     from fleetspec.verify.collector import Host
 
-    return run_check(node_config(fleet), hostname, Host(root), persist=False)
+    try:
+        return run_check(node_config(fleet), hostname, Host(root), persist=False)
+    except Exception as exc:  # the node check's own failure, as its main() turns it into Unknown
+        return {"node": hostname, "status": "unknown", "action": "none", "faults": [],
+                "errors": [f"the check failed: {type(exc).__name__}: {exc} ({_where(exc)})"]}
+
+
+def _where(exc: BaseException) -> str:
+    """``module.py:LINE`` of the innermost frame, relative to the package (the place to look)."""
+    import traceback
+    from pathlib import Path
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return "no traceback"
+    path = Path(frames[-1].filename)
+    parts = path.parts
+    shown = "/".join(parts[parts.index("fleetspec"):]) if "fleetspec" in parts else path.name
+    return f"{shown}:{frames[-1].lineno}"
 
 
 def health_check(verdict: dict[str, Any]) -> Check:
@@ -35,6 +56,9 @@ def health_check(verdict: dict[str, Any]) -> Check:
 
     status = _STATUS.get(verdict["status"], Status.DRIFT)
     faults = verdict.get("faults", [])
+    if verdict["status"] == "unknown":  # the check could not judge: a failure, never a pass
+        return Check("health", Status.DRIFT, "healthy", "unknown",
+                     ("unknown: " + "; ".join(verdict.get("errors") or ["no verdict"]))[:400])
     if status is Status.DRIFT:
         message = f"sick: {reason(verdict)}"
     elif faults:

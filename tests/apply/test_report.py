@@ -246,3 +246,50 @@ def test_an_apply_that_did_not_finish_never_shows_a_wave_running(tmp_path):
     assert "done" in rows[W1] and "interrupted" in rows[W2] and "not started" in rows["nvidia-hopper#3"]
     assert (f"apply did not finish: wave {W2} stopped while applying; h100-[002-003] may be left drained. "
             "Run apply again to finish it") in " ".join(shown.split())
+
+
+def test_json_mode_ends_an_apply_that_did_not_finish_with_an_interrupted_event(capsys):
+    """`apply --format json`: Ctrl-C during a wave (the CLI calls finish(None)) ends the stream
+    with one `interrupted` event naming the wave left at work and its hosts, as the text
+    summary does; a finished apply adds nothing after its own last event."""
+    from fleetspec.apply.report import JsonReport
+
+    events = [ApplyEvent("wave-start", f"wave {W1}: 1 node(s), drain", W1, NODES[:1]),
+              ApplyEvent("wave-done", f"wave {W1} done; nodes resumed", W1, NODES[:1]),
+              ApplyEvent("wave-start", f"wave {W2}: 2 node(s), drain", W2, NODES[1:]),
+              _host(W2, NODES[2], "Install NCCL", "started", "libnccl2")]
+    report = JsonReport([(W1, NODES[:1]), (W2, NODES[1:])])
+    for event in events:
+        report.emit(event)
+    report.finish(None)
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [e["event"] for e in lines] == ["wave-start", "wave-done", "wave-start", "interrupted"]  # no "started"
+    assert lines[-1] == {"event": "interrupted", "wave": W2, "hosts": list(NODES[1:]), "ok": False, "message":
+                         f"apply did not finish: wave {W2} stopped while applying; h100-[002-003] may be left "
+                         "drained. Run apply again to finish it"}
+    report = JsonReport([(W1, NODES[:1])])
+    report.emit(ApplyEvent("done", "applied: 1 change(s), 1 wave(s)"))
+    report.finish(ApplyResult(True, "applied"))
+    assert [json.loads(line)["event"] for line in capsys.readouterr().out.splitlines()] == ["done"]
+
+
+def test_json_mode_says_when_an_apply_stopped_before_a_wave(tmp_path):
+    """The CLI's error path (here: a secret the spec names does not exist, found after the
+    plan was shown) ends the JSON stream with an `interrupted` event too, nothing drained."""
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from fleetspec.cli import app
+    from tests.conftest import EXAMPLES
+
+    spec = tmp_path / "fleet.yaml"
+    shutil.copy(EXAMPLES / "quickstart.yaml", spec)
+    result = CliRunner().invoke(app, ["apply", str(spec), "--yes", "--state", str(tmp_path / "state"),
+                                      "--format", "json"])
+    assert result.exit_code == 1
+    last = json.loads(result.stdout.splitlines()[-1])
+    assert last == {"event": "interrupted", "wave": None, "hosts": [], "ok": False,
+                    "message": "apply did not finish: no wave was at work, none is left drained. Run apply again "
+                               "to finish it"}
+    assert "error: secret 'munge_key'" in result.stderr

@@ -44,7 +44,7 @@ spec:
     dra:
       nvidia: {version: "0.4.1"}
       gpus: true
-  health: {interval: 60}
+  health: {interval: 60, min_healthy: 0}  # per-node behaviour: no blast-radius limit
 """
 # Kernel-log lines of the fixture (real NVRM shape): Xid 48 (DBE) and 63 (row remap pending)
 # on the GPU at 0000:5d:00, both quarantine-device; Xid 79 on 0000:18:00 (drain-reboot).
@@ -228,7 +228,8 @@ def test_a_dcgm_fault_taints_only_its_device(crd_index, tmp_path, monkeypatch, k
 
     from .nodes import set_tool_output
 
-    text = SPEC.replace("health: {interval: 60}", "health: {interval: 60, checks: [kernel-log, gpu-memory, dcgm]}")
+    text = SPEC.replace("health: {interval: 60,", "health: {interval: 60, checks: [kernel-log, gpu-memory, dcgm],")
+    assert "dcgm" in text
     compiled = compile_text(text)
     assert compiled.valid, [f.message for f in compiled.findings]
     config = tmp_path / "health.json"

@@ -9,6 +9,9 @@ from .apiserver_standin import ApiServer
 
 SELECTOR = "fleetspec.io/partition in (k8s-hopper)"
 REASON = "drain-reboot gpu-lost: 0000:18:00.0 Xid 79: GPU has fallen off the bus."
+# Most tests here look at what is done to each node, on pools mostly sick: the blast-radius
+# limit (its own tests below) is off for them
+NO_LIMIT = ["--min-healthy", "0"]
 
 
 def node(name: str, problem: str | None, *, cordoned: bool = False, annotation: str | None = None,
@@ -45,7 +48,7 @@ def test_reconcile(capsys) -> None:
     pods = [pod("trainer-0", "k-1"), pod("dcgm-exporter-abc", "k-1", owner="DaemonSet", ns="gpu-operator"),
             pod("db-0", "k-4"), pod("trainer-1", "k-3"), pod("job-2", "s-1")]
     with ApiServer(nodes, pods, pdb_protected={"db-0"}) as api:
-        assert k8s_remediator.main(["--selector", SELECTOR, "--server", api.url]) == 0
+        assert k8s_remediator.main(["--selector", SELECTOR, "--server", api.url] + NO_LIMIT) == 0
         out = capsys.readouterr().out
         k = api.nodes
         assert k["k-1"]["spec"]["unschedulable"] is True
@@ -63,7 +66,7 @@ def test_reconcile(capsys) -> None:
         # the next run: k-4's PDB now allows it; nothing is re-patched on k-1
         api.pdb_protected.clear()
         api.calls.clear()
-        assert k8s_remediator.main(["--selector", SELECTOR, "--server", api.url]) == 0
+        assert k8s_remediator.main(["--selector", SELECTOR, "--server", api.url] + NO_LIMIT) == 0
         assert ("PATCH", "/api/v1/nodes/k-1") not in api.calls
         assert [p["metadata"]["name"] for p in api.pods] == ["dcgm-exporter-abc", "trainer-1", "job-2"]
 
@@ -73,7 +76,7 @@ def test_a_node_the_api_refuses_does_not_stop_the_others(capsys) -> None:
     after it is still cordoned and drained, and the run exits 1 so the CronJob shows a failure."""
     nodes = [node("k-1", "True"), node("k-2", "True")]
     with ApiServer(nodes, [pod("trainer-2", "k-2")], gone={"k-1"}) as api:
-        assert k8s_remediator.main(["--selector", SELECTOR, "--server", api.url]) == 1
+        assert k8s_remediator.main(["--selector", SELECTOR, "--server", api.url] + NO_LIMIT) == 1
         out = capsys.readouterr().out
         assert 'k-1: not acted on: PATCH /api/v1/nodes/k-1: 404 nodes "k-1" not found' in out
         assert api.nodes["k-2"]["spec"]["unschedulable"] is True and api.pods == []
@@ -86,7 +89,7 @@ def test_a_pod_no_controller_manages_is_not_evicted(capsys) -> None:
     override)"), and `fleetspec health --remediate` drains with kubectl: the in-cluster
     remediator leaves such a pod too, and says so, instead of deleting it for good."""
     with ApiServer([node("k-1", "True")], [pod("trainer-0", "k-1"), pod("notebook", "k-1", owner=None)]) as api:
-        assert k8s_remediator.main(["--selector", SELECTOR, "--server", api.url]) == 0
+        assert k8s_remediator.main(["--selector", SELECTOR, "--server", api.url] + NO_LIMIT) == 0
         out = capsys.readouterr().out
         assert [p["metadata"]["name"] for p in api.pods] == ["notebook"]
         assert api.nodes["k-1"]["spec"]["unschedulable"] is True
@@ -153,7 +156,7 @@ def test_on_a_dra_pool_a_device_fault_taints_only_that_device(tmp_path, monkeypa
             "--taint-api", "resource.k8s.io/v1beta2"]
     crds = CrdIndex.load(require_shared("crds"))
     with ApiServer(nodes, pods, resource_slices=slices) as api:
-        assert k8s_remediator.main(args + ["--server", api.url]) == 0
+        assert k8s_remediator.main(args + ["--server", api.url] + NO_LIMIT) == 0
         out = capsys.readouterr().out
         assert sorted(api.taint_rules) == ["fleetspec-d-1-gpu-0", "fleetspec-d-2-gpu-0"], out
         rule = api.taint_rules["fleetspec-d-1-gpu-0"]
@@ -174,7 +177,7 @@ def test_on_a_dra_pool_a_device_fault_taints_only_that_device(tmp_path, monkeypa
         # d-1's GPU is repaired: NPD sets the condition False; its rule goes, d-2's stays
         k["d-1"]["status"]["conditions"][-1].update(status="False", reason="GPUHealthy", message="healthy")
         api.calls.clear()
-        assert k8s_remediator.main(args + ["--server", api.url]) == 0
+        assert k8s_remediator.main(args + ["--server", api.url] + NO_LIMIT) == 0
         out = capsys.readouterr().out
         assert sorted(api.taint_rules) == ["fleetspec-d-2-gpu-0"], out
         assert "d-1: DeviceTaintRule fleetspec-d-1-gpu-0 deleted" in out
@@ -188,5 +191,88 @@ def test_a_condition_without_a_device_list_takes_the_node_path(capsys) -> None:
     nodes[0]["status"]["conditions"][-1]["message"] = "quarantine-device ecc-uncorrectable: 0000:5d:00 Xid 48"
     with ApiServer(nodes, []) as api:
         assert k8s_remediator.main(["--selector", SELECTOR, "--server", api.url, "--dra-partitions", "k8s-hopper",
-                                    "--taint-api", "resource.k8s.io/v1beta2"]) == 0
+                                    "--taint-api", "resource.k8s.io/v1beta2"] + NO_LIMIT) == 0
         assert api.nodes["d-1"]["spec"]["unschedulable"] is True and api.taint_rules == {}
+
+
+def test_a_pool_mostly_sick_is_held_back(capsys) -> None:
+    """The blast-radius limit (spec.health.min_healthy, default 51% as medik8s NHC's minHealthy):
+    3 of 4 nodes show GPUProblem at once (a policy push, a driver update): nothing new is
+    cordoned or evicted, the cordon already in place stays, the recovered node is still
+    released, one line says why, and the run exits 1 so the CronJob shows a failure."""
+    nodes = [node("k-1", "True"), node("k-2", "True"),
+             node("k-3", "True", cordoned=True, annotation=f"fleetspec-health: {REASON}"),
+             node("k-4", "False", cordoned=True, annotation="fleetspec-health: drain x")]
+    pods = [pod("trainer-1", "k-1"), pod("trainer-2", "k-2"), pod("trainer-3", "k-3")]
+    with ApiServer(nodes, pods) as api:
+        assert k8s_remediator.main(["--selector", SELECTOR, "--server", api.url]) == 1
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[0].startswith("remediation held back: 3 of 4 GPU nodes look sick, 1 healthy, below "
+                                   "min_healthy 51% (3 healthy needed): nothing new is cordoned, drained or "
+                                   "tainted.") and "a human must look" in lines[0]
+        assert lines[1:] == ["k-4: uncordoned (was: fleetspec-health: drain x)"]
+        k = api.nodes
+        assert "unschedulable" not in k["k-1"]["spec"] and "unschedulable" not in k["k-2"]["spec"]
+        assert k["k-3"]["spec"]["unschedulable"] is True  # in place: stays
+        assert k["k-4"]["spec"]["unschedulable"] is False
+        assert len(api.pods) == 3 and not [c for c in api.calls if c[0] == "POST"]
+        assert [c for c in api.calls if c[0] == "PATCH"] == [("PATCH", "/api/v1/nodes/k-4")]
+
+
+def test_the_limit_lets_a_healthy_enough_pool_be_remediated(capsys) -> None:
+    """At the limit remediation goes on: 1 of 4 sick leaves 3 healthy, 51% of 4 rounded up
+    (NHC rounds up) is 3; a count works the same (2 of 4 sick, min_healthy 2)."""
+    with ApiServer([node("k-1", "True")] + [node(f"k-{i}", "False") for i in (2, 3, 4)], []) as api:
+        assert k8s_remediator.main(["--selector", SELECTOR, "--server", api.url]) == 0
+        assert api.nodes["k-1"]["spec"]["unschedulable"] is True
+    capsys.readouterr()
+    def half() -> list[dict]:  # the stand-in changes the objects it is given
+        return [node("k-1", "True"), node("k-2", "True"), node("k-3", "False"), node("k-4", "False")]
+
+    with ApiServer(half(), []) as api:
+        assert k8s_remediator.main(["--selector", SELECTOR, "--server", api.url, "--min-healthy", "2"]) == 0
+        assert api.nodes["k-1"]["spec"]["unschedulable"] is True and api.nodes["k-2"]["spec"]["unschedulable"]
+    with ApiServer(half(), []) as api:
+        assert k8s_remediator.main(["--selector", SELECTOR, "--server", api.url, "--min-healthy", "3"]) == 1
+        assert "unschedulable" not in api.nodes["k-1"]["spec"]
+
+
+def test_a_node_without_a_verdict_is_not_counted_healthy(capsys) -> None:
+    """Unknown (the check could not run) and no condition at all (NPD not running there) are
+    not healthy: 1 sick, 1 healthy, 2 without a verdict is below 51% of 4."""
+    nodes = [node("k-1", "True"), node("k-2", "False"), node("k-3", "Unknown"), node("k-4", None)]
+    with ApiServer(nodes, [pod("trainer-1", "k-1")]) as api:
+        assert k8s_remediator.main(["--selector", SELECTOR, "--server", api.url]) == 1
+        out = capsys.readouterr().out
+        assert "1 of 4 GPU nodes look sick (2 more gave no verdict), 1 healthy, below min_healthy 51%" in out
+        assert "unschedulable" not in api.nodes["k-1"]["spec"] and len(api.pods) == 1
+
+
+def test_under_the_limit_no_device_is_tainted_and_a_repaired_one_is_released(tmp_path, capsys) -> None:
+    """On a DRA pool: held back, a new device fault makes no DeviceTaintRule; a rule already
+    there stays while its node is sick, and goes once its node is healthy again."""
+    from .test_device_taints import resource_slice
+
+    message = ("quarantine-device ecc-uncorrectable: 0000:5d:00 Xid 48 "
+               "[devices: 0000:5d:00=ecc-uncorrectable]")
+    nodes = [node(f"k-{i}", "True") for i in (1, 2, 3)] + [node("k-4", "False")]
+    for n in nodes[:3]:
+        n["status"]["conditions"][-1]["message"] = message
+    args = ["--selector", SELECTOR, "--dra-partitions", "k8s-hopper", "--taint-api", "resource.k8s.io/v1beta2"]
+    slices = [resource_slice(f"k-{i}") for i in (1, 2, 3, 4)]
+    with ApiServer(nodes, [], resource_slices=slices) as api:
+        for name in ("k-3", "k-4"):  # tainted by an earlier run
+            rule = k8s_remediator.device_taints.device_taint_rule("resource.k8s.io/v1beta2", name, name, "gpu-0",
+                                                                  "ecc-uncorrectable")
+            api.taint_rules[rule["metadata"]["name"]] = rule
+        assert k8s_remediator.main(args + ["--server", api.url]) == 1
+        out = capsys.readouterr().out
+        assert sorted(api.taint_rules) == ["fleetspec-k-3-gpu-0"], out
+        assert "k-4: DeviceTaintRule fleetspec-k-4-gpu-0 deleted" in out
+        assert not [c for c in api.calls if c[0] in ("POST", "PATCH")]
+
+
+def test_a_bad_min_healthy_is_refused_before_anything_is_read(capsys) -> None:
+    assert k8s_remediator.main(["--selector", SELECTOR, "--server", "http://127.0.0.1:1", "--min-healthy", "150%"]) == 1
+    assert capsys.readouterr().err == ("fleetspec-health-remediator: min_healthy '150%': give a count of nodes (3) "
+                                       "or a percentage (51%)\n")

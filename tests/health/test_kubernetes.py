@@ -203,3 +203,34 @@ def test_without_health_nothing_changes() -> None:
     assert fleet.health is None
     assert not any(o["kind"] == "PrometheusRule" for o in objects(fleet))
     assert "dcgmExporter" not in next(r for r in kubernetes_resources(fleet).releases if r.name == "gpu-operator").values
+
+
+def test_the_cronjob_runs_with_the_specs_blast_radius_limit(tmp_path) -> None:
+    """spec.health.min_healthy reaches the CronJob's command, and the shipped modules alone (the
+    ConfigMap's tree) hold remediation back on a mostly sick pool: exit 1, nothing cordoned."""
+    import subprocess
+    import sys
+
+    from fleetspec.compile import compile_text
+
+    from .apiserver_standin import ApiServer
+    from .test_k8s_remediator import node
+    from .test_remediate import SPEC
+
+    for limit, want in ((None, "51%"), ("75%", "75%"), ("2", "2")):
+        text = SPEC.replace(", min_healthy: 0", "" if limit is None else f", min_healthy: {limit!r}")
+        fleet = compile_text(text).fleet
+        cron, code, _ = _remediator(fleet)
+        command = _lay_out(cron, code, tmp_path / want.rstrip("%"))
+        assert command[command.index("--min-healthy") + 1] == want
+    command = _lay_out(*_remediator(compile_text(SPEC.replace(", min_healthy: 0", "")).fleet)[:2], tmp_path / "d")
+    label = command[command.index("--selector") + 1].split("(")[1].rstrip(")")
+    nodes = [node(f"k-{i}", "True", partition=label) for i in (1, 2, 3)] + [node("k-4", "False", partition=label)]
+    with ApiServer(nodes, []) as api:
+        ran = subprocess.run([sys.executable, "-S", *command[1:], "--server", api.url],
+                             env={"PYTHONPATH": str(tmp_path / "d/opt/fleetspec")}, cwd=tmp_path, capture_output=True,
+                             text=True)
+        assert ran.returncode == 1, ran.stderr
+        assert ran.stdout.startswith("remediation held back: 3 of 4 GPU nodes look sick, 1 healthy, below "
+                                     "min_healthy 51% (3 healthy needed)"), ran.stdout
+        assert not any(n["spec"].get("unschedulable") for n in api.nodes.values())

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from fleetspec.cli import app
@@ -29,7 +30,7 @@ spec:
       nodes:
         - {hosts: "k-[1-4]", gpu: {model: h200, count: 1}, stack: hopper, scheduler: kubernetes}
   kubernetes: {version: "1.36", gpu_operator: {version: v26.7.0}}
-  health: {interval: 60}
+  health: {interval: 60, min_healthy: 0}  # per-node behaviour: no blast-radius limit
 """
 
 
@@ -124,3 +125,78 @@ def test_a_failed_uncordon_on_a_healthy_fleet_exits_1(tmp_path, monkeypatch, kub
     result = CliRunner().invoke(app, ["health", str(spec), "--facts", str(facts), "--remediate"])
     assert "k-2: not acted on: kubectl uncordon k-2 failed: Error from server (Forbidden)" in result.output
     assert result.exit_code == 1, result.output
+
+
+def _verdicts(tmp_path, monkeypatch, capsys, kmsgs: dict[str, str]) -> Path:
+    from fleetspec.compile import compile_text
+    from fleetspec.render.health import node_config
+
+    config = tmp_path / "health.json"
+    config.write_text(json.dumps(node_config(compile_text(SPEC).fleet)))
+    facts = tmp_path / "verdicts"
+    facts.mkdir()
+    for name, kmsg in kmsgs.items():
+        _, verdict = check(config, make_node(tmp_path / name, kmsg=kmsg), name, monkeypatch, capsys)
+        (facts / f"{name}.json").write_text(json.dumps(verdict))
+    return facts
+
+
+def test_a_pool_mostly_sick_is_held_back(tmp_path, monkeypatch, kubectl_state, capsys) -> None:
+    """spec.health.min_healthy (default 51%, medik8s NHC's minHealthy), the in-cluster
+    remediator's decision: 3 of 4 Kubernetes nodes sick at once: no cordon, no drain, the
+    recovered k-2 is still uncordoned, one line says why, exit 1."""
+    facts = _verdicts(tmp_path, monkeypatch, capsys, {"k-1": "kmsg-xids.txt", "k-2": "kmsg-healthy.txt",
+                                                       "k-3": "kmsg-xids.txt", "k-4": "kmsg-xids.txt"})
+    kubectl_state.write_text(json.dumps({"nodes": {
+        "k-1": {"pods": [{"name": "trainer-0"}]},
+        "k-2": {"unschedulable": True, "annotations": {"fleetspec.io/drain-reason": "fleetspec-health: drain x"}},
+        "k-3": {"pods": [{"name": "trainer-3"}]}, "k-4": {"pods": [{"name": "trainer-4"}]}}}))
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(SPEC.replace("min_healthy: 0", "min_healthy: 51%"))
+    result = CliRunner().invoke(app, ["health", str(spec), "--facts", str(facts), "--remediate"])
+    assert result.exit_code == 1, result.output
+    assert ("remediation held back: 3 of 4 GPU nodes look sick, 1 healthy, below min_healthy 51% (3 healthy "
+            "needed): nothing new is cordoned, drained or tainted.") in result.output
+    assert "k-2: uncordoned" in result.output
+    state = json.loads(kubectl_state.read_text())
+    assert [c for c in state["calls"] if c[0] != "get"] == [["uncordon", "k-2"], ["annotate", "node", "k-2", "fleetspec.io/drain-reason-"]]
+    for name in ("k-1", "k-3", "k-4"):
+        assert not state["nodes"][name].get("unschedulable") and state["nodes"][name]["pods"], name
+    # the default is the same limit
+    spec.write_text(SPEC.replace("  health: {interval: 60, min_healthy: 0}", "  health: {interval: 60}"))
+    result = CliRunner().invoke(app, ["health", str(spec), "--facts", str(facts), "--remediate"])
+    assert result.exit_code == 1 and "below min_healthy 51% (3 healthy needed)" in result.output, result.output
+    # a site that accepts it: a count of 1 lets the three be drained
+    spec.write_text(SPEC.replace("min_healthy: 0", "min_healthy: 1"))
+    result = CliRunner().invoke(app, ["health", str(spec), "--facts", str(facts), "--remediate"])
+    assert "held back" not in result.output and result.output.count("cordoned and drained") == 3, result.output
+
+
+def test_min_healthy_is_checked_in_the_spec(tmp_path) -> None:
+    """A located error, as for the other health settings; a count or a whole percentage."""
+    from fleetspec.compile import compile_text
+
+    spec = tmp_path / "fleet.yaml"
+    for bad in ('"101%"', "-1", "2.5", "true", '"half"', '"05%"'):
+        spec.write_text(SPEC.replace("min_healthy: 0", f"min_healthy: {bad}"))
+        result = CliRunner().invoke(app, ["validate", str(spec)])
+        assert result.exit_code == 1, bad
+        assert ("fleet.yaml:14:39: error [schema] 'spec.health.min_healthy': give a count of nodes (3) or a "
+                "percentage from 0% to 100% (51%), not ") in result.output, (bad, result.output)
+    for good, kept in (("51%", "51%"), ("0", "0"), ("12", "12"), ('"100%"', "100%")):
+        assert compile_text(SPEC.replace("min_healthy: 0", f"min_healthy: {good}")).fleet.health.min_healthy == kept
+    assert compile_text(SPEC.replace(", min_healthy: 0", "")).fleet.health.min_healthy == "51%"
+
+
+def test_editors_see_the_same_limit_in_the_json_schema() -> None:
+    """`fleetspec schema` (for yaml-language-server) accepts what the spec accepts here."""
+    import jsonschema
+
+    from fleetspec.spec.model import Health
+
+    schema = Health.model_json_schema()["properties"]["min_healthy"]
+    for good in ("51%", "0%", "100%", 3, 0, "3"):
+        jsonschema.validate(good, schema)
+    for bad in ("101%", -1, "half", "05%"):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, schema)

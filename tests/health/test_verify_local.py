@@ -114,3 +114,27 @@ def test_verify_local_does_not_consume_the_checks_state(spec, tmp_path, monkeypa
     assert health_of(doc)["status"] == "drift" and "link" in health_of(doc)["message"]
     assert node_check.main(args) == 1  # ... and the check still sees the jump
     assert json.loads(capsys.readouterr().out)["faults"][0]["device"] == "mlx5_0/1"
+
+
+def test_a_check_that_fails_itself_is_one_line_and_fails_the_node(spec, tmp_path, monkeypatch) -> None:
+    """A bug in the node check (or tool output no parser expected) under `verify --local`: no
+    traceback, the health check is drift with found `unknown` and one line naming the exception
+    and the line it came from; the exit fails, so a Slurm health check still sees it."""
+    from fleetspec.cli import app
+
+    def broken(*args, **kwargs):
+        return {}["links"]  # a parser's KeyError
+
+    monkeypatch.setattr(node_check, "gpu_faults", broken)
+    root = make_node(tmp_path / "node", kmsg="kmsg-healthy.txt")
+    result, doc = local(spec, root, monkeypatch)
+    assert result.exit_code == 1 and isinstance(result.exception, (SystemExit, type(None))), result.exception
+    health = health_of(doc)
+    line = broken.__code__.co_firstlineno + 1
+    assert (health["status"], health["found"]) == ("drift", "unknown")
+    assert health["message"] == f"unknown: the check failed: KeyError: 'links' (test_verify_local.py:{line})"
+    assert local(spec, root, monkeypatch, "--detailed-exitcode")[0].exit_code == 2
+    monkeypatch.setenv("PATH", f"{root / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    text = CliRunner().invoke(app, ["verify", str(spec), "--local", "--as", "h200-001", "--root", str(root)])
+    assert text.exit_code == 1 and "Traceback" not in text.output, text.output
+    assert "unknown: the check failed: KeyError:" in " ".join(text.output.split()), text.output

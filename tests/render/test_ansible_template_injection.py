@@ -63,7 +63,7 @@ FULL["spec"]["ansible"] = {"vars": {"site_nfs": "nfs-01"}, "hooks": {
     "before": [{"playbook": "site/mounts.yml", "disruption": "drain", "partitions": ["nvidia-hopper"]}],
     "after": [{"playbook": "site/check.yml", "disruption": "none", "partitions": ["nvidia-hopper"]}]}}
 FULL["spec"]["health"] = {"interval": 60, "checks": ["kernel-log"], "actions": {"gpu-lost": "drain"},
-                          "slurm_node_state": ["ANY"]}
+                          "slurm_node_state": ["ANY"], "min_healthy": "51%"}
 
 INJECTION = "{{ lookup('pipe', 'touch MARK') }}{{ 'tem' ~ 'plated' }}"
 
