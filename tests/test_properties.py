@@ -239,6 +239,26 @@ def test_mutated_facts_give_a_report_never_a_crash(changes):
     assert report.nodes
 
 
+LIST_FACTS = [("nvidia", "gpus"), ("nvidia", "nvswitches"), ("nvidia", "nvlink5_bridges"), ("nvidia", "imex", "channels"),
+              ("cuda", "toolkits"), ("cuda", "cudart")]
+
+
+@pytest.mark.parametrize("path", LIST_FACTS, ids=".".join)
+@pytest.mark.parametrize("value", [5, "text", {"a": 1}, [5, "text", None]], ids=repr)
+def test_a_list_fact_of_another_shape_gives_a_report(path, value):
+    """What the random mutations above found once (cuda.toolkits: 5 was a TypeError): every
+    list the collector writes, as a number, a string, an object or a list of odd items."""
+    from fleetspec.verify.compare import compare
+
+    facts = _facts_base()
+    parent = facts
+    for key in path[:-1]:
+        parent = parent.setdefault(key, {})
+    parent[path[-1]] = value
+    report = compare(QUICK, {"h100-001": facts}, hosts=["h100-001"])
+    assert report.nodes
+
+
 @settings(max_examples=100, deadline=None)
 @given(st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=3),
                                                      st.dictionaries(st.text(max_size=8), inner, max_size=3)),

@@ -243,6 +243,12 @@ def _section(facts: Mapping[str, Any], name: str) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
+def _items(section: Mapping[str, Any], name: str) -> list[Any]:
+    """A list the collector writes, or none when the file holds anything else there."""
+    value = section.get(name)
+    return value if isinstance(value, list) else []
+
+
 def _is_version(value: object) -> bool:
     return isinstance(value, str) and value not in _NOT_VERSIONS and upstream(value) is not None
 
@@ -314,14 +320,14 @@ def _node_runtime_checks(fleet: Fleet, node: Node, nvidia: Mapping[str, Any], st
     if "persistenced" in nvidia:
         checks.append(_persistence_check(nvidia, standin))
     if "nvswitches" in nvidia and not standin and nvswitch_on_pci(node.gpu):
-        switches = nvidia.get("nvswitches") or []
+        switches = _items(nvidia, "nvswitches")
         checks.append(Check("nvswitch", Status.OK if switches else Status.DRIFT, "NVSwitch PCI bridges",
                             f"{len(switches)} NVSwitch(es)",
                             f"{len(switches)} NVSwitch(es) on the PCI bus" if switches else
                             f"no NVSwitch on the PCI bus, but {node.gpu.model} x{node.gpu.count} is an NVSwitch "
                             "board: the fabric manager cannot start and CUDA cannot initialise"))
     if "nvlink5_bridges" in nvidia and not standin and needs_nvlsm(node.gpu):
-        bridges = nvidia.get("nvlink5_bridges") or []
+        bridges = _items(nvidia, "nvlink5_bridges")
         names = ", ".join(str(b.get("device")) for b in bridges if isinstance(b, Mapping))
         checks.append(Check("nvlink5-bridge", Status.OK if bridges else Status.DRIFT, "NVSwitch management bridge",
                             f"{len(bridges)} ({names})" if bridges else "none",
@@ -427,7 +433,7 @@ def _persistence_check(nvidia: Mapping[str, Any], standin: bool) -> Check:
     """Persistence mode keeps the driver initialised between jobs (no seconds-long start,
     no lost clocks/ECC settings); Ubuntu's nvidia-persistenced unit runs without it."""
     daemon = _section(nvidia, "persistenced")
-    gpus = [g for g in nvidia.get("gpus") or [] if isinstance(g, Mapping) and g.get("persistence_mode")]
+    gpus = [g for g in _items(nvidia, "gpus") if isinstance(g, Mapping) and g.get("persistence_mode")]
     off = [str(g.get("index")) for g in gpus if str(g.get("persistence_mode")).lower() != "enabled"]
     if off:
         return Check("persistence-mode", Status.WARNING, "Enabled", f"disabled on GPU {', '.join(off)}",
@@ -472,9 +478,9 @@ def _imex_checks(fleet: Fleet, node: Node, imex: Mapping[str, Any], standin: boo
             checks.append(Check("imex-channel", Status.NOT_APPLICABLE, "per job", None,
                                 "Slurm creates one IMEX channel per job (SwitchType=switch/nvidia_imex)"))
         else:
-            ok = "channel0" in (imex.get("channels") or []) or bool(imex.get("channel0_option"))
+            ok = "channel0" in _items(imex, "channels") or bool(imex.get("channel0_option"))
             checks.append(Check("imex-channel", Status.OK if ok else Status.DRIFT, "channel0",
-                                ", ".join(imex.get("channels") or []) or "none",
+                                ", ".join(map(str, _items(imex, "channels"))) or "none",
                                 "IMEX channel0 exists (and is recreated at module load)" if ok else
                                 "no IMEX channel: CUDA's multi-node NVLink calls fail with insufficient permission"))
     return checks
@@ -624,7 +630,7 @@ def _in_images(component: str, expected: str) -> Check:
 def _cuda_check(expected: str, cuda: Mapping[str, Any], found: dict[str, str]) -> Check:
     """The default toolkit's version.json, else nvcc, else the system cudart."""
     default = cuda.get("default_toolkit")
-    toolkits = [t for t in cuda.get("toolkits") or [] if isinstance(t, Mapping)]
+    toolkits = [t for t in _items(cuda, "toolkits") if isinstance(t, Mapping)]
     chosen = next((t for t in toolkits if t.get("path") == default), None)
     if chosen is None and len(toolkits) == 1:
         chosen = toolkits[0]
@@ -633,7 +639,7 @@ def _cuda_check(expected: str, cuda: Mapping[str, Any], found: dict[str, str]) -
     elif _is_version(_section(cuda, "nvcc").get("release")):
         value, source = str(cuda["nvcc"]["release"]), "nvcc --version"
     else:
-        system = [lib for lib in cuda.get("cudart") or [] if lib.get("origin") == "system" and _is_version(lib.get("version"))]
+        system = [lib for lib in _items(cuda, "cudart") if isinstance(lib, Mapping) and lib.get("origin") == "system" and _is_version(lib.get("version"))]
         if not system:
             found["cuda"] = "absent"
             return Check("cuda", Status.DRIFT, expected, "absent",
