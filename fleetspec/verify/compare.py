@@ -316,7 +316,9 @@ def _node_runtime_checks(fleet: Fleet, node: Node, nvidia: Mapping[str, Any], st
     multi-node NVLink nodes. Only for facts that carry these sections (collector 2026-11+)."""
     checks = []
     if "installed_module_version" in nvidia or "reboot_required" in nvidia:
-        checks.append(_loaded_module_check(nvidia, standin))
+        operator = fleet.kubernetes.gpu_operator if fleet.kubernetes else None
+        in_container = node.scheduler == "kubernetes" and operator is not None and operator.driver == "operator"
+        checks.append(_loaded_module_check(nvidia, standin, operator.version if in_container and operator else None))
     if "persistenced" in nvidia:
         checks.append(_persistence_check(nvidia, standin))
     if "nvswitches" in nvidia and not standin and nvswitch_on_pci(node.gpu):
@@ -399,9 +401,11 @@ def reboot_due(facts: Mapping[str, Any]) -> tuple[str, str, str] | None:
     return str(check.found), str(check.expected), check.message
 
 
-def _loaded_module_check(nvidia: Mapping[str, Any], standin: bool) -> Check:
+def _loaded_module_check(nvidia: Mapping[str, Any], standin: bool, operator: str | None = None) -> Check:
     """Installed != loaded: a driver upgraded without a reboot runs the old kernel module
-    under new user space (nvidia-smi: "Driver/library version mismatch")."""
+    under new user space (nvidia-smi: "Driver/library version mismatch"). ``operator``: the
+    GPU Operator version whose driver container runs this node's driver (its nvidia.ko lives
+    in the container's root file system, never in the host's /lib/modules)."""
     loaded, installed = nvidia.get("driver_version"), nvidia.get("installed_module_version")
     marker = nvidia.get("reboot_required")
     if standin:
@@ -416,6 +420,10 @@ def _loaded_module_check(nvidia: Mapping[str, Any], standin: bool) -> Check:
         return Check("loaded-module", Status.DRIFT, "no pending reboot", str(marker),
                      f"a driver change waits for a reboot ({marker}); apply with --allow-reboot",
                      disruption="drain-reboot")
+    if _is_version(loaded) and installed == "absent" and operator is not None:
+        return Check("loaded-module", Status.NOT_APPLICABLE, None, str(loaded),
+                     f"the GPU Operator {operator} driver container builds and loads the module from its own "
+                     "root file system (the host's /lib/modules has none) and loads it again after a reboot")
     if _is_version(loaded) and installed == "absent":
         # modinfo finds no nvidia.ko for the running kernel (DKMS did not build it after a kernel
         # upgrade, the packages were removed, or the module was loaded from outside /lib/modules,

@@ -88,6 +88,27 @@ def test_a_loaded_driver_with_no_module_on_disk_is_a_warning_not_ok() -> None:
     assert (got.expected, got.found) == ("an installed module", "580.159.04")
 
 
+def test_no_module_on_disk_is_no_warning_where_the_gpu_operator_runs_the_driver() -> None:
+    """The GPU Operator's driver container builds and loads nvidia.ko from its own root file
+    system; the host's /lib/modules never holds it, so modinfo on the host finds none on every
+    such node, and the container loads the module again after a reboot. Warning there ("a
+    reboot would come up without the driver, reinstall it with the playbook's driver role")
+    would be wrong on every Kubernetes node of the fleet."""
+    spec = SPEC.format(model="h200", count=8, owner="kubernetes", slurm="25.11.8").replace(
+        "stack: hopper-h200, scheduler: slurm", "stack: hopper-h200, scheduler: kubernetes").replace(
+        "  slurm: {version:", '  kubernetes: {version: "1.36", gpu_operator: {version: v26.7.0, driver: operator}}\n'
+        "  slurm: {version:")
+    compiled = compile_text(spec)
+    assert compiled.fleet is not None, compiled.located()
+    facts = with_nvidia(h200_facts(), installed_module_version="absent")
+    got = checks(compiled.fleet, "h200-001", facts)["loaded-module"]
+    assert got.status is Status.NOT_APPLICABLE and "GPU Operator" in got.message, got
+    # a host-installed driver on a Kubernetes node (driver: host) still warns
+    host = compile_text(spec.replace("driver: operator", "driver: host"))
+    assert host.fleet is not None, host.located()
+    assert checks(host.fleet, "h200-001", facts)["loaded-module"].status is Status.WARNING
+
+
 def test_a_recorded_pending_reboot_is_drift_until_the_node_reboots() -> None:
     facts = with_nvidia(h200_facts(), installed_module_version="580.159.04",
                         reboot_required="driver packages changed: nvidia-driver-580-open")
