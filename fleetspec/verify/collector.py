@@ -1032,7 +1032,28 @@ def collect_installed_module(host: Host, errors: List[str]) -> Any:
         errors.append(result.describe(["modinfo", "-F", "version", "nvidia"]))
     if result.state == "failed":
         return ABSENT  # no nvidia module for this kernel
+    if result.state == "missing":  # no modinfo (kmod not installed, as on the lent H200 VM)
+        return _module_file(host)
     return _command_value(result, value)
+
+
+_MODULE_NAMES = ("nvidia.ko", "nvidia.ko.xz", "nvidia.ko.zst", "nvidia.ko.gz")
+
+
+def _module_file(host: Host) -> str:
+    """Without modinfo: ``unknown`` when an nvidia.ko lies in the running kernel's module tree
+    (DKMS's updates/dkms, Ubuntu's kernel/nvidia-*: its version is not read), ``absent`` when
+    the tree holds none or the kernel has no module tree at all."""
+    release = collect_kernel(host)
+    if release == ABSENT:
+        return UNKNOWN
+    tree = "/lib/modules/%s" % release
+    if not host.isdir(tree):
+        return ABSENT
+    for _dirpath, _dirs, files in os.walk(host.path(tree)):
+        if any(name in _MODULE_NAMES for name in files):
+            return UNKNOWN
+    return ABSENT
 
 
 def collect_nvswitches(host: Host) -> List[str]:

@@ -368,3 +368,31 @@ def test_nvidia_smi_placeholders_are_no_value() -> None:
     assert gpu["persistence_mode"] is None
     assert gpu["vbios_version"] is None
     assert gpu["name"] == "NVIDIA H200"
+
+
+class _NoKmod(collector_module.Host):
+    """A node without kmod: ``modinfo`` is not installed (the lent H200 VM has none:
+    `modinfo: command not found`), every other tool as on this machine."""
+
+    def which(self, name: str) -> str | None:
+        return None if name == "modinfo" else super().which(name)
+
+
+@pytest.mark.parametrize(("module", "want"), [
+    ("lib/modules/6.8.0-90-generic/updates/dkms/nvidia.ko.zst", "unknown"),  # there, version unread
+    ("lib/modules/6.8.0-90-generic/kernel/nvidia-580-open/nvidia.ko", "unknown"),
+    ("lib/modules/6.8.0-90-generic/kernel/drivers/net/e1000.ko", "absent"),  # a module tree, no nvidia
+    (None, "absent"),  # no module tree for the running kernel at all (the lent H200 VM)
+])
+def test_without_modinfo_the_module_tree_says_whether_a_module_is_on_disk(tmp_path: Path, module: str | None,
+                                                                          want: str) -> None:
+    """Without modinfo the collector wrote 'absent' whatever was on disk, and verify then warned
+    that a reboot would come up without the driver on a node whose DKMS module is in place."""
+    (tmp_path / "proc/sys/kernel").mkdir(parents=True)
+    (tmp_path / "proc/sys/kernel/osrelease").write_text("6.8.0-90-generic\n")
+    if module is not None:
+        (tmp_path / module).parent.mkdir(parents=True)
+        (tmp_path / module).write_bytes(b"")
+    errors: list[str] = []
+    assert collector_module.collect_installed_module(_NoKmod(str(tmp_path)), errors) == want
+    assert errors == []
