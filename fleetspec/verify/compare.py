@@ -430,8 +430,9 @@ def _loaded_module_check(nvidia: Mapping[str, Any], standin: bool, operator: str
         # as on the lent H200 VM): the node runs now and comes back from a reboot without a driver.
         return Check("loaded-module", Status.WARNING, "an installed module", str(loaded),
                      f"{loaded} is loaded but the running kernel has no nvidia module on disk (modinfo nvidia, "
-                     "or without modinfo its /lib/modules tree, finds none): a reboot would come up without the driver. Reinstall the driver's kernel "
-                     "module for this kernel (the playbook's driver role), then check `modinfo nvidia`")
+                     "or without modinfo its /lib/modules tree, finds none): a reboot would come up without the "
+                     "driver. Reinstall the driver's kernel module for this kernel (the playbook's driver role), "
+                     "then check `modinfo nvidia`")
     return Check("loaded-module", Status.OK, str(installed), str(loaded),
                  "the loaded kernel module is the installed one" if _is_version(installed) else
                  f"installed module: {installed}")
