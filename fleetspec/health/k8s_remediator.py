@@ -170,7 +170,8 @@ def reconcile(api: Api, selector: str, dra_partitions: Tuple[str, ...] = (), tai
               partition_label: str = PARTITION_LABEL, healthy_floor: str = min_healthy.DEFAULT) -> List[str]:
     """One pass over the GPU nodes; returns what was done, one line per action. A node the
     API refuses (deleted since the list, a webhook, RBAC) gets a ``NODE: not acted on: ...``
-    line and the pass goes on with the others. Fewer healthy nodes (``GPUProblem`` False) than
+    line and the pass goes on with the others; one that does not answer at all (OSError)
+    ends the pass there, what was done before it still returned. Fewer healthy nodes (``GPUProblem`` False) than
     ``healthy_floor`` (spec.health.min_healthy) while some are sick: the first line is the
     ``HELD`` line, no sick node is acted on (what is in place stays), recovered ones are
     still released."""
@@ -179,7 +180,7 @@ def reconcile(api: Api, selector: str, dra_partitions: Tuple[str, ...] = (), tai
     held = min_healthy.hold(healthy_floor, len(nodes), sum(s == "False" for s in status.values()),
                             sum(s == "True" for s in status.values()))
     out = [held] if held else []  # type: List[str]
-    for node in nodes:
+    for i, node in enumerate(nodes):
         name = node["metadata"]["name"]
         if held and status[name] == "True":
             continue  # the limit: nothing new on a sick node, and what is in place stays
@@ -188,6 +189,14 @@ def reconcile(api: Api, selector: str, dra_partitions: Tuple[str, ...] = (), tai
             _reconcile_node(api, node, dra_partitions, taint_api, partition_label, lines)
         except (RuntimeError, ValueError) as exc:
             lines.append(NOT_ACTED + str(exc))
+        except OSError as exc:  # no answer at all (a restart, a reset, a timeout): the pass stops
+            lines.append(NOT_ACTED + "the API server did not answer (%s)" % (exc,))
+            out += ["%s: %s" % (name, line) for line in lines]
+            rest = [n["metadata"]["name"] for n in nodes[i + 1:]]
+            if rest:  # each would wait out its own timeout (30 s) while the Job's deadline runs
+                out.append("%s: %snot reached, the pass stopped at %s; the next run goes on"
+                           % (",".join(rest), NOT_ACTED, name))
+            return out
         out += ["%s: %s" % (name, line) for line in lines]
     return out
 

@@ -9,7 +9,8 @@ kube-apiserver does:
 - ``PATCH /api/v1/nodes/NAME`` with ``application/merge-patch+json`` (RFC 7386: ``null``
   removes a key), anything else 415; a node in ``gone`` (listed, then deleted before the
   patch, as a scale-down does) 404 with kube-apiserver's NotFound Status (``nodes "NAME" not
-  found``);
+  found``); a node in ``dropped``: the connection closes with no answer (an API server
+  restarting mid-pass, a load balancer in front of it resetting the connection);
 - ``GET /api/v1/pods?fieldSelector=spec.nodeName=NAME`` -> a PodList;
 - ``POST /api/v1/namespaces/NS/pods/NAME/eviction`` (policy/v1 Eviction) -> 201 and the pod
   is gone, or, for a pod a PodDisruptionBudget protects, 429 with the Status body
@@ -73,8 +74,10 @@ def _selected(labels: dict, selector: str) -> bool:
 
 class ApiServer:
     def __init__(self, nodes: list[dict], pods: list[dict], pdb_protected: set[str] = frozenset(),
-                 resource_slices: list[dict] = (), gone: set[str] = frozenset()) -> None:
+                 resource_slices: list[dict] = (), gone: set[str] = frozenset(),
+                 dropped: set[str] = frozenset()) -> None:
         self.gone = set(gone)
+        self.dropped = set(dropped)
         self.nodes = {n["metadata"]["name"]: n for n in nodes}
         self.resource_slices = list(resource_slices)
         self.taint_rules: dict[str, dict] = {}
@@ -152,6 +155,10 @@ class ApiServer:
                     return self._send(415, {"kind": "Status", "message": "unsupported patch type", "code": 415})
                 if name in server.gone:
                     return self._send(404, _status(404, "NotFound", f'nodes "{name}" not found'))
+                if name in server.dropped:
+                    self._body()
+                    self.close_connection = True  # no status line: the client sees the connection end
+                    return None
                 _merge(server.nodes[name], self._body())
                 self._send(200, server.nodes[name])
 

@@ -83,6 +83,25 @@ def test_a_node_the_api_refuses_does_not_stop_the_others(capsys) -> None:
         assert "k-2: cordoned (fleetspec-health: drain-reboot gpu-lost" in out
 
 
+def test_a_connection_lost_on_one_node_does_not_stop_the_others_or_hide_what_was_done(capsys) -> None:
+    """The API server's connection ends with no answer on k-2's patch (a restart, a load
+    balancer reset): k-1, cordoned and drained before it, is still reported; k-2 is 'not acted
+    on', the pass stops there (an API server that does not answer would make each later node
+    wait out its timeout past the Job's deadline) and names k-3 as not reached; exit 1.
+    Before, the OSError ended the run with one stderr line: k-1's cordon and evictions went
+    unreported."""
+    nodes = [node("k-1", "True"), node("k-2", "True"), node("k-3", "True")]
+    pods = [pod("trainer-1", "k-1"), pod("trainer-3", "k-3")]
+    with ApiServer(nodes, pods, dropped={"k-2"}) as api:
+        assert k8s_remediator.main(["--selector", SELECTOR, "--server", api.url] + NO_LIMIT) == 1
+        out = capsys.readouterr().out
+        assert "k-1: cordoned (fleetspec-health: drain-reboot gpu-lost" in out and "1 pod(s) evicted" in out
+        assert "k-2: not acted on: " in out
+        assert "k-3: not acted on: not reached, the pass stopped at k-2; the next run goes on" in out
+        assert api.nodes["k-1"]["spec"]["unschedulable"] is True and not api.nodes["k-3"]["spec"].get("unschedulable")
+        assert [p["metadata"]["name"] for p in api.pods] == ["trainer-3"]
+
+
 def test_a_pod_no_controller_manages_is_not_evicted(capsys) -> None:
     """kubectl drain refuses a pod that declares no controller without --force (nothing would
     recreate it: kubectl/pkg/drain/filters.go, "Pods declare no controller (use --force to
