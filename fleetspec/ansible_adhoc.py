@@ -132,20 +132,23 @@ def catch_stop_signals(received: list[int]) -> dict[int, Any]:
     and cannot be put back from Python: ``signal.signal(s, None)`` raises TypeError, and
     SIG_DFL would change what the signal does. So that signal is left to its handler (kept
     in place, never replaced, never restored): it still acts during the run as it did before,
-    and the run is cancelled only by the signals fleetspec could catch."""
+    and the run is cancelled only by the signals fleetspec could catch. A signal the process
+    ignores (SIG_IGN: a script's background job gets SIGINT ignored) stays ignored: a Ctrl-C
+    meant for the script's foreground job must not cancel an apply mid-wave."""
     if threading.current_thread() is not threading.main_thread():
         return {}
     saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     for s, handler in saved.items():
-        if handler is not None:
+        if handler is not None and handler is not signal.SIG_IGN:
             signal.signal(s, lambda signum, _frame: received.append(signum))
     return saved
 
 
 def restore_stop_signals(saved: dict[int, Any]) -> None:
-    """Put back what ``catch_stop_signals`` replaced; a C handler (None) was never replaced."""
+    """Put back what ``catch_stop_signals`` replaced; a C handler (None) or an ignored signal
+    was never replaced."""
     for signum, handler in saved.items():
-        if handler is not None:
+        if handler is not None and handler is not signal.SIG_IGN:
             signal.signal(signum, handler)
 
 

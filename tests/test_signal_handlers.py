@@ -80,3 +80,29 @@ def test_a_handler_installed_from_c_stays_in_place(tmp_path) -> None:
     ran = subprocess.run([str(binary), SCRIPT], capture_output=True, text=True, env=env, timeout=60)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert ran.stdout.splitlines() == ["restored", "c-handler:1"], ran.stdout + ran.stderr
+
+
+IGNORED = r"""
+import os, signal, sys, time
+from fleetspec.ansible_adhoc import catch_stop_signals, restore_stop_signals
+received = []
+saved = catch_stop_signals(received)
+os.kill(os.getpid(), signal.SIGINT)   # as a Ctrl-C meant for the shell's foreground job
+time.sleep(0.2)
+during = signal.getsignal(signal.SIGINT)
+restore_stop_signals(saved)
+print(received, during is signal.SIG_IGN, signal.getsignal(signal.SIGINT) is signal.SIG_IGN,
+      signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)
+"""
+
+
+def test_an_ignored_signal_stays_ignored_during_a_run() -> None:
+    """A signal the process was started with ignored (a background job of a script: the shell
+    sets SIGINT to SIG_IGN; Python keeps it) must not cancel an Ansible run: before, the
+    run's recorder replaced SIG_IGN, so a Ctrl-C meant for the script's foreground job
+    cancelled an apply mid-wave. SIGTERM, not ignored, is still caught and put back."""
+    out = subprocess.run([sys.executable, "-c", IGNORED], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+                         preexec_fn=lambda: __import__("signal").signal(2, __import__("signal").SIG_IGN))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["[]", "True", "True", "True"], out.stdout
