@@ -49,8 +49,11 @@ def local_runner(env: Mapping[str, str] | None = None, timeout: float = 60) -> R
     def run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
         if shutil.which(argv[0], path=full_env.get("PATH")) is None:
             raise ControlError(f"{argv[0]} is not on PATH here: install the client or run apply where it is")
-        return subprocess.run(list(argv), capture_output=True, text=True, env=full_env, timeout=timeout,
-                              check=False)
+        try:
+            return subprocess.run(list(argv), capture_output=True, text=True, env=full_env, timeout=timeout,
+                                  check=False)
+        except subprocess.TimeoutExpired:  # killed: a hung client is the caller's error path, not a traceback
+            raise ControlError(f"{' '.join(argv[:3])} did not finish within {timeout:g} s (killed)") from None
 
     return run
 
