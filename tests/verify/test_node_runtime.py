@@ -88,16 +88,21 @@ def test_a_loaded_driver_with_no_module_on_disk_is_a_warning_not_ok() -> None:
     assert (got.expected, got.found) == ("an installed module", "580.159.04")
 
 
+def operator_driver_spec(model: str) -> str:
+    """The spec with its node on Kubernetes, the GPU Operator running the driver."""
+    return SPEC.format(model=model, count=8, owner="kubernetes", slurm="25.11.8").replace(
+        "stack: hopper-h200, scheduler: slurm", "stack: hopper-h200, scheduler: kubernetes").replace(
+        "  slurm: {version:", '  kubernetes: {version: "1.36", gpu_operator: {version: v26.7.0, driver: operator}}\n'
+        "  slurm: {version:")
+
+
 def test_no_module_on_disk_is_no_warning_where_the_gpu_operator_runs_the_driver() -> None:
     """The GPU Operator's driver container builds and loads nvidia.ko from its own root file
     system; the host's /lib/modules never holds it, so modinfo on the host finds none on every
     such node, and the container loads the module again after a reboot. Warning there ("a
     reboot would come up without the driver, reinstall it with the playbook's driver role")
     would be wrong on every Kubernetes node of the fleet."""
-    spec = SPEC.format(model="h200", count=8, owner="kubernetes", slurm="25.11.8").replace(
-        "stack: hopper-h200, scheduler: slurm", "stack: hopper-h200, scheduler: kubernetes").replace(
-        "  slurm: {version:", '  kubernetes: {version: "1.36", gpu_operator: {version: v26.7.0, driver: operator}}\n'
-        "  slurm: {version:")
+    spec = operator_driver_spec("h200")
     compiled = compile_text(spec)
     assert compiled.fleet is not None, compiled.located()
     facts = with_nvidia(h200_facts(), installed_module_version="absent")
@@ -174,10 +179,7 @@ def test_nvlsm_must_be_installed_at_its_pin_on_nvlink5_boards() -> None:
 def test_nvlsm_is_the_gpu_operators_on_kubernetes_nodes_whose_driver_it_runs() -> None:
     """The GPU Operator's driver container carries nvlsm (NVIDIA's driver container installs
     it); the host's dpkg has none, and that is not drift."""
-    spec = SPEC.format(model="b200", count=8, owner="kubernetes", slurm="25.11.8").replace(
-        "stack: hopper-h200, scheduler: slurm", "stack: hopper-h200, scheduler: kubernetes").replace(
-        "  slurm: {version:", '  kubernetes: {version: "1.36", gpu_operator: {version: v26.7.0, driver: operator}}\n'
-        "  slurm: {version:")
+    spec = operator_driver_spec("b200")
     compiled = compile_text(spec)
     assert compiled.fleet is not None, compiled.located()
     facts = h200_facts()
