@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fleetgen import fleet_yaml
 
-from fleetspec.compile import compile_text
+from fleetspec.pipeline import compile_text
 from fleetspec.plan import plan_against_state
 from fleetspec.plan.render_text import print_plan
 from fleetspec.state import StateStore
@@ -85,7 +85,7 @@ def main(nodes: int = 20000) -> list[dict[str, Any]]:
 
 
 def record(spec: Path, directory: Path) -> None:
-    from fleetspec.compile import compile_file
+    from fleetspec.pipeline import compile_file
     from fleetspec.render import render_all
     from fleetspec.render.writer import write_tree
     from fleetspec.state.build import build_dir, mark_applied

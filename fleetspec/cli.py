@@ -23,8 +23,8 @@ from fleetspec.console import command_class, lazy_consoles
 from fleetspec.exit_codes import ERROR, OK
 
 if TYPE_CHECKING:
-    from fleetspec.compile import CompileResult
     from fleetspec.findings import LocatedFinding
+    from fleetspec.pipeline import CompileResult
 
 # Imports are lazy: `fleetspec --help` and `version` load typer and nothing of the
 # compiler; each command imports what it uses, and the commands that live in a feature

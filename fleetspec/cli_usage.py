@@ -77,7 +77,7 @@ def seconds_option(value: float) -> float:
 
 def hostlist_option(value: str | None) -> str | None:
     """``--limit HOSTLIST``: a hostlist expression that expands within the fleet-wide bound."""
-    from fleetspec.spec.hostlist import HostlistError, expand
+    from fleetspec.node_side.hostlist import HostlistError, expand
 
     if value is None:
         return None

@@ -10,7 +10,7 @@ Writing (``plan --out``, state, JUnit, reports): the target must be absent or a 
 file. A character or block device, a FIFO, a socket, a directory or a symbolic link
 (to anything) is refused and left exactly as it is: a file is written next to the
 target and renamed over it, and rename(2) would replace such a node, not write into
-it. ``-`` means standard output, on purpose.
+it. ``-`` means standard output, on purpose. Every such write is atomic (``atomic_write``).
 """
 
 from __future__ import annotations
@@ -19,10 +19,12 @@ import fcntl
 import os
 import stat
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 STDOUT = "-"
+TEMP_SUFFIX = ".tmp"
 
 
 class UnsafePathError(Exception):
@@ -108,6 +110,59 @@ def write_output(path: str | os.PathLike[str], data: bytes) -> None:
             sys.stdout.write(data.decode())
         sys.stdout.flush()
         return
-    from fleetspec.state.atomic import atomic_write
-
     atomic_write(Path(path), data)
+
+def atomic_write(path: Path, data: bytes, backup: Path | None = None) -> None:
+    """Replace ``path`` with ``data`` crash-safely: a reader sees the old bytes or the new, never
+    a mix. A temporary file in the same directory is fsynced and renamed over the target, then
+    the directory is fsynced so the rename itself survives a power cut. With ``backup`` the
+    previous file is first hard-linked to ``backup`` (also by rename), so there is no moment
+    at which the target is missing. Raises `UnsafePathError` when ``path`` or ``backup`` is
+    not a plain file (the rename would replace it)."""
+    path = Path(path)
+    check_output_file(path)
+    if backup is not None:
+        check_output_file(backup)
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if backup is not None and path.exists():
+            _link_over(path, backup)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
+def _link_over(source: Path, target: Path) -> None:
+    """Make ``target`` another name of ``source``'s current inode, atomically."""
+    if target.exists() and os.path.samefile(source, target):
+        return  # already the same file (a writer was killed between the link and the write)
+    staging = target.with_name(f".{target.name}.{os.getpid()}{TEMP_SUFFIX}")
+    staging.unlink(missing_ok=True)
+    os.link(source, staging)
+    os.replace(staging, target)
+    # rename(2) of two names of one inode does nothing and leaves the staging name.
+    staging.unlink(missing_ok=True)
+
+
+def fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def remove_leftovers(directory: Path, name: str) -> list[Path]:
+    """Temporary files a killed writer of ``name`` left behind; call only under the lock."""
+    removed = []
+    for leftover in Path(directory).glob(f".{name}.*{TEMP_SUFFIX}"):
+        leftover.unlink(missing_ok=True)
+        removed.append(leftover)
+    return removed

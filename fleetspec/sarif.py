@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from fleetspec import __version__
-from fleetspec.compile import CompileResult
 from fleetspec.findings import LocatedFinding, Severity, locate
+from fleetspec.pipeline import CompileResult
 
 SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}

@@ -10,8 +10,8 @@ import os
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from fleetspec.compile import CompileResult, compile_file
 from fleetspec.compile.ir import Fleet
+from fleetspec.pipeline import CompileResult, compile_file
 
 
 def validate(spec: str | os.PathLike[str], charts: str | os.PathLike[str] | None = None) -> CompileResult:

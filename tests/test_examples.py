@@ -2,7 +2,7 @@
 
 import pytest
 
-from fleetspec.compile import compile_file
+from fleetspec.pipeline import compile_file
 from fleetspec.render import render_all
 from tests.conftest import EXAMPLES
 

@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fleetspec.compile import compile_file
+from fleetspec.pipeline import compile_file
 from fleetspec.render import render_all
 from tests.conftest import EXAMPLES, ROOT
 

@@ -105,7 +105,7 @@ def test_verify_junit_dash_is_standard_output(tmp_path):
 @needs_root
 @pytest.mark.parametrize("kind", ["character device", "FIFO", "symlink to a device"])
 def test_the_state_file_is_never_replaced_by_a_write(tmp_path, kind):
-    from fleetspec.compile import compile_file
+    from fleetspec.pipeline import compile_file
     from fleetspec.state import StateError, StateStore
 
     fleet = compile_file(QUICKSTART).fleet
@@ -194,7 +194,7 @@ def test_secrets_init_warns_on_a_world_writable_or_symlinked_directory(tmp_path)
 # -- state, lock and saved plan decoders ----------------------------------------------------
 
 def _state_doc(fleet_name="quickstart", **changes):
-    from fleetspec.compile import compile_file
+    from fleetspec.pipeline import compile_file
 
     fleet = compile_file(QUICKSTART).fleet
     doc = {"format_version": 1, "fleet": fleet_name, "lineage": "l", "serial": 1, "applied": fleet.to_dict(),

@@ -11,8 +11,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fleetspec.compile import compile_text
 from fleetspec.findings import Severity
+from fleetspec.pipeline import compile_text
 from tests.conftest import EXAMPLES
 
 pytestmark = pytest.mark.fuzz
@@ -93,7 +93,7 @@ def test_arbitrary_text_never_crashes(text):
 @settings(max_examples=100, deadline=None)
 @given(st.binary(max_size=200))
 def test_arbitrary_bytes_never_crash(raw):
-    from fleetspec.compile import compile_loaded
+    from fleetspec.pipeline import compile_loaded
     from fleetspec.spec.loader import SpecLoadError, load_bytes
 
     try:
@@ -109,7 +109,7 @@ REGRESSIONS = sorted((Path(__file__).resolve().parent / "fuzz_regressions").glob
 @pytest.mark.parametrize("path", REGRESSIONS, ids=lambda p: p.name)
 def test_fuzz_regressions_give_findings_not_crashes(path):
     """Inputs that once crashed or were hostile: each must give located findings, fast."""
-    from fleetspec.compile import compile_file
+    from fleetspec.pipeline import compile_file
 
     result = compile_file(path)
     assert not result.valid
@@ -160,7 +160,7 @@ def _decoder_mutations(base):
 
 
 def _quickstart_fleet():
-    from fleetspec.compile import compile_file
+    from fleetspec.pipeline import compile_file
 
     return compile_file(EXAMPLES / "quickstart.yaml").fleet
 

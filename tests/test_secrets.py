@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from fleetspec import secrets as sec
 from fleetspec.cli import app
-from fleetspec.compile import compile_file
+from fleetspec.pipeline import compile_file
 from tests.conftest import EXAMPLES
 
 runner = CliRunner()

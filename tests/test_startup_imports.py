@@ -17,12 +17,12 @@ QUICKSTART = ROOT / "examples" / "quickstart.yaml"
 
 # What `validate` never needs: the other commands' packages (imported when they run or
 # when help lists them: fleetspec/cli_lazy.py), the renderers (the rules read the Slurm
-# layout from fleetspec/render/slurm_layout.py), and heavy dependencies.
+# layout from fleetspec/layout/slurm.py), and heavy dependencies.
 NOT_FOR_VALIDATE = (
     "fleetspec.plan", "fleetspec.apply", "fleetspec.state", "fleetspec.lab", "fleetspec.verify",
     "fleetspec.health.cli", "fleetspec.health.fleet", "fleetspec.secrets", "fleetspec.render.kubernetes",
     "fleetspec.render.ansible", "fleetspec.render.writer", "fleetspec.render.slurm", "fleetspec.render.health",
-    "fleetspec.sarif", "ansible_runner", "ansible", "pulumi", "rich.table", "json", "hashlib",
+    "fleetspec.sarif", "fleetspec.charts", "ansible_runner", "ansible", "pulumi", "rich.table", "json", "hashlib",
 )
 # A site hatch's module is loaded only for a spec that fills that hatch (fleetspec/site):
 # quickstart has a slurm section without settings, and no helm values or ansible section.
@@ -110,7 +110,7 @@ def test_validate_imports_only_what_validation_needs():
 
 def test_help_and_version_load_no_compiler():
     assert unwanted(loaded("--help")["modules"], COMPILER) == []
-    assert unwanted(loaded("version")["modules"], COMPILER + NOT_FOR_VALIDATE + ("fleetspec.compile",)) == []
+    assert unwanted(loaded("version")["modules"], COMPILER + NOT_FOR_VALIDATE + ("fleetspec.compile", "fleetspec.pipeline")) == []
 
 
 def test_a_command_from_a_feature_package_still_runs_and_lists_its_help():

@@ -74,15 +74,15 @@ def apply(
     """Apply the spec (or a saved plan) in rolling waves: drain, upgrade, verify, resume."""
     from fleetspec import secrets as sec
     from fleetspec.apply.rollout import ApplyError, ApplyEvent, ApplyOptions, apply_plan, wave_name
-    from fleetspec.compile import compile_file
     from fleetspec.lab.fleet import LabSetupError
+    from fleetspec.node_side.hostlist import HostlistError
+    from fleetspec.pipeline import compile_file
     from fleetspec.plan import plan_against_state
     from fleetspec.plan.render_text import print_plan
     from fleetspec.plan.saved import SavedPlanError, check_plan_current, load_saved_plan
     from fleetspec.render import render_all
     from fleetspec.render.writer import RenderWriteError, write_tree
     from fleetspec.safe_io import UnsafePathError
-    from fleetspec.spec.hostlist import HostlistError
     from fleetspec.state import StateError, local_work_dir, locked, open_state, state_location
     from fleetspec.state.build import applied_tree, build_dir
     from fleetspec.state.lock import LockHeld
@@ -173,7 +173,7 @@ def apply(
 
 def _restriction(lab: Path | None, limit: str | None) -> tuple[set[str] | None, str | None]:
     """The hosts this apply may touch (None: all) and the restriction in words."""
-    from fleetspec.spec.hostlist import expand
+    from fleetspec.node_side.hostlist import expand
 
     only: set[str] | None = None
     words = []

@@ -18,13 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from fleetspec.spec.hostlist import HostlistError, compress, expand
+from fleetspec.node_side.contract import DRAIN_REASON
+from fleetspec.node_side.hostlist import HostlistError, compress, expand
 
 Runner = Callable[[Sequence[str]], subprocess.CompletedProcess[str]]
-# The Node annotation that says why fleetspec cordoned a node: apply's drain writes it, and
-# health's remediation (fleetspec.health.remediate, and the in-cluster k8s_remediator, which
-# ships alone and keeps its own copy) reads it to tell its own cordons from anyone else's.
-DRAIN_REASON = "fleetspec.io/drain-reason"
 
 
 OnBusy = Callable[[list[str]], None]  # the hosts that still hold work, each time that set changes; [] at the end

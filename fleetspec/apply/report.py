@@ -307,6 +307,6 @@ def _counts(host: HostProgress, failed: bool = False) -> str:
 
 
 def _hostlist(hosts: tuple[str, ...] | list[str]) -> str:
-    from fleetspec.spec.hostlist import compress
+    from fleetspec.node_side.hostlist import compress
 
     return compress(hosts)

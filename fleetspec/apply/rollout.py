@@ -27,10 +27,10 @@ from fleetspec.apply.ansible import HostEvent, PlaybookResult
 from fleetspec.apply.control import ControlError, NodeControl
 from fleetspec.apply.hooks import run_with_hooks
 from fleetspec.compile.ir import Fleet
+from fleetspec.node_side.hostlist import compress
 from fleetspec.plan.model import Disruption, Plan, Wave
 from fleetspec.plan.saved import SavedPlanError, check_plan_current
 from fleetspec.secrets import Redactor
-from fleetspec.spec.hostlist import compress
 from fleetspec.state import StateBackend
 from fleetspec.state.build import mark_applied
 from fleetspec.verify.compare import Status, VerifyReport

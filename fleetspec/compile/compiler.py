@@ -16,9 +16,9 @@ from fleetspec.catalog import Catalog, GpuModel
 from fleetspec.compile import ir
 from fleetspec.compile.partitions import build_partitions
 from fleetspec.findings import Finding, Severity, dotted
-from fleetspec.health.catalog import default_actions
+from fleetspec.node_side.faults import default_actions
+from fleetspec.node_side.hostlist import MAX_HOSTS, HostlistError, HostlistTooLarge, expand
 from fleetspec.spec import model as m
-from fleetspec.spec.hostlist import MAX_HOSTS, HostlistError, HostlistTooLarge, expand
 from fleetspec.versions import at_least, parse_version
 
 NVIDIA_KEYS = set(ir.NVIDIA_TUPLE_KEYS)

@@ -15,7 +15,7 @@ from collections import defaultdict
 
 from fleetspec.compile import ir
 from fleetspec.findings import Finding, Severity
-from fleetspec.spec.hostlist import HostlistError, expand
+from fleetspec.node_side.hostlist import HostlistError, expand
 
 K8S_SUFFIX = "-k8s"
 

@@ -1,7 +1,6 @@
-"""Health: detect a sick GPU node, decide device or node, quarantine it through its owner.
+"""Health on the controller: run the node check across the fleet, plan its verdicts, and
+quarantine sick nodes through their owner (Slurm drain, Kubernetes cordon or device taints).
 
-``catalog``, ``classify`` and ``node_check`` run on nodes too (the node layer installs
-them beside the fact collector), so they use the standard library only and keep Python
-3.8 syntax. The rest (``policy``, ``report``, the fleet-side commands) runs where
-fleetspec is installed.
+The node check itself, its fault catalog and classifier, and the in-cluster remediator ship
+to nodes and live in ``fleetspec/node_side`` (standard library only, Python 3.8).
 """

@@ -143,7 +143,7 @@ def node_check_program(fleet: Fleet) -> bytes:
     source = Path(__file__).resolve().parents[2]
     main = (
         '"""fleetspec health: the node check with the fleet\'s policy, run once, read-only."""\n'
-        "import json\nimport sys\n\nfrom fleetspec.health import node_check\n\n"
+        "import json\nimport sys\n\nfrom fleetspec.node_side import node_check\n\n"
         f"POLICY = {json.dumps(json.dumps(node_config(fleet), sort_keys=True))}\n"
         "sys.exit(node_check.main(sys.argv[1:], config=json.loads(POLICY)))\n"
     )

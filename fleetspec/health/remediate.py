@@ -10,12 +10,12 @@ no action. A node cordoned by anyone else is left alone, as on Slurm. Device-plu
 pools cannot take one GPU out of service, so ``quarantine-device`` cordons the node too.
 
 On a DRA-managed pool (``kubernetes.dra.gpus``, Kubernetes 1.33+) a ``quarantine-device``
-fault taints only its GPU: a DeviceTaintRule (``fleetspec.health.device_taints``) selecting
+fault taints only its GPU: a DeviceTaintRule (``fleetspec.node_side.device_taints``) selecting
 the device the NVIDIA DRA driver publishes at that PCI address; the node stays schedulable
 for its other GPUs. A rule is deleted once its device no longer has such a fault. A device
 the node's ResourceSlices do not show falls back to the node path.
 
-The blast-radius limit (``spec.health.min_healthy``, ``fleetspec.health.min_healthy``, the
+The blast-radius limit (``spec.health.min_healthy``, ``fleetspec.node_side.min_healthy``, the
 in-cluster remediator's decision): while fewer of the fleet's Kubernetes-owned nodes than
 that have a healthy verdict and some need an action, no node is acted on but to release a
 recovered one; the run says so in one line and fails.
@@ -28,13 +28,14 @@ import os
 import tempfile
 from dataclasses import dataclass
 
-from fleetspec.apply.control import DRAIN_REASON, ControlError, KubernetesControl, Runner, checked
+from fleetspec.apply.control import ControlError, KubernetesControl, Runner, checked
 from fleetspec.compile.ir import Fleet
-from fleetspec.health import device_taints, min_healthy
-from fleetspec.health.catalog import strongest
-from fleetspec.health.classify import reason
 from fleetspec.health.fleet import FleetHealth
-from fleetspec.health.node_check import LEADER
+from fleetspec.node_side import device_taints, min_healthy
+from fleetspec.node_side.classify import reason
+from fleetspec.node_side.contract import DRAIN_REASON
+from fleetspec.node_side.faults import strongest
+from fleetspec.node_side.node_check import LEADER
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ def _acts(verdict: dict) -> bool:
 
 
 def remediate_kubernetes(fleet: Fleet, health: FleetHealth, run: Runner, deadline_s: float = 1800) -> Remediation:
-    from fleetspec.render.kubernetes_dra import dra_gpu_partitions
+    from fleetspec.render.kubernetes.dra import dra_gpu_partitions
 
     control = KubernetesControl(run)
     dra = {p.name for p in dra_gpu_partitions(fleet)}

@@ -28,7 +28,6 @@ from typing import Any
 
 import yaml
 
-from fleetspec.compile import compile_file
 from fleetspec.compile.ir import Fleet, PackageSource
 from fleetspec.findings import Severity
 from fleetspec.lab import DEFAULT_PER_PARTITION, STATE_FILE
@@ -37,6 +36,7 @@ from fleetspec.lab.hosts import CGROUP_GONE, Lab, validate_name
 from fleetspec.lab.repo import StandInPackage, build_repo, pin_standins, stack_standins
 from fleetspec.lab.slurm import Cluster, ensure_slurm, restrict_slurm_files
 from fleetspec.packages import container_packages, packages_for, slurm_packages
+from fleetspec.pipeline import compile_file
 from fleetspec.render.ansible import mirror_var
 from fleetspec.render.slurm import render_slurm
 

@@ -25,7 +25,7 @@ from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 
-from fleetspec.spec.hostlist import compress, expand
+from fleetspec.node_side.hostlist import compress, expand
 
 PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge")
 TOOLS = ("slurmctld", "slurmd", "sinfo", "scontrol", "sbatch", "squeue", "scancel")

@@ -128,8 +128,8 @@ def _with_facts(plan: Plan, directory: Path) -> Plan:
 
 
 def _limited(plan: Plan, limit: str) -> Plan:
+    from fleetspec.node_side.hostlist import HostlistError, expand
     from fleetspec.plan import restrict_to_hosts
-    from fleetspec.spec.hostlist import HostlistError, expand
 
     try:
         hosts = set(expand(limit))
@@ -191,8 +191,8 @@ def build_plan(spec: Path, state: str | None, base: str | None, canary: int, max
 def _compiled(path: Path | None, errors: Console, base: object = None, charts: Path | None = None) -> Fleet:
     from rich.markup import escape
 
-    from fleetspec.compile import compile_file, compile_text
     from fleetspec.findings import Severity
+    from fleetspec.pipeline import compile_file, compile_text
     from fleetspec.plan.base import BaseSpec
 
     if isinstance(base, BaseSpec) and base.text is not None:

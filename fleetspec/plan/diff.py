@@ -14,8 +14,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from fleetspec.compile.ir import Fleet, Node, Partition
+from fleetspec.node_side.hostlist import compress
 from fleetspec.plan.model import Action, Change, Disruption, worst
-from fleetspec.spec.hostlist import compress
 from fleetspec.state.store import NodeRecord
 
 D = Disruption

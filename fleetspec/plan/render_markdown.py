@@ -15,9 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 from fleetspec.markdown import cell, code
+from fleetspec.node_side.hostlist import compress
 from fleetspec.plan.model import Change, Disruption, Plan
 from fleetspec.plan.render_text import grouped
-from fleetspec.spec.hostlist import compress
 
 MARKER = "<!-- fleetspec-plan -->"
 MAX_CHARS = 60_000

@@ -9,8 +9,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from fleetspec.node_side.hostlist import compress
 from fleetspec.plan.model import Change, Disruption, Plan
-from fleetspec.spec.hostlist import compress
 
 STYLES = {
     Disruption.REPLACE: "bold red", Disruption.DRAIN_REBOOT: "red", Disruption.DRAIN: "yellow",

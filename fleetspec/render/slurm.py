@@ -8,7 +8,7 @@ never offered to Slurm (one allocation owner per device).
 
 The spec's Slurm version picks the syntax (block topology needs 23.11, topology.yaml
 25.05). Where the version cannot express what the fleet needs, the renderer writes
-the best form that version does read and `topology_problems` (render/slurm_layout.py,
+the best form that version does read and `topology_problems` (layout/slurm.py,
 which plans the topology for both) says what is missing and which version can, so that
 the rules layer raises an error instead of letting a weaker topology through silently.
 
@@ -24,8 +24,7 @@ from pathlib import PurePosixPath
 import yaml
 
 from fleetspec.compile.ir import Fleet, GpuSpec, Node
-from fleetspec.render.health import slurm_health_lines
-from fleetspec.render.slurm_layout import (
+from fleetspec.layout.slurm import (
     TopologyPlan,
     grouped,
     plan_topology,
@@ -33,9 +32,10 @@ from fleetspec.render.slurm_layout import (
     slurm_nodes,
     slurm_partitions,
 )
+from fleetspec.node_side.hostlist import compress
+from fleetspec.render.health import slurm_health_lines
 from fleetspec.site import slurm as site
 from fleetspec.slurm_syntax import slurm_time_minutes
-from fleetspec.spec.hostlist import compress
 from fleetspec.versions import at_least
 
 ROOT = PurePosixPath("slurm")

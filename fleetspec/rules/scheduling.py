@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from fleetspec.catalog import Catalog
 from fleetspec.compile.ir import DEFAULT_STATE_SAVE_LOCATION, Fleet, Node
 from fleetspec.findings import Finding
-from fleetspec.render.slurm_layout import slinky_problems, topology_problems
+from fleetspec.layout.slurm import slinky_problems, topology_problems
 from fleetspec.rules.base import error, warning
 from fleetspec.versions import at_least, major_minor, parse_version
 
@@ -182,7 +182,7 @@ def _check_amd_operator_release(fleet: Fleet, catalog: Catalog) -> Iterator[Find
     k = fleet.kubernetes
     if k is None or not any(n.gpu.vendor == "amd" for n in cluster_gpu_nodes(fleet)):
         return
-    from fleetspec.render.kubernetes import AMD_DEFAULT_VERSION
+    from fleetspec.layout.kubernetes import AMD_DEFAULT_VERSION
 
     version = k.amd_gpu_operator_version or AMD_DEFAULT_VERSION
     path = k.path + (("amd_gpu_operator", "version") if k.amd_gpu_operator_version else ("version",))

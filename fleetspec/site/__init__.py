@@ -9,6 +9,7 @@ values overlays (``site.helm``), Ansible variables and hook playbooks
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,9 +20,11 @@ if TYPE_CHECKING:
     from fleetspec.spec import model as m
 
 
-def site_settings(spec: m.FleetSpec, fleet: ir.Fleet, spec_dir: Path | None) -> tuple[ir.SiteSettings | None,
-                                                                                     list[Finding]]:
+def site_settings(spec: m.FleetSpec, fleet: ir.Fleet, spec_dir: Path | None,
+                  release_names: Callable[[ir.Fleet], list[str]]) -> tuple[ir.SiteSettings | None, list[Finding]]:
     """The checked hatches of ``spec`` (None when it uses none) and the findings.
+    ``release_names(fleet)`` names the Helm releases the fleet installs, which ``kubernetes.values``
+    may overlay: the caller passes the Kubernetes renderer's, so this layer never imports render.
 
     Each hatch's module is imported only when that hatch has content: most specs use
     none, and ``validate`` then loads none of them (startup time)."""
@@ -34,8 +37,8 @@ def site_settings(spec: m.FleetSpec, fleet: ir.Fleet, spec_dir: Path | None) -> 
     nodes: list[tuple[str, ir.Pairs]] = []
     s = body.slurm
     if s is not None and _has_slurm_settings(s, body):
+        from fleetspec.node_side.hostlist import HostlistError, expand
         from fleetspec.site import slurm as site_slurm
-        from fleetspec.spec.hostlist import HostlistError, expand
 
         base = ("spec", "slurm")
         slurm_conf = site_slurm.check_settings("slurm.conf", s.settings, s.version, base + ("settings",), findings)
@@ -67,10 +70,9 @@ def site_settings(spec: m.FleetSpec, fleet: ir.Fleet, spec_dir: Path | None) -> 
                 nodes.extend((h, pairs) for h in hosts if pairs)
     helm: tuple[tuple[str, str], ...] = ()
     if body.kubernetes is not None and body.kubernetes.values:
-        from fleetspec.render.kubernetes import kubernetes_resources
         from fleetspec.site import helm as site_helm
 
-        releases = [r.name for r in kubernetes_resources(fleet).releases]
+        releases = release_names(fleet)
         helm = site_helm.check_values(body.kubernetes.values, releases, ("spec", "kubernetes", "values"), findings)
     ansible_vars, hooks = "{}", ()
     if body.ansible is not None:

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import core_schema
 
-from fleetspec.health.catalog import FAULTS
+from fleetspec.node_side.faults import FAULTS
 from fleetspec.slurm_syntax import slurm_time_problem
 
 
@@ -312,7 +312,7 @@ class NetworkOperator(_Model):
 
 
 # Namespaces a tenant may not claim: Kubernetes' own, and the ones fleetspec installs
-# its operators into (render/kubernetes.py NAMESPACES; tests/spec/test_model_bounds.py
+# its operators into (render/kubernetes/common.py NAMESPACES; tests/spec/test_model_bounds.py
 # keeps the two in step). A tenant's LocalQueues and quota there would reach the system.
 RESERVED_NAMESPACES = frozenset({
     "default", "kube-system", "kube-public", "kube-node-lease",

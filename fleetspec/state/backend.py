@@ -24,6 +24,7 @@ from urllib.parse import unquote, urlsplit
 from fleetspec.compile.ir import Fleet
 from fleetspec.state.lock import LockHeld, LockInfo
 from fleetspec.state.store import DEFAULT_DIR_NAME, STATE_DIR_ENV, State, StateError, StateStore
+from fleetspec.state.urls import redact_url
 
 STATE_ENV = "FLEETSPEC_STATE"  # a directory or a URL; $FLEETSPEC_STATE_DIR (a directory) is still read
 POSTGRES_SCHEMES = ("postgresql", "postgres")
@@ -172,12 +173,3 @@ def list_fleets(location: StateLocation) -> list[str]:
 
     assert location.url is not None
     return pg_list(location.url)
-
-
-def redact_url(url: str) -> str:
-    """The URL with its password replaced by ``***`` (for messages and logs)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return parts._replace(netloc=netloc).geturl()

@@ -16,7 +16,7 @@ import os
 from pathlib import Path, PurePosixPath
 
 from fleetspec.render.writer import MARKER as RENDER_MARK
-from fleetspec.state.atomic import atomic_write
+from fleetspec.safe_io import atomic_write
 from fleetspec.state.backend import StateBackend
 from fleetspec.state.store import State, StateStore
 

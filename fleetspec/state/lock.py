@@ -21,8 +21,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from fleetspec.safe_io import UnsafePathError, loads_json, read_bounded
-from fleetspec.state.atomic import fsync_dir
+from fleetspec.safe_io import UnsafePathError, fsync_dir, loads_json, read_bounded
 
 MAX_LOCK_BYTES = 64 * 1024  # a holder record is a few hundred bytes
 

@@ -44,6 +44,7 @@ from fleetspec.state.store import (
     _state_from_document,
     next_document,
 )
+from fleetspec.state.urls import redact_url
 
 if TYPE_CHECKING:
     import psycopg
@@ -81,7 +82,6 @@ def _psycopg() -> Any:
 
 
 def connect(url: str, purpose: str) -> psycopg.Connection[Any]:
-    from fleetspec.state.backend import redact_url
 
     psycopg = _psycopg()
     try:
@@ -111,7 +111,6 @@ class PgLock:
 
 class PostgresStore(DocumentWrites):
     def __init__(self, url: str, fleet_name: str, work_dir: Path) -> None:
-        from fleetspec.state.backend import redact_url
 
         if not _SAFE_NAME.match(fleet_name):
             raise StateError(f"fleet name {fleet_name!r} cannot name a state")
@@ -359,7 +358,6 @@ def list_fleets(url: str) -> list[str]:
     except psycopg.errors.UndefinedTable:
         return []
     except psycopg.Error as exc:
-        from fleetspec.state.backend import redact_url
 
         raise StateError(f"cannot list the states at {redact_url(url)}: {str(exc).strip()}") from None
     finally:

@@ -31,9 +31,8 @@ from typing import Any
 
 from fleetspec import __version__
 from fleetspec.compile.ir import Fleet, Node, StackTuple
-from fleetspec.safe_io import UnsafePathError, loads_json, read_bounded
-from fleetspec.spec.hostlist import compress
-from fleetspec.state.atomic import atomic_write, remove_leftovers
+from fleetspec.node_side.hostlist import compress
+from fleetspec.safe_io import UnsafePathError, atomic_write, loads_json, read_bounded, remove_leftovers
 from fleetspec.state.codec import FleetDecodeError, decode, encode, fleet_from_dict
 from fleetspec.state.lock import LockHeld, LockInfo, StateLock, current_user, is_stale, read_holder
 

@@ -103,8 +103,8 @@ def verify(
 
 
 def _compile(spec: Path, err: Console) -> Fleet:
-    from fleetspec.compile import compile_file
     from fleetspec.findings import Severity
+    from fleetspec.pipeline import compile_file
 
     compiled = compile_file(spec)
     if compiled.fleet is None or not compiled.valid:

@@ -25,6 +25,7 @@ from typing import Any
 
 from fleetspec.catalog import Catalog, load_catalog
 from fleetspec.compile.ir import Fleet, Node, StackTuple
+from fleetspec.node_side.collector import NVLINK5_BRIDGE_VPD
 from fleetspec.packages import (
     PackageError,
     has_nvswitch,
@@ -34,7 +35,6 @@ from fleetspec.packages import (
     nvswitch_on_pci,
     packages_for,
 )
-from fleetspec.verify.collector import NVLINK5_BRIDGE_VPD
 from fleetspec.verify.versions import at_precision, match_version, upstream
 
 FACTS_SCHEMA = "fleetspec.io/facts/v1"

@@ -1,7 +1,7 @@
 """The node check's verdict as one check of ``fleetspec verify --local``.
 
 One program answers both questions a node is asked: does it run its partition's tuple
-(the comparison) and is it healthy (``fleetspec.health.node_check``, the code Slurm's
+(the comparison) and is it healthy (``fleetspec.node_side.node_check``, the code Slurm's
 ``HealthCheckProgram`` and node-problem-detector run). With ``spec.health`` set, the
 node's report gains a ``health`` check, and the verdict folds into verify's one exit
 code: healthy is ``ok``, degraded (faults whose action is ``none``) a ``warning``, sick
@@ -26,9 +26,9 @@ def node_verdict(fleet: Fleet, hostname: str, root: str = "/") -> dict[str, Any]
     writing the check's state (kernel-log cursor, IB counters): the scheduled check still
     sees every fault first. A check that fails itself (a bug, tool output no parser expected)
     is an ``unknown`` verdict naming the exception and where it was raised, never a traceback."""
-    from fleetspec.health.node_check import run_check
+    from fleetspec.node_side.collector import Host
+    from fleetspec.node_side.node_check import run_check
     from fleetspec.render.health import node_config
-    from fleetspec.verify.collector import Host
 
     try:
         return run_check(node_config(fleet), hostname, Host(root), persist=False)
@@ -52,7 +52,7 @@ def _where(exc: BaseException) -> str:
 
 
 def health_check(verdict: dict[str, Any]) -> Check:
-    from fleetspec.health.classify import reason
+    from fleetspec.node_side.classify import reason
 
     status = _STATUS.get(verdict["status"], Status.DRIFT)
     faults = verdict.get("faults", [])

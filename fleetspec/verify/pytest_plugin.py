@@ -25,8 +25,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.fixture(scope="session")
 def fleet(request: pytest.FixtureRequest) -> Fleet:
     """The compiled fleet of --fleet-spec; a spec with errors fails every test that needs it."""
-    from fleetspec.compile import compile_file
     from fleetspec.findings import Severity
+    from fleetspec.pipeline import compile_file
 
     spec = request.config.getoption("fleet_spec")
     if not spec:

@@ -15,7 +15,7 @@ from rich.console import RenderableType
 from rich.markup import escape
 from rich.table import Table
 
-from fleetspec.spec.hostlist import compress
+from fleetspec.node_side.hostlist import compress
 from fleetspec.verify.compare import Check, NodeReport, PartitionReport, Status, VerifyReport
 
 REPORT_SCHEMA = "fleetspec.io/verify-report/v1"
@@ -201,7 +201,7 @@ def to_markdown(report: VerifyReport) -> str:
     (partition, the stack that pins it, component, pinned value, found value, the nodes as a
     hostlist), then warnings folded. Made to open an incident or a job summary with."""
     from fleetspec.markdown import cell, code
-    from fleetspec.spec.hostlist import compress
+    from fleetspec.node_side.hostlist import compress
 
     drift = sum(not n.conforms for n in report.nodes)
     lines = [MARKDOWN_MARKER, f"### fleetspec verify: fleet {code(report.fleet)}", "",

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from fleetspec.compile.ir import Fleet
+from fleetspec.node_side import collector
 from fleetspec.safe_io import UnsafePathError, loads_json, read_bounded
-from fleetspec.verify import collector
 from fleetspec.verify.compare import VerifyReport, compare
 
 COLLECTOR = Path(collector.__file__).resolve()

@@ -6,7 +6,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from fleetspec.compile import compile_file
+from fleetspec.pipeline import compile_file
 from fleetspec.render.ansible import render_ansible
 from tests.conftest import EXAMPLES, ROOT
 

@@ -7,8 +7,8 @@ from pathlib import Path, PurePosixPath
 import pytest
 import yaml
 
-from fleetspec.compile import compile_file, compile_text
 from fleetspec.compile.ir import PackageSource
+from fleetspec.pipeline import compile_file, compile_text
 from fleetspec.render.ansible import render_ansible
 from tests.conftest import EXAMPLES
 

@@ -15,8 +15,8 @@ import yaml
 from fleetspec.apply.ansible import run_playbook
 from fleetspec.apply.control import SlurmControl, local_runner
 from fleetspec.apply.rollout import ApplyOptions, Engines, apply_plan
-from fleetspec.compile import compile_file
 from fleetspec.lab.slurm import Cluster
+from fleetspec.pipeline import compile_file
 from fleetspec.plan import plan_against_state, restrict_to_hosts
 from fleetspec.state import StateStore, open_state, parse_location
 from fleetspec.verify.compare import compare

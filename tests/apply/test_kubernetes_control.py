@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from fleetspec.apply.control import DRAIN_REASON, KubernetesControl, local_runner
-from fleetspec.health import k8s_remediator
+from fleetspec.node_side import k8s_remediator
 
 STANDIN = Path(__file__).resolve().parents[1] / "health" / "kubectl_standin.py"
 

@@ -22,8 +22,8 @@ from rich.console import Console
 
 from fleetspec.apply.report import TextReport
 from fleetspec.apply.rollout import wave_name
-from fleetspec.compile import compile_file
 from fleetspec.lab.slurm import Cluster
+from fleetspec.pipeline import compile_file
 from fleetspec.plan import plan_against_state
 from fleetspec.render.slurm import render_slurm
 from fleetspec.secrets import Redactor

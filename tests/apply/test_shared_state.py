@@ -18,8 +18,8 @@ import time
 
 import pytest
 
-from fleetspec.compile import compile_file
 from fleetspec.lab.slurm import Cluster
+from fleetspec.pipeline import compile_file
 from fleetspec.render.slurm import render_slurm
 from fleetspec.state import STATE_DIR_ENV, STATE_ENV, open_state, parse_location
 from tests.apply.harness import ROOT_DIR, V1, V2, Rollout

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from fleetspec.compile import compile_file
 from fleetspec.lab.slurm import Cluster
+from fleetspec.pipeline import compile_file
 from fleetspec.render.slurm import render_slurm
 from tests.apply.harness import HERE, HOSTS, V1, Rollout
 

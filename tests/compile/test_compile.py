@@ -3,7 +3,7 @@ import textwrap
 
 import pytest
 
-from fleetspec.compile import compile_file, compile_text
+from fleetspec.pipeline import compile_file, compile_text
 from tests.conftest import EXAMPLES
 
 BASE = """\

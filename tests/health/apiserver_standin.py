@@ -1,7 +1,7 @@
 """A stand-in Kubernetes API server for the calls the in-cluster remediator makes.
 
 No API server can run on the test machines (DESIGN.md). This one serves, on loopback,
-exactly the endpoints ``fleetspec.health.k8s_remediator`` uses and answers as
+exactly the endpoints ``fleetspec.node_side.k8s_remediator`` uses and answers as
 kube-apiserver does:
 
 - ``GET /api/v1/nodes?labelSelector=KEY in (A,B)`` -> a NodeList (set-based selector,

@@ -74,8 +74,8 @@ def test_the_shipped_node_check_is_one_zip_python_runs(tmp_path) -> None:
     import subprocess
     import sys
 
-    from fleetspec.compile import compile_text
     from fleetspec.health.fleet import NODE_ARGS, HealthError, node_check_program
+    from fleetspec.pipeline import compile_text
 
     fleet = compile_text(SPEC).fleet
     program = tmp_path / "fleetspec-health-check.pyz"

@@ -11,9 +11,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from fleetspec.compile import compile_text
-from fleetspec.health import node_check
-from fleetspec.health.classify import (
+from fleetspec.node_side import node_check
+from fleetspec.node_side.classify import (
     dcgm_diag_faults,
     nvlink_counter_faults,
     nvlink_counter_state,
@@ -24,6 +23,7 @@ from fleetspec.health.classify import (
     parse_nvlink_status,
     verdict,
 )
+from fleetspec.pipeline import compile_text
 from fleetspec.render.health import node_config
 
 from .nodes import FIXTURES, make_node, set_tool_output

@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from fleetspec.cli import app
-from fleetspec.health import device_taints
+from fleetspec.node_side import device_taints
 from tests.conftest import require_shared
 from tests.k8s_schema import CrdIndex, validate_object
 
@@ -165,7 +165,7 @@ def test_the_pci_domain_tells_a_gb200_trays_gpus_apart(crd_index) -> None:
 
 
 def test_remediate_taints_the_device_not_the_node(crd_index, tmp_path, monkeypatch, kubectl_state, capsys) -> None:
-    from fleetspec.compile import compile_text
+    from fleetspec.pipeline import compile_text
     from fleetspec.render.health import node_config
 
     compiled = compile_text(SPEC)
@@ -223,7 +223,7 @@ def test_remediate_taints_the_device_not_the_node(crd_index, tmp_path, monkeypat
 def test_a_dcgm_fault_taints_only_its_device(crd_index, tmp_path, monkeypatch, kubectl_state, capsys) -> None:
     """dcgmi diag fails GPU 3 (DCGM's id) with an ISOLATE error; dcgmi discovery -l puts GPU 3
     at 00000000:4E:00.0; the DRA driver publishes that GPU as gpu-0 of k-1: only it is tainted."""
-    from fleetspec.compile import compile_text
+    from fleetspec.pipeline import compile_text
     from fleetspec.render.health import node_config
 
     from .nodes import set_tool_output

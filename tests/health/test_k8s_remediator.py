@@ -3,7 +3,7 @@ cordon + eviction, back to uncordon; an operator's cordon and PodDisruptionBudge
 
 from __future__ import annotations
 
-from fleetspec.health import k8s_remediator
+from fleetspec.node_side import k8s_remediator
 
 from .apiserver_standin import ApiServer
 
@@ -130,8 +130,8 @@ def test_on_a_dra_pool_a_device_fault_taints_only_that_device(tmp_path, monkeypa
     import json
     import os
 
-    from fleetspec.compile import compile_text
-    from fleetspec.health import device_taints, node_check
+    from fleetspec.node_side import device_taints, node_check
+    from fleetspec.pipeline import compile_text
     from fleetspec.render.health import node_config
     from tests.conftest import require_shared
     from tests.k8s_schema import CrdIndex, validate_object

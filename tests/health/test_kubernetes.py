@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from fleetspec.compile.ir import HealthPolicy
-from fleetspec.health.catalog import FAULTS, default_actions
+from fleetspec.node_side.faults import FAULTS, default_actions
 from fleetspec.render.kubernetes import kubernetes_resources, render_kubernetes
 from tests.conftest import require_shared
 from tests.k8s_schema import CrdIndex, validate_object
@@ -80,12 +80,12 @@ def test_npd_plugin_runs_the_node_check(museum) -> None:
     assert plugin["plugin"] == "custom" and plugin["pluginConfig"]["invoke_interval"] == "120s"
     rule = plugin["rules"][0]
     assert rule["condition"] == plugin["conditions"][0]["type"] == "GPUProblem"
-    assert "fleetspec.health.node_check" in rule["args"]
+    assert "fleetspec.node_side.node_check" in rule["args"]
     assert rule["args"][-2:] == ["--format", "npd"]  # one line: the condition's message is the drain reason
 
 
 def test_npd_daemonset_runs_the_plugin_on_kubernetes_gpu_nodes_only(museum) -> None:
-    from fleetspec.render.kubernetes import kubernetes_partitions
+    from fleetspec.layout.kubernetes import kubernetes_partitions
 
     ds = next(o for o in objects(museum) if o["kind"] == "DaemonSet" and o["metadata"]["name"].startswith("fleetspec"))
     pod = ds["spec"]["template"]["spec"]
@@ -133,12 +133,12 @@ def test_remediator_cronjob_runs_the_shipped_module(museum, tmp_path) -> None:
     cron, code, role = _remediator(museum)
     assert cron["spec"]["schedule"] == "*/2 * * * *" and cron["spec"]["concurrencyPolicy"] == "Forbid"
     command = _lay_out(cron, code, tmp_path)
-    assert command[:4] == ["python3", "-s", "-m", "fleetspec.health.k8s_remediator"]
+    assert command[:4] == ["python3", "-s", "-m", "fleetspec.node_side.k8s_remediator"]
     selector = command[command.index("--selector") + 1]
     assert selector.startswith("fleetspec.io/partition in (")
     assert "--taint-api" not in command  # no DRA pool: the node path only
     # the shipped tree alone runs the module (-S: no site-packages, so not this checkout's fleetspec)
-    ran = subprocess.run([sys.executable, "-S", "-s", "-m", "fleetspec.health.k8s_remediator", "--help"],
+    ran = subprocess.run([sys.executable, "-S", "-s", "-m", "fleetspec.node_side.k8s_remediator", "--help"],
                          env={"PYTHONPATH": str(tmp_path / "opt/fleetspec")}, cwd=tmp_path, capture_output=True,
                          text=True)
     assert ran.returncode == 0 and "--dra-partitions" in ran.stdout, ran.stderr
@@ -149,7 +149,7 @@ def test_remediator_cronjob_runs_the_shipped_module(museum, tmp_path) -> None:
 
 @pytest.fixture(scope="module")
 def dra_fleet():
-    from fleetspec.compile import compile_text
+    from fleetspec.pipeline import compile_text
 
     from .test_device_taints import SPEC
 
@@ -162,8 +162,8 @@ def test_on_a_dra_pool_the_remediator_may_taint_devices(dra_fleet, crd_index) ->
     """The CronJob is told the DRA pools and the DeviceTaintRule version, its ServiceAccount
     may read ResourceSlices and write DeviceTaintRules (still no pod delete), and every
     object passes the schemas of the fleet's Kubernetes version."""
-    from fleetspec.health.k8s_remediator import PARTITION_LABEL
-    from fleetspec.render.kubernetes import PARTITION_LABEL as RENDERED
+    from fleetspec.node_side.k8s_remediator import PARTITION_LABEL
+    from fleetspec.render.kubernetes.common import PARTITION_LABEL as RENDERED
 
     cron, code, role = _remediator(dra_fleet)
     (container,) = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
@@ -211,7 +211,7 @@ def test_the_cronjob_runs_with_the_specs_blast_radius_limit(tmp_path) -> None:
     import subprocess
     import sys
 
-    from fleetspec.compile import compile_text
+    from fleetspec.pipeline import compile_text
 
     from .apiserver_standin import ApiServer
     from .test_k8s_remediator import node

@@ -119,8 +119,8 @@ def test_healthy_lab_nodes_give_a_healthy_verdict(sickbay: LabHandle, tmp_path: 
     suite = ET.parse(junit).getroot()
     assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("2", "0", "0")
     # Each node checked itself under its inventory name (Ansible templates --node per host).
-    from fleetspec.compile import compile_file
     from fleetspec.health.fleet import from_lab
+    from fleetspec.pipeline import compile_file
 
     gathered = from_lab(compile_file(sickbay.spec).fleet, sickbay.dir)
     assert {h: v["node"] for h, v in gathered.verdicts.items()} == {"h200-01": "h200-01", "h200-02": "h200-02"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from fleetspec.health.min_healthy import DEFAULT, HELD, hold, needed
+from fleetspec.node_side.min_healthy import DEFAULT, HELD, hold, needed
 
 
 @pytest.mark.parametrize(("limit", "selected", "want"), [

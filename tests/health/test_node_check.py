@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from fleetspec.compile import compile_text
-from fleetspec.health import node_check
+from fleetspec.node_side import node_check
+from fleetspec.pipeline import compile_text
 from fleetspec.render.health import node_config
 
 from .nodes import FIXTURES, make_node, set_boot_id, set_ib, set_tool_output

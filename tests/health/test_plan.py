@@ -8,7 +8,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from fleetspec.cli import app
-from fleetspec.compile import compile_file
+from fleetspec.pipeline import compile_file
 from fleetspec.plan import make_plan
 from tests.conftest import EXAMPLES
 

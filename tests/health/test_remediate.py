@@ -35,7 +35,7 @@ spec:
 
 
 def test_remediate_kubernetes_nodes(tmp_path, monkeypatch, kubectl_state, capsys) -> None:
-    from fleetspec.compile import compile_text
+    from fleetspec.pipeline import compile_text
     from fleetspec.render.health import node_config
 
     fleet = compile_text(SPEC).fleet
@@ -76,7 +76,7 @@ def test_remediate_kubernetes_nodes(tmp_path, monkeypatch, kubectl_state, capsys
 def test_a_node_the_api_refuses_does_not_stop_the_others(tmp_path, monkeypatch, kubectl_state, capsys) -> None:
     """The API server refuses to cordon k-1 (an admission webhook): k-1 is reported as not acted
     on, and k-3 and k-4 (after it) are still cordoned and drained."""
-    from fleetspec.compile import compile_text
+    from fleetspec.pipeline import compile_text
     from fleetspec.render.health import node_config
 
     fleet = compile_text(SPEC).fleet
@@ -107,7 +107,7 @@ def test_a_node_the_api_refuses_does_not_stop_the_others(tmp_path, monkeypatch, 
 def test_a_failed_uncordon_on_a_healthy_fleet_exits_1(tmp_path, monkeypatch, kubectl_state, capsys) -> None:
     """Every node passes, but the API refuses to uncordon k-2 (cordoned by the check before):
     the run says so and exits 1, so a script or CronJob sees the node is still out."""
-    from fleetspec.compile import compile_text
+    from fleetspec.pipeline import compile_text
     from fleetspec.render.health import node_config
 
     fleet = compile_text(SPEC).fleet
@@ -128,7 +128,7 @@ def test_a_failed_uncordon_on_a_healthy_fleet_exits_1(tmp_path, monkeypatch, kub
 
 
 def _verdicts(tmp_path, monkeypatch, capsys, kmsgs: dict[str, str]) -> Path:
-    from fleetspec.compile import compile_text
+    from fleetspec.pipeline import compile_text
     from fleetspec.render.health import node_config
 
     config = tmp_path / "health.json"
@@ -174,7 +174,7 @@ def test_a_pool_mostly_sick_is_held_back(tmp_path, monkeypatch, kubectl_state, c
 
 def test_min_healthy_is_checked_in_the_spec(tmp_path) -> None:
     """A located error, as for the other health settings; a count or a whole percentage."""
-    from fleetspec.compile import compile_text
+    from fleetspec.pipeline import compile_text
 
     spec = tmp_path / "fleet.yaml"
     for bad in ('"101%"', "-1", "2.5", "true", '"half"', '"05%"'):

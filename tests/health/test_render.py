@@ -7,7 +7,7 @@ from pathlib import PurePosixPath
 
 import yaml
 
-from fleetspec.compile import compile_text
+from fleetspec.pipeline import compile_text
 from fleetspec.render.health import HEALTH_CHECK_PROGRAM, NODE_MODULES, render_health
 from fleetspec.render.slurm import render_slurm
 from tests.conftest import ROOT
@@ -29,7 +29,7 @@ def test_policy_file_and_program() -> None:
          "fabric": "infiniband"},
     ]
     program = files[PurePosixPath("health/fleetspec-health-check")]
-    assert "-m fleetspec.health.node_check" in program and "--slurm" in program
+    assert "-m fleetspec.node_side.node_check" in program and "--slurm" in program
     conf = render_slurm(fleet)[PurePosixPath("slurm/slurm.conf")]
     assert f"HealthCheckProgram={HEALTH_CHECK_PROGRAM}\nHealthCheckInterval=120\nHealthCheckNodeState=ANY\n" in conf
 

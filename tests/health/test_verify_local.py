@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from fleetspec.compile import compile_text
-from fleetspec.health import node_check
+from fleetspec.node_side import node_check
+from fleetspec.pipeline import compile_text
 from fleetspec.render.health import node_config
 from fleetspec.verify.compare import compare
 from fleetspec.verify.health import health_check, with_check

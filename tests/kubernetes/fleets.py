@@ -16,7 +16,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 def compiled(name: str) -> Fleet:
     """The compiled example (examples/<name>.yaml); a compile failure fails the test."""
-    from fleetspec.compile import compile_file
+    from fleetspec.pipeline import compile_file
 
     result = compile_file(EXAMPLES / f"{name}.yaml")
     assert result.valid and result.fleet is not None, [f.message for f in result.findings]

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from fleetspec.compile import compile_file
 from fleetspec.compile.ir import Fleet, Node
+from fleetspec.pipeline import compile_file
 from fleetspec.render.kubernetes import KubernetesLayer, kubernetes_resources
 
 from . import fleets

@@ -211,7 +211,7 @@ def test_kueue_and_volcano_give_one_declaration_the_same_quota_semantics() -> No
     reclaimWithinCohort; Volcano reclaimable, the reclaim action and the capacity plugin)."""
     import yaml
 
-    from fleetspec.render.kubernetes import volcano_scheduler_conf
+    from fleetspec.render.kubernetes.layer import volcano_scheduler_conf
 
     fleet = fleets.museum()
     parts = {p.name: p for p in fleet.partitions}

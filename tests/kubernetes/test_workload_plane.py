@@ -10,8 +10,9 @@ import dataclasses
 import pytest
 import yaml
 
-from fleetspec.compile import compile_text
-from fleetspec.render.kubernetes import kubernetes_resources, kueue_configuration, render_kubernetes
+from fleetspec.pipeline import compile_text
+from fleetspec.render.kubernetes import kubernetes_resources, render_kubernetes
+from fleetspec.render.kubernetes.layer import kueue_configuration
 from tests.k8s_schema import validate_object
 
 from . import fleets

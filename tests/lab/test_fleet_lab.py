@@ -19,7 +19,6 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
-from fleetspec.compile import compile_file
 from fleetspec.lab.base import REPO_MOUNT
 from fleetspec.lab.cli import lab_app
 from fleetspec.lab.fleet import (
@@ -35,6 +34,7 @@ from fleetspec.lab.fleet import (
 )
 from fleetspec.lab.repo import pin_standins
 from fleetspec.lab.slurm import SlurmUnavailable, ensure_slurm, process_start_time, restrict_conf
+from fleetspec.pipeline import compile_file
 from fleetspec.render.ansible import mirror_var, render_ansible
 from tests.lab.conftest import lab_unavailable
 

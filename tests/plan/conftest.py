@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from fleetspec.compile import compile_file, compile_text
 from fleetspec.compile.ir import Fleet
+from fleetspec.pipeline import compile_file, compile_text
 
 ROOT = Path(__file__).resolve().parents[2]
 SPECS = Path(__file__).resolve().parent / "specs"

@@ -7,7 +7,7 @@ import shutil
 from typer.testing import CliRunner
 
 from fleetspec.cli import app
-from fleetspec.compile import compile_file, compile_text
+from fleetspec.pipeline import compile_file, compile_text
 from fleetspec.plan import make_plan
 from fleetspec.plan.kubernetes_layer import kubernetes_notes
 from tests.conftest import EXAMPLES

@@ -25,7 +25,8 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from fleetspec.compile import compile_text, ir
+from fleetspec.compile import ir
+from fleetspec.pipeline import compile_text
 from fleetspec.render.ansible import render_ansible
 from fleetspec.render.writer import write_tree
 from fleetspec.spec.model import FleetSpec

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 import yaml
 
-from fleetspec.compile import compile_file
+from fleetspec.pipeline import compile_file
 from fleetspec.render import ansible
 from tests.conftest import EXAMPLES
 

@@ -19,8 +19,8 @@ import pytest
 import yaml
 
 import fleetspec.rules
-from fleetspec.compile import compile_file
 from fleetspec.findings import Finding, Severity
+from fleetspec.pipeline import compile_file
 from fleetspec.rules import RULES, RULES_BY_ID
 from tests.conftest import require_shared
 

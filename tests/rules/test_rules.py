@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from fleetspec.catalog import Catalog, load_catalog
-from fleetspec.compile import CompileResult, compile_file, compile_text
+from fleetspec.pipeline import CompileResult, compile_file, compile_text
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 MARKER = re.compile(r"#@\s*([a-z0-9][a-z0-9.-]*)(?:\s+(error|warning)\b)?")

@@ -6,7 +6,7 @@ from pathlib import Path, PurePosixPath
 
 import yaml
 
-from fleetspec.compile import compile_file
+from fleetspec.pipeline import compile_file
 from fleetspec.plan import make_plan
 from fleetspec.render.ansible import render_ansible
 

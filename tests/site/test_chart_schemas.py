@@ -1,5 +1,5 @@
 """--charts DIR: each release's merged values checked against its chart's own
-values.schema.json the way Helm checks them (fleetspec/site/chart_schema.py), with real
+values.schema.json the way Helm checks them (fleetspec/charts/values_schema.py), with real
 chart archives built here (tests/site/helm_charts.py) and Helm itself (Helm 4's Go code,
 through the helm-python-sdk binding) as the referee."""
 
@@ -14,12 +14,12 @@ from helm_python.chart import Chart as HelmChart
 from helm_python.errors import HelmValuesError
 from typer.testing import CliRunner
 
+from fleetspec.charts.files import read_chart, read_charts
+from fleetspec.charts.values_schema import violations
 from fleetspec.cli import app
-from fleetspec.compile import compile_loaded
 from fleetspec.findings import Severity
+from fleetspec.pipeline import compile_loaded
 from fleetspec.render.kubernetes import kubernetes_resources, render_kubernetes
-from fleetspec.site.chart_files import read_chart, read_charts
-from fleetspec.site.chart_schema import violations
 from fleetspec.spec.loader import load_text
 from tests.kubernetes.test_pulumi_program import run_program  # noqa: F401 - the mock-runtime fixture
 from tests.site.helm_charts import GPU_OPERATOR_CHART, NFD_SCHEMA, chart_archive, charts_dir

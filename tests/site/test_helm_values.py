@@ -9,7 +9,7 @@ from pathlib import PurePosixPath
 
 import yaml
 
-from fleetspec.compile import compile_text
+from fleetspec.pipeline import compile_text
 from fleetspec.render.kubernetes import render_kubernetes
 from tests.conftest import EXAMPLES
 from tests.kubernetes.test_chart_values import _chart_defaults, unknown_paths

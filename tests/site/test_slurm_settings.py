@@ -10,7 +10,7 @@ from pathlib import PurePosixPath
 import pytest
 import yaml
 
-from fleetspec.compile import compile_text
+from fleetspec.pipeline import compile_text
 from fleetspec.render.slurm import render_slurm
 from fleetspec.site.slurm import parameters
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from fleetspec.compile import compile_file, compile_text
 from fleetspec.compile.ir import Fleet
+from fleetspec.pipeline import compile_file, compile_text
 
 ROOT = Path(__file__).resolve().parents[2]
 

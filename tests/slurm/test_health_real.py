@@ -19,7 +19,7 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from fleetspec.compile import compile_text
+from fleetspec.pipeline import compile_text
 from fleetspec.render.health import HEALTH_CHECK_PROGRAM, node_config
 from fleetspec.render.slurm import render_slurm
 from tests.health.nodes import FIXTURES, make_node, set_boot_id, set_ib
@@ -76,7 +76,7 @@ def sickbay(tmp_path_factory):
         "# The rendered program's command, against this node's stand-in root.\n"
         f'echo "$(date +%T) $SLURMD_NODENAME" >> {base}/runs.log\n'
         f'export PATH="{roots}/$SLURMD_NODENAME/bin:$PATH" SLURM_CONF={cluster_root}/etc/slurm.conf\n'
-        f"PYTHONPATH={REPO} exec {sys.executable} -s -m fleetspec.health.node_check --config {config} --slurm "
+        f"PYTHONPATH={REPO} exec {sys.executable} -s -m fleetspec.node_side.node_check --config {config} --slurm "
         f'--root "{roots}/$SLURMD_NODENAME" >> {base}/check.log 2>&1\n'
     )
     wrapper.chmod(0o755)

@@ -12,9 +12,9 @@ from pathlib import PurePosixPath
 
 import pytest
 
+from fleetspec.layout.slurm import leaf_groups, slurm_nodes, slurm_partitions
+from fleetspec.node_side.hostlist import expand
 from fleetspec.render.slurm import node_features, per_gpu_defaults, render_slurm
-from fleetspec.render.slurm_layout import leaf_groups, slurm_nodes, slurm_partitions
-from fleetspec.spec.hostlist import expand
 
 from . import fleets
 from .cluster import Cluster, running

@@ -9,6 +9,8 @@ from pathlib import PurePosixPath
 import pytest
 import yaml
 
+from fleetspec.layout.slurm import slinky_problems, slurm_nodes, topology_problems
+from fleetspec.node_side.hostlist import expand
 from fleetspec.render.slurm import (
     autodetect_for,
     default_time_for,
@@ -17,8 +19,6 @@ from fleetspec.render.slurm import (
     real_memory_mb,
     render_slurm,
 )
-from fleetspec.render.slurm_layout import slinky_problems, slurm_nodes, topology_problems
-from fleetspec.spec.hostlist import expand
 from tests.conftest import require_shared
 
 from . import fleets

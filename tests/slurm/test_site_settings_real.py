@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetspec.compile import compile_text
+from fleetspec.pipeline import compile_text
 from fleetspec.render.slurm import render_slurm
 from fleetspec.site.slurm import parameters
 from tests.site.specs import spec

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fleetspec.compile import compile_text
+from fleetspec.pipeline import compile_text
 from fleetspec.slurm_syntax import slurm_time_minutes, slurm_time_problem
 from tests.conftest import EXAMPLES
 

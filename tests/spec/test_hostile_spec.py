@@ -10,11 +10,11 @@ import time
 import pytest
 import yaml
 
-from fleetspec.compile import compile_file, compile_text
 from fleetspec.findings import Severity
-from fleetspec.render.kubernetes import NAMESPACES
+from fleetspec.node_side.hostlist import MAX_HOSTS, HostlistError, count, expand
+from fleetspec.pipeline import compile_file, compile_text
+from fleetspec.render.kubernetes.common import NAMESPACES
 from fleetspec.slurm_syntax import slurm_time_minutes
-from fleetspec.spec.hostlist import MAX_HOSTS, HostlistError, count, expand
 from fleetspec.spec.loader import EXCERPT_CHARS
 from fleetspec.spec.model import RESERVED_NAMESPACES
 from fleetspec.versions import parse_version

@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fleetspec.spec.hostlist import MAX_HOSTS, HostlistError, compress, expand
+from fleetspec.node_side.hostlist import MAX_HOSTS, HostlistError, compress, expand
 
 
 @pytest.mark.parametrize(

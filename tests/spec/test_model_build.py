@@ -105,7 +105,7 @@ plugin = Recorder()
 '''
 RUN = '''
 import json, os, sys
-from fleetspec.compile import compile_file
+from fleetspec.pipeline import compile_file
 from fleetspec.spec.model import FleetSpec, Secrets
 from pydantic import BaseModel
 compiled = compile_file(sys.argv[1])

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from fleetspec.compile import compile_file
 from fleetspec.compile.ir import Fleet
+from fleetspec.pipeline import compile_file
 from fleetspec.state import StateBackend, StateStore, open_state, parse_location
 
 ROOT = Path(__file__).resolve().parents[2]

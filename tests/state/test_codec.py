@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from fleetspec.compile import compile_file, ir
+from fleetspec.compile import ir
+from fleetspec.pipeline import compile_file
 from fleetspec.state.codec import FleetDecodeError, decode, encode, fleet_from_dict
 
 ROOT = Path(__file__).resolve().parents[2]

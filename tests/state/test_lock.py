@@ -20,7 +20,7 @@ from tests.state.conftest import ROOT
 
 HOLDER = """
 import sys
-from fleetspec.compile import compile_file
+from fleetspec.pipeline import compile_file
 from fleetspec.state import StateError, open_state, parse_location
 fleet = compile_file(sys.argv[2]).fleet
 store = open_state(parse_location(sys.argv[1]), "quickstart")

@@ -28,7 +28,7 @@ QUICKSTART = ROOT / "examples" / "quickstart.yaml"
 # test can act while it holds the lock.
 APPLY = """
 import sys
-from fleetspec.compile import compile_file
+from fleetspec.pipeline import compile_file
 from fleetspec.state import open_state, parse_location
 fleet = compile_file(sys.argv[2]).fleet
 store = open_state(parse_location(sys.argv[1]), fleet.name)
@@ -72,7 +72,7 @@ def copies(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_a_plan_from_another_copy_is_refused_or_waits_and_a_stale_saved_plan_is_refused(
         location: str, copies: tuple[Path, Path], tmp_path: Path) -> None:
-    from fleetspec.compile import compile_file
+    from fleetspec.pipeline import compile_file
 
     alice, ci = copies
     shared = open_state(parse_location(location), "quickstart")
@@ -111,7 +111,7 @@ def test_a_plan_from_another_copy_is_refused_or_waits_and_a_stale_saved_plan_is_
 
 
 def _apply_turn(location: str, spec: str, results) -> None:
-    from fleetspec.compile import compile_file
+    from fleetspec.pipeline import compile_file
 
     fleet = compile_file(spec).fleet
     store = open_state(parse_location(location), fleet.name)
@@ -170,7 +170,7 @@ def test_state_commands_list_show_and_unlock(location: str, tmp_path: Path) -> N
 
 def test_state_copy_moves_a_directory_state_into_postgresql_and_keeps_saved_plans_valid(
         postgres_url: str, tmp_path: Path) -> None:
-    from fleetspec.compile import compile_file
+    from fleetspec.pipeline import compile_file
     from fleetspec.plan import plan_against_state
     from fleetspec.plan.saved import check_plan_current
     from fleetspec.state import StateStore

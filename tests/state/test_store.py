@@ -128,7 +128,7 @@ def test_state_dir_resolution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_the_ir_round_trips_through_json(fleet: Fleet) -> None:
-    from fleetspec.compile import compile_file
+    from fleetspec.pipeline import compile_file
 
     museum = compile_file(ROOT / "examples" / "museum.yaml").fleet
     for f in (fleet, museum):
@@ -139,7 +139,7 @@ def test_the_ir_round_trips_through_json(fleet: Fleet) -> None:
 WRITER = """
 import sys, time
 from pathlib import Path
-from fleetspec.compile import compile_file
+from fleetspec.pipeline import compile_file
 from fleetspec.state import open_state, parse_location
 fleet = compile_file(sys.argv[2]).fleet
 store = open_state(parse_location(sys.argv[1]), fleet.name)

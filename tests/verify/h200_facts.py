@@ -11,7 +11,7 @@ import copy
 import os
 import re
 
-from fleetspec.verify import parsers
+from fleetspec.node_side import collector as parsers
 from tests.conftest import require_shared
 
 FIXTURE = "fixtures/h200-node"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-import fleetspec.verify.collector as collector_module
+import fleetspec.node_side.collector as collector_module
 from tests.conftest import require_shared
 
 COLLECTOR = Path(collector_module.__file__).resolve()

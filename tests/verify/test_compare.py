@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from fleetspec.compile import compile_file, compile_text
 from fleetspec.compile.ir import Fleet
+from fleetspec.pipeline import compile_file, compile_text
 from fleetspec.verify.compare import Status, UnknownHostError, compare
 from fleetspec.verify.versions import at_precision, match_version, upstream
 from tests.verify.h200_facts import VENV_NCCL, h200_facts, variant

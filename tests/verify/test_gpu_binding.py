@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import copy
 
-from fleetspec.compile import compile_text
 from fleetspec.compile.ir import Fleet
+from fleetspec.pipeline import compile_text
 from fleetspec.render.slurm import render_slurm
 from fleetspec.verify.compare import Status, check_node
 from tests.verify.h200_facts import h200_facts

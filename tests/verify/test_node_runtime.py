@@ -13,8 +13,8 @@ import sys
 import pytest
 
 from fleetspec.catalog import load_catalog
-from fleetspec.compile import compile_text
 from fleetspec.compile.ir import Fleet
+from fleetspec.pipeline import compile_text
 from fleetspec.render.slurm import render_slurm
 from fleetspec.verify.compare import Status, check_node
 from fleetspec.verify.report import check_dict
@@ -52,7 +52,7 @@ def fleet(model: str = "h200", count: int = 1, owner: str = "slurm", slurm: str 
 
 def collected(tree: str) -> dict:
     """The collector itself over a fixture tree (no commands: the tree has no tools)."""
-    out = subprocess.run([sys.executable, str(ROOT / "fleetspec/verify/collector.py"), "--root", str(SYSFS / tree),
+    out = subprocess.run([sys.executable, str(ROOT / "fleetspec/node_side/collector.py"), "--root", str(SYSFS / tree),
                           "--no-commands", "--no-load"], capture_output=True, text=True, check=True)
     return json.loads(out.stdout)
 

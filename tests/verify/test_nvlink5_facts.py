@@ -8,7 +8,7 @@ import re
 
 from fleetspec.catalog import load_catalog
 from fleetspec.lab.repo import nvlink5_standins
-from fleetspec.verify import collector
+from fleetspec.node_side import collector
 from tests.conftest import ROOT
 
 NVLINK5 = load_catalog().nvlink5_packages()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetspec.verify import parsers
+from fleetspec.node_side import collector as parsers
 from tests.conftest import require_shared
 
 FIXTURE = "fixtures/h200-node"

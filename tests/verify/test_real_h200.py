@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from fleetspec.compile import compile_text
+from fleetspec.pipeline import compile_text
 from fleetspec.verify.compare import compare
 from tests.conftest import DATA
 

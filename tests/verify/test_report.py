@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from fleetspec.compile import compile_file
+from fleetspec.pipeline import compile_file
 from fleetspec.verify.compare import VerifyReport, compare
 from fleetspec.verify.report import REPORT_SCHEMA, tables, to_json, to_junit
 from tests.verify.h200_facts import h200_facts, variant

@@ -3,7 +3,7 @@
 import copy
 from pathlib import Path
 
-from fleetspec.compile import compile_file
+from fleetspec.pipeline import compile_file
 from fleetspec.verify.compare import Status, compare
 from tests.verify.h200_facts import h200_facts
 

@@ -3,9 +3,8 @@
 
 This file is copied to nodes and run there as ``python3 collector.py``, so it
 uses the standard library only, keeps Python 3.8 syntax, and imports nothing
-from the fleetspec package.  The parsers live here too (``parsers.py``
-re-exports them), so there is one copy of the code that turns tool output into
-facts.
+from the fleetspec package.  The parsers live here too, so there is one copy
+of the code that turns tool output into facts.
 
 The document is a public contract, described in docs/facts.md.  It is
 deterministic apart from real state (no timestamps unless ``--with-time``),

@@ -19,7 +19,7 @@ may read and patch Nodes, list Pods and create ``pods/eviction``. Each run:
   apiVersion the renderer chose for the cluster's Kubernetes version), the GPUs the message's
   ``[devices: ...]`` list names (the node check's ``quarantine-device`` faults) are tainted
   with the DeviceTaintRule ``fleetspec health --remediate`` writes
-  (``fleetspec.health.device_taints.plan``, the same decision), and the node is cordoned
+  (``fleetspec.node_side.device_taints.plan``, the same decision), and the node is cordoned
   only for what is left: a node-level fault, or a GPU its ResourceSlices do not show. A
   rule whose device is no longer listed (the condition ``False``, or other devices) is
   deleted; ``Unknown`` changes nothing;
@@ -43,12 +43,12 @@ import urllib.parse
 import urllib.request
 from typing import Any, Dict, List, Optional, Tuple
 
-from fleetspec.health import device_taints, min_healthy
+from fleetspec.node_side import device_taints, min_healthy
+from fleetspec.node_side.contract import DRAIN_REASON as ANNOTATION
+from fleetspec.node_side.contract import PARTITION_LABEL
 
-ANNOTATION = "fleetspec.io/drain-reason"
 LEADER = "fleetspec-health:"
 CONDITION = "GPUProblem"
-PARTITION_LABEL = "fleetspec.io/partition"  # fleetspec.render.kubernetes.PARTITION_LABEL
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 from typing import Any
 
 from fleetspec.compile.ir import Fleet
-from fleetspec.render import kubernetes as k8s
-from fleetspec.render.kubernetes_kai import KAI_SCHEDULER_NAME
+from fleetspec.render.kubernetes import common as k8s
+from fleetspec.render.kubernetes.kai import KAI_SCHEDULER_NAME
 
 # https://github.com/ray-project/kuberay helm-chart/kuberay-operator (the CRDs in
 # tests/data/crds/kuberay are v1.7.0's)
@@ -81,7 +81,7 @@ def operators(fleet: Fleet, engine_releases: dict[str, str]):
     releases = []
     for op in installed_operators(fleet):
         ns = NAMESPACES[op]
-        after: tuple[str, ...] = (k8s._ns_key(ns),)
+        after: tuple[str, ...] = (k8s.namespace_key(ns),)
         values: dict[str, Any] = {}
         if op == "kuberay":
             engine = ray_gang_engine(fleet)
@@ -91,7 +91,7 @@ def operators(fleet: Fleet, engine_releases: dict[str, str]):
                     after += (engine_releases[engine],)
             releases.append(k8s.HelmRelease(
                 "kuberay-operator", ns, "kuberay-operator", KUBERAY_REPO,
-                k8s._v_stripped(cfg.ray_version or KUBERAY_DEFAULT_VERSION), values, after))
+                k8s.v_stripped(cfg.ray_version or KUBERAY_DEFAULT_VERSION), values, after))
         elif op == "jobset":
             releases.append(k8s.HelmRelease("jobset", ns, JOBSET_CHART, None, JOBSET_VERSION,
                                             values, after))

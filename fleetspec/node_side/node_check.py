@@ -3,7 +3,7 @@
 Installed on every node by the ``fleet_health`` role (with the fact collector it
 builds on) and run by Slurm as ``HealthCheckProgram`` or by hand::
 
-    python3 -m fleetspec.health.node_check --config /etc/fleetspec/health.json [--slurm]
+    python3 -m fleetspec.node_side.node_check --config /etc/fleetspec/health.json [--slurm]
 
 Stdlib only, Python 3.8 syntax. What it reads, each through ``--root`` so fixtures can
 stand in for a node:
@@ -40,8 +40,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from fleetspec.health.catalog import CHECKS, DCGM_TIMEOUT_S
-from fleetspec.health.classify import (
+from fleetspec.node_side.classify import (
     Fault,
     amd_gpu_faults,
     dcgm_diag_faults,
@@ -61,8 +60,10 @@ from fleetspec.health.classify import (
     reason,
     verdict,
 )
-from fleetspec.spec.hostlist import expand
-from fleetspec.verify.collector import Host, nvidia_smi_command, parse_infiniband_sysfs
+from fleetspec.node_side.collector import Host, nvidia_smi_command, parse_infiniband_sysfs
+from fleetspec.node_side.contract import NPD_MAX_OUTPUT
+from fleetspec.node_side.faults import CHECKS, DCGM_TIMEOUT_S
+from fleetspec.node_side.hostlist import expand
 
 LEADER = "fleetspec-health:"
 STATE_FILE = "/var/lib/fleetspec/health/state.json"
@@ -352,16 +353,10 @@ def render_text(result: Dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-# NPD cuts the plugin's stdout at the custom plugin config's ``max_output_length`` and makes
-# it the condition's message (kubernetes/node-problem-detector docs/custom_plugin_monitor.md);
-# the renderer sets that limit to this.
-NPD_MAX_OUTPUT = 512
-
-
 def npd_devices(result: Dict[str, Any]) -> str:
     """`` [devices: ADDR=CLASS ...]``: every ``quarantine-device`` fault of a sick verdict by
     its PCI address (``-`` when the fault names none), so the in-cluster remediator can taint
-    those GPUs on a DRA pool (parsed by ``fleetspec.health.device_taints.npd_faults``)."""
+    those GPUs on a DRA pool (parsed by ``fleetspec.node_side.device_taints.npd_faults``)."""
     tokens = []
     for fault in result["faults"]:
         if fault["action"] == "quarantine-device":

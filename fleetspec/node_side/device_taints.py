@@ -131,7 +131,7 @@ _NPD_DEVICES = re.compile(r" \[devices:((?: [^ =\]]+=[a-z0-9-]+)*)\]$")
 
 def npd_faults(message: str) -> list[dict[str, Any]] | None:
     """The ``quarantine-device`` faults a sick node check put in NPD's condition message
-    (``fleetspec.health.node_check.npd_devices``: `` [devices: 0000:5d:00=ecc-uncorrectable
+    (``fleetspec.node_side.node_check.npd_devices``: `` [devices: 0000:5d:00=ecc-uncorrectable
     -=dcgm-diag-isolate]``), as fault dicts; None when the message carries no device list
     (then only the node path can act)."""
     match = _NPD_DEVICES.search(message.strip())

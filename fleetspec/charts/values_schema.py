@@ -48,8 +48,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fleetspec.charts.files import Chart, read_charts
 from fleetspec.findings import Finding, Severity, SpecPath
-from fleetspec.site.chart_files import Chart, read_charts
 
 if TYPE_CHECKING:
     from fleetspec.compile.ir import Fleet
@@ -303,7 +303,7 @@ def _walk(chart: Chart) -> Iterator[Chart]:
 
 
 def _plain(version: str) -> str:
-    from fleetspec.site.chart_files import plain_version
+    from fleetspec.charts.files import plain_version
 
     return plain_version(version)
 

@@ -10,8 +10,8 @@ refuses such pods at creation, with a message that says which scheduler to name.
 from __future__ import annotations
 
 from fleetspec.compile.ir import Fleet
-from fleetspec.render import kubernetes as k8s
-from fleetspec.render.kubernetes_kai import KAI_RELEASE, KAI_SCHEDULER_NAME
+from fleetspec.render.kubernetes import common as k8s
+from fleetspec.render.kubernetes.kai import KAI_RELEASE, KAI_SCHEDULER_NAME
 from fleetspec.versions import at_least, parse_version
 
 API = "admissionregistration.k8s.io/v1"
@@ -39,7 +39,7 @@ def scheduler_gate(fleet: Fleet, releases: dict[str, str]) -> list[k8s.Manifest]
     asks_gpu = ("object.spec.containers.exists(c, has(c.resources.limits) && "
                 f"({gpu}))")
     name = f"fleetspec-gpu-pods-use-{scheduler}"
-    policy = k8s.Manifest(k8s._obj(API, "ValidatingAdmissionPolicy", name, {
+    policy = k8s.Manifest(k8s.obj(API, "ValidatingAdmissionPolicy", name, {
         "failurePolicy": "Fail",
         "matchConstraints": {"resourceRules": [{
             "apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
@@ -51,10 +51,10 @@ def scheduler_gate(fleet: Fleet, releases: dict[str, str]) -> list[k8s.Manifest]
             "reason": "Forbidden",
         }],
     }), "30-admission", tuple(k for k in (releases.get(release),) if k))
-    binding = k8s.Manifest(k8s._obj(API, "ValidatingAdmissionPolicyBinding", name, {
+    binding = k8s.Manifest(k8s.obj(API, "ValidatingAdmissionPolicyBinding", name, {
         "policyName": name,
         "validationActions": ["Deny"],
         "matchResources": {"namespaceSelector": {"matchExpressions": [{
             "key": "kubernetes.io/metadata.name", "operator": "In", "values": namespaces}]}},
-    }), "30-admission", (policy.key, *(k8s._ns_key(ns) for ns in namespaces)))
+    }), "30-admission", (policy.key, *(k8s.namespace_key(ns) for ns in namespaces)))
     return [policy, binding]

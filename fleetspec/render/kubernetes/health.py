@@ -28,9 +28,11 @@ import json
 from typing import Any
 
 from fleetspec.compile.ir import Fleet
-from fleetspec.health.catalog import FAULTS, XID_CLASSES
-from fleetspec.health.node_check import NPD_MAX_OUTPUT
+from fleetspec.layout.kubernetes import kubernetes_partitions
+from fleetspec.node_side.contract import NPD_MAX_OUTPUT, PARTITION_LABEL
+from fleetspec.node_side.faults import FAULTS, XID_CLASSES
 from fleetspec.render.health import CONFIG_PATH, LIB_DIR
+from fleetspec.render.kubernetes.common import Manifest, label_value, obj
 
 NAMESPACE = "kube-system"
 # kubernetes/node-problem-detector deployment/node-problem-detector-healthchecker.yaml names
@@ -88,8 +90,6 @@ DCGM_ALERTS = {
 def with_health(fleet: Fleet, releases: list, manifests: list, namespaces: dict[str, str]) -> tuple[list, list]:
     """``releases`` and ``manifests`` of the Kubernetes layer with the health parts added;
     unchanged without ``spec.health`` or without Kubernetes-owned nodes."""
-    from fleetspec.render.kubernetes import Manifest, _obj
-
     k8s_nodes = [n for n in fleet.nodes if n.scheduler == "kubernetes"]
     if fleet.health is None or not k8s_nodes:
         return releases, manifests
@@ -103,7 +103,7 @@ def with_health(fleet: Fleet, releases: list, manifests: list, namespaces: dict[
         values["dcgmExporter"] = dcgm_exporter_values()
         releases[releases.index(gpu_operator)] = dataclasses.replace(gpu_operator, values=values)
         ns = namespaces["gpu-operator"]
-        extra.append(Manifest(_obj("monitoring.coreos.com/v1", "PrometheusRule", RULE_NAME,
+        extra.append(Manifest(obj("monitoring.coreos.com/v1", "PrometheusRule", RULE_NAME,
                                    prometheus_rule_spec(fleet), namespace=ns),
                               "30-health", (gpu_operator.key,)))
     for i, m in enumerate(manifests):
@@ -111,7 +111,7 @@ def with_health(fleet: Fleet, releases: list, manifests: list, namespaces: dict[
             body = json.loads(json.dumps(m.body))  # a deep copy of plain data
             body["spec"].update(amd_remediation(fleet))
             manifests[i] = dataclasses.replace(m, body=body)
-    extra.append(Manifest(_obj("v1", "ConfigMap", NPD_CONFIGMAP, namespace="kube-system") | {
+    extra.append(Manifest(obj("v1", "ConfigMap", NPD_CONFIGMAP, namespace="kube-system") | {
         "data": {"fleetspec-health.json": json.dumps(npd_custom_plugin(fleet), indent=2) + "\n"}}, "30-health"))
     extra += [Manifest(body, "30-health") for body in npd_daemonset(fleet) + remediator(fleet)]
     return releases, manifests + extra
@@ -185,7 +185,7 @@ def npd_custom_plugin(fleet: Fleet) -> dict[str, Any]:
             "reason": "GPUFault",
             "path": "/usr/bin/nsenter",
             "args": ["--target", "1", "--mount", "--", "/usr/bin/env", f"PYTHONPATH={LIB_DIR}", "/usr/bin/python3",
-                     "-s", "-m", "fleetspec.health.node_check", "--config", CONFIG_PATH, "--format", "npd"],
+                     "-s", "-m", "fleetspec.node_side.node_check", "--config", CONFIG_PATH, "--format", "npd"],
             "timeout": "60s",
         }],
     }
@@ -205,9 +205,7 @@ def amd_remediation(fleet: Fleet) -> dict[str, Any]:
 
 def gpu_node_selector(fleet: Fleet) -> tuple[str, list[str]]:
     """The Kubernetes-owned GPU nodes: the partition label every one of them carries."""
-    from fleetspec.render.kubernetes import PARTITION_LABEL, _label_value, kubernetes_partitions
-
-    return PARTITION_LABEL, sorted({_label_value(p.name) for p in kubernetes_partitions(fleet)})
+    return PARTITION_LABEL, sorted({label_value(p.name) for p in kubernetes_partitions(fleet)})
 
 
 def npd_daemonset(fleet: Fleet) -> list[dict[str, Any]]:
@@ -219,8 +217,6 @@ def npd_daemonset(fleet: Fleet) -> list[dict[str, Any]]:
     reads /dev/kmsg, nvidia-smi (also /run/nvidia/driver/usr/bin/nvidia-smi under the GPU
     Operator's driver container), amd-smi, /sys/class/infiniband and its state file exactly as
     Slurm's HealthCheckProgram does, with the host's python3 and the modules fleet_health installed."""
-    from fleetspec.render.kubernetes import _obj
-
     key, values = gpu_node_selector(fleet)
     labels = {"app.kubernetes.io/name": NPD_NAME}
     pod = {
@@ -244,12 +240,12 @@ def npd_daemonset(fleet: Fleet) -> list[dict[str, Any]]:
         "volumes": [{"name": "config", "configMap": {"name": NPD_CONFIGMAP}}],
     }
     return [
-        _obj("v1", "ServiceAccount", NPD_NAME, namespace=NAMESPACE),
-        _obj("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", NPD_NAME) | {
+        obj("v1", "ServiceAccount", NPD_NAME, namespace=NAMESPACE),
+        obj("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", NPD_NAME) | {
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
                         "name": "system:node-problem-detector"},
             "subjects": [{"kind": "ServiceAccount", "name": NPD_NAME, "namespace": NAMESPACE}]},
-        _obj("apps/v1", "DaemonSet", NPD_NAME, {
+        obj("apps/v1", "DaemonSet", NPD_NAME, {
             "selector": {"matchLabels": labels},
             "template": {"metadata": {"labels": labels}, "spec": pod},
         }, namespace=NAMESPACE),
@@ -260,16 +256,17 @@ def npd_daemonset(fleet: Fleet) -> list[dict[str, Any]]:
 # a "/": each key is the path with "." for "/", mapped back by the volume's items).
 REMEDIATOR_MODULES = (
     "fleetspec/__init__.py",
-    "fleetspec/health/__init__.py",
-    "fleetspec/health/device_taints.py",
-    "fleetspec/health/k8s_remediator.py",
-    "fleetspec/health/min_healthy.py",
+    "fleetspec/node_side/__init__.py",
+    "fleetspec/node_side/contract.py",
+    "fleetspec/node_side/device_taints.py",
+    "fleetspec/node_side/k8s_remediator.py",
+    "fleetspec/node_side/min_healthy.py",
 )
 
 
 def remediator(fleet: Fleet) -> list[dict[str, Any]]:
     """The continuous half of Kubernetes remediation: a CronJob, every health interval
-    (rounded up to cron's minute), running ``fleetspec.health.k8s_remediator`` (stdlib
+    (rounded up to cron's minute), running ``fleetspec.node_side.k8s_remediator`` (stdlib
     modules, shipped in a ConfigMap) against the NPD condition. Its RBAC is what ``kubectl
     drain`` needs and no more: nodes get/list/patch, pods list, pods/eviction create; on a
     fleet with DRA-managed GPU pools (Kubernetes 1.33+) also what device taints need:
@@ -277,9 +274,8 @@ def remediator(fleet: Fleet) -> list[dict[str, Any]]:
     from pathlib import Path
 
     import fleetspec
-    from fleetspec.health import device_taints
-    from fleetspec.render.kubernetes import _label_value, _obj
-    from fleetspec.render.kubernetes_dra import dra_gpu_partitions
+    from fleetspec.node_side import device_taints
+    from fleetspec.render.kubernetes.dra import dra_gpu_partitions
 
     assert fleet.health is not None
     key, values = gpu_node_selector(fleet)
@@ -287,14 +283,14 @@ def remediator(fleet: Fleet) -> list[dict[str, Any]]:
     minutes = max(1, -(-fleet.health.interval // 60))
     root = Path(fleetspec.__file__).resolve().parent.parent
     code = {m.replace("/", "."): (root / m).read_text() for m in REMEDIATOR_MODULES}
-    command = ["python3", "-s", "-m", "fleetspec.health.k8s_remediator", "--selector", selector,
+    command = ["python3", "-s", "-m", "fleetspec.node_side.k8s_remediator", "--selector", selector,
                "--min-healthy", fleet.health.min_healthy]
     rules = [
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]},
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
         {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
     ]
-    dra = sorted({_label_value(p.name) for p in dra_gpu_partitions(fleet)})
+    dra = sorted({label_value(p.name) for p in dra_gpu_partitions(fleet)})
     taint_api = device_taints.api_version(fleet.kubernetes.version) if fleet.kubernetes else None
     if dra and taint_api:
         command += ["--dra-partitions", ",".join(dra), "--taint-api", taint_api]
@@ -321,13 +317,13 @@ def remediator(fleet: Fleet) -> list[dict[str, Any]]:
             {"key": name, "path": m} for name, m in zip(code, REMEDIATOR_MODULES)]}}],
     }
     return [
-        _obj("v1", "ServiceAccount", REMEDIATOR_NAME, namespace=NAMESPACE),
-        _obj("rbac.authorization.k8s.io/v1", "ClusterRole", REMEDIATOR_NAME) | {"rules": rules},
-        _obj("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", REMEDIATOR_NAME) | {
+        obj("v1", "ServiceAccount", REMEDIATOR_NAME, namespace=NAMESPACE),
+        obj("rbac.authorization.k8s.io/v1", "ClusterRole", REMEDIATOR_NAME) | {"rules": rules},
+        obj("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", REMEDIATOR_NAME) | {
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": REMEDIATOR_NAME},
             "subjects": [{"kind": "ServiceAccount", "name": REMEDIATOR_NAME, "namespace": NAMESPACE}]},
-        _obj("v1", "ConfigMap", REMEDIATOR_NAME, namespace=NAMESPACE) | {"data": code},
-        _obj("batch/v1", "CronJob", REMEDIATOR_NAME, {
+        obj("v1", "ConfigMap", REMEDIATOR_NAME, namespace=NAMESPACE) | {"data": code},
+        obj("batch/v1", "CronJob", REMEDIATOR_NAME, {
             "schedule": f"*/{minutes} * * * *",
             "concurrencyPolicy": "Forbid",
             "successfulJobsHistoryLimit": 1,

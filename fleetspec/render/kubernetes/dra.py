@@ -29,7 +29,8 @@ from __future__ import annotations
 from typing import Any
 
 from fleetspec.compile.ir import Fleet, Partition
-from fleetspec.render import kubernetes as k8s
+from fleetspec.layout.kubernetes import kubernetes_nodes, kubernetes_partitions
+from fleetspec.render.kubernetes import common as k8s
 
 DRA_CHART = "oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu"
 DRA_NAMESPACE = "dra-driver-nvidia-gpu"  # the namespace the driver's docs install into
@@ -47,7 +48,7 @@ DRIVER_ROOT = {"operator": "/run/nvidia/driver", "host": "/"}
 
 def nvl_partitions(fleet: Fleet) -> tuple[str, ...]:
     """Kubernetes-owned NVIDIA partitions with nodes in an NVLink-domain rack."""
-    nvl = {n.partition for n in k8s.kubernetes_nodes(fleet)
+    nvl = {n.partition for n in kubernetes_nodes(fleet)
            if n.nvlink_domain and n.gpu.vendor == "nvidia"}
     return tuple(sorted(nvl))
 
@@ -56,7 +57,7 @@ def dra_gpu_partitions(fleet: Fleet) -> tuple[Partition, ...]:
     cfg = fleet.kubernetes
     if cfg is None or not cfg.dra_nvidia_version or not cfg.dra_gpus:
         return ()
-    return tuple(p for p in k8s.kubernetes_partitions(fleet) if p.vendor == "nvidia")
+    return tuple(p for p in kubernetes_partitions(fleet) if p.vendor == "nvidia")
 
 
 def with_dra_labels(fleet: Fleet, labels: tuple[k8s.NodeLabels, ...]) -> tuple[k8s.NodeLabels, ...]:
@@ -66,7 +67,7 @@ def with_dra_labels(fleet: Fleet, labels: tuple[k8s.NodeLabels, ...]) -> tuple[k
     slurmd pods on the Slurm-owned hosts still take their GPUs from the device plugin."""
     if not dra_gpu_partitions(fleet):
         return labels
-    nvidia = {n.hostname for n in k8s.kubernetes_nodes(fleet) if n.gpu.vendor == "nvidia"}
+    nvidia = {n.hostname for n in kubernetes_nodes(fleet) if n.gpu.vendor == "nvidia"}
     return tuple(
         k8s.NodeLabels(n.hostname, dict(sorted({**n.labels, DEVICE_PLUGIN_LABEL: "false"}.items())))
         if n.hostname in nvidia else n for n in labels)
@@ -85,7 +86,7 @@ def dra(fleet: Fleet, after: tuple[str, ...], label_keys: tuple[str, ...]):
     """([release], [objects]). ``after``: the GPU Operator release key, when there is one."""
     cfg = fleet.kubernetes
     assert cfg is not None
-    nvidia_nodes = [n for n in k8s.kubernetes_nodes(fleet) if n.gpu.vendor == "nvidia"]
+    nvidia_nodes = [n for n in kubernetes_nodes(fleet) if n.gpu.vendor == "nvidia"]
     if not cfg.dra_nvidia_version or not nvidia_nodes:
         return [], []
     gpus = bool(dra_gpu_partitions(fleet))
@@ -110,9 +111,9 @@ def dra(fleet: Fleet, after: tuple[str, ...], label_keys: tuple[str, ...]):
         namespace=DRA_NAMESPACE,
         chart=DRA_CHART,
         repo=None,
-        version=k8s._v_stripped(cfg.dra_nvidia_version),
+        version=k8s.v_stripped(cfg.dra_nvidia_version),
         values=values,
-        depends_on=(k8s._ns_key(DRA_NAMESPACE), *after, *label_keys),
+        depends_on=(k8s.namespace_key(DRA_NAMESPACE), *after, *label_keys),
     )
     objs: list[k8s.Manifest] = []
     class_keys: dict[str, str] = {}
@@ -125,7 +126,7 @@ def dra(fleet: Fleet, after: tuple[str, ...], label_keys: tuple[str, ...]):
             names = ", ".join(f"'{n}'" for n in p.device_names)
             expression += f" && {attrs}.productName in [{names}]"
         m = k8s.Manifest(
-            k8s._obj(RESOURCE_API, "DeviceClass", p.name,
+            k8s.obj(RESOURCE_API, "DeviceClass", p.name,
                      {"selectors": [{"cel": {"expression": expression}}]},
                      labels={k8s.PARTITION_LABEL: p.name}),
             "12-dra-deviceclasses", (release.key,))
@@ -138,14 +139,14 @@ def dra(fleet: Fleet, after: tuple[str, ...], label_keys: tuple[str, ...]):
                 continue
             for ns in sorted(tenant.namespaces):
                 objs.append(k8s.Manifest(
-                    k8s._obj(RESOURCE_API, "ResourceClaimTemplate", claim_template(partition),
+                    k8s.obj(RESOURCE_API, "ResourceClaimTemplate", claim_template(partition),
                              {"spec": {"devices": {"requests": [{
                                  "name": "gpus",
                                  "exactly": {"deviceClassName": partition,
                                              "allocationMode": "ExactCount",
                                              "count": per_node[partition]}}]}}},
                              namespace=ns, labels={k8s.PARTITION_LABEL: partition}),
-                    "13-dra-claimtemplates", (class_keys[partition], k8s._ns_key(ns))))
+                    "13-dra-claimtemplates", (class_keys[partition], k8s.namespace_key(ns))))
     return [release], objs
 
 
@@ -156,6 +157,6 @@ def claim_template(partition: str) -> str:
 
 def _gpus_per_node(fleet: Fleet) -> dict[str, int]:
     out: dict[str, int] = {}
-    for n in k8s.kubernetes_nodes(fleet):
+    for n in kubernetes_nodes(fleet):
         out[n.partition] = max(out.get(n.partition, 0), n.gpu.count)
     return out

@@ -18,8 +18,9 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from fleetspec.compile.ir import Fleet
-from fleetspec.render import kubernetes as k8s
-from fleetspec.render import kubernetes_dra, kubernetes_kai, kubernetes_operators
+from fleetspec.layout.kubernetes import kubernetes_nodes, kubernetes_partitions
+from fleetspec.render.kubernetes import common as k8s
+from fleetspec.render.kubernetes import dra, kai, operators
 
 RAY_IMAGE = "rayproject/ray:2.50.1-gpu"
 MAX_WORKERS = 2  # an example, not a benchmark: two nodes show the gang
@@ -30,11 +31,11 @@ def example_objects(fleet: Fleet) -> dict[str, list[dict[str, Any]]]:
     cfg = fleet.kubernetes
     if cfg is None or not cfg.ray_version:
         return {}
-    engine = kubernetes_operators.ray_gang_engine(fleet)
-    parts = {p.name: p for p in k8s.kubernetes_partitions(fleet) if p.vendor == "nvidia"}
-    per_node = {n.partition: n.gpu.count for n in k8s.kubernetes_nodes(fleet)}
-    nvl = set(kubernetes_dra.nvl_partitions(fleet)) if cfg.dra_nvidia_version else set()
-    dra_gpus = {p.name for p in kubernetes_dra.dra_gpu_partitions(fleet)}
+    engine = operators.ray_gang_engine(fleet)
+    parts = {p.name: p for p in kubernetes_partitions(fleet) if p.vendor == "nvidia"}
+    per_node = {n.partition: n.gpu.count for n in kubernetes_nodes(fleet)}
+    nvl = set(dra.nvl_partitions(fleet)) if cfg.dra_nvidia_version else set()
+    dra_gpus = {p.name for p in dra.dra_gpu_partitions(fleet)}
     out: dict[str, list[dict[str, Any]]] = {}
     for row in k8s.queue_rows(fleet):
         if row.partition not in parts or row.gpus == 0:
@@ -47,7 +48,7 @@ def example_objects(fleet: Fleet) -> dict[str, list[dict[str, Any]]]:
         channel = None
         if row.partition in nvl:
             channel = f"{name}-imex"
-            objs.append(k8s._obj("resource.nvidia.com/v1beta1", "ComputeDomain", name, {
+            objs.append(k8s.obj("resource.nvidia.com/v1beta1", "ComputeDomain", name, {
                 "numNodes": 0,
                 "channel": {"resourceClaimTemplate": {"name": channel}},
             }, namespace=ns))
@@ -65,7 +66,7 @@ def _rayjob(fleet: Fleet, engine: str | None, name: str, ns: str, queue: str, pa
     elif engine == "volcano":
         labels.update({"ray.io/scheduler-name": "volcano", "volcano.sh/queue-name": queue})
     elif engine == "kai":
-        labels.update(kubernetes_kai.kai_queue_labels(queue, partition))
+        labels.update(kai.kai_queue_labels(queue, partition))
     worker_container: dict[str, Any] = {
         "name": "ray-worker", "image": RAY_IMAGE,
         "resources": {"requests": {"cpu": "8", "memory": "64Gi"},
@@ -74,7 +75,7 @@ def _rayjob(fleet: Fleet, engine: str | None, name: str, ns: str, queue: str, pa
     claims: list[dict[str, Any]] = []
     if dra_gpus:
         claims.append({"name": "gpus",
-                       "resourceClaimTemplateName": kubernetes_dra.claim_template(partition)})
+                       "resourceClaimTemplateName": dra.claim_template(partition)})
     else:
         worker_container["resources"]["limits"][k8s.GPU_RESOURCE["nvidia"]] = gpus
     if channel:
@@ -113,10 +114,10 @@ def _rayjob(fleet: Fleet, engine: str | None, name: str, ns: str, queue: str, pa
     }
     if engine == "kueue":
         spec["suspend"] = True  # Kueue unsuspends it on admission
-    return k8s._obj("ray.io/v1", "RayJob", name, spec, namespace=ns, labels=labels)
+    return k8s.obj("ray.io/v1", "RayJob", name, spec, namespace=ns, labels=labels)
 
 
 def render_examples(fleet: Fleet) -> dict[PurePosixPath, str]:
     base = PurePosixPath("kubernetes") / "examples"
-    return {base / f"{stem}.yaml": k8s._HEADER + k8s._dump_all(objs)
+    return {base / f"{stem}.yaml": k8s.HEADER + k8s.dump_all(objs)
             for stem, objs in sorted(example_objects(fleet).items())}

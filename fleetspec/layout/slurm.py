@@ -17,7 +17,7 @@ from typing import NamedTuple
 import yaml
 
 from fleetspec.compile.ir import Fleet, Node, Partition, SpecPath
-from fleetspec.spec.hostlist import compress
+from fleetspec.node_side.hostlist import compress
 from fleetspec.versions import at_least
 
 # Versions that first read a piece of syntax (SchedMD NEWS / man pages).
@@ -238,9 +238,7 @@ def slinky_problems(fleet: Fleet) -> list[Problem]:
             fleet.slurm.path + ("mode",),
         ))
     owned = {n.hostname: n for n in slurm_nodes(fleet)}
-    from fleetspec.site.slurm import node_settings  # here: only Slinky fleets read it (startup time)
-
-    extra = node_settings(fleet)
+    extra = dict(fleet.site.nodes) if fleet.site is not None else {}  # host -> the site's NodeName parameters
     for members in slinky_nodesets(fleet).values():
         for name, _, hosts in members:
             if len({extra.get(h, ()) for h in hosts}) > 1:

@@ -32,7 +32,8 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from fleetspec.health.catalog import (
+from fleetspec.node_side.collector import xml_text
+from fleetspec.node_side.faults import (
     DCGM_SEVERITY_CLASS,
     FAULTS,
     NVLINK_MAX_CRC_PER_S,
@@ -43,7 +44,6 @@ from fleetspec.health.catalog import (
     default_actions,
     strongest,
 )
-from fleetspec.verify.collector import xml_text
 
 Fault = Dict[str, Any]
 

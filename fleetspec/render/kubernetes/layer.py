@@ -19,65 +19,66 @@ on ``fleetspec.io/stack``.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
 import yaml
 
 from fleetspec.compile.ir import Fleet, Node, Partition
-from fleetspec.render.kubernetes_health import with_health
+from fleetspec.layout.kubernetes import (
+    AMD_DEFAULT_VERSION,
+    AMD_REPO,
+    KUEUE_CHART,
+    KUEUE_DEFAULT_VERSION,
+    NETWORK_OPERATOR_DEFAULT_VERSION,
+    NVIDIA_REPO,
+    SLINKY_CHARTS,
+    SLINKY_DEFAULT_VERSION,
+    VOLCANO_DEFAULT_VERSION,
+    VOLCANO_REPO,
+    cluster_gpu_nodes,
+    kubernetes_nodes,
+    kubernetes_partitions,
+    slinky_mode,
+)
+from fleetspec.layout.slurm import slurm_nodes, slurm_partitions
+from fleetspec.node_side.contract import PARTITION_LABEL
+from fleetspec.render.kubernetes.common import (
+    GPU_MODEL_LABEL,
+    GPU_RESOURCE,
+    HEADER,
+    LABEL_PREFIX,
+    LEAF_LABEL,
+    NAMESPACES,
+    RACK_LABEL,
+    STACK_LABEL,
+    VOLCANO_NODEGROUP_LABEL,
+    ClusterSecret,
+    HelmRelease,
+    KubernetesLayer,
+    Manifest,
+    NodeLabels,
+    Prerequisite,
+    dump,
+    dump_all,
+    kueue_topology_levels,
+    label_value,
+    namespace_key,
+    obj,
+    queue_rows,
+    v_prefixed,
+    v_stripped,
+)
+from fleetspec.render.kubernetes.health import with_health
 from fleetspec.render.slurm import SLINKY_DB_SECRET, SLINKY_DB_SECRET_KEY, render_slinky_values
-from fleetspec.render.slurm_layout import slurm_nodes, slurm_partitions
 from fleetspec.site.helm import apply_overlays
 
-# libyaml's emitter when present: same output, several times faster on 20,000 nodes.
-_BaseDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-
-LABEL_PREFIX = "fleetspec.io/"
-STACK_LABEL = LABEL_PREFIX + "stack"
-PARTITION_LABEL = LABEL_PREFIX + "partition"
-GPU_MODEL_LABEL = LABEL_PREFIX + "gpu-model"
-RACK_LABEL = LABEL_PREFIX + "rack"
-LEAF_LABEL = LABEL_PREFIX + "leaf"
-HOSTNAME_LABEL = "kubernetes.io/hostname"
-VOLCANO_NODEGROUP_LABEL = "volcano.sh/nodegroup-name"  # Volcano's nodegroup plugin key
-GPU_RESOURCE = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu"}
-
-# Chart defaults when the IR names no version; each cites the upstream chart it was read from.
-# https://github.com/kubernetes-sigs/kueue charts/kueue/Chart.yaml @ v0.19.2
-KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
-KUEUE_DEFAULT_VERSION = "0.19.2"
-# https://github.com/volcano-sh/volcano installer/helm/chart/volcano/Chart.yaml @ v1.15.1
-VOLCANO_REPO = "https://volcano-sh.github.io/helm-charts"
-VOLCANO_DEFAULT_VERSION = "1.15.1"
-# https://github.com/NVIDIA/gpu-operator (chart nvidia/gpu-operator, NGC Helm repo)
-NVIDIA_REPO = "https://helm.ngc.nvidia.com/nvidia"
-# https://github.com/ROCm/gpu-operator helm-charts-k8s/Chart.yaml @ v1.5.1
-AMD_REPO = "https://rocm.github.io/gpu-operator"
-AMD_DEFAULT_VERSION = "v1.5.1"
-# https://github.com/Mellanox/network-operator deployment/network-operator/Chart.yaml @ v26.4.1
-# (chart nvidia/network-operator in the NGC Helm repo, as the GPU Operator's)
-NETWORK_OPERATOR_DEFAULT_VERSION = "v26.4.1"
 # Fabrics whose NICs do RDMA, where pods need the RDMA devices (and GPUDirect RDMA).
 RDMA_FABRICS = ("infiniband", "roce")
-# https://github.com/SlinkyProject/slurm-operator helm/*/Chart.yaml @ v1.2.1
-SLINKY_CHARTS = "oci://ghcr.io/slinkyproject/charts"
-SLINKY_DEFAULT_VERSION = "1.2.1"
 
-NAMESPACES = {
-    "gpu-operator": "gpu-operator",
-    "amd-gpu-operator": "kube-amd-gpu",
-    "kueue": "kueue-system",
-    "volcano": "volcano-system",
-    "slurm-operator": "slinky",
-    "slurm": "slurm",  # the Slinky cluster (the ``slurm`` chart), as Slinky's docs install it
-    "network-operator": "nvidia-network-operator",
-}
 # Operators that run privileged DaemonSets, and slurmd pods (privileged: they own the node's
 # devices and cgroups), need the privileged Pod Security level.
 PRIVILEGED_NAMESPACES = frozenset({"gpu-operator", "kube-amd-gpu", "slurm", "nvidia-network-operator",
@@ -109,129 +110,10 @@ HOSTDEV_NETWORK = "hostdev"  # HostDeviceNetwork hostdev-<namespace>: the pods' 
 HOSTDEV_POOL = "hostdev-pool"  # the nv-ipam IPPool (the site's subnet) those networks draw from
 # PCI vendor id of NVIDIA (Mellanox) NICs, the devices the Network Operator serves.
 MELLANOX_PCI_VENDOR = "15b3"
-# Kueue integrations for kinds every cluster has (no operator to install): Jobs and plain
-# Pods, Deployments and StatefulSets (the pod integration).
-KUEUE_BUILTIN_FRAMEWORKS = ("batch/job", "pod", "deployment", "statefulset")
 WORKLOAD_API_COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 
 
-@dataclass(frozen=True)
-class NodeLabels:
-    """The labels fleetspec owns on one existing Kubernetes node (never creates Nodes)."""
-
-    hostname: str
-    labels: Mapping[str, str]
-
-    @property
-    def key(self) -> str:
-        return f"node/{self.hostname}"
-
-
-@dataclass(frozen=True)
-class HelmRelease:
-    """One pinned Helm release. ``repo`` is None for OCI charts (``chart`` is the URL)."""
-
-    name: str
-    namespace: str
-    chart: str
-    repo: str | None
-    version: str
-    values: Mapping[str, Any]
-    depends_on: tuple[str, ...] = ()
-
-    @property
-    def key(self) -> str:
-        return f"release/{self.name}"
-
-
-@dataclass(frozen=True)
-class Manifest:
-    """One Kubernetes object, the file it is written to, and what must exist first."""
-
-    body: Mapping[str, Any]
-    file: str  # manifest file stem under kubernetes/manifests/
-    depends_on: tuple[str, ...] = ()
-    # Left in the cluster when it leaves the spec (a tenant's namespace and its PVCs).
-    retain_on_delete: bool = False
-
-    @property
-    def kind(self) -> str:
-        return self.body["kind"]
-
-    @property
-    def name(self) -> str:
-        return self.body["metadata"]["name"]
-
-    @property
-    def namespace(self) -> str | None:
-        return self.body["metadata"].get("namespace")
-
-    @property
-    def key(self) -> str:
-        ns = self.namespace
-        return f"{self.kind}/{ns}/{self.name}" if ns else f"{self.kind}/{self.name}"
-
-
-@dataclass(frozen=True)
-class ClusterSecret:
-    """A Secret whose value comes from the spec's secret reference ``source`` (its name in
-    ``spec.secrets``): created by the Pulumi stack from its config, never rendered."""
-
-    name: str
-    namespace: str
-    key: str  # the data key in the Secret
-    source: str  # e.g. "slurmdbd_password"
-
-    @property
-    def ref(self) -> str:
-        return f"Secret/{self.namespace}/{self.name}"
-
-
-@dataclass(frozen=True)
-class Prerequisite:
-    """Something the cluster itself must provide; fleetspec cannot apply it."""
-
-    id: str
-    message: str
-    components: tuple[str, ...] = ()
-    feature_gates: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class KubernetesLayer:
-    node_labels: tuple[NodeLabels, ...] = ()
-    releases: tuple[HelmRelease, ...] = ()
-    manifests: tuple[Manifest, ...] = ()  # in dependency order
-    prerequisites: tuple[Prerequisite, ...] = ()
-    secrets: tuple[ClusterSecret, ...] = ()
-
-    @property
-    def empty(self) -> bool:
-        return not (self.node_labels or self.releases or self.manifests or self.prerequisites
-                    or self.secrets)
-
-
 # --------------------------------------------------------------------------- the layer
-
-
-def kubernetes_nodes(fleet: Fleet) -> tuple[Node, ...]:
-    return tuple(n for n in fleet.nodes if n.scheduler == "kubernetes")
-
-
-def cluster_gpu_nodes(fleet: Fleet) -> tuple[Node, ...]:
-    """Every GPU node the Kubernetes cluster holds: the Kubernetes-owned ones and, in Slinky
-    mode, the Slurm-owned ones (kubelet runs there too, and the GPU operators serve them)."""
-    slinky = slinky_mode(fleet)
-    return tuple(n for n in fleet.nodes if n.scheduler == "kubernetes" or slinky)
-
-
-def kubernetes_partitions(fleet: Fleet) -> tuple[Partition, ...]:
-    """Partitions whose GPUs Kubernetes allocates: the generated, Kubernetes-owned ones."""
-    return tuple(p for p in fleet.partitions if p.scheduler == "kubernetes" and p.generated)
-
-
-def slinky_mode(fleet: Fleet) -> bool:
-    return fleet.slurm is not None and fleet.slurm.mode == "slinky"
 
 
 def kubernetes_resources(fleet: Fleet) -> KubernetesLayer:
@@ -252,9 +134,9 @@ def _kubernetes_resources(fleet: Fleet) -> KubernetesLayer:
     owners = set(k8s.quota_owners) or ({k8s.queueing} - {"none"})
     volcano_quota = "volcano" in owners
     # KAI, the workload operators and DRA live in their own modules (kubernetes_*.py).
-    from fleetspec.render import kubernetes_dra, kubernetes_kai, kubernetes_operators
+    from fleetspec.render.kubernetes import dra, kai, operators
 
-    labels = kubernetes_dra.with_dra_labels(
+    labels = dra.with_dra_labels(
         fleet, tuple(_node_labels(fleet, n, volcano_quota) for n in nodes))
     label_keys = tuple(n.key for n in labels)
     slinky_labels = slinky_node_labels(fleet) if slinky else ()
@@ -267,24 +149,24 @@ def _kubernetes_resources(fleet: Fleet) -> KubernetesLayer:
     engines = [
         _kueue(fleet, "kueue" in owners, label_keys),
         _volcano(fleet, volcano_quota, label_keys),
-        kubernetes_kai.kai(fleet, "kai" in owners, label_keys),
+        kai.kai(fleet, "kai" in owners, label_keys),
     ]
     engine_keys = {r.name: r.key for rel, _ in engines for r in rel}
     releases_and_crs = [
         (nvidia_releases, nvidia_crs),
         _amd(fleet, all_label_keys, nfd_from=nfd_from),
-        kubernetes_dra.dra(fleet, tuple(r.key for r in nvidia_releases), label_keys),
+        dra.dra(fleet, tuple(r.key for r in nvidia_releases), label_keys),
         *engines,
-        kubernetes_operators.operators(fleet, {
+        operators.operators(fleet, {
             engine: engine_keys[name] for engine, name in
-            (("volcano", "volcano"), ("kai", kubernetes_kai.KAI_RELEASE)) if name in engine_keys}),
+            (("volcano", "volcano"), ("kai", kai.KAI_RELEASE)) if name in engine_keys}),
         _slinky(fleet, tuple(n.key for n in slinky_labels)),
         _network_operator(fleet, all_label_keys, nfd_from=nfd_from),
     ]
     for rel, objs in releases_and_crs:
         releases.extend(rel)
         manifests.extend(objs)
-    from fleetspec.render.kubernetes_admission import scheduler_gate
+    from fleetspec.render.kubernetes.admission import scheduler_gate
 
     manifests.extend(scheduler_gate(fleet, {r.name: r.key for r in releases}))
     releases, manifests = with_health(fleet, releases, manifests, NAMESPACES)
@@ -309,13 +191,6 @@ def _slinky_secrets(fleet: Fleet) -> tuple[ClusterSecret, ...]:
                           "slurmdbd_password"),)
 
 
-@functools.lru_cache(maxsize=4096)
-def _label_value(text: str) -> str:
-    """A valid label value: ``2.28.3-1+cuda13.0`` -> ``2.28.3-1_cuda13.0``; max 63 chars."""
-    cleaned = "".join(c if c.isalnum() or c in "-_." else "_" for c in text)[:63]
-    return cleaned.strip("-_.")
-
-
 def _node_labels(fleet: Fleet, node: Node, volcano_quota: bool) -> NodeLabels:
     labels = {
         PARTITION_LABEL: node.partition,
@@ -335,7 +210,7 @@ def _node_labels(fleet: Fleet, node: Node, volcano_quota: bool) -> NodeLabels:
             labels[LABEL_PREFIX + component] = version
     if volcano_quota:
         labels[VOLCANO_NODEGROUP_LABEL] = node.partition
-    return NodeLabels(node.hostname, {k: _label_value(v) for k, v in sorted(labels.items())})
+    return NodeLabels(node.hostname, {k: label_value(v) for k, v in sorted(labels.items())})
 
 
 def slinky_node_labels(fleet: Fleet) -> tuple[NodeLabels, ...]:
@@ -347,26 +222,14 @@ def slinky_node_labels(fleet: Fleet) -> tuple[NodeLabels, ...]:
     generated = {h: p.name for p in slurm_partitions(fleet) if p.generated for h in p.nodes}
     return tuple(
         NodeLabels(n.hostname, dict(sorted({
-            GPU_MODEL_LABEL: _label_value(n.gpu.model),
-            STACK_LABEL: _label_value(n.stack),
+            GPU_MODEL_LABEL: label_value(n.gpu.model),
+            STACK_LABEL: label_value(n.stack),
             LABEL_PREFIX + "vendor": n.gpu.vendor,
-            **({PARTITION_LABEL: _label_value(generated[n.hostname])}
+            **({PARTITION_LABEL: label_value(generated[n.hostname])}
                if n.hostname in generated else {}),
         }.items())))
         for n in slurm_nodes(fleet)
     )
-
-
-def _obj(api: str, kind: str, name: str, spec: Any = None, *, namespace: str | None = None,
-         labels: Mapping[str, str] | None = None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name}
-    if namespace:
-        meta["namespace"] = namespace
-    meta["labels"] = {"app.kubernetes.io/managed-by": "fleetspec", **(labels or {})}
-    body: dict[str, Any] = {"apiVersion": api, "kind": kind, "metadata": meta}
-    if spec is not None:
-        body["spec"] = spec
-    return body
 
 
 def _namespaces(fleet: Fleet, releases: Iterable[HelmRelease]) -> list[Manifest]:
@@ -380,14 +243,10 @@ def _namespaces(fleet: Fleet, releases: Iterable[HelmRelease]) -> list[Manifest]
             wanted[ns] = {LABEL_PREFIX + "tenant": tenant.name}
     tenant_spaces = {ns for t in fleet.kubernetes.tenants for ns in t.namespaces}
     return [
-        Manifest(_obj("v1", "Namespace", ns, labels=wanted[ns]), "00-namespaces",
+        Manifest(obj("v1", "Namespace", ns, labels=wanted[ns]), "00-namespaces",
                  retain_on_delete=ns in tenant_spaces)
         for ns in sorted(wanted)
     ]
-
-
-def _ns_key(namespace: str) -> str:
-    return f"Namespace/{namespace}"
 
 
 def _vendor_stacks(fleet: Fleet, vendor: str) -> list[str]:
@@ -421,9 +280,9 @@ def _nvidia(fleet: Fleet, label_keys: tuple[str, ...]):
         namespace=ns,
         chart="gpu-operator",
         repo=NVIDIA_REPO,
-        version=_v_prefixed(op.version),
+        version=v_prefixed(op.version),
         values=values,
-        depends_on=(_ns_key(ns), *label_keys),
+        depends_on=(namespace_key(ns), *label_keys),
     )
     crs = []
     if per_stack:
@@ -435,7 +294,7 @@ def _nvidia(fleet: Fleet, label_keys: tuple[str, ...]):
                 spec["version"] = stack.driver
             spec["nodeSelector"] = {STACK_LABEL: name}
             crs.append(Manifest(
-                _obj("nvidia.com/v1alpha1", "NVIDIADriver", name, spec),
+                obj("nvidia.com/v1alpha1", "NVIDIADriver", name, spec),
                 "10-nvidia-drivers",
                 (release.key,),
             ))
@@ -463,9 +322,9 @@ def _amd(fleet: Fleet, label_keys: tuple[str, ...], nfd_from: HelmRelease | None
         namespace=ns,
         chart="gpu-operator-charts",
         repo=AMD_REPO,
-        version=_v_prefixed(k8s.amd_gpu_operator_version or AMD_DEFAULT_VERSION),
+        version=v_prefixed(k8s.amd_gpu_operator_version or AMD_DEFAULT_VERSION),
         values=values,
-        depends_on=(_ns_key(ns), *label_keys, *after),
+        depends_on=(namespace_key(ns), *label_keys, *after),
     )
     crs = []
     for name in stacks:
@@ -492,40 +351,11 @@ def _amd(fleet: Fleet, label_keys: tuple[str, ...], nfd_from: HelmRelease | None
             "metricsExporter": {"enable": True},
         }
         crs.append(Manifest(
-            _obj("amd.com/v1alpha1", "DeviceConfig", name, spec, namespace=ns),
+            obj("amd.com/v1alpha1", "DeviceConfig", name, spec, namespace=ns),
             "11-amd-deviceconfigs",
-            (release.key, _ns_key(ns)),
+            (release.key, namespace_key(ns)),
         ))
     return [release], crs
-
-
-@dataclass(frozen=True)
-class QueueRow:
-    """One queue: a tenant's quota on one partition (or a whole partition without tenants).
-
-    One partition per queue keeps "one job, one generation": Kueue assigns a flavor per
-    PodSet, so a ClusterQueue with two flavors can admit one JobSet or MPIJob with pods on
-    both; Volcano's nodegroup affinity lists groups a job's pods may spread over."""
-
-    name: str  # ClusterQueue / Volcano Queue: ``<tenant>-<partition>``, or ``<partition>``
-    partition: str  # also the LocalQueue name in each namespace
-    namespaces: tuple[str, ...]
-    gpus: int
-    limit: int | None = None  # the tenant's cap on the partition (tenant ``limit``), if any
-
-
-def queue_rows(fleet: Fleet) -> list[QueueRow]:
-    """A row per (tenant, partition it has quota on), or per partition without tenants.
-    Partitions that are not Kubernetes-owned are dropped: checks report them."""
-    assert fleet.kubernetes is not None
-    parts = {p.name: p for p in kubernetes_partitions(fleet)}
-    if fleet.kubernetes.tenants:
-        return [
-            QueueRow(f"{t.name}-{p}", p, tuple(sorted(t.namespaces)), g, dict(t.limit).get(p))
-            for t in sorted(fleet.kubernetes.tenants, key=lambda t: t.name)
-            for p, g in sorted(t.quota) if p in parts
-        ]
-    return [QueueRow(p, p, ("default",), parts[p].gpus) for p in sorted(parts)]
 
 
 def _resource_groups(quota: Mapping[str, int], parts: Mapping[str, Partition]) -> list[dict]:
@@ -542,14 +372,6 @@ def _resource_groups(quota: Mapping[str, int], parts: Mapping[str, Partition]) -
     ]
 
 
-def kueue_topology_levels(fleet: Fleet) -> list[str]:
-    """Topology levels from the fabric, widest first: leaf (when every Kubernetes node has
-    one), rack (the NVLink domain on NVL72-class racks), then the host."""
-    nodes = kubernetes_nodes(fleet)
-    levels = [LEAF_LABEL] if nodes and all(n.leaf for n in nodes) else []
-    return [*levels, RACK_LABEL, HOSTNAME_LABEL]
-
-
 def _kueue(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
     k8s = fleet.kubernetes
     assert k8s is not None
@@ -561,9 +383,9 @@ def _kueue(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
         namespace=ns,
         chart=KUEUE_CHART,
         repo=None,
-        version=_v_stripped(k8s.kueue_version or KUEUE_DEFAULT_VERSION),
+        version=v_stripped(k8s.kueue_version or KUEUE_DEFAULT_VERSION),
         values={"managerConfig": {"controllerManagerConfigYaml": kueue_configuration(fleet)}},
-        depends_on=(_ns_key(ns),),
+        depends_on=(namespace_key(ns),),
     )
     if not holds_quota:
         return [release], []
@@ -571,7 +393,7 @@ def _kueue(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
     parts = {p.name: p for p in kubernetes_partitions(fleet)}
     topo_name = f"{fleet.name}-fabric"
     objs = [Manifest(
-        _obj("kueue.x-k8s.io/v1beta2", "Topology", topo_name,
+        obj("kueue.x-k8s.io/v1beta2", "Topology", topo_name,
              {"levels": [{"nodeLabel": lvl} for lvl in kueue_topology_levels(fleet)]}),
         "20-kueue-topology", (rk,),
     )]
@@ -582,7 +404,7 @@ def _kueue(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
         # workloads on their generation), and a toleration for a taint nothing sets only
         # hides which pods were meant for the node.
         spec = {"nodeLabels": {PARTITION_LABEL: name}, "topologyName": topo_name}
-        m = Manifest(_obj("kueue.x-k8s.io/v1beta2", "ResourceFlavor", name, spec),
+        m = Manifest(obj("kueue.x-k8s.io/v1beta2", "ResourceFlavor", name, spec),
                      "21-kueue-flavors", (rk, topo_key, *label_keys))
         flavor_keys[name] = m.key
         objs.append(m)
@@ -591,7 +413,7 @@ def _kueue(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
     spare = {p: parts[p].gpus - sum(r.gpus for r in rows if r.partition == p) for p in parts}
     spare = {p: g for p, g in spare.items() if g > 0}
     cohort_spec = {"resourceGroups": _resource_groups(spare, parts)} if spare else {}
-    cohort = Manifest(_obj("kueue.x-k8s.io/v1beta2", "Cohort", fleet.name, cohort_spec),
+    cohort = Manifest(obj("kueue.x-k8s.io/v1beta2", "Cohort", fleet.name, cohort_spec),
                       "22-kueue-cohort", (rk, *(flavor_keys[p] for p in sorted(spare))))
     objs.append(cohort)
     for row in rows:
@@ -609,15 +431,15 @@ def _kueue(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
         if row.limit is not None:  # the tenant's cap: borrow at most up to it
             spec["resourceGroups"][0]["flavors"][0]["resources"][0]["borrowingLimit"] = \
                 max(0, row.limit - row.gpus)
-        cq = Manifest(_obj("kueue.x-k8s.io/v1beta2", "ClusterQueue", row.name, spec,
+        cq = Manifest(obj("kueue.x-k8s.io/v1beta2", "ClusterQueue", row.name, spec,
                            labels={PARTITION_LABEL: row.partition}),
                       "23-kueue-clusterqueues", (rk, cohort.key, flavor_keys[row.partition]))
         objs.append(cq)
         for namespace in row.namespaces:
             objs.append(Manifest(
-                _obj("kueue.x-k8s.io/v1beta2", "LocalQueue", row.partition,
+                obj("kueue.x-k8s.io/v1beta2", "LocalQueue", row.partition,
                      {"clusterQueue": row.name}, namespace=namespace),
-                "24-kueue-localqueues", (rk, cq.key, _ns_key(namespace)),
+                "24-kueue-localqueues", (rk, cq.key, namespace_key(namespace)),
             ))
     return [release], objs
 
@@ -663,18 +485,18 @@ def kueue_configuration(fleet: Fleet) -> str:
             "blockAdmission": False,
             "requeuingStrategy": requeue,
         }
-    from fleetspec.render.kubernetes_dra import kueue_device_class_mappings
-    from fleetspec.render.kubernetes_operators import kueue_frameworks
+    from fleetspec.render.kubernetes.dra import kueue_device_class_mappings
+    from fleetspec.render.kubernetes.operators import kueue_frameworks
 
     config["resources"] = {"excludeResourcePrefixes": list(KUEUE_EXCLUDED_RESOURCES)}
     mappings = kueue_device_class_mappings(fleet)
     if mappings:  # DRA GPUs count as nvidia.com/gpu (Kueue 0.18+, KueueDRAIntegration)
         config["resources"]["deviceClassMappings"] = mappings
     # Only the kinds this cluster has: the built-in workloads and the operators this stack
-    # installs (kubernetes_operators.py). A framework whose operator is not installed has no
+    # installs (operators.py). A framework whose operator is not installed has no
     # CRD for Kueue to watch.
     config["integrations"] = {"frameworks": kueue_frameworks(fleet)}
-    return _dump(config)
+    return dump(config)
 
 
 def tenant_namespaces(fleet: Fleet) -> tuple[str, ...]:
@@ -711,7 +533,7 @@ def volcano_scheduler_conf(with_nodegroups: bool, with_topology: bool) -> str:
             {"plugins": second},
         ],
     }
-    return _dump(conf)
+    return dump(conf)
 
 
 def hypernode_name(tier: str, name: str) -> str:
@@ -734,7 +556,7 @@ def _hypernodes(fleet: Fleet) -> list[Manifest]:
     for rack in sorted(racks):
         members = [{"type": "Node", "selector": {"exactMatch": {"name": h}}}
                    for h in sorted(racks[rack])]
-        objs.append(Manifest(_obj(api, "HyperNode", hypernode_name("rack", rack),
+        objs.append(Manifest(obj(api, "HyperNode", hypernode_name("rack", rack),
                                   {"tier": 1, "tierName": "rack", "members": members}),
                              "20-volcano-hypernodes"))
     leaves: dict[str, list[str]] = {}
@@ -745,7 +567,7 @@ def _hypernodes(fleet: Fleet) -> list[Manifest]:
         members = [{"type": "HyperNode",
                     "selector": {"exactMatch": {"name": hypernode_name("rack", r)}}}
                    for r in sorted(leaves[leaf])]
-        objs.append(Manifest(_obj(api, "HyperNode", hypernode_name("leaf", leaf),
+        objs.append(Manifest(obj(api, "HyperNode", hypernode_name("leaf", leaf),
                                   {"tier": 2, "tierName": "leaf", "members": members}),
                              "20-volcano-hypernodes",
                              tuple(f"HyperNode/{hypernode_name('rack', r)}"
@@ -754,7 +576,7 @@ def _hypernodes(fleet: Fleet) -> list[Manifest]:
         members = [{"type": "HyperNode",
                     "selector": {"exactMatch": {"name": hypernode_name("leaf", lf)}}}
                    for lf in sorted(leaves)]
-        objs.append(Manifest(_obj(api, "HyperNode", f"{fleet.name}-spine",
+        objs.append(Manifest(obj(api, "HyperNode", f"{fleet.name}-spine",
                                   {"tier": 3, "tierName": "spine", "members": members}),
                              "20-volcano-hypernodes",
                              tuple(f"HyperNode/{hypernode_name('leaf', lf)}"
@@ -774,10 +596,10 @@ def _volcano(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
         namespace=ns,
         chart="volcano",
         repo=VOLCANO_REPO,
-        version=_v_stripped(k8s.volcano_version or VOLCANO_DEFAULT_VERSION),
+        version=v_stripped(k8s.volcano_version or VOLCANO_DEFAULT_VERSION),
         values={"custom": {"scheduler_config_override": volcano_scheduler_conf(
             holds_quota, bool(hypernodes))}},
-        depends_on=(_ns_key(ns),),
+        depends_on=(namespace_key(ns),),
     )
     rk = release.key
     objs = [Manifest(m.body, m.file, (rk, *label_keys, *m.depends_on)) for m in hypernodes]
@@ -801,7 +623,7 @@ def _volcano(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
                 "affinity": {"nodeGroupAffinity": {
                     "requiredDuringSchedulingIgnoredDuringExecution": [row.partition]}},
             }
-            objs.append(Manifest(_obj("scheduling.volcano.sh/v1beta1", "Queue", row.name, spec,
+            objs.append(Manifest(obj("scheduling.volcano.sh/v1beta1", "Queue", row.name, spec,
                                       labels={PARTITION_LABEL: row.partition}),
                                  "21-volcano-queues", (rk,)))
     return [release], objs
@@ -816,15 +638,15 @@ def _slinky(fleet: Fleet, label_keys: tuple[str, ...]):
         return [], []
     assert fleet.slurm is not None
     ns = NAMESPACES["slurm-operator"]
-    version = _v_stripped(fleet.slurm.slinky_version or SLINKY_DEFAULT_VERSION)
+    version = v_stripped(fleet.slurm.slinky_version or SLINKY_DEFAULT_VERSION)
     crds = HelmRelease("slurm-operator-crds", ns, f"{SLINKY_CHARTS}/slurm-operator-crds", None,
-                       version, {}, (_ns_key(ns),))
+                       version, {}, (namespace_key(ns),))
     operator = HelmRelease("slurm-operator", ns, f"{SLINKY_CHARTS}/slurm-operator", None,
-                           version, {"crds": {"enabled": False}}, (_ns_key(ns), crds.key))
+                           version, {"crds": {"enabled": False}}, (namespace_key(ns), crds.key))
     cluster_ns = NAMESPACES["slurm"]
     cluster = HelmRelease("slurm", cluster_ns, f"{SLINKY_CHARTS}/slurm", None, version,
                           yaml.safe_load(render_slinky_values(fleet)),
-                          (_ns_key(cluster_ns), operator.key, *label_keys,
+                          (namespace_key(cluster_ns), operator.key, *label_keys,
                            *(s.ref for s in _slinky_secrets(fleet))))
     return [crds, operator, cluster], []
 
@@ -845,7 +667,7 @@ def _network_operator(fleet: Fleet, label_keys: tuple[str, ...], nfd_from: HelmR
             or not cluster_gpu_nodes(fleet)):
         return [], []
     ns = NAMESPACES["network-operator"]
-    version = _v_prefixed(k8s.network_operator_version or NETWORK_OPERATOR_DEFAULT_VERSION)
+    version = v_prefixed(k8s.network_operator_version or NETWORK_OPERATOR_DEFAULT_VERSION)
     values: dict[str, Any] = {}
     after: tuple[str, ...] = ()
     if nfd_from is not None:
@@ -860,7 +682,7 @@ def _network_operator(fleet: Fleet, label_keys: tuple[str, ...], nfd_from: HelmR
         repo=NVIDIA_REPO,
         version=version,
         values=values,
-        depends_on=(_ns_key(ns), *label_keys, *after),
+        depends_on=(namespace_key(ns), *label_keys, *after),
     )
     link = "infiniband" if fabric.type == "infiniband" else "ether"
     image = {"repository": "nvcr.io/nvidia/mellanox", "version": f"network-operator-{version}"}
@@ -892,14 +714,14 @@ def _network_operator(fleet: Fleet, label_keys: tuple[str, ...], nfd_from: HelmR
         spec["nvIpam"] = {"image": "nvidia-k8s-ipam", **image, "enableWebhook": False}
         spec["secondaryNetwork"] = {"cniPlugins": {"image": "plugins", **image},
                                     "multus": {"image": "multus-cni", **image}}
-    policy = Manifest(_obj("mellanox.com/v1alpha1", "NicClusterPolicy", "nic-cluster-policy", spec),
+    policy = Manifest(obj("mellanox.com/v1alpha1", "NicClusterPolicy", "nic-cluster-policy", spec),
                       "12-network-operator", (release.key, *label_keys))
     networks = [
-        Manifest(_obj("mellanox.com/v1alpha1", "HostDeviceNetwork", f"{HOSTDEV_NETWORK}-{ns}", {
+        Manifest(obj("mellanox.com/v1alpha1", "HostDeviceNetwork", f"{HOSTDEV_NETWORK}-{ns}", {
             "networkNamespace": ns,
             "resourceName": RDMA_HOSTDEV_RESOURCE,
             "ipam": json.dumps({"type": "nv-ipam", "poolName": HOSTDEV_POOL}, indent=2),
-        }), "12-network-operator", (release.key, policy.key, _ns_key(ns)))
+        }), "12-network-operator", (release.key, policy.key, namespace_key(ns)))
         for ns in sorted({ns for t in k8s.tenants for ns in t.namespaces})
     ] if k8s.network_rdma == "sriov" else []
     return [release], [policy, *networks]
@@ -938,37 +760,7 @@ def _prerequisites(fleet: Fleet, releases: Iterable[HelmRelease]) -> tuple[Prere
     return tuple(found)
 
 
-def _v_prefixed(version: str) -> str:
-    return version if version.startswith("v") else f"v{version}"
-
-
-def _v_stripped(version: str) -> str:
-    return version[1:] if version.startswith("v") else version
-
-
 # --------------------------------------------------------------------------- files
-
-
-class _Dumper(_BaseDumper):  # type: ignore[misc,valid-type]
-    """Block style; multi-line strings (embedded config files) as literal blocks."""
-
-
-def _str_representer(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
-    style = "|" if "\n" in data else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
-
-
-_Dumper.add_representer(str, _str_representer)
-
-
-def _dump(data: Any) -> str:
-    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False,
-                     width=100)
-
-
-def _dump_all(docs: Iterable[Any]) -> str:
-    return yaml.dump_all(list(docs), Dumper=_Dumper, sort_keys=False,
-                         default_flow_style=False, explicit_start=True, width=100)
 
 
 def render_kubernetes(fleet: Fleet) -> dict[PurePosixPath, str]:
@@ -982,18 +774,18 @@ def render_kubernetes(fleet: Fleet) -> dict[PurePosixPath, str]:
     for m in layer.manifests:
         by_file.setdefault(m.file, []).append(m.body)
     for stem, bodies in by_file.items():
-        files[base / "manifests" / f"{stem}.yaml"] = _HEADER + _dump_all(bodies)
+        files[base / "manifests" / f"{stem}.yaml"] = HEADER + dump_all(bodies)
     for rel in layer.releases:
-        files[base / "helm" / f"{rel.name}.values.yaml"] = _HEADER + _dump(dict(rel.values))
+        files[base / "helm" / f"{rel.name}.values.yaml"] = HEADER + dump(dict(rel.values))
     if layer.releases:
-        files[base / "helm" / "releases.yaml"] = _HEADER + _dump({"releases": [
+        files[base / "helm" / "releases.yaml"] = HEADER + dump({"releases": [
             {"name": r.name, "namespace": r.namespace, "chart": r.chart,
              **({"repo": r.repo} if r.repo else {}), "version": r.version,
              "valuesFile": f"{r.name}.values.yaml"} for r in layer.releases]})
         files[base / "helm" / "install.sh"] = _install_script(layer.releases)
     if layer.node_labels:
         files[base / "node-labels.sh"] = _label_script(layer.node_labels)
-    from fleetspec.render.kubernetes_ray import render_examples
+    from fleetspec.render.kubernetes.ray import render_examples
 
     examples = render_examples(fleet)
     files.update(examples)
@@ -1004,9 +796,6 @@ def render_kubernetes(fleet: Fleet) -> dict[PurePosixPath, str]:
                    "fleetspec does not apply them.\n")
     files[base / "README.md"] = readme
     return dict(sorted(files.items()))
-
-
-_HEADER = "# Generated by fleetspec from the fleet spec; edit the spec, not this file.\n"
 
 
 _SH_SAFE = re.compile(r"[A-Za-z0-9_./:=+@,-]*")

@@ -31,7 +31,8 @@ from __future__ import annotations
 from typing import Any
 
 from fleetspec.compile.ir import Fleet, Partition
-from fleetspec.render import kubernetes as k8s
+from fleetspec.layout.kubernetes import kubernetes_partitions
+from fleetspec.render.kubernetes import common as k8s
 
 KAI_CHART = "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler"  # README, Installation
 KAI_DEFAULT_VERSION = "v0.17.0"  # the release whose CRDs are in tests/data/crds/kai-scheduler
@@ -45,7 +46,7 @@ UNLIMITED = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
 
 def kai_partitions(fleet: Fleet) -> tuple[Partition, ...]:
     """The partitions KAI can hold quota on: Kubernetes-owned and NVIDIA."""
-    return tuple(p for p in k8s.kubernetes_partitions(fleet) if p.vendor == "nvidia")
+    return tuple(p for p in kubernetes_partitions(fleet) if p.vendor == "nvidia")
 
 
 def parent_queue_name(fleet: Fleet, partition: str) -> str:
@@ -71,23 +72,23 @@ def kai(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
         namespace=ns,
         chart=KAI_CHART,
         repo=None,
-        version=k8s._v_prefixed(cfg.kai_version or KAI_DEFAULT_VERSION),
+        version=k8s.v_prefixed(cfg.kai_version or KAI_DEFAULT_VERSION),
         values=values,
-        depends_on=(k8s._ns_key(ns),),
+        depends_on=(k8s.namespace_key(ns),),
     )
     if not holds_quota:
         return [release], []
     rk = release.key
     objs: list[k8s.Manifest] = []
     topo = k8s.Manifest(
-        k8s._obj("kai.scheduler/v1alpha1", "Topology", f"{fleet.name}-fabric",
+        k8s.obj("kai.scheduler/v1alpha1", "Topology", f"{fleet.name}-fabric",
                  {"levels": [{"nodeLabel": lvl} for lvl in k8s.kueue_topology_levels(fleet)]}),
         "20-kai-topology", (rk,))
     objs.append(topo)
     parts = {p.name: p for p in kai_partitions(fleet)}
     for name in sorted(parts):
         objs.append(k8s.Manifest(
-            k8s._obj("kai.scheduler/v1", "SchedulingShard", name,
+            k8s.obj("kai.scheduler/v1", "SchedulingShard", name,
                      {"partitionLabelValue": name},
                      labels={k8s.PARTITION_LABEL: name}),
             "21-kai-shards", (rk, *label_keys)))
@@ -96,7 +97,7 @@ def kai(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
     for name in sorted({r[1] for r in rows}):
         gpus = parts[name].gpus
         parent = k8s.Manifest(
-            k8s._obj(QUEUE_API, "Queue", parent_queue_name(fleet, name), {
+            k8s.obj(QUEUE_API, "Queue", parent_queue_name(fleet, name), {
                 "displayName": f"{name} (all tenants)",
                 "resources": {
                     "gpu": {"quota": gpus, "limit": gpus, "overQuotaWeight": 1},
@@ -107,7 +108,7 @@ def kai(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
         objs.append(parent)
     for queue, partition, gpu, who in rows:
         objs.append(k8s.Manifest(
-            k8s._obj(QUEUE_API, "Queue", queue, {
+            k8s.obj(QUEUE_API, "Queue", queue, {
                 "displayName": f"{who} on {partition}",
                 "parentQueue": parent_queue_name(fleet, partition),
                 "resources": {"gpu": gpu, "cpu": dict(UNLIMITED), "memory": dict(UNLIMITED)},

@@ -1,0 +1,48 @@
+"""How a fleet lays out on Kubernetes, as the Kubernetes renderers, the rules and the site
+checks all read it: which nodes and partitions the cluster holds, and the chart versions
+fleetspec installs when the spec names none. Kept below render (docs/architecture.md) so
+that a rule can ask "which AMD GPU Operator will run" without loading a renderer.
+"""
+
+from __future__ import annotations
+
+from fleetspec.compile.ir import Fleet, Node, Partition
+
+# Chart defaults when the IR names no version; each cites the upstream chart it was read from.
+# https://github.com/kubernetes-sigs/kueue charts/kueue/Chart.yaml @ v0.19.2
+KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
+KUEUE_DEFAULT_VERSION = "0.19.2"
+# https://github.com/volcano-sh/volcano installer/helm/chart/volcano/Chart.yaml @ v1.15.1
+VOLCANO_REPO = "https://volcano-sh.github.io/helm-charts"
+VOLCANO_DEFAULT_VERSION = "1.15.1"
+# https://github.com/NVIDIA/gpu-operator (chart nvidia/gpu-operator, NGC Helm repo)
+NVIDIA_REPO = "https://helm.ngc.nvidia.com/nvidia"
+# https://github.com/ROCm/gpu-operator helm-charts-k8s/Chart.yaml @ v1.5.1
+AMD_REPO = "https://rocm.github.io/gpu-operator"
+AMD_DEFAULT_VERSION = "v1.5.1"
+# https://github.com/Mellanox/network-operator deployment/network-operator/Chart.yaml @ v26.4.1
+# (chart nvidia/network-operator in the NGC Helm repo, as the GPU Operator's)
+NETWORK_OPERATOR_DEFAULT_VERSION = "v26.4.1"
+# https://github.com/SlinkyProject/slurm-operator helm/*/Chart.yaml @ v1.2.1
+SLINKY_CHARTS = "oci://ghcr.io/slinkyproject/charts"
+SLINKY_DEFAULT_VERSION = "1.2.1"
+
+
+def kubernetes_nodes(fleet: Fleet) -> tuple[Node, ...]:
+    return tuple(n for n in fleet.nodes if n.scheduler == "kubernetes")
+
+
+def cluster_gpu_nodes(fleet: Fleet) -> tuple[Node, ...]:
+    """Every GPU node the Kubernetes cluster holds: the Kubernetes-owned ones and, in Slinky
+    mode, the Slurm-owned ones (kubelet runs there too, and the GPU operators serve them)."""
+    slinky = slinky_mode(fleet)
+    return tuple(n for n in fleet.nodes if n.scheduler == "kubernetes" or slinky)
+
+
+def kubernetes_partitions(fleet: Fleet) -> tuple[Partition, ...]:
+    """Partitions whose GPUs Kubernetes allocates: the generated, Kubernetes-owned ones."""
+    return tuple(p for p in fleet.partitions if p.scheduler == "kubernetes" and p.generated)
+
+
+def slinky_mode(fleet: Fleet) -> bool:
+    return fleet.slurm is not None and fleet.slurm.mode == "slinky"
