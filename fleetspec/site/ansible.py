@@ -3,9 +3,23 @@
 before verify, with the disruption class the site declares for them).
 
 Variables can never override what fleetspec pins: every variable fleetspec's playbooks
-read is named ``fleetspec_*`` and comes from the spec, so that prefix is refused, as are
-Ansible's own special variables (https://docs.ansible.com/ansible/latest/reference_appendices/special_variables.html),
-which a group variable cannot meaningfully set.
+read is named ``fleetspec_*`` and comes from the spec, so that prefix is refused. So is
+every name Ansible itself reads, because ``group_vars/all.yml`` reaches every host and
+the controller that runs the playbooks:
+
+- every ``ansible_*`` name. Ansible's connection and privilege variables all carry the
+  prefix (``ansible_connection``, ``ansible_host``, ``ansible_ssh_common_args`` (a
+  ProxyCommand runs on the controller), ``ansible_become*``, ``ansible_python_interpreter``,
+  ``ansible_shell_executable``, each connection and become plugin's own
+  ``ansible_<plugin>_*``: https://docs.ansible.com/ansible/latest/inventory_guide/intro_inventory.html#connecting-to-hosts-behavioral-inventory-parameters),
+  and so do the magic variables and the injected facts (``ansible_facts``,
+  ``ansible_distribution``, ...). A prefix, not a list: a plugin added later is covered.
+  No allow-list: a site that needs a connection setting (an SSH user, a jump host) sets
+  it where apply's runner reads it (its inventory, ``ansible.cfg``, the environment),
+  never in the spec, whose variables reach every host;
+- the magic variables without the prefix
+  (https://docs.ansible.com/ansible/latest/reference_appendices/special_variables.html):
+  ``hostvars``, ``groups``, ``inventory_hostname``, ``omit``, ``playbook_dir``, ...
 """
 
 from __future__ import annotations
@@ -25,6 +39,7 @@ if TYPE_CHECKING:
 
 RULE = "site-settings"
 PREFIX = "fleetspec_"
+ANSIBLE_PREFIX = "ansible_"
 # Where fleetspec's own variables come from (render/ansible.py), for the error message.
 FLEETSPEC_VARS = {
     "fleetspec_stack": "spec.stacks", "fleetspec_packages": "spec.stacks", "fleetspec_apt_sources": "spec.stacks",
@@ -32,7 +47,8 @@ FLEETSPEC_VARS = {
     "fleetspec_package_mirror": "spec.packages.mirror", "fleetspec_allow_reboot": "apply --allow-reboot",
     "fleetspec_os": "spec.os", "fleetspec_fleet": "metadata.name",
 }
-# Ansible's special (magic and connection-independent) variables.
+# Ansible's magic variables (special_variables.html); the ansible_* ones are refused by
+# their prefix as well, and stay listed so the list reads as the page does.
 SPECIAL = frozenset({
     "ansible_check_mode", "ansible_config_file", "ansible_dependent_role_names", "ansible_diff_mode",
     "ansible_forks", "ansible_inventory_sources", "ansible_limit", "ansible_loop", "ansible_loop_var",
@@ -57,6 +73,12 @@ def check_vars(variables: Mapping[str, Any], path: SpecPath, findings: list[Find
             source = FLEETSPEC_VARS.get(name, "the spec (fleetspec renders every fleetspec_* variable)")
             findings.append(Finding(RULE, Severity.ERROR, f"{name} is fleetspec's variable, set from {source}: a site "
                                     "variable must never override a pin. Set it there, or rename yours", where, "key"))
+        elif name.lower().startswith(ANSIBLE_PREFIX):
+            findings.append(Finding(RULE, Severity.ERROR, f"{name} is an Ansible variable (ansible_* names set how "
+                                    "Ansible connects, escalates privilege and what it reports about a host), and "
+                                    "ansible.vars reach every host and the controller: set connection or privilege "
+                                    "settings in apply's own inventory or ansible.cfg, never in the spec, or rename "
+                                    "a site variable (site_...)", where, "key"))
         elif name in SPECIAL:
             findings.append(Finding(RULE, Severity.ERROR, f"{name} is one of Ansible's special variables and cannot be "
                                     "set as a site variable; rename yours", where, "key"))

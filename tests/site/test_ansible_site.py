@@ -74,3 +74,56 @@ def test_hooks_are_planned_with_the_class_the_site_declares(tmp_path: Path) -> N
     assert "changed" in next(c.reason for c in again.changes if c.target == "node:h100-01")
     # A hook declared harmless needs no wave.
     assert make_plan(harmless, old).waves == ()
+
+
+def test_every_ansible_variable_is_refused_with_what_to_do_instead(tmp_path: Path) -> None:
+    # Connection (a ProxyCommand runs on the controller), redirection, privilege, the
+    # interpreter, a plugin's own option, an injected fact and a magic variable: all
+    # ansible_*, none on a hand list.
+    names = ["ansible_ssh_common_args", "ansible_connection", "ansible_host", "ansible_become_user",
+             "ansible_python_interpreter", "ansible_paramiko_proxy_command", "ansible_distribution",
+             "ANSIBLE_USER"]
+    path = _write(tmp_path)
+    path.write_text(path.read_text().replace(
+        "site_nfs_server:", "".join(f"{n}: x, " for n in names) + "site_nfs_server:"))
+    errors = [f for f in compile_file(path).located() if f.severity.name == "ERROR"]
+    assert sorted(e.message.split(" ")[0] for e in errors) == sorted(names)
+    vars_line = path.read_text().splitlines().index(next(x for x in path.read_text().splitlines()
+                                                         if "vars:" in x)) + 1
+    for e in errors:
+        assert "inventory or ansible.cfg" in e.message and e.line == vars_line, e
+    assert len({e.column for e in errors}) == len(names)  # each at its own key
+    assert errors[0].source_line.strip().startswith("vars: {ansible_ssh_common_args")
+
+
+def _plan_lines(new: Path, old: Path) -> dict[str, tuple[str, str]]:
+    plan = make_plan(compile_file(new).fleet, compile_file(old).fleet)
+    return {c.target: (c.disruption.value, c.reason) for c in plan.changes}
+
+
+def test_a_change_to_ansible_vars_is_a_planned_change_with_the_hooks_class(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    old = _write(tmp_path / "a", "drain")
+    new = _write(tmp_path, "drain")
+    new.write_text(new.read_text().replace("nfs-01.example.org", "nfs-02.example.org"))
+    lines = _plan_lines(new, old)
+    disruption, why = lines["site:ansible.vars"]
+    assert disruption == "drain"
+    assert "changed site_nfs_server" in why and "nfs-02" not in why  # names, never values
+    # Every hook reads them: each runs again on its nodes, which get waves.
+    assert lines["node:h100-01"][0] == "drain" and "ansible.vars changed" in lines["node:h100-01"][1]
+    plan = make_plan(compile_file(new).fleet, compile_file(old).fleet)
+    assert {h for w in plan.waves for h in w.hosts} == {"h100-01", "h100-02"}
+    # Without hooks nothing reads them: still a line of its own, saying so.
+    for path in (old, new):
+        path.write_text(path.read_text().split("    hooks:")[0])
+    disruption, why = _plan_lines(new, old)["site:ansible.vars"]
+    assert disruption == "none" and "no site hook reads them" in why
+
+
+def test_a_new_hook_has_a_line_of_its_own(tmp_path: Path) -> None:
+    plain = tmp_path / "plain.yaml"
+    plain.write_text(spec())
+    lines = _plan_lines(_write(tmp_path, "drain-reboot"), plain)
+    assert lines["site:hook:hooks/mounts.yml"][0] == "drain-reboot"
+    assert "2 node(s)" in lines["site:hook:hooks/mounts.yml"][1]
