@@ -5,16 +5,26 @@ A hook that fails fails the run, so the wave stops and stays drained, before ver
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from fleetspec.apply.ansible import HostResult, PlaybookResult
 from fleetspec.compile.ir import Fleet, Hook
-from fleetspec.site.ansible import hook_hosts
+from fleetspec.site.ansible import HookFileError, hook_digest, hook_file, hook_hosts
 
 Say = Callable[[str], None]
+# The extra vars a hook run gets: only what describes the run. apply's other extra vars
+# are secrets fleetspec's own roles need (the slurmdbd password, the munge key's path on
+# the controller: apply/cli.py _secrets); a site playbook has no use for them, and
+# whatever it logs or writes would carry them.
+HOOK_EXTRAVARS = frozenset({"fleetspec_allow_reboot"})
+
+
+def hook_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The run's arguments for a hook: extra vars cut to HOOK_EXTRAVARS."""
+    extravars = kwargs.get("extravars") or {}
+    return {**kwargs, "extravars": {k: v for k, v in extravars.items() if k in HOOK_EXTRAVARS}}
 
 
 def run_with_hooks(run_playbook: Callable[..., PlaybookResult], fleet: Fleet, hooks_dir: Path | None,
@@ -34,8 +44,9 @@ def run_with_hooks(run_playbook: Callable[..., PlaybookResult], fleet: Fleet, ho
                 return PlaybookResult(False, {h: HostResult(failed=True, failures=(f"{hook.playbook}: {problem}",))
                                               for h in targets}, "failed", 1)
             say(f"site hook {hook.playbook} ({hook.phase}) on {', '.join(targets)}")
-            results.append((hook.playbook, run_playbook(limit=targets, playbook=str(hooks_dir / hook.playbook),
-                                                        **kwargs)))
+            assert hooks_dir is not None  # _stale said so
+            results.append((hook.playbook, run_playbook(limit=targets, playbook=str(hook_file(hooks_dir, hook.playbook)),
+                                                        **hook_kwargs(kwargs))))
         if any(not r.ok for _, r in results):
             break  # a failed hook or site.yml ends the run: the wave stops before verify
     return _folded(results)
@@ -43,9 +54,12 @@ def run_with_hooks(run_playbook: Callable[..., PlaybookResult], fleet: Fleet, ho
 
 def _stale(hooks_dir: Path | None, hook: Hook) -> str | None:
     """Why the hook playbook on disk is not the one the plan was made with, if it is not."""
-    if hooks_dir is None or not (hooks_dir / hook.playbook).is_file():
-        return f"not found beside the spec ({hooks_dir}); apply from the spec's directory"
-    digest = hashlib.sha256((hooks_dir / hook.playbook).read_bytes()).hexdigest()[:16]
+    if hooks_dir is None:
+        return "not found beside the spec (no spec directory); apply from the spec's directory"
+    try:
+        digest = hook_digest(hooks_dir, hook.playbook)  # links resolved inside the directory, read bounded
+    except HookFileError as e:
+        return str(e)
     if hook.digest and digest != hook.digest:
         return "changed since the plan was made: plan again"
     return None

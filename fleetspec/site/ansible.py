@@ -104,16 +104,18 @@ def check_hooks(hooks: m.Hooks, partitions: Iterable[str], spec_dir: Path | None
         for i, hook in enumerate(getattr(hooks, phase)):
             where = path + (phase, i)
             ok = True
+            digest = ""
             if ".." in Path(hook.playbook).parts or hook.playbook.startswith("/"):
                 findings.append(Finding(RULE, Severity.ERROR, f"hook playbook {hook.playbook!r} must be a path "
                                         "inside the spec's directory, relative to it; move it there",
                                         where + ("playbook",)))
                 ok = False
-            elif spec_dir is not None and not (spec_dir / hook.playbook).is_file():
-                findings.append(Finding(RULE, Severity.ERROR, f"hook playbook {hook.playbook} does not exist "
-                                        f"beside the spec ({spec_dir / hook.playbook}); add it or fix the path",
-                                        where + ("playbook",)))
-                ok = False
+            elif spec_dir is not None:
+                try:
+                    digest = hook_digest(spec_dir, hook.playbook)
+                except HookFileError as e:
+                    findings.append(Finding(RULE, Severity.ERROR, str(e), where + ("playbook",)))
+                    ok = False
             for j, name in enumerate(hook.partitions):
                 if name not in known:
                     findings.append(Finding(RULE, Severity.ERROR, f"hook partition '{name}' is not a partition of "
@@ -122,17 +124,55 @@ def check_hooks(hooks: m.Hooks, partitions: Iterable[str], spec_dir: Path | None
                     ok = False
             if ok:
                 out.append(ir.Hook(hook.playbook, phase, hook.disruption,  # type: ignore[arg-type]
-                                   tuple(hook.partitions), _digest(spec_dir, hook.playbook), where))
+                                   tuple(hook.partitions), digest, where))
     return tuple(out)
 
 
-def _digest(spec_dir: Path | None, playbook: str) -> str:
-    """The playbook's content hash: editing a hook is a change the plan shows."""
+MAX_HOOK_BYTES = 16 * 1024 * 1024  # as a spec (spec/loader.py): a playbook is YAML text of a few kB
+
+
+class HookFileError(Exception):
+    """A hook playbook that cannot be run: missing, outside the spec's directory once links
+    are resolved, not a regular file, or too large. The message says what to do."""
+
+
+def hook_file(spec_dir: Path, playbook: str) -> Path:
+    """The hook playbook's real path: inside the spec's directory after every symbolic
+    link (of the file and of each directory on the way) is resolved, and a regular file.
+    A link to ``/etc/shadow``, or a directory linked to ``/tmp``, would otherwise pass the
+    check and be run (and hashed) as the site's playbook."""
+    base = spec_dir.resolve()
+    path = base / playbook
+    try:
+        real = path.resolve(strict=True)
+    except (OSError, RuntimeError):  # missing, a dangling link, a loop of links
+        raise HookFileError(f"hook playbook {playbook} does not exist beside the spec ({path}); add it or fix "
+                            "the path") from None
+    if not real.is_relative_to(base):
+        raise HookFileError(f"hook playbook {playbook} resolves to {real}, outside the spec's directory {base} "
+                            "(through a symbolic link); copy the playbook into the spec's directory instead "
+                            "of linking to it")
+    if not real.is_file():
+        raise HookFileError(f"hook playbook {playbook} is not a regular file ({real}); point at a playbook file")
+    return real
+
+
+def hook_digest(spec_dir: Path, playbook: str) -> str:
+    """The playbook's content hash (editing a hook is a change the plan shows), read with a
+    bound: a multi-gigabyte file is an error, not a MemoryError."""
     import hashlib
 
-    if spec_dir is None:
-        return ""
-    return hashlib.sha256((spec_dir / playbook).read_bytes()).hexdigest()[:16]
+    from fleetspec.safe_io import UnsafePathError, read_bounded
+
+    real = hook_file(spec_dir, playbook)
+    try:
+        data = read_bounded(real, MAX_HOOK_BYTES)
+    except UnsafePathError:
+        raise HookFileError(f"hook playbook {playbook} is larger than {MAX_HOOK_BYTES // 2**20} MiB, too large for "
+                            "a playbook; split it or point at the right file") from None
+    except OSError as e:
+        raise HookFileError(f"hook playbook {playbook} cannot be read ({e.strerror}); fix its permissions") from None
+    return hashlib.sha256(data).hexdigest()[:16]
 
 
 def hook_hosts(fleet: ir.Fleet, hook: ir.Hook, hosts: Iterable[str]) -> list[str]:

@@ -127,3 +127,45 @@ def test_a_new_hook_has_a_line_of_its_own(tmp_path: Path) -> None:
     lines = _plan_lines(_write(tmp_path, "drain-reboot"), plain)
     assert lines["site:hook:hooks/mounts.yml"][0] == "drain-reboot"
     assert "2 node(s)" in lines["site:hook:hooks/mounts.yml"][1]
+
+
+def _hook_error(path: Path) -> str:
+    (error,) = [f for f in compile_file(path).located() if f.severity.name == "ERROR"]
+    assert error.source_line.strip().startswith("- {playbook: hooks/mounts.yml"), error
+    return error.message
+
+
+def test_a_hook_that_links_out_of_the_spec_directory_is_refused(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "mounts.yml").write_text("- hosts: all\n  tasks: []\n")
+    spec_dir = tmp_path / "spec"
+    spec_dir.mkdir()
+    path = _write(spec_dir)
+    # The playbook a link to a file elsewhere (/etc/shadow in the report).
+    (spec_dir / "hooks" / "mounts.yml").unlink()
+    (spec_dir / "hooks" / "mounts.yml").symlink_to(outside / "mounts.yml")
+    message = _hook_error(path)
+    assert "outside the spec's directory" in message and str(outside / "mounts.yml") in message
+    assert "copy the playbook into the spec's directory" in message
+    # The directory on the way a link (a linked directory under /tmp in the report).
+    (spec_dir / "hooks" / "mounts.yml").unlink()
+    (spec_dir / "hooks").rmdir()
+    (spec_dir / "hooks").symlink_to(outside)
+    assert "outside the spec's directory" in _hook_error(path)
+    # A link that stays inside the directory is fine.
+    (spec_dir / "hooks").unlink()
+    (spec_dir / "real").mkdir()
+    (spec_dir / "real" / "mounts.yml").write_text("- hosts: all\n  tasks: []\n")
+    (spec_dir / "hooks").symlink_to("real")
+    assert compile_file(path).valid
+
+
+def test_a_huge_hook_is_an_error_not_a_memory_error(tmp_path: Path) -> None:
+    path = _write(tmp_path)
+    with open(tmp_path / "hooks" / "mounts.yml", "r+b") as handle:
+        handle.truncate(3 * 2**30)  # 3 GiB, sparse: hashed whole before
+    assert "larger than 16 MiB" in _hook_error(path)
+    (tmp_path / "hooks" / "mounts.yml").unlink()
+    (tmp_path / "hooks" / "mounts.yml").mkdir()
+    assert "not a regular file" in _hook_error(path)
