@@ -82,6 +82,15 @@ class StateLocation:
 def parse_location(text: str | os.PathLike[str]) -> StateLocation:
     """A directory, ``file:///dir``, or ``postgresql://[user[:password]@][host][:port]/db[?...]``."""
     raw = os.fspath(text)
+    try:
+        return _parse_location(raw)
+    except ValueError as e:  # urlsplit: "Invalid IPv6 URL" (an unclosed '['), a bad port
+        raise StateError(f"state location {redact_url(raw)} is not a valid URL ({e}); write it as "
+                         "postgresql://USER@HOST[:PORT]/DB (an IPv6 address in brackets: [::1]) or give a "
+                         "directory") from None
+
+
+def _parse_location(raw: str) -> StateLocation:
     scheme = urlsplit(raw).scheme.lower() if "://" in raw else ""
     if scheme == "":
         return StateLocation("file", path=Path(raw))

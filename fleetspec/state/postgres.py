@@ -44,7 +44,7 @@ from fleetspec.state.store import (
     _state_from_document,
     next_document,
 )
-from fleetspec.state.urls import redact_url
+from fleetspec.state.urls import redact_message, redact_url
 
 if TYPE_CHECKING:
     import psycopg
@@ -87,7 +87,8 @@ def connect(url: str, purpose: str) -> psycopg.Connection[Any]:
     try:
         return psycopg.connect(url, autocommit=True, connect_timeout=15, application_name=f"fleetspec {purpose}")
     except psycopg.Error as exc:
-        raise StateError(f"cannot open the state database {redact_url(url)}: {str(exc).strip()}") from None
+        raise StateError(f"cannot open the state database {redact_url(url)}: "
+                         f"{redact_message(str(exc).strip(), url)}") from None
 
 
 def lock_keys(fleet_name: str) -> tuple[int, int]:
@@ -359,7 +360,7 @@ def list_fleets(url: str) -> list[str]:
         return []
     except psycopg.Error as exc:
 
-        raise StateError(f"cannot list the states at {redact_url(url)}: {str(exc).strip()}") from None
+        raise StateError(f"cannot list the states at {redact_url(url)}: {redact_message(str(exc).strip(), url)}") from None
     finally:
         conn.close()
     return [r[0] for r in rows]
