@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from fleetspec.findings import Finding, Severity, SpecPath
+from fleetspec.spec.loader import is_secret_name
 from fleetspec.versions import parse_version
 
 try:  # libyaml when present: the same data, several times faster to read
@@ -276,7 +277,8 @@ def render_value(value: Any, key: str, where: SpecPath, findings: list[Finding])
         return ",".join(items)  # type: ignore[arg-type]
     text = str(value)
     if not text or _FORBIDDEN.search(text):
-        findings.append(Finding(RULE, E, f"{key}: {text!r} cannot be written on a Slurm line: a value is one "
+        shown = "its value" if is_secret_name(key) else repr(text)  # a password is never echoed
+        findings.append(Finding(RULE, E, f"{key}: {shown} cannot be written on a Slurm line: a value is one "
                                 "token without whitespace, '#', quotes, backslashes or control characters "
                                 "(they would start another key or end the line); fix the value", where))
         return None

@@ -58,13 +58,21 @@ MAX_DEPTH = 64
 MAX_NODES = 2_000_000  # after alias expansion
 EXCERPT_CHARS = 160  # of a source line echoed under a finding
 # Keys that name a secret wherever they appear (a literal pasted in the wrong place).
-SECRET_NAME = re.compile(r"(?i)passw|passphrase|secret|token|credential|munge_key|private_key|api_key")
+# "pass" alone only as a word or at the end of a key (Slurm's StoragePass and
+# AccountingStoragePass, JobCompPass, db_pass), never inside one (PassThrough, bypass).
+SECRET_NAME = re.compile(r"(?i:passw|passphrase|secret|token|credential|munge_key|private_key|api_key)"
+                         r"|(?:Pass|PASS)(?:$|[0-9_.-])|(?:^|[_.-])(?i:pass|pwd)(?:$|[0-9_.-])")
 
 
 
 @functools.lru_cache(maxsize=65536)  # the same few key names, on every path of a large spec
 def _secret_name(key: str) -> bool:
     return SECRET_NAME.search(key) is not None
+
+
+def is_secret_name(key: str) -> bool:
+    """Whether ``key`` names a secret (its value is never echoed)."""
+    return _secret_name(key)
 
 
 _STR = "tag:yaml.org,2002:str"

@@ -195,3 +195,30 @@ def test_a_literal_secret_in_a_wrong_place_is_not_echoed(tmp_path):
             result = CliRunner().invoke(app, ["validate", str(spec), "--format", fmt])
             assert result.exit_code == 1, result.output
             assert secret not in result.output, (i, fmt, result.output)
+
+
+def test_a_password_under_a_slurm_pass_key_is_not_echoed(tmp_path):
+    """StoragePass/AccountingStoragePass are refused (the password is a secret reference),
+    and the line that holds the literal is not echoed in any format, SARIF snippets too;
+    a Slurm ...Pass value that could not be written on a line is not quoted either."""
+    from typer.testing import CliRunner
+
+    from fleetspec.cli import app
+
+    secret = "hunter2-correct-horse-battery"
+    text = (EXAMPLES / "quickstart.yaml").read_text()
+    add = "    accounting: {host: db-01}\n"
+    cases = [
+        text.replace(add, add + f"    slurmdbd_settings: {{StoragePass: {secret}}}\n"),
+        text.replace(add, add + f"    settings:\n      AccountingStoragePass: {secret}\n"),
+        text.replace(add, add + f"    settings: {{JobCompPass: \"{secret} x\"}}\n"),
+    ]
+    for i, case in enumerate(cases):
+        assert case != text
+        spec = tmp_path / f"fleet{i}.yaml"
+        spec.write_text(case)
+        for fmt in ("text", "json", "github", "sarif"):
+            result = CliRunner().invoke(app, ["validate", str(spec), "--format", fmt])
+            assert result.exit_code == 1, result.output
+            assert "site-settings" in result.output, (i, fmt, result.output)
+            assert secret not in result.output, (i, fmt, result.output)
