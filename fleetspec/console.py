@@ -1,6 +1,10 @@
 """The Rich consoles every command prints through: plain (no highlighting, no emoji
 codes: ``museum.yaml:100:18`` and a path with ``:fire:`` print as written), as wide as
 ``COLUMNS`` says, and wide in pipes and CI logs instead of Rich's 80-column default.
+Every string they print (a message, a table cell) has its control characters shown as
+escapes (``fleetspec.text.printable``): text from a node, the state or a spec can hold an
+ESC or OSC 52 sequence, and Rich passes ESC through; Rich's own styling is not text and
+is kept.
 Also the one way a command writes a report file (``--junit``) and says why it could not."""
 
 from __future__ import annotations
@@ -27,11 +31,29 @@ def _width(stream: Any) -> int | None:
     return None if stream.isatty() else PIPE_WIDTH
 
 
-def console(stderr: bool = False) -> Console:
-    from rich.console import Console
+_CLASS: list[type] = []
 
+
+def _console_class() -> type:
+    """Rich's Console whose ``render_str`` (every string printed, markup or not, and every
+    string table cell) escapes control characters first."""
+    if not _CLASS:
+        from rich.console import Console
+
+        from fleetspec.text import printable
+
+        class SafeConsole(Console):
+            def render_str(self, text: str, **kwargs: Any) -> Any:
+                return super().render_str(printable(text), **kwargs)
+
+        _CLASS.append(SafeConsole)
+    return _CLASS[0]
+
+
+def console(stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout
-    return Console(stderr=stderr, highlight=False, emoji=False, soft_wrap=True, width=_width(stream))
+    return _console_class()(stderr=stderr, highlight=False, emoji=False,  # type: ignore[no-any-return]
+                            soft_wrap=True, width=_width(stream))
 
 
 def consoles() -> tuple[Console, Console]:

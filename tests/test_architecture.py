@@ -26,7 +26,7 @@ PACKAGE = ROOT / "fleetspec"
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("node_side", ("fleetspec.node_side",)),
     ("base", ("fleetspec", "fleetspec.exit_codes", "fleetspec.markdown", "fleetspec.slurm_syntax",
-              "fleetspec.versions", "fleetspec.safe_io", "fleetspec.console")),
+              "fleetspec.versions", "fleetspec.safe_io", "fleetspec.console", "fleetspec.text")),
     ("model", ("fleetspec.findings", "fleetspec.spec", "fleetspec.catalog")),
     ("compile", ("fleetspec.compile",)),
     ("facts", ("fleetspec.packages", "fleetspec.layout", "fleetspec.secrets")),

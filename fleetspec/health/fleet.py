@@ -22,6 +22,7 @@ from xml.etree import ElementTree as ET
 
 from fleetspec.compile.ir import Fleet
 from fleetspec.safe_io import UnsafePathError, loads_json, read_bounded
+from fleetspec.text import printable, xml_safe_tree
 
 PROGRAM_NAME = "fleetspec-health-check.pyz"
 # Per node: its name as the inventory has it (the spec's hostname), JSON out, state untouched.
@@ -186,7 +187,7 @@ def to_text(health: FleetHealth) -> str:
     q = health.quarantined
     lines.append(f"{len(health.verdicts) + len(health.unknown)} nodes: {len(q)} quarantined"
                  f"{' (' + ', '.join(sorted(q)) + ')' if q else ''}, {len(health.unknown)} without a verdict")
-    return "\n".join(lines) + "\n"
+    return printable("\n".join(lines) + "\n")  # a verdict's text comes from the node: no ESC reaches the terminal
 
 
 def to_junit(health: FleetHealth) -> str:
@@ -203,4 +204,5 @@ def to_junit(health: FleetHealth) -> str:
             ET.SubElement(case, "failure", message=f"{row['action']}: {row['faults'][0]['class']}").text = detail
         elif detail:
             ET.SubElement(case, "system-out").text = detail
+    xml_safe_tree(suite)  # a control character from a node would make the report unreadable XML
     return ET.tostring(suite, encoding="unicode") + "\n"

@@ -48,12 +48,16 @@ from fleetspec.node_side.faults import (
 Fault = Dict[str, Any]
 
 # NVRM: Xid (PCI:0000:18:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.
-_XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+)(?:,\s*(.*))?$")
+# Anchored at the start of the record (after dmesg's "[  123.456789] " when a line carries
+# one): a line that only mentions the form (a program's own log message quoting an Xid, a
+# job printing one) is not the driver's record.
+_DMESG_TIME = r"(?:\[\s*[0-9]+\.[0-9]+\]\s*)?"
+_XID = re.compile(_DMESG_TIME + r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): ([0-9]{1,9})(?:,\s*(.*))?$")
 # nvidia-nvswitch3: SXid (PCI:0000:c3:00.0): 12028, Non-fatal, Link 44 egress non-posted PRIV error
-_SXID = re.compile(r"(nvidia-nvswitch\d*): SXid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+), (Fatal|Non-fatal)[^,]*,?\s*(.*)$",
+_SXID = re.compile(_DMESG_TIME + r"(nvidia-nvswitch[0-9]*): SXid \((?:PCI:)?([0-9A-Fa-f:.]+)\): ([0-9]{1,9}), (Fatal|Non-fatal)[^,]*,?\s*(.*)$",
                    re.IGNORECASE)
 # /dev/kmsg: "<prio>,<seq>,<usec>,<flags>[,...];<message>"
-_KMSG = re.compile(r"^(\d+),(\d+),(\d+),[^;]*;(.*)$")
+_KMSG = re.compile(r"^([0-9]{1,4}),([0-9]{1,20}),([0-9]{1,20}),[^;]*;(.*)$")  # ASCII digits, bounded
 _PID_NAME = re.compile(r"^(?:pid=\S*,\s*)?(?:name=\S*,\s*)?")
 
 
@@ -73,7 +77,12 @@ def parse_kmsg(text: str) -> List[Tuple[Optional[int], str]]:
             continue
         match = _KMSG.match(line)
         if match:
-            records.append((int(match.group(2)), match.group(4)))
+            # A record with a facility other than kern (prefix >= 8) was written by a
+            # program: the kernel turns facility 0 from a /dev/kmsg writer into LOG_USER
+            # (kernel/printk/printk.c, devkmsg_write). It keeps its sequence number (the
+            # cursor moves past it) but gives no message: only the kernel speaks for a GPU.
+            kernel = int(match.group(1)) < 8
+            records.append((int(match.group(2)), match.group(4) if kernel else ""))
         else:
             records.append((None, line))
     return records
@@ -84,7 +93,7 @@ def kernel_log_faults(messages: Iterable[str]) -> List[Fault]:
     faults = []  # type: List[Fault]
     seen = set()
     for message in messages:
-        xid = _XID.search(message)
+        xid = _XID.match(message)
         if xid:
             bus, number, rest = xid.group(1), int(xid.group(2)), _PID_NAME.sub("", (xid.group(3) or "").strip())
             cls = XID_CLASSES.get(number, "xid-unknown")
@@ -97,7 +106,7 @@ def kernel_log_faults(messages: Iterable[str]) -> List[Fault]:
                 seen.add(key)
                 faults.append(_fault(cls, bus, ("Xid %d: %s" % (number, rest)).strip().rstrip(":"), "kernel-log"))
             continue
-        sxid = _SXID.search(message)
+        sxid = _SXID.match(message)
         if sxid:
             switch, bus, number, severity, rest = sxid.groups()
             cls = "nvswitch-fatal" if severity.lower() == "fatal" else "nvswitch-nonfatal"

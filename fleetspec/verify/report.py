@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from fleetspec.node_side.hostlist import compress
+from fleetspec.text import xml_safe_tree
 from fleetspec.verify.compare import Check, NodeReport, PartitionReport, Status, VerifyReport
 
 REPORT_SCHEMA = "fleetspec.io/verify-report/v1"
@@ -186,6 +187,7 @@ def to_junit(report: VerifyReport) -> str:
     root.set("failures", str(failed))
     root.set("errors", "0")
     ET.indent(root)
+    xml_safe_tree(root)  # a control character in a node's facts would make the report unreadable XML
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 

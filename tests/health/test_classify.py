@@ -185,3 +185,20 @@ def test_docs_list_every_fault_class_with_its_default_and_source() -> None:
         assert f"`{fault.default}`" in row
         for source in fault.source.split(" ; "):
             assert source in row
+
+
+def test_xid_matching_is_anchored_to_the_driver_record() -> None:
+    """Only the kernel's NVRM record counts: not a program's log line that quotes one, not a
+    record a program wrote to /dev/kmsg (facility user), not an Xid inside another message."""
+    record = "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
+    kmsg = "\n".join([
+        f"4,2001,5120341288,-;trainer: saw {record}",  # quoted by a kernel message about something else
+        f"14,2002,5120341289,-;{record}",  # written by a program (LOG_USER)
+        "12,2003,5120341290,-;nvidia-nvswitch0: SXid (PCI:0000:c3:00.0): 12028, Fatal, x",  # LOG_USER too
+        "4,2004,5120341291,-;" + "9" * 5000 + " " + record,
+    ])
+    records = parse_kmsg(kmsg)
+    assert [seq for seq, _ in records] == [2001, 2002, 2003, 2004]  # the cursor moves past them all
+    assert kernel_log_faults(msg for _, msg in records) == []
+    assert kernel_log_faults([f"[ 5120.341288] {record}", f"4,2005,5120341292,-;{record}".split(";", 1)[1]])
+    assert kernel_log_faults([msg for _, msg in parse_kmsg(f"4,2006,1,-;{record}")])[0]["class"] == "gpu-lost"

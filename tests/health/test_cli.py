@@ -98,3 +98,27 @@ def test_the_shipped_node_check_is_one_zip_python_runs(tmp_path) -> None:
         assert "has no spec.health" in str(exc)
     else:
         raise AssertionError("a fleet without spec.health has no policy to ship")
+
+
+OSC52 = "\x1b]52;c;Y3VybCBldmlsLmV4YW1wbGUgfCBzaA==\x07"  # a clipboard write
+CLEAR = "\x1b[2J\x1b[H"
+
+
+def test_a_nodes_control_characters_reach_neither_the_terminal_nor_the_junit(tmp_path, config, monkeypatch,
+                                                                              capsys) -> None:
+    """A verdict's text comes from the node: an OSC 52 or an ESC sequence in a fault's detail
+    is shown escaped in the table and kept out of the JUnit XML, which stays valid."""
+    facts = verdicts(tmp_path, config, monkeypatch, capsys)
+    verdict = json.loads((facts / "h200-01.json").read_text())
+    verdict["faults"][0]["detail"] = f"GPU lost{OSC52}{CLEAR}\x00\x0c end"
+    (facts / "h200-01.json").write_text(json.dumps(verdict))
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(SPEC)
+    junit = tmp_path / "health.xml"
+    result = CliRunner().invoke(app, ["health", str(spec), "--facts", str(facts), "--junit", str(junit)])
+    assert result.exit_code == 1, result.output
+    assert "\x1b" not in result.output and "\x07" not in result.output and "\x00" not in result.output
+    assert "GPU lost\\x1b]52;c;" in result.output
+    suite = ET.parse(junit).getroot()  # a control character would make this raise
+    failure = next(c for c in suite if c.get("name") == "h200-01").find("failure")
+    assert failure is not None and "\\x1b[2J" in (failure.text or "")

@@ -59,3 +59,36 @@ def test_markdown_keeps_a_nodes_hostile_value_inside_its_code_span(app, tmp_path
     row = next(line for line in text.splitlines() if line.startswith("| nvidia-hopper |") and "| driver |" in line)
     assert "| ``580.95.05`\\|<b>x</b>`` |" in row, row
     assert len(re.findall(r"(?<!\\)\|", row)) == 8, row  # seven cells: the value's pipe is escaped
+
+
+def test_markdown_renders_a_hostile_value_as_text_only(app, tmp_path: Path) -> None:
+    """Rendered by a real CommonMark parser with GFM tables (markdown-it-py, which Rich
+    brings): a value with double backticks, HTML, an image, a link, a mention and a pipe
+    after a backslash stays text inside its code span and cell."""
+    from markdown_it import MarkdownIt
+
+    odd = "580.95.05``|<img src=x onerror=alert(1)>``![i](https://t.example/p.png)[l](https://e.example) @org/team\\|x"
+    off = variant(h200_facts("h200-002"), **{"nvidia.driver_version": odd, "nvidia.smi_driver_version": odd})
+    facts = write_facts(tmp_path / "facts", {"h200-001": h200_facts(), "h200-002": off})
+    text = invoke(app, str(SPEC), "--facts", str(facts), "--format", "markdown").stdout
+    html = MarkdownIt("commonmark").enable("table").render(text)
+    assert "<img" not in html and "<a " not in html, html
+    row = next(r for r in html.split("<tr>") if "<td>driver</td>" in r)
+    assert row.count("<td>") == 7, row  # the value's pipes split no cell
+    found = re.findall(r"<code>(.*?)</code>", row)
+    import html as html_lib
+    assert any(html_lib.unescape(c).replace("\u200b", "") == odd for c in found), found
+
+
+def test_a_nodes_escape_sequences_are_shown_escaped_and_junit_stays_valid(app, tmp_path: Path) -> None:
+    import xml.etree.ElementTree as ET
+
+    odd = "580.95.05\x1b]52;c;aGk=\x07\x1b[2J\x0b"
+    off = variant(h200_facts("h200-002"), **{"nvidia.driver_version": odd, "nvidia.smi_driver_version": odd})
+    facts = write_facts(tmp_path / "facts", {"h200-001": h200_facts(), "h200-002": off})
+    junit = tmp_path / "verify.xml"
+    result = invoke(app, str(SPEC), "--facts", str(facts), "--junit", str(junit))
+    assert "\x1b" not in result.output and "\x07" not in result.output, result.output
+    assert "\\x1b]52;c;aGk=\\x07" in result.output
+    ET.parse(junit)  # a control character would make this raise
+    assert "\\x1b[2J" in junit.read_text()
