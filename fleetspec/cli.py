@@ -104,7 +104,8 @@ def _print_findings(compiled: CompileResult, fmt: FindingsFormat = FindingsForma
         for f in located:
             level = {Severity.ERROR: "error", Severity.WARNING: "warning"}.get(f.severity, "notice")
             message = f.message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-            print(f"::{level} file={f.file},line={f.line},col={f.column},title={f.rule}::{message}")
+            print(f"::{level} file={_annotation_property(f.file)},line={f.line},col={f.column},"
+                  f"title={_annotation_property(f.rule)}::{message}")
         return
     for f in located:
         _print_finding(f)
@@ -114,6 +115,13 @@ def _print_findings(compiled: CompileResult, fmt: FindingsFormat = FindingsForma
     if compiled.suppressed:
         summary += f", {len(compiled.suppressed)} suppressed"
     err.print(summary if located else f"{compiled.source.file}: valid (no findings)")
+
+
+def _annotation_property(value: object) -> str:
+    """A workflow-command property escaped as @actions/core's ``escapeProperty`` does: a
+    file name with ',' or ':' would otherwise end the property or start another."""
+    return (str(value).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+            .replace(":", "%3A").replace(",", "%2C"))
 
 
 def _print_finding(f: LocatedFinding) -> None:

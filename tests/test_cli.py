@@ -230,3 +230,14 @@ def test_help_shows_real_metavars(command):
     usage = result.output.splitlines()[0]
     assert usage.endswith("[OPTIONS] SPEC") or usage.endswith("[OPTIONS] SPEC|PLAN"), usage
     assert "{" not in result.output and "<bool>" not in result.output
+
+
+def test_a_github_annotation_escapes_the_file_name(tmp_path):
+    """A ',' or ':' in a spec's path would end the file= property and start another
+    (line=1 from the name itself); escaped as @actions/core escapeProperty does."""
+    bad = tmp_path / "a,line=1,col=1:b%.yaml"
+    bad.write_text(open(QUICKSTART).read().replace("model: h100-sxm", "model: h100-sxn", 1))
+    gh = run("validate", str(bad), "--format", "github")
+    head = gh.stdout.split("::")[1]
+    assert head.startswith("error file=") and head.count(",") == 3, head  # file, line, col, title
+    assert "a%2Cline=1%2Ccol=1%3Ab%25.yaml,line=22," in head
