@@ -72,13 +72,18 @@ def read_bounded(path: str | os.PathLike[str], limit: int, *, regular_only: bool
 
 
 def loads_json(raw: bytes | str) -> Any:
-    """``json.loads`` whose nesting-depth failure is a ValueError like every other bad document."""
+    """``json.loads`` whose nesting-depth and number-length failures are ValueErrors with
+    a message, like every other bad document."""
     import json  # here: reading a spec never needs it (startup time)
 
     try:
         return json.loads(raw)
     except RecursionError:
         raise ValueError("nested too deeply") from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError:  # int(): Python refuses over 4,300 decimal digits (CVE-2020-10735)
+        raise ValueError("a number of more than 4,300 digits; no field holds one") from None
 
 
 def check_output_file(path: str | os.PathLike[str]) -> None:

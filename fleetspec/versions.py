@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import re
 
-_VERSION = re.compile(r"^v?([0-9]+(?:\.[0-9]+)*)$")
+# Bounded: a part of 5,000 digits is not a version, and int() would refuse it (Python's
+# 4,300-digit limit) with a ValueError far from here.
+_VERSION = re.compile(r"^v?([0-9]{1,18}(?:\.[0-9]{1,18}){0,15})$")
 
 
 def parse_version(text: str) -> tuple[int, ...] | None:

@@ -222,12 +222,33 @@ def _set(doc, path, value):
     (("journal",), ["not a record"]),
     (("serial",), True),
     (("applied", "nodes"), "[" * 100_000),
+    # Malformed versions (issue 27, item 10): a plan renders and resolves packages from them.
+    (("format_version",), True),
+    (("format_version",), -1),
+    (("applied", "stacks", 0, "driver"), "abc"),
+    (("applied", "stacks", 0, "driver"), "9" * 5000),
+    (("applied", "stacks", 0, "cuda"), ""),
+    (("applied", "slurm", "version"), "25.x"),
 ])
 def test_a_state_of_wrong_types_is_an_error_not_a_traceback(tmp_path, path, value):
     (tmp_path / "quickstart.state.json").write_text(json.dumps(_set(_state_doc(), path, value)))
     result = run("plan", QUICKSTART, "--state", tmp_path)
     assert result.exit_code == ERROR, result.output
     assert "Traceback" not in result.output and "left as it is" in result.output
+
+
+def test_a_number_of_5000_digits_in_a_state_or_facts_is_an_error(tmp_path):
+    """json.loads raises a bare ValueError past Python's 4,300-digit limit."""
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "quickstart.state.json").write_text(json.dumps(_state_doc()).replace('"serial": 1', '"serial": ' + "9" * 5000))
+    result = run("plan", QUICKSTART, "--state", state)
+    assert result.exit_code == ERROR and "more than 4,300 digits" in result.output, result.output
+    facts = tmp_path / "facts"
+    facts.mkdir()
+    (facts / "h100-001.json").write_text('{"cpus": ' + "9" * 5000 + "}")
+    result = run("verify", QUICKSTART, "--facts", facts, "--format", "json")
+    assert result.exit_code == ERROR and "more than 4,300 digits" in result.stdout, result.output
 
 
 def test_deeply_nested_state_lock_plan_and_facts_json(tmp_path):

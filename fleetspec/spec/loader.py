@@ -56,6 +56,7 @@ _RESOLVED: dict[Any, str] = {}
 MAX_FILE_BYTES = 16 * 1024 * 1024
 MAX_DEPTH = 64
 MAX_NODES = 2_000_000  # after alias expansion
+MAX_INT_CHARS = 64  # an integer's text: a 64-bit number has at most 20 decimal digits
 EXCERPT_CHARS = 160  # of a source line echoed under a finding
 # Keys that name a secret wherever they appear (a literal pasted in the wrong place).
 # "pass" alone only as a word or at the end of a key (Slurm's StoragePass and
@@ -324,6 +325,9 @@ class _Builder:
         if path is not None:
             self.source.numbers[path] = text
         if tag == _INT:
+            if len(text) > MAX_INT_CHARS:  # Python refuses to convert over 4,300 decimal digits
+                raise self._fail(node, f"a number {len(text):,} characters long; no field of a fleet spec takes "
+                                 f"more than {MAX_INT_CHARS}. Fix the number, or quote it if it is a name")
             try:
                 return int(text.replace("_", ""), 0) if not text.startswith("0") or text == "0" else int(text, 10)
             except ValueError:

@@ -17,6 +17,7 @@ from typing import Any
 
 from fleetspec.compile import ir
 from fleetspec.compile.ir import IR_VERSION, Fleet
+from fleetspec.versions import parse_version
 
 
 class FleetDecodeError(ValueError):
@@ -30,7 +31,22 @@ def fleet_from_dict(data: dict[str, Any]) -> Fleet:
     if version != IR_VERSION:
         raise FleetDecodeError(f"stored fleet has IR version {version!r}; this fleetspec reads {IR_VERSION!r}")
     body = {k: v for k, v in data.items() if k != "irVersion"}
-    return decode(Fleet, body)
+    fleet: Fleet = decode(Fleet, body)
+    _check_versions(fleet)
+    return fleet
+
+
+def _check_versions(fleet: Fleet) -> None:
+    """Every pinned version a plan compares, renders or resolves packages from is dotted
+    numbers, as the spec check made it: a stored fleet may have been edited."""
+    pinned = [(f"stack {s.name}'s {k}", v) for s in fleet.stacks for k, v in s.versions().items()]
+    if fleet.slurm is not None:
+        pinned += [(f"slurm {f.name}", getattr(fleet.slurm, f.name)) for f in dataclasses.fields(fleet.slurm)
+                   if f.name.endswith("version") and getattr(fleet.slurm, f.name) is not None]
+    for what, value in pinned:
+        if parse_version(value) is None:
+            raise FleetDecodeError(f"stored fleet: {what} {_clip(repr(value), 60)} is not a version "
+                                   "(dotted numbers)")
 
 
 def decode(cls: type, value: Any) -> Any:

@@ -274,8 +274,12 @@ def _check_document(document: Any, path: Path | str, fleet_name: str) -> None:
     if not isinstance(document, dict):
         raise StateError(f"{path} is not a fleetspec state (not a JSON object). It was left as it is")
     version = document.get("format_version")
-    if not isinstance(version, int):
+    if "format_version" not in document:
         raise StateError(f"{path} has no format_version: not a fleetspec state. It was left as it is")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise StateError(f"{path}: format_version {_clip(repr(version), 40)} is not a state format (a whole "
+                         f"number from 1; this fleetspec writes {FORMAT_VERSION}): it was edited or damaged. It "
+                         "was left as it is")
     if version > FORMAT_VERSION:
         raise StateError(f"{path} was written by a newer fleetspec (state format {version}; this fleetspec "
                          f"{__version__} reads up to {FORMAT_VERSION}). Upgrade fleetspec; the state was not touched")

@@ -222,3 +222,19 @@ def test_a_password_under_a_slurm_pass_key_is_not_echoed(tmp_path):
             assert result.exit_code == 1, result.output
             assert "site-settings" in result.output, (i, fmt, result.output)
             assert secret not in result.output, (i, fmt, result.output)
+
+
+def test_an_integer_over_4300_digits_is_a_located_error(tmp_path):
+    """PyYAML's int() raised Python's digit-limit ValueError as a traceback."""
+    from typer.testing import CliRunner
+
+    from fleetspec.cli import app
+
+    text = (EXAMPLES / "quickstart.yaml").read_text()
+    for number in ("9" * 5000, "0x" + "f" * 5000):
+        spec = tmp_path / "fleet.yaml"
+        spec.write_text(text.replace("cpus: ", f"cpus: {number} #", 1))
+        line = next(i for i, x in enumerate(spec.read_text().splitlines(), 1) if number in x)
+        result = CliRunner().invoke(app, ["validate", str(spec)])
+        assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.exception
+        assert f"fleet.yaml:{line}:" in result.output and "characters long" in result.output, result.output
