@@ -377,3 +377,17 @@ def test_a_full_disk_under_the_event_log_never_stops_an_apply(tmp_path):
     text = console.export_text()
     assert text.count("No space left on device; the apply goes on, its events are no longer logged") == 1, text
     assert "wave canary: applying" in text
+
+
+def test_state_show_prints_a_rows_escape_sequences_and_markup_as_text(tmp_path):
+    """A state row is written by whoever can write the database: an OSC 52 clipboard write
+    or a screen clear in its journal or lineage is shown escaped, Rich markup as text."""
+    doc = _state_doc(lineage="l\x1b[2J[bold]x", journal=[
+        {"serial": 1, "time": "[red]t", "kind": "apply", "summary": "done\x1b]52;c;aGk=\x07", "hosts": "h\x9b31m"}])
+    (tmp_path / "quickstart.state.json").write_text(json.dumps(doc))
+    result = run("state", "show", "quickstart", "--state", tmp_path)
+    assert result.exit_code == 0, result.output
+    for raw in ("\x1b", "\x07", "\x9b"):
+        assert raw not in result.output, result.output
+    for shown in ("\\x1b[2J[bold]x", "done\\x1b]52;c;aGk=\\x07", "[red]t", "h\\x9b31m"):
+        assert shown in result.output, result.output

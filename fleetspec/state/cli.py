@@ -102,7 +102,7 @@ def show(fleet: FleetArg, state: StateOption = None,
         out.print(f"fleet {escape(fleet)} has no state at {escape(store.location)} (never applied)")
     else:
         out.print(f"fleet [bold]{escape(fleet)}[/] at {escape(store.location)}: serial {current.serial}, "
-                  f"lineage {current.lineage}, {data['applied_nodes']} node(s) applied")
+                  f"lineage {escape(current.lineage)}, {data['applied_nodes']} node(s) applied")
     if current.nodes:
         out.print(f"[yellow]an apply did not finish[/]: {len(current.nodes)} node(s) already moved: "
                   f"{escape(', '.join(sorted(current.nodes)))}")
@@ -112,7 +112,8 @@ def show(fleet: FleetArg, state: StateOption = None,
         for column in ("serial", "time", "kind", "by", "command", "hosts", "summary"):
             table.add_column(column, overflow="fold")
         for e in history[-last:]:
-            table.add_row(str(e.get("serial")), str(e.get("time", "")), str(e.get("kind", "")), escape(_who(e)),
+            table.add_row(escape(str(e.get("serial"))), escape(str(e.get("time", ""))), escape(str(e.get("kind", ""))),
+                          escape(_who(e)),
                           escape(str(e.get("command", ""))), escape(str(e.get("hosts", ""))),
                           escape(str(e.get("summary", ""))))
         out.print(table)
