@@ -59,6 +59,26 @@ class FleetHealth:
 
 
 MAX_VERDICT_BYTES = 16 * 1024 * 1024  # one node's verdict is a few kilobytes
+FAULT_TEXT = ("class", "device", "detail")
+
+
+def verdict_problem(data: Any) -> str | None:
+    """What makes ``data`` not a node check verdict the table, JSON and JUnit can show
+    (node_side/classify.py ``verdict``), or None. A verdict comes from a node: any shape."""
+    if not isinstance(data, dict) or "status" not in data:
+        return "not a node check verdict (no status)"
+    if data["status"] not in STATUS_ORDER:
+        return f"status must be one of {', '.join(STATUS_ORDER)}"
+    if not isinstance(data.get("action", "none"), str):
+        return "action is not a string"
+    faults, errors = data.get("faults", []), data.get("errors", [])
+    if not isinstance(faults, list) or not all(
+            isinstance(f, dict) and all(isinstance(f.get(k), str) for k in FAULT_TEXT)
+            and isinstance(f.get("action", ""), str) for f in faults):
+        return "faults must be a list of records with class, device and detail strings"
+    if not isinstance(errors, list) or not all(isinstance(e, str) for e in errors):
+        return "errors must be a list of strings"
+    return None
 
 
 def from_dir(fleet: Fleet, directory: Path) -> FleetHealth:
@@ -74,8 +94,9 @@ def from_dir(fleet: Fleet, directory: Path) -> FleetHealth:
             text = str(exc)
             unknown[path.stem] = f"{path}: unreadable verdict ({text if len(text) <= 200 else text[:197] + '...'})"
             continue
-        if not isinstance(data, dict) or "status" not in data:
-            unknown[path.stem] = f"{path}: not a node check verdict (no status)"
+        problem = verdict_problem(data)
+        if problem is not None:
+            unknown[path.stem] = f"{path}: {problem}"
             continue
         verdicts[path.stem] = data
     return _against_fleet(fleet, verdicts, unknown, [n.hostname for n in fleet.nodes], strict=False)
@@ -125,8 +146,11 @@ def _run_on_nodes(fleet: Fleet, inventory: Path | list[Path], hosts: list[str], 
             verdict = json.loads(res.stdout) if res.status != "unreachable" else None
         except json.JSONDecodeError:
             verdict = None
-        if isinstance(verdict, dict) and "status" in verdict:
-            verdicts[host] = verdict
+        problem = verdict_problem(verdict) if verdict is not None else "no verdict"
+        if problem is None:
+            verdicts[host] = verdict  # type: ignore[assignment]
+        elif isinstance(verdict, dict):
+            unknown[host] = f"the node check's verdict is malformed: {problem}"
         elif res.status == "unreachable":
             unknown[host] = f"unreachable: {res.last_line()}"
         else:

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
+import pytest
 from typer.testing import CliRunner
 
 from fleetspec.cli import app
@@ -122,3 +123,26 @@ def test_a_nodes_control_characters_reach_neither_the_terminal_nor_the_junit(tmp
     suite = ET.parse(junit).getroot()  # a control character would make this raise
     failure = next(c for c in suite if c.get("name") == "h200-01").find("failure")
     assert failure is not None and "\\x1b[2J" in (failure.text or "")
+
+
+@pytest.mark.parametrize("verdict", [
+    {"status": "sick", "action": "replace", "faults": "gpu gone"},
+    {"status": "sick", "action": "replace", "faults": [{"class": 5, "device": None, "detail": []}]},
+    {"status": "sick", "action": ["replace"], "faults": []},
+    {"status": ["healthy"]},
+    {"status": "healthy", "errors": [1, 2]},
+])
+def test_a_malformed_verdict_is_unknown_not_a_traceback(tmp_path, config, monkeypatch, capsys, verdict) -> None:
+    """A verdict comes from the node: a wrong shape makes that node unknown, with why, in
+    the table and in JUnit (issue 27, item 10)."""
+    facts = verdicts(tmp_path, config, monkeypatch, capsys)
+    (facts / "h200-02.json").write_text(json.dumps(verdict))
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(SPEC)
+    junit = tmp_path / "health.xml"
+    result = CliRunner().invoke(app, ["health", str(spec), "--facts", str(facts), "--junit", str(junit)])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.exception
+    row = next(line for line in result.output.splitlines() if line.startswith("h200-02"))
+    assert row.split()[1] == "unknown" and "h200-02.json:" in row, row
+    case = next(c for c in ET.parse(junit).getroot() if c.get("name") == "h200-02")
+    assert case.find("error") is not None
