@@ -59,6 +59,7 @@ class FleetHealth:
 
 
 MAX_VERDICT_BYTES = 16 * 1024 * 1024  # one node's verdict is a few kilobytes
+MAX_REPORT_BYTES = 1024 * 1024 * 1024  # a fleet's report (plan --health): as a state or a saved plan
 FAULT_TEXT = ("class", "device", "detail")
 
 
@@ -186,7 +187,11 @@ def quarantined_from_report(report: dict[str, Any]) -> dict[str, str]:
     if not isinstance(report, dict) or not isinstance(report.get("nodes"), list):
         raise ValueError("no 'nodes' list")
     out = {}
-    for row in report["nodes"]:
+    for i, row in enumerate(report["nodes"]):
+        if not (isinstance(row, dict) and isinstance(row.get("node"), str)
+                and isinstance(row.get("action", "none"), str) and isinstance(row.get("faults", []), list)
+                and all(isinstance(f, dict) for f in row.get("faults", []))):
+            raise ValueError(f"nodes[{i}] is not a node row (node and action strings, faults records)")
         if row.get("action", "none") != "none":
             first = next((f for f in row.get("faults", []) if f.get("action") == row["action"]), {})
             out[row["node"]] = f"{row['action']} {first.get('class', '')}".strip()

@@ -142,11 +142,12 @@ def _quarantined(path: Path | None) -> dict[str, str] | None:
     """{node: why} from a 'fleetspec health --format json' report."""
     if path is None:
         return None
-    from fleetspec.health.fleet import quarantined_from_report
+    from fleetspec.health.fleet import MAX_REPORT_BYTES, quarantined_from_report
+    from fleetspec.safe_io import UnsafePathError, loads_json, read_bounded
 
     try:
-        return quarantined_from_report(json.loads(path.read_text()))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValueError) as exc:
+        return quarantined_from_report(loads_json(read_bounded(path, MAX_REPORT_BYTES)))
+    except (OSError, UnicodeDecodeError, UnsafePathError, ValueError) as exc:
         raise PlanError(f"--health {path}: not a 'fleetspec health --format json' report ({exc})") from None
 
 

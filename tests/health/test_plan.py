@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from fleetspec.cli import app
@@ -52,3 +53,22 @@ def test_plan_cli_reads_a_health_report(tmp_path) -> None:
     bad.write_text("[]")
     broken = runner.invoke(app, ["plan", str(new), "--base", str(old), "--health", str(bad)])
     assert broken.exit_code == 1 and "not a 'fleetspec health --format json' report" in broken.output
+
+
+@pytest.mark.parametrize("nodes", [
+    [1],
+    [{"node": ["h100-001"], "action": "drain"}],
+    [{"node": "h100-001", "action": "drain", "faults": "x"}],
+    [{"node": "h100-001", "action": "drain", "faults": [1]}],
+    [{"node": "h100-001", "action": {"a": 1}}],
+])
+def test_a_health_report_of_the_wrong_shape_is_an_error_not_a_traceback(tmp_path, nodes) -> None:
+    old, new = _fleets(tmp_path)
+    report = tmp_path / "health.json"
+    report.write_text(json.dumps({"nodes": nodes}))
+    result = CliRunner().invoke(app, ["plan", str(new), "--base", str(old), "--health", str(report)])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.exception
+    assert "not a 'fleetspec health --format json' report (nodes[0] is not a node row" in result.output
+    report.write_text("[" * 200_000)
+    deep = CliRunner().invoke(app, ["plan", str(new), "--base", str(old), "--health", str(report)])
+    assert deep.exit_code == 1 and "nested too deeply" in deep.output, deep.output
