@@ -269,3 +269,65 @@ def test_any_json_as_facts_gives_a_report(document):
     with _no_hang("compare"):
         report = compare(QUICK, {"h100-001": document}, hosts=["h100-001"])
     assert report.nodes
+
+
+# Issue 27: kernel logs, node verdicts and the text that reaches Markdown, terminals and XML.
+KMSG_LINES = (EXAMPLES.parent / "tests" / "data" / "fixtures" / "health" / "kmsg-xids.txt").read_text().splitlines()
+kmsg_line = st.one_of(
+    st.sampled_from(KMSG_LINES),
+    st.builds(lambda line, cut, junk: line[:cut] + junk + line[cut:], st.sampled_from(KMSG_LINES),
+              st.integers(0, 200), st.text(max_size=12)),
+    st.text(max_size=120),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(kmsg_line, max_size=12))
+def test_any_kernel_log_gives_faults_of_the_catalog_never_a_crash(lines):
+    from fleetspec.node_side.classify import kernel_log_faults, parse_kmsg
+    from fleetspec.node_side.faults import FAULTS
+
+    with _no_hang("kernel log"):
+        records = parse_kmsg("\n".join(lines))
+        faults = kernel_log_faults(msg for _, msg in records)
+    for fault in faults:
+        assert fault["class"] in FAULTS and all(isinstance(fault[k], str) for k in ("device", "detail"))
+
+
+verdict_base = {"status": "sick", "action": "drain-reboot", "errors": [],
+                "faults": [{"class": "gpu-lost", "action": "drain-reboot", "device": "0000:18:00",
+                            "detail": "Xid 79", "scope": "node", "source": "kernel-log"}]}
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(_decoder_mutations(verdict_base), st.just([])), values)
+def test_any_verdict_gives_a_row_or_an_unknown_node_never_a_crash(changes, document):
+    import xml.etree.ElementTree as ET
+
+    from fleetspec.health.fleet import FleetHealth, to_json, to_junit, to_text, verdict_problem
+
+    for verdict in (_mutated(verdict_base, changes), document):
+        problem = verdict_problem(verdict)
+        health = FleetHealth("f", {"n1": verdict} if problem is None else {}, {} if problem is None else {"n1": problem})
+        assert "\x1b" not in to_text(health)
+        json.dumps(to_json(health))
+        ET.fromstring(to_junit(health))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=60))
+def test_any_text_stays_text_in_markdown_terminals_and_xml(text):
+    import re
+    import xml.etree.ElementTree as ET
+
+    from markdown_it import MarkdownIt
+
+    from fleetspec.markdown import cell, code
+    from fleetspec.text import printable, xml_text
+
+    html = MarkdownIt("commonmark").enable(["table", "strikethrough"]).render(
+        f"| a | b |\n|---|---|\n| {cell(text)} | {code(text)} |\n")
+    assert html.count("<td>") == 2, html
+    assert not re.search(r"<(?!/?(?:table|thead|tbody|tr|th|td|code)>)", html), html
+    assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f]", printable(text))
+    ET.fromstring(f"<a>{xml_text(text).replace('&', '&amp;').replace('<', '&lt;')}</a>")

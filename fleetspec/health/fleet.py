@@ -60,7 +60,7 @@ class FleetHealth:
 
 MAX_VERDICT_BYTES = 16 * 1024 * 1024  # one node's verdict is a few kilobytes
 MAX_REPORT_BYTES = 1024 * 1024 * 1024  # a fleet's report (plan --health): as a state or a saved plan
-FAULT_TEXT = ("class", "device", "detail")
+FAULT_TEXT = ("class", "device", "detail", "action")
 
 
 def verdict_problem(data: Any) -> str | None:
@@ -74,9 +74,8 @@ def verdict_problem(data: Any) -> str | None:
         return "action is not a string"
     faults, errors = data.get("faults", []), data.get("errors", [])
     if not isinstance(faults, list) or not all(
-            isinstance(f, dict) and all(isinstance(f.get(k), str) for k in FAULT_TEXT)
-            and isinstance(f.get("action", ""), str) for f in faults):
-        return "faults must be a list of records with class, device and detail strings"
+            isinstance(f, dict) and all(isinstance(f.get(k), str) for k in FAULT_TEXT) for f in faults):
+        return "faults must be a list of records with class, device, detail and action strings"
     if not isinstance(errors, list) or not all(isinstance(e, str) for e in errors):
         return "errors must be a list of strings"
     return None
@@ -230,7 +229,8 @@ def to_junit(health: FleetHealth) -> str:
         if row["status"] == "unknown":
             ET.SubElement(case, "error", message="; ".join(row["errors"]) or "no verdict")
         elif row["action"] != "none":
-            ET.SubElement(case, "failure", message=f"{row['action']}: {row['faults'][0]['class']}").text = detail
+            named = row["faults"][0]["class"] if row["faults"] else "no fault named"
+            ET.SubElement(case, "failure", message=f"{row['action']}: {named}").text = detail
         elif detail:
             ET.SubElement(case, "system-out").text = detail
     xml_safe_tree(suite)  # a control character from a node would make the report unreadable XML
