@@ -331,3 +331,27 @@ def test_any_text_stays_text_in_markdown_terminals_and_xml(text):
     assert not re.search(r"<(?!/?(?:table|thead|tbody|tr|th|td|code)>)", html), html
     assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f]", printable(text))
     ET.fromstring(f"<a>{xml_text(text).replace('&', '&amp;').replace('<', '&lt;')}</a>")
+
+
+SITE_BASE = yaml.safe_load((EXAMPLES / "quickstart.yaml").read_text())
+SITE_BASE["spec"]["slurm"].update({
+    "settings": {"SchedulerParameters": ["bf_continue", "bf_window=2880"], "PriorityWeightAge": 5000},
+    "cgroup_settings": {"ConstrainSwapSpace": True}, "slurmdbd_settings": {"PurgeJobAfter": "12month"}})
+SITE_BASE["spec"]["ansible"] = {
+    "vars": {"site_nfs_server": "nfs-01.example.org", "site_mounts": ["/home", "/scratch"]},
+    "hooks": {"before": [{"playbook": "hooks/mounts.yml", "disruption": "drain"}],
+              "after": [{"playbook": "hooks/check.yml", "disruption": "none", "partitions": ["nvidia-hopper"]}]}}
+SITE_PATHS = [p for p in _paths(SITE_BASE) if p and p[:2] in (("spec", "slurm"), ("spec", "ansible"))]
+site_values = st.one_of(values, st.sampled_from([
+    "ansible_host", "ansible_ssh_common_args", "hostvars", "fleetspec_os", "StoragePass", "AuthType",
+    "30 SlurmUser=root", "{{ lookup('pipe', 'id') }}", "../../etc/shadow", "/etc/shadow", "x\x1b[2J", "9" * 5000]))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(SITE_PATHS), st.sampled_from(["replace", "delete", "add", "duplicate"]),
+                          site_values), min_size=1, max_size=4))
+def test_mutated_site_settings_give_findings_never_a_crash(changes):
+    """Site settings (issue 27): hostile names and values in slurm settings, ansible.vars and hooks."""
+    doc = _mutated(SITE_BASE, changes)
+    with _no_hang("site settings"):
+        _check(compile_text(yaml.safe_dump(doc, sort_keys=False), "fuzz.yaml"))
