@@ -82,9 +82,28 @@ def check_vars(variables: Mapping[str, Any], path: SpecPath, findings: list[Find
         elif name in SPECIAL:
             findings.append(Finding(RULE, Severity.ERROR, f"{name} is one of Ansible's special variables and cannot be "
                                     "set as a site variable; rename yours", where, "key"))
+        elif _holds_secret(name, value):
+            findings.append(Finding(RULE, Severity.ERROR, f"{name} reads as a secret and holds a literal value: "
+                                    "ansible.vars are written to group_vars/all.yml, the state and saved plans. "
+                                    "Keep the secret where apply's runner reads it (an Ansible Vault file in its "
+                                    "own inventory) and have the hook look it up there; if it is not a secret, "
+                                    "rename the variable", where, "key"))
         else:
             kept[name] = value
     return json.dumps(kept, sort_keys=True, separators=(",", ":"))
+
+
+def _holds_secret(name: str, value: Any) -> bool:
+    """A key named like a secret (spec/loader.py SECRET_NAME: password, token, ...Pass) with
+    a non-empty string under it, at any depth."""
+    from fleetspec.spec.loader import is_secret_name
+
+    if isinstance(value, dict):
+        return any(_holds_secret(str(k), v) or (is_secret_name(name) and _holds_secret(name, v))
+                   for k, v in value.items())
+    if isinstance(value, list):
+        return any(_holds_secret(name, v) for v in value)
+    return is_secret_name(name) and isinstance(value, str) and value != ""
 
 
 def site_vars(fleet: ir.Fleet) -> dict[str, Any]:

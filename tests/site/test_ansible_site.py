@@ -169,3 +169,23 @@ def test_a_huge_hook_is_an_error_not_a_memory_error(tmp_path: Path) -> None:
     (tmp_path / "hooks" / "mounts.yml").unlink()
     (tmp_path / "hooks" / "mounts.yml").mkdir()
     assert "not a regular file" in _hook_error(path)
+
+
+def test_a_literal_secret_in_ansible_vars_is_refused_without_echoing_it(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from fleetspec.cli import app
+
+    secret = "hunter2-correct-horse"
+    for written in (f"site_db_password: {secret}", f"site_db: {{token: {secret}}}", f"site_users: [{{pass: {secret}}}]"):
+        path = _write(tmp_path)
+        path.write_text(path.read_text().replace("site_nfs_server:", f"{written}, site_nfs_server:"))
+        errors = [f for f in compile_file(path).located() if f.severity.name == "ERROR"]
+        assert len(errors) == 1 and "reads as a secret" in errors[0].message, errors
+        for fmt in ("text", "sarif"):
+            result = CliRunner().invoke(app, ["validate", str(path), "--format", fmt])
+            assert result.exit_code == 1 and secret not in result.output, result.output
+    # A secret-named variable that holds no secret (a flag, nothing) is fine.
+    path = _write(tmp_path)
+    path.write_text(path.read_text().replace("site_nfs_server:", "site_use_password: true, site_nfs_server:"))
+    assert compile_file(path).valid
