@@ -31,7 +31,6 @@ def test_every_password_of_a_url_is_masked(url: str, shown: str) -> None:
     "postgresql://fs:pw%40x@127.0.0.1:1/fleet",
 ])
 def test_state_commands_never_print_a_password_of_the_url(url: str) -> None:
-    pytest.importorskip("psycopg", reason="the postgres extra is not installed")
     for args in (["state", "list", "--state", url], ["state", "show", "f", "--state", url]):
         result = CliRunner().invoke(app, args)
         assert result.exit_code == 1, result.output
