@@ -25,6 +25,7 @@ import yaml
 
 from fleetspec.compile.ir import Fleet, GpuSpec, Node
 from fleetspec.layout.slurm import (
+    SLINKY_AUTODETECT,
     TopologyPlan,
     grouped,
     plan_topology,
@@ -641,11 +642,12 @@ def _slinky_controller_conf(fleet: Fleet) -> dict[str, object]:
 def _slinky_config_files(fleet: Fleet) -> dict[str, str]:
     assert fleet.slurm is not None
     vendors = sorted({n.gpu.vendor for n in slurm_nodes(fleet)})
-    plugins = [autodetect_for(v, fleet.slurm.version) for v in vendors]
     # Pod names are not the fleet's hostnames, so gres.conf cannot scope by NodeName:
-    # one vendor autodetects cluster-wide; two vendors are a slinky problem.
-    if len(plugins) == 1 and plugins[0]:
-        gres = f"AutoDetect={plugins[0]}\n"
+    # one vendor autodetects cluster-wide; two vendors are a slinky problem. NVIDIA with
+    # gpu/nvidia, not nvml: Slinky's images lack NVML (layout/slurm.py SLINKY_AUTODETECT;
+    # a Slurm older than 24.11 is a slinky problem).
+    if len(vendors) == 1:
+        gres = f"AutoDetect={SLINKY_AUTODETECT[vendors[0]]}\n"
     else:
         gres = "# NodeSets of several GPU vendors share this file: see `fleetspec validate`.\n"
     files = {"cgroup.conf": site.apply_to_conf(render_cgroup_conf(), site.conf_settings(fleet, "cgroup.conf"),

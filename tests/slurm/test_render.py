@@ -9,7 +9,13 @@ from pathlib import PurePosixPath
 import pytest
 import yaml
 
-from fleetspec.layout.slurm import slinky_problems, slurm_nodes, topology_problems
+from fleetspec.layout.slurm import (
+    detected_gpu_names,
+    slinky_problems,
+    slurm_nodes,
+    topology_problems,
+    undetected_type_names,
+)
 from fleetspec.node_side.hostlist import expand
 from fleetspec.render.slurm import (
     autodetect_for,
@@ -291,8 +297,28 @@ def test_slinky_maps_partitions_to_nodesets():
     assert any("two vendors" in m for m in messages)  # one gres.conf for NVIDIA and AMD
     single = _slinky(fleets.quickstart())
     assert yaml.safe_load(_text(render_slurm(single), "slinky-values.yaml"))["configFiles"]["gres.conf"] == (
-        "AutoDetect=nvml\n")
+        "AutoDetect=nvidia\n")
     assert topology_problems(fleet) == []
+
+
+def test_slinky_gres_autodetect_needs_no_vendor_library_and_sees_each_nodesets_type():
+    """Slinky's slurmd images have no NVML (SlinkyProject/containers#14): NVIDIA GPUs are
+    found by gpu/nvidia (Slurm 24.11+), AMD by rsmi; each NodeSet's GRES type must be part of
+    the name the plugin detects, else the GPUs are ignored and the NodeSet goes INVALID."""
+    museum = _slinky(fleets.museum())
+    amd_only = dataclasses.replace(museum, nodes=tuple(n for n in museum.nodes if n.gpu.vendor == "amd"))
+    values = yaml.safe_load(_text(render_slurm(amd_only), "slinky-values.yaml"))
+    assert values["configFiles"]["gres.conf"] == "AutoDetect=rsmi\n"
+    assert not [m for m, _ in slinky_problems(amd_only) if "AutoDetect" in m]
+    single = _slinky(fleets.quickstart())
+    assert not [m for m, _ in slinky_problems(single) if "AutoDetect" in m]
+    old = [(m, p) for m, p in slinky_problems(fleets.with_version(single, "24.05.8")) if "AutoDetect" in m]
+    assert len(old) == 1 and "24.11" in old[0][0] and old[0][1][-1] == "version"
+    # What the plugins detect: the driver's name, lower-cased, spaces to underscores.
+    assert "nvidia_h100_80gb_hbm3" in detected_gpu_names("h100-sxm")
+    assert undetected_type_names("h100", "h100-sxm") == ()
+    assert undetected_type_names("mi300x", "mi300x") == ()
+    assert undetected_type_names("a100_pcie", "a100-pcie") == ("nvidia_a100-pcie-40gb", "nvidia_a100_80gb_pcie")
 
 
 # --- Slurm on an RDMA fabric: memlock, PMIx, GPU-local cores, DefaultTime everywhere ---
