@@ -70,6 +70,9 @@ MPI_DEFAULT = "pmix"
 # path, to /usr/share/pyxis/pyxis.conf (pyxis Makefile: $(datadir)/pyxis).
 PYXIS_CONF_GLOB = "/usr/share/pyxis/*.conf"
 
+# Fair-share billing units per GPU where slurm.gpu_billing_weights does not name the type.
+GPU_BILLING_DEFAULT = 1.0
+
 # Installed memory minus what the kernel and firmware keep: slurmd reports less than
 # the DIMM total, and a node whose RealMemory exceeds what slurmd sees is drained.
 REAL_MEMORY_SHARE = 0.95
@@ -277,12 +280,16 @@ def _accounting_lines(fleet: Fleet) -> list[str]:
         ]
     return [
         "# Accounting through slurmdbd, and fair-share priority over its usage records.",
+        "# Typed GPU TRES where GPU models share a partition, so usage and billing tell them apart.",
+        "# Billing (each partition's TRESBillingWeights) counts GPUs; MAX_TRES bills a job per node",
+        "# by whichever of its GPUs, CPUs or memory is the larger share of that node.",
         "AccountingStorageType=accounting_storage/slurmdbd",
         f"AccountingStorageHost={host}",
         "AccountingStoragePort=6819",
-        "AccountingStorageTRES=gres/gpu",
+        f"AccountingStorageTRES={','.join(accounting_tres(fleet))}",
         "AccountingStorageEnforce=associations,limits,qos",
         "PriorityType=priority/multifactor",
+        "PriorityFlags=MAX_TRES",
         "PriorityDecayHalfLife=7-0",
         "PriorityMaxAge=7-0",
         "PriorityWeightFairshare=100000",
@@ -327,11 +334,64 @@ def _partition_lines(fleet: Fleet, topology: TopologyPlan) -> list[str]:
         if default_time:
             fields.append(f"DefaultTime={default_time}")
         fields.append(f"State={(p.state or 'UP').upper()}")
+        billing = tres_billing_weights(fleet, [owned[h] for h in nodes])
+        if billing:
+            fields.append(f"TRESBillingWeights={billing}")
         if p.name in topology.partition_topology:
             fields.append(f"Topology={topology.partition_topology[p.name]}")
         pairs = site.merge_fields((f.split("=", 1) for f in fields[1:]), site.partition_settings(fleet, p.name))
         lines.append(" ".join([fields[0], *(f"{k}={v}" for k, v in pairs)]))
     return lines
+
+
+def accounting_tres(fleet: Fleet) -> list[str]:
+    """AccountingStorageTRES: gres/gpu, and gres/gpu:<type> for every type in a partition
+    that mixes GPU models (a typed TRES weight or limit needs the typed TRES tracked;
+    slurm.schedmd.com/tres.html, AccountingStorageTRES=gres/gpu:tesla)."""
+    owned = {n.hostname: n for n in slurm_nodes(fleet)}
+    typed: set[str] = set()
+    for p in slurm_partitions(fleet):
+        types = {owned[h].gpu.gres_type for h in p.nodes if h in owned}
+        if len(types) > 1:
+            typed |= types
+    return ["gres/gpu", *(f"gres/gpu:{t}" for t in sorted(typed))]
+
+
+def _weight(value: float) -> str:
+    return f"{value:.6g}"
+
+
+def tres_billing_weights(fleet: Fleet, nodes: list[Node]) -> str | None:
+    """TRESBillingWeights for a partition of ``nodes``: fair share bills GPUs.
+
+    Without it Slurm bills allocated CPUs (slurm.conf(5) TRESBillingWeights: "If
+    TRESBillingWeights is not defined then the job is billed against the total number of
+    allocated CPUs"): an 8-GPU job at --cpus-per-gpu=1 costs 8, a default 1-GPU job 28. Here
+    a GPU costs its type's ``slurm.gpu_billing_weights`` (1 by default), typed
+    (GRES/gpu:<type>) where models share the partition, and CPUs and memory are weighted so
+    one GPU's share of the roomiest node's CPUs or memory costs one (cheapest) GPU. With
+    PriorityFlags=MAX_TRES the bill per node is the largest of the three, so a job that
+    takes a node's CPUs or memory without its GPUs pays for the GPUs it blocks.
+    """
+    assert fleet.slurm is not None
+    if not nodes or not fleet.slurm.accounting_host:
+        return None
+    types = sorted({n.gpu.gres_type for n in nodes})
+    given = dict(fleet.slurm.gpu_billing_weights)
+    per_gpu = {t: given.get(t, GPU_BILLING_DEFAULT) for t in types}
+    cheapest = min(per_gpu.values())
+    parts = []
+    cpus = [node_cpus(n) for n in nodes]
+    if all(c is not None for c in cpus):
+        parts.append(f"CPU={_weight(cheapest / max(c / n.gpu.count for c, n in zip(cpus, nodes)))}")  # type: ignore[operator]
+    if all(n.memory_gb is not None for n in nodes):
+        most = max(real_memory_mb(n.memory_gb) / 1024 / n.gpu.count for n in nodes)  # type: ignore[arg-type]
+        parts.append(f"Mem={_weight(cheapest / most)}G")
+    if len(types) == 1:
+        parts.append(f"GRES/gpu={_weight(per_gpu[types[0]])}")
+    else:
+        parts += [f"GRES/gpu:{t}={_weight(per_gpu[t])}" for t in types]
+    return ",".join(parts)
 
 
 def node_cpus(node: Node) -> int | None:
@@ -572,6 +632,9 @@ def render_slinky_values(fleet: Fleet) -> str:
             config["DefaultTime"] = default_time
         if p.default:
             config["Default"] = "YES"
+        billing = tres_billing_weights(fleet, [m[1] for m in members for _ in m[2]])
+        if billing:
+            config["TRESBillingWeights"] = billing
         config.update(dict(site.partition_settings(fleet, p.name)))
         partitions[p.name] = {"enabled": True, "nodesets": [m[0] for m in members], "configMap": config}
     values: dict[str, object] = {
@@ -629,8 +692,9 @@ def _slinky_controller_conf(fleet: Fleet) -> dict[str, object]:
     if fleet.fabric is not None and fleet.fabric.type in RDMA_FABRICS:
         conf["PropagateResourceLimitsExcept"] = ["MEMLOCK"]
     if fleet.slurm.accounting_host:
-        conf["AccountingStorageTRES"] = ["gres/gpu"]
+        conf["AccountingStorageTRES"] = accounting_tres(fleet)
         conf["PriorityType"] = "priority/multifactor"
+        conf["PriorityFlags"] = ["MAX_TRES"]
         conf["PriorityWeightFairshare"] = 100000
         conf["PriorityDecayHalfLife"] = "7-0"
     if fleet.slurm.containers == "pyxis":

@@ -364,3 +364,44 @@ def test_every_slinky_partition_with_a_max_time_gets_a_default_time():
         if default_time_for(config["MaxTime"]) is not None:
             assert config["DefaultTime"] == default_time_for(config["MaxTime"]), name
     assert values["partitions"]["nvidia-hopper"]["configMap"]["DefaultTime"] == "1:00:00"
+
+
+# --- Fair share bills GPUs ---------------------------------------------------------------
+
+
+def _partition_field(conf: str, partition: str, key: str) -> str | None:
+    line = next(x for x in conf.splitlines() if x.startswith(f"PartitionName={partition} "))
+    return next((f.split("=", 1)[1] for f in line.split() if f.startswith(key + "=")), None)
+
+
+def test_billing_weights_count_gpus_typed_where_models_share_a_partition():
+    museum = fleets.museum()
+    assert museum.slurm is not None and museum.slurm.accounting_host
+    conf = _text(render_slurm(museum), "slurm.conf")
+    assert _conf_value(conf, "PriorityFlags") == "MAX_TRES"
+    assert _conf_value(conf, "AccountingStorageTRES") == "gres/gpu,gres/gpu:h100,gres/gpu:h200"
+    # One GPU's share of the node's CPUs (28) or memory costs what the GPU costs.
+    assert _partition_field(conf, "debug", "TRESBillingWeights") == "CPU=0.0357143,Mem=0.00411184G,GRES/gpu=1"
+    weighted = dataclasses.replace(museum, slurm=dataclasses.replace(museum.slurm, gpu_billing_weights=(
+        ("h100", 2.0), ("h200", 3.0))))
+    conf = _text(render_slurm(weighted), "slurm.conf")
+    assert _partition_field(conf, "nvidia-hopper", "TRESBillingWeights") == (
+        "CPU=0.0714286,Mem=0.00822369G,GRES/gpu:h100=2,GRES/gpu:h200=3")
+    slinky = yaml.safe_load(_text(render_slurm(_slinky(weighted)), "slinky-values.yaml"))
+    assert slinky["partitions"]["nvidia-hopper"]["configMap"]["TRESBillingWeights"] == (
+        "CPU=0.0714286,Mem=0.00822369G,GRES/gpu:h100=2,GRES/gpu:h200=3")
+    assert slinky["controller"]["extraConfMap"]["PriorityFlags"] == ["MAX_TRES"]
+    no_accounting = _text(render_slurm(fleets.lab()), "slurm.conf")
+    assert "TRESBillingWeights" not in no_accounting  # no fair share without slurmdbd
+
+
+def test_billing_weights_name_gres_types():
+    from fleetspec.pipeline import compile_text
+
+    text = (fleets.ROOT / "examples" / "quickstart.yaml").read_text()
+    assert "  slurm:\n" in text
+    bad = text.replace("  slurm:\n", "  slurm:\n    gpu_billing_weights: {h100-sxm: 2}\n", 1)
+    result = compile_text(bad)
+    assert any(f.rule == "schema" and "h100-sxm" in f.message and "h100" in f.message for f in result.findings)
+    ok = compile_text(text.replace("  slurm:\n", "  slurm:\n    gpu_billing_weights: {h100: 2}\n", 1))
+    assert ok.fleet is not None and ok.fleet.slurm.gpu_billing_weights == (("h100", 2.0),)
