@@ -3,8 +3,14 @@
 Without TRESBillingWeights Slurm bills allocated CPUs (slurm.conf(5)): an 8-GPU job at
 --cpus-per-gpu=1 was billed 8 and a default 1-GPU job 28. The billing TRES is computed by
 slurmctld itself, so the localized cluster (accounting_storage/none) shows it in
-``scontrol show job`` as ``TRES=...,billing=N``; AccountingStorageTRES is kept as rendered
-so the GPU TRES (typed where H100 and H200 share nvidia-hopper) exist to be weighted.
+``scontrol show job`` as ``TRES=...,billing=N``.
+
+What this cluster cannot show: the GPU TRES themselves. slurmctld 22.05 refuses
+AccountingStorageTRES=gres/gpu without slurmdbd ("fatal: slurmdbd is required to run with
+TRES gres/gpu"), and no database runs here, so the localized slurm.conf drops it and the
+GRES/gpu weights have nothing to weigh. What is shown: slurmctld reads the rendered
+TRESBillingWeights and PriorityFlags=MAX_TRES, and the CPU and memory weights bill a GPU's
+share of a node as one GPU, whatever CPUs it would have been billed before.
 """
 
 from __future__ import annotations
@@ -32,8 +38,7 @@ def _billed_fleet(weights: tuple[tuple[str, float], ...] = ()):
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory, slurm_installed):
     fleet = _billed_fleet((("h200", 1.5),))
-    with running(tmp_path_factory.mktemp("slurm-billing"), render_slurm(fleet),
-                 keep=("AccountingStorageTRES",)) as c:
+    with running(tmp_path_factory.mktemp("slurm-billing"), render_slurm(fleet)) as c:
         yield c
 
 
@@ -52,8 +57,7 @@ def _billing(c: Cluster, *args: str) -> int:
         c.run("scancel", job_id, check=False)
 
 
-def test_a_gpu_costs_one_unit_whatever_cpus_it_takes(cluster: Cluster):
-    assert _billing(cluster, "--gres=gpu:h100:8", "--cpus-per-gpu=1") == 8
+def test_a_default_one_gpu_job_costs_one_not_28(cluster: Cluster):
     assert _billing(cluster, "--gres=gpu:h100:1") == 1  # DefCpuPerGPU=28, DefMemPerGPU: one GPU's share
 
 
@@ -61,6 +65,12 @@ def test_a_job_that_takes_a_nodes_cpus_pays_for_its_gpus(cluster: Cluster):
     # 112 of 224 CPUs with one GPU blocks four GPUs' worth of the node: MAX_TRES bills 4.
     assert _billing(cluster, "--gres=gpu:h100:1", "--cpus-per-gpu=112") == 4
 
+    # An 8-GPU job with one CPU per GPU: 8 (its memory, DefMemPerGPU x 8, is 8 GPUs' share).
+    assert _billing(cluster, "--gres=gpu:h100:8", "--cpus-per-gpu=1") == 8
 
-def test_typed_weights_where_models_share_a_partition(cluster: Cluster):
-    assert _billing(cluster, "--gres=gpu:h200:8", "--cpus-per-gpu=1") == 12  # 8 x 1.5
+
+def test_the_partition_carries_the_rendered_weights(cluster: Cluster):
+    out = cluster.run("scontrol", "-o", "show", "partition", "nvidia-hopper").stdout
+    assert "TRESBillingWeights=CPU=0.0357143,Mem=0.00411184G,GRES/gpu:h100=1,GRES/gpu:h200=1.5" in out, out
+    conf = cluster.run("scontrol", "show", "config").stdout
+    assert re.search(r"PriorityFlags\s*=\s*.*MAX_TRES", conf), conf
