@@ -70,6 +70,21 @@ MPI_DEFAULT = "pmix"
 # path, to /usr/share/pyxis/pyxis.conf (pyxis Makefile: $(datadir)/pyxis).
 PYXIS_CONF_GLOB = "/usr/share/pyxis/*.conf"
 
+# Backfill (slurm.conf(5) SchedulerParameters): bf_window "at least as long as the highest
+# allowed time limit is generally advisable to prevent job starvation" (default 1440, max
+# 43200 minutes); "if the value of bf_window is increased, then it is generally advisable to
+# also increase bf_resolution" (default 60 s, max 3600). bf_continue: a backfill cycle that
+# yields its locks goes on where it stopped instead of starting over, so on a long queue the
+# jobs at its tail are considered at all.
+BF_WINDOW_MIN, BF_WINDOW_MAX = 1440, 43200
+BF_RESOLUTION_MAX = 3600
+# GPU teardown (CUDA contexts of large-memory GPUs, NCCL/RDMA deregistration) outlives
+# Slurm's 60 s default, after which slurmd drains the node as "Kill task failed".
+UNKILLABLE_STEP_TIMEOUT = 180
+# Prolog/Epilog and SPANK job prolog/epilog (Pyxis) wait forever by default; a hung one
+# holds the node. slurm.conf(5): a Prolog timeout requeues the job and drains the node.
+PROLOG_EPILOG_TIMEOUT = 600
+
 # Fair-share billing units per GPU where slurm.gpu_billing_weights does not name the type.
 GPU_BILLING_DEFAULT = 1.0
 
@@ -235,6 +250,7 @@ def render_slurm_conf(fleet: Fleet, topology: TopologyPlan | None = None) -> str
         "# Scheduling: cores, memory and typed GPUs are consumable; jobs that can never",
         "# fit a partition are refused at submission instead of pending forever.",
         "SchedulerType=sched/backfill",
+        f"SchedulerParameters={','.join(scheduler_parameters(fleet))}",
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core_Memory",
         "GresTypes=gpu",
@@ -243,6 +259,11 @@ def render_slurm_conf(fleet: Fleet, topology: TopologyPlan | None = None) -> str
         f"MpiDefault={MPI_DEFAULT}",
         *_rdma_lines(fleet),
         *_imex_switch_lines(fleet),
+        "",
+        "# GPU teardown outlives the 60 s default before a step counts as unkillable (and the node",
+        "# drains); a hung prolog or epilog (health checks, Pyxis) is stopped instead of holding the node.",
+        f"UnkillableStepTimeout={UNKILLABLE_STEP_TIMEOUT}",
+        f"PrologEpilogTimeout={PROLOG_EPILOG_TIMEOUT}",
         "",
         "# Jobs are confined to their cores, memory and GPUs (cgroup.conf: ConstrainDevices).",
         "ProctrackType=proctrack/cgroup",
@@ -267,6 +288,26 @@ def _rdma_lines(fleet: Fleet) -> list[str]:
         "# RDMA memory registration needs the node's unlimited memlock, not the submit host's.",
         "PropagateResourceLimitsExcept=MEMLOCK",
     ]
+
+
+def backfill_window(fleet: Fleet) -> int:
+    """bf_window in minutes: the longest finite MaxTime of a Slurm partition, at least the
+    default day and at most Slurm's 30 days; 30 days where a partition has no MaxTime."""
+    longest = BF_WINDOW_MIN
+    for p in slurm_partitions(fleet):
+        minutes = slurm_time_minutes(p.max_time) if p.max_time else None
+        if minutes is None or minutes < 0:
+            return BF_WINDOW_MAX
+        longest = max(longest, minutes)
+    return min(longest, BF_WINDOW_MAX)
+
+
+def scheduler_parameters(fleet: Fleet) -> list[str]:
+    """SchedulerParameters: bf_continue, bf_window sized to MaxTime and bf_resolution grown
+    with it (one minute per day of window: the same number of time slots as the default)."""
+    window = backfill_window(fleet)
+    resolution = min(BF_RESOLUTION_MAX, 60 * -(-window // BF_WINDOW_MIN))
+    return ["bf_continue", f"bf_window={window}", f"bf_resolution={resolution}"]
 
 
 def _accounting_lines(fleet: Fleet) -> list[str]:
@@ -688,6 +729,9 @@ def _slinky_controller_conf(fleet: Fleet) -> dict[str, object]:
         "TaskPlugin": ["task/cgroup", "task/affinity"],
         "JobAcctGatherType": "jobacct_gather/cgroup",
         "MpiDefault": MPI_DEFAULT,
+        "SchedulerParameters": scheduler_parameters(fleet),
+        "UnkillableStepTimeout": UNKILLABLE_STEP_TIMEOUT,
+        "PrologEpilogTimeout": PROLOG_EPILOG_TIMEOUT,
     }
     if fleet.fabric is not None and fleet.fabric.type in RDMA_FABRICS:
         conf["PropagateResourceLimitsExcept"] = ["MEMLOCK"]

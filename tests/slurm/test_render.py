@@ -405,3 +405,20 @@ def test_billing_weights_name_gres_types():
     assert any(f.rule == "schema" and "h100-sxm" in f.message and "h100" in f.message for f in result.findings)
     ok = compile_text(text.replace("  slurm:\n", "  slurm:\n    gpu_billing_weights: {h100: 2}\n", 1))
     assert ok.fleet is not None and ok.fleet.slurm.gpu_billing_weights == (("h100", 2.0),)
+
+
+# --- Operational settings: backfill sized to MaxTime, GPU-sized timeouts --------------------
+
+
+def test_backfill_window_covers_the_longest_max_time_and_gpu_teardown_has_time():
+    quick = _text(render_slurm(fleets.quickstart()), "slurm.conf")  # longest MaxTime: 2 days
+    assert _conf_value(quick, "SchedulerParameters") == "bf_continue,bf_window=2880,bf_resolution=120"
+    assert _conf_value(quick, "UnkillableStepTimeout") == "180"
+    assert _conf_value(quick, "PrologEpilogTimeout") == "600"
+    museum = fleets.museum()  # partitions without a MaxTime: Slurm's longest window
+    assert _conf_value(_text(render_slurm(museum), "slurm.conf"), "SchedulerParameters") == (
+        "bf_continue,bf_window=43200,bf_resolution=1800")
+    conf_map = yaml.safe_load(_text(render_slurm(_slinky(fleets.quickstart())), "slinky-values.yaml"))[
+        "controller"]["extraConfMap"]
+    assert conf_map["SchedulerParameters"] == ["bf_continue", "bf_window=2880", "bf_resolution=120"]
+    assert conf_map["UnkillableStepTimeout"] == 180 and conf_map["PrologEpilogTimeout"] == 600
