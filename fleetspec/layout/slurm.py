@@ -201,6 +201,28 @@ def topology_problems(fleet: Fleet) -> list[Problem]:
 # Model; src/plugins/gpu/nvidia/gpu_nvidia.c), and Slinky's own GPU guide uses it.
 # AMD has no library-free plugin: rsmi (ROCm SMI) is the only AMD one.
 SLINKY_AUTODETECT = {"nvidia": "nvidia", "amd": "rsmi"}
+
+# Slinky's images (SlinkyProject/containers, schedmd/slurm/<series>/<os>/): one per Slurm
+# release series and OS, tagged ``<series>-<os>`` (ghcr.io/slinkyproject/slurmd:25.11-ubuntu24.04),
+# with ``slurmd-pyxis``/``login-pyxis`` variants (SlinkyProject/containers#14 runs
+# slurmd-pyxis:25.11-ubuntu24.04). The chart's default is its own appVersion (26.05 for
+# chart 1.2.1), whatever Slurm the spec pins, so every image is set from the spec. Series
+# 24.11 onwards: the gpu/nvidia AutoDetect plugin Slinky's gres.conf needs starts there.
+SLINKY_IMAGE_SERIES = ("24.11", "25.05", "25.11", "26.05")
+SLINKY_IMAGE_OS = "ubuntu24.04"  # built for every series above, Pyxis variants included
+SLINKY_REGISTRY = "ghcr.io/slinkyproject"
+
+
+def slinky_image(fleet: Fleet, daemon: str) -> dict[str, str]:
+    """``{repository, tag}`` of Slinky's ``daemon`` image (slurmctld, slurmd, slurmdbd,
+    slurmrestd, login) at the spec's Slurm series; slurmd and login in their Pyxis
+    variant when the spec runs Pyxis."""
+    from fleetspec.versions import major_minor
+
+    assert fleet.slurm is not None
+    pyxis = fleet.slurm.containers == "pyxis" and daemon in ("slurmd", "login")
+    name = f"{daemon}-pyxis" if pyxis else daemon
+    return {"repository": f"{SLINKY_REGISTRY}/{name}", "tag": f"{major_minor(fleet.slurm.version)}-{SLINKY_IMAGE_OS}"}
 SLINKY_AUTODETECT_FEATURE = {"nvidia": "gres_autodetect_nvidia", "amd": "gres_autodetect_rsmi"}
 
 
@@ -279,6 +301,15 @@ def slinky_problems(fleet: Fleet) -> list[Problem]:
                     owned[odd].path + ("slurm_settings",),
                 ))
     problems += _slinky_autodetect_problems(fleet)
+    from fleetspec.versions import major_minor
+
+    if major_minor(fleet.slurm.version) not in SLINKY_IMAGE_SERIES:
+        problems.append((
+            f"Slinky publishes no images for Slurm {major_minor(fleet.slurm.version)} "
+            f"(series with images: {', '.join(SLINKY_IMAGE_SERIES)}), so the cluster would run another Slurm "
+            "than the spec pins. Pin a series Slinky builds, or use mode: native",
+            fleet.slurm.path + ("version",),
+        ))
     if len(leaf_groups(fleet)) > 1 or nvlink_blocks(fleet):
         problems.append((
             "Slinky names Slurm nodes after their pods, so the fabric topology (leaf switches, "

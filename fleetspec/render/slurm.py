@@ -29,6 +29,7 @@ from fleetspec.layout.slurm import (
     TopologyPlan,
     grouped,
     plan_topology,
+    slinky_image,
     slinky_nodesets,
     slurm_nodes,
     slurm_partitions,
@@ -664,7 +665,8 @@ def render_slinky_values(fleet: Fleet) -> str:
                     **dict(site.node_settings(fleet).get(hosts[0], ())),
                 },
                 "partition": {"enabled": False},
-                "slurmd": {"resources": {"limits": {resource: node.gpu.count}}},
+                "slurmd": {"image": slinky_image(fleet, "slurmd"),
+                           "resources": {"limits": {resource: node.gpu.count}}},
                 "podSpec": {"nodeSelector": selector},
             }
         config: dict[str, str] = {"MaxTime": p.max_time or "UNLIMITED", "State": (p.state or "UP").upper()}
@@ -681,7 +683,13 @@ def render_slinky_values(fleet: Fleet) -> str:
     values: dict[str, object] = {
         "clusterName": fleet.name,
         "configFiles": _slinky_config_files(fleet),
-        "controller": {"extraConfMap": _slinky_controller_conf(fleet)},
+        "controller": {
+            # Every Slurm image at the spec's series (the chart defaults to its own).
+            "slurmctld": {"image": slinky_image(fleet, "slurmctld")},
+            "reconfigure": {"image": slinky_image(fleet, "slurmctld")},
+            "extraConfMap": _slinky_controller_conf(fleet),
+        },
+        "restapi": {"slurmrestd": {"image": slinky_image(fleet, "slurmrestd")}},
     }
     if slurm.accounting_host:
         values["accounting"] = {
@@ -694,6 +702,7 @@ def render_slinky_values(fleet: Fleet) -> str:
                 # The Secret the Kubernetes layer creates from the secret source.
                 "passwordKeyRef": {"name": SLINKY_DB_SECRET, "key": SLINKY_DB_SECRET_KEY},
             },
+            "slurmdbd": {"image": slinky_image(fleet, "slurmdbd")},
         }
     values["nodesets"] = nodesets
     values["partitions"] = partitions

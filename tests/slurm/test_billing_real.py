@@ -8,7 +8,8 @@ slurmctld itself, so the localized cluster (accounting_storage/none) shows it in
 What this cluster cannot show: the GPU TRES themselves. slurmctld 22.05 refuses
 AccountingStorageTRES=gres/gpu without slurmdbd ("fatal: slurmdbd is required to run with
 TRES gres/gpu"), and no database runs here, so the localized slurm.conf drops it and the
-GRES/gpu weights have nothing to weigh. What is shown: slurmctld reads the rendered
+GRES/gpu weights have nothing to weigh (the harness drops them with AccountingStorageTRES:
+fleetspec.lab.slurm._without_gres_weights). What is shown: slurmctld reads the rendered
 TRESBillingWeights and PriorityFlags=MAX_TRES, and the CPU and memory weights bill a GPU's
 share of a node as one GPU, whatever CPUs it would have been billed before.
 """
@@ -71,6 +72,6 @@ def test_a_job_that_takes_a_nodes_cpus_pays_for_its_gpus(cluster: Cluster):
 
 def test_the_partition_carries_the_rendered_weights(cluster: Cluster):
     out = cluster.run("scontrol", "-o", "show", "partition", "nvidia-hopper").stdout
-    assert "TRESBillingWeights=CPU=0.0357143,Mem=0.00411184G,GRES/gpu:h100=1,GRES/gpu:h200=1.5" in out, out
+    assert "TRESBillingWeights=CPU=0.0357143,Mem=0.00411184G" in out, out
     conf = cluster.run("scontrol", "show", "config").stdout
     assert re.search(r"PriorityFlags\s*=\s*.*MAX_TRES", conf), conf

@@ -422,3 +422,38 @@ def test_backfill_window_covers_the_longest_max_time_and_gpu_teardown_has_time()
         "controller"]["extraConfMap"]
     assert conf_map["SchedulerParameters"] == ["bf_continue", "bf_window=2880", "bf_resolution=120"]
     assert conf_map["UnkillableStepTimeout"] == 180 and conf_map["PrologEpilogTimeout"] == 600
+
+
+def test_a_cluster_without_slurmdbd_keeps_cpu_and_mem_billing_only(tmp_path):
+    """The one-machine harness runs no slurmdbd, so no gres TRES: the GRES weights go with
+    AccountingStorageTRES (slurmctld stops on a weight for a TRES it does not track)."""
+    from fleetspec.lab.slurm import localize_slurm_conf
+
+    museum = fleets.museum()
+    conf = _text(render_slurm(museum), "slurm.conf")
+    ports = {n.hostname: 7000 + i for i, n in enumerate(slurm_nodes(museum))}
+    local = localize_slurm_conf(conf, tmp_path, 6817, ports)
+    assert _partition_field(local, "debug", "TRESBillingWeights") == "CPU=0.0357143,Mem=0.00411184G"
+    kept = localize_slurm_conf(conf, tmp_path, 6817, ports, keep=("AccountingStorageTRES",))
+    assert _partition_field(kept, "debug", "TRESBillingWeights") == "CPU=0.0357143,Mem=0.00411184G,GRES/gpu=1"
+
+
+def test_slinky_images_run_the_spec_s_slurm_series_with_pyxis_where_asked():
+    """Chart 1.2.1 defaults every image to 26.05: the spec's series is set on each one."""
+    museum = _slinky(fleets.museum())  # Slurm 25.11, containers: pyxis
+    values = yaml.safe_load(_text(render_slurm(museum), "slinky-values.yaml"))
+    images = [values["controller"]["slurmctld"]["image"], values["controller"]["reconfigure"]["image"],
+              values["restapi"]["slurmrestd"]["image"], values["accounting"]["slurmdbd"]["image"],
+              *(n["slurmd"]["image"] for n in values["nodesets"].values())]
+    assert {i["tag"] for i in images} == {"25.11-ubuntu24.04"}
+    assert {n["slurmd"]["image"]["repository"] for n in values["nodesets"].values()} == {
+        "ghcr.io/slinkyproject/slurmd-pyxis"}
+    assert values["controller"]["slurmctld"]["image"]["repository"] == "ghcr.io/slinkyproject/slurmctld"
+    quick = _slinky(fleets.quickstart())
+    assert quick.slurm is not None
+    plain = dataclasses.replace(quick, slurm=dataclasses.replace(quick.slurm, containers="none"))
+    nodesets = yaml.safe_load(_text(render_slurm(plain), "slinky-values.yaml"))["nodesets"]
+    assert {n["slurmd"]["image"]["repository"] for n in nodesets.values()} == {"ghcr.io/slinkyproject/slurmd"}
+    assert not [m for m, _ in slinky_problems(plain) if "images" in m]
+    old = [(m, p) for m, p in slinky_problems(fleets.with_version(plain, "24.05.8")) if "no images" in m]
+    assert len(old) == 1 and old[0][1][-1] == "version"
