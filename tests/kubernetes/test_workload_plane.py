@@ -475,3 +475,15 @@ def test_dra_gpu_flavors_carry_no_kueue_topology() -> None:
     for name, flavor in flavors.items():
         assert ("topologyName" in flavor["spec"]) is (name not in dra_parts), name
     assert "museum-fabric" in _objs(fleets.dra_gpus(fleets.museum()), "Topology")  # the AMD flavor keeps it
+
+
+def test_amd_device_plugin_and_labeller_images_are_pinned_not_latest() -> None:
+    """The operator's DeviceConfig defaults are rocm/k8s-device-plugin:latest and
+    :labeller-latest (tests/data/crds/amd-gpu-operator/values.yaml), which move under a
+    running cluster: each DeviceConfig names the catalog's device-plugin release instead."""
+    configs = _objs(fleets.museum(), "DeviceConfig")
+    assert configs
+    for name, config in configs.items():
+        plugin = config["spec"]["devicePlugin"]
+        assert plugin["devicePluginImage"] == "docker.io/rocm/k8s-device-plugin:1.31.0.10", name
+        assert plugin["nodeLabellerImage"] == "docker.io/rocm/k8s-device-plugin:labeller-1.31.0.10", name

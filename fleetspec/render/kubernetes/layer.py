@@ -39,6 +39,7 @@ from fleetspec.layout.kubernetes import (
     SLINKY_DEFAULT_VERSION,
     VOLCANO_DEFAULT_VERSION,
     VOLCANO_REPO,
+    amd_device_plugin_images,
     cluster_gpu_nodes,
     kubernetes_nodes,
     kubernetes_partitions,
@@ -346,7 +347,8 @@ def _amd(fleet: Fleet, label_keys: tuple[str, ...], nfd_from: HelmRelease | None
         spec = {
             "selector": {STACK_LABEL: name},
             "driver": driver,
-            "devicePlugin": {"enableNodeLabeller": True},
+            "devicePlugin": {"enableNodeLabeller": True, **amd_device_plugin_images(
+                k8s.amd_gpu_operator_version or AMD_DEFAULT_VERSION)},
             # GPU health and utilisation for Prometheus (off by default in the CRD).
             "metricsExporter": {"enable": True},
         }
