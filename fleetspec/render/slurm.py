@@ -19,6 +19,7 @@ the apply step fills from the secret source, and the munge key is installed by a
 from __future__ import annotations
 
 import functools
+import math
 from pathlib import PurePosixPath
 
 import yaml
@@ -399,7 +400,13 @@ def accounting_tres(fleet: Fleet) -> list[str]:
     return ["gres/gpu", *(f"gres/gpu:{t}" for t in sorted(typed))]
 
 
-def _weight(value: float) -> str:
+def _weight(value: float, up: bool = False) -> str:
+    """A weight in 6 significant digits; ``up``: rounded up, so that a share it prices at
+    exactly n units is billed n, not n - 1 (slurmctld truncates the billing TRES: a real
+    slurmctld billed 8 GPUs' memory at a rounded-down weight 7)."""
+    if up and value > 0:
+        step = 10.0 ** (math.floor(math.log10(value)) - 5)
+        value = math.ceil(value / step - 1e-6) * step
     return f"{value:.6g}"
 
 
@@ -425,10 +432,12 @@ def tres_billing_weights(fleet: Fleet, nodes: list[Node]) -> str | None:
     parts = []
     cpus = [node_cpus(n) for n in nodes]
     if all(c is not None for c in cpus):
-        parts.append(f"CPU={_weight(cheapest / max(c / n.gpu.count for c, n in zip(cpus, nodes)))}")  # type: ignore[operator]
+        # Whole CPUs and MB per GPU, as DefCpuPerGPU and DefMemPerGPU give them.
+        most_cpus = max(c // n.gpu.count for c, n in zip(cpus, nodes))  # type: ignore[operator]
+        parts.append(f"CPU={_weight(cheapest / max(most_cpus, 1), up=True)}")
     if all(n.memory_gb is not None for n in nodes):
-        most = max(real_memory_mb(n.memory_gb) / 1024 / n.gpu.count for n in nodes)  # type: ignore[arg-type]
-        parts.append(f"Mem={_weight(cheapest / most)}G")
+        most_mb = max(real_memory_mb(n.memory_gb) // n.gpu.count for n in nodes)  # type: ignore[arg-type]
+        parts.append(f"Mem={_weight(cheapest * 1024 / most_mb, up=True)}G")
     if len(types) == 1:
         parts.append(f"GRES/gpu={_weight(per_gpu[types[0]])}")
     else:

@@ -72,6 +72,6 @@ def test_a_job_that_takes_a_nodes_cpus_pays_for_its_gpus(cluster: Cluster):
 
 def test_the_partition_carries_the_rendered_weights(cluster: Cluster):
     out = cluster.run("scontrol", "-o", "show", "partition", "nvidia-hopper").stdout
-    assert "TRESBillingWeights=CPU=0.0357143,Mem=0.00411184G" in out, out
+    assert "TRESBillingWeights=CPU=0.0357143,Mem=0.00411186G" in out, out
     conf = cluster.run("scontrol", "show", "config").stdout
     assert re.search(r"PriorityFlags\s*=\s*.*MAX_TRES", conf), conf

@@ -381,15 +381,15 @@ def test_billing_weights_count_gpus_typed_where_models_share_a_partition():
     assert _conf_value(conf, "PriorityFlags") == "MAX_TRES"
     assert _conf_value(conf, "AccountingStorageTRES") == "gres/gpu,gres/gpu:h100,gres/gpu:h200"
     # One GPU's share of the node's CPUs (28) or memory costs what the GPU costs.
-    assert _partition_field(conf, "debug", "TRESBillingWeights") == "CPU=0.0357143,Mem=0.00411184G,GRES/gpu=1"
+    assert _partition_field(conf, "debug", "TRESBillingWeights") == "CPU=0.0357143,Mem=0.00411186G,GRES/gpu=1"
     weighted = dataclasses.replace(museum, slurm=dataclasses.replace(museum.slurm, gpu_billing_weights=(
         ("h100", 2.0), ("h200", 3.0))))
     conf = _text(render_slurm(weighted), "slurm.conf")
     assert _partition_field(conf, "nvidia-hopper", "TRESBillingWeights") == (
-        "CPU=0.0714286,Mem=0.00822369G,GRES/gpu:h100=2,GRES/gpu:h200=3")
+        "CPU=0.0714286,Mem=0.00822372G,GRES/gpu:h100=2,GRES/gpu:h200=3")
     slinky = yaml.safe_load(_text(render_slurm(_slinky(weighted)), "slinky-values.yaml"))
     assert slinky["partitions"]["nvidia-hopper"]["configMap"]["TRESBillingWeights"] == (
-        "CPU=0.0714286,Mem=0.00822369G,GRES/gpu:h100=2,GRES/gpu:h200=3")
+        "CPU=0.0714286,Mem=0.00822372G,GRES/gpu:h100=2,GRES/gpu:h200=3")
     assert slinky["controller"]["extraConfMap"]["PriorityFlags"] == ["MAX_TRES"]
     no_accounting = _text(render_slurm(fleets.lab()), "slurm.conf")
     assert "TRESBillingWeights" not in no_accounting  # no fair share without slurmdbd
@@ -433,9 +433,9 @@ def test_a_cluster_without_slurmdbd_keeps_cpu_and_mem_billing_only(tmp_path):
     conf = _text(render_slurm(museum), "slurm.conf")
     ports = {n.hostname: 7000 + i for i, n in enumerate(slurm_nodes(museum))}
     local = localize_slurm_conf(conf, tmp_path, 6817, ports)
-    assert _partition_field(local, "debug", "TRESBillingWeights") == "CPU=0.0357143,Mem=0.00411184G"
+    assert _partition_field(local, "debug", "TRESBillingWeights") == "CPU=0.0357143,Mem=0.00411186G"
     kept = localize_slurm_conf(conf, tmp_path, 6817, ports, keep=("AccountingStorageTRES",))
-    assert _partition_field(kept, "debug", "TRESBillingWeights") == "CPU=0.0357143,Mem=0.00411184G,GRES/gpu=1"
+    assert _partition_field(kept, "debug", "TRESBillingWeights") == "CPU=0.0357143,Mem=0.00411186G,GRES/gpu=1"
 
 
 def test_slinky_images_run_the_spec_s_slurm_series_with_pyxis_where_asked():
