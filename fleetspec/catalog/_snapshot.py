@@ -3,7 +3,7 @@
 this is used only while CHECKSUM matches the YAML's bytes (fleetspec.catalog.catalog_data).
 """
 
-CHECKSUM = 0x8fb1b18d
+CHECKSUM = 0x51379639
 
 DATA = {'sources': {'CUDA_RN': 'https://docs.nvidia.com/cuda/archive/13.2.2/cuda-toolkit-release-notes/index.html',
                     'CUDA_FEAT': 'https://docs.nvidia.com/cuda/cuda-features-archive/index.html',
@@ -39,6 +39,7 @@ DATA = {'sources': {'CUDA_RN': 'https://docs.nvidia.com/cuda/archive/13.2.2/cuda
                     'ROCM722': 'https://github.com/ROCm/legacy-rocm-build/releases/tag/rocm-7.2.2',
                     'UKM': 'https://rocm.docs.amd.com/projects/install-on-linux/en/docs-6.3.0/reference/user-kernel-space-compat-matrix.html',
                     'AMDOP': 'https://github.com/ROCm/gpu-operator',
+                    'AMDDP': 'https://github.com/ROCm/k8s-device-plugin/blob/master/helm/amd-gpu/values.yaml',
                     'SLURM': 'https://github.com/SchedMD/slurm/blob/master/doc/html/upgrades.shtml',
                     'SLURM_NEWS': 'https://github.com/SchedMD/slurm/blob/master/NEWS',
                     'SLURM_GRES': 'https://slurm.schedmd.com/gres.conf.html',
@@ -586,7 +587,10 @@ DATA = {'sources': {'CUDA_RN': 'https://docs.nvidia.com/cuda/archive/13.2.2/cuda
                      'amd_gpu_operator': {'chart': {'repo': 'https://rocm.github.io/gpu-operator',
                                                     'name': 'gpu-operator-charts',
                                                     'source': ['AMDOP']},
-                                          'releases': {'v1.5.1': {'k8s': ['1.29', None], 'source': ['AMDOP']}}},
+                                          'releases': {'v1.5.1': {'k8s': ['1.29', None],
+                                                                  'device_plugin': '1.31.0.10',
+                                                                  'unconfirmed': ['device_plugin'],
+                                                                  'source': ['AMDOP', 'AMDDP']}}},
                      'slurm': {'series': {'23.11': {'eos': 'ended', 'source': ['SLURM']},
                                           '24.05': {'eos': 'ended', 'source': ['SLURM']},
                                           '24.11': {'eos': '2026-05', 'source': ['SLURM']},

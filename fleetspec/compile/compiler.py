@@ -263,6 +263,13 @@ def _slurm(s: m.Slurm | None, findings: list[Finding], catalog: Catalog,
             '{enroot: "3.5.0", pyxis: "0.20.0"} (the versions your package repository carries)',
             path + ("containers",),
         ))
+    gres_types = {g.gres for g in catalog.gpus.values()}
+    for gres_type in sorted(set(s.gpu_billing_weights) - gres_types):
+        findings.append(Finding(
+            "schema", Severity.ERROR,
+            f"gpu_billing_weights names '{gres_type}', which is no GPU's GRES type. Use the types Slurm "
+            f"sees (gres.conf Type=): {', '.join(sorted(gres_types))}",
+            path + ("gpu_billing_weights", gres_type), "key"))
     slinky_version = None
     if s.mode == "slinky":
         slinky_version = s.slinky.version if s.slinky else str(catalog.component("slinky")["latest"])
@@ -272,6 +279,7 @@ def _slurm(s: m.Slurm | None, findings: list[Finding], catalog: Catalog,
         containers=s.containers, partition_settings=settings, slinky_version=slinky_version,
         enroot_version=s.pyxis.enroot if s.pyxis else None, pyxis_version=s.pyxis.pyxis if s.pyxis else None,
         state_save_location=s.state_save_location, gres_autodetect=s.gres_autodetect,
+        gpu_billing_weights=tuple(sorted(s.gpu_billing_weights.items())),
         slurm_ids=(s.users.slurm.uid, s.users.slurm.gid), munge_ids=(s.users.munge.uid, s.users.munge.gid),
         path=path,
     )

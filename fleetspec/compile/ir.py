@@ -189,6 +189,7 @@ class SlurmConfig:
     pyxis_version: str | None = None
     state_save_location: str = DEFAULT_STATE_SAVE_LOCATION
     gres_autodetect: bool = False  # AutoDetect lines in gres.conf (needs an NVML/RSMI build)
+    gpu_billing_weights: tuple[tuple[str, float], ...] = ()  # (GRES type, billing units per GPU), sorted
     slurm_ids: tuple[int, int] = (64030, 64030)  # (uid, gid) of SlurmUser on every host
     munge_ids: tuple[int, int] = (64031, 64031)
     path: SpecPath = _loc()

@@ -181,6 +181,8 @@ def localize_slurm_conf(text: str, root: Path, ctld_port: int, node_ports: dict[
         if key == "nodename":
             out.extend(_split_node_line(line, node_ports))
             continue
+        if key == "partitionname" and "accountingstoragetres" not in kept:
+            line = _without_gres_weights(line)
         out.append(line)
     out += [
         "",
@@ -207,6 +209,23 @@ def localize_slurm_conf(text: str, root: Path, ctld_port: int, node_ports: dict[
         "ReturnToService=2",
     ]
     return "\n".join(out) + "\n"
+
+
+def _without_gres_weights(line: str) -> str:
+    """A PartitionName line whose TRESBillingWeights lose their GRES/... weights: without
+    slurmdbd there is no gres TRES to weigh (slurmctld 22.05: "fatal: slurmdbd is required
+    to run with TRES gres/gpu"), and slurmctld stops on a weight for a TRES it does not
+    track ("TRES weight 'GRES:gpu' is not a configured TRES type"). CPU and Mem stay."""
+    fields = []
+    for field in line.split():
+        if field.lower().startswith("tresbillingweights="):
+            name, value = field.split("=", 1)
+            kept = [w for w in value.split(",") if not w.lower().startswith("gres/")]
+            if not kept:
+                continue
+            field = f"{name}={','.join(kept)}"
+        fields.append(field)
+    return " ".join(fields)
 
 
 def _split_node_line(line: str, node_ports: dict[str, int]) -> list[str]:

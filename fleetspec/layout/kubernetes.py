@@ -20,6 +20,23 @@ NVIDIA_REPO = "https://helm.ngc.nvidia.com/nvidia"
 # https://github.com/ROCm/gpu-operator helm-charts-k8s/Chart.yaml @ v1.5.1
 AMD_REPO = "https://rocm.github.io/gpu-operator"
 AMD_DEFAULT_VERSION = "v1.5.1"
+AMD_DEVICE_PLUGIN_REPOSITORY = "docker.io/rocm/k8s-device-plugin"
+
+
+def amd_device_plugin_images(operator_version: str) -> dict[str, str]:
+    """DeviceConfig ``devicePluginImage`` and ``nodeLabellerImage`` for an AMD GPU Operator
+    release: the device-plugin release the catalog records with it (``<tag>`` and
+    ``labeller-<tag>``, ROCm/k8s-device-plugin's chart pairing), instead of the operator's
+    ``:latest``, which changes under a running cluster. Empty for a release the catalog
+    does not know (the ``unknown-version`` rule warns about it)."""
+    from fleetspec.catalog import load_catalog
+
+    release = load_catalog().amd_gpu_operator_release(operator_version)
+    tag = release.facts.get("device_plugin") if release else None
+    if not tag:
+        return {}
+    return {"devicePluginImage": f"{AMD_DEVICE_PLUGIN_REPOSITORY}:{tag}",
+            "nodeLabellerImage": f"{AMD_DEVICE_PLUGIN_REPOSITORY}:labeller-{tag}"}
 # https://github.com/Mellanox/network-operator deployment/network-operator/Chart.yaml @ v26.4.1
 # (chart nvidia/network-operator in the NGC Helm repo, as the GPU Operator's)
 NETWORK_OPERATOR_DEFAULT_VERSION = "v26.4.1"

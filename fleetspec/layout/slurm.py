@@ -193,6 +193,57 @@ def topology_problems(fleet: Fleet) -> list[Problem]:
 # ---------------------------------------------------------------------------------
 # Slinky (slurm-operator v1.2 ``slurm`` chart)
 
+# gres.conf AutoDetect under Slinky. Slinky's images are built from SchedMD's Debian
+# packaging without NVML, so AutoDetect=nvml finds nothing there: slurmd falls back to
+# gpu/generic and the NodeSet registers 0 GPUs ("gres/gpu count reported lower than
+# configured (0 < 4)", SlinkyProject/containers#14). The gpu/nvidia plugin (Slurm 24.11+)
+# needs no library: it reads /proc/driver/nvidia/gpus/<bus>/information (Device Minor,
+# Model; src/plugins/gpu/nvidia/gpu_nvidia.c), and Slinky's own GPU guide uses it.
+# AMD has no library-free plugin: rsmi (ROCm SMI) is the only AMD one.
+SLINKY_AUTODETECT = {"nvidia": "nvidia", "amd": "rsmi"}
+
+# Slinky's images (SlinkyProject/containers, schedmd/slurm/<series>/<os>/): one per Slurm
+# release series and OS, tagged ``<series>-<os>`` (ghcr.io/slinkyproject/slurmd:25.11-ubuntu24.04),
+# with ``slurmd-pyxis``/``login-pyxis`` variants (SlinkyProject/containers#14 runs
+# slurmd-pyxis:25.11-ubuntu24.04). The chart's default is its own appVersion (26.05 for
+# chart 1.2.1), whatever Slurm the spec pins, so every image is set from the spec. Series
+# 24.11 onwards: the gpu/nvidia AutoDetect plugin Slinky's gres.conf needs starts there.
+SLINKY_IMAGE_SERIES = ("24.11", "25.05", "25.11", "26.05")
+SLINKY_IMAGE_OS = "ubuntu24.04"  # built for every series above, Pyxis variants included
+SLINKY_REGISTRY = "ghcr.io/slinkyproject"
+
+
+def slinky_image(fleet: Fleet, daemon: str) -> dict[str, str]:
+    """``{repository, tag}`` of Slinky's ``daemon`` image (slurmctld, slurmd, slurmdbd,
+    slurmrestd, login) at the spec's Slurm series; slurmd and login in their Pyxis
+    variant when the spec runs Pyxis."""
+    from fleetspec.versions import major_minor
+
+    assert fleet.slurm is not None
+    pyxis = fleet.slurm.containers == "pyxis" and daemon in ("slurmd", "login")
+    name = f"{daemon}-pyxis" if pyxis else daemon
+    return {"repository": f"{SLINKY_REGISTRY}/{name}", "tag": f"{major_minor(fleet.slurm.version)}-{SLINKY_IMAGE_OS}"}
+SLINKY_AUTODETECT_FEATURE = {"nvidia": "gres_autodetect_nvidia", "amd": "gres_autodetect_rsmi"}
+
+
+def detected_gpu_names(model: str) -> tuple[str, ...]:
+    """The type names slurmd's AutoDetect gives a catalog GPU model: the name the driver
+    reports (nvidia-smi's, which gpu/nvidia reads as ``Model:`` and gpu/nvml as
+    nvmlDeviceGetName; ROCm SMI's for rsmi), lower-cased, spaces to underscores
+    (gpu_common_underscorify_tolower): "NVIDIA H100 80GB HBM3" -> nvidia_h100_80gb_hbm3."""
+    from fleetspec.catalog import load_catalog
+
+    gpu = load_catalog().gpu(model)
+    return tuple(n.lower().replace(" ", "_") for n in gpu.smi_names) if gpu else ()
+
+
+def undetected_type_names(gres_type: str, model: str) -> tuple[str, ...]:
+    """Detected names of ``model`` that do not contain ``gres_type``. gres.conf(5), Type:
+    with AutoDetect the slurm.conf type "must match or be a substring of the GPU name
+    reported by slurmd via the AutoDetect mechanism"; a GPU whose name does not contain
+    it is detected but ignored, and the node registers fewer GPUs than configured."""
+    return tuple(n for n in detected_gpu_names(model) if gres_type.lower() not in n)
+
 
 def nodeset_name(partition: str, model: str | None) -> str:
     """NodeSet name for a partition (and GPU model when the partition mixes models)."""
@@ -249,6 +300,16 @@ def slinky_problems(fleet: Fleet) -> list[Problem]:
                     "give those node groups the same slurm_settings, or use mode: native",
                     owned[odd].path + ("slurm_settings",),
                 ))
+    problems += _slinky_autodetect_problems(fleet)
+    from fleetspec.versions import major_minor
+
+    if major_minor(fleet.slurm.version) not in SLINKY_IMAGE_SERIES:
+        problems.append((
+            f"Slinky publishes no images for Slurm {major_minor(fleet.slurm.version)} "
+            f"(series with images: {', '.join(SLINKY_IMAGE_SERIES)}), so the cluster would run another Slurm "
+            "than the spec pins. Pin a series Slinky builds, or use mode: native",
+            fleet.slurm.path + ("version",),
+        ))
     if len(leaf_groups(fleet)) > 1 or nvlink_blocks(fleet):
         problems.append((
             "Slinky names Slurm nodes after their pods, so the fabric topology (leaf switches, "
@@ -256,4 +317,36 @@ def slinky_problems(fleet: Fleet) -> list[Problem]:
             "to keep topology-aware placement",
             fleet.slurm.path + ("mode",),
         ))
+    return problems
+
+
+def _slinky_autodetect_problems(fleet: Fleet) -> list[Problem]:
+    """A Slurm too old for the AutoDetect plugin Slinky's gres.conf names, and NodeSets
+    whose GRES type is not part of the name that plugin detects."""
+    from fleetspec.catalog import load_catalog
+
+    assert fleet.slurm is not None
+    catalog = load_catalog()
+    problems: list[Problem] = []
+    for vendor in sorted({n.gpu.vendor for n in slurm_nodes(fleet)}):
+        feature = SLINKY_AUTODETECT_FEATURE[vendor]
+        if not catalog.slurm_supports(fleet.slurm.version, feature):
+            problems.append((
+                f"Slinky's slurmd images have no NVML or ROCm SMI build, so {vendor} GPUs are found by "
+                f"gres.conf AutoDetect={SLINKY_AUTODETECT[vendor]}, which needs Slurm "
+                f"{catalog.slurm_feature_since(feature)} or newer; Slurm {fleet.slurm.version} would register "
+                "0 GPUs per NodeSet. Use a newer Slurm, or mode: native",
+                fleet.slurm.path + ("version",),
+            ))
+    for members in slinky_nodesets(fleet).values():
+        for name, node, _ in members:
+            missing = undetected_type_names(node.gpu.gres_type, node.gpu.model)
+            if missing:
+                problems.append((
+                    f"NodeSet {name!r} declares gres type {node.gpu.gres_type!r}, but AutoDetect="
+                    f"{SLINKY_AUTODETECT[node.gpu.vendor]} names these GPUs {', '.join(missing)}: a type that is "
+                    "not a substring of the detected name is ignored and the node registers 0 GPUs "
+                    "(gres.conf(5) Type). Use mode: native for this model",
+                    node.path + ("gpu", "model"),
+                ))
     return problems

@@ -88,7 +88,17 @@ def _slurm_conf(path: PurePosixPath, action: Action, before: str | None, after: 
     if action is Action.CREATE:
         return Change(f"slurm:{path.name}", action, D.RESTART_DAEMON, None, _clip(added),
                       f"{path.name}: new ({len(added)} settings); slurmctld and the slurmds start with it")
-    if not kinds:
+    if "SwitchType" in kinds:
+        # slurm.conf(5) SwitchType: "All Slurm daemons, commands and running jobs must be
+        # restarted for a change in SwitchType to take effect. If running jobs exist at the
+        # time slurmctld is restarted with a new value of SwitchType, records of all jobs in
+        # any state may be lost." Not a restart under running work: an empty queue first.
+        disruption, why = D.DRAIN, (
+            f"{', '.join(sorted(kinds))} lines change, SwitchType among them: needs an empty queue. Drain every "
+            "Slurm node, wait until squeue shows no job (running or pending), then restart slurmctld and the "
+            "slurmds; restarted with jobs in the queue, slurmctld may lose the records of all jobs "
+            "(slurm.conf(5) SwitchType)")
+    elif not kinds:
         disruption, why = D.NONE, "only comments or order change"
     elif kinds <= {"PartitionName"}:
         disruption, why = D.RECONFIGURE, "only PartitionName lines change: scontrol reconfigure"

@@ -19,15 +19,18 @@ the apply step fills from the secret source, and the munge key is installed by a
 from __future__ import annotations
 
 import functools
+import math
 from pathlib import PurePosixPath
 
 import yaml
 
 from fleetspec.compile.ir import Fleet, GpuSpec, Node
 from fleetspec.layout.slurm import (
+    SLINKY_AUTODETECT,
     TopologyPlan,
     grouped,
     plan_topology,
+    slinky_image,
     slinky_nodesets,
     slurm_nodes,
     slurm_partitions,
@@ -68,6 +71,24 @@ MPI_DEFAULT = "pmix"
 # /usr/lib/<multiarch>/slurm/spank_pyxis.so and writes its plugstack line, with that
 # path, to /usr/share/pyxis/pyxis.conf (pyxis Makefile: $(datadir)/pyxis).
 PYXIS_CONF_GLOB = "/usr/share/pyxis/*.conf"
+
+# Backfill (slurm.conf(5) SchedulerParameters): bf_window "at least as long as the highest
+# allowed time limit is generally advisable to prevent job starvation" (default 1440, max
+# 43200 minutes); "if the value of bf_window is increased, then it is generally advisable to
+# also increase bf_resolution" (default 60 s, max 3600). bf_continue: a backfill cycle that
+# yields its locks goes on where it stopped instead of starting over, so on a long queue the
+# jobs at its tail are considered at all.
+BF_WINDOW_MIN, BF_WINDOW_MAX = 1440, 43200
+BF_RESOLUTION_MAX = 3600
+# GPU teardown (CUDA contexts of large-memory GPUs, NCCL/RDMA deregistration) outlives
+# Slurm's 60 s default, after which slurmd drains the node as "Kill task failed".
+UNKILLABLE_STEP_TIMEOUT = 180
+# Prolog/Epilog and SPANK job prolog/epilog (Pyxis) wait forever by default; a hung one
+# holds the node. slurm.conf(5): a Prolog timeout requeues the job and drains the node.
+PROLOG_EPILOG_TIMEOUT = 600
+
+# Fair-share billing units per GPU where slurm.gpu_billing_weights does not name the type.
+GPU_BILLING_DEFAULT = 1.0
 
 # Installed memory minus what the kernel and firmware keep: slurmd reports less than
 # the DIMM total, and a node whose RealMemory exceeds what slurmd sees is drained.
@@ -231,6 +252,7 @@ def render_slurm_conf(fleet: Fleet, topology: TopologyPlan | None = None) -> str
         "# Scheduling: cores, memory and typed GPUs are consumable; jobs that can never",
         "# fit a partition are refused at submission instead of pending forever.",
         "SchedulerType=sched/backfill",
+        f"SchedulerParameters={','.join(scheduler_parameters(fleet))}",
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core_Memory",
         "GresTypes=gpu",
@@ -239,6 +261,11 @@ def render_slurm_conf(fleet: Fleet, topology: TopologyPlan | None = None) -> str
         f"MpiDefault={MPI_DEFAULT}",
         *_rdma_lines(fleet),
         *_imex_switch_lines(fleet),
+        "",
+        "# GPU teardown outlives the 60 s default before a step counts as unkillable (and the node",
+        "# drains); a hung prolog or epilog (health checks, Pyxis) is stopped instead of holding the node.",
+        f"UnkillableStepTimeout={UNKILLABLE_STEP_TIMEOUT}",
+        f"PrologEpilogTimeout={PROLOG_EPILOG_TIMEOUT}",
         "",
         "# Jobs are confined to their cores, memory and GPUs (cgroup.conf: ConstrainDevices).",
         "ProctrackType=proctrack/cgroup",
@@ -265,6 +292,26 @@ def _rdma_lines(fleet: Fleet) -> list[str]:
     ]
 
 
+def backfill_window(fleet: Fleet) -> int:
+    """bf_window in minutes: the longest finite MaxTime of a Slurm partition, at least the
+    default day and at most Slurm's 30 days; 30 days where a partition has no MaxTime."""
+    longest = BF_WINDOW_MIN
+    for p in slurm_partitions(fleet):
+        minutes = slurm_time_minutes(p.max_time) if p.max_time else None
+        if minutes is None or minutes < 0:
+            return BF_WINDOW_MAX
+        longest = max(longest, minutes)
+    return min(longest, BF_WINDOW_MAX)
+
+
+def scheduler_parameters(fleet: Fleet) -> list[str]:
+    """SchedulerParameters: bf_continue, bf_window sized to MaxTime and bf_resolution grown
+    with it (one minute per day of window: the same number of time slots as the default)."""
+    window = backfill_window(fleet)
+    resolution = min(BF_RESOLUTION_MAX, 60 * -(-window // BF_WINDOW_MIN))
+    return ["bf_continue", f"bf_window={window}", f"bf_resolution={resolution}"]
+
+
 def _accounting_lines(fleet: Fleet) -> list[str]:
     assert fleet.slurm is not None
     host = fleet.slurm.accounting_host
@@ -276,12 +323,16 @@ def _accounting_lines(fleet: Fleet) -> list[str]:
         ]
     return [
         "# Accounting through slurmdbd, and fair-share priority over its usage records.",
+        "# Typed GPU TRES where GPU models share a partition, so usage and billing tell them apart.",
+        "# Billing (each partition's TRESBillingWeights) counts GPUs; MAX_TRES bills a job per node",
+        "# by whichever of its GPUs, CPUs or memory is the larger share of that node.",
         "AccountingStorageType=accounting_storage/slurmdbd",
         f"AccountingStorageHost={host}",
         "AccountingStoragePort=6819",
-        "AccountingStorageTRES=gres/gpu",
+        f"AccountingStorageTRES={','.join(accounting_tres(fleet))}",
         "AccountingStorageEnforce=associations,limits,qos",
         "PriorityType=priority/multifactor",
+        "PriorityFlags=MAX_TRES",
         "PriorityDecayHalfLife=7-0",
         "PriorityMaxAge=7-0",
         "PriorityWeightFairshare=100000",
@@ -326,11 +377,72 @@ def _partition_lines(fleet: Fleet, topology: TopologyPlan) -> list[str]:
         if default_time:
             fields.append(f"DefaultTime={default_time}")
         fields.append(f"State={(p.state or 'UP').upper()}")
+        billing = tres_billing_weights(fleet, [owned[h] for h in nodes])
+        if billing:
+            fields.append(f"TRESBillingWeights={billing}")
         if p.name in topology.partition_topology:
             fields.append(f"Topology={topology.partition_topology[p.name]}")
         pairs = site.merge_fields((f.split("=", 1) for f in fields[1:]), site.partition_settings(fleet, p.name))
         lines.append(" ".join([fields[0], *(f"{k}={v}" for k, v in pairs)]))
     return lines
+
+
+def accounting_tres(fleet: Fleet) -> list[str]:
+    """AccountingStorageTRES: gres/gpu, and gres/gpu:<type> for every type in a partition
+    that mixes GPU models (a typed TRES weight or limit needs the typed TRES tracked;
+    slurm.schedmd.com/tres.html, AccountingStorageTRES=gres/gpu:tesla)."""
+    owned = {n.hostname: n for n in slurm_nodes(fleet)}
+    typed: set[str] = set()
+    for p in slurm_partitions(fleet):
+        types = {owned[h].gpu.gres_type for h in p.nodes if h in owned}
+        if len(types) > 1:
+            typed |= types
+    return ["gres/gpu", *(f"gres/gpu:{t}" for t in sorted(typed))]
+
+
+def _weight(value: float, up: bool = False) -> str:
+    """A weight in 6 significant digits; ``up``: rounded up, so that a share it prices at
+    exactly n units is billed n, not n - 1 (slurmctld truncates the billing TRES: a real
+    slurmctld billed 8 GPUs' memory at a rounded-down weight 7)."""
+    if up and value > 0:
+        step = 10.0 ** (math.floor(math.log10(value)) - 5)
+        value = math.ceil(value / step - 1e-6) * step
+    return f"{value:.6g}"
+
+
+def tres_billing_weights(fleet: Fleet, nodes: list[Node]) -> str | None:
+    """TRESBillingWeights for a partition of ``nodes``: fair share bills GPUs.
+
+    Without it Slurm bills allocated CPUs (slurm.conf(5) TRESBillingWeights: "If
+    TRESBillingWeights is not defined then the job is billed against the total number of
+    allocated CPUs"): an 8-GPU job at --cpus-per-gpu=1 costs 8, a default 1-GPU job 28. Here
+    a GPU costs its type's ``slurm.gpu_billing_weights`` (1 by default), typed
+    (GRES/gpu:<type>) where models share the partition, and CPUs and memory are weighted so
+    one GPU's share of the roomiest node's CPUs or memory costs one (cheapest) GPU. With
+    PriorityFlags=MAX_TRES the bill per node is the largest of the three, so a job that
+    takes a node's CPUs or memory without its GPUs pays for the GPUs it blocks.
+    """
+    assert fleet.slurm is not None
+    if not nodes or not fleet.slurm.accounting_host:
+        return None
+    types = sorted({n.gpu.gres_type for n in nodes})
+    given = dict(fleet.slurm.gpu_billing_weights)
+    per_gpu = {t: given.get(t, GPU_BILLING_DEFAULT) for t in types}
+    cheapest = min(per_gpu.values())
+    parts = []
+    cpus = [node_cpus(n) for n in nodes]
+    if all(c is not None for c in cpus):
+        # Whole CPUs and MB per GPU, as DefCpuPerGPU and DefMemPerGPU give them.
+        most_cpus = max(c // n.gpu.count for c, n in zip(cpus, nodes))  # type: ignore[operator]
+        parts.append(f"CPU={_weight(cheapest / max(most_cpus, 1), up=True)}")
+    if all(n.memory_gb is not None for n in nodes):
+        most_mb = max(real_memory_mb(n.memory_gb) // n.gpu.count for n in nodes)  # type: ignore[arg-type]
+        parts.append(f"Mem={_weight(cheapest * 1024 / most_mb, up=True)}G")
+    if len(types) == 1:
+        parts.append(f"GRES/gpu={_weight(per_gpu[types[0]])}")
+    else:
+        parts += [f"GRES/gpu:{t}={_weight(per_gpu[t])}" for t in types]
+    return ",".join(parts)
 
 
 def node_cpus(node: Node) -> int | None:
@@ -562,7 +674,8 @@ def render_slinky_values(fleet: Fleet) -> str:
                     **dict(site.node_settings(fleet).get(hosts[0], ())),
                 },
                 "partition": {"enabled": False},
-                "slurmd": {"resources": {"limits": {resource: node.gpu.count}}},
+                "slurmd": {"image": slinky_image(fleet, "slurmd"),
+                           "resources": {"limits": {resource: node.gpu.count}}},
                 "podSpec": {"nodeSelector": selector},
             }
         config: dict[str, str] = {"MaxTime": p.max_time or "UNLIMITED", "State": (p.state or "UP").upper()}
@@ -571,12 +684,21 @@ def render_slinky_values(fleet: Fleet) -> str:
             config["DefaultTime"] = default_time
         if p.default:
             config["Default"] = "YES"
+        billing = tres_billing_weights(fleet, [m[1] for m in members for _ in m[2]])
+        if billing:
+            config["TRESBillingWeights"] = billing
         config.update(dict(site.partition_settings(fleet, p.name)))
         partitions[p.name] = {"enabled": True, "nodesets": [m[0] for m in members], "configMap": config}
     values: dict[str, object] = {
         "clusterName": fleet.name,
         "configFiles": _slinky_config_files(fleet),
-        "controller": {"extraConfMap": _slinky_controller_conf(fleet)},
+        "controller": {
+            # Every Slurm image at the spec's series (the chart defaults to its own).
+            "slurmctld": {"image": slinky_image(fleet, "slurmctld")},
+            "reconfigure": {"image": slinky_image(fleet, "slurmctld")},
+            "extraConfMap": _slinky_controller_conf(fleet),
+        },
+        "restapi": {"slurmrestd": {"image": slinky_image(fleet, "slurmrestd")}},
     }
     if slurm.accounting_host:
         values["accounting"] = {
@@ -589,6 +711,7 @@ def render_slinky_values(fleet: Fleet) -> str:
                 # The Secret the Kubernetes layer creates from the secret source.
                 "passwordKeyRef": {"name": SLINKY_DB_SECRET, "key": SLINKY_DB_SECRET_KEY},
             },
+            "slurmdbd": {"image": slinky_image(fleet, "slurmdbd")},
         }
     values["nodesets"] = nodesets
     values["partitions"] = partitions
@@ -624,12 +747,16 @@ def _slinky_controller_conf(fleet: Fleet) -> dict[str, object]:
         "TaskPlugin": ["task/cgroup", "task/affinity"],
         "JobAcctGatherType": "jobacct_gather/cgroup",
         "MpiDefault": MPI_DEFAULT,
+        "SchedulerParameters": scheduler_parameters(fleet),
+        "UnkillableStepTimeout": UNKILLABLE_STEP_TIMEOUT,
+        "PrologEpilogTimeout": PROLOG_EPILOG_TIMEOUT,
     }
     if fleet.fabric is not None and fleet.fabric.type in RDMA_FABRICS:
         conf["PropagateResourceLimitsExcept"] = ["MEMLOCK"]
     if fleet.slurm.accounting_host:
-        conf["AccountingStorageTRES"] = ["gres/gpu"]
+        conf["AccountingStorageTRES"] = accounting_tres(fleet)
         conf["PriorityType"] = "priority/multifactor"
+        conf["PriorityFlags"] = ["MAX_TRES"]
         conf["PriorityWeightFairshare"] = 100000
         conf["PriorityDecayHalfLife"] = "7-0"
     if fleet.slurm.containers == "pyxis":
@@ -641,11 +768,12 @@ def _slinky_controller_conf(fleet: Fleet) -> dict[str, object]:
 def _slinky_config_files(fleet: Fleet) -> dict[str, str]:
     assert fleet.slurm is not None
     vendors = sorted({n.gpu.vendor for n in slurm_nodes(fleet)})
-    plugins = [autodetect_for(v, fleet.slurm.version) for v in vendors]
     # Pod names are not the fleet's hostnames, so gres.conf cannot scope by NodeName:
-    # one vendor autodetects cluster-wide; two vendors are a slinky problem.
-    if len(plugins) == 1 and plugins[0]:
-        gres = f"AutoDetect={plugins[0]}\n"
+    # one vendor autodetects cluster-wide; two vendors are a slinky problem. NVIDIA with
+    # gpu/nvidia, not nvml: Slinky's images lack NVML (layout/slurm.py SLINKY_AUTODETECT;
+    # a Slurm older than 24.11 is a slinky problem).
+    if len(vendors) == 1:
+        gres = f"AutoDetect={SLINKY_AUTODETECT[vendors[0]]}\n"
     else:
         gres = "# NodeSets of several GPU vendors share this file: see `fleetspec validate`.\n"
     files = {"cgroup.conf": site.apply_to_conf(render_cgroup_conf(), site.conf_settings(fleet, "cgroup.conf"),

@@ -68,7 +68,7 @@ RULES: tuple[Rule, ...] = (
     Rule("slinky-mapping", E, "a Slurm setting that Slinky's NodeSets cannot represent",
          scheduling.check_slinky_mapping, warns=True),
     Rule("controller-on-gpu-node", W, "a Slurm controller that is also a GPU node", scheduling.check_controller_overlap),
-    Rule("slurm-state-not-shared", W, "HA controllers with a local StateSaveLocation",
+    Rule("slurm-state-not-shared", E, "HA controllers with a local StateSaveLocation",
          scheduling.check_state_save_shared),
     Rule("node-shape", E, "cpus disagrees with sockets x cores x threads", topology.check_node_shape),
     Rule("tcp-fallback-risk", W, "multi-node GPU partitions on plain ethernet", topology.check_tcp_fallback),

@@ -52,7 +52,8 @@ def check_state_save_shared(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]
     if s is None or s.mode != "native" or len(s.controllers) < 2:
         return
     if s.state_save_location == DEFAULT_STATE_SAVE_LOCATION:
-        yield warning(
+        # An error: with the default path the takeover is known to lose the queue.
+        yield error(
             "slurm-state-not-shared",
             f"{len(s.controllers)} controllers keep slurmctld state in the local {DEFAULT_STATE_SAVE_LOCATION}: "
             "a takeover then starts from an empty queue. Set slurm.state_save_location to a directory on "

@@ -45,7 +45,8 @@ class Prebuilt:
         return dict(cls.schema)  # type: ignore[return-value]  # a copy: pydantic may add to it
 
 
-_SCHEMAS = {str: core_schema.str_schema, int: core_schema.int_schema, bool: core_schema.bool_schema}
+_SCHEMAS = {str: core_schema.str_schema, int: core_schema.int_schema, bool: core_schema.bool_schema,
+            float: core_schema.float_schema}
 
 
 def strict(kind: type, **constraints: Any) -> Any:
@@ -262,6 +263,9 @@ class Slurm(_Model):
     gres_autodetect: StrictBool = Field(
         default=False, description="AutoDetect=nvml/rsmi in gres.conf: needs a Slurm built with the vendor plugin"
     )
+    gpu_billing_weights: dict[Name, strict(float, gt=0, le=1000, allow_inf_nan=False)] = Field(
+        default_factory=dict,
+        description="fair-share billing units per GPU by GRES type (h100: 1, h200: 1.4); default 1 per GPU")
     users: SlurmUsers = Field(default_factory=SlurmUsers.model_construct)
     settings: Settings = Field(default_factory=dict, description="site slurm.conf parameters")
     cgroup_settings: Settings = Field(default_factory=dict, description="site cgroup.conf parameters")

@@ -462,3 +462,28 @@ def test_deviceclass_cel_selects_exactly_its_partitions_gpus() -> None:
     assert not selects("nvidia-blackwell", device("NVIDIA B200", kind="mig"))
     other = {"driver": "compute-domain.nvidia.com", "attributes": {"compute-domain.nvidia.com": {}}}
     assert not selects("nvidia-blackwell", other)
+
+
+def test_dra_gpu_flavors_carry_no_kueue_topology() -> None:
+    """Kueue documents "No DRA + Topology Aware Scheduling": the flavors of partitions whose
+    GPUs are DRA claims (dra.gpus) have no topologyName; the others keep TAS."""
+    plain = _objs(fleets.museum(), "ResourceFlavor")
+    assert all(f["spec"].get("topologyName") == "museum-fabric" for f in plain.values())
+    flavors = _objs(fleets.dra_gpus(fleets.museum()), "ResourceFlavor")
+    dra_parts = {"nvidia-blackwell", "nvidia-blackwell-arm64"}
+    assert dra_parts < set(flavors)
+    for name, flavor in flavors.items():
+        assert ("topologyName" in flavor["spec"]) is (name not in dra_parts), name
+    assert "museum-fabric" in _objs(fleets.dra_gpus(fleets.museum()), "Topology")  # the AMD flavor keeps it
+
+
+def test_amd_device_plugin_and_labeller_images_are_pinned_not_latest() -> None:
+    """The operator's DeviceConfig defaults are rocm/k8s-device-plugin:latest and
+    :labeller-latest (tests/data/crds/amd-gpu-operator/values.yaml), which move under a
+    running cluster: each DeviceConfig names the catalog's device-plugin release instead."""
+    configs = _objs(fleets.museum(), "DeviceConfig")
+    assert configs
+    for name, config in configs.items():
+        plugin = config["spec"]["devicePlugin"]
+        assert plugin["devicePluginImage"] == "docker.io/rocm/k8s-device-plugin:1.31.0.10", name
+        assert plugin["nodeLabellerImage"] == "docker.io/rocm/k8s-device-plugin:labeller-1.31.0.10", name

@@ -174,3 +174,19 @@ def test_json_form_is_stable_and_complete(quickstart: Fleet) -> None:
     assert json.dumps(data) == json.dumps(make_plan(variant("driver-bump"), quickstart).to_dict())
     assert data["spec_digest"].startswith("sha256:") and len(data["spec_digest"]) == 71
     assert data["summary"]["by_disruption"] == {"drain-reboot": 8, "none": 3}  # group_vars, pins .pref, .list
+
+
+def test_switch_type_change_needs_an_empty_queue_not_a_restart() -> None:
+    """Slurm 24.05 brings switch/nvidia_imex to Slurm-owned NVL72 racks: SwitchType changes, and
+    slurm.conf(5) warns that slurmctld restarted with a new SwitchType while jobs exist may lose
+    the records of all jobs. The plan says drain everything and wait, not restart."""
+    from tests.slurm import fleets
+
+    old = fleets.with_version(fleets.nvl72(), "23.11.10")
+    new = fleets.with_version(fleets.nvl72(), "24.11.6")
+    conf = by_target(make_plan(new, old))["slurm:slurm.conf"]
+    assert "SwitchType=switch/nvidia_imex" in conf.after
+    assert conf.disruption is D.DRAIN
+    assert "empty queue" in conf.reason and "squeue" in conf.reason and "SwitchType" in conf.reason
+    # And back: removing it is the same change.
+    assert by_target(make_plan(old, new))["slurm:slurm.conf"].disruption is D.DRAIN

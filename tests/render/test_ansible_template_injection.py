@@ -38,7 +38,7 @@ FULL["spec"]["packages"] = {"mirror": {"uri": "https://mirror.example.org/apt", 
                                        "components": "main", "key_url": "https://mirror.example.org/key.gpg"}}
 FULL["spec"]["secrets"] = {"munge_key": "file:keys/munge.key", "slurmdbd_password": "env:DBPW",
                            "pulumi_passphrase": "env:PP", "registry_password": "vault:vault.yml#registry"}
-FULL["spec"]["slurm"]["state_save_location"] = "/var/spool/slurmctld"
+FULL["spec"]["slurm"]["state_save_location"] = "/shared/slurm/state"  # two controllers: shared
 FULL["spec"]["slurm"]["slinky"] = {"version": "1.2.1"}
 FULL["spec"]["slurm"]["pyxis"] = {"enroot": "3.5.0", "pyxis": "0.20.0"}
 FULL["spec"]["slurm"]["partitions"]["extra"] = {"nodes": "h100-001", "max_time": "1:00:00", "state": "UP"}

@@ -51,7 +51,9 @@ def test_values_stay_as_written_and_keys_take_slurms_spelling() -> None:
                           "      PriorityWeightAge: 5000\n"
                           "      TopologyParam: SwitchAsNodeRank\n"
                           "      ReturnToService: 2\n"))[CONF]
-    assert "\nSchedulerParameters=bf_continue,bf_max_job_test=1000,defer\n" in conf
+    # fleetspec renders SchedulerParameters (backfill sized to MaxTime): the site's replaces it.
+    assert "\nSchedulerParameters=bf_continue,bf_max_job_test=1000,defer  # spec.slurm.settings\n" in conf
+    assert conf.count("SchedulerParameters=") == 1
     assert "\nTopologyParam=SwitchAsNodeRank\n" in conf
     # A key fleetspec renders a default for is replaced in place, never written twice.
     assert conf.count("ReturnToService=") == 1 and "ReturnToService=2  # spec.slurm.settings" in conf
@@ -179,7 +181,7 @@ def test_plan_classes_follow_slurms_documentation() -> None:
     tuned = plan("    settings: {SchedulerParameters: bf_continue}\n",
                  "    settings: {SchedulerParameters: \"bf_continue,defer\"}\n")
     assert tuned["slurm:slurm.conf"].disruption.value == "reconfigure"
-    assert "SchedulerParameters=bf_continue,defer" in tuned["slurm:slurm.conf"].after
+    assert "SchedulerParameters=bf_continue,defer  # spec.slurm.settings" in tuned["slurm:slurm.conf"].after
     plugin = plan("", "    settings: {JobCompType: jobcomp/filetxt}\n")
     assert plugin["slurm:slurm.conf"].disruption.value == "restart-daemon"
     part = plan("", "    partitions: {nvidia-hopper: {settings: {PriorityTier: 3}}}\n")

@@ -9,7 +9,13 @@ from pathlib import PurePosixPath
 import pytest
 import yaml
 
-from fleetspec.layout.slurm import slinky_problems, slurm_nodes, topology_problems
+from fleetspec.layout.slurm import (
+    detected_gpu_names,
+    slinky_problems,
+    slurm_nodes,
+    topology_problems,
+    undetected_type_names,
+)
 from fleetspec.node_side.hostlist import expand
 from fleetspec.render.slurm import (
     autodetect_for,
@@ -291,8 +297,28 @@ def test_slinky_maps_partitions_to_nodesets():
     assert any("two vendors" in m for m in messages)  # one gres.conf for NVIDIA and AMD
     single = _slinky(fleets.quickstart())
     assert yaml.safe_load(_text(render_slurm(single), "slinky-values.yaml"))["configFiles"]["gres.conf"] == (
-        "AutoDetect=nvml\n")
+        "AutoDetect=nvidia\n")
     assert topology_problems(fleet) == []
+
+
+def test_slinky_gres_autodetect_needs_no_vendor_library_and_sees_each_nodesets_type():
+    """Slinky's slurmd images have no NVML (SlinkyProject/containers#14): NVIDIA GPUs are
+    found by gpu/nvidia (Slurm 24.11+), AMD by rsmi; each NodeSet's GRES type must be part of
+    the name the plugin detects, else the GPUs are ignored and the NodeSet goes INVALID."""
+    museum = _slinky(fleets.museum())
+    amd_only = dataclasses.replace(museum, nodes=tuple(n for n in museum.nodes if n.gpu.vendor == "amd"))
+    values = yaml.safe_load(_text(render_slurm(amd_only), "slinky-values.yaml"))
+    assert values["configFiles"]["gres.conf"] == "AutoDetect=rsmi\n"
+    assert not [m for m, _ in slinky_problems(amd_only) if "AutoDetect" in m]
+    single = _slinky(fleets.quickstart())
+    assert not [m for m, _ in slinky_problems(single) if "AutoDetect" in m]
+    old = [(m, p) for m, p in slinky_problems(fleets.with_version(single, "24.05.8")) if "AutoDetect" in m]
+    assert len(old) == 1 and "24.11" in old[0][0] and old[0][1][-1] == "version"
+    # What the plugins detect: the driver's name, lower-cased, spaces to underscores.
+    assert "nvidia_h100_80gb_hbm3" in detected_gpu_names("h100-sxm")
+    assert undetected_type_names("h100", "h100-sxm") == ()
+    assert undetected_type_names("mi300x", "mi300x") == ()
+    assert undetected_type_names("a100_pcie", "a100-pcie") == ("nvidia_a100-pcie-40gb", "nvidia_a100_80gb_pcie")
 
 
 # --- Slurm on an RDMA fabric: memlock, PMIx, GPU-local cores, DefaultTime everywhere ---
@@ -338,3 +364,96 @@ def test_every_slinky_partition_with_a_max_time_gets_a_default_time():
         if default_time_for(config["MaxTime"]) is not None:
             assert config["DefaultTime"] == default_time_for(config["MaxTime"]), name
     assert values["partitions"]["nvidia-hopper"]["configMap"]["DefaultTime"] == "1:00:00"
+
+
+# --- Fair share bills GPUs ---------------------------------------------------------------
+
+
+def _partition_field(conf: str, partition: str, key: str) -> str | None:
+    line = next(x for x in conf.splitlines() if x.startswith(f"PartitionName={partition} "))
+    return next((f.split("=", 1)[1] for f in line.split() if f.startswith(key + "=")), None)
+
+
+def test_billing_weights_count_gpus_typed_where_models_share_a_partition():
+    museum = fleets.museum()
+    assert museum.slurm is not None and museum.slurm.accounting_host
+    conf = _text(render_slurm(museum), "slurm.conf")
+    assert _conf_value(conf, "PriorityFlags") == "MAX_TRES"
+    assert _conf_value(conf, "AccountingStorageTRES") == "gres/gpu,gres/gpu:h100,gres/gpu:h200"
+    # One GPU's share of the node's CPUs (28) or memory costs what the GPU costs.
+    assert _partition_field(conf, "debug", "TRESBillingWeights") == "CPU=0.0357143,Mem=0.00411186G,GRES/gpu=1"
+    weighted = dataclasses.replace(museum, slurm=dataclasses.replace(museum.slurm, gpu_billing_weights=(
+        ("h100", 2.0), ("h200", 3.0))))
+    conf = _text(render_slurm(weighted), "slurm.conf")
+    assert _partition_field(conf, "nvidia-hopper", "TRESBillingWeights") == (
+        "CPU=0.0714286,Mem=0.00822372G,GRES/gpu:h100=2,GRES/gpu:h200=3")
+    slinky = yaml.safe_load(_text(render_slurm(_slinky(weighted)), "slinky-values.yaml"))
+    assert slinky["partitions"]["nvidia-hopper"]["configMap"]["TRESBillingWeights"] == (
+        "CPU=0.0714286,Mem=0.00822372G,GRES/gpu:h100=2,GRES/gpu:h200=3")
+    assert slinky["controller"]["extraConfMap"]["PriorityFlags"] == ["MAX_TRES"]
+    no_accounting = _text(render_slurm(fleets.lab()), "slurm.conf")
+    assert "TRESBillingWeights" not in no_accounting  # no fair share without slurmdbd
+
+
+def test_billing_weights_name_gres_types():
+    from fleetspec.pipeline import compile_text
+
+    text = (fleets.ROOT / "examples" / "quickstart.yaml").read_text()
+    assert "  slurm:\n" in text
+    bad = text.replace("  slurm:\n", "  slurm:\n    gpu_billing_weights: {h100-sxm: 2}\n", 1)
+    result = compile_text(bad)
+    assert any(f.rule == "schema" and "h100-sxm" in f.message and "h100" in f.message for f in result.findings)
+    ok = compile_text(text.replace("  slurm:\n", "  slurm:\n    gpu_billing_weights: {h100: 2}\n", 1))
+    assert ok.fleet is not None and ok.fleet.slurm.gpu_billing_weights == (("h100", 2.0),)
+
+
+# --- Operational settings: backfill sized to MaxTime, GPU-sized timeouts --------------------
+
+
+def test_backfill_window_covers_the_longest_max_time_and_gpu_teardown_has_time():
+    quick = _text(render_slurm(fleets.quickstart()), "slurm.conf")  # longest MaxTime: 2 days
+    assert _conf_value(quick, "SchedulerParameters") == "bf_continue,bf_window=2880,bf_resolution=120"
+    assert _conf_value(quick, "UnkillableStepTimeout") == "180"
+    assert _conf_value(quick, "PrologEpilogTimeout") == "600"
+    museum = fleets.museum()  # partitions without a MaxTime: Slurm's longest window
+    assert _conf_value(_text(render_slurm(museum), "slurm.conf"), "SchedulerParameters") == (
+        "bf_continue,bf_window=43200,bf_resolution=1800")
+    conf_map = yaml.safe_load(_text(render_slurm(_slinky(fleets.quickstart())), "slinky-values.yaml"))[
+        "controller"]["extraConfMap"]
+    assert conf_map["SchedulerParameters"] == ["bf_continue", "bf_window=2880", "bf_resolution=120"]
+    assert conf_map["UnkillableStepTimeout"] == 180 and conf_map["PrologEpilogTimeout"] == 600
+
+
+def test_a_cluster_without_slurmdbd_keeps_cpu_and_mem_billing_only(tmp_path):
+    """The one-machine harness runs no slurmdbd, so no gres TRES: the GRES weights go with
+    AccountingStorageTRES (slurmctld stops on a weight for a TRES it does not track)."""
+    from fleetspec.lab.slurm import localize_slurm_conf
+
+    museum = fleets.museum()
+    conf = _text(render_slurm(museum), "slurm.conf")
+    ports = {n.hostname: 7000 + i for i, n in enumerate(slurm_nodes(museum))}
+    local = localize_slurm_conf(conf, tmp_path, 6817, ports)
+    assert _partition_field(local, "debug", "TRESBillingWeights") == "CPU=0.0357143,Mem=0.00411186G"
+    kept = localize_slurm_conf(conf, tmp_path, 6817, ports, keep=("AccountingStorageTRES",))
+    assert _partition_field(kept, "debug", "TRESBillingWeights") == "CPU=0.0357143,Mem=0.00411186G,GRES/gpu=1"
+
+
+def test_slinky_images_run_the_spec_s_slurm_series_with_pyxis_where_asked():
+    """Chart 1.2.1 defaults every image to 26.05: the spec's series is set on each one."""
+    museum = _slinky(fleets.museum())  # Slurm 25.11, containers: pyxis
+    values = yaml.safe_load(_text(render_slurm(museum), "slinky-values.yaml"))
+    images = [values["controller"]["slurmctld"]["image"], values["controller"]["reconfigure"]["image"],
+              values["restapi"]["slurmrestd"]["image"], values["accounting"]["slurmdbd"]["image"],
+              *(n["slurmd"]["image"] for n in values["nodesets"].values())]
+    assert {i["tag"] for i in images} == {"25.11-ubuntu24.04"}
+    assert {n["slurmd"]["image"]["repository"] for n in values["nodesets"].values()} == {
+        "ghcr.io/slinkyproject/slurmd-pyxis"}
+    assert values["controller"]["slurmctld"]["image"]["repository"] == "ghcr.io/slinkyproject/slurmctld"
+    quick = _slinky(fleets.quickstart())
+    assert quick.slurm is not None
+    plain = dataclasses.replace(quick, slurm=dataclasses.replace(quick.slurm, containers="none"))
+    nodesets = yaml.safe_load(_text(render_slurm(plain), "slinky-values.yaml"))["nodesets"]
+    assert {n["slurmd"]["image"]["repository"] for n in nodesets.values()} == {"ghcr.io/slinkyproject/slurmd"}
+    assert not [m for m, _ in slinky_problems(plain) if "images" in m]
+    old = [(m, p) for m, p in slinky_problems(fleets.with_version(plain, "24.05.8")) if "no images" in m]
+    assert len(old) == 1 and old[0][1][-1] == "version"

@@ -55,7 +55,7 @@ PREBUILT = list({id(p): p for model_cls in (getattr(m, n) for n in dir(m))
                  for field in model_cls.model_fields.values()
                  for p in _prebuilt(field.annotation)
                  }.values())
-PLAIN = {str: pydantic.StrictStr, int: pydantic.StrictInt, bool: pydantic.StrictBool}
+PLAIN = {str: pydantic.StrictStr, int: pydantic.StrictInt, bool: pydantic.StrictBool, float: pydantic.StrictFloat}
 PROBES = ["", "ok", "a-b", "Bad_Name", "x" * 70, "x" * 5000, "v1.2.3", "1.2", "/var/spool/x", "env:A", "10m", " 1 ",
           "1", 0, 1, 64, 65, -1, 2**40, 1.0, 1.5, True, False, None, b"ok", ["ok"], {"a": 1}]
 
@@ -74,7 +74,7 @@ def _outcome(adapter: TypeAdapter, value: typing.Any) -> typing.Any:
 
 
 def test_the_spec_uses_prebuilt_strict_types():
-    assert len(PREBUILT) >= 20 and {p.kind for p in PREBUILT} == {str, int, bool}
+    assert len(PREBUILT) >= 20 and {p.kind for p in PREBUILT} == {str, int, bool, float}
 
 
 @pytest.mark.parametrize("prebuilt", PREBUILT, ids=[f"{p.kind.__name__}{p.constraints}"[:80] for p in PREBUILT])

@@ -39,6 +39,7 @@ from fleetspec.layout.kubernetes import (
     SLINKY_DEFAULT_VERSION,
     VOLCANO_DEFAULT_VERSION,
     VOLCANO_REPO,
+    amd_device_plugin_images,
     cluster_gpu_nodes,
     kubernetes_nodes,
     kubernetes_partitions,
@@ -346,7 +347,8 @@ def _amd(fleet: Fleet, label_keys: tuple[str, ...], nfd_from: HelmRelease | None
         spec = {
             "selector": {STACK_LABEL: name},
             "driver": driver,
-            "devicePlugin": {"enableNodeLabeller": True},
+            "devicePlugin": {"enableNodeLabeller": True, **amd_device_plugin_images(
+                k8s.amd_gpu_operator_version or AMD_DEFAULT_VERSION)},
             # GPU health and utilisation for Prometheus (off by default in the CRD).
             "metricsExporter": {"enable": True},
         }
@@ -398,14 +400,24 @@ def _kueue(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
         "20-kueue-topology", (rk,),
     )]
     topo_key = objs[0].key
+    # Kueue does not combine DRA with Topology Aware Scheduling (Kueue docs, Dynamic Resource
+    # Allocation, Limitations: "No DRA + Topology Aware Scheduling"): a flavor whose GPUs are
+    # claimed through DRA (dra.gpus) carries no topologyName, so its workloads are admitted
+    # by quota without a TAS placement instead of never fitting one.
+    from fleetspec.render.kubernetes.dra import dra_gpu_partitions
+
+    dra_flavors = {p.name for p in dra_gpu_partitions(fleet)}
+    if not set(parts) - dra_flavors:
+        objs = []
     flavor_keys = {}
     for name in sorted(parts):
         # No tolerations: fleetspec sets no taint on GPU nodes (the partition label keeps
         # workloads on their generation), and a toleration for a taint nothing sets only
         # hides which pods were meant for the node.
-        spec = {"nodeLabels": {PARTITION_LABEL: name}, "topologyName": topo_name}
+        tas = name not in dra_flavors
+        spec = {"nodeLabels": {PARTITION_LABEL: name}, **({"topologyName": topo_name} if tas else {})}
         m = Manifest(obj("kueue.x-k8s.io/v1beta2", "ResourceFlavor", name, spec),
-                     "21-kueue-flavors", (rk, topo_key, *label_keys))
+                     "21-kueue-flavors", (rk, *((topo_key,) if tas else ()), *label_keys))
         flavor_keys[name] = m.key
         objs.append(m)
     rows = queue_rows(fleet)
