@@ -57,7 +57,7 @@ class FaultClass(NamedTuple):
 
 FAULT_CLASSES = (
     FaultClass("xid-application", "device", "none",
-               "Xid 13, 31, 43, 45, 68, 109: an application fault (bad kernel, bad address, stopped "
+               "Xid 8, 11, 13, 31, 43, 45, 68: an application fault (bad kernel, bad address, stopped "
                "channel); the catalog's action is to restart the application, and NVIDIA's device "
                "plugin does not mark the GPU unhealthy for these", XID_CATALOG + " ; " + DEVICE_PLUGIN_HEALTH),
     FaultClass("ecc-contained", "device", "none",
@@ -86,7 +86,8 @@ FAULT_CLASSES = (
                XID_CATALOG),
     FaultClass("gpu-reset-required", "device", "quarantine-device",
                "Xid 154 with recovery action 'GPU Reset Required' (or Xid 119/120 GSP timeouts and "
-               "errors, which the catalog resolves by resetting the GPU)", XID_CATALOG + " ; " + NVML_RECOVERY),
+               "errors, and Xid 140 unrecovered ECC, 143 GPU initialization failure, 158 GPU fatal "
+               "timeout, which the catalog resolves by resetting the GPU)", XID_CATALOG + " ; " + NVML_RECOVERY),
     FaultClass("node-reboot-required", "node", "drain-reboot",
                "Xid 154 with recovery action 'Node Reboot Required' or 'Drain and Reset'", NVML_RECOVERY),
     FaultClass("nvlink-error", "node", "drain-reboot",
@@ -140,22 +141,56 @@ FAULT_CLASSES = (
     FaultClass("dcgm-diag-monitor", "device", "none",
                "dcgmi diag: a failed or warning test whose severity is monitor, triage, config or "
                "unknown: the GPU can run work; reported", DCGM_DIAG + " ; " + DCGM_ERRORS),
-    FaultClass("xid-unknown", "device", "none",
-               "an Xid this catalog does not know: reported with its number and text, never "
-               "silently ignored; set an action for it once it is understood", XID_CATALOG),
+    FaultClass("xid-unknown", "device", "drain",
+               "an Xid this catalog does not map (among them 109, which the current catalog no longer "
+               "calls an application fault, the GB200 NVLink 5 family 144-150, and the catalog's "
+               "unused codes it says to contact support about): the node is drained, never silently "
+               "reported; the policy may lower it (actions: {xid-unknown: none})", XID_CATALOG),
 )
 
 FAULTS = {f.id: f for f in FAULT_CLASSES}  # type: Dict[str, FaultClass]
 
-# Xid number -> fault class (NVIDIA Xid catalog, Ampere and later; 63/64 also mean page
-# retirement on Volta and older, where nvidia-smi's retired_pages section tells it).
+# NVIDIA's Xid catalog (Ampere and later), as sourced data: Xid -> (mnemonic, the catalog's
+# "Resolution Bucket (Immediate Action)"). Source: XID_CATALOG, table "Xids", retrieved on
+# XID_CATALOG_RETRIEVED; these are the rows read there (the page's table from Xid 1 to 13).
+# Rows not read here are not guessed: an Xid without a class below is xid-unknown (drain).
+XID_CATALOG_RETRIEVED = "2026-12-01"
+XID_CATALOG_ROWS = {
+    1: ("ROBUST_CHANNEL_FIFO_ERROR_FIFO_METHOD", "CONTACT_SUPPORT"),  # Unused
+    2: ("ROBUST_CHANNEL_FIFO_ERROR_SW_METHOD", "CONTACT_SUPPORT"),  # Unused
+    3: ("ROBUST_CHANNEL_FIFO_ERROR_UNK_METHOD", "CONTACT_SUPPORT"),  # Unused
+    4: ("ROBUST_CHANNEL_FIFO_ERROR_CHANNEL_BUSY", "CONTACT_SUPPORT"),  # Unused
+    5: ("ROBUST_CHANNEL_FIFO_ERROR_RUNOUT_OVERFLOW", "CONTACT_SUPPORT"),  # Unused
+    6: ("ROBUST_CHANNEL_FIFO_ERROR_PARSE_ERR", "CONTACT_SUPPORT"),  # Unused
+    7: ("ROBUST_CHANNEL_FIFO_ERROR_PTE_ERR", "CONTACT_SUPPORT"),  # Unused
+    8: ("ROBUST_CHANNEL_FIFO_ERROR_IDLE_TIMEOUT", "RESTART_APP"),  # GPU stopped processing
+    9: ("ROBUST_CHANNEL_GR_ERROR_INSTANCE", "CONTACT_SUPPORT"),  # Unused
+    10: ("ROBUST_CHANNEL_GR_ERROR_SINGLE_STEP", "CONTACT_SUPPORT"),  # Unused
+    11: ("ROBUST_CHANNEL_GR_ERROR_MISSING_HW", "RESTART_APP"),  # Invalid or corrupted push buffer stream
+    12: ("ROBUST_CHANNEL_GR_ERROR_SW_METHOD", "CONTACT_SUPPORT"),  # Unused
+    13: ("ROBUST_CHANNEL_GR_EXCEPTION", "RESTART_APP"),  # Graphics Engine Exception
+}  # type: Dict[int, Tuple[str, str]]
+
+# The catalog's immediate-action buckets and the class each gives. CONTACT_SUPPORT (and any
+# bucket not named here) has no class of its own: xid-unknown, which drains.
+XID_BUCKET_CLASSES = {
+    "RESTART_APP": "xid-application",
+    "RESET_GPU": "gpu-reset-required",
+    "RESTART_BM": "node-reboot-required",
+}  # type: Dict[str, str]
+
+# Xid number -> fault class: the catalog rows' buckets, then the classes the vendor pages
+# named beside each class give (63/64 also mean page retirement on Volta and older, where
+# nvidia-smi's retired_pages section tells it).
 XID_CLASSES = {
+    xid: XID_BUCKET_CLASSES[bucket] for xid, (_, bucket) in XID_CATALOG_ROWS.items() if bucket in XID_BUCKET_CLASSES
+}  # type: Dict[int, str]
+XID_CLASSES.update({
     13: "xid-application",  # Graphics Engine Exception
     31: "xid-application",  # GPU memory page fault
     43: "xid-application",  # GPU stopped processing (reset channel verification)
     45: "xid-application",  # Preemptive cleanup, due to previous errors
     68: "xid-application",  # NVDEC0 exception
-    109: "xid-application",  # Context switch timeout
     48: "ecc-uncorrectable",  # DBE
     63: "row-remap-pending",  # ECC page retirement or row remapping recording event
     64: "row-remap-failure",  # ECC page retirement or row remapper recording failure
@@ -166,7 +201,12 @@ XID_CLASSES = {
     95: "ecc-uncorrectable",  # Uncontained ECC error
     119: "gpu-reset-required",  # GSP RPC timeout
     120: "gpu-reset-required",  # GSP error
-}  # type: Dict[int, str]
+    # Resolved by GPU reset in the current catalog as issue #26 reports it (its rows were not
+    # read here: the page's excerpts end at Xid 13); names as leptonai/gpud's xid.go gives them.
+    140: "gpu-reset-required",  # Unrecovered ECC Error
+    143: "gpu-reset-required",  # GPU Initialization Failure
+    158: "gpu-reset-required",  # GPU Fatal Timeout
+})
 
 # Xid 154 carries the driver's recovery action (nvmlDeviceGpuRecoveryAction_t).
 RECOVERY_ACTIONS = (
