@@ -183,7 +183,7 @@ def run_bounded(argv: List[str], timeout: float) -> CommandResult:
 def hung_tool_faults(host: Host) -> List[Fault]:
     """One ``probe-failed`` fault per tool that timed out: a hung GPU tool is a sick GPU."""
     return [{"class": "probe-failed", "scope": "node", "device": tool,
-             "detail": "%s hung: no answer within %.0f s (not called again this run)" % (tool, seconds),
+             "detail": "hung: no answer within %.0f s (killed, not called again this run)" % seconds,
              "source": tool} for tool, seconds in sorted(getattr(host, "hung", {}).items())]
 
 
