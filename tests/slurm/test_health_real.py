@@ -22,7 +22,7 @@ import pytest
 from fleetspec.pipeline import compile_text
 from fleetspec.render.health import HEALTH_CHECK_PROGRAM, node_config
 from fleetspec.render.slurm import render_slurm
-from tests.health.nodes import FIXTURES, make_node, set_boot_id, set_ib
+from tests.health.nodes import FIXTURES, H200_XML, make_node, set_boot_id, set_ib, set_tool_output
 
 from .cluster import Cluster, running
 
@@ -163,3 +163,23 @@ def test_an_operators_drain_is_never_resumed_or_overwritten(sickbay) -> None:
     set_ib(roots / "h200-02", "active")
     cluster.run("scontrol", "update", "NodeName=h200-02", "State=RESUME")
     assert os.path.exists(roots)
+
+
+def test_a_hung_nvidia_smi_drains_the_node_before_slurmd_kills_the_check(sickbay) -> None:
+    """A wedged GPU: nvidia-smi never answers. Before, the check gave each of its three
+    nvidia-smi calls 30 s, slurmd killed it at 60 s ("health_check killed by signal 15"),
+    and the node stayed IDLE. Now the check gives the tool what is left of its 45 s
+    deadline, does not call it again, and drains with a probe-failed reason."""
+    cluster, roots, base = sickbay
+    script = roots / "h200-01" / "bin" / "nvidia-smi"
+    script.write_text(f'#!/bin/sh\necho "$*" >> "{base}/nvidia-smi.calls"\nexec sleep 600\n')
+    script.chmod(0o755)
+    try:
+        info = wait_for(cluster, "h200-01", drained, "drained", base, timeout=75)
+        assert info["reason"].startswith("fleetspec-health: drain probe-failed: nvidia-smi hung: no answer within"), info
+        assert "killed by signal" not in cluster.log("slurmd-h200-01.log")
+        calls = (base / "nvidia-smi.calls").read_text().splitlines()
+        assert calls and set(calls) == {"-q -x"}, calls  # one call a run: never nvlink after it hung
+    finally:
+        set_tool_output(roots / "h200-01", "nvidia-smi", H200_XML, "-q -x")
+    wait_for(cluster, "h200-01", lambda i: not drained(i), "resumed", base, timeout=75)
