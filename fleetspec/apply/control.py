@@ -21,6 +21,11 @@ from typing import Protocol
 from fleetspec.node_side.contract import DRAIN_REASON
 from fleetspec.node_side.hostlist import HostlistError, compress, expand
 
+# Every drain reason apply writes starts so: a node drained with any other reason (an
+# operator's "RMA case 4711", the health check's "fleetspec-health: ...") is not apply's to
+# resume or to relabel.
+APPLY_REASON_PREFIX = "fleetspec: "
+
 Runner = Callable[[Sequence[str]], subprocess.CompletedProcess[str]]
 
 
@@ -163,6 +168,17 @@ class KubernetesControl:
 
     def states(self, hosts: Sequence[str]) -> dict[str, tuple[str, str]]:
         return {}
+
+
+def foreign_drains(states: Mapping[str, tuple[str, str]]) -> dict[str, str]:
+    """The nodes of ``states`` ({node: (sinfo state, reason)}) that are drained, down or
+    failed with a reason apply did not write: {node: the reason as found}."""
+    out = {}
+    for host, (state, reason) in states.items():
+        taken_out = any(word in state.lower() for word in ("drain", "down", "fail"))
+        if taken_out and reason and reason.lower() != "none" and not reason.startswith(APPLY_REASON_PREFIX):
+            out[host] = reason
+    return out
 
 
 def _expand_quiet(text: str) -> list[str]:
