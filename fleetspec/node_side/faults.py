@@ -108,6 +108,11 @@ FAULT_CLASSES = (
     FaultClass("ib-port-down", "node", "drain",
                "an InfiniBand port not ACTIVE / LinkUp: the node cannot take part in multi-node "
                "collectives", IB_SYSFS + " ; " + NHC_IB),
+    FaultClass("flapping", "node", "drain",
+               "a counter-based fault (InfiniBand link errors, NVLink replay/recovery errors) came back "
+               "FLAP_LIMIT times within FLAP_WINDOW_S after clearing: the node stays drained until it "
+               "reboots or an operator runs the check with --clear (each fault also clears only after "
+               "CLEAR_AFTER clean checks in a row)", NHC_IB + " ; " + DCGM_HEALTH_NVLINK),
     FaultClass("ib-link-errors", "node", "drain",
                "an InfiniBand port's link_downed or link_error_recovery counter rose since the last "
                "check: a flapping link", IB_SYSFS),
@@ -226,8 +231,8 @@ CHECKS = {
     "gpu-count": ("gpu-lost", "probe-failed"),
     "fabric": ("fabric-unhealthy",),
     "pcie": ("pcie-degraded",),
-    "infiniband": ("ib-port-down", "ib-link-errors"),
-    "nvlink": ("nvlink-down", "nvlink-link-errors", "nvlink-crc-errors", "nvlink-link-recovered"),
+    "infiniband": ("ib-port-down", "ib-link-errors", "flapping"),
+    "nvlink": ("nvlink-down", "nvlink-link-errors", "flapping", "nvlink-crc-errors", "nvlink-link-recovered"),
     "dcgm": ("dcgm-diag-isolate", "dcgm-diag-reset", "dcgm-diag-monitor"),
 }  # type: Dict[str, Tuple[str, ...]]
 
@@ -248,6 +253,16 @@ DCGM_SEVERITY_CLASS = {2: "dcgm-diag-isolate", 6: "dcgm-diag-reset"}  # type: Di
 # dcgmi diag run time grows with the level (DCGM user guide: r1 seconds, r2 about two
 # minutes, r3 about 30 minutes, r4 one to two hours): the check's timeout per level.
 DCGM_TIMEOUT_S = {1: 300, 2: 900, 3: 3600, 4: 10800}  # type: Dict[int, int]
+
+
+# Hysteresis for faults judged by a counter's rise between two checks (a flapping link rises,
+# then is quiet for one interval): such a fault clears only after CLEAR_AFTER clean checks in a
+# row, and one that comes back FLAP_LIMIT times within FLAP_WINDOW_S is ``flapping`` (latched
+# until a reboot or --clear). The policy may set ``clear_after``, ``flap_limit``, ``flap_window_s``.
+COUNTER_CLASSES = ("ib-link-errors", "nvlink-link-errors")
+CLEAR_AFTER = 3
+FLAP_LIMIT = 3
+FLAP_WINDOW_S = 6 * 3600
 
 
 def default_actions() -> Dict[str, str]:

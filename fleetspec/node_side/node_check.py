@@ -64,7 +64,14 @@ from fleetspec.node_side.classify import (
 )
 from fleetspec.node_side.collector import CommandResult, Host, nvidia_smi_command, parse_infiniband_sysfs
 from fleetspec.node_side.contract import NPD_MAX_OUTPUT
-from fleetspec.node_side.faults import CHECKS, DCGM_TIMEOUT_S
+from fleetspec.node_side.faults import (
+    CHECKS,
+    CLEAR_AFTER,
+    COUNTER_CLASSES,
+    DCGM_TIMEOUT_S,
+    FLAP_LIMIT,
+    FLAP_WINDOW_S,
+)
 from fleetspec.node_side.hostlist import expand
 
 LEADER = "fleetspec-health:"
@@ -317,6 +324,8 @@ def run_check(config: Dict[str, Any], node: str, host: Host, clear: bool = False
         state = {"boot_id": boot_id, "kmsg_seq": -1, "latched": [], "ib": {}, "nvlink": {}}
     if clear:  # the operator repaired what was latched; the log cursor stays where it is
         state["latched"] = []
+        state["flapping"] = []
+        state["held"] = {}
 
     faults = []  # type: List[Fault]
     seen = {}  # type: Dict[str, Any]
@@ -363,10 +372,55 @@ def run_check(config: Dict[str, Any], node: str, host: Host, clear: bool = False
                            "detail": "no InfiniBand device on a node of an InfiniBand fabric", "source": "sysfs"})
         faults += infiniband_faults(devices, counters, state.get("ib", {}))
         state["ib"] = counters
+    now = time.time() if now is None else now
+    faults = hysteresis(faults, state, config, now)
     faults = [f for f in faults if f["class"] in enabled] + hung_tool_faults(host)
     if persist:
         _save_state(state_path, state, errors)
     return verdict(node, faults, config.get("actions"), errors)
+
+
+def hysteresis(faults: List[Fault], state: Dict[str, Any], config: Dict[str, Any], now: float) -> List[Fault]:
+    """Counter-based faults (COUNTER_CLASSES) held until CLEAR_AFTER clean checks in a row;
+    one that comes back FLAP_LIMIT times within FLAP_WINDOW_S adds a latched ``flapping``
+    fault (until a reboot or --clear). ``state`` keeps ``held`` {class|device: {fault, clean}},
+    ``onsets`` {class|device: [times it came back]} and ``flapping`` [faults]."""
+    clear_after = int(config.get("clear_after", CLEAR_AFTER))
+    limit = int(config.get("flap_limit", FLAP_LIMIT))
+    window = float(config.get("flap_window_s", FLAP_WINDOW_S))
+    held = state.get("held") or {}  # type: Dict[str, Any]
+    onsets = state.get("onsets") or {}  # type: Dict[str, List[float]]
+    flapping = state.get("flapping") or []  # type: List[Fault]
+    out = []  # type: List[Fault]
+    seen = set()
+    for fault in faults:
+        out.append(fault)
+        if fault["class"] not in COUNTER_CLASSES:
+            continue
+        key = "%s|%s" % (fault["class"], fault["device"])
+        seen.add(key)
+        if key not in held:  # a new onset (first, or after it had cleared)
+            times = [t for t in onsets.get(key, []) if now - t < window] + [now]
+            onsets[key] = times
+            if len(times) >= limit and not any(f["device"] == fault["device"] for f in flapping):
+                flapping.append({"class": "flapping", "scope": "node", "device": fault["device"],
+                                 "detail": "%s came back %d times in %.0f s (%s)" % (
+                                     fault["class"], len(times), now - times[0], fault["detail"]),
+                                 "source": fault["source"]})
+        held[key] = {"fault": fault, "clean": 0}
+    for key in sorted(held):
+        if key in seen:
+            continue
+        held[key]["clean"] += 1
+        if held[key]["clean"] >= clear_after:
+            del held[key]
+            continue
+        fault = dict(held[key]["fault"])
+        fault["detail"] = "%s (held: %d of %d clean checks before it clears)" % (
+            fault["detail"], held[key]["clean"], clear_after)
+        out.append(fault)
+    state["held"], state["onsets"], state["flapping"] = held, onsets, flapping
+    return out + [dict(f) for f in flapping]
 
 
 def _load_state(path: str) -> Dict[str, Any]:

@@ -23,6 +23,7 @@ from fleetspec.node_side.classify import (
     parse_nvlink_status,
     verdict,
 )
+from fleetspec.node_side.faults import CLEAR_AFTER
 from fleetspec.pipeline import compile_text
 from fleetspec.render.health import node_config
 
@@ -265,7 +266,12 @@ def test_the_node_check_reads_nvlink_error_counters_between_runs(config, tmp_pat
         ("nvlink-link-errors", "GPU 3"), ("nvlink-crc-errors", "GPU 5")}
     rc, checked = run()
     assert rc == 1 and checked["faults"] == looked["faults"] and checked["action"] == "quarantine-device"
-    rc, again = run()  # no new errors since: the link is judged by what it does now
+    rc, again = run()  # no new errors since: held until CLEAR_AFTER clean checks in a row (#26 item 5)
+    assert rc == 1 and [f["detail"] for f in again["faults"]] == [
+        f"GPU 3 NVLink 7: 1 new recovery errors, 4 new replay errors (held: 1 of {CLEAR_AFTER} clean checks "
+        "before it clears)"]
+    for _ in range(CLEAR_AFTER - 1):
+        rc, again = run()
     assert (rc, again["status"]) == (0, "healthy")
 
 

@@ -251,3 +251,30 @@ def test_dcgm_levels_2_and_up_stay_out_of_the_periodic_check(config, tmp_path, m
     assert rc == 0 and not result["errors"], result  # level 1 ran (the stand-in knows only that)
     rc, result = check(config, root, "h200-01", monkeypatch, capsys, "--dcgm-level", "3")
     assert any("diag -r 3 -j" in e for e in result["errors"]), result  # asked for explicitly, it runs level 3
+
+
+def test_a_counter_fault_clears_only_after_clean_checks_and_a_flapping_link_stays_drained(
+        config, tmp_path, monkeypatch, capsys) -> None:
+    """Before: link_downed rose, the node drained; the next check saw no rise and resumed it
+    (four cycles in 140 s on the real slurmd). Now the fault holds for clear_after clean
+    checks, and a link that comes back flap_limit times in the window stays drained."""
+    policy = json.loads(config.read_text())
+    policy.update(clear_after=2, flap_limit=2)
+    config.write_text(json.dumps(policy))
+    root = make_node(tmp_path / "h200-01")
+
+    def run(downed=None, *extra):
+        if downed is not None:
+            set_ib(root, "active", link_downed=downed)
+        rc, result = check(config, root, "h200-01", monkeypatch, capsys, *extra)
+        return rc, sorted(f["class"] for f in result["faults"])
+
+    assert run(0) == (0, [])
+    assert run(1) == (1, ["ib-link-errors"])  # the link went down once since the last check
+    assert run() == (1, ["ib-link-errors"])  # quiet once: still held (1 of 2 clean checks)
+    assert run() == (0, [])  # two clean checks in a row: cleared
+    assert run(2) == (1, ["flapping", "ib-link-errors"])  # back a second time in the window
+    assert run() == (1, ["flapping", "ib-link-errors"])
+    assert run() == (1, ["flapping"])  # the counter fault cleared; the flapping node stays drained
+    assert run() == (1, ["flapping"])
+    assert run(None, "--clear") == (0, [])  # an operator repaired it
