@@ -91,14 +91,15 @@ FAULT_CLASSES = (
     FaultClass("gpu-reset-required", "device", "quarantine-device",
                "Xid 154 with recovery action 'GPU Reset Required', or an Xid whose catalog immediate "
                "action is RESET_GPU (among them 109 context-switch timeout, 119/120 GSP, 140 "
-               "unrecovered ECC, 143 GPU initialization, 158 GPU fatal timeout)", XID_CATALOG + " ; " + NVML_RECOVERY),
+               "unrecovered ECC, 143 GPU initialization, 158 GPU fatal timeout), or the GB200 NVLink 5 "
+               "family 144-150 (WORKFLOW_NVLINK5_ERR: RESET_GPU for its fatal units; the per-unit decode "
+               "is not done, so each drains)", XID_CATALOG + " ; " + NVML_RECOVERY),
     FaultClass("node-reboot-required", "node", "drain-reboot",
                "Xid 154 with recovery action 'Node Reboot Required' or 'Drain and Reset', or an Xid "
                "whose catalog immediate action is RESTART_BM", NVML_RECOVERY + " ; " + XID_CATALOG),
     FaultClass("nvlink-error", "node", "drain-reboot",
-               "Xid 74 (catalog: WORKFLOW_NVLINK_ERR) or the GB200 NVLink 5 family 144-150 "
-               "(WORKFLOW_NVLINK5_ERR): an NVLink error; a broken link slows or hangs every collective "
-               "on the node, and the GPUs must be reset together", XID_CATALOG),
+               "Xid 74 (catalog: WORKFLOW_NVLINK_ERR): an NVLink error; a broken link slows or hangs "
+               "every collective on the node, and the GPUs must be reset together", XID_CATALOG),
     FaultClass("nvswitch-fatal", "node", "drain-reboot",
                "SXid marked Fatal from an NVSwitch: the fabric needs a reset (Fabric Manager "
                "guide: fatal SXids need the GPUs and switches reset)", FABRIC_MANAGER),
@@ -351,7 +352,10 @@ XID_BUCKET_CLASSES = {
     "RESET_GPU": "gpu-reset-required",
     "RESTART_BM": "node-reboot-required",
     "WORKFLOW_NVLINK_ERR": "nvlink-error",
-    "WORKFLOW_NVLINK5_ERR": "nvlink-error",
+    # NVLink 5 (GB200, 144-150): the catalog's per-unit table (IntrInfo, error status) gives
+    # RESET_GPU for the fatal ones and IGNORE for the others; that decode is not done here,
+    # so every one takes the strongest: a GPU reset.
+    "WORKFLOW_NVLINK5_ERR": "gpu-reset-required",
     "WORKFLOW_XID_48": "ecc-uncorrectable",
 }  # type: Dict[str, str]
 

@@ -57,9 +57,9 @@ def _line(xid: int) -> str:
         (143, "gpu-reset-required", "quarantine-device"),
         (158, "gpu-reset-required", "quarantine-device"),
         (109, "gpu-reset-required", "quarantine-device"),  # RESET_GPU: no longer an application fault
-        (144, "nvlink-error", "drain-reboot"),  # GB200 NVLink 5 family 144-150: WORKFLOW_NVLINK5_ERR
-        (149, "nvlink-error", "drain-reboot"),
-        (150, "nvlink-error", "drain-reboot"),
+        (144, "gpu-reset-required", "quarantine-device"),  # GB200 NVLink 5 144-150: WORKFLOW_NVLINK5_ERR
+        (149, "gpu-reset-required", "quarantine-device"),
+        (150, "gpu-reset-required", "quarantine-device"),
         (46, "gpu-reset-required", "quarantine-device"),
         (121, "xid-informational", "none"),  # IGNORE: a corrected C2C error
         (2, "xid-unknown", "drain"),  # the catalog: unused, CONTACT_SUPPORT
