@@ -289,7 +289,20 @@ def _engines(fleet: Fleet, inventories: list[Path], lab: Path | None, mode: Slur
         slurm=slurm,
         kubernetes=kubernetes,
         all_hosts=all_hosts,
+        health=functools.partial(_health_gate, inventories) if fleet.health is not None else None,
     )
+
+
+def _health_gate(inventories: list[Path], fleet: Fleet, hosts: list[str]) -> dict[str, str]:
+    """The node check on the wave's nodes (over Ansible, read-only): {host: why} for each
+    node that is sick or gave no verdict."""
+    from fleetspec.health.fleet import from_inventory
+    from fleetspec.node_side.classify import reason
+
+    found = from_inventory(fleet, inventories, hosts)
+    sick = {h: f"{v.get('status', 'sick')}: {reason(v)}" for h, v in found.quarantined.items()}
+    sick.update({h: f"no verdict: {why}" for h, why in found.unknown.items()})
+    return sick
 
 
 def _inventory_hosts(path: Path) -> list[str]:

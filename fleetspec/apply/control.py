@@ -21,6 +21,11 @@ from typing import Protocol
 from fleetspec.node_side.contract import DRAIN_REASON
 from fleetspec.node_side.hostlist import HostlistError, compress, expand
 
+# Every drain reason apply writes starts so: a node drained with any other reason (an
+# operator's "RMA case 4711", the health check's "fleetspec-health: ...") is not apply's to
+# resume or to relabel.
+APPLY_REASON_PREFIX = "fleetspec: "
+
 Runner = Callable[[Sequence[str]], subprocess.CompletedProcess[str]]
 
 
@@ -162,7 +167,32 @@ class KubernetesControl:
         """Nothing to reload: the Kubernetes layer is applied through Pulumi."""
 
     def states(self, hosts: Sequence[str]) -> dict[str, tuple[str, str]]:
-        return {}
+        """Per node ("cordoned" or "schedulable", the drain-reason annotation): a cordon with
+        no annotation is someone else's, named so."""
+        import json
+
+        states: dict[str, tuple[str, str]] = {}
+        for host in hosts:
+            try:
+                node = json.loads(self._ok(["kubectl", "get", "node", host, "-o", "json"]))
+            except ValueError:
+                raise ControlError(f"kubectl get node {host}: not JSON") from None
+            cordoned = bool((node.get("spec") or {}).get("unschedulable"))
+            why = ((node.get("metadata") or {}).get("annotations") or {}).get(DRAIN_REASON, "")
+            states[host] = ("cordoned" if cordoned else "schedulable",
+                            why or ("cordoned, no " + DRAIN_REASON if cordoned else ""))
+        return states
+
+
+def foreign_drains(states: Mapping[str, tuple[str, str]]) -> dict[str, str]:
+    """The nodes of ``states`` ({node: (sinfo state, reason)}) that are drained, down or
+    failed with a reason apply did not write: {node: the reason as found}."""
+    out = {}
+    for host, (state, reason) in states.items():
+        taken_out = any(word in state.lower() for word in ("drain", "down", "fail", "cordon"))
+        if taken_out and reason and reason.lower() != "none" and not reason.startswith(APPLY_REASON_PREFIX):
+            out[host] = reason
+    return out
 
 
 def _expand_quiet(text: str) -> list[str]:

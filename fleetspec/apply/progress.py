@@ -86,6 +86,14 @@ class Progress:
                 host.state = state
                 changed.append(host)
 
+        if kind == "held" and event.wave is None:  # drained by someone else: out of every wave not started
+            for name in list(self.groups):
+                if self.groups[name].state == PENDING:
+                    for host in event.hosts:
+                        self.groups[name].hosts.pop(host, None)
+                    if not self.groups[name].hosts:
+                        del self.groups[name]
+            return changed
         if kind == "wave-start" and event.wave:
             group = self._group(event.wave, event.hosts)
             group.state = DRAINING

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 
     from fleetspec.apply.rollout import ApplyEvent, ApplyResult
 
-_COLORS = {"error": "red", "wave-start": "bold", "wave-done": "green", "done": "bold green", "skipped": "yellow"}
+_COLORS = {"error": "red", "wave-start": "bold", "wave-done": "green", "done": "bold green", "skipped": "yellow", "held": "yellow"}
 _STATE_STYLE = {FAILED: "red", DONE: "green", STOPPED: "yellow", APPLYING: "cyan", VERIFYING: "cyan"}
 _RANK = {FAILED: 0, APPLYING: 1, VERIFYING: 2, DRAINING: 3, STOPPED: 4, PENDING: 5, DONE: 6}  # who shows first
 MAX_HOST_LINES = 20  # the live view's host lines at most (fewer on a short terminal)

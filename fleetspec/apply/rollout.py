@@ -24,11 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from fleetspec.apply.ansible import HostEvent, PlaybookResult
-from fleetspec.apply.control import ControlError, NodeControl
+from fleetspec.apply.control import APPLY_REASON_PREFIX, ControlError, NodeControl, foreign_drains
 from fleetspec.apply.hooks import run_with_hooks
 from fleetspec.compile.ir import Fleet
 from fleetspec.node_side.hostlist import compress
 from fleetspec.plan.model import Disruption, Plan, Wave
+from fleetspec.plan.planner import hold_back
 from fleetspec.plan.saved import SavedPlanError, check_plan_current
 from fleetspec.secrets import Redactor
 from fleetspec.state import StateBackend
@@ -38,8 +39,8 @@ from fleetspec.verify.compare import Status, VerifyReport
 
 @dataclass(frozen=True)
 class ApplyEvent:
-    kind: str  # plan | wave-start | drain | busy | hook | playbook | host | verify | resume | wave-done | converge
-    # | skipped | done | error
+    kind: str  # plan | held | wave-start | drain | busy | hook | playbook | host | verify | resume | wave-done
+    # | converge | skipped | done | error
     message: str
     wave: str | None = None
     hosts: tuple[str, ...] = ()
@@ -57,6 +58,9 @@ class ApplyEvent:
 Emit = Callable[[ApplyEvent], None]
 PlaybookRunner = Callable[..., PlaybookResult]  # (limit=..., extravars=..., on_event=...) -> result
 Verifier = Callable[[Fleet, list[str]], VerifyReport]
+# The node check's verdict on each of the hosts: {host: why it is not healthy} (sick, or no
+# verdict at all); {} when every one is healthy or degraded.
+HealthGate = Callable[[Fleet, list[str]], dict[str, str]]
 
 
 @dataclass
@@ -66,6 +70,7 @@ class Engines:
     slurm: NodeControl | None
     kubernetes: NodeControl | None
     all_hosts: Callable[[], list[str]]  # every host the inventory holds (nodes, controllers, db)
+    health: HealthGate | None = None  # with spec.health: a wave whose nodes come back unhealthy stops
 
 
 @dataclass(frozen=True)
@@ -114,12 +119,23 @@ def apply_plan(plan: Plan, store: StateBackend, engines: Engines, options: Apply
     fleet = plan.fleet
     reasons = _reasons(plan)
     controls = [_control_for(fleet, wave, engines) for wave in plan.waves]  # refuse before draining anything
+    try:
+        held = _held(plan, controls)
+    except ControlError as exc:
+        say("error", f"cannot read the nodes' drain state: {exc}; nothing was drained", ok=False)
+        return ApplyResult(False, f"cannot read the nodes' drain state: {exc}")
+    if held:
+        plan = hold_back(plan, held)
+        controls = [_control_for(fleet, wave, engines) for wave in plan.waves]
+        say("held", f"{len(held)} node(s) drained by someone else are left exactly as found (not drained again, "
+                    "not changed, not resumed; their changes stay pending): "
+                    + "; ".join(f"{h} ({why})" for h, why in sorted(held.items())), None, sorted(held), ok=False)
     done: list[str] = []
     for wave, control in zip(plan.waves, controls, strict=True):
         name = wave_name(wave)
         hosts = list(wave.hosts)
         say("wave-start", f"wave {name}: {len(hosts)} node(s), {wave.disruption.value}", name, hosts)
-        reason = f"fleetspec: {reasons.get(hosts[0], wave.disruption.value)}"
+        reason = f"{APPLY_REASON_PREFIX}{reasons.get(hosts[0], wave.disruption.value)}"
         try:
             control.drain(hosts, reason)
             say("drain", f"drained {', '.join(hosts)}: {reason}", name, hosts)
@@ -151,8 +167,23 @@ def apply_plan(plan: Plan, store: StateBackend, engines: Engines, options: Apply
             if drift:
                 return _stop(say, control, name, hosts, "verify failed: " + "; ".join(drift), done, redact)
             say("verify", f"{', '.join(hosts)} run the partition's tuple", name, hosts)
+        if engines.health is not None:
+            try:
+                sick = engines.health(fleet, hosts)
+            except Exception as exc:  # no verdict is a failed gate, never a pass
+                sick = {h: f"no verdict ({type(exc).__name__}: {exc})" for h in hosts}
+            if sick:
+                return _stop(say, control, name, hosts, "unhealthy after the wave: " + "; ".join(
+                    f"{h}: {why}" for h, why in sorted(sick.items())), done, redact)
+            say("verify", f"{', '.join(hosts)} passed the node health check", name, hosts)
         try:
-            control.resume(hosts)
+            taken = foreign_drains(control.states(hosts))  # drained by someone else during the wave
+            if taken:
+                say("held", f"wave {name}: not resuming " + "; ".join(f"{h} (drained by someone else "
+                            f"during the wave: {why})" for h, why in sorted(taken.items())), name, sorted(taken),
+                    ok=False)
+            if [h for h in hosts if h not in taken]:
+                control.resume([h for h in hosts if h not in taken])
         except ControlError as exc:
             return _stop(say, control, name, hosts, f"resume failed: {exc}", done, redact)
         store.record_wave(fleet, hosts, f"wave {name}: {wave.disruption.value}")
@@ -160,7 +191,7 @@ def apply_plan(plan: Plan, store: StateBackend, engines: Engines, options: Apply
         say("wave-done", f"wave {name} done; nodes resumed", name, hosts)
 
     waved = {h for w in plan.waves for h in w.hosts}
-    rest = sorted(set(engines.all_hosts()) - waved)
+    rest = sorted(set(engines.all_hosts()) - waved - set(held))  # a held node gets no playbook either
     converged: list[str] = []
     if rest:
         say("converge", f"converging {len(rest)} other host(s) (controllers, new nodes, configuration)", None, rest)
@@ -212,14 +243,30 @@ def _stop(say: Callable[..., None], control: NodeControl, name: str, hosts: list
           done: list[str], redact: Redactor) -> ApplyResult:
     """Stop the rollout: the wave's nodes stay drained, with the reason Slurm shows."""
     why = redact(why)
-    reason = f"fleetspec: {why}"[:250]
+    reason = f"{APPLY_REASON_PREFIX}{why}"[:250]
     try:
-        control.drain(hosts, reason)
+        try:  # a node someone else drained meanwhile keeps their reason
+            ours = [h for h in hosts if h not in foreign_drains(control.states(hosts))]
+        except ControlError:
+            ours = hosts
+        if ours:
+            control.drain(ours, reason)
     except ControlError as exc:
         why += f" (and setting the drain reason failed: {exc})"
     say("error", f"wave {name} stopped: {why}. Its nodes stay drained; the rest of the fleet keeps serving. "
                  "Fix the cause, then run apply again", name, hosts, ok=False)
     return ApplyResult(False, f"wave {name} failed: {why}", tuple(done), name, tuple(hosts))
+
+
+def _held(plan: Plan, controls: Sequence[NodeControl]) -> dict[str, str]:
+    """The waves' nodes that someone else drained: {node: their reason, as found}."""
+    hosts: dict[int, tuple[NodeControl, list[str]]] = {}
+    for wave, control in zip(plan.waves, controls, strict=True):
+        hosts.setdefault(id(control), (control, []))[1].extend(wave.hosts)
+    held: dict[str, str] = {}
+    for control, names in hosts.values():
+        held.update(foreign_drains(control.states(names)))
+    return held
 
 
 def _host_event(say: Callable[..., None], redact: Redactor, wave: str | None, event: HostEvent) -> None:

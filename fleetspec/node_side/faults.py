@@ -57,9 +57,13 @@ class FaultClass(NamedTuple):
 
 FAULT_CLASSES = (
     FaultClass("xid-application", "device", "none",
-               "Xid 13, 31, 43, 45, 68, 109: an application fault (bad kernel, bad address, stopped "
-               "channel); the catalog's action is to restart the application, and NVIDIA's device "
-               "plugin does not mark the GPU unhealthy for these", XID_CATALOG + " ; " + DEVICE_PLUGIN_HEALTH),
+               "an Xid whose catalog immediate action is RESTART_APP (or WORKFLOW_XID_45): an "
+               "application fault (bad kernel, bad address, an engine exception); restart the "
+               "application, and NVIDIA's device plugin does not mark the GPU unhealthy for these",
+               XID_CATALOG + " ; " + DEVICE_PLUGIN_HEALTH),
+    FaultClass("xid-informational", "device", "none",
+               "an Xid whose catalog immediate action is IGNORE (a driver notice, a corrected C2C "
+               "error, a retirement event the driver handled): reported", XID_CATALOG),
     FaultClass("ecc-contained", "device", "none",
                "Xid 94: a contained uncorrectable ECC error; only the application that touched the "
                "memory is affected (restart it); the row remap it triggers is its own class",
@@ -85,13 +89,17 @@ FAULT_CLASSES = (
                "device is gone from PCIe; a reboot (or cold power cycle) is needed to get it back",
                XID_CATALOG),
     FaultClass("gpu-reset-required", "device", "quarantine-device",
-               "Xid 154 with recovery action 'GPU Reset Required' (or Xid 119/120 GSP timeouts and "
-               "errors, which the catalog resolves by resetting the GPU)", XID_CATALOG + " ; " + NVML_RECOVERY),
+               "Xid 154 with recovery action 'GPU Reset Required', or an Xid whose catalog immediate "
+               "action is RESET_GPU (among them 109 context-switch timeout, 119/120 GSP, 140 "
+               "unrecovered ECC, 143 GPU initialization, 158 GPU fatal timeout), or the GB200 NVLink 5 "
+               "family 144-150 (WORKFLOW_NVLINK5_ERR: RESET_GPU for its fatal units; the per-unit decode "
+               "is not done, so each drains)", XID_CATALOG + " ; " + NVML_RECOVERY),
     FaultClass("node-reboot-required", "node", "drain-reboot",
-               "Xid 154 with recovery action 'Node Reboot Required' or 'Drain and Reset'", NVML_RECOVERY),
+               "Xid 154 with recovery action 'Node Reboot Required' or 'Drain and Reset', or an Xid "
+               "whose catalog immediate action is RESTART_BM", NVML_RECOVERY + " ; " + XID_CATALOG),
     FaultClass("nvlink-error", "node", "drain-reboot",
-               "Xid 74: an NVLink error; a broken link slows or hangs every collective on the node, "
-               "and the GPUs must be reset together", XID_CATALOG),
+               "Xid 74 (catalog: WORKFLOW_NVLINK_ERR): an NVLink error; a broken link slows or hangs "
+               "every collective on the node, and the GPUs must be reset together", XID_CATALOG),
     FaultClass("nvswitch-fatal", "node", "drain-reboot",
                "SXid marked Fatal from an NVSwitch: the fabric needs a reset (Fabric Manager "
                "guide: fatal SXids need the GPUs and switches reset)", FABRIC_MANAGER),
@@ -107,6 +115,11 @@ FAULT_CLASSES = (
     FaultClass("ib-port-down", "node", "drain",
                "an InfiniBand port not ACTIVE / LinkUp: the node cannot take part in multi-node "
                "collectives", IB_SYSFS + " ; " + NHC_IB),
+    FaultClass("flapping", "node", "drain",
+               "a counter-based fault (InfiniBand link errors, NVLink replay/recovery errors) came back "
+               "FLAP_LIMIT times within FLAP_WINDOW_S after clearing: the node stays drained until it "
+               "reboots or an operator runs the check with --clear (each fault also clears only after "
+               "CLEAR_AFTER clean checks in a row)", NHC_IB + " ; " + DCGM_HEALTH_NVLINK),
     FaultClass("ib-link-errors", "node", "drain",
                "an InfiniBand port's link_downed or link_error_recovery counter rose since the last "
                "check: a flapping link", IB_SYSFS),
@@ -140,33 +153,227 @@ FAULT_CLASSES = (
     FaultClass("dcgm-diag-monitor", "device", "none",
                "dcgmi diag: a failed or warning test whose severity is monitor, triage, config or "
                "unknown: the GPU can run work; reported", DCGM_DIAG + " ; " + DCGM_ERRORS),
-    FaultClass("xid-unknown", "device", "none",
-               "an Xid this catalog does not know: reported with its number and text, never "
-               "silently ignored; set an action for it once it is understood", XID_CATALOG),
+    FaultClass("xid-unknown", "device", "drain",
+               "an Xid without a class: not in the catalog, or its immediate action is CONTACT_SUPPORT "
+               "(every unused code), CHECK_MECHANICALS, UPDATE_SWFW, RESTART_VM, CHECK_UVM or none: the "
+               "node is drained, never silently reported; the policy may lower it "
+               "(actions: {xid-unknown: none})", XID_CATALOG),
 )
 
 FAULTS = {f.id: f for f in FAULT_CLASSES}  # type: Dict[str, FaultClass]
 
-# Xid number -> fault class (NVIDIA Xid catalog, Ampere and later; 63/64 also mean page
-# retirement on Volta and older, where nvidia-smi's retired_pages section tells it).
+# NVIDIA's Xid catalog (Ampere and later), as sourced data: Xid -> (mnemonic, the catalog's
+# "Resolution Bucket (Immediate Action)"; "" where the row names none). Source: XID_CATALOG,
+# table "Xids" (Xid 1-171, read from a copy of the page that names it as its source,
+# retrieved XID_CATALOG_RETRIEVED). The buckets: RESTART_APP, IGNORE, RESET_GPU, RESTART_BM,
+# CONTACT_SUPPORT (every "Unused" code), WORKFLOW_* (a named workflow), XID_154 and others.
+XID_CATALOG_RETRIEVED = "2026-12-01"
+XID_CATALOG_ROWS = {
+    1: ("ROBUST_CHANNEL_FIFO_ERROR_FIFO_METHOD", "CONTACT_SUPPORT"),
+    2: ("ROBUST_CHANNEL_FIFO_ERROR_SW_METHOD", "CONTACT_SUPPORT"),
+    3: ("ROBUST_CHANNEL_FIFO_ERROR_UNK_METHOD", "CONTACT_SUPPORT"),
+    4: ("ROBUST_CHANNEL_FIFO_ERROR_CHANNEL_BUSY", "CONTACT_SUPPORT"),
+    5: ("ROBUST_CHANNEL_FIFO_ERROR_RUNOUT_OVERFLOW", "CONTACT_SUPPORT"),
+    6: ("ROBUST_CHANNEL_FIFO_ERROR_PARSE_ERR", "CONTACT_SUPPORT"),
+    7: ("ROBUST_CHANNEL_FIFO_ERROR_PTE_ERR", "CONTACT_SUPPORT"),
+    8: ("ROBUST_CHANNEL_FIFO_ERROR_IDLE_TIMEOUT", "RESTART_APP"),
+    9: ("ROBUST_CHANNEL_GR_ERROR_INSTANCE", "CONTACT_SUPPORT"),
+    10: ("ROBUST_CHANNEL_GR_ERROR_SINGLE_STEP", "CONTACT_SUPPORT"),
+    11: ("ROBUST_CHANNEL_GR_ERROR_MISSING_HW", "RESTART_APP"),
+    12: ("ROBUST_CHANNEL_GR_ERROR_SW_METHOD", "CONTACT_SUPPORT"),
+    13: ("ROBUST_CHANNEL_GR_EXCEPTION", "RESTART_APP"),
+    14: ("ROBUST_CHANNEL_FAKE_ERROR", "IGNORE"),
+    15: ("ROBUST_CHANNEL_SCANLINE_TIMEOUT", "CONTACT_SUPPORT"),
+    16: ("ROBUST_CHANNEL_VBLANK_CALLBACK_TIMEOUT", "CONTACT_SUPPORT"),
+    17: ("ROBUST_CHANNEL_PARAMETER_ERROR", "CONTACT_SUPPORT"),
+    18: ("ROBUST_CHANNEL_BUS_MASTER_TIMEOUT_ERROR", "CONTACT_SUPPORT"),
+    19: ("ROBUST_CHANNEL_DISP_MISSED_NOTIFIER", "CONTACT_SUPPORT"),
+    20: ("ROBUST_CHANNEL_MPEG_ERROR_SW_METHOD", "CONTACT_SUPPORT"),
+    21: ("ROBUST_CHANNEL_ME_ERROR_SW_METHOD", "CONTACT_SUPPORT"),
+    22: ("ROBUST_CHANNEL_VP_ERROR_SW_METHOD", "CONTACT_SUPPORT"),
+    23: ("ROBUST_CHANNEL_RC_LOGGING_ENABLED", "CONTACT_SUPPORT"),
+    24: ("ROBUST_CHANNEL_GR_SEMAPHORE_TIMEOUT", "CONTACT_SUPPORT"),
+    25: ("ROBUST_CHANNEL_GR_ILLEGAL_NOTIFY", "RESTART_APP"),
+    26: ("ROBUST_CHANNEL_FIFO_ERROR_FBISTATE_TIMEOUT", "CONTACT_SUPPORT"),
+    27: ("ROBUST_CHANNEL_VP_ERROR", "CONTACT_SUPPORT"),
+    28: ("ROBUST_CHANNEL_VP2_ERROR", "CONTACT_SUPPORT"),
+    29: ("ROBUST_CHANNEL_BSP_ERROR", "CONTACT_SUPPORT"),
+    30: ("ROBUST_CHANNEL_BAD_ADDR_ACCESS", "CONTACT_SUPPORT"),
+    31: ("ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT", "RESTART_APP"),
+    32: ("ROBUST_CHANNEL_PBDMA_ERROR", "RESTART_APP"),
+    33: ("ROBUST_CHANNEL_SEC_ERROR", "CONTACT_SUPPORT"),
+    34: ("ROBUST_CHANNEL_MSVLD_ERROR", "CONTACT_SUPPORT"),
+    35: ("ROBUST_CHANNEL_MSPDEC_ERROR", "CONTACT_SUPPORT"),
+    36: ("ROBUST_CHANNEL_MSPPP_ERROR", "CONTACT_SUPPORT"),
+    37: ("ROBUST_CHANNEL_FECS_ERR_UNIMP_FIRMWARE_METHOD", "IGNORE"),
+    38: ("ROBUST_CHANNEL_FECS_ERR_WATCHDOG_TIMEOUT", "IGNORE"),
+    39: ("ROBUST_CHANNEL_CE0_ERROR", "RESTART_APP"),
+    40: ("ROBUST_CHANNEL_CE1_ERROR", "RESTART_APP"),
+    41: ("ROBUST_CHANNEL_CE2_ERROR", "RESTART_APP"),
+    42: ("ROBUST_CHANNEL_VIC_ERROR", "CONTACT_SUPPORT"),
+    43: ("ROBUST_CHANNEL_RESETCHANNEL_VERIF_ERROR", "IGNORE"),
+    44: ("ROBUST_CHANNEL_GR_FAULT_DURING_CTXSW", "IGNORE"),
+    45: ("ROBUST_CHANNEL_PREEMPTIVE_REMOVAL", "WORKFLOW_XID_45"),
+    46: ("ROBUST_CHANNEL_GPU_TIMEOUT_ERROR", "RESET_GPU"),
+    47: ("ROBUST_CHANNEL_NVENC0_ERROR", "CONTACT_SUPPORT"),
+    48: ("ROBUST_CHANNEL_GPU_ECC_DBE", "WORKFLOW_XID_48"),
+    49: ("SILENT_RUNNING_CONSTANT_LEVEL_SET_BY_REGISTRY", "CONTACT_SUPPORT"),
+    50: ("SILENT_RUNNING_LEVEL_TRANSITION_DUE_TO_RC_ERROR", "CONTACT_SUPPORT"),
+    51: ("SILENT_RUNNING_STRESS_TEST_FAILURE", "CONTACT_SUPPORT"),
+    52: ("SILENT_RUNNING_LEVEL_TRANS_DUE_TO_TEMP_RISE", "CONTACT_SUPPORT"),
+    53: ("SILENT_RUNNING_TEMP_REDUCED_CLOCKING", "CONTACT_SUPPORT"),
+    54: ("SILENT_RUNNING_PWR_REDUCED_CLOCKING", "CHECK_MECHANICALS"),
+    55: ("SILENT_RUNNING_TEMPERATURE_READ_ERROR", "CONTACT_SUPPORT"),
+    56: ("DISPLAY_CHANNEL_EXCEPTION", "CONTACT_SUPPORT"),
+    57: ("FB_LINK_TRAINING_FAILURE_ERROR", "CONTACT_SUPPORT"),
+    58: ("FB_MEMORY_ERROR", "CONTACT_SUPPORT"),
+    59: ("PMU_ERROR", "CONTACT_SUPPORT"),
+    60: ("ROBUST_CHANNEL_SEC2_ERROR", "RESTART_APP"),
+    61: ("PMU_BREAKPOINT", "CONTACT_SUPPORT"),
+    62: ("PMU_HALT_ERROR", "RESET_GPU"),
+    63: ("INFOROM_DRAM_RETIREMENT_EVENT", "IGNORE"),
+    64: ("INFOROM_DRAM_RETIREMENT_FAILURE", "RESET_GPU"),
+    65: ("ROBUST_CHANNEL_NVENC1_ERROR", "CONTACT_SUPPORT"),
+    66: ("ROBUST_CHANNEL_FECS_ERR_REG_ACCESS_VIOLATION", "IGNORE"),
+    67: ("ROBUST_CHANNEL_FECS_ERR_VERIF_VIOLATION", "IGNORE"),
+    68: ("ROBUST_CHANNEL_NVDEC0_ERROR", "RESTART_APP"),
+    69: ("ROBUST_CHANNEL_GR_CLASS_ERROR", "RESTART_APP"),
+    70: ("ROBUST_CHANNEL_CE3_ERROR", "RESTART_APP"),
+    71: ("ROBUST_CHANNEL_CE4_ERROR", "RESTART_APP"),
+    72: ("ROBUST_CHANNEL_CE5_ERROR", "RESTART_APP"),
+    73: ("ROBUST_CHANNEL_NVENC2_ERROR", "CONTACT_SUPPORT"),
+    74: ("NVLINK_ERROR", "WORKFLOW_NVLINK_ERR"),
+    75: ("ROBUST_CHANNEL_CE6_ERROR", "RESTART_APP"),
+    76: ("ROBUST_CHANNEL_CE7_ERROR", "RESTART_APP"),
+    77: ("ROBUST_CHANNEL_CE8_ERROR", "RESTART_APP"),
+    78: ("VGPU_START_ERROR", "UPDATE_SWFW"),
+    79: ("ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS", "RESTART_BM"),
+    80: ("PBDMA_PUSHBUFFER_CRC_MISMATCH", "RESTART_APP"),
+    81: ("ROBUST_CHANNEL_VGA_SUBSYSTEM_ERROR", "CONTACT_SUPPORT"),
+    82: ("ROBUST_CHANNEL_NVJPG0_ERROR", "RESTART_APP"),
+    83: ("ROBUST_CHANNEL_NVDEC1_ERROR", "RESTART_APP"),
+    84: ("ROBUST_CHANNEL_NVDEC2_ERROR", "RESTART_APP"),
+    85: ("ROBUST_CHANNEL_CE9_ERROR", "RESTART_APP"),
+    86: ("ROBUST_CHANNEL_OFA0_ERROR", "RESTART_APP"),
+    87: ("NVTELEMETRY_DRIVER_REPORT", "CONTACT_SUPPORT"),
+    88: ("ROBUST_CHANNEL_NVDEC3_ERROR", "RESTART_APP"),
+    89: ("ROBUST_CHANNEL_NVDEC4_ERROR", "RESTART_APP"),
+    90: ("LTC_ERROR", "CONTACT_SUPPORT"),
+    91: ("RESERVED_XID", "CONTACT_SUPPORT"),
+    92: ("EXCESSIVE_SBE_INTERRUPTS", "IGNORE"),
+    93: ("INFOROM_ERASE_LIMIT_EXCEEDED", "IGNORE"),
+    94: ("ROBUST_CHANNEL_CONTAINED_ERROR", "RESTART_APP"),
+    95: ("ROBUST_CHANNEL_UNCONTAINED_ERROR", "RESET_GPU"),
+    96: ("ROBUST_CHANNEL_NVDEC5_ERROR", "RESTART_APP"),
+    97: ("ROBUST_CHANNEL_NVDEC6_ERROR", "RESTART_APP"),
+    98: ("ROBUST_CHANNEL_NVDEC7_ERROR", "RESTART_APP"),
+    99: ("ROBUST_CHANNEL_NVJPG1_ERROR", "RESTART_APP"),
+    100: ("ROBUST_CHANNEL_NVJPG2_ERROR", "RESTART_APP"),
+    101: ("ROBUST_CHANNEL_NVJPG3_ERROR", "RESTART_APP"),
+    102: ("ROBUST_CHANNEL_NVJPG4_ERROR", "RESTART_APP"),
+    103: ("ROBUST_CHANNEL_NVJPG5_ERROR", "RESTART_APP"),
+    104: ("ROBUST_CHANNEL_NVJPG6_ERROR", "RESTART_APP"),
+    105: ("ROBUST_CHANNEL_NVJPG7_ERROR", "RESTART_APP"),
+    106: ("SMBPBI_TEST_MESSAGE", "IGNORE"),
+    107: ("SMBPBI_TEST_MESSAGE_SILENT", "IGNORE"),
+    108: ("NVLINK_REMOTE_TRANSLATION_ERROR", "IGNORE"),
+    109: ("ROBUST_CHANNEL_CTXSW_TIMEOUT_ERROR", "RESET_GPU"),
+    110: ("SEC_FAULT_ERROR", "RESET_GPU"),
+    111: ("BUNDLE_ERROR_EVENT", "CONTACT_SUPPORT"),
+    112: ("DISP_SUPERVISOR_ERROR", "CONTACT_SUPPORT"),
+    113: ("DP_LT_FAILURE", "CONTACT_SUPPORT"),
+    114: ("HEAD_RG_UNDERFLOW", "CONTACT_SUPPORT"),
+    115: ("CORE_CHANNEL_REGS", "CONTACT_SUPPORT"),
+    116: ("WINDOW_CHANNEL_REGS", "CONTACT_SUPPORT"),
+    117: ("CURSOR_CHANNEL_REGS", "CONTACT_SUPPORT"),
+    118: ("HEAD_REGS", "CONTACT_SUPPORT"),
+    119: ("GSP_RPC_TIMEOUT", "RESET_GPU"),
+    120: ("GSP_ERROR", "RESET_GPU"),
+    121: ("C2C_ERROR", "IGNORE"),
+    122: ("SPI_PMU_RPC_READ_FAIL", "CONTACT_SUPPORT"),
+    123: ("SPI_PMU_RPC_WRITE_FAIL", "CONTACT_SUPPORT"),
+    124: ("SPI_PMU_RPC_ERASE_FAIL", "CONTACT_SUPPORT"),
+    125: ("INFOROM_FS_ERROR", "CONTACT_SUPPORT"),
+    126: ("ROBUST_CHANNEL_CE10_ERROR", "RESTART_APP"),
+    127: ("ROBUST_CHANNEL_CE11_ERROR", "RESTART_APP"),
+    128: ("ROBUST_CHANNEL_CE12_ERROR", "RESTART_APP"),
+    129: ("ROBUST_CHANNEL_CE13_ERROR", "RESTART_APP"),
+    130: ("ROBUST_CHANNEL_CE14_ERROR", "RESTART_APP"),
+    131: ("ROBUST_CHANNEL_CE15_ERROR", "RESTART_APP"),
+    132: ("ROBUST_CHANNEL_CE16_ERROR", "RESTART_APP"),
+    133: ("ROBUST_CHANNEL_CE17_ERROR", "RESTART_APP"),
+    134: ("ROBUST_CHANNEL_CE18_ERROR", "RESTART_APP"),
+    135: ("ROBUST_CHANNEL_CE19_ERROR", "RESTART_APP"),
+    136: ("ALI_TRAINING_FAIL", "RESET_GPU"),
+    137: ("NVLINK_PRIV_ERR", "IGNORE"),
+    138: ("ROBUST_CHANNEL_DLA_ERROR", "CONTACT_SUPPORT"),
+    139: ("ROBUST_CHANNEL_OFA1_ERROR", "RESTART_APP"),
+    140: ("UNRECOVERABLE_ECC_ERROR_ESCAPE", "RESET_GPU"),
+    141: ("ROBUST_CHANNEL_FAST_PATH_ERROR", "IGNORE"),
+    142: ("ROBUST_CHANNEL_NVENC3_ERROR", "CONTACT_SUPPORT"),
+    143: ("GPU_INIT_ERROR", "RESET_GPU"),
+    144: ("NVLINK_SAW_ERROR", "WORKFLOW_NVLINK5_ERR"),
+    145: ("NVLINK_RLW_ERROR", "WORKFLOW_NVLINK5_ERR"),
+    146: ("NVLINK_TLW_ERROR", "WORKFLOW_NVLINK5_ERR"),
+    147: ("NVLINK_TREX_ERROR", "WORKFLOW_NVLINK5_ERR"),
+    148: ("NVLINK_NVLPW_CTRL_ERROR", "WORKFLOW_NVLINK5_ERR"),
+    149: ("NVLINK_NETIR_ERROR", "WORKFLOW_NVLINK5_ERR"),
+    150: ("NVLINK_MSE_ERROR", "WORKFLOW_NVLINK5_ERR"),
+    151: ("ROBUST_CHANNEL_KEY_ROTATION_ERROR", "RESTART_VM"),
+    152: ("ROBUST_CHANNEL_DLA_SMMU_ERROR", "IGNORE"),
+    153: ("ROBUST_CHANNEL_DLA_TIMEOUT", "IGNORE"),
+    154: ("GPU_RECOVERY_ACTION_CHANGED", "XID_154"),
+    155: ("NVLINK_SW_DEFINED_ERROR", "RESET_GPU"),
+    156: ("RESOURCE_RETIREMENT_EVENT", "RESET_GPU"),
+    157: ("RESOURCE_RETIREMENT_FAILURE", "IGNORE"),
+    158: ("GPU_FATAL_TIMEOUT", "RESET_GPU"),
+    159: ("ROBUST_CHANNEL_CHI_NON_DATA_ERROR", "CHECK_UVM"),
+    160: ("CHANNEL_RETIREMENT_EVENT", "IGNORE"),
+    161: ("CHANNEL_RETIREMENT_FAILURE", "IGNORE"),
+    162: ("PSHC_REENGAGED", ""),
+    163: ("PSHC_DISENGAGED", ""),
+    164: ("PSHC_LOW_LIFETIME", ""),
+    165: ("PSHC_ZERO_LIFETIME", ""),
+    166: ("NVLINK_SECURE_CRYPTO_ERR", ""),
+    167: ("PCIE_FATAL_TIMEOUT", ""),
+    168: ("REDUCED_GPU_MEMORY_CAPACITY", ""),
+    169: ("SEC2_HALT_ERROR", ""),
+    170: ("NVLINK_SECURE_OTHER", ""),
+    171: ("UNCORRECTABLE_DRAM_ERROR", ""),
+}  # type: Dict[int, Tuple[str, str]]
+
+# The immediate-action buckets and the class each gives. Any other bucket (CONTACT_SUPPORT,
+# CHECK_MECHANICALS, UPDATE_SWFW, RESTART_VM, CHECK_UVM, none named) and any Xid the catalog
+# does not list have no class: xid-unknown, which drains unless the policy lowers it.
+XID_BUCKET_CLASSES = {
+    "RESTART_APP": "xid-application",
+    "WORKFLOW_XID_45": "xid-application",
+    "IGNORE": "xid-informational",
+    "RESET_GPU": "gpu-reset-required",
+    "RESTART_BM": "node-reboot-required",
+    "WORKFLOW_NVLINK_ERR": "nvlink-error",
+    # NVLink 5 (GB200, 144-150): the catalog's per-unit table (IntrInfo, error status) gives
+    # RESET_GPU for the fatal ones and IGNORE for the others; that decode is not done here,
+    # so every one takes the strongest: a GPU reset.
+    "WORKFLOW_NVLINK5_ERR": "gpu-reset-required",
+    "WORKFLOW_XID_48": "ecc-uncorrectable",
+}  # type: Dict[str, str]
+
+# Xid number -> fault class: the catalog rows' buckets, then the more specific classes the
+# pages named beside each class give (63/64 also mean page retirement on Volta and older,
+# where nvidia-smi's retired_pages section tells it). Xid 154 is read by its recovery action.
 XID_CLASSES = {
-    13: "xid-application",  # Graphics Engine Exception
-    31: "xid-application",  # GPU memory page fault
-    43: "xid-application",  # GPU stopped processing (reset channel verification)
-    45: "xid-application",  # Preemptive cleanup, due to previous errors
-    68: "xid-application",  # NVDEC0 exception
-    109: "xid-application",  # Context switch timeout
-    48: "ecc-uncorrectable",  # DBE
-    63: "row-remap-pending",  # ECC page retirement or row remapping recording event
-    64: "row-remap-failure",  # ECC page retirement or row remapper recording failure
-    74: "nvlink-error",
-    79: "gpu-lost",  # GPU has fallen off the bus
-    92: "ecc-correctable-rate",  # High single-bit ECC error rate
-    94: "ecc-contained",  # Contained ECC error
-    95: "ecc-uncorrectable",  # Uncontained ECC error
-    119: "gpu-reset-required",  # GSP RPC timeout
-    120: "gpu-reset-required",  # GSP error
+    xid: XID_BUCKET_CLASSES[bucket] for xid, (_, bucket) in XID_CATALOG_ROWS.items() if bucket in XID_BUCKET_CLASSES
 }  # type: Dict[int, str]
+XID_CLASSES.update({
+    48: "ecc-uncorrectable",  # DBE (WORKFLOW_XID_48)
+    63: "row-remap-pending",  # row remapping event (catalog: IGNORE; the memory-error guide: reset to activate)
+    64: "row-remap-failure",  # row remapping failure (catalog: RESET_GPU; the memory-error guide: replace)
+    79: "gpu-lost",  # GPU has fallen off the bus (RESTART_BM)
+    92: "ecc-correctable-rate",  # High single-bit ECC error rate (IGNORE)
+    94: "ecc-contained",  # Contained ECC error (RESTART_APP)
+    95: "ecc-uncorrectable",  # Uncontained ECC error (RESET_GPU)
+})
 
 # Xid 154 carries the driver's recovery action (nvmlDeviceGpuRecoveryAction_t).
 RECOVERY_ACTIONS = (
@@ -178,7 +385,7 @@ RECOVERY_ACTIONS = (
 
 # Which checks produce which classes: ``spec.health.checks`` switches them on and off.
 CHECKS = {
-    "kernel-log": ("xid-application", "ecc-contained", "ecc-correctable-rate", "ecc-uncorrectable",
+    "kernel-log": ("xid-application", "xid-informational", "ecc-contained", "ecc-correctable-rate", "ecc-uncorrectable",
                    "row-remap-pending", "row-remap-failure", "gpu-lost", "gpu-reset-required",
                    "node-reboot-required", "nvlink-error", "nvswitch-fatal", "nvswitch-nonfatal",
                    "xid-unknown"),
@@ -186,8 +393,8 @@ CHECKS = {
     "gpu-count": ("gpu-lost", "probe-failed"),
     "fabric": ("fabric-unhealthy",),
     "pcie": ("pcie-degraded",),
-    "infiniband": ("ib-port-down", "ib-link-errors"),
-    "nvlink": ("nvlink-down", "nvlink-link-errors", "nvlink-crc-errors", "nvlink-link-recovered"),
+    "infiniband": ("ib-port-down", "ib-link-errors", "flapping"),
+    "nvlink": ("nvlink-down", "nvlink-link-errors", "flapping", "nvlink-crc-errors", "nvlink-link-recovered"),
     "dcgm": ("dcgm-diag-isolate", "dcgm-diag-reset", "dcgm-diag-monitor"),
 }  # type: Dict[str, Tuple[str, ...]]
 
@@ -208,6 +415,16 @@ DCGM_SEVERITY_CLASS = {2: "dcgm-diag-isolate", 6: "dcgm-diag-reset"}  # type: Di
 # dcgmi diag run time grows with the level (DCGM user guide: r1 seconds, r2 about two
 # minutes, r3 about 30 minutes, r4 one to two hours): the check's timeout per level.
 DCGM_TIMEOUT_S = {1: 300, 2: 900, 3: 3600, 4: 10800}  # type: Dict[int, int]
+
+
+# Hysteresis for faults judged by a counter's rise between two checks (a flapping link rises,
+# then is quiet for one interval): such a fault clears only after CLEAR_AFTER clean checks in a
+# row, and one that comes back FLAP_LIMIT times within FLAP_WINDOW_S is ``flapping`` (latched
+# until a reboot or --clear). The policy may set ``clear_after``, ``flap_limit``, ``flap_window_s``.
+COUNTER_CLASSES = ("ib-link-errors", "nvlink-link-errors")
+CLEAR_AFTER = 3
+FLAP_LIMIT = 3
+FLAP_WINDOW_S = 6 * 3600
 
 
 def default_actions() -> Dict[str, str]:

@@ -31,9 +31,11 @@ reads as NonOK and the remediator acts on).
 
 import argparse
 import errno
+import fcntl
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -60,13 +62,33 @@ from fleetspec.node_side.classify import (
     reason,
     verdict,
 )
-from fleetspec.node_side.collector import Host, nvidia_smi_command, parse_infiniband_sysfs
+from fleetspec.node_side.collector import CommandResult, Host, nvidia_smi_command, parse_infiniband_sysfs
 from fleetspec.node_side.contract import NPD_MAX_OUTPUT
-from fleetspec.node_side.faults import CHECKS, DCGM_TIMEOUT_S
+from fleetspec.node_side.faults import (
+    CHECKS,
+    CLEAR_AFTER,
+    COUNTER_CLASSES,
+    DCGM_TIMEOUT_S,
+    FLAP_LIMIT,
+    FLAP_WINDOW_S,
+)
 from fleetspec.node_side.hostlist import expand
 
 LEADER = "fleetspec-health:"
 STATE_FILE = "/var/lib/fleetspec/health/state.json"
+LOCK_FILE = "/var/lib/fleetspec/health/check.lock"
+# One deadline for the whole check, tools and scontrol together. slurmd kills a
+# HealthCheckProgram that runs past 60 s (slurm.conf(5), HealthCheckProgram; slurmd's
+# run_script max_wait), and node-problem-detector kills a custom plugin at its timeout (60 s
+# in the rendered config) and reports Unknown, on which nothing acts: a check killed there
+# never drains. So the GPU tools get what is left of DEADLINE_S less SLURM_RESERVE_S, and
+# each scontrol call SCONTROL_TIMEOUT_S: 45 s at most, well inside 60.
+DEADLINE_S = 45.0
+SCONTROL_TIMEOUT_S = 7.0
+SLURM_RESERVE_S = 2 * SCONTROL_TIMEOUT_S + 1
+# DCGM diagnostic levels 2-4 load the GPUs for minutes to hours (DCGM_TIMEOUT_S): never in
+# the periodic check; ``--dcgm-level N`` runs them from a prolog/epilog or a separate timer.
+PERIODIC_DCGM_LEVEL = 1
 KMSG = "/dev/kmsg"
 IB_COUNTERS = ("link_downed", "link_error_recovery", "symbol_error", "port_rcv_errors")
 
@@ -100,6 +122,76 @@ def expectation(config: Dict[str, Any], node: str) -> Dict[str, Any]:
 def node_name(explicit: Optional[str]) -> str:
     # slurmd sets SLURMD_NODENAME for HealthCheckProgram (several slurmd may share a host).
     return explicit or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+
+
+# ---------------------------------------------------------------- bounded commands
+
+
+class BoundedHost(Host):
+    """The node, with every command bounded by one deadline for the whole check; a tool
+    that timed out once is not called again in this run (a wedged GPU hangs each call of
+    nvidia-smi: three 30 s calls outlive slurmd's 60 s kill). ``hung``: {tool: seconds it
+    was given}; ``budget_s``: seconds the commands may take in all (``None``: no deadline)."""
+
+    def __init__(self, root: str = "/", budget_s: Optional[float] = None) -> None:
+        Host.__init__(self, root)
+        self.end = None if budget_s is None else time.monotonic() + budget_s
+        self.hung = {}  # type: Dict[str, float]
+
+    def left(self) -> Optional[float]:
+        return None if self.end is None else self.end - time.monotonic()
+
+    def run(self, argv: List[str], timeout: float = 30) -> CommandResult:
+        tool = os.path.basename(argv[0])
+        if tool in self.hung:
+            return CommandResult("skipped", rc=-1, stderr="%s timed out earlier in this run: not called again" % tool)
+        left = self.left()
+        if left is not None and left < 1:
+            return CommandResult("skipped", rc=-1, stderr="no time left within the check's %g s deadline" % DEADLINE_S)
+        limit = timeout if left is None else min(timeout, left)
+        if not self.commands:
+            return CommandResult("disabled")
+        path = argv[0] if "/" in argv[0] else self.which(argv[0])
+        if path is None or not os.path.exists(path):
+            return CommandResult("missing")
+        result = run_bounded([path] + list(argv[1:]), limit)
+        if result.state == "timeout":
+            self.hung[tool] = limit
+        return result
+
+
+def run_bounded(argv: List[str], timeout: float) -> CommandResult:
+    """Run ``argv`` in its own process group; at ``timeout`` kill the group and return
+    without waiting for a child that cannot die (a process in uninterruptible sleep on a
+    wedged GPU ignores SIGKILL until the driver lets go)."""
+    env = dict(os.environ, LC_ALL="C", LANG="C")
+    try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                env=env, start_new_session=True)
+    except OSError as exc:
+        return CommandResult("failed", rc=-1, stderr=str(exc))
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        try:
+            proc.communicate(timeout=1)
+        except subprocess.TimeoutExpired:
+            pass  # left behind: the check must end in time, not wait for it
+        return CommandResult("timeout", rc=-1, stderr="did not finish within %.0f s (killed)" % timeout)
+    stdout = out.decode("utf-8", "replace")
+    stderr = err.decode("utf-8", "replace")
+    return CommandResult("ok" if proc.returncode == 0 else "failed", proc.returncode, stdout, stderr)
+
+
+def hung_tool_faults(host: Host) -> List[Fault]:
+    """One ``probe-failed`` fault per tool that timed out: a hung GPU tool is a sick GPU."""
+    return [{"class": "probe-failed", "scope": "node", "device": tool,
+             "detail": "hung: no answer within %.0f s (killed, not called again this run)" % seconds,
+             "source": tool} for tool, seconds in sorted(getattr(host, "hung", {}).items())]
 
 
 # ---------------------------------------------------------------- reading the node
@@ -164,10 +256,10 @@ def gpu_faults(host: Host, expect: Dict[str, Any], errors: List[str],
             if want and len(gpus) < want:
                 faults.append({"class": "gpu-lost", "scope": "node", "device": "node",
                                "detail": "nvidia-smi lists %d of %d GPUs" % (len(gpus), want), "source": "nvidia-smi"})
-        elif vendor == "nvidia":
+        elif vendor == "nvidia" and result.state not in ("timeout", "skipped"):
             faults.append({"class": "probe-failed", "scope": "node", "device": "nvidia-smi",
                            "detail": result.describe(argv)[:150], "source": "nvidia-smi"})
-        elif result.state in ("failed", "timeout"):
+        elif result.state == "failed":
             errors.append(result.describe(argv)[:200])
     if vendor in ("amd", None):
         argv = ["amd-smi", "metric", "--ecc", "--json"]
@@ -178,10 +270,10 @@ def gpu_faults(host: Host, expect: Dict[str, Any], errors: List[str],
             if want and len(gpus) < want:
                 faults.append({"class": "gpu-lost", "scope": "node", "device": "node",
                                "detail": "amd-smi lists %d of %d GPUs" % (len(gpus), want), "source": "amd-smi"})
-        elif vendor == "amd":
+        elif vendor == "amd" and result.state not in ("timeout", "skipped"):
             faults.append({"class": "probe-failed", "scope": "node", "device": "amd-smi",
                            "detail": result.describe(argv)[:150], "source": "amd-smi"})
-        elif result.state in ("failed", "timeout"):
+        elif result.state == "failed":
             errors.append(result.describe(argv)[:200])
     return faults
 
@@ -195,7 +287,8 @@ def dcgm_faults(host: Host, level: int, errors: List[str]) -> List[Fault]:
     result = host.run(argv, timeout=DCGM_TIMEOUT_S[level])
     diag = parse_dcgm_diag_json(result.stdout or "")
     if diag is None:
-        errors.append(result.describe(argv)[:200])
+        if result.state != "timeout":  # a hung dcgmi is a probe-failed fault (hung_tool_faults)
+            errors.append(result.describe(argv)[:200])
         return []
     faults, problems = dcgm_diag_faults(diag, level)
     if any(f["device"].startswith("GPU ") for f in faults):
@@ -212,9 +305,11 @@ def dcgm_faults(host: Host, level: int, errors: List[str]) -> List[Fault]:
 
 
 def run_check(config: Dict[str, Any], node: str, host: Host, clear: bool = False,
-              persist: bool = True, now: Optional[float] = None) -> Dict[str, Any]:
+              persist: bool = True, now: Optional[float] = None, dcgm_level: Optional[int] = None) -> Dict[str, Any]:
     """Read the node, update the state file (kernel-log cursor, latched faults, IB and
-    NVLink error counters), and return the verdict. ``persist=False`` (``fleetspec verify --local``)
+    NVLink error counters), and return the verdict. ``dcgm_level``: run that DCGM diagnostic
+    level (``--dcgm-level``, outside the periodic check); the periodic check runs level 1 at
+    most. ``persist=False`` (``fleetspec verify --local``)
     looks without writing the state: the scheduled check still sees every new record and
     counter delta, so an onlooker never swallows a fault before the check acts on it."""
     expect = expectation(config, node)
@@ -229,6 +324,8 @@ def run_check(config: Dict[str, Any], node: str, host: Host, clear: bool = False
         state = {"boot_id": boot_id, "kmsg_seq": -1, "latched": [], "ib": {}, "nvlink": {}}
     if clear:  # the operator repaired what was latched; the log cursor stays where it is
         state["latched"] = []
+        state["flapping"] = []
+        state["held"] = {}
 
     faults = []  # type: List[Fault]
     seen = {}  # type: Dict[str, Any]
@@ -262,8 +359,10 @@ def run_check(config: Dict[str, Any], node: str, host: Host, clear: bool = False
             seconds = now - last["time"] if isinstance(last.get("time"), (int, float)) else None
             faults += nvlink_counter_faults(counters, last.get("counters") or {}, seconds, bus_by_uuid)
             state["nvlink"] = {"time": now, "counters": nvlink_counter_state(counters)}
-    if "dcgm" in config.get("checks", list(CHECKS)) and host.which("dcgmi") is not None:
-        faults += dcgm_faults(host, int(config.get("dcgm_level", 1)), errors)
+    if dcgm_level is None and "dcgm" in config.get("checks", list(CHECKS)) and host.which("dcgmi") is not None:
+        faults += dcgm_faults(host, min(int(config.get("dcgm_level", 1)), PERIODIC_DCGM_LEVEL), errors)
+    elif dcgm_level is not None:
+        faults += dcgm_faults(host, dcgm_level, errors)
     if "infiniband" in config.get("checks", list(CHECKS)):
         base = host.path("/sys/class/infiniband")
         devices = parse_infiniband_sysfs(base) if os.path.isdir(base) else []
@@ -273,10 +372,55 @@ def run_check(config: Dict[str, Any], node: str, host: Host, clear: bool = False
                            "detail": "no InfiniBand device on a node of an InfiniBand fabric", "source": "sysfs"})
         faults += infiniband_faults(devices, counters, state.get("ib", {}))
         state["ib"] = counters
-    faults = [f for f in faults if f["class"] in enabled]
+    now = time.time() if now is None else now
+    faults = hysteresis(faults, state, config, now)
+    faults = [f for f in faults if f["class"] in enabled] + hung_tool_faults(host)
     if persist:
         _save_state(state_path, state, errors)
     return verdict(node, faults, config.get("actions"), errors)
+
+
+def hysteresis(faults: List[Fault], state: Dict[str, Any], config: Dict[str, Any], now: float) -> List[Fault]:
+    """Counter-based faults (COUNTER_CLASSES) held until CLEAR_AFTER clean checks in a row;
+    one that comes back FLAP_LIMIT times within FLAP_WINDOW_S adds a latched ``flapping``
+    fault (until a reboot or --clear). ``state`` keeps ``held`` {class|device: {fault, clean}},
+    ``onsets`` {class|device: [times it came back]} and ``flapping`` [faults]."""
+    clear_after = int(config.get("clear_after", CLEAR_AFTER))
+    limit = int(config.get("flap_limit", FLAP_LIMIT))
+    window = float(config.get("flap_window_s", FLAP_WINDOW_S))
+    held = state.get("held") or {}  # type: Dict[str, Any]
+    onsets = state.get("onsets") or {}  # type: Dict[str, List[float]]
+    flapping = state.get("flapping") or []  # type: List[Fault]
+    out = []  # type: List[Fault]
+    seen = set()
+    for fault in faults:
+        out.append(fault)
+        if fault["class"] not in COUNTER_CLASSES:
+            continue
+        key = "%s|%s" % (fault["class"], fault["device"])
+        seen.add(key)
+        if key not in held:  # a new onset (first, or after it had cleared)
+            times = [t for t in onsets.get(key, []) if now - t < window] + [now]
+            onsets[key] = times
+            if len(times) >= limit and not any(f["device"] == fault["device"] for f in flapping):
+                flapping.append({"class": "flapping", "scope": "node", "device": fault["device"],
+                                 "detail": "%s came back %d times in %.0f s (%s)" % (
+                                     fault["class"], len(times), now - times[0], fault["detail"]),
+                                 "source": fault["source"]})
+        held[key] = {"fault": fault, "clean": 0}
+    for key in sorted(held):
+        if key in seen:
+            continue
+        held[key]["clean"] += 1
+        if held[key]["clean"] >= clear_after:
+            del held[key]
+            continue
+        fault = dict(held[key]["fault"])
+        fault["detail"] = "%s (held: %d of %d clean checks before it clears)" % (
+            fault["detail"], held[key]["clean"], clear_after)
+        out.append(fault)
+    state["held"], state["onsets"], state["flapping"] = held, onsets, flapping
+    return out + [dict(f) for f in flapping]
 
 
 def _load_state(path: str) -> Dict[str, Any]:
@@ -305,7 +449,7 @@ def _save_state(path: str, state: Dict[str, Any], errors: List[str]) -> None:
 def slurm_node(scontrol: str, node: str) -> Tuple[List[str], str]:
     """(state flags, reason) of ``node`` as slurmctld sees it."""
     done = subprocess.run([scontrol, "-o", "show", "node", node], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          stdin=subprocess.DEVNULL, timeout=30)
+                          stdin=subprocess.DEVNULL, timeout=SCONTROL_TIMEOUT_S)
     text = done.stdout.decode("utf-8", "replace")
     if done.returncode != 0:
         raise RuntimeError("scontrol show node %s: %s" % (node, done.stderr.decode("utf-8", "replace").strip()))
@@ -336,7 +480,7 @@ def slurm_act(result: Dict[str, Any], scontrol: str = "scontrol") -> str:
 
 def _scontrol(scontrol: str, *args: str) -> None:
     done = subprocess.run([scontrol] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          stdin=subprocess.DEVNULL, timeout=30)
+                          stdin=subprocess.DEVNULL, timeout=SCONTROL_TIMEOUT_S)
     if done.returncode != 0:
         raise RuntimeError("scontrol %s: %s" % (" ".join(args), done.stderr.decode("utf-8", "replace").strip()))
 
@@ -377,6 +521,28 @@ def npd_message(result: Dict[str, Any]) -> str:
     return result["status"]
 
 
+def take_lock(path: str) -> Tuple[Optional[Any], str]:
+    """(the open lock file, "") when this run holds it, else (None, who holds it). flock is
+    released when the process ends, however it ends."""
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        handle = open(path, "a+")
+    except OSError as exc:
+        return None, "cannot open the lock %s: %s" % (path, exc.strerror)
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.seek(0)
+        holder = handle.read().strip()
+        handle.close()
+        return None, "pid %s" % (holder or "?")
+    handle.seek(0)
+    handle.truncate()
+    handle.write("%d\n" % os.getpid())
+    handle.flush()
+    return handle, ""
+
+
 def main(argv: Optional[List[str]] = None, config: Optional[Dict[str, Any]] = None) -> int:
     """The command line; ``config`` given (``fleetspec health`` ships the policy inside the
     program it runs on a node) stands in for ``--config``."""
@@ -389,6 +555,9 @@ def main(argv: Optional[List[str]] = None, config: Optional[Dict[str, Any]] = No
     parser.add_argument("--slurm", action="store_true", help="drain/resume the node through slurmctld")
     parser.add_argument("--scontrol", default="scontrol")
     parser.add_argument("--clear", action="store_true", help="forget latched kernel-log faults (after a repair)")
+    parser.add_argument("--dcgm-level", type=int, choices=sorted(DCGM_TIMEOUT_S),
+                        help="run this DCGM diagnostic level (2-4 take minutes to hours: a prolog/epilog or a "
+                             "separate timer on idle nodes, never the periodic check) without the check's deadline")
     parser.add_argument("--read-only", action="store_true",
                         help="look without updating the state file (kernel-log cursor, latched faults, IB "
                              "counters), so the scheduled check still sees every new fault")
@@ -402,9 +571,19 @@ def main(argv: Optional[List[str]] = None, config: Optional[Dict[str, Any]] = No
         except ConfigError as exc:
             sys.stderr.write("fleetspec-health: %s\n" % exc)
             return 2
-    host = Host(args.root)
+    lock = None
+    if not args.read_only:
+        lock, holder = take_lock(Host(args.root).path(LOCK_FILE))
+        if lock is None and holder.startswith("pid"):  # never two at once: the one running acts
+            sys.stderr.write("fleetspec-health: another check is still running (%s): not started\n" % holder)
+            if args.format == "npd":
+                sys.stdout.write("unknown: another check is still running\n")
+            return 2
+    budget = None if args.dcgm_level else float(config.get("deadline_s", DEADLINE_S)) - SLURM_RESERVE_S
+    host = BoundedHost(args.root, budget)
     try:
-        result = run_check(config, node_name(args.node), host, clear=args.clear, persist=not args.read_only)
+        result = run_check(config, node_name(args.node), host, clear=args.clear, persist=not args.read_only,
+                           dcgm_level=args.dcgm_level)
     except Exception as exc:  # never "sick": NPD reads exit 1 as NonOK and the node is drained
         why = "the check failed: %s: %s" % (type(exc).__name__, exc)
         sys.stderr.write("fleetspec-health: %s\n" % why)

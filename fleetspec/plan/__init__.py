@@ -1,6 +1,6 @@
 """Plans: what applying a fleet spec would change, how disruptive each change is, and
 the waves apply would run (``planner``: ``make_plan``, ``plan_against_state``,
-``restrict_to_hosts``, ``with_pending_reboots``; ``model``: the Plan itself).
+``restrict_to_hosts``, ``hold_back``, ``with_pending_reboots``; ``model``: the Plan itself).
 
 The names are loaded on first use (PEP 562), so importing ``fleetspec.plan.cli`` to
 build the command line does not import the planner.
@@ -13,7 +13,7 @@ from typing import Any
 
 _EXPORTS = {
     "make_plan": "planner", "plan_against_state": "planner", "restrict_to_hosts": "planner",
-    "with_pending_reboots": "planner",
+    "with_pending_reboots": "planner", "hold_back": "planner",
     "plan_waves": "waves", "Change": "model", "Disruption": "model", "Plan": "model", "Wave": "model",
 }
 

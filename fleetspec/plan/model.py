@@ -111,6 +111,9 @@ class Plan:
     skipped: tuple[str, ...] = ()
     # Nodes the health check acts on (``plan --health``), with why: never canaries.
     quarantined: tuple[tuple[str, str], ...] = ()
+    # Nodes drained by someone else (an operator, the health check) that apply found when
+    # it started, with the reason as found: apply leaves them exactly so (``hold_back``).
+    held: tuple[tuple[str, str], ...] = ()
 
     @property
     def empty(self) -> bool:
@@ -153,6 +156,8 @@ class Plan:
             data["skipped"] = list(self.skipped)
         if self.quarantined:
             data["quarantined"] = [{"node": h, "why": why} for h, why in self.quarantined]
+        if self.held:
+            data["held"] = [{"node": h, "reason": why} for h, why in self.held]
         if include_fleet:
             data["ir"] = self.fleet.to_dict()
         return data

@@ -12,6 +12,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from fleetspec.compile.ir import Fleet
+from fleetspec.node_side.hostlist import compress
 from fleetspec.plan.diff import baseline, node_changes, partition_changes, residual_changes
 from fleetspec.plan.files import file_changes
 from fleetspec.plan.model import Action, Change, Disruption, Plan
@@ -68,6 +69,31 @@ def restrict_to_hosts(plan: Plan, hosts: set[str], why: str) -> Plan:
             waves.append(dataclasses.replace(wave, hosts=kept))
     skipped = tuple(sorted({c.host for c in plan.changes if c.host is not None and c.host not in hosts}))
     return dataclasses.replace(plan, waves=tuple(waves), restriction=why, skipped=skipped)
+
+
+def hold_back(plan: Plan, held: Mapping[str, str]) -> Plan:
+    """The plan without the nodes someone else drained (``held``: {node: their reason}):
+    apply neither drains, changes nor resumes them, so their changes stay pending (like a
+    restriction's) and the plan names them with the reason found. An unrestricted plan's
+    waves are planned again over the other nodes, so a held node never leaves a wave without
+    its canary; a restricted plan's waves just lose those nodes."""
+    held = {h: why for h, why in held.items() if any(h in w.hosts for w in plan.waves)}
+    if not held:
+        return plan
+    if plan.restriction is None:
+        kept = [c for c in plan.changes if c.host not in held]
+        settings = plan.settings
+        waves = plan_waves(kept, plan.fleet, settings.get("canary", 1), settings.get("max_unavailable", "25%"),
+                           {h for h, _ in plan.quarantined})
+    else:
+        waves = tuple(dataclasses.replace(w, hosts=tuple(h for h in w.hosts if h not in held))
+                      for w in plan.waves)
+        waves = tuple(w for w in waves if w.hosts)
+    why = f"nodes drained by someone else ({compress(sorted(held))})"
+    restriction = why if plan.restriction is None else f"{plan.restriction} and {why}"
+    skipped = tuple(sorted({*plan.skipped, *held}))
+    return dataclasses.replace(plan, waves=waves, restriction=restriction, skipped=skipped,
+                               held=tuple(sorted({**dict(plan.held), **held}.items())))
 
 
 def with_pending_reboots(plan: Plan, facts: Mapping[str, Mapping[str, Any]]) -> Plan:

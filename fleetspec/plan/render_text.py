@@ -36,6 +36,9 @@ def print_plan(plan: Plan, console: Console) -> None:
     if plan.quarantined:
         console.print("[yellow]Quarantined by the health check[/] (never a canary; their waves come last): "
                       + escape("; ".join(f"{h} ({why})" for h, why in plan.quarantined)))
+    if plan.held:
+        console.print("[yellow]Drained by someone else[/] (left drained with their reason, not changed, not "
+                      "resumed): " + escape("; ".join(f"{h} ({why})" for h, why in plan.held)))
     console.print(_changes_table(plan.changes))
     if summary["partitions"]:
         console.print(_partitions_table(summary["partitions"]))

@@ -64,7 +64,8 @@ def _plan_from_dict(data: dict[str, Any], fleet: Fleet) -> Plan:
                 tuple(Wave.from_dict(w) for w in data["waves"]), data["state_serial"], data["lineage"],
                 data.get("base"), data.get("settings") or {}, data.get("restriction"),
                 tuple(data.get("skipped") or ()),
-                tuple((q["node"], q["why"]) for q in data.get("quarantined") or ()))
+                tuple((q["node"], q["why"]) for q in data.get("quarantined") or ()),
+                tuple((h["node"], h["reason"]) for h in data.get("held") or ()))
 
 
 def check_plan_current(plan: Plan, store: StateBackend | State) -> None:

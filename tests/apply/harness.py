@@ -16,7 +16,7 @@ from fleetspec.apply.ansible import run_playbook
 from fleetspec.apply.control import SlurmControl, local_runner
 from fleetspec.apply.rollout import ApplyOptions, Engines, apply_plan
 from fleetspec.lab.slurm import Cluster
-from fleetspec.pipeline import compile_file
+from fleetspec.pipeline import compile_file, compile_text
 from fleetspec.plan import plan_against_state, restrict_to_hosts
 from fleetspec.state import StateStore, open_state, parse_location
 from fleetspec.verify.compare import compare
@@ -51,6 +51,7 @@ class Rollout:
         self.store = open_state(parse_location(state), "rollout", tmp / "work") if state else \
             StateStore(tmp / "state", "rollout")
         self.broken_after_upgrade: set[str] = set()
+        self.node_roots: Path | None = None  # with node_health(): each host's stand-in node root
         if initial:
             with self.store.lock("test"):
                 self.store.record_applied(compile_file(V1).fleet, "initial fleet")
@@ -62,6 +63,40 @@ class Rollout:
             facts[host] = upgraded(h200_facts(host), "2.28.9") if ran else h200_facts(host)
         return compare(fleet, facts, hosts=hosts)
 
+    def node_health(self, tmp: Path) -> Path:
+        """Turn on apply's health gate: the real node check on a stand-in root per host
+        (tests/health/nodes.py: kernel log, nvidia-smi printing the real H200's XML, IB port),
+        as apply's gate runs it on a node over Ansible (read-only)."""
+        from tests.health.nodes import make_node
+
+        self.node_roots = tmp / "nodes"
+        for host in HOSTS:
+            make_node(self.node_roots / host)
+        return self.node_roots
+
+    def health(self, fleet, hosts):
+        import os
+
+        from fleetspec.node_side.classify import reason
+        from fleetspec.node_side.collector import Host
+        from fleetspec.node_side.node_check import run_check
+        from fleetspec.render.health import node_config
+
+        assert self.node_roots is not None
+        fleet = compile_text(V2.read_text() + "  health: {interval: 60, checks: [kernel-log, gpu-memory]}\n").fleet
+        sick = {}
+        for host in hosts:
+            root = self.node_roots / host
+            path = os.environ["PATH"]
+            os.environ["PATH"] = f"{root / 'bin'}{os.pathsep}{path}"
+            try:
+                verdict = run_check(node_config(fleet), host, Host(str(root)), persist=False)
+            finally:
+                os.environ["PATH"] = path
+            if verdict["action"] != "none":
+                sick[host] = f"{verdict['status']}: {reason(verdict)}"
+        return sick
+
     def engines(self, fail_hosts=(), fail_message=None, slow_hosts=(), hook_fail_hosts=()) -> Engines:
         def playbook(**kwargs):
             extra = {"fail_hosts": list(fail_hosts), "slow_hosts": list(slow_hosts),
@@ -72,7 +107,8 @@ class Rollout:
 
         return Engines(run_playbook=playbook, verify=self.verify,
                        slurm=SlurmControl(local_runner({"SLURM_CONF": str(self.cluster.conf)}), poll_s=0.2),
-                       kubernetes=None, all_hosts=lambda: list(HOSTS))
+                       kubernetes=None, all_hosts=lambda: list(HOSTS),
+                       health=self.health if self.node_roots is not None else None)
 
     def apply(self, spec: Path, fail_hosts=(), max_unavailable=2, fail_message=None, redact=None, slow_hosts=(),
               limit=None, hook_fail_hosts=(), report=None):

@@ -55,3 +55,17 @@ def test_apply_and_both_remediators_read_one_annotation() -> None:
     tell its own cordons from an operator's; the in-cluster remediator ships apart (stdlib modules in a
     ConfigMap), so it keeps its own copy, which must name the key apply and remediate use."""
     assert DRAIN_REASON == k8s_remediator.ANNOTATION == "fleetspec.io/drain-reason"  # remediate uses DRAIN_REASON itself
+
+
+def test_a_cordon_apply_did_not_make_is_held_with_its_reason(tmp_path: Path) -> None:
+    """The remediator's cordon (annotated fleetspec-health: ...) and an operator's bare cordon
+    are someone else's; apply's own ('fleetspec: ...') and a schedulable node are not."""
+    from fleetspec.apply.control import foreign_drains
+
+    k8s, _ = control(tmp_path, {
+        "k-1": {"unschedulable": True, "annotations": {DRAIN_REASON: "fleetspec-health: drain gpu-lost: node"}},
+        "k-2": {"unschedulable": True},
+        "k-3": {"unschedulable": True, "annotations": {DRAIN_REASON: "fleetspec: NCCL 2.28.3 -> 2.28.9"}},
+        "k-4": {}})
+    assert foreign_drains(k8s.states(["k-1", "k-2", "k-3", "k-4"])) == {
+        "k-1": "fleetspec-health: drain gpu-lost: node", "k-2": f"cordoned, no {DRAIN_REASON}"}

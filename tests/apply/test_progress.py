@@ -114,3 +114,14 @@ def test_while_a_wave_drains_each_host_shows_whether_jobs_still_hold_it() -> Non
         OK_HOST: "drained", FAILING: "drained", UNREACHABLE: "waiting for its jobs to end"}
     progress.update(ApplyEvent("busy", "drained", WAVE, ()))
     assert all(h.task == "drained" for h in progress.groups[WAVE].hosts.values())
+
+
+def test_nodes_held_at_the_start_leave_the_waves_not_yet_started() -> None:
+    """apply's 'held' event (nodes drained by someone else): they leave the plan's waves, and
+    a wave left empty goes, so the summary never shows them pending."""
+    from fleetspec.apply.progress import Progress
+    from fleetspec.apply.rollout import ApplyEvent
+
+    progress = Progress([("p#1 (canary)", ["a"]), ("p#2", ["b", "c"])])
+    progress.update(ApplyEvent("held", "drained by someone else: a (RMA); c (RMA)", None, ("a", "c"), False))
+    assert {name: list(g.hosts) for name, g in progress.groups.items()} == {"p#2": ["b"]}

@@ -241,3 +241,72 @@ def test_sigkill_in_the_middle_of_a_wave_then_a_clean_resume(rollout, cluster, t
     assert result.ok, [e.message for e in events]
     assert all(s == "idle" for s, _ in rollout.settled().values())
     assert plan_against_state(compile_file(V2).fleet, rollout.store.read()).empty
+
+
+RMA = "RMA case 4711: do not resume"
+HEALTH = "fleetspec-health: drain-reboot gpu-lost: 0000:00:06 Xid 79: GPU has fallen off the bus."
+
+
+def test_apply_leaves_every_drain_it_did_not_make_exactly_as_found(rollout):
+    """An operator's drain and the health check's drain on a real slurmctld: apply names
+    both nodes, never drains, changes or resumes them, and their reasons stay word for word;
+    the other nodes roll through waves (with a canary) and the next plan shows the two."""
+    rollout.cluster.run("scontrol", "update", "nodename=h200-001", "state=drain", f"reason={RMA}")
+    rollout.cluster.run("scontrol", "update", "nodename=h200-003", "state=drain", f"reason={HEALTH}")
+    _, result, events = rollout.apply(V2)
+    assert result.ok, [e.message for e in events]
+    held = [e for e in events if e.kind == "held"]
+    assert len(held) == 1 and held[0].hosts == ("h200-001", "h200-003")
+    assert RMA in held[0].message and HEALTH in held[0].message
+    states = rollout.settled()
+    assert states["h200-001"] == ("drained", RMA)
+    assert states["h200-003"] == ("drained", HEALTH)
+    assert states["h200-002"][0] == "idle" and states["h200-004"][0] == "idle"
+    assert rollout.touched() == {"h200-002", "h200-004"}
+    starts = [e for e in events if e.kind == "wave-start"]
+    assert starts[0].wave.endswith("(canary)") and starts[0].hosts == ("h200-002",)
+    assert not any(set(e.hosts) & {"h200-001", "h200-003"} for e in events if e.kind in ("drain", "resume"))
+    left = plan_against_state(compile_file(V2).fleet, rollout.store.read())
+    assert sorted(c.host for c in left.changes if c.host) == ["h200-001", "h200-003"]
+
+
+def test_a_drain_made_during_the_wave_is_not_resumed(rollout):
+    """The health check drains the canary node while its wave runs (after apply drained it):
+    apply does not resume it, and its reason stays the health check's."""
+    verify = rollout.verify
+
+    def verify_while_the_check_drains(fleet, hosts):
+        rollout.cluster.run("scontrol", "update", "nodename=h200-001", "state=drain", f"reason={HEALTH}")
+        return verify(fleet, hosts)
+
+    rollout.verify = verify_while_the_check_drains
+    _, result, events = rollout.apply(V2)
+    assert [e.hosts for e in events if e.kind == "held"][0] == ("h200-001",)
+    assert rollout.settled()["h200-001"] == ("drained", HEALTH)
+
+
+XID_79 = ("4,2001,6000000001,-;NVRM: Xid (PCI:0000:00:06): 79, pid='<unknown>', name=<unknown>, "
+          "GPU has fallen off the bus.\n")
+
+
+def test_a_wave_whose_node_comes_back_unhealthy_stops_the_rollout(rollout, tmp_path):
+    """The canary's GPU falls off the bus during its wave (Xid 79 in its kernel log): the
+    versions match, but the node check's verdict is sick, so the wave stops like a version
+    drift does, its node stays drained with the reason, and no other node is touched."""
+    roots = rollout.node_health(tmp_path)
+    with open(roots / "h200-001" / "dev" / "kmsg", "a") as log:
+        log.write(XID_79)
+    _, result, events = rollout.apply(V2)
+    assert not result.ok and result.failed_wave == "nvidia-hopper#1 (canary)" and result.drained == ("h200-001",)
+    state, reason = rollout.settled()["h200-001"]
+    assert state == "drained" and reason.startswith("fleetspec: unhealthy after the wave: h200-001: sick: "
+                                                    "drain-reboot gpu-lost: 0000:00:06 Xid 79"), reason
+    assert rollout.touched() == {"h200-001"}
+    assert rollout.store.read().serial == 1  # the canary did not pass: nothing recorded
+
+
+def test_healthy_waves_pass_the_health_gate(rollout, tmp_path):
+    rollout.node_health(tmp_path)
+    _, result, events = rollout.apply(V2)
+    assert result.ok, [e.message for e in events]
+    assert sum("passed the node health check" in e.message for e in events) == 3

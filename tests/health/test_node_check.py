@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -59,7 +60,7 @@ def test_xid_faults_latch_until_reboot(config, tmp_path, monkeypatch, capsys) ->
     root = make_node(tmp_path / "h200-01", kmsg="kmsg-xids.txt")
     rc, first = check(config, root, "h200-01", monkeypatch, capsys)
     assert rc == 1 and first["status"] == "sick" and first["action"] == "replace"
-    assert {f["class"] for f in first["faults"]} >= {"gpu-lost", "xid-unknown", "nvlink-error"}
+    assert {f["class"] for f in first["faults"]} >= {"gpu-lost", "xid-informational", "nvlink-error"}
     # The log lines are not printed again; the faults they reported stay.
     rc, again = check(config, root, "h200-01", monkeypatch, capsys)
     assert rc == 1 and again["faults"] == first["faults"]
@@ -187,3 +188,93 @@ def test_a_check_that_fails_itself_is_unknown_never_sick(config, tmp_path, monke
         assert rc == 2, fmt
         assert "fleetspec-health: the check failed: KeyError: 'links'" in err
         assert out == ("unknown: the check failed: KeyError: 'links'\n" if fmt == "npd" else "")
+
+
+def hung_tool(root: Path, tool: str) -> Path:
+    """A stand-in ``tool`` that logs each call and then hangs (a wedged GPU: nvidia-smi never answers)."""
+    calls = root / f"{tool}.calls"
+    script = root / "bin" / tool
+    script.write_text(f'#!/bin/sh\necho "$*" >> "{calls}"\nexec sleep 600\n')
+    script.chmod(0o755)
+    return calls
+
+
+def test_a_hung_nvidia_smi_is_called_once_and_drains_within_the_deadline(config, tmp_path, monkeypatch,
+                                                                           capsys) -> None:
+    """Before: -q -x, nvlink --status and nvlink -e each waited 30 s (90 s: slurmd kills the
+    check at 60 s, nothing drains). Now: one deadline for the check, the tool is called once,
+    and its hang is a probe-failed fault (drain), not an error."""
+    policy = json.loads(config.read_text())
+    policy["deadline_s"] = node_check.SLURM_RESERVE_S + 3  # 3 s for the tools: the default's shape, shorter
+    config.write_text(json.dumps(policy))
+    root = make_node(tmp_path / "h200-01")
+    calls = hung_tool(root, "nvidia-smi")
+    started = time.monotonic()
+    rc, result = check(config, root, "h200-01", monkeypatch, capsys)
+    took = time.monotonic() - started
+    assert took < 6, took
+    assert calls.read_text().splitlines() == ["-q -x"]  # not called again after it hung
+    assert rc == 1 and result["action"] == "drain"
+    probe = [f for f in result["faults"] if f["class"] == "probe-failed"]
+    assert probe == [{"class": "probe-failed", "scope": "node", "device": "nvidia-smi", "action": "drain",
+                      "detail": "hung: no answer within 3 s (killed, not called again this run)",
+                      "source": "nvidia-smi"}], result
+
+
+def test_the_default_deadline_is_well_inside_the_owners_kill() -> None:
+    """slurmd kills a HealthCheckProgram at 60 s; NPD's plugin timeout is 60 s."""
+    assert node_check.DEADLINE_S <= 45 and node_check.SLURM_RESERVE_S >= 2 * node_check.SCONTROL_TIMEOUT_S
+
+
+def test_two_checks_never_overlap(config, tmp_path, monkeypatch, capsys) -> None:
+    root = make_node(tmp_path / "h200-01")
+    held, _ = node_check.take_lock(str(root / node_check.LOCK_FILE.lstrip("/")))
+    assert held is not None
+    monkeypatch.setenv("PATH", f"{root / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    rc = node_check.main(["--config", str(config), "--root", str(root), "--node", "h200-01", "--format", "npd"])
+    out, err = capsys.readouterr()
+    assert rc == 2 and out == "unknown: another check is still running\n"
+    assert f"another check is still running (pid {os.getpid()})" in err
+    held.close()
+    rc, result = check(config, root, "h200-01", monkeypatch, capsys)
+    assert rc == 0 and result["status"] == "healthy"
+
+
+def test_dcgm_levels_2_and_up_stay_out_of_the_periodic_check(config, tmp_path, monkeypatch, capsys) -> None:
+    policy = json.loads(config.read_text())
+    policy["checks"] = [*policy.get("checks", []), "dcgm"]
+    policy["dcgm_level"] = 3
+    config.write_text(json.dumps(policy))
+    root = make_node(tmp_path / "h200-01")
+    set_tool_output(root, "dcgmi", FIXTURES / "dcgmi-diag-r1-pass.json", "diag -r 1 -j")
+    rc, result = check(config, root, "h200-01", monkeypatch, capsys)
+    assert rc == 0 and not result["errors"], result  # level 1 ran (the stand-in knows only that)
+    rc, result = check(config, root, "h200-01", monkeypatch, capsys, "--dcgm-level", "3")
+    assert any("diag -r 3 -j" in e for e in result["errors"]), result  # asked for explicitly, it runs level 3
+
+
+def test_a_counter_fault_clears_only_after_clean_checks_and_a_flapping_link_stays_drained(
+        config, tmp_path, monkeypatch, capsys) -> None:
+    """Before: link_downed rose, the node drained; the next check saw no rise and resumed it
+    (four cycles in 140 s on the real slurmd). Now the fault holds for clear_after clean
+    checks, and a link that comes back flap_limit times in the window stays drained."""
+    policy = json.loads(config.read_text())
+    policy.update(clear_after=2, flap_limit=2)
+    config.write_text(json.dumps(policy))
+    root = make_node(tmp_path / "h200-01")
+
+    def run(downed=None, *extra):
+        if downed is not None:
+            set_ib(root, "active", link_downed=downed)
+        rc, result = check(config, root, "h200-01", monkeypatch, capsys, *extra)
+        return rc, sorted(f["class"] for f in result["faults"])
+
+    assert run(0) == (0, [])
+    assert run(1) == (1, ["ib-link-errors"])  # the link went down once since the last check
+    assert run() == (1, ["ib-link-errors"])  # quiet once: still held (1 of 2 clean checks)
+    assert run() == (0, [])  # two clean checks in a row: cleared
+    assert run(2) == (1, ["flapping", "ib-link-errors"])  # back a second time in the window
+    assert run() == (1, ["flapping", "ib-link-errors"])
+    assert run() == (1, ["flapping"])  # the counter fault cleared; the flapping node stays drained
+    assert run() == (1, ["flapping"])
+    assert run(None, "--clear") == (0, [])  # an operator repaired it

@@ -66,3 +66,30 @@ def test_bad_max_unavailable_is_refused(bad) -> None:
 
 def test_budget_rounds_down_but_never_to_zero() -> None:
     assert budget("25%", 8) == 2 and budget("25%", 2) == 1 and budget(3, 2) == 3 and budget("10%", 1) == 1
+
+
+def test_nodes_drained_by_someone_else_leave_the_waves_and_are_named(quickstart: Fleet) -> None:
+    """hold_back: the canary node is under an operator's drain; the plan names it with the
+    reason, plans the waves again over the others (a canary still goes first) and leaves
+    its changes pending, as a restriction does."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from fleetspec.plan import hold_back
+    from fleetspec.plan.render_text import print_plan
+
+    plan = make_plan(variant("driver-bump"), quickstart)
+    canary = plan.waves[0].hosts[0]
+    held = hold_back(plan, {canary: "RMA case 4711: do not resume", "not-in-any-wave": "x"})
+    assert held.held == ((canary, "RMA case 4711: do not resume"),)
+    assert canary not in {h for w in held.waves for h in w.hosts}
+    assert held.waves[0].canary and len(held.waves[0].hosts) == 1
+    assert sorted(h for w in held.waves for h in w.hosts) == sorted(
+        h for w in plan.waves for h in w.hosts if h != canary)
+    assert held.skipped == (canary,) and "drained by someone else" in (held.restriction or "")
+    assert held.to_dict()["held"] == [{"node": canary, "reason": "RMA case 4711: do not resume"}]
+    shown = StringIO()
+    print_plan(held, Console(file=shown, width=300))
+    assert f"{canary} (RMA case 4711: do not resume)" in shown.getvalue()
+    assert hold_back(plan, {}) is plan

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path, PurePosixPath
@@ -22,7 +23,7 @@ import pytest
 from fleetspec.pipeline import compile_text
 from fleetspec.render.health import HEALTH_CHECK_PROGRAM, node_config
 from fleetspec.render.slurm import render_slurm
-from tests.health.nodes import FIXTURES, make_node, set_boot_id, set_ib
+from tests.health.nodes import FIXTURES, H200_XML, make_node, set_boot_id, set_ib, set_tool_output
 
 from .cluster import Cluster, running
 
@@ -163,3 +164,62 @@ def test_an_operators_drain_is_never_resumed_or_overwritten(sickbay) -> None:
     set_ib(roots / "h200-02", "active")
     cluster.run("scontrol", "update", "NodeName=h200-02", "State=RESUME")
     assert os.path.exists(roots)
+
+
+def test_a_hung_nvidia_smi_drains_the_node_before_slurmd_kills_the_check(sickbay) -> None:
+    """A wedged GPU: nvidia-smi never answers. Before, the check gave each of its three
+    nvidia-smi calls 30 s, slurmd killed it at 60 s ("health_check killed by signal 15"),
+    and the node stayed IDLE. Now the check gives the tool what is left of its 45 s
+    deadline, does not call it again, and drains with a probe-failed reason."""
+    cluster, roots, base = sickbay
+    script = roots / "h200-01" / "bin" / "nvidia-smi"
+    script.write_text(f'#!/bin/sh\necho "$*" >> "{base}/nvidia-smi.calls"\nexec sleep 600\n')
+    script.chmod(0o755)
+    try:
+        info = wait_for(cluster, "h200-01", drained, "drained", base, timeout=75)
+        assert info["reason"].startswith("fleetspec-health: drain probe-failed: nvidia-smi hung: no answer within"), info
+        assert "killed by signal" not in cluster.log("slurmd-h200-01.log")
+        calls = (base / "nvidia-smi.calls").read_text().splitlines()
+        assert calls and set(calls) == {"-q -x"}, calls  # one call a run: never nvlink after it hung
+    finally:
+        set_tool_output(roots / "h200-01", "nvidia-smi", H200_XML, "-q -x")
+    wait_for(cluster, "h200-01", lambda i: not drained(i), "resumed", base, timeout=75)
+
+
+def test_a_flapping_ib_link_is_held_then_stays_drained(sickbay) -> None:
+    """Before: link_downed rose, the check drained; the next check saw no rise and resumed
+    (four cycles in 140 s). Now each onset holds the node drained for three clean checks, and
+    the third onset within the window keeps it drained ('flapping') until --clear."""
+    cluster, roots, base = sickbay
+    root = roots / "h200-02"
+
+    def runs() -> int:
+        return (base / "runs.log").read_text().split().count("h200-02")
+
+    try:
+        for downed in (1, 2):
+            set_ib(root, "active", link_downed=downed)  # the link went down and came back
+            info = wait_for(cluster, "h200-02", drained, "drained", base)
+            assert info["reason"].startswith("fleetspec-health: drain ib-link-errors: mlx5_0/1"), info
+            drained_at = runs()
+            wait_for(cluster, "h200-02", lambda i: not drained(i), "resumed", base, timeout=12 * INTERVAL)
+            assert runs() - drained_at >= 3, "resumed before three clean checks"
+        set_ib(root, "active", link_downed=3)  # the third time within the window
+        wait_for(cluster, "h200-02", drained, "drained", base)
+        start = runs()
+        end = time.monotonic() + 12 * INTERVAL
+        while time.monotonic() < end and runs() < start + 5:
+            time.sleep(0.5)
+        info = node(cluster, "h200-02")
+        assert drained(info) and info["reason"].startswith("fleetspec-health: drain flapping: mlx5_0/1"), info
+    finally:
+        for _ in range(20):  # an operator's --clear; retried while slurmd's own check holds the lock
+            done = subprocess.run([sys.executable, "-m", "fleetspec.node_side.node_check", "--config",
+                                   str(base / "health.json"), "--root", str(root), "--node", "h200-02", "--clear"],
+                                  env={**os.environ, "PYTHONPATH": str(REPO),
+                                       "PATH": f"{root / 'bin'}{os.pathsep}{os.environ['PATH']}"},
+                                  capture_output=True, text=True, check=False)
+            if "another check is still running" not in done.stderr:
+                break
+            time.sleep(0.5)
+    wait_for(cluster, "h200-02", lambda i: not drained(i), "resumed after --clear", base)
