@@ -367,6 +367,25 @@ def _amdgpu_version(amdgpu: str, distro: str) -> str:
     return f"1:{kmod}.{parts[0]}{parts[1]:02d}{parts[2]:02d}00-{build}.{distro}"
 
 
+def unconfirmed_pins(stack: StackTuple, os: str) -> list[tuple[str, str]]:
+    """(tuple key, why) for each pin or lock whose version shape no published artefact shows
+    for this build: the rule package-pin warns, the pin is still rendered."""
+    found: list[tuple[str, str]] = []
+    if stack.vendor == "nvidia" and stack.driver:
+        scheme = driver_packaging(stack.driver, os)
+        revision = scheme.revision_for(stack.driver)
+        if "revision" in scheme.unconfirmed:
+            found.append(("driver", f"the Debian revision {revision} of the {version_key(stack.driver)[0]} driver "
+                                    "packages is not shown by a published listing (unconfirmed catalog fact)"))
+        elif scheme.revision_seen_to and version_key(stack.driver) > version_key(scheme.revision_seen_to):
+            found.append(("driver", f"driver {stack.driver} is newer than the last build a published listing shows "
+                                    f"({scheme.revision_seen_to}): its revision {revision} is extrapolated"))
+    if stack.vendor == "amd" and stack.amdgpu and stack.amdgpu not in AMDGPU_FIRMWARE:
+        found.append(("amdgpu", f"amdgpu-dkms-firmware of amdgpu {stack.amdgpu} is versioned apart and no published "
+                                f"capture shows its version: it is locked by the pattern {stack.amdgpu}.*"))
+    return found
+
+
 def amdgpu_firmware_version(amdgpu: str, distro: str) -> str:
     """amdgpu-dkms-firmware of driver ``amdgpu``: the published version, else the pattern
     ``<amdgpu>.*`` (a release without a capture; the 30.10.2 one starts with its release)."""

@@ -110,6 +110,7 @@ class DriverPackaging(NamedTuple):
     unconfirmed: tuple[str, ...] = ()
     tools_branch_in_name: bool = True
     revision_from: tuple[tuple[str, str], ...] = ()
+    revision_seen_to: str | None = None
 
     def revision_for(self, driver: str) -> str:
         """The driver packages' Debian revision of build ``driver``: ``revision``, or the last
@@ -196,7 +197,8 @@ class Catalog:
         e = max(schemes, key=lambda x: x["branch"])
         return DriverPackaging(e["branch"], e["branch_in_name"], e["revision"], e["tools_revision"], _sources(e),
                                tuple(e.get("unconfirmed", ())), e["tools_branch_in_name"],
-                               tuple((str(k), str(v)) for k, v in (e.get("revision_from") or {}).items()))
+                               tuple((str(k), str(v)) for k, v in (e.get("revision_from") or {}).items()),
+                               e.get("revision_seen_to"))
 
     def nvlink5_packages(self) -> Nvlink5Packages:
         e = self._data["nvidia"]["nvlink5"]

@@ -3,7 +3,7 @@
 this is used only while CHECKSUM matches the YAML's bytes (fleetspec.catalog.catalog_data).
 """
 
-CHECKSUM = 0x25b3ac12
+CHECKSUM = 0x145ee491
 
 DATA = {'sources': {'CUDA_RN': 'https://docs.nvidia.com/cuda/archive/13.2.2/cuda-toolkit-release-notes/index.html',
                     'CUDA_FEAT': 'https://docs.nvidia.com/cuda/cuda-features-archive/index.html',
@@ -490,6 +490,7 @@ DATA = {'sources': {'CUDA_RN': 'https://docs.nvidia.com/cuda/archive/13.2.2/cuda
                                                     'tools_branch_in_name': False,
                                                     'revision': '0ubuntu1',
                                                     'revision_from': {'580.126.09': '1ubuntu1'},
+                                                    'revision_seen_to': '580.159.04',
                                                     'tools_revision': '1',
                                                     'source': ['CUDA_REPO',
                                                                'GDC_INSTALL',

@@ -343,6 +343,16 @@ def _amdgpu(amdgpu: str) -> StandInPackage:
     )
 
 
+def amdgpu_firmware_standin_version(dkms_version: str) -> str:
+    """amdgpu-dkms-firmware beside ``amdgpu-dkms`` ``1:6.14.14.30100200-2226257.24.04``: versioned
+    apart, without an epoch, in the shape of the published 30.10.2 one
+    (``30.10.2.0.30100200-2226257.24.04``, apt policy capture in a ROCm issue, 2025-10-24)."""
+    upstream, rest = dkms_version.split(":", 1)[-1].split("-", 1)
+    release = upstream.rsplit(".", 1)[1]  # 30100200
+    major, minor, patch = int(release[:2]), int(release[2:4]), int(release[4:6])
+    return f"{major}.{minor}.{patch}.0.{release}-{rest}"
+
+
 def vendor_standins(tuples: Iterable[Mapping[str, str]]) -> list[StandInPackage]:
     """Stand-ins for every version in the given stack tuples, de-duplicated, sorted.
 
@@ -581,9 +591,9 @@ def stack_standins(stack: StackTuple, os: str, gpus: Sequence[GpuSpec], newer: b
             out += nvlink5_standins(pins["nvlsm"], newer)
         if t.amdgpu and "amdgpu-dkms" in pins:
             dkms = _amdgpu(pins["amdgpu-dkms"])
-            firmware = StandInPackage("amdgpu-dkms-firmware", dkms.version, architecture="all",
-                                      description="amdgpu firmware for DKMS.")
-            out += [_with_deps(dkms, [f"amdgpu-dkms-firmware (= {dkms.version})"]), firmware]
+            firmware = StandInPackage("amdgpu-dkms-firmware", amdgpu_firmware_standin_version(dkms.version),
+                                      architecture="all", description="amdgpu firmware for DKMS.")
+            out += [_with_deps(dkms, [f"amdgpu-dkms-firmware (= {firmware.version})"]), firmware]
     unique = {(p.name, p.version): p for p in out}
     return [unique[k] for k in sorted(unique)]
 
