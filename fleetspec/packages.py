@@ -8,13 +8,16 @@ and the GPUs. Pure: no I/O.
 
 Sources of the shapes (checked against published package file names):
 - NVIDIA CUDA repository (developer.download.nvidia.com/compute/cuda/repos/<os>/x86_64):
-  ``nvidia-driver-580-open_580.95.05-0ubuntu1``, ``libnvidia-compute-580_...-0ubuntu1``,
-  ``nvidia-fabricmanager-580_580.105.08-1``, ``cuda-toolkit-13-0_13.0.2-1``,
+  ``nvidia-driver-580-open_580.95.05-0ubuntu1``, ``libnvidia-compute-580_...-0ubuntu1``
+  (``-1ubuntu1`` from 580.126.09), ``nvidia-fabricmanager_580.95.05-1`` (unsuffixed from 580;
+  ``nvidia-fabricmanager-570_570.172.08-1`` before), ``cuda-toolkit-13-0_13.0.2-1``,
   ``libcudnn9-cuda-13_9.17.0.29-1``, ``libnccl2_2.28.3-1+cuda13.0``; the debian12 tree
   names the driver without the branch (``nvidia-driver``, ``libcuda1``) at ``<driver>-1``.
 - ROCm repository (repo.radeon.com/rocm/apt/<rocm>): ``rocm-core_7.0.2.70002-56~24.04``,
   ``rccl_2.26.6.70002-56~24.04``; amdgpu (repo.radeon.com/amdgpu/<v>/ubuntu):
-  ``amdgpu-dkms_1:6.16.13.30300300-2327507.22.04``.
+  ``amdgpu-dkms_1:6.16.13.30300300-2327507.22.04``; ``rocprofiler-sdk_1.0.0-56~24.04``;
+  ``amdgpu-dkms-firmware`` ``30.10.2.0.30100200-2226257.24.04`` (no epoch).
+Each with its artefact: docs/packaging.md, "Evidence" (fleetspec/lab/vendor_packages.yaml).
 """
 
 from __future__ import annotations
