@@ -250,8 +250,8 @@ def _nvidia(driver: str, cuda_hint: str | None) -> list[StandInPackage]:
         files={"/usr/bin/nvidia-smi": _nvidia_smi(driver, reported_cuda)},
         description="NVIDIA driver metapackage; its nvidia-smi reports the driver and no GPUs.",
     )
-    fabric = StandInPackage(
-        f"nvidia-fabricmanager-{branch}", f"{driver}-1",
+    fabric = StandInPackage(  # unsuffixed from 580 (nvidia-fabricmanager_580.95.05-1_amd64.deb)
+        "nvidia-fabricmanager" if int(branch) >= 580 else f"nvidia-fabricmanager-{branch}", f"{driver}-1",
         files={"/usr/bin/nv-fabricmanager": f"#!/bin/sh\necho 'Fabric Manager version is : {driver}'\n"},
         description="NVSwitch fabric manager of the driver branch (no service: no NVSwitch here).",
     )
@@ -421,8 +421,8 @@ def _pin_standin(name: str, version: str, versions_of: Mapping[str, set[str]]) -
         smi = _nvidia_smi(up, DRIVER_CUDA.get(m[1], "0.0"))
         made = StandInPackage(name, version, files={"/usr/bin/nvidia-smi": smi},
                               description="NVIDIA driver utilities; its nvidia-smi reports the driver and no GPUs.")
-    elif re.match(r"^(libnvidia-compute|nvidia-fabricmanager)-[0-9]+$", name):
-        made = next(p for p in _nvidia(up, None) if p.name.rsplit("-", 1)[0] == name.rsplit("-", 1)[0])
+    elif re.match(r"^(libnvidia-compute-[0-9]+|nvidia-fabricmanager(-[0-9]+)?)$", name):
+        made = next((p for p in _nvidia(up, None) if p.name == name), None)
     elif re.match(r"^cuda-toolkit-[0-9]+-[0-9]+$", name):
         made = _cuda(up)
     elif m := re.match(r"^libcudnn[0-9]+-cuda-([0-9]+)$", name):
