@@ -120,12 +120,14 @@ def fleet_pins(fleet: Fleet) -> list[tuple[str, str]]:
     return sorted(pins)
 
 
-def repo_packages(fleet: Fleet) -> list[StandInPackage]:
+def repo_packages(fleet: Fleet, evidence: bool = True) -> list[StandInPackage]:
     """What the lab's repository publishes for ``fleet``: each stack's whole package
     families at the pinned builds and at a newer build (``stack_standins``: the vendors'
     dependency graph, as their repositories carry every build), a stand-in for every
     other pin (Slurm, Enroot/Pyxis), and, on Ubuntu 24.04, the packages of the evidence
-    repositories (``evidence_standins``) that these do not already name."""
+    repositories (``evidence_standins``) that these do not already name (``evidence``: a
+    caller that joins several fleets' packages adds them once, after every fleet's own, so
+    a bare evidence package never replaces a stand-in with files)."""
     found: dict[tuple[str, str], StandInPackage] = {}
     for stack in fleet.stacks:
         gpus = {(n.gpu.model, n.gpu.count): n.gpu for n in fleet.nodes if n.stack == stack.name}
@@ -134,7 +136,7 @@ def repo_packages(fleet: Fleet) -> list[StandInPackage]:
                 found[(p.name, p.version)] = p
     for p in pin_standins([pin for pin in fleet_pins(fleet) if pin not in found]):
         found[(p.name, p.version)] = p
-    if fleet.os == "ubuntu-24.04":
+    if evidence and fleet.os == "ubuntu-24.04":
         # What the vendors publish beside the pins (fleetspec/lab/vendor_packages.yaml, not
         # made from the pins): Canonical's -580 builds, 580's unsuffixed tools, builds newer
         # than the pins, cuDNN's meta chain, the graphics repository's packages.
