@@ -64,9 +64,6 @@ _NVLINK5_MODELS = frozenset({"b200", "b300"})
 # Grace-Blackwell rack-scale systems: NVLink switch trays run the fabric manager, the
 # compute nodes run IMEX for cross-node NVLink memory.
 _IMEX_MODELS = frozenset({"gb200", "gb300"})
-# The first branch whose packages drop the branch from their names (NVIDIA driver
-# installation guide, "Recent updates": "Ubuntu 590 and later packages").
-_UNBRANCHED_FROM = 590
 
 
 class PackageError(ValueError):
