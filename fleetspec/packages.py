@@ -8,13 +8,16 @@ and the GPUs. Pure: no I/O.
 
 Sources of the shapes (checked against published package file names):
 - NVIDIA CUDA repository (developer.download.nvidia.com/compute/cuda/repos/<os>/x86_64):
-  ``nvidia-driver-580-open_580.95.05-0ubuntu1``, ``libnvidia-compute-580_...-0ubuntu1``,
-  ``nvidia-fabricmanager-580_580.105.08-1``, ``cuda-toolkit-13-0_13.0.2-1``,
+  ``nvidia-driver-580-open_580.95.05-0ubuntu1``, ``libnvidia-compute-580_...-0ubuntu1``
+  (``-1ubuntu1`` from 580.126.09), ``nvidia-fabricmanager_580.95.05-1`` (unsuffixed from 580;
+  ``nvidia-fabricmanager-570_570.172.08-1`` before), ``cuda-toolkit-13-0_13.0.2-1``,
   ``libcudnn9-cuda-13_9.17.0.29-1``, ``libnccl2_2.28.3-1+cuda13.0``; the debian12 tree
   names the driver without the branch (``nvidia-driver``, ``libcuda1``) at ``<driver>-1``.
 - ROCm repository (repo.radeon.com/rocm/apt/<rocm>): ``rocm-core_7.0.2.70002-56~24.04``,
   ``rccl_2.26.6.70002-56~24.04``; amdgpu (repo.radeon.com/amdgpu/<v>/ubuntu):
-  ``amdgpu-dkms_1:6.16.13.30300300-2327507.22.04``.
+  ``amdgpu-dkms_1:6.16.13.30300300-2327507.22.04``; ``rocprofiler-sdk_1.0.0-56~24.04``;
+  ``amdgpu-dkms-firmware`` ``30.10.2.0.30100200-2226257.24.04`` (no epoch).
+Each with its artefact: docs/packaging.md, "Evidence" (fleetspec/lab/vendor_packages.yaml).
 """
 
 from __future__ import annotations
@@ -45,7 +48,11 @@ ROCM_BUILDS: dict[str, int] = {
     "7.0.2": 56, "7.1.0": 20, "7.1.1": 38, "7.2.0": 43, "7.2.1": 81, "7.2.3": 90, "7.2.4": 93,
 }  # fmt: skip
 # amdgpu driver release -> (kernel module version, build id) of amdgpu-dkms.
-AMDGPU_BUILDS: dict[str, tuple[str, str]] = {"30.30.3": ("6.16.13", "2327507")}
+# 30.10.2: amdgpu-dkms-firmware 30.10.2.0.30100200-2226257.24.04 (apt policy capture, ROCm
+# issue comment 2025-10-24) and 6.14.14.30100200-2226257 (driver/DKMS/ROCm table).
+AMDGPU_BUILDS: dict[str, tuple[str, str]] = {"30.10.2": ("6.14.14", "2226257"), "30.30.3": ("6.16.13", "2327507")}
+# amdgpu-dkms-firmware's own version where a published capture shows it (no epoch).
+AMDGPU_FIRMWARE: dict[str, str] = {"30.10.2": "30.10.2.0.30100200-2226257"}
 
 # The open kernel module does not support these generations; the others default to it
 # (NVIDIA's recommendation since R560), and Blackwell and Grace Hopper require it.
@@ -57,9 +64,6 @@ _NVLINK5_MODELS = frozenset({"b200", "b300"})
 # Grace-Blackwell rack-scale systems: NVLink switch trays run the fabric manager, the
 # compute nodes run IMEX for cross-node NVLink memory.
 _IMEX_MODELS = frozenset({"gb200", "gb300"})
-# The first branch whose packages drop the branch from their names (NVIDIA driver
-# installation guide, "Recent updates": "Ubuntu 590 and later packages").
-_UNBRANCHED_FROM = 590
 
 
 class PackageError(ValueError):
@@ -141,13 +145,16 @@ def driver_family(driver: str, os: str, flavor: str) -> dict[str, str]:
     """
     scheme = driver_packaging(driver, os)
     branch = str(version_key(driver)[0])
-    version, tools = f"{driver}-{scheme.revision}", f"{driver}-{scheme.tools_revision}"
+    version, tools = f"{driver}-{scheme.revision_for(driver)}", f"{driver}-{scheme.tools_revision}"
+    # From 580 NVIDIA names the fabric manager, NSCQ and IMEX without the branch
+    # (nvidia-fabricmanager_580.95.05-1); nvidia-fabricmanager-580 there is only a virtual
+    # package, and Canonical's real one is another build (gpu-driver-container#451).
+    t = f"-{branch}" if scheme.tools_branch_in_name else ""
+    tool_names = [f"nvidia-fabricmanager{t}", f"libnvidia-nscq{t}", f"nvidia-imex{t}"]
     if os.startswith("debian"):
         dkms = "nvidia-kernel-open-dkms" if flavor == "open" else "nvidia-kernel-dkms"
         names = ["nvidia-driver", dkms, "libcuda1", "nvidia-kernel-support", "libnvidia-ml1", "nvidia-smi",
                  "nvidia-persistenced", "nvidia-modprobe", "firmware-nvidia-gsp"]
-        b = f"-{branch}" if int(branch) < _UNBRANCHED_FROM else ""
-        tool_names = [f"nvidia-fabricmanager{b}", f"libnvidia-nscq{b}", f"nvidia-imex{b}"]
     else:
         b = f"-{branch}" if scheme.branch_in_name else ""
         o = "-open" if flavor == "open" else ""
@@ -156,7 +163,6 @@ def driver_family(driver: str, os: str, flavor: str) -> dict[str, str]:
                  f"nvidia-compute-utils{b}", f"nvidia-firmware{b}", "nvidia-modprobe"] + [
                  f"libnvidia-{lib}{b}" for lib in ("cfg1", "common", "decode", "encode", "extra", "fbc1", "gl",
                                                     "gpucomp")] + [f"xserver-xorg-video-nvidia{b}"]
-        tool_names = [f"nvidia-fabricmanager{b}", f"libnvidia-nscq{b}", f"nvidia-imex{b}"]
     return {**{n: version for n in names}, **{n: tools for n in tool_names}}
 
 
@@ -238,16 +244,31 @@ def _cudnn(cudnn: str, cuda: str) -> tuple[str, str]:
 
 
 def cudnn_packages(cudnn: str, cuda: str) -> list[tuple[str, str]]:
-    """cuDNN with its headers, as NVIDIA's meta package ``cudnn9-cuda-<major>`` installs it:
-    the runtime, ``-dev`` (libraries to link, the ``cudnn*.h`` headers through
-    ``-headers``). cuDNN 8: ``libcudnn8`` and ``libcudnn8-dev`` at one version."""
+    """What NVIDIA's own CUDA images install: the runtime and ``-dev`` at one version
+    (``libcudnn9-cuda-12=9.8.0.87-1 libcudnn9-dev-cuda-12=9.8.0.87-1`` in
+    nvidia/cuda:12.8.1-cudnn-devel-ubuntu24.04; ``-dev`` pulls ``-headers`` at ``=``).
+    Not the meta package ``cudnn9-cuda-<major>``: it pulls ``cudnn9-cuda-<major>-<minor>``
+    and ``-static`` at ``=`` too. cuDNN 8: ``libcudnn8`` and ``libcudnn8-dev``."""
     name, version = _cudnn(cudnn, cuda)
     if name.startswith("libcudnn8"):
         return [(name, version), (f"{name}-dev", version)]
     major = name.removeprefix("libcudnn").split("-", 1)[0]
     cuda_major = name.rsplit("-", 1)[1]
-    return [(f"cudnn{major}-cuda-{cuda_major}", version), (name, version),
-            (f"libcudnn{major}-dev-cuda-{cuda_major}", version), (f"libcudnn{major}-headers-cuda-{cuda_major}", version)]
+    return [(name, version), (f"libcudnn{major}-dev-cuda-{cuda_major}", version)]
+
+
+def cudnn_lock(cudnn: str, cuda: str) -> tuple[str, str]:
+    """The .pref's package expression and version for cuDNN: every package of the release
+    for the CUDA major (runtime, -dev, -headers, -static, -samples, the metas
+    ``cudnn9-cuda-13`` and ``cudnn9-cuda-13-0``), so no member of the chain can come in at a
+    newer build and break the ``=`` dependencies ("held broken packages")."""
+    name, version = _cudnn(cudnn, cuda)
+    if name.startswith("libcudnn8"):
+        return f"{name} {name}-dev", version
+    major = name.removeprefix("libcudnn").split("-", 1)[0]
+    cuda_major = name.rsplit("-", 1)[1]
+    return (f"/^libcudnn{major}-(.+-)?cuda-{cuda_major}$/ /^cudnn{major}-cuda-{cuda_major}(-[0-9]+)?$/"
+            f" libcudnn{major}-samples"), version
 
 
 def apt_preferences(stack: StackTuple, os: str, gpu_models: Iterable[GpuSpec]) -> str:
@@ -268,8 +289,12 @@ def apt_preferences(stack: StackTuple, os: str, gpu_models: Iterable[GpuSpec]) -
     if stack.vendor == "nvidia":
         if stack.driver:
             family = driver_family(stack.driver, os, kernel_module_flavor(gpus))
-            stanzas.append((f"NVIDIA driver {stack.driver}: every package of the driver family (version locking)",
-                            _NVIDIA_DRIVER_FAMILY, f"{stack.driver}-*"))
+            # NVIDIA's own revisions of this build only: Canonical builds the same names at
+            # the same upstream version (580.126.09-0ubuntu0.24.04.2), which `<build>-*` admits.
+            revisions = "|".join(sorted({v.split("-", 1)[1] for v in family.values()}))
+            stanzas.append((f"NVIDIA driver {stack.driver}: every package of the driver family at NVIDIA's own "
+                            "revisions (version locking)", _NVIDIA_DRIVER_FAMILY,
+                            f"/^{re.escape(stack.driver)}-({revisions})$/"))
             assert all(re.match(r"^(lib)?nvidia-|^libcuda|^libnv|^xserver-xorg-video-nvidia|^firmware-nvidia", n)
                        for n in family), "a driver package the family expression misses"
             if any(needs_nvlsm(g) for g in gpus):
@@ -280,21 +305,28 @@ def apt_preferences(stack: StackTuple, os: str, gpu_models: Iterable[GpuSpec]) -
             major, minor = _mm(stack.cuda)
             stanzas.append((f"CUDA {stack.cuda}", f"cuda-toolkit-{major}-{minor}", f"{stack.cuda}-1"))
         if stack.cudnn and stack.cuda:
-            names = cudnn_packages(stack.cudnn, stack.cuda)
-            stanzas.append((f"cuDNN {stack.cudnn}", " ".join(n for n, _ in names), names[0][1]))
+            stanzas.append((f"cuDNN {stack.cudnn}: the whole package chain of the release", *cudnn_lock(stack.cudnn,
+                                                                                                      stack.cuda)))
         if stack.nccl and stack.cuda:
             major, minor = _mm(stack.cuda)
             stanzas.append((f"NCCL {stack.nccl}", "libnccl2 libnccl-dev", f"{stack.nccl}-1+cuda{major}.{minor}"))
     else:
         distro = _ROCM_DISTRO[os]
         if stack.amdgpu:
-            stanzas.append((f"amdgpu {stack.amdgpu}", "amdgpu-dkms amdgpu-dkms-firmware",
-                            _amdgpu_version(stack.amdgpu, distro)))
+            stanzas.append((f"amdgpu {stack.amdgpu}", "amdgpu-dkms", _amdgpu_version(stack.amdgpu, distro)))
+            # Versioned apart, without an epoch (30.10.2.0.30100200-2226257.24.04): it sorts
+            # below the 6.4 driver's 1:6.12.12.60404-... firmware, so only a lock moves it.
+            stanzas.append((f"amdgpu {stack.amdgpu}: its firmware, versioned apart", "amdgpu-dkms-firmware",
+                            amdgpu_firmware_version(stack.amdgpu, distro)))
         if stack.rocm:
             # Every package of a ROCm release ends in the release's number and build
             # (hip-runtime-amd 7.0.51831.70002-56~24.04, rocm-core 7.0.2.70002-56~24.04).
-            stanzas.append((f"ROCm {stack.rocm}: every package of the release", "/.*/",
-                            f"*.{rocm_suffix(stack.rocm, distro)}"))
+            suffix = rocm_suffix(stack.rocm, distro)
+            stanzas.append((f"ROCm {stack.rocm}: every package of the release", "/.*/", f"*.{suffix}"))
+            # ... except rocprofiler-sdk*, versioned without the release number
+            # (rocprofiler-sdk_1.0.0-56~24.04 in rocm/apt/7.0.2): the release's build only.
+            stanzas.append((f"ROCm {stack.rocm}: rocprofiler-sdk*, versioned without the release number",
+                            "/^rocprofiler-sdk/", f"*-{suffix.split('-', 1)[1]}"))
     head = f"# fleetspec: the packages of stack {stack.name} on {os}, locked at the tuple's builds.\n"
     return head + "".join(f"\nExplanation: {why}\nPackage: {names}\nPin: version {version}\nPin-Priority: 1000\n"
                           for why, names, version in stanzas)
@@ -333,6 +365,40 @@ def _amdgpu_version(amdgpu: str, distro: str) -> str:
     kmod, build = AMDGPU_BUILDS.get(amdgpu, ("*", "*"))  # unknown: a pattern (rule package-pin warns)
     parts = (*version_key(amdgpu), 0, 0)
     return f"1:{kmod}.{parts[0]}{parts[1]:02d}{parts[2]:02d}00-{build}.{distro}"
+
+
+def unconfirmed_pins(stack: StackTuple, os: str) -> list[tuple[str, str]]:
+    """(tuple key, why) for each pin or lock whose version shape no published artefact shows
+    for this build: the rule package-pin warns, the pin is still rendered."""
+    found: list[tuple[str, str]] = []
+    if stack.vendor == "nvidia" and stack.driver:
+        scheme = driver_packaging(stack.driver, os)
+        revision = scheme.revision_for(stack.driver)
+        if "revision" in scheme.unconfirmed:
+            found.append(("driver", f"the Debian revision {revision} of the {version_key(stack.driver)[0]} driver "
+                                    "packages is not shown by a published listing (unconfirmed catalog fact)"))
+        elif scheme.revision_seen_to and version_key(stack.driver) > version_key(scheme.revision_seen_to):
+            found.append(("driver", f"driver {stack.driver} is newer than the last build a published listing shows "
+                                    f"({scheme.revision_seen_to}): its revision {revision} is extrapolated"))
+    if stack.vendor == "amd" and stack.amdgpu and stack.amdgpu not in AMDGPU_FIRMWARE:
+        found.append(("amdgpu", f"amdgpu-dkms-firmware of amdgpu {stack.amdgpu} is versioned apart and no published "
+                                f"capture shows its version: it is locked by the pattern {stack.amdgpu}.*"))
+    return found
+
+
+def amdgpu_firmware_version(amdgpu: str, distro: str) -> str:
+    """amdgpu-dkms-firmware of driver ``amdgpu``: the published version, else the pattern
+    ``<amdgpu>.*`` (a release without a capture; the 30.10.2 one starts with its release)."""
+    known = AMDGPU_FIRMWARE.get(amdgpu)
+    return f"{known}.{distro}" if known else f"{amdgpu}.*"
+
+
+def rocm_apt_path(rocm: str) -> str:
+    """The release's folder under repo.radeon.com/rocm/apt/ and graphics/: an x.y.0 release
+    is served from ``x.y`` (7.1.0 from rocm/apt/7.1; no 7.1.0 folder was found), others
+    from their full number (7.0.2, 7.1.1)."""
+    parts = version_key(rocm)
+    return f"{parts[0]}.{parts[1]}" if len(parts) == 3 and parts[2] == 0 else rocm
 
 
 def slurm_packages(version: str, roles: Iterable[str]) -> list[PackagePin]:

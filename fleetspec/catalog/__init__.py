@@ -108,6 +108,18 @@ class DriverPackaging(NamedTuple):
     tools_revision: str
     sources: tuple[str, ...]
     unconfirmed: tuple[str, ...] = ()
+    tools_branch_in_name: bool = True
+    revision_from: tuple[tuple[str, str], ...] = ()
+    revision_seen_to: str | None = None
+
+    def revision_for(self, driver: str) -> str:
+        """The driver packages' Debian revision of build ``driver``: ``revision``, or the last
+        ``revision_from`` entry at or below the build (580.126.09 on: ``1ubuntu1``)."""
+        found = self.revision
+        for first, revision in sorted(self.revision_from, key=lambda kv: version_key(kv[0])):
+            if version_key(first) <= version_key(driver):
+                found = revision
+        return found
 
 
 class Nvlink5Packages(NamedTuple):
@@ -184,7 +196,9 @@ class Catalog:
         schemes = [e for e in self._data["nvidia"]["driver_packaging"][os_family] if e["branch"] <= branch]
         e = max(schemes, key=lambda x: x["branch"])
         return DriverPackaging(e["branch"], e["branch_in_name"], e["revision"], e["tools_revision"], _sources(e),
-                               tuple(e.get("unconfirmed", ())))
+                               tuple(e.get("unconfirmed", ())), e["tools_branch_in_name"],
+                               tuple((str(k), str(v)) for k, v in (e.get("revision_from") or {}).items()),
+                               e.get("revision_seen_to"))
 
     def nvlink5_packages(self) -> Nvlink5Packages:
         e = self._data["nvidia"]["nvlink5"]

@@ -33,7 +33,7 @@ from fleetspec.findings import Severity
 from fleetspec.lab import DEFAULT_PER_PARTITION, STATE_FILE
 from fleetspec.lab.base import REPO_MOUNT, ensure_base, ensure_host_packages
 from fleetspec.lab.hosts import CGROUP_GONE, Lab, validate_name
-from fleetspec.lab.repo import StandInPackage, build_repo, pin_standins, stack_standins
+from fleetspec.lab.repo import StandInPackage, build_repo, evidence_standins, pin_standins, stack_standins
 from fleetspec.lab.slurm import Cluster, ensure_slurm, restrict_slurm_files
 from fleetspec.packages import container_packages, packages_for, slurm_packages
 from fleetspec.pipeline import compile_file
@@ -120,11 +120,14 @@ def fleet_pins(fleet: Fleet) -> list[tuple[str, str]]:
     return sorted(pins)
 
 
-def repo_packages(fleet: Fleet) -> list[StandInPackage]:
+def repo_packages(fleet: Fleet, evidence: bool = True) -> list[StandInPackage]:
     """What the lab's repository publishes for ``fleet``: each stack's whole package
     families at the pinned builds and at a newer build (``stack_standins``: the vendors'
-    dependency graph, as their repositories carry every build), and a stand-in for every
-    other pin (Slurm, Enroot/Pyxis)."""
+    dependency graph, as their repositories carry every build), a stand-in for every
+    other pin (Slurm, Enroot/Pyxis), and, on Ubuntu 24.04, the packages of the evidence
+    repositories (``evidence_standins``) that these do not already name (``evidence``: a
+    caller that joins several fleets' packages adds them once, after every fleet's own, so
+    a bare evidence package never replaces a stand-in with files)."""
     found: dict[tuple[str, str], StandInPackage] = {}
     for stack in fleet.stacks:
         gpus = {(n.gpu.model, n.gpu.count): n.gpu for n in fleet.nodes if n.stack == stack.name}
@@ -133,6 +136,13 @@ def repo_packages(fleet: Fleet) -> list[StandInPackage]:
                 found[(p.name, p.version)] = p
     for p in pin_standins([pin for pin in fleet_pins(fleet) if pin not in found]):
         found[(p.name, p.version)] = p
+    if evidence and fleet.os == "ubuntu-24.04":
+        # What the vendors publish beside the pins (fleetspec/lab/vendor_packages.yaml, not
+        # made from the pins): Canonical's -580 builds, 580's unsuffixed tools, builds newer
+        # than the pins, cuDNN's meta chain, the graphics repository's packages.
+        for url, packages in evidence_standins().items():
+            for p in packages if url != "installed" else ():
+                found.setdefault((p.name, p.version), p)
     return [found[k] for k in sorted(found)]
 
 

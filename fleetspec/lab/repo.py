@@ -53,6 +53,7 @@ class StandInPackage:
     symlinks: Mapping[str, str] = field(default_factory=dict)
     architecture: str = "amd64"
     conflicts: tuple[str, ...] = ()  # also written as Replaces: the package takes over their files
+    provides: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not _PKG_NAME.match(self.name):
@@ -82,6 +83,8 @@ def _control(pkg: StandInPackage) -> str:
     ]
     if pkg.depends:
         lines.append("Depends: " + ", ".join(pkg.depends))
+    if pkg.provides:
+        lines.append("Provides: " + ", ".join(pkg.provides))
     if pkg.conflicts:
         lines.append("Conflicts: " + ", ".join(pkg.conflicts))
         lines.append("Replaces: " + ", ".join(pkg.conflicts))
@@ -247,8 +250,8 @@ def _nvidia(driver: str, cuda_hint: str | None) -> list[StandInPackage]:
         files={"/usr/bin/nvidia-smi": _nvidia_smi(driver, reported_cuda)},
         description="NVIDIA driver metapackage; its nvidia-smi reports the driver and no GPUs.",
     )
-    fabric = StandInPackage(
-        f"nvidia-fabricmanager-{branch}", f"{driver}-1",
+    fabric = StandInPackage(  # unsuffixed from 580 (nvidia-fabricmanager_580.95.05-1_amd64.deb)
+        "nvidia-fabricmanager" if int(branch) >= 580 else f"nvidia-fabricmanager-{branch}", f"{driver}-1",
         files={"/usr/bin/nv-fabricmanager": f"#!/bin/sh\necho 'Fabric Manager version is : {driver}'\n"},
         description="NVSwitch fabric manager of the driver branch (no service: no NVSwitch here).",
     )
@@ -340,6 +343,16 @@ def _amdgpu(amdgpu: str) -> StandInPackage:
     )
 
 
+def amdgpu_firmware_standin_version(dkms_version: str) -> str:
+    """amdgpu-dkms-firmware beside ``amdgpu-dkms`` ``1:6.14.14.30100200-2226257.24.04``: versioned
+    apart, without an epoch, in the shape of the published 30.10.2 one
+    (``30.10.2.0.30100200-2226257.24.04``, apt policy capture in a ROCm issue, 2025-10-24)."""
+    upstream, rest = dkms_version.split(":", 1)[-1].split("-", 1)
+    release = upstream.rsplit(".", 1)[1]  # 30100200
+    major, minor, patch = int(release[:2]), int(release[2:4]), int(release[4:6])
+    return f"{major}.{minor}.{patch}.0.{release}-{rest}"
+
+
 def vendor_standins(tuples: Iterable[Mapping[str, str]]) -> list[StandInPackage]:
     """Stand-ins for every version in the given stack tuples, de-duplicated, sorted.
 
@@ -408,8 +421,8 @@ def _pin_standin(name: str, version: str, versions_of: Mapping[str, set[str]]) -
         smi = _nvidia_smi(up, DRIVER_CUDA.get(m[1], "0.0"))
         made = StandInPackage(name, version, files={"/usr/bin/nvidia-smi": smi},
                               description="NVIDIA driver utilities; its nvidia-smi reports the driver and no GPUs.")
-    elif re.match(r"^(libnvidia-compute|nvidia-fabricmanager)-[0-9]+$", name):
-        made = next(p for p in _nvidia(up, None) if p.name.rsplit("-", 1)[0] == name.rsplit("-", 1)[0])
+    elif re.match(r"^(libnvidia-compute-[0-9]+|nvidia-fabricmanager(-[0-9]+)?)$", name):
+        made = next((p for p in _nvidia(up, None) if p.name == name), None)
     elif re.match(r"^cuda-toolkit-[0-9]+-[0-9]+$", name):
         made = _cuda(up)
     elif m := re.match(r"^libcudnn[0-9]+-cuda-([0-9]+)$", name):
@@ -464,7 +477,7 @@ echo $! > /run/nvidia-persistenced/nvidia-persistenced.pid
 
 def _with_deps(pkg: StandInPackage, depends: Iterable[str]) -> StandInPackage:
     return StandInPackage(pkg.name, pkg.version, tuple(depends), pkg.files, pkg.description, pkg.symlinks,
-                          pkg.architecture, pkg.conflicts)
+                          pkg.architecture, pkg.conflicts, pkg.provides)
 
 
 def _branched(name: str, branch: str) -> str:
@@ -554,7 +567,7 @@ def stack_standins(stack: StackTuple, os: str, gpus: Sequence[GpuSpec], newer: b
     cuDNN, ROCm release), so that apt sees what the vendors' repositories hold."""
     from dataclasses import replace
 
-    from fleetspec.packages import cudnn_packages, kernel_module_flavor, packages_for
+    from fleetspec.packages import kernel_module_flavor, packages_for
 
     tuples = [stack]
     if newer:
@@ -568,8 +581,8 @@ def stack_standins(stack: StackTuple, os: str, gpus: Sequence[GpuSpec], newer: b
         if t.cuda:
             out.append(_cuda(t.cuda))
         if t.cudnn and t.cuda:
-            names = cudnn_packages(t.cudnn, t.cuda)
-            out += _cudnn_family(t.cudnn, names)
+            runtime = next(p for p in pins if p.startswith("libcudnn"))
+            out += _cudnn_family(pins[runtime], runtime, t.cuda)
         if t.nccl and t.cuda:
             out += [p for p in _nccl(t.nccl, t.cuda) if p.name in pins]
         if t.rocm:
@@ -578,9 +591,9 @@ def stack_standins(stack: StackTuple, os: str, gpus: Sequence[GpuSpec], newer: b
             out += nvlink5_standins(pins["nvlsm"], newer)
         if t.amdgpu and "amdgpu-dkms" in pins:
             dkms = _amdgpu(pins["amdgpu-dkms"])
-            firmware = StandInPackage("amdgpu-dkms-firmware", dkms.version, architecture="all",
-                                      description="amdgpu firmware for DKMS.")
-            out += [_with_deps(dkms, [f"amdgpu-dkms-firmware (= {dkms.version})"]), firmware]
+            firmware = StandInPackage("amdgpu-dkms-firmware", amdgpu_firmware_standin_version(dkms.version),
+                                      architecture="all", description="amdgpu firmware for DKMS.")
+            out += [_with_deps(dkms, [f"amdgpu-dkms-firmware (= {firmware.version})"]), firmware]
     unique = {(p.name, p.version): p for p in out}
     return [unique[k] for k in sorted(unique)]
 
@@ -655,20 +668,32 @@ def kernel_standins(release: str, version: str, ubuntu: bool = True) -> list[Sta
     ]
 
 
-def _cudnn_family(cudnn: str, names: list[tuple[str, str]]) -> list[StandInPackage]:
-    """``cudnn9-cuda-13`` -> runtime and -dev at ``=``; -dev -> runtime and -headers at ``=``."""
-    (meta, version), (runtime, _), (dev, _), (headers, _) = names
-    lib = _cudnn(version.split("-")[0], runtime.rsplit("-", 1)[1])
+def _cudnn_family(version: str, runtime: str, cuda: str) -> list[StandInPackage]:
+    """cuDNN's package chain as ``apt install cudnn`` pulls it (cudnn9-cuda-12,
+    cudnn9-cuda-12-4, libcudnn9-cuda-12, libcudnn9-dev-cuda-12, libcudnn9-static-cuda-12, ...):
+    ``cudnn9-cuda-13`` -> ``cudnn9-cuda-13-0`` and ``-static`` at ``=``; ``cudnn9-cuda-13-0`` ->
+    runtime and -dev at ``=``; -dev -> runtime and -headers at ``=``. cuDNN 8: runtime, -dev."""
+    lib = _cudnn(version.split("-")[0], cuda.split(".")[0])
+    lib = StandInPackage(runtime, version, (), lib.files, lib.description, lib.symlinks)
+    if runtime.startswith("libcudnn8"):
+        return [lib, StandInPackage(f"{runtime}-dev", version, (f"{runtime} (= {version})",))]
+    major, cuda_major = runtime.removeprefix("libcudnn").split("-", 1)[0], runtime.rsplit("-", 1)[1]
+    cuda_minor = cuda.split(".")[1] if "." in cuda else "0"
+    meta, minor_meta = f"cudnn{major}-cuda-{cuda_major}", f"cudnn{major}-cuda-{cuda_major}-{cuda_minor}"
+    dev, headers = f"libcudnn{major}-dev-cuda-{cuda_major}", f"libcudnn{major}-headers-cuda-{cuda_major}"
+    static = f"libcudnn{major}-static-cuda-{cuda_major}"
     header = {k: v for k, v in lib.files.items() if k.endswith(".h")}
-    runtime_pkg = StandInPackage(runtime, version, (), {k: v for k, v in lib.files.items() if k not in header},
-                                 lib.description, lib.symlinks)
+    eq = "{} (= " + version + ")"
     return [
-        StandInPackage(meta, version, (f"{runtime} (= {version})", f"{dev} (= {version})"),
-                       description="cuDNN meta package: the runtime and its development files."),
-        runtime_pkg,
-        StandInPackage(dev, version, (f"{runtime} (= {version})", f"{headers} (= {version})"),
-                       description="cuDNN development files."),
+        StandInPackage(meta, version, (eq.format(minor_meta), eq.format(static)),
+                       description="cuDNN meta package for the CUDA major."),
+        StandInPackage(minor_meta, version, (eq.format(runtime), eq.format(dev)),
+                       description="cuDNN meta package for the CUDA minor."),
+        StandInPackage(runtime, version, (), {k: v for k, v in lib.files.items() if k not in header},
+                       lib.description, lib.symlinks),
+        StandInPackage(dev, version, (eq.format(runtime), eq.format(headers)), description="cuDNN development files."),
         StandInPackage(headers, version, (), header, description="cuDNN headers (cudnn_version.h)."),
+        StandInPackage(static, version, (eq.format(dev),), description="cuDNN static libraries."),
     ]
 
 
@@ -689,6 +714,58 @@ def _rocm_family(rocm_version: str, rccl_version: str | None) -> list[StandInPac
     meta = StandInPackage("rocm", rocm_version, tuple(f"{n} (= {rocm_version})" for n in ROCM_META_DEPENDS),
                           description=f"ROCm {rocm} meta package.")
     return [meta, *parts, *rest]
+
+
+# ---------------------------------------------------------------- the vendors' published packages
+
+VENDOR_PACKAGES = Path(__file__).with_name("vendor_packages.yaml")
+
+
+@dataclass(frozen=True)
+class EvidenceGroup:
+    """One row of the evidence table: packages as a published artefact shows them."""
+
+    shape: str
+    example: str
+    source: str
+    seen: str
+    repo: str
+    packages: tuple[StandInPackage, ...]
+    unconfirmed: tuple[str, ...]  # "name=version" of packages the artefacts do not show literally
+
+
+def evidence_groups(path: Path = VENDOR_PACKAGES) -> list[EvidenceGroup]:
+    """The rows of ``vendor_packages.yaml``, expanded to stand-ins (names x versions, each
+    name's ``depends`` with ``{v}`` its own version). Reads nothing of ``fleetspec.packages``:
+    the names and versions are the artefacts', not the renderer's."""
+    import yaml
+
+    out = []
+    for g in yaml.safe_load(path.read_text())["groups"]:
+        rows = [{"name": n, "version": v} for v in g.get("versions", ()) for n in g.get("names", ())]
+        rows += g.get("packages", [])
+        depends, provides = g.get("depends", {}), g.get("provides", {})
+        pkgs, unconfirmed = [], []
+        for r in rows:
+            name, version = r["name"], str(r["version"])
+            deps = tuple(d.replace("{v}", version) for d in r.get("depends", depends.get(name, ())))
+            pkgs.append(StandInPackage(name, version, deps, description=f"{g['shape']} (source: {g['source']})",
+                                       provides=tuple(provides.get(name, ()))))
+            if r.get("unconfirmed"):
+                unconfirmed.append(f"{name}={version}")
+        out.append(EvidenceGroup(g["shape"], g["example"], g["source"], str(g["seen"]), g["repo"], tuple(pkgs),
+                                 tuple(unconfirmed)))
+    return out
+
+
+def evidence_standins(path: Path = VENDOR_PACKAGES) -> dict[str, list[StandInPackage]]:
+    """{repository URL: its packages}: what the lab's evidence repositories serve (``installed``:
+    packages only a node's dpkg status holds)."""
+    repos: dict[str, dict[tuple[str, str], StandInPackage]] = {}
+    for g in evidence_groups(path):
+        for p in g.packages:
+            repos.setdefault(g.repo, {})[(p.name, p.version)] = p
+    return {url: [pkgs[k] for k in sorted(pkgs)] for url, pkgs in sorted(repos.items())}
 
 
 def pin_standins(pins: Iterable[tuple[str, str]]) -> list[StandInPackage]:

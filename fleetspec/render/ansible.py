@@ -33,10 +33,12 @@ from fleetspec.packages import (
     needs_imex,
     nvswitch_on_pci,
     packages_for,
+    rocm_apt_path,
     slurm_packages,
 )
 from fleetspec.render.kubelet import registration_labels
 from fleetspec.site.ansible import site_vars
+from fleetspec.versions import version_key
 
 # libyaml's emitter when present: same output, several times faster on 20,000 nodes.
 _BaseDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -298,8 +300,14 @@ def _vendor_sources(os: str, stack: StackTuple) -> list[dict[str, Any]]:
     suite = "jammy" if os == "debian-12" else _CODENAME[os]
     sources = []
     if stack.rocm:
-        sources.append({"name": "rocm", "uri": f"https://repo.radeon.com/rocm/apt/{stack.rocm}", "suite": suite,
+        path = rocm_apt_path(stack.rocm)  # 7.1.0 is served from rocm/apt/7.1
+        sources.append({"name": "rocm", "uri": f"https://repo.radeon.com/rocm/apt/{path}", "suite": suite,
                         "components": "main", "key_url": _ROCM_KEY_URL})  # fmt: skip
+        if version_key(stack.rocm)[0] >= 7:
+            # ROCm 7's rocdecode depends on mesa-amdgpu-va-drivers, published only in AMD's
+            # graphics repository (AMD's 7.0.2 install steps add it; ROCm/rocDecode#656).
+            sources.append({"name": "amdgpu-graphics", "uri": f"https://repo.radeon.com/graphics/{path}/ubuntu",
+                            "suite": suite, "components": "main", "key_url": _ROCM_KEY_URL})  # fmt: skip
     if stack.amdgpu:
         sources.append({"name": "amdgpu", "uri": f"https://repo.radeon.com/amdgpu/{stack.amdgpu}/ubuntu",
                         "suite": suite, "components": "main", "key_url": _ROCM_KEY_URL})  # fmt: skip

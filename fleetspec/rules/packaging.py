@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from fleetspec.catalog import Catalog
 from fleetspec.compile.ir import Fleet
 from fleetspec.findings import Finding
-from fleetspec.packages import PackageError, packages_for
+from fleetspec.packages import PackageError, packages_for, unconfirmed_pins
 from fleetspec.rules.base import error, warning
 
 
@@ -34,3 +34,11 @@ def check_package_pins(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
                     "(e.g. cudnn: \"9.17.0.29\") for an exact pin",
                     stack.path + ((key,) if key else ()),
                 )
+        k8s = fleet.kubernetes
+        operator_driver = (k8s is not None and k8s.gpu_operator is not None and k8s.gpu_operator.driver == "operator"
+                           and all(n.scheduler == "kubernetes" for n in fleet.nodes if n.stack == stack.name))
+        for key, why in unconfirmed_pins(stack, fleet.os):
+            if key == "driver" and operator_driver:
+                continue  # the GPU Operator installs the driver: no host package is pinned
+            yield warning("package-pin", f"{why}. Check it with apt-cache policy against the repository before a "
+                          "canary wave (the pre-check stops a host whose pins do not resolve)", stack.path + (key,))

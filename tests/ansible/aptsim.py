@@ -20,12 +20,14 @@ _INST = re.compile(r"^Inst (\S+) (?:\[(\S+)\] )?\((\S+) ")
 
 
 class AptRoot:
-    def __init__(self, root: Path, repo: Path) -> None:
+    def __init__(self, root: Path, repo: Path | list[Path]) -> None:
+        """``repo``: one flat repository, or several (a node's sources: the vendors' and the distribution's)."""
         self.root = root
         for d in ("etc/apt/preferences.d", "etc/apt/sources.list.d", "etc/apt/apt.conf.d", "var/lib/apt/lists/partial",
                   "var/cache/apt/archives/partial", "var/lib/dpkg"):  # fmt: skip
             (root / d).mkdir(parents=True, exist_ok=True)
-        (root / "etc/apt/sources.list").write_text(f"deb [trusted=yes] file:{repo} ./\n")
+        repos = repo if isinstance(repo, list) else [repo]
+        (root / "etc/apt/sources.list").write_text("".join(f"deb [trusted=yes] file:{r} ./\n" for r in repos))
         self.installed([])
         self.apt("update")
 

@@ -20,7 +20,7 @@ from fleetspec.compile.ir import Fleet, StackTuple
 from fleetspec.lab import Lab, StandInPackage, build_repo
 from fleetspec.lab.fleet import LAB_MIRROR
 from fleetspec.lab.fleet import repo_packages as lab_repo_packages
-from fleetspec.lab.repo import kernel_standins
+from fleetspec.lab.repo import evidence_standins, kernel_standins
 from fleetspec.packages import packages_for
 from fleetspec.render.ansible import render_ansible
 from fleetspec.render.slurm import render_slurm
@@ -46,7 +46,10 @@ DEBIAN_KERNEL = "6.1.0-26-amd64"  # a kernel without modules-extra (Debian's pac
 def repo_packages(fleets: list[Fleet]) -> list[StandInPackage]:
     """The lab repository's families (pinned and newer builds, the vendors' dependency
     graph), plus a bare stand-in for every other pin the fleets use (Slurm, MariaDB)."""
-    found = {(p.name, p.version): p for f in fleets for p in lab_repo_packages(f)}
+    found = {(p.name, p.version): p for f in fleets for p in lab_repo_packages(f, evidence=False)}
+    for url, packages in evidence_standins().items():  # what the vendors publish beside them
+        for p in packages if url != "installed" else ():
+            found.setdefault((p.name, p.version), p)
     standins = [found[k] for k in sorted(found)]
     have = set(found)
     extra: dict[tuple[str, str], StandInPackage] = {}

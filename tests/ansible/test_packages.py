@@ -23,12 +23,10 @@ def test_nvidia_tuple_on_ubuntu_2404_names_the_cuda_repository_packages() -> Non
         "nvidia-utils-580=580.95.05-0ubuntu1",
         "libnvidia-compute-580=580.95.05-0ubuntu1",
         "nvidia-persistenced=580.95.05-0ubuntu1",
-        "nvidia-fabricmanager-580=580.95.05-1",
+        "nvidia-fabricmanager=580.95.05-1",  # unsuffixed from 580 (gpu-driver-container#451)
         "cuda-toolkit-13-0=13.0.2-1",
-        "cudnn9-cuda-13=9.17.0.29-1",
-        "libcudnn9-cuda-13=9.17.0.29-1",
+        "libcudnn9-cuda-13=9.17.0.29-1",  # what NVIDIA's CUDA images install
         "libcudnn9-dev-cuda-13=9.17.0.29-1",
-        "libcudnn9-headers-cuda-13=9.17.0.29-1",
         "libnccl2=2.28.3-1+cuda13.0",
         "libnccl-dev=2.28.3-1+cuda13.0",
     ]
@@ -40,7 +38,7 @@ def test_fabric_manager_only_for_nvswitch_boards_and_imex_for_nvl72() -> None:
     fm = [p for p in packages_for(HOPPER, "ubuntu-24.04", [GPUS["h200"]]) if "fabricmanager" in p.name]
     assert fm and fm[0].condition == "nvswitch"
     imex = [p for p in packages_for(HOPPER, "ubuntu-24.04", [GPUS["gb200"]]) if "imex" in p.name]
-    assert [p.spec for p in imex] == ["nvidia-imex-580=580.95.05-1"] and imex[0].condition == "imex"
+    assert [p.spec for p in imex] == ["nvidia-imex=580.95.05-1"] and imex[0].condition == "imex"
 
 
 def test_nvlsm_only_for_hgx_b200_b300_boards() -> None:
@@ -86,7 +84,7 @@ def test_a_tuple_without_cuda_cannot_name_nccl_packages() -> None:
 @pytest.mark.parametrize(
     ("stack", "expected"),
     [
-        (StackTuple("x", "nvidia", cuda="13.0.2", cudnn="9.99.0"), "cudnn9-cuda-13=9.99.0.*-1"),
+        (StackTuple("x", "nvidia", cuda="13.0.2", cudnn="9.99.0"), "libcudnn9-cuda-13=9.99.0.*-1"),
         (StackTuple("x", "nvidia", cuda="12.2.2", cudnn="8.9.5"), "libcudnn8=8.9.5.*-1+cuda12.2"),
         (StackTuple("x", "amd", rocm="6.9.9"), "rocm-core=6.9.9.60909-*~24.04"),
         (StackTuple("x", "amd", rocm="7.0.2", amdgpu="30.10"), "amdgpu-dkms=1:*.30100000-*.24.04"),
@@ -101,7 +99,7 @@ def test_unknown_build_numbers_become_version_patterns(stack: StackTuple, expect
 def test_a_four_part_cudnn_version_is_taken_as_given() -> None:
     stack = StackTuple("x", "nvidia", cuda="12.8.1", cudnn="9.99.0.7")
     assert specs(packages_for(stack, "ubuntu-24.04", []))[:3] == [
-        "cuda-toolkit-12-8=12.8.1-1", "cudnn9-cuda-12=9.99.0.7-1", "libcudnn9-cuda-12=9.99.0.7-1"]
+        "cuda-toolkit-12-8=12.8.1-1", "libcudnn9-cuda-12=9.99.0.7-1", "libcudnn9-dev-cuda-12=9.99.0.7-1"]
 
 
 def test_unknown_os_is_refused() -> None:

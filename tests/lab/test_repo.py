@@ -40,7 +40,7 @@ def test_vendor_standins_are_named_and_versioned_like_the_real_packages(tmp_path
     assert {n: p.version for n, p in got.items()} == {
         "nvidia-driver-580": "580.95.05-0ubuntu1",
         "libnvidia-compute-580": "580.95.05-0ubuntu1",
-        "nvidia-fabricmanager-580": "580.95.05-1",
+        "nvidia-fabricmanager": "580.95.05-1",  # unsuffixed from 580
         "cuda-toolkit-13-0": "13.0.2-1",
         "libcudnn9-cuda-13": "9.17.0.0-1",
         "libnccl2": "2.28.3-1+cuda13.0",

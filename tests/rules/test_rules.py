@@ -420,3 +420,15 @@ def test_an_unconfirmed_amd_gpu_operator_range_only_warns() -> None:
     result = compile_text(AMD_K8S_FIXTURE.read_text(), catalog=amd_operator_catalog(["1.29", None], ("k8s",)))
     assert severities(result, "gpu-operator-unsupported") == ["warning"], describe(result)
     assert "unconfirmed catalog fact" in of(result, "gpu-operator-unsupported")[0][1]
+
+
+def test_an_extrapolated_driver_revision_and_an_unpublished_firmware_version_warn() -> None:
+    """#24: a pin whose version shape no published artefact shows is a warning, not a silent guess."""
+    from fleetspec.compile.ir import StackTuple
+    from fleetspec.packages import unconfirmed_pins
+
+    assert [k for k, _ in unconfirmed_pins(StackTuple("s", "nvidia", driver="580.173.02"), "ubuntu-24.04")] == ["driver"]
+    assert unconfirmed_pins(StackTuple("s", "nvidia", driver="580.126.20"), "ubuntu-24.04") == []
+    assert unconfirmed_pins(StackTuple("s", "amd", rocm="7.0.2", amdgpu="30.10.2"), "ubuntu-24.04") == []
+    [(key, why)] = unconfirmed_pins(StackTuple("s", "amd", rocm="7.0.2", amdgpu="30.30.3"), "ubuntu-24.04")
+    assert key == "amdgpu" and "30.30.3.*" in why
