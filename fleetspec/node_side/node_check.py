@@ -246,36 +246,43 @@ def gpu_faults(host: Host, expect: Dict[str, Any], errors: List[str],
     vendor, want = expect.get("vendor"), expect.get("gpus")
     faults = []  # type: List[Fault]
     if vendor in ("nvidia", None):
-        argv = nvidia_smi_command(host) + ["-q", "-x"]
-        result = host.run(argv, timeout=30)
-        gpus = parse_gpu_health_xml(result.stdout) if result.ok else None
+        gpus = _vendor_gpus(host, "nvidia", vendor, nvidia_smi_command(host) + ["-q", "-x"],
+                            parse_gpu_health_xml, faults, errors)
         if gpus is not None:
             if seen is not None:
                 seen["nvidia"] = gpus
-            faults += nvidia_gpu_faults(gpus, expect.get("model"))
-            if want and len(gpus) < want:
-                faults.append({"class": "gpu-lost", "scope": "node", "device": "node",
-                               "detail": "nvidia-smi lists %d of %d GPUs" % (len(gpus), want), "source": "nvidia-smi"})
-        elif vendor == "nvidia" and result.state not in ("timeout", "skipped"):
-            faults.append({"class": "probe-failed", "scope": "node", "device": "nvidia-smi",
-                           "detail": result.describe(argv)[:150], "source": "nvidia-smi"})
-        elif result.state == "failed":
-            errors.append(result.describe(argv)[:200])
+            faults += nvidia_gpu_faults(gpus, expect.get("model")) + _gpu_lost("nvidia-smi", gpus, want)
     if vendor in ("amd", None):
-        argv = ["amd-smi", "metric", "--ecc", "--json"]
-        result = host.run(argv, timeout=30)
-        gpus = parse_amd_ecc_json(result.stdout) if result.ok else None
+        gpus = _vendor_gpus(host, "amd", vendor, ["amd-smi", "metric", "--ecc", "--json"],
+                            parse_amd_ecc_json, faults, errors)
         if gpus is not None:
-            faults += amd_gpu_faults(gpus)
-            if want and len(gpus) < want:
-                faults.append({"class": "gpu-lost", "scope": "node", "device": "node",
-                               "detail": "amd-smi lists %d of %d GPUs" % (len(gpus), want), "source": "amd-smi"})
-        elif vendor == "amd" and result.state not in ("timeout", "skipped"):
-            faults.append({"class": "probe-failed", "scope": "node", "device": "amd-smi",
-                           "detail": result.describe(argv)[:150], "source": "amd-smi"})
-        elif result.state == "failed":
-            errors.append(result.describe(argv)[:200])
+            faults += amd_gpu_faults(gpus) + _gpu_lost("amd-smi", gpus, want)
     return faults
+
+
+def _gpu_lost(tool: str, gpus: List[Any], want: Optional[int]) -> List[Fault]:
+    if want and len(gpus) < want:
+        return [{"class": "gpu-lost", "scope": "node", "device": "node",
+                 "detail": "%s lists %d of %d GPUs" % (tool, len(gpus), want), "source": tool}]
+    return []
+
+
+def _vendor_gpus(host: Host, tool_vendor: str, vendor: Optional[str], argv: List[str], parse: Any,
+                 faults: List[Fault], errors: List[str]) -> Optional[List[Any]]:
+    """One vendor tool's parsed GPUs, or None. On a node of that vendor a tool that fails is
+    a ``probe-failed`` fault (a timeout is reported by the deadline, a skip by its cause); on
+    a node of unknown vendor it is only an error line."""
+    tool = "nvidia-smi" if tool_vendor == "nvidia" else "amd-smi"
+    result = host.run(argv, timeout=30)
+    gpus = parse(result.stdout) if result.ok else None
+    if gpus is not None:
+        return gpus
+    if vendor == tool_vendor and result.state not in ("timeout", "skipped"):
+        faults.append({"class": "probe-failed", "scope": "node", "device": tool,
+                       "detail": result.describe(argv)[:150], "source": tool})
+    elif result.state == "failed":
+        errors.append(result.describe(argv)[:200])
+    return None
 
 
 def dcgm_faults(host: Host, level: int, errors: List[str]) -> List[Fault]:
