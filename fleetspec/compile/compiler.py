@@ -14,6 +14,7 @@ from collections.abc import Iterable
 
 from fleetspec.catalog import Catalog, GpuModel
 from fleetspec.compile import ir
+from fleetspec.compile.baremetal import build_baremetal
 from fleetspec.compile.partitions import build_partitions
 from fleetspec.findings import Finding, Severity, dotted
 from fleetspec.node_side.faults import default_actions
@@ -124,6 +125,7 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
         secrets=_needed_secrets(body),
         package_mirror=_mirror(body, findings),
         health=_health(body.health),
+        baremetal=build_baremetal(body, nodes_t, partitions, findings),
     )
     return fleet, findings
 
@@ -239,7 +241,8 @@ def _stack(name: str, s: m.Stack, catalog: Catalog, findings: list[Finding]) -> 
     return ir.StackTuple(
         name=name, vendor=vendor,  # type: ignore[arg-type]
         driver=s.driver, cuda=s.cuda, cudnn=s.cudnn, nccl=s.nccl,
-        amdgpu=amdgpu, rocm=s.rocm, rccl=rccl, resolved=tuple(resolved), path=path,
+        amdgpu=amdgpu, rocm=s.rocm, rccl=rccl, resolved=tuple(resolved),
+        firmware=tuple((k, v) for k, v in s.firmware if v is not None) if s.firmware else (), path=path,
     )
 
 

@@ -54,6 +54,8 @@ class StackTuple:
     rocm: str | None = None
     rccl: str | None = None
     resolved: tuple[str, ...] = ()
+    # (component, version): vbios, nvswitch, connectx, bmc, bios as the spec pins them
+    firmware: tuple[tuple[str, str], ...] = ()
     path: SpecPath = _loc()
 
     def versions(self) -> dict[str, str]:
@@ -293,6 +295,41 @@ class SiteSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeBmc:
+    """One node's BMC, resolved: its Redfish endpoint and system, the credential as a
+    reference (never a value), and the BIOS attributes the site pins."""
+
+    host: str
+    endpoint: str  # https://HOST[:PORT], or http:// to loopback (an emulator)
+    system: str | None  # Redfish System Id or Name; None: the service's only system
+    username: str
+    password: str  # a secret reference (env:, file:, vault:)
+    ca_file: str | None = None
+    bios: tuple[tuple[str, str | int | bool], ...] = ()  # sorted by attribute
+    path: SpecPath = _loc()
+
+
+@dataclass(frozen=True, slots=True)
+class TicketWebhook:
+    url: str
+    token: str | None = None  # a secret reference
+    timeout: int = 10
+
+
+@dataclass(frozen=True, slots=True)
+class BareMetal:
+    """The bare-metal plane: each node's BMC, the spare pools and where tickets go."""
+
+    bmcs: tuple[NodeBmc, ...] = ()  # spec order
+    spares: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (partition, spare hostnames), sorted
+    tickets: TicketWebhook | None = None
+    path: SpecPath = _loc()
+
+    def bmc(self, host: str) -> NodeBmc | None:
+        return next((b for b in self.bmcs if b.host == host), None)
+
+
+@dataclass(frozen=True, slots=True)
 class HealthPolicy:
     """``spec.health`` resolved: every fault class with its action (the catalog's
     default where the spec says nothing)."""
@@ -328,6 +365,7 @@ class Fleet:
     health: HealthPolicy | None = None
     api_version: str = "fleetspec.io/v1alpha1"
     site: SiteSettings | None = None  # the site's escape hatches, when it uses any
+    baremetal: BareMetal | None = None  # BMCs, spares, tickets: only when the spec has them
 
     def stack(self, name: str) -> StackTuple | None:
         return next((s for s in self.stacks if s.name == name), None)

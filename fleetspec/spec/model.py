@@ -120,6 +120,22 @@ class Metadata(_Model):
     name: Name
 
 
+# A firmware version as its vendor writes it (VBIOS 96.00.74.00.01, BMC 24.10-24): letters,
+# digits, dots, dashes and underscores; nothing a shell, template or URL could misread.
+FirmwareVersion = strict(str, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+class Firmware(_Model):
+    """The firmware a stack's nodes run (docs/bare-metal.md). Each is compared with what the
+    node or its BMC reports; versions the catalog's release facts do not confirm warn."""
+
+    vbios: FirmwareVersion | None = Field(default=None, description="GPU VBIOS (nvidia-smi's vbios_version)")
+    nvswitch: FirmwareVersion | None = None
+    connectx: FirmwareVersion | None = Field(default=None, description="ConnectX/BlueField firmware (fw_ver in sysfs)")
+    bmc: FirmwareVersion | None = None
+    bios: FirmwareVersion | None = Field(default=None, description="system BIOS/UEFI (Redfish BiosVersion)")
+
+
 class Stack(_Model):
     """A pinned tuple. NVIDIA: driver, cuda, cudnn (optional), nccl.
     AMD: rocm, rccl (optional: the one ROCm bundles), amdgpu (optional)."""
@@ -131,6 +147,7 @@ class Stack(_Model):
     amdgpu: Version | None = None
     rocm: Version | None = None
     rccl: Version | None = None
+    firmware: Firmware | None = None
 
 
 class Fabric(_Model):
@@ -141,6 +158,34 @@ class Fabric(_Model):
 class GpuRef(_Model):
     model: strict(str, min_length=1, max_length=64)
     count: strict(int, ge=1, le=64)
+
+
+# Unbounded repeats plus max_length, not {1,4096}: a counted repeat makes the regex
+# engine build a large automaton (about 0.2 s and 17 MB at every start).
+SECRET_REF = r"^(env:[A-Za-z_][A-Za-z0-9_]*|file:[^\x00\n]+|vault:[^\x00\n#]+#[A-Za-z0-9_]{1,128}|pulumi:[A-Za-z0-9_.:-]{1,128})$"
+SecretRef = strict(str, pattern=SECRET_REF, max_length=4240)
+# A BMC's Redfish service root: scheme, host (``{host}``: the node's hostname) and port, no
+# user, path or query (fleetspec/compile/baremetal.py allows http only to loopback).
+BmcEndpoint = strict(str, pattern=r"^[a-z]+://[A-Za-z0-9.{}_-]+(:[0-9]{1,5})?/?$", max_length=512)
+BiosValue = StrictStr | StrictInt | StrictBool
+
+
+class Bmc(_Model):
+    """A node's baseboard management controller over Redfish, per rack or node group (a
+    group's fields override its rack's; ``bios`` merges, the group's keys winning)."""
+
+    endpoint: BmcEndpoint | None = Field(
+        default=None, description="https://HOST[:PORT]; {host} is the node's hostname (https://{host}-bmc.mgmt)")
+    system: strict(str, pattern=r"^[A-Za-z0-9{}._-]+$", max_length=128) | None = Field(
+        default=None, description="the Redfish System's Id or Name; {host} is the node's hostname (default: "
+                                  "the service's only system)")
+    username: strict(str, pattern=r"^[A-Za-z0-9._@-]+$", max_length=64) | None = None
+    password: SecretRef | None = Field(default=None, description="a secret reference: env:, file:, vault:")
+    ca_file: strict(str, pattern=r"^[^\x00\n]+$", max_length=1024) | None = Field(
+        default=None, description="the CA bundle that signed the BMCs' certificates (relative to the spec)")
+    bios: dict[strict(str, pattern=r"^[A-Za-z][A-Za-z0-9_.]*$", max_length=128), BiosValue] = Field(
+        default_factory=dict, description="BIOS attributes the site pins, checked against the BMC's attribute "
+                                          "registry; a change needs a reboot")
 
 
 class NodeGroup(_Model):
@@ -157,6 +202,7 @@ class NodeGroup(_Model):
     threads_per_core: PositiveInt | None = None
     memory_gb: PositiveInt | None = None
     features: list[Name] = Field(default_factory=empty_list)
+    bmc: Bmc | None = None
     slurm_settings: Settings = Field(
         default_factory=dict, description="site NodeName parameters for these nodes (docs/site-settings.md)")
 
@@ -167,6 +213,7 @@ class Rack(_Model):
     nvlink_domain: Literal["rack", "node"] = Field(
         default="node", description="'rack': the whole rack is one NVLink domain (NVL72-class)"
     )
+    bmc: Bmc | None = None
     nodes: list[NodeGroup] = Field(min_length=1)
 
 
@@ -385,12 +432,6 @@ class Kubernetes(_Model):
         default_factory=dict, description="per Helm release: values deep-merged over what fleetspec renders")
 
 
-# Unbounded repeats plus max_length, not {1,4096}: a counted repeat makes the regex
-# engine build a large automaton (about 0.2 s and 17 MB at every start).
-SECRET_REF = r"^(env:[A-Za-z_][A-Za-z0-9_]*|file:[^\x00\n]+|vault:[^\x00\n#]+#[A-Za-z0-9_]{1,128}|pulumi:[A-Za-z0-9_.:-]{1,128})$"
-SecretRef = strict(str, pattern=SECRET_REF, max_length=4240)
-
-
 class Secrets(_Model):
     """Where each secret lives: references only, resolved at apply time, never rendered.
 
@@ -490,6 +531,22 @@ class Health(_Model):
         return actions
 
 
+class TicketWebhook(_Model):
+    """Where break-fix tickets go: an https URL (http only to loopback), no credentials in it."""
+
+    url: strict(str, pattern=r"^https?://[^\s@]+$", max_length=2048)
+    token: SecretRef | None = Field(default=None, description="sent as 'Authorization: Bearer ...': a reference")
+    timeout: strict(int, ge=1, le=120) = 10
+
+
+class BareMetal(_Model):
+    """Hot spares and break-fix (docs/bare-metal.md)."""
+
+    spares: dict[Name, Hostlist] = Field(
+        default_factory=dict, description="partition -> spare nodes (defined in racks) that join it on 'replace'")
+    tickets: TicketWebhook | None = None
+
+
 class FleetBody(_Model):
     os: Literal["ubuntu-22.04", "ubuntu-24.04", "debian-12"]
     stacks: dict[Name, Stack] = Field(min_length=1)
@@ -501,6 +558,7 @@ class FleetBody(_Model):
     packages: Packages = Field(default_factory=Packages.model_construct)
     ansible: AnsibleSite | None = None
     health: Health | None = None
+    baremetal: BareMetal | None = None
     suppress: list[strict(str, pattern=r"^[a-z0-9.-]+$")] = Field(default_factory=empty_list)
 
     @field_validator("racks")

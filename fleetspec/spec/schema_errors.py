@@ -18,7 +18,8 @@ from pydantic import BaseModel, ValidationError
 from fleetspec.findings import Finding, Severity, SpecPath, dotted
 from fleetspec.spec.loader import SourceMap
 
-SECRET_KEYS = {"munge_key", "slurmdbd_password", "pulumi_passphrase", "registry_password"}
+URL_KEYS = {"endpoint", "url"}  # BMC endpoints and webhooks: the value may hold a credential
+SECRET_KEYS = {"munge_key", "slurmdbd_password", "pulumi_passphrase", "registry_password", "password", "token"}
 VERSION_KEYS = {"driver", "cuda", "cudnn", "nccl", "amdgpu", "rocm", "rccl", "version"}
 
 
@@ -65,6 +66,8 @@ def _message(err: dict[str, Any], path: SpecPath, root: type[BaseModel], source:
         if path[-2:-1] == ("secrets",) or str(key) in SECRET_KEYS:
             # Never echo what was written there: it may be the secret itself.
             return f"{where} is not a secret reference. {_pattern_hint(str(key))}"
+        if str(key) in URL_KEYS:  # it may carry a user and password: never echoed
+            return f"{where} is not a URL fleetspec accepts here. {_pattern_hint(str(key))}"
         return f"{where} is {_shown(err.get('input'))}, which is not allowed here. {_pattern_hint(str(key))}"
     if kind in ("string_type", "int_type", "bool_type", "dict_type", "list_type", "model_type", "model_attributes_type"):
         expected = {
@@ -100,6 +103,9 @@ def _pattern_hint(key: str) -> str:
     if key in SECRET_KEYS:
         return ("Write a reference to the secret, never the secret itself: env:NAME, file:PATH, "
                 "vault:PATH#KEY or pulumi:KEY")
+    if key in URL_KEYS:
+        return ("Write an https:// URL with no user or password in it (a BMC: https://{host}-bmc.mgmt.example.com); "
+                "give the credential as a secret reference")
     if key in ("uri", "key_url"):
         return "Use an https:// or file:/ URL: plain http lets anyone on the path swap packages"
     if key == "state_save_location":

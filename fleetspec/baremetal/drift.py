@@ -1,0 +1,135 @@
+"""What the BMCs report against what the spec says: plan changes and findings. Pure.
+
+Changes are what apply can do over Redfish, each with its disruption class:
+
+- a node that is off is powered on, booting once from the network (PXE: the golden image),
+  with any BIOS attributes staged first; it runs no work, so this disrupts nothing (``none``);
+- a BIOS attribute the site pins that differs is staged and takes effect at the next reboot:
+  ``drain-reboot``, in the waves every drain-reboot change runs in.
+
+Findings are what apply cannot do: a pinned attribute the BMC's attribute registry does not
+know, is read-only or does not allow; inventory that disagrees with the spec (GPU count,
+memory, sockets); firmware that differs from the stack's pins (updated with the vendor's
+bundle, docs/bare-metal.md). Each is located at the node group's ``bmc`` in the spec.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from typing import Any
+
+from fleetspec.baremetal.redfish import Attribute, Observed
+from fleetspec.compile.ir import Fleet, NodeBmc
+from fleetspec.findings import Finding, Severity
+from fleetspec.plan.model import Action, Change, Disruption
+
+RULE = "baremetal"
+# Where the stack's firmware pin is read from in the BMC's report: ``bios`` is the system's
+# BiosVersion; a FirmwareInventory member whose Id names the component carries the others.
+INVENTORY_KEYS = {"bios": ("bios",), "bmc": ("bmc",), "vbios": ("gpu", "vbios"), "nvswitch": ("nvswitch",),
+                  "connectx": ("connectx", "nic", "cx")}
+
+
+def bmc_changes(fleet: Fleet, observed: Mapping[str, Observed]) -> tuple[list[Change], list[Finding]]:
+    changes: list[Change] = []
+    findings: list[Finding] = []
+    assert fleet.baremetal is not None
+    for bmc in fleet.baremetal.bmcs:
+        seen = observed.get(bmc.host)
+        node = fleet.node(bmc.host)
+        if seen is None or node is None:
+            continue
+        where = {"partition": node.partition, "rack": node.rack}
+        staged = _bios_changes(bmc, seen, findings)
+        text = ", ".join(f"{k} {seen.bios.get(k)!r} -> {v!r}" for k, v in staged.items())
+        if seen.power != "On":
+            # off: it runs no work, and staged BIOS settings take effect as it starts
+            bios = f"; BIOS {text}" if staged else ""
+            changes.append(Change(f"node:{bmc.host}", Action.UPDATE, Disruption.NONE,
+                                  {"power": seen.power, "bios": {k: seen.bios.get(k) for k in staged}},
+                                  {"power": "On", "boot": "Pxe once", "bios": staged},
+                                  f"BMC: power {seen.power} -> On, booting once from the network (PXE){bios}",
+                                  **where))
+        elif staged:
+            changes.append(Change(f"node:{bmc.host}", Action.UPDATE, Disruption.DRAIN_REBOOT,
+                                  {"bios": {k: seen.bios.get(k) for k in staged}}, {"bios": staged},
+                                  f"BMC: BIOS {text} (takes effect at the reboot)", **where))
+        findings.extend(_inventory(bmc, node.gpu.count, node.memory_gb, node.sockets, seen))
+        stack = fleet.stack(node.stack)
+        findings.extend(_firmware(bmc, dict(stack.firmware) if stack else {}, seen))
+    return changes, findings
+
+
+def _bios_changes(bmc: NodeBmc, seen: Observed, findings: list[Finding]) -> dict[str, Any]:
+    staged: dict[str, Any] = {}
+    for name, want in bmc.bios:
+        problem = _attribute_problem(name, want, seen.registry)
+        if problem:
+            findings.append(Finding(RULE, Severity.ERROR, f"{bmc.host}: {problem}", bmc.path + ("bios", name), "key"))
+            continue
+        if seen.bios.get(name) != want:
+            staged[name] = want
+    return staged
+
+
+def _attribute_problem(name: str, want: Any, registry: Mapping[str, Attribute] | None) -> str | None:
+    if registry is None:
+        return (f"BIOS attribute {name}: the BMC publishes no attribute registry, so the value cannot be checked "
+                "before it is staged. Remove the pin or ask the vendor for the registry")
+    attr = registry.get(name)
+    if attr is None:
+        close = difflib.get_close_matches(name, list(registry), n=1)
+        did = f" Did you mean '{close[0]}'?" if close else ""
+        return (f"BIOS attribute {name} is not in the BMC's attribute registry ({len(registry)} attributes).{did} "
+                "Vendors name attributes differently: use the name this BMC's registry gives")
+    if attr.read_only:
+        return f"BIOS attribute {name} is read-only on this BMC: it cannot be pinned"
+    if attr.type == "Enumeration" and attr.values and want not in attr.values:
+        return f"BIOS attribute {name} cannot be {want!r}; the registry allows {', '.join(attr.values)}"
+    if attr.type == "Integer":
+        if type(want) is not int:
+            return f"BIOS attribute {name} is an integer; {want!r} is not"
+        if (attr.lower is not None and want < attr.lower) or (attr.upper is not None and want > attr.upper):
+            return f"BIOS attribute {name} must be within {attr.lower}..{attr.upper}; {want} is not"
+    if attr.type == "Boolean" and type(want) is not bool:
+        return f"BIOS attribute {name} is true or false; {want!r} is not"
+    if attr.type == "Password":
+        return f"BIOS attribute {name} is a password: fleetspec does not pin passwords in the spec"
+    return None
+
+
+def _inventory(bmc: NodeBmc, gpus: int, memory_gb: int | None, sockets: int | None,
+               seen: Observed) -> list[Finding]:
+    out = []
+    if seen.gpus is not None and len(seen.gpus) != gpus:
+        out.append(f"the BMC reports {len(seen.gpus)} GPUs ({', '.join(seen.gpus) or 'none'}); the spec says {gpus}")
+    if memory_gb is not None and seen.memory_gib is not None and seen.memory_gib < memory_gb:
+        out.append(f"the BMC reports {seen.memory_gib} GiB of memory; the spec says memory_gb: {memory_gb}")
+    if sockets is not None and seen.processors is not None and seen.processors != sockets:
+        out.append(f"the BMC reports {seen.processors} processors; the spec says sockets: {sockets}")
+    return [Finding(RULE, Severity.ERROR, f"{bmc.host}: {line}. Check the hardware or fix the spec", bmc.path)
+            for line in out]
+
+
+def firmware_reported(component: str, firmware: Mapping[str, str]) -> str | None:
+    """The version the BMC's inventory reports for a stack's firmware ``component``."""
+    for key, version in sorted(firmware.items()):
+        lowered = key.lower()
+        if any(lowered == word or lowered.startswith(word) or f"_{word}" in lowered for word in INVENTORY_KEYS[component]):
+            return version
+    return None
+
+
+def _firmware(bmc: NodeBmc, pinned: Mapping[str, str], seen: Observed) -> list[Finding]:
+    out = []
+    for component, want in sorted(pinned.items()):
+        have = firmware_reported(component, seen.firmware)
+        if have is None:
+            if component in ("bios", "bmc"):
+                out.append(Finding(RULE, Severity.WARNING, f"{bmc.host}: the BMC reports no {component} firmware "
+                                   f"version, so the pin {want} is not attested over Redfish", bmc.path))
+        elif have != want:
+            out.append(Finding(RULE, Severity.ERROR, f"{bmc.host}: {component} firmware is {have}; the stack pins "
+                               f"{want}. Update it with the vendor's firmware bundle, then plan again", bmc.path))
+    return out

@@ -1,0 +1,164 @@
+"""Read every BMC, plan the BMC changes, apply them in waves.
+
+``observe`` opens one Redfish session per node (``parallel`` at a time) and returns what
+each reports, with the nodes whose BMC could not be read and why. ``plan_bmcs`` turns that
+into a `Plan` (changes with their disruption, the waves apply runs) and findings.
+``apply_bmcs`` performs a plan's BMC changes wave by wave: in a drain-reboot wave each node
+is drained through its scheduler first (when a `NodeControl` is given), its BIOS attributes
+are staged, it is restarted, and it is resumed after; a node that is off is set to boot once
+from the network and powered on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fleetspec.apply.control import NodeControl
+from fleetspec.baremetal.drift import bmc_changes
+from fleetspec.baremetal.redfish import BmcError, Observed, Session
+from fleetspec.compile.ir import Fleet, NodeBmc
+from fleetspec.findings import Finding
+from fleetspec.plan.model import Change, Disruption, Plan
+from fleetspec.plan.waves import MaxUnavailable, plan_waves
+from fleetspec.secrets import Redactor
+
+DRAIN_REASON = "fleetspec: BMC change (BIOS, reboot)"
+
+
+@dataclass
+class Observation:
+    seen: dict[str, Observed] = field(default_factory=dict)
+    unreachable: dict[str, str] = field(default_factory=dict)  # host -> why
+
+
+def observe(fleet: Fleet, base_dir: Path, hosts: Sequence[str] | None = None, parallel: int = 16,
+            redactor: Redactor | None = None) -> Observation:
+    if fleet.baremetal is None:
+        return Observation()
+    wanted = set(hosts) if hosts is not None else None
+    bmcs = [b for b in fleet.baremetal.bmcs if wanted is None or b.host in wanted]
+    redactor = redactor or Redactor()
+
+    def read(bmc: NodeBmc) -> Observed | str:
+        try:
+            with Session(bmc, base_dir, redactor) as session:
+                return session.read()
+        except BmcError as exc:
+            return str(exc)
+
+    result = Observation()
+    with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(bmcs) or 1))) as pool:
+        for bmc, got in zip(bmcs, pool.map(read, bmcs)):
+            if isinstance(got, str):
+                result.unreachable[bmc.host] = got
+            else:
+                result.seen[bmc.host] = got
+    return result
+
+
+def plan_bmcs(fleet: Fleet, observation: Observation, canary: int = 1,
+              max_unavailable: MaxUnavailable = "25%") -> tuple[Plan, list[Finding]]:
+    changes, findings = bmc_changes(fleet, observation.seen)
+    waves = plan_waves(changes, fleet, canary, max_unavailable)
+    plan = Plan(fleet, tuple(changes), waves, base="the BMCs, read over Redfish",
+                settings={"canary": canary, "max_unavailable": max_unavailable})
+    return plan, findings
+
+
+@dataclass
+class BmcApplyResult:
+    done: list[str] = field(default_factory=list)  # "host: what was done"
+    failed: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+
+def apply_bmcs(plan: Plan, base_dir: Path, control: NodeControl | None = None,
+               on_line: Callable[[str], None] = lambda line: None, drain_deadline_s: float = 3600,
+               redactor: Redactor | None = None) -> BmcApplyResult:
+    """Apply the plan's BMC changes: nodes that are off first, then the drain-reboot waves.
+    Without ``control`` a drain-reboot wave is refused (nothing restarts a node under running
+    work); a node that fails stops the run, its wave left drained."""
+    assert plan.fleet.baremetal is not None
+    result = BmcApplyResult()
+    redactor = redactor or Redactor()
+    by_host: dict[str, list[Change]] = {}
+    for change in plan.changes:
+        if change.host is not None and change.reason.startswith("BMC: "):
+            by_host.setdefault(change.host, []).append(change)
+
+    def note(host: str, line: str) -> None:
+        result.done.append(f"{host}: {line}")
+        on_line(f"{host}: {line}")
+
+    in_waves = {h for wave in plan.waves for h in wave.hosts}
+    for host in sorted(set(by_host) - in_waves):  # nodes that are off: nothing to drain
+        if not _apply_one(plan, host, by_host[host], base_dir, redactor, result, note):
+            return result
+    for wave in plan.waves:
+        hosts = [h for h in wave.hosts if h in by_host]
+        if not hosts:
+            continue
+        if control is None:
+            for host in hosts:
+                result.failed[host] = ("a BIOS change needs a drain and a reboot: give the scheduler to drain "
+                                       "through (--slurm or --kubernetes)")
+            return result
+        control.drain(hosts, DRAIN_REASON)
+        busy = control.wait_drained(hosts, drain_deadline_s)
+        if busy:
+            for host in busy:
+                result.failed[host] = f"still running work after {drain_deadline_s:g} s: not rebooted (left drained)"
+            return result
+        for host in hosts:
+            _apply_one(plan, host, by_host[host], base_dir, redactor, result, note)
+        if result.failed:
+            return result  # the wave's nodes stay drained: look before going on
+        control.resume(hosts)
+        for host in hosts:
+            note(host, "resumed")
+    return result
+
+
+def _apply_one(plan: Plan, host: str, changes: list[Change], base_dir: Path, redactor: Redactor,
+               result: BmcApplyResult, note: Callable[[str, str], None]) -> bool:
+    assert plan.fleet.baremetal is not None
+    bmc = plan.fleet.baremetal.bmc(host)
+    assert bmc is not None
+    try:
+        _apply_node(bmc, changes, base_dir, redactor, lambda line: note(host, line))
+    except BmcError as exc:
+        result.failed[host] = str(exc)
+        return False
+    return True
+
+
+def _apply_node(bmc: NodeBmc, changes: list[Change], base_dir: Path, redactor: Redactor,
+                note: Callable[[str], None]) -> None:
+    with Session(bmc, base_dir, redactor) as session:
+        power_on = any(c.disruption is Disruption.NONE and c.after.get("power") == "On" for c in changes)
+        bios: dict = {}
+        for change in changes:
+            bios.update(change.after.get("bios", {}))
+        if bios:
+            session.set_bios(bios)
+            note(f"BIOS staged: {', '.join(f'{k}={v}' for k, v in sorted(bios.items()))}")
+        if power_on:
+            session.boot_pxe_once()
+            session.power("On")
+            note("boot once from the network (PXE), powered on")
+        elif bios:
+            session.power("restart")
+            note("restarted (the BIOS change takes effect)")
+
+
+def unreachable_lines(observation: Observation) -> list[str]:
+    return [why for _, why in sorted(observation.unreachable.items())]
+
+
+__all__ = ["Observation", "apply_bmcs", "observe", "plan_bmcs", "unreachable_lines"]

@@ -1,0 +1,189 @@
+"""The bare-metal part of the IR: each node's BMC, the spare pools and the ticket webhook.
+
+A rack's ``bmc`` applies to every node group in it; a group's ``bmc`` overrides the rack's
+fields one by one and merges its ``bios`` over the rack's. Each node gets its endpoint and
+system with ``{host}`` replaced by its hostname. The endpoint and the webhook URL are trust
+boundaries: https, or plain http only to the loopback address (an emulated BMC, a test
+webhook); never a user or password in the URL (the credential is a secret reference).
+Pure: findings, never I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from urllib.parse import urlsplit
+
+from fleetspec.compile import ir
+from fleetspec.findings import Finding, Severity
+from fleetspec.node_side.hostlist import HostlistError, expand
+from fleetspec.spec import model as m
+from fleetspec.spec.loader import is_secret_name
+
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+# Secret kinds a BMC credential may use: resolved by fleetspec at apply time. A Pulumi config
+# secret is readable only inside a Pulumi program, and Redfish is driven from fleetspec.
+BMC_SECRET_KINDS = ("env:", "file:", "vault:")
+RULE = "baremetal"
+
+
+def url_problem(url: str, what: str) -> str | None:
+    """Why ``url`` may not be used for ``what`` (None: it may): https, or http to loopback."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        parts.port  # noqa: B018 - raises ValueError on a port out of range
+    except ValueError as exc:
+        return f"{what} {url} is not a URL ({exc})"
+    if parts.username is not None or parts.password is not None:
+        return (f"{what} carries a user or password in the URL: remove it and give the credential as a secret "
+                "reference")
+    if parts.scheme == "https" and host:
+        return None
+    if parts.scheme == "http" and host in LOOPBACK:
+        return None
+    return (f"{what} {url} must be https:// (plain http only to 127.0.0.1 or localhost): credentials and "
+            "commands would cross the network in clear")
+
+
+def build_baremetal(body: m.FleetBody, nodes: Sequence[ir.Node], partitions: Sequence[ir.Partition],
+                    findings: list[Finding]) -> ir.BareMetal | None:
+    if body.baremetal is None and not any(r.bmc or any(g.bmc for g in r.nodes) for r in body.racks):
+        return None
+    bmcs = _bmcs(body, nodes, findings)
+    spares = _spares(body, nodes, partitions, findings)
+    tickets = _tickets(body, findings)
+    return ir.BareMetal(tuple(bmcs), spares, tickets, ("spec", "baremetal"))
+
+
+def _bmcs(body: m.FleetBody, nodes: Sequence[ir.Node], findings: list[Finding]) -> list[ir.NodeBmc]:
+    by_group: dict[tuple[str | int, ...], list[ir.Node]] = {}
+    for node in nodes:
+        by_group.setdefault(node.path, []).append(node)
+    out: list[ir.NodeBmc] = []
+    problems: list[Finding] = []
+    for r_i, rack in enumerate(body.racks):
+        rack_path = ("spec", "racks", r_i)
+        for g_i, group in enumerate(rack.nodes):
+            if rack.bmc is None and group.bmc is None:
+                continue
+            group_path = rack_path + ("nodes", g_i)
+            merged, origin = _merge(((rack.bmc, rack_path + ("bmc",)), (group.bmc, group_path + ("bmc",))))
+            path = group_path + ("bmc",) if group.bmc else rack_path + ("bmc",)
+            if not _complete(merged, origin, rack_path + ("bmc",) if rack.bmc else path, problems):
+                continue
+            for node in by_group.get(group_path, []):
+                endpoint = str(merged["endpoint"]).replace("{host}", node.hostname)
+                system = merged.get("system")
+                out.append(ir.NodeBmc(node.hostname, endpoint.rstrip("/"),
+                                      str(system).replace("{host}", node.hostname) if system else None,
+                                      str(merged["username"]), str(merged["password"]), merged.get("ca_file"),
+                                      tuple(sorted(merged["bios"].items())), path))
+    findings.extend(dict.fromkeys(problems))  # a rack's problem once, not once per node group
+    return out
+
+
+Path_ = tuple[str | int, ...]
+
+
+def _merge(layers: Sequence[tuple[m.Bmc | None, Path_]]) -> tuple[dict, dict[str, Path_]]:
+    """The fields of a rack's and a group's ``bmc`` (the group's winning), and where each came from."""
+    merged: dict = {"bios": {}}
+    origin: dict[str, Path_] = {}
+    for bmc, path in layers:
+        if bmc is None:
+            continue
+        for key in ("endpoint", "system", "username", "password", "ca_file"):
+            if getattr(bmc, key) is not None:
+                merged[key] = getattr(bmc, key)
+                origin[key] = path + (key,)
+        merged["bios"] = {**merged["bios"], **bmc.bios}
+    return merged, origin
+
+
+def _complete(merged: dict, origin: dict[str, Path_], path: Path_, findings: list[Finding]) -> bool:
+    missing = [k for k in ("endpoint", "username", "password") if k not in merged]
+    if missing:
+        findings.append(Finding(RULE, Severity.ERROR, f"this BMC has no {', '.join(missing)} (from its rack or its "
+                                "node group): fleetspec cannot reach it over Redfish. Add them", path))
+        return False
+    problem = url_problem(str(merged["endpoint"]).replace("{host}", "node"), "the BMC endpoint")
+    if problem:
+        findings.append(Finding(RULE, Severity.ERROR, problem, origin["endpoint"]))
+        return False
+    if not str(merged["password"]).startswith(BMC_SECRET_KINDS):
+        findings.append(Finding(RULE, Severity.ERROR, "a BMC password must be an env:, file: or vault: reference: "
+                                "fleetspec reads it when it talks to the BMC, and a Pulumi config secret is "
+                                "readable only inside a Pulumi program", origin["password"]))
+        return False
+    return True
+
+
+def _spares(body: m.FleetBody, nodes: Sequence[ir.Node], partitions: Sequence[ir.Partition],
+            findings: list[Finding]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    if body.baremetal is None:
+        return ()
+    by_name = {n.hostname: n for n in nodes}
+    by_partition = {p.name: p for p in partitions}
+    taken: dict[str, str] = {}
+    out = []
+    for name, hostlist in sorted(body.baremetal.spares.items()):
+        path = ("spec", "baremetal", "spares", name)
+        partition = by_partition.get(name)
+        if partition is None:
+            findings.append(Finding(RULE, Severity.ERROR, f"'{name}' is not a partition of this fleet; spares join a "
+                                    f"partition. Known: {', '.join(sorted(by_partition)) or '(none)'}", path, "key"))
+            continue
+        try:
+            hosts = expand(hostlist)
+        except HostlistError as exc:
+            findings.append(Finding(RULE, Severity.ERROR, f"{exc}", path))
+            continue
+        members = [by_name[h] for h in partition.nodes if h in by_name]
+        good = []
+        for host in hosts:
+            spare = by_name.get(host)
+            why = _unfit(host, spare, partition, members, taken)
+            if why:
+                findings.append(Finding(RULE, Severity.ERROR, why, path))
+                continue
+            taken[host] = name
+            good.append(host)
+        out.append((name, tuple(good)))
+    return tuple(out)
+
+
+def _unfit(host: str, spare: ir.Node | None, partition: ir.Partition, members: list[ir.Node],
+           taken: dict[str, str]) -> str | None:
+    if spare is None:
+        return f"spare '{host}' is not a node of any rack: define it in a rack (its GPUs, stack and BMC) first"
+    if host in partition.nodes:
+        return f"spare '{host}' is already in partition '{partition.name}': a spare stands outside the partition"
+    if host in taken:
+        return f"spare '{host}' is already in the pool of '{taken[host]}': a node is a spare for one partition"
+    for member in members[:1]:
+        if (spare.gpu.model, spare.gpu.count, spare.stack, spare.scheduler) != (
+                member.gpu.model, member.gpu.count, member.stack, member.scheduler):
+            return (f"spare '{host}' ({spare.gpu.count}x {spare.gpu.model}, stack {spare.stack}, {spare.scheduler}) "
+                    f"does not match partition '{partition.name}' ({member.gpu.count}x {member.gpu.model}, stack "
+                    f"{member.stack}, {member.scheduler}): a spare must be the same model and tuple")
+    return None
+
+
+def _tickets(body: m.FleetBody, findings: list[Finding]) -> ir.TicketWebhook | None:
+    hook = body.baremetal.tickets if body.baremetal else None
+    if hook is None:
+        return None
+    path = ("spec", "baremetal", "tickets", "url")
+    problem = url_problem(hook.url, "the ticket webhook")
+    query = urlsplit(hook.url).query
+    if problem is None and any(is_secret_name(pair.partition("=")[0]) for pair in query.split("&") if pair):
+        problem = ("the ticket webhook URL carries a credential in its query: give it as tickets.token (a secret "
+                   "reference, sent as a bearer token) instead")
+    if problem:
+        findings.append(Finding(RULE, Severity.ERROR, problem, path))
+        return None
+    if hook.token is not None and not hook.token.startswith(BMC_SECRET_KINDS):
+        findings.append(Finding(RULE, Severity.ERROR, "tickets.token must be an env:, file: or vault: reference",
+                                ("spec", "baremetal", "tickets", "token")))
+        return None
+    return ir.TicketWebhook(hook.url, hook.token, hook.timeout)

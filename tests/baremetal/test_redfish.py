@@ -1,0 +1,112 @@
+"""Against a real sushy-emulator on 127.0.0.1: read inventory, power, boot, BIOS with its
+attribute registry and firmware through sushy; plan the BMC changes with their disruption;
+apply them. The emulator's systems: gpu-01 on, gpu-02 off, spare-01 on (tests/baremetal/emulator.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fleetspec.baremetal.redfish import BmcError, Session
+from fleetspec.baremetal.run import apply_bmcs, observe, plan_bmcs
+from fleetspec.plan.model import Disruption
+
+from .emulator import PASSWORD
+from .fleets import compiled, spec
+
+
+@pytest.fixture(autouse=True)
+def _password(monkeypatch):
+    monkeypatch.setenv("FLEETSPEC_TEST_BMC_PASSWORD", PASSWORD)
+
+
+def fleet_for(bmc, **kw):
+    result = compiled(spec(bmc.endpoint, **kw))
+    assert result.valid, result.located()
+    return result.fleet
+
+
+def test_read_reports_inventory_power_boot_bios_registry_and_firmware(bmc, tmp_path) -> None:
+    fleet = fleet_for(bmc)
+    with Session(fleet.baremetal.bmc("gpu-01"), tmp_path) as session:
+        seen = session.read()
+    assert (seen.host, seen.power, seen.memory_gib, seen.processors) == ("gpu-01", "On", 2048, 2)
+    assert seen.nics == ("52:54:00:aa:00:01",)
+    assert seen.bios["ProcTurboMode"] == "Disabled"
+    assert seen.registry["ProcTurboMode"].values == ("Enabled", "Disabled")
+    assert seen.firmware == {"bios": "2.4.1"}
+    # what the emulator does not serve is said, not invented
+    assert seen.gpus is None and "no UpdateService/FirmwareInventory" in seen.notes
+
+
+def test_a_wrong_password_is_an_error_that_never_shows_it(bmc, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("FLEETSPEC_TEST_BMC_PASSWORD", "not-the-password-9z")
+    fleet = fleet_for(bmc)
+    with pytest.raises(BmcError) as caught, Session(fleet.baremetal.bmc("gpu-01"), tmp_path):
+        pass
+    assert "gpu-01: cannot open a Redfish session" in str(caught.value)
+    assert "not-the-password-9z" not in str(caught.value)
+
+
+def test_an_unset_credential_says_which_variable(bmc, tmp_path, monkeypatch) -> None:
+    monkeypatch.delenv("FLEETSPEC_TEST_BMC_PASSWORD")
+    observation = observe(fleet_for(bmc), tmp_path)
+    assert not observation.seen
+    assert "FLEETSPEC_TEST_BMC_PASSWORD is not set" in observation.unreachable["gpu-01"]
+
+
+def test_plan_shows_power_on_and_a_bios_change_as_drain_reboot(bmc, tmp_path) -> None:
+    fleet = fleet_for(bmc)
+    plan, findings = plan_bmcs(fleet, observe(fleet, tmp_path))
+    assert not findings, findings
+    by_host = {c.host: c for c in plan.changes}
+    assert set(by_host) == {"gpu-01", "gpu-02"}  # spare-01 pins nothing and is on
+    assert by_host["gpu-01"].disruption is Disruption.DRAIN_REBOOT
+    assert by_host["gpu-01"].reason == "BMC: BIOS ProcTurboMode 'Disabled' -> 'Enabled' (takes effect at the reboot)"
+    assert by_host["gpu-02"].disruption is Disruption.NONE  # off: no work to drain
+    assert by_host["gpu-02"].reason.startswith("BMC: power Off -> On, booting once from the network (PXE); BIOS")
+    assert [w.hosts for w in plan.waves] == [("gpu-01",)]
+
+
+def test_bios_pins_are_checked_against_the_attribute_registry_and_located(bmc, tmp_path) -> None:
+    text = spec(bmc.endpoint, bios="{ProcTurboMod: Enabled, BootMode: Legacy}")
+    result = compiled(text)
+    _, findings = plan_bmcs(result.fleet, observe(result.fleet, tmp_path, hosts=["gpu-01"]))
+    from fleetspec.findings import locate
+
+    located = sorted({(f.line, f.message) for f in (locate(f, result.source) for f in findings)})
+    assert located == [
+        (23, "gpu-01: BIOS attribute BootMode cannot be 'Legacy'; the registry allows Bios, Uefi"),
+        (23, "gpu-01: BIOS attribute ProcTurboMod is not in the BMC's attribute registry (10 attributes). Did you "
+             "mean 'ProcTurboMode'? Vendors name attributes differently: use the name this BMC's registry gives"),
+    ], located
+
+
+def test_inventory_and_firmware_that_disagree_with_the_spec_are_findings(bmc, tmp_path) -> None:
+    text = spec(bmc.endpoint, stack_extra=', firmware: {bios: "2.5.0"}').replace("memory_gb: 1024", "memory_gb: 4096")
+    fleet = compiled(text).fleet
+    _, findings = plan_bmcs(fleet, observe(fleet, tmp_path, hosts=["gpu-01"]))
+    messages = sorted(f.message for f in findings)
+    assert messages == [
+        "gpu-01: bios firmware is 2.4.1; the stack pins 2.5.0. Update it with the vendor's firmware bundle, then "
+        "plan again",
+        "gpu-01: the BMC reports 2048 GiB of memory; the spec says memory_gb: 4096. Check the hardware or fix the spec",
+    ]
+
+
+def test_apply_powers_on_through_pxe_once_and_refuses_a_reboot_without_a_scheduler(bmc, tmp_path: Path) -> None:
+    fleet = fleet_for(bmc)
+    plan, _ = plan_bmcs(fleet, observe(fleet, tmp_path))
+    lines: list[str] = []
+    result = apply_bmcs(plan, tmp_path, control=None, on_line=lines.append)
+    # gpu-02 was off: its BIOS staged, one network boot, on; gpu-01's reboot needs a drain first
+    assert lines == ["gpu-02: BIOS staged: ProcTurboMode=Enabled",
+                     "gpu-02: boot once from the network (PXE), powered on"]
+    assert "needs a drain and a reboot" in result.failed["gpu-01"]
+    state = bmc.system("gpu-02")
+    assert state["power_state"] == "On" and state["boots"] == ["Pxe"] and state["boot_device"] == "Hdd"
+    assert state["bios"]["ProcTurboMode"] == "Enabled"
+    assert bmc.system("gpu-01")["bios"]["ProcTurboMode"] == "Disabled"  # untouched
+    again, _ = plan_bmcs(fleet, observe(fleet, tmp_path))
+    assert [c.host for c in again.changes] == ["gpu-01"]  # gpu-02 converged

@@ -1,0 +1,104 @@
+"""The bmc and baremetal sections: merged per node, checked at the trust boundary, each
+problem located in the spec."""
+
+from __future__ import annotations
+
+import pytest
+
+from .fleets import compiled, spec
+
+LOCAL = "http://127.0.0.1:8000"
+
+
+def errors(text: str) -> list:
+    return [f for f in compiled(text).located() if str(f.severity) == "error"]
+
+
+def test_each_node_gets_its_bmc_with_the_groups_bios_over_the_racks() -> None:
+    result = compiled(spec(LOCAL, rack_bmc="\n        bios: {BootMode: Uefi, ProcTurboMode: Disabled}"))
+    assert result.valid, result.located()
+    bm = result.fleet.baremetal
+    assert [b.host for b in bm.bmcs] == ["gpu-01", "gpu-02", "spare-01"]
+    gpu = bm.bmc("gpu-01")
+    assert (gpu.endpoint, gpu.system, gpu.username, gpu.password) == (LOCAL, "gpu-01", "admin",
+                                                                       "env:FLEETSPEC_TEST_BMC_PASSWORD")
+    assert gpu.bios == (("BootMode", "Uefi"), ("ProcTurboMode", "Enabled"))  # the group's value wins
+    assert bm.bmc("spare-01").bios == (("BootMode", "Uefi"), ("ProcTurboMode", "Disabled"))
+    assert '"password": "env:FLEETSPEC_TEST_BMC_PASSWORD"' in result.fleet.to_json()  # a reference, never a value
+
+
+@pytest.mark.parametrize("endpoint, message", [
+    ("http://bmc.example.com", "must be https:// (plain http only to 127.0.0.1 or localhost)"),
+    ("ftp://127.0.0.1", "must be https://"),
+])
+def test_an_endpoint_in_clear_over_the_network_is_refused_where_it_is_written(endpoint, message) -> None:
+    found = errors(spec(endpoint))
+    assert len(found) == 1 and message in found[0].message, found
+    assert (found[0].path, found[0].line) == ("spec.racks[0].bmc.endpoint", 11)
+
+
+def test_a_user_in_the_endpoint_is_refused_without_echoing_it() -> None:
+    found = errors(spec("https://root:calvin@bmc.example.com"))
+    assert len(found) == 1 and "no user or password in it" in found[0].message, found
+    assert "calvin" not in found[0].message and found[0].line == 11
+
+
+def test_a_plaintext_password_is_refused_and_never_echoed() -> None:
+    text = spec(LOCAL).replace("env:FLEETSPEC_TEST_BMC_PASSWORD", "calvin123")
+    found = errors(text)
+    assert len(found) == 1 and "not a secret reference" in found[0].message, found
+    assert "calvin123" not in found[0].message and "calvin123" not in found[0].source_line
+    assert found[0].line == 14
+
+
+def test_a_pulumi_secret_cannot_hold_a_bmc_password() -> None:
+    found = errors(spec(LOCAL).replace("env:FLEETSPEC_TEST_BMC_PASSWORD", "pulumi:bmcPassword"))
+    assert len(found) == 1 and "env:, file: or vault:" in found[0].message
+    assert found[0].path == "spec.racks[0].bmc.password"
+
+
+def test_a_bmc_without_credentials_says_what_is_missing() -> None:
+    text = spec(LOCAL).replace("        username: admin\n", "")
+    found = errors(text)
+    assert len(found) == 1 and "has no username" in found[0].message and found[0].path == "spec.racks[0].bmc"
+
+
+SPARES = """\
+  baremetal:
+    spares: {{nvidia-hopper: {hosts}}}
+    tickets: {{url: "{url}"}}
+"""
+
+
+def test_a_spare_pool_and_a_ticket_webhook_compile() -> None:
+    result = compiled(spec(LOCAL, extra=SPARES.format(hosts="spare-01", url="https://tickets.example.com/api")))
+    assert result.valid, result.located()
+    assert result.fleet.baremetal.spares == (("nvidia-hopper", ("spare-01",)),)
+    assert result.fleet.baremetal.tickets.url == "https://tickets.example.com/api"
+
+
+@pytest.mark.parametrize("hosts, url, message, path", [
+    ("gpu-01", "https://t.example.com", "already in partition 'nvidia-hopper'", "spec.baremetal.spares.nvidia-hopper"),
+    ("ghost-01", "https://t.example.com", "is not a node of any rack", "spec.baremetal.spares.nvidia-hopper"),
+    ("spare-01", "http://t.example.com", "must be https://", "spec.baremetal.tickets.url"),
+    ("spare-01", "https://t.example.com/hook?api_key=abc", "carries a credential in its query",
+     "spec.baremetal.tickets.url"),
+])
+def test_spares_and_webhook_problems_are_located(hosts, url, message, path) -> None:
+    found = errors(spec(LOCAL, extra=SPARES.format(hosts=hosts, url=url)))
+    assert len(found) == 1 and message in found[0].message, found
+    assert found[0].path == path
+
+
+def test_a_spare_of_another_model_is_refused() -> None:
+    text = spec(LOCAL, extra=SPARES.format(hosts="spare-01", url="https://t.example.com"))
+    text = text.replace("- hosts: spare-01\n          gpu: {model: h100-sxm, count: 8}",
+                        "- hosts: spare-01\n          gpu: {model: h100-sxm, count: 4}")
+    found = errors(text)
+    assert len(found) == 1 and "must be the same model and tuple" in found[0].message, found
+
+
+def test_stack_firmware_pins_reach_the_tuple() -> None:
+    result = compiled(spec(LOCAL, stack_extra=', firmware: {vbios: "96.00.74.00.01", connectx: "28.43.2566"}'))
+    assert result.valid, result.located()
+    assert result.fleet.stack("hopper").firmware == (("vbios", "96.00.74.00.01"), ("connectx", "28.43.2566"))
