@@ -52,7 +52,7 @@ def build_baremetal(body: m.FleetBody, nodes: Sequence[ir.Node], partitions: Seq
     bmcs = _bmcs(body, nodes, findings)
     spares = _spares(body, nodes, partitions, findings)
     tickets = _tickets(body, findings)
-    return ir.BareMetal(tuple(bmcs), spares, tickets, ("spec", "baremetal"))
+    return ir.BareMetal(tuple(bmcs), spares, tickets)
 
 
 def _bmcs(body: m.FleetBody, nodes: Sequence[ir.Node], findings: list[Finding]) -> list[ir.NodeBmc]:

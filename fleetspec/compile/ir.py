@@ -294,8 +294,10 @@ class SiteSettings:
     hooks: tuple[Hook, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class NodeBmc:
+# The bare-metal records are NamedTuples, not dataclasses: each dataclass costs every start
+# (tests/test_startup_imports.py), and a spec without BMCs never makes one. ``path`` is a
+# location, left out of fleet.json like a dataclass's location fields.
+class NodeBmc(typing.NamedTuple):
     """One node's BMC, resolved: its Redfish endpoint and system, the credential as a
     reference (never a value), and the BIOS attributes the site pins."""
 
@@ -306,24 +308,21 @@ class NodeBmc:
     password: str  # a secret reference (env:, file:, vault:)
     ca_file: str | None = None
     bios: tuple[tuple[str, str | int | bool], ...] = ()  # sorted by attribute
-    path: SpecPath = _loc()
+    path: SpecPath = ()
 
 
-@dataclass(frozen=True, slots=True)
-class TicketWebhook:
+class TicketWebhook(typing.NamedTuple):
     url: str
     token: str | None = None  # a secret reference
     timeout: int = 10
 
 
-@dataclass(frozen=True, slots=True)
-class BareMetal:
+class BareMetal(typing.NamedTuple):
     """The bare-metal plane: each node's BMC, the spare pools and where tickets go."""
 
     bmcs: tuple[NodeBmc, ...] = ()  # spec order
     spares: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (partition, spare hostnames), sorted
     tickets: TicketWebhook | None = None
-    path: SpecPath = _loc()
 
     def bmc(self, host: str) -> NodeBmc | None:
         return next((b for b in self.bmcs if b.host == host), None)
@@ -395,7 +394,7 @@ class Fleet:
         for i, key in enumerate(names):
             comma = "," if i < len(names) - 1 else ""
             value = IR_VERSION if key == "irVersion" else getattr(self, key)
-            if isinstance(value, tuple) and value:
+            if type(value) is tuple and value:
                 # Item by item: the plain form of 100,000 nodes is never held at once.
                 lines.append(f"  {encode(key)}: [")
                 lines.append(",\n".join(f"    {encode(_convert_item(v, seen))}" for v in value))
@@ -424,9 +423,12 @@ def _convert(value: Any, seen: dict[int, Any]) -> Any:
         return [_convert(v, seen) for v in value]
     converter = _CONVERTERS.get(kind)
     if converter is None:
-        if not (dataclasses.is_dataclass(value) and not isinstance(value, type)):
+        if isinstance(value, tuple) and hasattr(kind, "_fields"):
+            converter = _CONVERTERS[kind] = _record_converter(kind)
+        elif not (dataclasses.is_dataclass(value) and not isinstance(value, type)):
             return value
-        converter = _CONVERTERS[kind] = _converter_for(kind)
+        else:
+            converter = _CONVERTERS[kind] = _converter_for(kind)
     key = id(value)
     done = seen.get(key)
     if done is None:
@@ -442,6 +444,16 @@ def _convert_item(value: Any, seen: dict[int, Any]) -> Any:
         return _convert(value, seen)
     converter = _CONVERTERS.get(kind) or _CONVERTERS.setdefault(kind, _converter_for(kind))
     return converter(value, seen)
+
+
+def _record_converter(kind: type) -> Any:
+    """A NamedTuple record to a dict, its ``path`` (a location) left out."""
+    names = tuple(f for f in kind._fields if f != "path")  # type: ignore[attr-defined]
+
+    def converter(value: Any, seen: dict[int, Any]) -> dict[str, Any]:
+        return {name: _convert(getattr(value, name), seen) for name in names}
+
+    return converter
 
 
 def _converter_for(kind: type) -> Any:

@@ -78,9 +78,14 @@ def _decoder(hint: Any) -> Decoder:
     outside a Literal is a `TypeError`, never a wrong-typed IR."""
     if dataclasses.is_dataclass(hint):
         return _dataclass_decoder(hint)
+    if isinstance(hint, type) and issubclass(hint, tuple) and hasattr(hint, "_fields"):
+        return _record_decoder(hint)
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
         options = [a for a in typing.get_args(hint) if a is not type(None)]
+        if len(options) > 1 and all(a in _SCALARS for a in options):  # str | int | bool: one of them
+            kinds = tuple(options)
+            return lambda value: None if value is None else _one_of(kinds, value)
         inner = _decoder(options[0])
         return lambda value: None if value is None else inner(value)
     if origin is tuple:
@@ -99,6 +104,35 @@ def _decoder(hint: Any) -> Decoder:
 
 
 _SCALARS = (str, int, bool, float)
+
+
+def _one_of(kinds: tuple[type, ...], value: Any) -> Any:
+    for kind in kinds:
+        try:
+            return _scalar(kind, value)
+        except TypeError:
+            continue
+    raise TypeError(_expected(" or ".join(k.__name__ for k in kinds), value))
+
+
+def _record_decoder(cls: type) -> Decoder:
+    """An IR NamedTuple (the bare-metal records): its fields but ``path`` (a location)."""
+    hints = typing.get_type_hints(cls, vars(ir))
+    fields = [(name, _decoder(hints[name]), cls._field_defaults.get(name, _MISSING))  # type: ignore[attr-defined]
+              for name in cls._fields if name != "path"]  # type: ignore[attr-defined]
+
+    def decode_one(value: Any) -> Any:
+        if not isinstance(value, dict):
+            raise TypeError(f"{cls.__name__} must be an object, got {type(value).__name__}")
+        out = {}
+        for name, decode, default in fields:
+            if name in value:
+                out[name] = decode(value[name])
+            elif default is _MISSING:
+                raise TypeError(f"{cls.__name__} lacks '{name}'")
+        return cls(**out)
+
+    return decode_one
 
 
 def _sequence(value: Any) -> list[Any]:

@@ -110,3 +110,24 @@ def test_apply_powers_on_through_pxe_once_and_refuses_a_reboot_without_a_schedul
     assert bmc.system("gpu-01")["bios"]["ProcTurboMode"] == "Disabled"  # untouched
     again, _ = plan_bmcs(fleet, observe(fleet, tmp_path))
     assert [c.host for c in again.changes] == ["gpu-01"]  # gpu-02 converged
+
+
+def test_the_cli_plans_from_the_bmcs_and_exits_1_on_a_bad_pin(bmc, tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from fleetspec.cli import app
+
+    path = tmp_path / "fleet.yaml"
+    path.write_text(spec(bmc.endpoint, bios="{ProcTurboMode: Enabled}"))
+    done = CliRunner().invoke(app, ["baremetal", "plan", str(path), "--hosts", "gpu-01", "--format", "json"])
+    assert done.exit_code == 0, done.output
+    import json
+
+    data = json.loads(done.stdout)
+    assert [(c["target"], c["disruption"]) for c in data["changes"]] == [("node:gpu-01", "drain-reboot")]
+    assert data["observed"]["gpu-01"]["firmware"] == {"bios": "2.4.1"}
+    assert PASSWORD not in done.output
+    path.write_text(spec(bmc.endpoint, bios="{ProcTurboMode: Sometimes}"))
+    done = CliRunner().invoke(app, ["baremetal", "plan", str(path), "--hosts", "gpu-01"])
+    assert done.exit_code == 1
+    assert f"{path}:23:" in done.stderr and "ProcTurboMode cannot be 'Sometimes'" in done.stderr

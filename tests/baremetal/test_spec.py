@@ -102,3 +102,32 @@ def test_stack_firmware_pins_reach_the_tuple() -> None:
     result = compiled(spec(LOCAL, stack_extra=', firmware: {vbios: "96.00.74.00.01", connectx: "28.43.2566"}'))
     assert result.valid, result.located()
     assert result.fleet.stack("hopper").firmware == (("vbios", "96.00.74.00.01"), ("connectx", "28.43.2566"))
+
+
+def test_the_bare_metal_ir_survives_the_state_round_trip() -> None:
+    import json
+
+    from fleetspec.state.codec import fleet_from_dict
+
+    result = compiled(spec(LOCAL, extra=SPARES.format(hosts="spare-01", url="https://t.example.com"),
+                           bios="{ProcTurboMode: Enabled, NumaNodes: 4, SriovGlobalEnable: true}",
+                           stack_extra=', firmware: {vbios: "96.00.74.00.01"}'))
+    assert result.valid, result.located()
+    back = fleet_from_dict(json.loads(result.fleet.to_json()))
+    assert back.to_json() == result.fleet.to_json()
+    assert back.baremetal.bmc("gpu-01").bios == (("NumaNodes", 4), ("ProcTurboMode", "Enabled"),
+                                                 ("SriovGlobalEnable", True))
+
+
+def test_a_damaged_stored_bios_value_is_refused() -> None:
+    import json
+
+    from fleetspec.state.codec import FleetDecodeError, fleet_from_dict
+
+    data = json.loads(compiled(spec(LOCAL)).fleet.to_json())
+    data["baremetal"]["bmcs"][0]["bios"][0][1] = {"an": "object"}
+    with pytest.raises(FleetDecodeError, match="expected str or int or bool"):
+        fleet_from_dict(data)
+    del data["baremetal"]["bmcs"][0]["endpoint"]
+    with pytest.raises(FleetDecodeError, match="NodeBmc lacks 'endpoint'"):
+        fleet_from_dict(data)

@@ -54,7 +54,7 @@ def _wrong_values(hint: Any) -> list[Any]:
         return ["not-a-listed-value", ["a list"], 3]
     if origin is tuple:
         return [{"an": "object"}, "a string"]
-    if dataclasses.is_dataclass(hint):
+    if dataclasses.is_dataclass(hint) or (isinstance(hint, type) and hasattr(hint, "_fields")):
         return ["a string", ["a list"]]
     return {str: [5, ["a list"], {"an": "object"}], int: ["5", True, 2.5, None], bool: [1, "true", None],
             float: ["1.5", True]}[hint]

@@ -1,0 +1,159 @@
+"""`fleetspec baremetal plan|apply|replace`: the bare-metal plane as a Typer sub-app.
+
+Thin: compile the spec, call one function of fleetspec.baremetal, print, pick the exit code.
+``plan``: 0 when no BMC error and every BMC answered, 1 otherwise. ``apply``: 0 when every
+change was made. ``replace``: 0 when every ``replace`` verdict got a spare and a ticket.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from fleetspec.console import command_class, lazy_consoles
+from fleetspec.exit_codes import ERROR, OK
+
+baremetal_app = typer.Typer(
+    help="The bare-metal plane: BMCs over Redfish (power, boot, BIOS, inventory, firmware), hot spares and "
+    "break-fix tickets (docs/bare-metal.md).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+_out, _err = lazy_consoles()
+COMMAND = command_class()
+SpecArg = Annotated[Path, typer.Argument(help="the fleet spec (YAML)", show_default=False)]
+HostsOpt = Annotated[str | None, typer.Option("--hosts", help="only these nodes (a hostlist)")]
+
+
+class Format(str, Enum):
+    text = "text"
+    json = "json"
+
+
+def _compiled(spec: Path):  # type: ignore[no-untyped-def]
+    from fleetspec.pipeline import compile_file
+
+    compiled = compile_file(spec)
+    if compiled.fleet is None or not compiled.valid:
+        for f in compiled.located():
+            if str(f.severity) == "error":
+                _err.print(f"{f.file}:{f.line}:{f.column}: error [{f.rule}] {f.message}", markup=False)
+        _err.print(f"{spec}: the spec has errors; fix them (fleetspec validate) first", markup=False)
+        raise typer.Exit(ERROR)
+    if compiled.fleet.baremetal is None:
+        _err.print(f"{spec}: the spec has no bmc or baremetal section: nothing to do", markup=False)
+        raise typer.Exit(ERROR)
+    return compiled
+
+
+def _hosts(hosts: str | None) -> list[str] | None:
+    from fleetspec.node_side.hostlist import HostlistError, expand
+
+    if hosts is None:
+        return None
+    try:
+        return expand(hosts)
+    except HostlistError as exc:
+        _err.print(f"--hosts: {exc}", markup=False)
+        raise typer.Exit(ERROR) from None
+
+
+def _read_and_plan(spec: Path, hosts: str | None, canary: int, max_unavailable: str):  # type: ignore[no-untyped-def]
+    from fleetspec.baremetal.run import observe, plan_bmcs
+    from fleetspec.findings import locate
+
+    compiled = _compiled(spec)
+    observation = observe(compiled.fleet, spec.resolve().parent, _hosts(hosts))
+    plan, findings = plan_bmcs(compiled.fleet, observation, canary, max_unavailable)
+    located = sorted((locate(f, compiled.source) for f in findings), key=lambda f: (f.line, f.column, f.message))
+    return plan, located, observation
+
+
+def _report(located, observation) -> bool:  # type: ignore[no-untyped-def]
+    """Print findings and unreachable BMCs; True when nothing is an error."""
+    for f in located:
+        _err.print(f"{f.file}:{f.line}:{f.column}: {f.severity} [{f.rule}] {f.message}", markup=False)
+    for host, why in sorted(observation.unreachable.items()):
+        _err.print(f"error: {why}", markup=False)
+    return not observation.unreachable and not any(str(f.severity) == "error" for f in located)
+
+
+@baremetal_app.command("plan", cls=COMMAND)
+def plan(spec: SpecArg, hosts: HostsOpt = None, format: Annotated[Format, typer.Option("--format")] = Format.text,
+         canary: Annotated[int, typer.Option("--canary", min=0)] = 1,
+         max_unavailable: Annotated[str, typer.Option("--max-unavailable")] = "25%") -> None:
+    """Read every node's BMC over Redfish and show the changes apply would make, with their disruption."""
+    from fleetspec.plan.render_text import print_plan
+
+    result, located, observation = _read_and_plan(spec, hosts, canary, max_unavailable)
+    ok = _report(located, observation)
+    if format is Format.json:
+        data = result.to_dict()
+        data["findings"] = [f.to_dict() for f in located]
+        data["unreachable"] = dict(sorted(observation.unreachable.items()))
+        data["observed"] = {h: o.to_dict() for h, o in sorted(observation.seen.items())}
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    else:
+        print_plan(result, _out)
+    raise typer.Exit(OK if ok else ERROR)
+
+
+class Drain(str, Enum):
+    slurm = "slurm"
+    kubernetes = "kubernetes"
+    none = "none"
+
+
+@baremetal_app.command("apply", cls=COMMAND)
+def apply(spec: SpecArg, hosts: HostsOpt = None,
+          drain: Annotated[Drain, typer.Option("--drain", help="drain nodes before a BIOS reboot through this "
+                                               "scheduler's client here (none: refuse reboots)")] = Drain.none,
+          canary: Annotated[int, typer.Option("--canary", min=0)] = 1,
+          max_unavailable: Annotated[str, typer.Option("--max-unavailable")] = "25%") -> None:
+    """Make the BMC changes: power on (boot once from the network), BIOS attributes (drain, restart, resume)."""
+    from fleetspec.apply.control import KubernetesControl, SlurmControl, local_runner
+    from fleetspec.baremetal.run import apply_bmcs
+    from fleetspec.plan.render_text import print_plan
+    from fleetspec.secrets import Redactor
+
+    result, located, observation = _read_and_plan(spec, hosts, canary, max_unavailable)
+    if not _report(located, observation):
+        _err.print("not applied: fix the errors above first", markup=False)
+        raise typer.Exit(ERROR)
+    print_plan(result, _out)
+    run = local_runner(timeout=120)
+    control = {Drain.slurm: SlurmControl(run), Drain.kubernetes: KubernetesControl(run), Drain.none: None}[drain]
+    done = apply_bmcs(result, spec.resolve().parent, control, lambda line: _out.print(line, markup=False),
+                      redactor=Redactor())
+    for host, why in sorted(done.failed.items()):
+        _err.print(f"{host}: {why}", markup=False)
+    raise typer.Exit(OK if done.ok else ERROR)
+
+
+@baremetal_app.command("replace", cls=COMMAND)
+def replace(spec: SpecArg,
+            facts: Annotated[Path, typer.Option("--facts", help="a directory of <hostname>.json verdicts (the node "
+                                                "check's --format json)", file_okay=False)]) -> None:
+    """For each node whose health verdict is 'replace': a spare joins its Slurm partition and a ticket is posted."""
+    from fleetspec.apply.control import local_runner
+    from fleetspec.baremetal.spares import replace_nodes
+    from fleetspec.health.fleet import HealthError, from_dir
+
+    compiled = _compiled(spec)
+    try:
+        health = from_dir(compiled.fleet, facts)
+    except HealthError as exc:
+        _err.print(f"error: {exc}", markup=False)
+        raise typer.Exit(ERROR) from None
+    done = replace_nodes(compiled.fleet, health.verdicts, local_runner(timeout=60), spec.resolve().parent,
+                         lambda line: _out.print(line, markup=False))
+    if not done:
+        _out.print("no node's verdict is 'replace'", markup=False)
+    raise typer.Exit(OK if all(r.ok for r in done) else ERROR)
