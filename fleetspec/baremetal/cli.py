@@ -78,9 +78,11 @@ def _read_and_plan(spec: Path, hosts: str | None, canary: int, max_unavailable: 
 
 def _report(located, observation) -> bool:  # type: ignore[no-untyped-def]
     """Print findings and unreachable BMCs; True when nothing is an error."""
+    from fleetspec.baremetal.run import unreachable_lines
+
     for f in located:
         _err.print(f"{f.file}:{f.line}:{f.column}: {f.severity} [{f.rule}] {f.message}", markup=False)
-    for host, why in sorted(observation.unreachable.items()):
+    for why in unreachable_lines(observation):
         _err.print(f"error: {why}", markup=False)
     return not observation.unreachable and not any(str(f.severity) == "error" for f in located)
 

@@ -62,8 +62,7 @@ def test_a_webhook_that_hangs_times_out(tmp_path) -> None:
 
 def test_a_missing_token_is_an_error_before_anything_is_sent(tmp_path, monkeypatch) -> None:
     monkeypatch.delenv("FLEETSPEC_TEST_TICKET_TOKEN", raising=False)
-    with serving() as hook:
-        with pytest.raises(TicketError, match="FLEETSPEC_TEST_TICKET_TOKEN is not set"):
-            post_ticket(TicketWebhook(hook.url, "env:FLEETSPEC_TEST_TICKET_TOKEN", 5),
-                        ticket_body("metal", "gpu-01", "p", VERDICT, None), tmp_path)
+    with serving() as hook, pytest.raises(TicketError, match="FLEETSPEC_TEST_TICKET_TOKEN is not set"):
+        post_ticket(TicketWebhook(hook.url, "env:FLEETSPEC_TEST_TICKET_TOKEN", 5),
+                    ticket_body("metal", "gpu-01", "p", VERDICT, None), tmp_path)
     assert hook.requests == []

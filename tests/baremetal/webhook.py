@@ -27,7 +27,7 @@ def serving():
     hook = Webhook()
 
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - the http.server name
+        def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", "0"))
             body = self.rfile.read(length)
             hook.requests.append({"path": self.path, "headers": dict(self.headers), "body": json.loads(body)})
