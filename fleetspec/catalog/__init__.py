@@ -190,6 +190,15 @@ class Catalog:
             return None
         return DriverBranch(branch, entry["type"], entry["max_cuda_major"], entry.get("eol"), _sources(entry))
 
+    def nic_firmware(self, version: str) -> list[tuple[str, str, tuple[str, ...]]]:
+        """(DOCA release, adapter, sources) for each bundle that carries NIC firmware ``version``."""
+        out = []
+        for doca, entry in self._data["nvidia"]["nic_firmware"]["doca"].items():
+            for adapter, bundled in entry.items():
+                if adapter != "source" and str(bundled) == version:
+                    out.append((str(doca), str(adapter), _sources(entry)))
+        return out
+
     def driver_packaging(self, driver: str, os_family: str) -> DriverPackaging:
         """The packaging scheme of ``driver``'s branch on ``os_family`` (``ubuntu`` or ``debian``)."""
         branch = version_key(driver)[0]

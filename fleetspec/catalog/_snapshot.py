@@ -3,7 +3,7 @@
 this is used only while CHECKSUM matches the YAML's bytes (fleetspec.catalog.catalog_data).
 """
 
-CHECKSUM = 0x0ecd0816
+CHECKSUM = 0x6ac88e89
 
 DATA = {'sources': {'CUDA_RN': 'https://docs.nvidia.com/cuda/archive/13.2.2/cuda-toolkit-release-notes/index.html',
                     'CUDA_FEAT': 'https://docs.nvidia.com/cuda/cuda-features-archive/index.html',
@@ -68,7 +68,9 @@ DATA = {'sources': {'CUDA_RN': 'https://docs.nvidia.com/cuda/archive/13.2.2/cuda
                     'FM_GUIDE': 'https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html',
                     'GDC_UBUNTU': 'https://github.com/NVIDIA/gpu-driver-container/blob/main/ubuntu24.04/Dockerfile',
                     'GDC_NVLINK5': 'https://github.com/NVIDIA/gpu-driver-container/blob/main/ubuntu24.04/nvidia-driver',
-                    'NVLINK5_DEPS': 'https://github.com/Getty/rex-gpu/blob/main/lib/Rex/GPU/NVIDIA/Setup/Apt.pm'},
+                    'NVLINK5_DEPS': 'https://github.com/Getty/rex-gpu/blob/main/lib/Rex/GPU/NVIDIA/Setup/Apt.pm',
+                    'DOCA_292': 'https://docs.nvidia.com/doca/archive/2-9-2/General+Support',
+                    'DOCA_310': 'https://docs.nvidia.com/doca/archive/3-1-0/General+Support'},
         'gpus': {'nvidia': {'v100': {'name': 'Tesla V100',
                                      'aliases': ['v100-sxm2', 'v100-pcie', 'tesla-v100', 'v100s'],
                                      'generation': 'volta',
@@ -529,7 +531,22 @@ DATA = {'sources': {'CUDA_RN': 'https://docs.nvidia.com/cuda/archive/13.2.2/cuda
                                'distro_packages': ['infiniband-diags', 'libibumad3'],
                                'management_bridge_vpd': 'SW_MNG',
                                'start_script': {'config': '/usr/share/nvidia/nvlsm/nvlsm.conf',
-                                                'source': ['GDC_NVLINK5', 'FM_GUIDE']}}},
+                                                'source': ['GDC_NVLINK5', 'FM_GUIDE']}},
+                   'nic_firmware': {'doca': {'2.9.2': {'connectx-7': '28.43.2566',
+                                                       'connectx-6-dx': '22.43.2566',
+                                                       'connectx-6-lx': '26.43.2566',
+                                                       'connectx-6': '20.43.2566',
+                                                       'bluefield-3': '32.43.2566',
+                                                       'bluefield-2': '24.43.2566',
+                                                       'source': ['DOCA_292']},
+                                             '3.1.0': {'connectx-8': '40.46.1006',
+                                                       'connectx-7': '28.46.1006',
+                                                       'connectx-6-dx': '22.46.1006',
+                                                       'connectx-6-lx': '26.46.1006',
+                                                       'connectx-6': '20.43.3608',
+                                                       'bluefield-3': '32.46.1006',
+                                                       'bluefield-2': '24.46.1006',
+                                                       'source': ['DOCA_310']}}}},
         'amd': {'rocm': {'5.7': {'rccl': '2.17.1', 'source': ['RCCL_CL']},
                          '6.0': {'rccl': '2.18.3',
                                  'gfx': ['gfx942', 'gfx90a', 'gfx908'],

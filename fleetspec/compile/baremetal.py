@@ -42,7 +42,7 @@ def url_problem(url: str, what: str) -> str | None:
     if parts.scheme == "http" and host in LOOPBACK:
         return None
     return (f"{what} {url} must be https:// (plain http only to 127.0.0.1 or localhost): credentials and "
-            "commands would cross the network in clear")
+            "commands would cross the network in clear. Use an https:// URL")
 
 
 def build_baremetal(body: m.FleetBody, nodes: Sequence[ir.Node], partitions: Sequence[ir.Partition],
@@ -113,7 +113,7 @@ def _complete(merged: dict, origin: dict[str, Path_], path: Path_, findings: lis
     if not str(merged["password"]).startswith(BMC_SECRET_KINDS):
         findings.append(Finding(RULE, Severity.ERROR, "a BMC password must be an env:, file: or vault: reference: "
                                 "fleetspec reads it when it talks to the BMC, and a Pulumi config secret is "
-                                "readable only inside a Pulumi program", origin["password"]))
+                                "readable only inside a Pulumi program. Use one of those", origin["password"]))
         return False
     return True
 
@@ -131,12 +131,12 @@ def _spares(body: m.FleetBody, nodes: Sequence[ir.Node], partitions: Sequence[ir
         partition = by_partition.get(name)
         if partition is None:
             findings.append(Finding(RULE, Severity.ERROR, f"'{name}' is not a partition of this fleet; spares join a "
-                                    f"partition. Known: {', '.join(sorted(by_partition)) or '(none)'}", path, "key"))
+                                    f"partition. Use one of: {', '.join(sorted(by_partition)) or '(none)'}", path, "key"))
             continue
         try:
             hosts = expand(hostlist)
         except HostlistError as exc:
-            findings.append(Finding(RULE, Severity.ERROR, f"{exc}", path))
+            findings.append(Finding(RULE, Severity.ERROR, f"{exc}. Fix the hostlist", path))
             continue
         members = [by_name[h] for h in partition.nodes if h in by_name]
         good = []
@@ -157,15 +157,18 @@ def _unfit(host: str, spare: ir.Node | None, partition: ir.Partition, members: l
     if spare is None:
         return f"spare '{host}' is not a node of any rack: define it in a rack (its GPUs, stack and BMC) first"
     if host in partition.nodes:
-        return f"spare '{host}' is already in partition '{partition.name}': a spare stands outside the partition"
+        return (f"spare '{host}' is already in partition '{partition.name}': a spare stands outside the partition. "
+                "Remove it from the pool or give it a partition of its own")
     if host in taken:
-        return f"spare '{host}' is already in the pool of '{taken[host]}': a node is a spare for one partition"
+        return (f"spare '{host}' is already in the pool of '{taken[host]}': a node is a spare for one partition. "
+                "Remove it from one pool")
     for member in members[:1]:
         if (spare.gpu.model, spare.gpu.count, spare.stack, spare.scheduler) != (
                 member.gpu.model, member.gpu.count, member.stack, member.scheduler):
             return (f"spare '{host}' ({spare.gpu.count}x {spare.gpu.model}, stack {spare.stack}, {spare.scheduler}) "
                     f"does not match partition '{partition.name}' ({member.gpu.count}x {member.gpu.model}, stack "
-                    f"{member.stack}, {member.scheduler}): a spare must be the same model and tuple")
+                    f"{member.stack}, {member.scheduler}): a spare must be the same model and tuple. "
+                    "Pick a matching node")
     return None
 
 
@@ -183,7 +186,7 @@ def _tickets(body: m.FleetBody, findings: list[Finding]) -> ir.TicketWebhook | N
         findings.append(Finding(RULE, Severity.ERROR, problem, path))
         return None
     if hook.token is not None and not hook.token.startswith(BMC_SECRET_KINDS):
-        findings.append(Finding(RULE, Severity.ERROR, "tickets.token must be an env:, file: or vault: reference",
+        findings.append(Finding(RULE, Severity.ERROR, "tickets.token must be an env:, file: or vault: reference: use one of those",
                                 ("spec", "baremetal", "tickets", "token")))
         return None
     return ir.TicketWebhook(hook.url, hook.token, hook.timeout)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from fleetspec.catalog import Catalog
 from fleetspec.compile.ir import Fleet
 from fleetspec.findings import Finding, Severity
-from fleetspec.rules import packaging, scheduling, stack_versions, topology, workload_plane
+from fleetspec.rules import firmware, packaging, scheduling, stack_versions, topology, workload_plane
 from fleetspec.rules.base import Rule
 
 E, W = Severity.ERROR, Severity.WARNING
@@ -25,9 +25,12 @@ RULES: tuple[Rule, ...] = (
     Rule("unknown-stack", E, "a node group names a stack that is not defined", stage="compile"),
     Rule("unknown-partition", E, "Slurm settings for a partition that does not exist", stage="compile"),
     Rule("unknown-host", E, "an extra partition names hosts no node group defines", stage="compile"),
+    Rule("baremetal", E, "a BMC, spare pool or ticket webhook fleetspec cannot use safely", stage="compile"),
     Rule("site-settings", E, "a site setting (Slurm key, Helm values path, Ansible variable or hook) fleetspec "
          "cannot write safely", stage="compile", warns=True),
     # Over the compiled fleet.
+    Rule("firmware-unconfirmed", W, "a stack's firmware pin no release fact in the catalog confirms",
+         firmware.check_firmware, warns=True),
     Rule("stack-vendor-mismatch", E, "a node group uses the other vendor's tuple", stack_versions.check_stack_vendor),
     Rule("driver-too-old-for-cuda", E, "the driver cannot run (or fully run) the tuple's CUDA",
          stack_versions.check_driver_for_cuda, warns=True),

@@ -215,7 +215,8 @@ def check_node(fleet: Fleet, node: Node, facts: Mapping[str, Any], catalog: Cata
         checks = _nvidia_checks(fleet, node, stack, facts, catalog, found)
     else:
         checks = _amd_checks(fleet, node, stack, facts, catalog, found)
-    checks = [collected, *checks, *_gpu_binding_checks(fleet, node, facts), *_hold_checks(fleet, node, stack, facts)]
+    checks = [collected, *checks, *_gpu_binding_checks(fleet, node, facts), *_hold_checks(fleet, node, stack, facts),
+              *firmware_checks(stack, facts)]
     fingerprint = ",".join(f"{k}={found.get(k, '?')}" for k in stack.versions())
     return NodeReport(node.hostname, node.partition, node.stack, node.scheduler, tuple(checks), fingerprint)
 
@@ -386,6 +387,40 @@ def _gpu_binding_checks(fleet: Fleet, node: Node, facts: Mapping[str, Any]) -> l
                       "or correct the node's sockets in the spec")]
     return [Check("gpu-binding", Status.OK, want, found,
                   f"each GPU's local CPUs are on the socket gres.conf binds it to ({len(known)} checked)")]
+
+
+def firmware_checks(stack: StackTuple, facts: Mapping[str, Any]) -> list[Check]:
+    """The stack's firmware pins against what the node reports: ``vbios`` against every GPU's
+    vbios_version (nvidia-smi), ``connectx`` against every Mellanox device's fw_ver (sysfs).
+    BMC, BIOS and NVSwitch firmware are read from the BMC (fleetspec baremetal plan)."""
+    pins = dict(stack.firmware)
+    checks = []
+    if "vbios" in pins:
+        gpus = [g for g in _items(_section(facts, "nvidia"), "gpus") if isinstance(g, Mapping)]
+        checks.append(_firmware_check("vbios", pins["vbios"], {
+            str(g.get("pci_bus_id") or g.get("index") or i): g.get("vbios_version") for i, g in enumerate(gpus)},
+            "nvidia-smi"))
+    if "connectx" in pins:
+        devices = [d for d in _items(_section(facts, "fabric"), "infiniband")
+                   if isinstance(d, Mapping) and str(d.get("device", "")).startswith("mlx5")]
+        checks.append(_firmware_check("connectx", pins["connectx"],
+                                      {str(d.get("device")): d.get("fw_ver") for d in devices}, "sysfs fw_ver"))
+    return checks
+
+
+def _firmware_check(component: str, pinned: str, found: Mapping[str, object], source: str) -> Check:
+    if not found:
+        return Check(f"{component}-firmware", Status.NOT_APPLICABLE, pinned, None,
+                     f"no device reports {component} firmware here ({source})")
+    wrong = {k: str(v) for k, v in found.items() if str(v or "").strip().lower() != pinned.lower()}
+    seen = ", ".join(sorted({str(v) for v in found.values()}))
+    if wrong:
+        shown = ", ".join(f"{k}: {v}" for k, v in sorted(wrong.items())[:8])
+        return Check(f"{component}-firmware", Status.DRIFT, pinned, _clip(seen),
+                     f"{len(wrong)} of {len(found)} devices run other {component} firmware ({shown}); the stack "
+                     f"pins {pinned}. Update it with the vendor's firmware tool", disruption="drain-reboot")
+    return Check(f"{component}-firmware", Status.OK, pinned, seen,
+                 f"all {len(found)} devices run {component} firmware {pinned} ({source})")
 
 
 def reboot_due(facts: Mapping[str, Any]) -> tuple[str, str, str] | None:
