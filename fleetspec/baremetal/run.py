@@ -162,3 +162,19 @@ def unreachable_lines(observation: Observation) -> list[str]:
 
 
 __all__ = ["Observation", "apply_bmcs", "observe", "plan_bmcs", "unreachable_lines"]
+
+
+def mac_scripts(fleet: Fleet, observation: Observation) -> dict:
+    """``baremetal/tftp/nodes/<mac>.ipxe`` for every NIC each BMC reported: the boot chain
+    knows a node by its MAC before DHCP has given it a name (fleetspec/render/baremetal.py)."""
+    from pathlib import PurePosixPath
+
+    from fleetspec.render.baremetal import OUT, node_script_for_mac
+
+    files = {}
+    for host, seen in sorted(observation.seen.items()):
+        if fleet.node(host) is None:
+            continue
+        for mac in seen.nics:
+            files[OUT / "tftp" / "nodes" / f"{mac.replace(':', '-')}.ipxe"] = node_script_for_mac(host)
+    return {PurePosixPath(p): t for p, t in files.items()}

@@ -52,7 +52,19 @@ def build_baremetal(body: m.FleetBody, nodes: Sequence[ir.Node], partitions: Seq
     bmcs = _bmcs(body, nodes, findings)
     spares = _spares(body, nodes, partitions, findings)
     tickets = _tickets(body, findings)
-    return ir.BareMetal(tuple(bmcs), spares, tickets)
+    return ir.BareMetal(tuple(bmcs), spares, tickets, _pxe(body, findings))
+
+
+def _pxe(body: m.FleetBody, findings: list[Finding]) -> ir.PxeConfig | None:
+    pxe = body.baremetal.pxe if body.baremetal else None
+    if pxe is None:
+        return None
+    parts = urlsplit(pxe.image_url)
+    if parts.scheme == "http" and (parts.hostname or "") not in LOOPBACK:
+        findings.append(Finding(RULE, Severity.WARNING, f"golden images over plain http ({pxe.image_url}): a node boots "
+                                "whatever answers on the provisioning network. Use https (an iPXE built with TLS) or "
+                                "keep that network isolated", ("spec", "baremetal", "pxe", "image_url")))
+    return ir.PxeConfig(pxe.server, pxe.interface, pxe.dhcp_range, pxe.image_url.rstrip("/"))
 
 
 def _bmcs(body: m.FleetBody, nodes: Sequence[ir.Node], findings: list[Finding]) -> list[ir.NodeBmc]:

@@ -317,12 +317,20 @@ class TicketWebhook(typing.NamedTuple):
     timeout: int = 10
 
 
+class PxeConfig(typing.NamedTuple):
+    server: str
+    interface: str
+    dhcp_range: str
+    image_url: str  # no trailing slash
+
+
 class BareMetal(typing.NamedTuple):
     """The bare-metal plane: each node's BMC, the spare pools and where tickets go."""
 
     bmcs: tuple[NodeBmc, ...] = ()  # spec order
     spares: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (partition, spare hostnames), sorted
     tickets: TicketWebhook | None = None
+    pxe: PxeConfig | None = None
 
     def bmc(self, host: str) -> NodeBmc | None:
         return next((b for b in self.bmcs if b.host == host), None)

@@ -25,7 +25,8 @@ RULES: tuple[Rule, ...] = (
     Rule("unknown-stack", E, "a node group names a stack that is not defined", stage="compile"),
     Rule("unknown-partition", E, "Slurm settings for a partition that does not exist", stage="compile"),
     Rule("unknown-host", E, "an extra partition names hosts no node group defines", stage="compile"),
-    Rule("baremetal", E, "a BMC, spare pool or ticket webhook fleetspec cannot use safely", stage="compile"),
+    Rule("baremetal", E, "a BMC, spare pool, ticket webhook or boot chain fleetspec cannot use safely", stage="compile",
+         warns=True),
     Rule("site-settings", E, "a site setting (Slurm key, Helm values path, Ansible variable or hook) fleetspec "
          "cannot write safely", stage="compile", warns=True),
     # Over the compiled fleet.

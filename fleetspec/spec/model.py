@@ -539,12 +539,29 @@ class TicketWebhook(_Model):
     timeout: strict(int, ge=1, le=120) = 10
 
 
+IPv4 = strict(str, pattern=r"^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$")
+
+
+class Pxe(_Model):
+    """The boot chain: dnsmasq answering DHCP on the provisioning network and serving iPXE
+    over TFTP; an iPXE script per node group boots its stack's golden image."""
+
+    server: IPv4 = Field(description="this boot server's address on the provisioning network")
+    interface: strict(str, pattern=r"^[A-Za-z0-9._-]+$", max_length=15) = Field(
+        description="the interface dnsmasq serves on")
+    dhcp_range: strict(str, pattern=r"^[0-9.]+,[0-9.]+(,[0-9]+[smhd])?$", max_length=64) = Field(
+        description="start,end[,lease] of the addresses dnsmasq hands out")
+    image_url: strict(str, pattern=r"^https?://[^\s@'\"]+$", max_length=1024) = Field(
+        description="where the golden images are served: <image_url>/<stack>/{vmlinuz,initrd.img,rootfs.squashfs}")
+
+
 class BareMetal(_Model):
-    """Hot spares and break-fix (docs/bare-metal.md)."""
+    """Hot spares, break-fix and the boot chain (docs/bare-metal.md)."""
 
     spares: dict[Name, Hostlist] = Field(
         default_factory=dict, description="partition -> spare nodes (defined in racks) that join it on 'replace'")
     tickets: TicketWebhook | None = None
+    pxe: Pxe | None = None
 
 
 class FleetBody(_Model):

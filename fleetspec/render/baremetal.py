@@ -1,0 +1,147 @@
+"""The boot chain and the golden images, from ``spec.baremetal.pxe``. Pure: IR to {path: text}.
+
+- ``baremetal/dnsmasq.conf``: DHCP on the provisioning interface; a PXE ROM without iPXE
+  gets iPXE's ``undionly.kpxe`` (BIOS) or ``ipxe.efi`` (UEFI) over TFTP, and iPXE itself
+  (DHCP option 175 present) gets ``boot.ipxe``;
+- ``baremetal/tftp/boot.ipxe``: chains the node's own script by MAC address
+  (``nodes/<mac>.ipxe``, written by ``fleetspec baremetal`` from what each BMC reports), else
+  the node group's script by the hostname DHCP gave (``hosts/<hostname>.ipxe``);
+- ``baremetal/tftp/hosts/<host>.ipxe``: the node group's boot: kernel and initrd of its stack's
+  golden image, root from ``rootfs.squashfs`` (Debian live-boot's ``fetch=``), and the node's
+  name, partition and stack on the kernel command line for the join step;
+- ``baremetal/golden/<stack>.sh`` with ``<stack>.pref``: the golden image recipe, mmdebstrap
+  with the stack's pinned packages (``fleetspec.packages``) held by apt preferences, so a
+  node boots already holding its tuple.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import PurePosixPath
+
+from fleetspec.compile.ir import Fleet, StackTuple
+from fleetspec.packages import apt_preferences, packages_for
+
+OUT = PurePosixPath("baremetal")
+SUITES = {"ubuntu-22.04": "jammy", "ubuntu-24.04": "noble", "debian-12": "bookworm"}
+MIRRORS = {"ubuntu-22.04": "http://archive.ubuntu.com/ubuntu", "ubuntu-24.04": "http://archive.ubuntu.com/ubuntu",
+           "debian-12": "http://deb.debian.org/debian"}
+KERNEL = {"ubuntu-22.04": "linux-image-generic", "ubuntu-24.04": "linux-image-generic", "debian-12": "linux-image-amd64"}
+CUDA_REPO_OS = {"ubuntu-22.04": "ubuntu2204", "ubuntu-24.04": "ubuntu2404", "debian-12": "debian12"}
+BASE = ("systemd-sysv", "live-boot", "openssh-server", "python3", "ca-certificates", "gnupg", "squashfs-tools")
+
+
+def render_baremetal(fleet: Fleet) -> dict[PurePosixPath, str]:
+    pxe = fleet.baremetal.pxe if fleet.baremetal else None
+    if pxe is None:
+        return {}
+    files = {OUT / "dnsmasq.conf": _dnsmasq(fleet), OUT / "tftp" / "boot.ipxe": BOOT_IPXE}
+    for node in fleet.nodes:
+        files[OUT / "tftp" / "hosts" / f"{node.hostname}.ipxe"] = _node_script(pxe.image_url, node.hostname,
+                                                                               node.stack, node.partition)
+    for stack in fleet.stacks:
+        gpus = [n.gpu for n in fleet.nodes if n.stack == stack.name]
+        if not gpus:
+            continue
+        files[OUT / "golden" / f"{stack.name}.pref"] = apt_preferences(stack, fleet.os, gpus)
+        files[OUT / "golden" / f"{stack.name}.sh"] = _recipe(fleet, stack, gpus)
+    return files
+
+
+def _dnsmasq(fleet: Fleet) -> str:
+    assert fleet.baremetal is not None and fleet.baremetal.pxe is not None
+    pxe = fleet.baremetal.pxe
+    return f"""\
+# Rendered by fleetspec for fleet {fleet.name}: the boot chain of docs/bare-metal.md.
+# Run: dnsmasq --conf-file=dnsmasq.conf --tftp-root=$PWD/tftp (with iPXE's undionly.kpxe
+# and ipxe.efi copied into tftp/ from Debian's ipxe package).
+port=0
+interface={pxe.interface}
+bind-interfaces
+dhcp-range={pxe.dhcp_range}
+dhcp-option=option:router,{pxe.server}
+enable-tftp
+tftp-secure
+log-dhcp
+dhcp-match=set:ipxe,175
+dhcp-match=set:efi64,option:client-arch,7
+dhcp-match=set:efi64,option:client-arch,9
+dhcp-boot=tag:ipxe,boot.ipxe,,{pxe.server}
+dhcp-boot=tag:!ipxe,tag:efi64,ipxe.efi,,{pxe.server}
+dhcp-boot=tag:!ipxe,tag:!efi64,undionly.kpxe,,{pxe.server}
+"""
+
+
+BOOT_IPXE = """\
+#!ipxe
+# fleetspec: the node's own script by MAC (written from the BMC's inventory), else by the
+# hostname DHCP gave it; nothing else boots.
+echo fleetspec boot: ${net0/mac} ${hostname}
+chain nodes/${net0/mac:hexhyp}.ipxe || chain hosts/${hostname}.ipxe || goto unknown
+:unknown
+echo fleetspec: no boot script for ${net0/mac} (${hostname}): not a node of this fleet
+shell
+"""
+
+
+def _node_script(image_url: str, host: str, stack: str, partition: str) -> str:
+    base = f"{image_url}/{stack}"
+    return f"""\
+#!ipxe
+# fleetspec: {host}, stack {stack}, partition {partition}
+echo fleetspec: booting {host} into the golden image of stack {stack}
+kernel {base}/vmlinuz initrd=initrd.img boot=live fetch={base}/rootfs.squashfs fleetspec.node={host} fleetspec.stack={stack} fleetspec.partition={partition} console=ttyS0,115200 console=tty0
+initrd {base}/initrd.img
+boot
+"""
+
+
+def node_script_for_mac(host: str) -> str:
+    """``nodes/<mac>.ipxe``: chains the host's script (written once its BMC reported the MAC)."""
+    return f"#!ipxe\nchain /hosts/{host}.ipxe\n"
+
+
+def _recipe(fleet: Fleet, stack: StackTuple, gpus: list) -> str:
+    pins = packages_for(stack, fleet.os, gpus)
+    suite, mirror = SUITES[fleet.os], MIRRORS[fleet.os]
+    if fleet.package_mirror is not None:
+        m = fleet.package_mirror
+        trusted = "[trusted=yes] " if m.trusted else f"[signed-by=/etc/apt/keyrings/{fleet.name}-mirror.asc] "
+        repo = [f"deb {trusted}{m.uri} {m.suite} {m.components}".rstrip()]
+        key = [] if m.trusted or m.key_url is None else [f"curl -fsSL {shlex.quote(m.key_url)} -o "
+                                                          f'"$1/etc/apt/keyrings/{fleet.name}-mirror.asc"']
+    elif stack.vendor == "nvidia":
+        base = f"https://developer.download.nvidia.com/compute/cuda/repos/{CUDA_REPO_OS[fleet.os]}/x86_64/"
+        repo = [f"deb [signed-by=/etc/apt/keyrings/cuda.asc] {base} /"]
+        key = [f'curl -fsSL {base}3bf863cc.pub -o "$1/etc/apt/keyrings/cuda.asc"']
+    else:
+        repo, key = [], []
+    names = " ".join(p.name for p in pins if p.condition is None)
+    install = " ".join(shlex.quote(p.spec) for p in pins if p.condition is None)
+    hooks = ['mkdir -p "$1/etc/apt/keyrings" "$1/etc/apt/preferences.d"', *key]
+    hooks += ["echo " + shlex.quote(r) + ' > "$1/etc/apt/sources.list.d/fleetspec.list"' for r in repo]
+    hooks += ['cp "$PREF" "$1/etc/apt/preferences.d/fleetspec"', 'chroot "$1" apt-get update',
+              'chroot "$1" apt-get install -y --no-install-recommends ' + install,
+              'chroot "$1" apt-mark hold ' + names,
+              'cp "$1"/boot/vmlinuz-* "$1/vmlinuz.out"; cp "$1"/boot/initrd.img-* "$1/initrd.out"']
+    lines = [
+        "#!/bin/sh",
+        f"# fleetspec golden image for stack {stack.name} ({stack.fingerprint()}) on {fleet.os}.",
+        "# Run as root on a Debian/Ubuntu build host with mmdebstrap, squashfs-tools and curl:",
+        f"#   sh {stack.name}.sh OUT  ->  OUT/vmlinuz, OUT/initrd.img, OUT/rootfs.squashfs",
+        f"# Serve OUT as <image_url>/{stack.name}/. Packages only some nodes need (nvswitch, imex)",
+        "# are left to the Ansible roles at join.",
+        "set -eu",
+        'out="$1"; root="$(mktemp -d)"',
+        f'PREF="$(cd "$(dirname "$0")" && pwd)/{stack.name}.pref"; export PREF',
+        'trap \'rm -rf "$root"\' EXIT',
+        "mmdebstrap --variant=apt --mode=root \\",
+        f"  --include={','.join((*BASE, KERNEL[fleet.os], 'curl'))} \\",
+        *[f"  --customize-hook={shlex.quote(hook)} \\" for hook in hooks],
+        f'  {suite} "$root" {mirror}',
+        'mkdir -p "$out"',
+        'mv "$root/vmlinuz.out" "$out/vmlinuz"; mv "$root/initrd.out" "$out/initrd.img"',
+        'mksquashfs "$root" "$out/rootfs.squashfs" -noappend -comp zstd -e boot',
+        "",
+    ]
+    return "\n".join(lines)
