@@ -82,3 +82,61 @@ def test_a_replace_verdict_brings_a_spare_into_the_partition_and_posts_a_ticket(
     assert hook.requests[0]["body"]["fault_class"] == "row-remap-failure"
     assert hook.requests[0]["body"]["spare"] == "spare-01"
     assert lines == ["h200-01: spare spare-01 joined partition nvidia-hopper", "h200-01: ticket posted (201)"]
+
+
+BIOS_SPEC = """\
+apiVersion: fleetspec.io/v1alpha1
+kind: Fleet
+metadata: {{name: bios}}
+spec:
+  os: ubuntu-24.04
+  stacks:
+    hopper: {{driver: "580.95.05", cuda: "13.0.2", nccl: "2.28.3"}}
+  racks:
+    - name: r01
+      bmc: {{endpoint: "{endpoint}", system: "{{host}}", username: admin, password: env:FLEETSPEC_TEST_BMC_PASSWORD,
+            bios: {{ProcTurboMode: Enabled}}}}
+      nodes:
+        - hosts: "h200-[01-02]"
+          gpu: {{model: h200, count: 1}}
+          stack: hopper
+          scheduler: slurm
+          cpus: 2
+          memory_gb: 1
+  slurm: {{version: "22.05.8", controllers: ctl-01}}
+"""
+
+
+def test_a_bios_change_drains_restarts_and_resumes_each_wave_through_slurm(tmp_path, monkeypatch) -> None:
+    from fleetspec.apply.control import SlurmControl
+    from fleetspec.baremetal.run import DRAIN_REASON, apply_bmcs, observe, plan_bmcs
+    from tests.baremetal.emulator import PASSWORD, system
+    from tests.baremetal.emulator import running as bmc_running
+
+    monkeypatch.setenv("FLEETSPEC_TEST_BMC_PASSWORD", PASSWORD)
+    systems = [system("h200-01", 11, "52:54:00:bb:00:01"), system("h200-02", 12, "52:54:00:bb:00:02")]
+    with bmc_running(tmp_path / "bmc", systems) as bmc:
+        fleet = compile_text(BIOS_SPEC.format(endpoint=bmc.endpoint)).fleet
+        assert fleet is not None
+        plan, findings = plan_bmcs(fleet, observe(fleet, tmp_path), canary=1, max_unavailable=1)
+        assert not findings and [w.hosts for w in plan.waves] == [("h200-01",), ("h200-02",)]
+        with running(tmp_path / "slurm", render_slurm(fleet)) as cluster:
+            run = local_runner({"SLURM_CONF": str(cluster.conf)})
+            control = SlurmControl(run)
+            drained_during: list[tuple[str, str]] = []
+
+            def on_line(line: str) -> None:
+                host = line.split(":", 1)[0]
+                if "restarted" in line:  # the node is out of service while its BMC restarts it
+                    drained_during.append(control.states([host])[host])
+
+            result = apply_bmcs(plan, tmp_path, control, on_line)
+            assert result.ok, result.failed
+            assert [s[0].upper().startswith("DRAIN") for s in drained_during] == [True, True], drained_during
+            assert all(reason == DRAIN_REASON for _, reason in drained_during)
+            states = control.states(["h200-01", "h200-02"])
+            assert all(state.upper().startswith("IDLE") for state, _ in states.values()), states
+        for name in ("h200-01", "h200-02"):
+            assert bmc.system(name)["bios"]["ProcTurboMode"] == "Enabled"
+            assert bmc.system(name)["boots"] == ["Hdd"]  # one restart, from disk
+        assert not plan_bmcs(fleet, observe(fleet, tmp_path))[0].changes
