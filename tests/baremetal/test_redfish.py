@@ -12,6 +12,8 @@ from fleetspec.baremetal.redfish import BmcError, Session
 from fleetspec.baremetal.run import apply_bmcs, observe, plan_bmcs
 from fleetspec.plan.model import Disruption
 
+from tests.conftest import ROOT
+
 from .emulator import PASSWORD
 from .fleets import compiled, spec
 
@@ -131,3 +133,14 @@ def test_the_cli_plans_from_the_bmcs_and_exits_1_on_a_bad_pin(bmc, tmp_path) -> 
     done = CliRunner().invoke(app, ["baremetal", "plan", str(path), "--hosts", "gpu-01"])
     assert done.exit_code == 1
     assert f"{path}:23:" in done.stderr and "ProcTurboMode cannot be 'Sometimes'" in done.stderr
+
+    # the console script's own process: the located error, exit 1, nothing but findings on stderr
+    import os
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "fleetspec.cli", "baremetal", "plan", str(path), "--hosts", "gpu-01"],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines() == [f"{path}:23:20: error [baremetal] gpu-01: BIOS attribute ProcTurboMode cannot "
+                                        "be 'Sometimes'; the registry allows Enabled, Disabled"], proc.stderr
