@@ -11,7 +11,6 @@ import pytest
 from fleetspec.baremetal.redfish import BmcError, Session
 from fleetspec.baremetal.run import apply_bmcs, observe, plan_bmcs
 from fleetspec.plan.model import Disruption
-
 from tests.conftest import ROOT
 
 from .emulator import PASSWORD
