@@ -66,3 +66,30 @@ def test_a_missing_token_is_an_error_before_anything_is_sent(tmp_path, monkeypat
         post_ticket(TicketWebhook(hook.url, "env:FLEETSPEC_TEST_TICKET_TOKEN", 5),
                     ticket_body("metal", "gpu-01", "p", VERDICT, None), tmp_path)
     assert hook.requests == []
+
+
+def test_replace_from_verdict_files_posts_a_ticket_and_says_what_it_could_not_do(tmp_path) -> None:
+    """``fleetspec baremetal replace --facts DIR``: the node check's verdicts in, a ticket out;
+    a partition without a spare pool is said (exit 1), the ticket still goes."""
+    import json as json_module
+
+    from typer.testing import CliRunner
+
+    from fleetspec.cli import app
+
+    from .fleets import spec
+
+    facts = tmp_path / "verdicts"
+    facts.mkdir()
+    (facts / "gpu-02.json").write_text(json_module.dumps(VERDICT))
+    (facts / "gpu-01.json").write_text(json_module.dumps({"status": "healthy", "action": "none", "faults": []}))
+    with serving() as hook:
+        path = tmp_path / "fleet.yaml"
+        path.write_text(spec("http://127.0.0.1:8000", extra=f'  baremetal:\n    tickets: {{url: "{hook.url}"}}\n'))
+        done = CliRunner().invoke(app, ["baremetal", "replace", str(path), "--facts", str(facts)])
+    assert done.exit_code == 1, done.output
+    assert done.stdout.splitlines() == ["gpu-02: ticket posted (201)",
+                                        "gpu-02: partition nvidia-hopper has no spare pool (spec.baremetal.spares)"]
+    (request,) = hook.requests
+    assert (request["body"]["node"], request["body"]["fault_class"], request["body"]["spare"]) == (
+        "gpu-02", "row-remap-failure", None)
