@@ -106,7 +106,18 @@ def _parse_location(raw: str) -> StateLocation:
 
 
 def state_location(spec: Path | None, explicit: str | os.PathLike[str] | None = None) -> StateLocation:
-    """``--state`` wins, then $FLEETSPEC_STATE, then $FLEETSPEC_STATE_DIR, then ``.fleetspec/`` beside the spec."""
+    """``--state`` wins, then $FLEETSPEC_STATE, then $FLEETSPEC_STATE_DIR, then ``.fleetspec/`` beside the spec.
+
+    A variable that is set but empty is an error, not "no state yet": it is what a CI
+    secret that is missing, or not given to this job, looks like, and falling back to an
+    empty ``.fleetspec/`` would plan (and apply) the whole fleet as new (#27 item 2)."""
+    if explicit is not None and not str(explicit).strip():
+        raise StateError("--state is empty: give the state's directory or postgresql:// URL")
+    for name in (STATE_ENV, STATE_DIR_ENV):
+        if explicit is None and name in os.environ and not os.environ[name].strip():
+            raise StateError(f"${name} is set but empty (a CI secret that is missing, or not given to this job, "
+                             f"reads so): set it to the state's location, or unset it to use "
+                             f"{DEFAULT_DIR_NAME}/ beside the spec")
     for value in (explicit, os.environ.get(STATE_ENV), os.environ.get(STATE_DIR_ENV)):
         if value:
             return parse_location(value)

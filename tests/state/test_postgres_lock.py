@@ -64,3 +64,24 @@ def test_a_live_holder_of_the_old_crc32_key_still_holds_the_fleet(postgres_url: 
         assert PostgresStore(postgres_url, name, tmp_path).force_unlock().command == "fleetspec apply (older release)"
     with PostgresStore(postgres_url, name, tmp_path).lock("fleetspec apply") as held:
         assert held.held
+
+
+def test_a_read_only_role_plans_but_cannot_lock(postgres_url: str, fleet, tmp_path: Path) -> None:
+    """docs/gitops.md "Database roles": pull-request plans use a role with SELECT only. It
+    reads the state and names the holder; taking the lock (and so writing) is refused."""
+    from fleetspec.state import StateError
+
+    owner = PostgresStore(postgres_url, fleet.name, tmp_path)
+    with owner.lock("fleetspec apply"):
+        owner.record_applied(fleet, "first apply")
+    role = "ro_" + postgres_url.rsplit("/", 1)[1].split("?")[0]
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f'CREATE ROLE "{role}" LOGIN')
+        conn.execute(f'GRANT SELECT ON fleetspec_state, fleetspec_lock, fleetspec_fleet TO "{role}"')
+    user = postgres_url.split("://", 1)[1].split("@", 1)[0]
+    readonly = postgres_url.replace(f"://{user}@", f"://{role}@", 1)
+    reader = PostgresStore(readonly, fleet.name, tmp_path)
+    with owner.lock("fleetspec apply") as held:
+        assert reader.read().serial == 1 and reader.holder() == held.holder
+    with pytest.raises(StateError, match="cannot lock"), reader.lock("fleetspec apply"):
+        pass
