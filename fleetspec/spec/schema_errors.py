@@ -99,7 +99,7 @@ def _pattern_hint(key: str) -> str:
         return "Use Slurm time syntax: MM, HH:MM:SS, D-HH, D-HH:MM:SS or UNLIMITED"
     if key in SECRET_KEYS:
         return ("Write a reference to the secret, never the secret itself: env:NAME, file:PATH, "
-                "vault:PATH#KEY or pulumi:KEY")
+                "ansible-vault:PATH#KEY, hashicorp-vault:MOUNT/PATH#KEY, sops:PATH#KEY or pulumi:KEY")
     if key in ("uri", "key_url"):
         return "Use an https:// or file:/ URL: plain http lets anyone on the path swap packages"
     if key == "state_save_location":
