@@ -239,6 +239,12 @@ def _secrets(fleet: Fleet, base_dir: Path, sec: Any) -> tuple[dict[str, Any], An
             value = sec.resolve(ref, base_dir)
             redact.add(value)
             extravars["fleetspec_slurmdbd_password"] = value.decode()
+    from fleetspec.site.ansible import site_secret_refs
+
+    for variable, reference in site_secret_refs(fleet).items():  # ansible.vars given as {secret: REF}
+        value = sec.resolve(sec.SecretRef.parse(f"ansible.vars.{variable}", reference), base_dir)
+        redact.add(value)
+        extravars[variable] = value.decode()
     return extravars, redact
 
 
