@@ -99,3 +99,13 @@ ChartsOpt = Annotated[Path | None, typer.Option(
     "--charts", envvar="FLEETSPEC_CHARTS", exists=True, file_okay=False, metavar="DIR",
     help="Helm charts ('helm pull' archives or chart folders): check each release's values against its "
     "chart's values.schema.json, as helm install does (default: $FLEETSPEC_CHARTS)")]
+
+
+# plan --out and apply PLAN --signing-key: a secret reference to the key that signs saved
+# plans (#27 item 6). Only the pipeline's protected environment holds it: an environment
+# variable for CI, not a spec field (the spec is what a pull request can change).
+SigningKeyOpt = Annotated[str | None, typer.Option(
+    "--signing-key", envvar="FLEETSPEC_SIGNING_KEY", metavar="REF",
+    help="a secret reference (env:NAME, file:PATH, ...) to the key that signs saved plans (plan --out) and "
+    "that apply checks them with: apply then refuses an unsigned or differently signed plan "
+    "(default: $FLEETSPEC_SIGNING_KEY)")]

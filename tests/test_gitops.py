@@ -201,3 +201,91 @@ def test_pre_commit_hook_validates_fleet_specs_and_skips_other_yaml(tmp_path: Pa
     bad = run_hooks()
     assert bad.returncode == 1, bad.stdout + bad.stderr
     assert "fleet.yaml:" in bad.stdout and "[duplicate-host]" in bad.stdout
+
+
+# --- #27 item 2: the pipelines' trust model ------------------------------------------
+
+def zizmor(*paths: Path) -> subprocess.CompletedProcess:
+    """zizmor offline with the auditor persona (every audit, low confidence too)."""
+    return subprocess.run([tool("zizmor"), "--offline", "--no-progress", "--persona=auditor", *map(str, paths)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_github_workflows_pass_zizmor_with_every_ignore_explained() -> None:
+    result = zizmor(*WORKFLOWS)
+    assert result.returncode == 0, result.stdout + result.stderr
+    ignores = [line for w in WORKFLOWS for line in w.read_text().splitlines() if "zizmor: ignore" in line]
+    assert ignores and all(re.search(r"zizmor: ignore\[self-hosted-runner\] \S.{20,}", i) for i in ignores), ignores
+
+
+def test_zizmor_catches_what_the_redesign_removed(tmp_path: Path) -> None:
+    """The lint can fail: a tag instead of a SHA, persisted checkout credentials."""
+    text = (GITOPS / ".github" / "workflows" / "fleetspec-verify.yml").read_text()
+    broken = tmp_path / "broken.yml"
+    broken.write_text(text.replace("actions/checkout@08c6903cd8c0fde910a37f88322edcfb5dd907a8 # v5.0.0",
+                                   "actions/checkout@v5").replace("persist-credentials: false", "fetch-depth: 1"))
+    result = zizmor(broken)
+    assert result.returncode != 0 and "unpinned-uses" in result.stdout and "artipacked" in result.stdout
+
+
+def _jobs(name: str) -> dict:
+    return yaml.safe_load((GITOPS / ".github" / "workflows" / name).read_text())["jobs"]
+
+
+def test_pull_request_jobs_reach_no_node_and_hold_no_write_credential() -> None:
+    jobs = _jobs("fleetspec-pr.yml")
+    text = (GITOPS / ".github" / "workflows" / "fleetspec-pr.yml").read_text()
+    assert "secrets.FLEETSPEC_STATE }}" not in text and "FLEETSPEC_PLAN_KEY" not in text
+    for name, job in jobs.items():
+        assert "fleet" not in (job["runs-on"] if isinstance(job["runs-on"], list) else [job["runs-on"]]), name
+        writes = [k for k, v in (job.get("permissions") or {}).items() if v == "write"]
+        if "checkout" in str(job["steps"]) or "fleetspec plan" in str(job["steps"]):
+            assert writes in ([], ["security-events"]), (name, writes)  # no token that writes the repository
+    assert jobs["plan"]["env"]["FLEETSPEC_STATE"] == "${{ secrets.FLEETSPEC_STATE_READONLY }}"
+    assert jobs["plan"]["runs-on"] == ["self-hosted", "fleet-plan"]
+    assert jobs["comment"]["permissions"] == {"pull-requests": "write"}
+    assert not any("checkout" in str(s) or "run" in s for s in jobs["comment"]["steps"])
+
+
+def test_write_credentials_only_in_protected_main_environments_and_plans_signed() -> None:
+    jobs = _jobs("fleetspec-apply.yml")
+    top = yaml.safe_load((GITOPS / ".github" / "workflows" / "fleetspec-apply.yml").read_text())
+    assert top["env"]["FLEETSPEC_SIGNING_KEY"] == "env:FLEETSPEC_PLAN_KEY"
+    assert jobs["plan"]["environment"] == "fleet-plan" and jobs["apply"]["environment"] == "fleet-production"
+    assert jobs["plan"]["env"]["FLEETSPEC_STATE"] == "${{ secrets.FLEETSPEC_STATE_READONLY }}"
+    assert jobs["apply"]["env"]["FLEETSPEC_STATE"] == "${{ secrets.FLEETSPEC_STATE }}"
+    for job in jobs.values():
+        assert "refs/heads/main" in job["if"]
+        assert "-z \"$FLEETSPEC_STATE\"" in str(job["steps"][0])  # a missing state fails, first
+
+
+def test_every_action_is_pinned_to_a_full_commit_sha() -> None:
+    uses = [u for w in WORKFLOWS for u in re.findall(r"uses: (\S+)", w.read_text())]
+    assert uses and all(re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}", u) for u in uses), uses
+
+
+def test_gitlab_merge_requests_get_no_bot_token_and_no_write_role() -> None:
+    ci = yaml.safe_load((GITOPS / ".gitlab-ci.yml").read_text())
+    text = (GITOPS / ".gitlab-ci.yml").read_text()
+    assert "PRIVATE-TOKEN" not in text and "BOT_TOKEN" not in text
+    mr = ci["plan:merge-request"]
+    assert mr["variables"]["FLEETSPEC_STATE"] == "$FLEETSPEC_STATE_READONLY" and mr["tags"] == ["fleet-plan"]
+    assert ci["plan"]["variables"]["FLEETSPEC_SIGNING_KEY"] == ci["apply"]["variables"]["FLEETSPEC_SIGNING_KEY"]
+    assert ci["apply"]["environment"]["name"] == "fleet-production" and ci["apply"]["rules"][0]["when"] == "manual"
+    assert ci["apply"]["variables"]["FLEETSPEC_SIGNING_KEY"] == "env:FLEETSPEC_PLAN_KEY"
+
+
+def test_an_empty_state_variable_is_an_error_not_a_first_apply(tmp_path: Path) -> None:
+    """A CI secret that is missing reads as an empty variable: every command refuses it
+    instead of planning the whole fleet as new against .fleetspec/."""
+    from typer.testing import CliRunner
+
+    from fleetspec.cli import app
+
+    spec = tmp_path / "fleet.yaml"
+    shutil.copy(EXAMPLES / "quickstart.yaml", spec)
+    for args in (["plan", str(spec)], ["apply", str(spec), "--yes"], ["state", "list"]):
+        result = CliRunner().invoke(app, args, env={"FLEETSPEC_STATE": "", "FLEETSPEC_STATE_DIR": None})
+        assert result.exit_code == 1 and "FLEETSPEC_STATE is set but empty" in " ".join(result.output.split()), \
+            (args, result.output)
+    assert not (tmp_path / ".fleetspec").exists()

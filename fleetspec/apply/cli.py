@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from fleetspec.cli_usage import canary_option, hostlist_option, max_unavailable_option, seconds_option
+from fleetspec.cli_usage import SigningKeyOpt, canary_option, hostlist_option, max_unavailable_option, seconds_option
 from fleetspec.console import lazy_consoles
 from fleetspec.exit_codes import ERROR, OK
 
@@ -70,6 +70,7 @@ def apply(
     limit: Annotated[str | None, typer.Option("--limit", metavar="HOSTLIST", callback=hostlist_option,
                                               help="apply only to these hosts (a hostlist); the state records "
                                                    "only them, the next plan still shows the rest")] = None,
+    signing_key: SigningKeyOpt = None,
 ) -> None:
     """Apply the spec (or a saved plan) in rolling waves: drain, upgrade, verify, resume."""
     from fleetspec import secrets as sec
@@ -79,7 +80,7 @@ def apply(
     from fleetspec.pipeline import compile_file
     from fleetspec.plan import plan_against_state
     from fleetspec.plan.render_text import print_plan
-    from fleetspec.plan.saved import SavedPlanError, check_plan_current, load_saved_plan
+    from fleetspec.plan.saved import SavedPlanError, check_plan_current, load_saved_plan, signing_key_from
     from fleetspec.render import render_all
     from fleetspec.render.writer import RenderWriteError, write_tree
     from fleetspec.safe_io import UnsafePathError
@@ -92,7 +93,7 @@ def apply(
     saved: Plan | None = None
     try:
         if target.suffix == ".json":
-            saved = load_saved_plan(target)
+            saved = load_saved_plan(target, signing_key_from(signing_key, target))
             fleet = saved.fleet
         else:
             compiled = compile_file(target)
@@ -238,6 +239,12 @@ def _secrets(fleet: Fleet, base_dir: Path, sec: Any) -> tuple[dict[str, Any], An
             value = sec.resolve(ref, base_dir)
             redact.add(value)
             extravars["fleetspec_slurmdbd_password"] = value.decode()
+    from fleetspec.site.ansible import site_secret_refs
+
+    for variable, reference in site_secret_refs(fleet).items():  # ansible.vars given as {secret: REF}
+        value = sec.resolve(sec.SecretRef.parse(f"ansible.vars.{variable}", reference), base_dir)
+        redact.add(value)
+        extravars[variable] = value.decode()
     return extravars, redact
 
 

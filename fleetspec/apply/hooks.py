@@ -11,7 +11,7 @@ from typing import Any
 
 from fleetspec.apply.ansible import HostResult, PlaybookResult
 from fleetspec.compile.ir import Fleet, Hook
-from fleetspec.site.ansible import HookFileError, hook_digest, hook_file, hook_hosts
+from fleetspec.site.ansible import HookFileError, hook_digest, hook_file, hook_hosts, site_secret_refs
 
 Say = Callable[[str], None]
 # The extra vars a hook run gets: only what describes the run. apply's other extra vars
@@ -21,16 +21,19 @@ Say = Callable[[str], None]
 HOOK_EXTRAVARS = frozenset({"fleetspec_allow_reboot"})
 
 
-def hook_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The run's arguments for a hook: extra vars cut to HOOK_EXTRAVARS."""
+def hook_kwargs(kwargs: dict[str, Any], site_secrets: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The run's arguments for a hook: extra vars cut to HOOK_EXTRAVARS and the site's own
+    secret variables (``ansible.vars`` given as ``{secret: REF}``)."""
     extravars = kwargs.get("extravars") or {}
-    return {**kwargs, "extravars": {k: v for k, v in extravars.items() if k in HOOK_EXTRAVARS}}
+    keep = HOOK_EXTRAVARS | site_secrets
+    return {**kwargs, "extravars": {k: v for k, v in extravars.items() if k in keep}}
 
 
 def run_with_hooks(run_playbook: Callable[..., PlaybookResult], fleet: Fleet, hooks_dir: Path | None,
                    hosts: Sequence[str], say: Say, **kwargs: Any) -> PlaybookResult:
     """site.yml over ``hosts`` between the site's hooks; one result folding every run."""
     hooks = fleet.site.hooks if fleet.site is not None else ()
+    site_secrets = frozenset(site_secret_refs(fleet))
     results: list[tuple[str | None, PlaybookResult]] = []
     for phase in ("before", "site", "after"):
         if phase == "site":
@@ -46,7 +49,7 @@ def run_with_hooks(run_playbook: Callable[..., PlaybookResult], fleet: Fleet, ho
             say(f"site hook {hook.playbook} ({hook.phase}) on {', '.join(targets)}")
             assert hooks_dir is not None  # _stale said so
             results.append((hook.playbook, run_playbook(limit=targets, playbook=str(hook_file(hooks_dir, hook.playbook)),
-                                                        **hook_kwargs(kwargs))))
+                                                        **hook_kwargs(kwargs, site_secrets))))
         if any(not r.ok for _, r in results):
             break  # a failed hook or site.yml ends the run: the wave stops before verify
     return _folded(results)

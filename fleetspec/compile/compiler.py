@@ -122,7 +122,7 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
         slurm=slurm,
         kubernetes=kubernetes,
         suppress=tuple(body.suppress),
-        secrets=_needed_secrets(body),
+        secrets=_needed_secrets(body, findings),
         package_mirror=_mirror(body, findings),
         health=_health(body.health),
         baremetal=build_baremetal(body, nodes_t, partitions, findings),
@@ -179,9 +179,17 @@ def _mirror(body: m.FleetBody, findings: list[Finding]) -> ir.PackageSource | No
     return ir.PackageSource(mirror.uri, mirror.suite, mirror.components, mirror.key_url, mirror.trusted, path)
 
 
-def _needed_secrets(body: m.FleetBody) -> tuple[tuple[str, str], ...]:
-    """The secret references this fleet uses (a Slurm-only fleet needs no Pulumi passphrase)."""
+def _needed_secrets(body: m.FleetBody, findings: list[Finding]) -> tuple[tuple[str, str], ...]:
+    """The secret references this fleet uses (a Slurm-only fleet needs no Pulumi passphrase);
+    a warning for each reference in the deprecated ``vault:`` spelling."""
     s = body.secrets
+    for name in type(s).model_fields:
+        ref = getattr(s, name)
+        if isinstance(ref, str) and ref.startswith("vault:"):
+            findings.append(Finding("schema", Severity.WARNING,
+                                    f"'vault:' is the old spelling of 'ansible-vault:' (an Ansible Vault file); "
+                                    f"write 'ansible-vault:{ref[len('vault:'):]}' (HashiCorp Vault is "
+                                    f"'hashicorp-vault:MOUNT/PATH#KEY')", ("spec", "secrets", name)))
     needed: list[tuple[str, str | None]] = []
     if body.slurm is not None and body.slurm.mode == "native":
         needed.append(("munge_key", s.munge_key))

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from fleetspec import exit_codes
-from fleetspec.cli_usage import ChartsOpt, canary_option, hostlist_option, max_unavailable_option
+from fleetspec.cli_usage import ChartsOpt, SigningKeyOpt, canary_option, hostlist_option, max_unavailable_option
 from fleetspec.console import consoles
 from fleetspec.safe_io import STDOUT, UnsafePathError
 
@@ -66,6 +66,7 @@ def plan(
     health: Annotated[Path | None, typer.Option("--health", dir_okay=False, help="verdicts from 'fleetspec health "
                                                 "--format json': quarantined nodes are never canaries")] = None,
     charts: ChartsOpt = None,
+    signing_key: SigningKeyOpt = None,
 ) -> None:
     """Show what apply would change, how disruptive each change is, and the waves it would run.
     Exit 0: planned; 1: error. With --detailed-exitcode: 0 no changes, 1 error, 2 changes."""
@@ -74,7 +75,7 @@ def plan(
     from fleetspec.plan.kubernetes_layer import kubernetes_notes
     from fleetspec.plan.render_markdown import plan_markdown
     from fleetspec.plan.render_text import print_plan
-    from fleetspec.plan.saved import save_plan
+    from fleetspec.plan.saved import SavedPlanError, save_plan, signing_key_from
     from fleetspec.state import local_work_dir, state_location
 
     console, errors = consoles()
@@ -89,8 +90,8 @@ def plan(
         if limit is not None:
             result = _limited(result, limit)
         if out is not None:
-            save_plan(result, out)
-    except (PlanError, UnsafePathError) as exc:
+            save_plan(result, out, signing_key_from(signing_key, spec))
+    except (PlanError, UnsafePathError, SavedPlanError) as exc:
         errors.print(f"error: {exc}", markup=False)
         raise typer.Exit(exit_codes.ERROR) from None
     except OSError as exc:

@@ -82,15 +82,40 @@ def check_vars(variables: Mapping[str, Any], path: SpecPath, findings: list[Find
         elif name in SPECIAL:
             findings.append(Finding(RULE, Severity.ERROR, f"{name} is one of Ansible's special variables and cannot be "
                                     "set as a site variable; rename yours", where, "key"))
+        elif _is_reference_form(value):
+            ref = value[SECRET_KEY]
+            if not isinstance(ref, str) or not _secret_ref_ok(ref):
+                findings.append(Finding(RULE, Severity.ERROR, f"{name}: a secret reference is "
+                                        "{secret: env:NAME | file:PATH | ansible-vault:PATH#KEY | "
+                                        "hashicorp-vault:MOUNT/PATH#KEY | sops:PATH#KEY}; this is not one "
+                                        "(the value is not shown)", where + (SECRET_KEY,)))
+            else:
+                kept[name] = {SECRET_KEY: ref}
         elif _holds_secret(name, value):
             findings.append(Finding(RULE, Severity.ERROR, f"{name} reads as a secret and holds a literal value: "
                                     "ansible.vars are written to group_vars/all.yml, the state and saved plans. "
-                                    "Keep the secret where apply's runner reads it (an Ansible Vault file in its "
-                                    "own inventory) and have the hook look it up there; if it is not a secret, "
-                                    "rename the variable", where, "key"))
+                                    "Give a reference instead, resolved only at apply time: "
+                                    f"{name}: {{secret: 'hashicorp-vault:MOUNT/PATH#KEY'}} (or env:, file:, "
+                                    "ansible-vault:, sops:); if it is not a secret, rename the variable", where, "key"))
         else:
             kept[name] = value
     return json.dumps(kept, sort_keys=True, separators=(",", ":"))
+
+
+SECRET_KEY = "secret"
+
+
+def _is_reference_form(value: Any) -> bool:
+    """``{secret: REF}``: a site variable whose value apply resolves from a secret source."""
+    return isinstance(value, Mapping) and list(value) == [SECRET_KEY]
+
+
+def _secret_ref_ok(ref: str) -> bool:
+    import re
+
+    from fleetspec.spec.model import SECRET_REF
+
+    return len(ref) <= 4240 and re.match(SECRET_REF, ref) is not None and not ref.startswith("pulumi:")
 
 
 def _holds_secret(name: str, value: Any) -> bool:
@@ -107,10 +132,20 @@ def _holds_secret(name: str, value: Any) -> bool:
 
 
 def site_vars(fleet: ir.Fleet) -> dict[str, Any]:
-    """The site's variables for ``group_vars/all.yml``."""
+    """The site's variables for ``group_vars/all.yml``: never the secret ones, which apply
+    resolves and passes as extra vars of the runs (``site_secret_refs``)."""
     import json
 
-    return json.loads(fleet.site.ansible_vars) if fleet.site is not None else {}
+    found = json.loads(fleet.site.ansible_vars) if fleet.site is not None else {}
+    return {k: v for k, v in found.items() if not _is_reference_form(v)}
+
+
+def site_secret_refs(fleet: ir.Fleet) -> dict[str, str]:
+    """variable -> secret reference, for the site variables given as ``{secret: REF}``."""
+    import json
+
+    found = json.loads(fleet.site.ansible_vars) if fleet.site is not None else {}
+    return {k: v[SECRET_KEY] for k, v in found.items() if _is_reference_form(v)}
 
 
 def check_hooks(hooks: m.Hooks, partitions: Iterable[str], spec_dir: Path | None, path: SpecPath,

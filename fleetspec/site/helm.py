@@ -29,6 +29,13 @@ from fleetspec.site.slurm import owner_text
 RULE = "site-settings"
 KUEUE_CONFIG = ("managerConfig", "controllerManagerConfigYaml")
 
+_TENANTS = "tenant quota (kubernetes.tenants): Kueue gates every workload of the tenants' namespaces"
+_AUTH = ("Slurm's authentication keys and identities are created by the release fleetspec renders "
+         "(spec.secrets); a site key there would change who can talk to slurmctld")
+_ROOT = ("it runs programs or opens logins as root in the Slurm pods, outside what the plan reviews; "
+         "build such programs into the site's slurmd image instead")
+_CONTROLLER = "spec.slurm.controllers (fleetspec runs slurmctld in the release)"
+_NODE_LINES = "spec.racks[].nodes (NodeName parameters: slurm_settings on a node group)"
 _NFD = "fleetspec runs one node-feature-discovery for both GPU operators (kubernetes.gpu_operator)"
 OWNED: dict[str, dict[tuple[str, ...], str]] = {
     "gpu-operator": {
@@ -44,6 +51,11 @@ OWNED: dict[str, dict[tuple[str, ...], str]] = {
     },
     "kueue": {
         KUEUE_CONFIG + ("waitForPodsReady",): "kubernetes.gang and kubernetes.gang_policy",
+        # Tenant quota: every workload of a tenant namespace goes through Kueue, with or
+        # without a queue name; an overlay switching either off lets jobs take GPUs outside
+        # quota (https://kueue.sigs.k8s.io/docs/reference/kueue-config.v1beta2/).
+        KUEUE_CONFIG + ("manageJobsWithoutQueueName",): _TENANTS,
+        KUEUE_CONFIG + ("managedJobsNamespaceSelector",): _TENANTS,
         KUEUE_CONFIG + ("resources", "excludeResourcePrefixes"): "GPU-only quota (kubernetes.tenants)",
         KUEUE_CONFIG + ("apiVersion",): "the Kueue release (kubernetes.kueue.version)",
         KUEUE_CONFIG + ("kind",): "the Kueue release (kubernetes.kueue.version)",
@@ -51,13 +63,41 @@ OWNED: dict[str, dict[tuple[str, ...], str]] = {
     "volcano": {
         ("custom", "scheduler_config_override"): "kubernetes.gang and kubernetes.quota_owners",
     },
+    # Slinky's `slurm` chart at the pinned tag (slurm-operator v1.2.1 helm/slurm/values.yaml,
+    # tests/data/crds/slurm-operator/slurm-chart-values.yaml): every path that changes
+    # authentication, privilege, what runs as root, or the Slurm configuration fleetspec
+    # writes. `extraConf` (a raw string) takes precedence over the `extraConfMap` fleetspec
+    # fills, so it is owned with it; `external` points the cluster at another slurmctld or
+    # slurmdbd; `extraObjects` creates any Kubernetes object in the release's name.
     "slurm": {
         ("clusterName",): "metadata.name",
         ("nodesets",): "spec.racks (one NodeSet per generated partition)",
+        ("nodesetDefaults", "extraConf"): _NODE_LINES,
+        ("nodesetDefaults", "extraConfMap"): _NODE_LINES,
+        ("nodesetDefaults", "partition"): "spec.slurm.partitions",
+        ("nodesetDefaults", "ssh"): _ROOT,
+        ("nodesetDefaults", "slurmd", "args"): _ROOT,
         ("partitions",): "spec.slurm.partitions",
         ("configFiles",): "spec.slurm (cgroup.conf, gres.conf, plugstack.conf)",
+        ("controller", "extraConf"): "spec.slurm.settings",
         ("controller", "extraConfMap"): "spec.slurm.settings",
+        ("controller", "external"): _CONTROLLER,
+        ("controller", "externalConfig"): _CONTROLLER,
+        ("controller", "slurmctld", "args"): _ROOT,
         ("accounting",): "spec.slurm.accounting",
+        ("slurmKey",): _AUTH,
+        ("jwtKey",): _AUTH,
+        ("jwksKeys",): _AUTH,
+        ("sssd",): _AUTH,
+        ("prologScripts",): _ROOT,
+        ("epilogScripts",): _ROOT,
+        ("prologSlurmctldScripts",): _ROOT,
+        ("epilogSlurmctldScripts",): _ROOT,
+        ("loginsets",): _ROOT,
+        ("loginsetDefaults", "rootSshAuthorizedKeys"): _ROOT,
+        ("loginsetDefaults", "extraSshdConfig"): _ROOT,
+        ("extraObjects",): "fleetspec renders every Kubernetes object of the fleet (kubernetes_resources); "
+                           "add objects as a site release or a separate manifest, not through the slurm chart",
     },
     "slurm-operator": {
         ("crds", "enabled"): "fleetspec installs the CRDs as their own release (slurm-operator-crds)",

@@ -104,6 +104,8 @@ OWNED: dict[str, dict[str, str]] = {
         "CPUs": "spec.racks[].nodes[].cpus",
         "Procs": "spec.racks[].nodes[].cpus",
         "Sockets": "spec.racks[].nodes[].sockets",
+        "Boards": "spec.racks[].nodes[].sockets (fleetspec writes the node's board layout)",
+        "SocketsPerBoard": "spec.racks[].nodes[].sockets (fleetspec writes the node's board layout)",
         "CoresPerSocket": "spec.racks[].nodes[].cores_per_socket",
         "ThreadsPerCore": "spec.racks[].nodes[].threads_per_core",
         "RealMemory": "spec.racks[].nodes[].memory_gb",
@@ -133,6 +135,101 @@ OWNED: dict[str, dict[str, str]] = {
         "PidFile": _PATHS,
     },
 }
+
+# What a key does decides whether fleetspec owns it, for every key of every release's
+# parameter list (#27 item 4), beside the keys above that another spec field sets. The
+# classes follow Slurm's own naming in slurm.conf(5), slurmdbd.conf(5) and cgroup.conf(5):
+# - authentication: Auth*, Cred*, TLS*, Cert*, *HttpAuth* select and parameterise how daemons and
+#   clients prove who they are (AuthType, AuthAltTypes, AuthAltParameters, TLSType,
+#   CertmgrType, ...): fleetspec runs munge and owns that choice;
+# - plugin loading: PluginDir (where every plugin is loaded from), PlugStackConfig and
+#   *Plugstack (SPANK), and every *Plugin/*Plugins key (code loaded into slurmctld,
+#   slurmd, slurmstepd or the clients: CgroupPlugin, JobSubmitPlugins, CliFilterPlugins);
+# - addresses: *Addr, *Host, *Hostname, *Port (where daemons listen and whom they trust
+#   as their controller or database: SlurmctldAddr, DbdBackupHost, BcastAddr, ...);
+# - privilege and credentials: the daemons' and the databases' users (*User) and their
+#   passwords (*Pass, *PassScript).
+# A site that needs one of these changes the spec field, or fleetspec, in a reviewed change.
+_CLASSES: tuple[tuple[re.Pattern[str], str, frozenset[str]], ...] = (
+    (re.compile(r"^(Auth|Cred|TLS|Cert)|HttpAuth"), "it selects how Slurm authenticates (fleetspec runs munge: "
+     "spec.secrets.munge_key)", frozenset({"slurm.conf", "slurmdbd.conf"})),
+    (re.compile(r"(^PluginDir$|Plugins?$|^PlugStackConfig$|Plugstack$)"),
+     "it loads code into Slurm's daemons or clients; fleetspec installs and configures Slurm's plugins "
+     "(spec.slurm)", frozenset({"slurm.conf", "slurmdbd.conf", "cgroup.conf"})),
+    (re.compile(r"(Addr|Host|Hostname|Port)$"), "it sets where Slurm's daemons listen or whom they trust "
+     "(spec.slurm.controllers, spec.slurm.accounting, the racks' hosts)",
+     frozenset({"slurm.conf", "slurmdbd.conf", "node"})),
+    (re.compile(r"(User|Pass|PassScript)$"), "it sets the account or credential a Slurm daemon runs or "
+     "connects as (spec.slurm.users, spec.secrets)", frozenset({"slurm.conf", "slurmdbd.conf"})),
+)
+
+# Keys fleetspec renders as a default a site may replace (merge_fields/apply_to_conf put
+# the site's value on fleetspec's line), each with why that is safe. Every other key the
+# renderer writes must be owned: tests/site/test_slurm_owned.py renders fleets of every
+# supported release and fails on a rendered key that is in neither.
+TUNABLE: dict[str, dict[str, str]] = {
+    "slurm.conf": {
+        "SchedulerType": "the scheduler's algorithm (backfill by default); no privilege or address",
+        "SchedulerParameters": "backfill tuning (bf_window sized to MaxTime by default)",
+        "ReturnToService": "when a DOWN node returns; apply drains and resumes explicitly either way",
+        "PropagateResourceLimitsExcept": "limits jobs inherit (MEMLOCK kept for RDMA by default)",
+        "PrologFlags": "job-start behaviour (Contain is kept where pyxis needs it)",
+        "PrologEpilogTimeout": "a timeout",
+        "UnkillableStepTimeout": "a timeout",
+        "EnforcePartLimits": "which partition limits reject a job at submit",
+        "MpiDefault": "the MPI a job gets without --mpi",
+        "SwitchType": "the interconnect plugin (switch/nvidia_imex on NVL72 racks); a site may drop it",
+        "PriorityFlags": "fair-share tuning",
+        "PriorityDecayHalfLife": "fair-share tuning",
+        "PriorityMaxAge": "fair-share tuning",
+        "PriorityWeightAge": "fair-share tuning",
+        "PriorityWeightFairshare": "fair-share tuning",
+        "PriorityWeightJobSize": "fair-share tuning",
+        "PriorityWeightPartition": "fair-share tuning",
+    },
+    "partition": {
+        "DefCpuPerGPU": "a per-job default", "DefMemPerGPU": "a per-job default",
+        "DefaultTime": "a per-job default", "TRESBillingWeights": "accounting weights",
+    },
+    "node": {},
+    "cgroup.conf": {"ConstrainCores": "confinement a site may loosen or keep",
+                    "ConstrainRAMSpace": "confinement a site may loosen or keep"},
+    "slurmdbd.conf": {"PurgeJobAfter": "retention", "PurgeStepAfter": "retention"},
+}
+
+
+def owner(kind: str, key: str) -> tuple[str, str] | None:
+    """(Slurm's spelling, why fleetspec owns it) for an owned key of ``kind``; None when a
+    site may set it. Keys another spec field sets come first, then the classes above."""
+    low = key.lower()
+    for name, why in OWNED[kind].items():
+        if name.lower() == low:
+            return name, why
+    spelling = parameters().files[kind].spelling(key)
+    if spelling is None:
+        return None
+    for pattern, why, kinds in _CLASSES:
+        if kind in kinds and pattern.search(spelling):
+            return spelling, why
+    return None
+
+
+def owned_keys(kind: str, version: str) -> dict[str, str]:
+    """Every key of ``kind`` that fleetspec owns in Slurm ``version`` (the keys that
+    release parses, plus the explicitly owned ones), with why."""
+    table = parameters().files[kind]
+    out = dict(OWNED[kind])
+    for spelling in table.known.values():
+        found = owner(kind, spelling)
+        if found:
+            out[found[0]] = found[1]
+    for spelling, since in table.added.values():
+        if since == UNCONFIRMED or _series(version) >= _series(since):
+            found = owner(kind, spelling)
+            if found:
+                out[found[0]] = found[1]
+    return out
+
 
 # Where each hatch lives in the spec, per parameter file.
 FIELD = {"slurm.conf": "slurm.settings", "partition": "settings", "node": "slurm_settings",
@@ -204,14 +301,14 @@ def check_settings(kind: str, settings: Mapping[str, Any], version: str, path: S
     if not settings:  # most specs set none: the parameter lists are not even read
         return ()
     table = parameters().files[kind]
-    owned = {k.lower(): (k, why) for k, why in OWNED[kind].items()}
     seen: dict[str, str] = {}
     out: list[tuple[str, str]] = []
     for key, value in settings.items():
         where = path + (key,)
         low = key.lower()
-        if low in owned:
-            canonical, why = owned[low]
+        found = owner(kind, key)
+        if found:
+            canonical, why = found
             findings.append(Finding(RULE, E, f"{canonical} is fleetspec's: {owner_text(why)}. Remove it from "
                                     f"{FIELD[kind]}", where, "key"))
             continue

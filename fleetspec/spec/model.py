@@ -162,7 +162,9 @@ class GpuRef(_Model):
 
 # Unbounded repeats plus max_length, not {1,4096}: a counted repeat makes the regex
 # engine build a large automaton (about 0.2 s and 17 MB at every start).
-SECRET_REF = r"^(env:[A-Za-z_][A-Za-z0-9_]*|file:[^\x00\n]+|vault:[^\x00\n#]+#[A-Za-z0-9_]{1,128}|pulumi:[A-Za-z0-9_.:-]{1,128})$"
+# ``vault:`` is the old spelling of ``ansible-vault:`` (a deprecation warning, #28 item 10).
+SECRET_REF = (r"^(env:[A-Za-z_][A-Za-z0-9_]*|file:[^\x00\n]+|(ansible-vault|vault|sops):[^\x00\n#]+#[A-Za-z0-9_]{1,128}"
+              r"|hashicorp-vault:[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)+#[A-Za-z0-9_.-]{1,128}|pulumi:[A-Za-z0-9_.:-]{1,128})$")
 SecretRef = strict(str, pattern=SECRET_REF, max_length=4240)
 # A BMC's Redfish service root: scheme, host (``{host}``: the node's hostname) and port, no
 # user, path or query (fleetspec/compile/baremetal.py allows http only to loopback).
@@ -180,7 +182,7 @@ class Bmc(_Model):
         default=None, description="the Redfish System's Id or Name; {host} is the node's hostname (default: "
                                   "the service's only system)")
     username: strict(str, pattern=r"^[A-Za-z0-9._@-]+$", max_length=64) | None = None
-    password: SecretRef | None = Field(default=None, description="a secret reference: env:, file:, vault:")
+    password: SecretRef | None = Field(default=None, description="a secret reference: env:, file:, ansible-vault:, hashicorp-vault:, sops:")
     ca_file: strict(str, pattern=r"^[^\x00\n]+$", max_length=1024) | None = Field(
         default=None, description="the CA bundle that signed the BMCs' certificates (relative to the spec)")
     bios: dict[strict(str, pattern=r"^[A-Za-z][A-Za-z0-9_.]*$", max_length=128), BiosValue] = Field(
@@ -436,8 +438,10 @@ class Secrets(_Model):
     """Where each secret lives: references only, resolved at apply time, never rendered.
 
     ``env:NAME`` (an environment variable), ``file:PATH`` (relative to the spec),
-    ``vault:PATH#KEY`` (a key in an Ansible Vault file), ``pulumi:KEY`` (a Pulumi config
-    secret of the stack).
+    ``ansible-vault:PATH#KEY`` (a key in an Ansible Vault file; ``vault:`` is its
+    deprecated spelling), ``hashicorp-vault:MOUNT/PATH#KEY`` (a key of a HashiCorp Vault
+    KV v2 secret, read with $VAULT_ADDR and $VAULT_TOKEN), ``sops:PATH#KEY`` (a key of a
+    SOPS-encrypted YAML or JSON file), ``pulumi:KEY`` (a Pulumi config secret of the stack).
     """
 
     munge_key: SecretRef = "file:.fleetspec/secrets/munge.key"

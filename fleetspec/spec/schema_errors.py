@@ -102,7 +102,7 @@ def _pattern_hint(key: str) -> str:
         return "Use Slurm time syntax: MM, HH:MM:SS, D-HH, D-HH:MM:SS or UNLIMITED"
     if key in SECRET_KEYS:
         return ("Write a reference to the secret, never the secret itself: env:NAME, file:PATH, "
-                "vault:PATH#KEY or pulumi:KEY")
+                "ansible-vault:PATH#KEY, hashicorp-vault:MOUNT/PATH#KEY, sops:PATH#KEY or pulumi:KEY")
     if key in URL_KEYS:
         return ("Write an https:// URL with no user or password in it (a BMC: https://{host}-bmc.mgmt.example.com); "
                 "give the credential as a secret reference")

@@ -106,10 +106,21 @@ def _parse_location(raw: str) -> StateLocation:
 
 
 def state_location(spec: Path | None, explicit: str | os.PathLike[str] | None = None) -> StateLocation:
-    """``--state`` wins, then $FLEETSPEC_STATE, then $FLEETSPEC_STATE_DIR, then ``.fleetspec/`` beside the spec."""
+    """``--state`` wins, then $FLEETSPEC_STATE, then $FLEETSPEC_STATE_DIR, then ``.fleetspec/`` beside the spec.
+
+    A variable that is set but empty is an error, not "no state yet": it is what a CI
+    secret that is missing, or not given to this job, looks like, and falling back to an
+    empty ``.fleetspec/`` would plan (and apply) the whole fleet as new (#27 item 2)."""
+    if explicit is not None and not str(explicit).strip():
+        raise StateError("--state is empty: give the state's directory or postgresql:// URL")
     for value in (explicit, os.environ.get(STATE_ENV), os.environ.get(STATE_DIR_ENV)):
-        if value:
+        if value and str(value).strip():
             return parse_location(value)
+    for name in (STATE_ENV, STATE_DIR_ENV):  # nothing gave a location: an empty one is not "none"
+        if name in os.environ:
+            raise StateError(f"${name} is set but empty (a CI secret that is missing, or not given to this job, "
+                             f"reads so): set it to the state's location, or unset it to use "
+                             f"{DEFAULT_DIR_NAME}/ beside the spec")
     if spec is None:
         raise StateError(f"no state location: give --state DIR|URL or set ${STATE_ENV}")
     return StateLocation("file", path=Path(spec).resolve().parent / DEFAULT_DIR_NAME)

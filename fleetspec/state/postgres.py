@@ -49,10 +49,24 @@ from fleetspec.state.urls import redact_message, redact_url
 if TYPE_CHECKING:
     import psycopg
 
-# Advisory lock keys: (LOCK_CLASS, crc32 of the fleet name) in the two-int4 form, which
-# pg_locks shows as classid, objid and objsubid = 2.
+# Advisory lock keys (#27 item 7). A fleet's key is collision-free: ``fleetspec_fleet``
+# gives every fleet name a unique integer (its primary key is the name), and the key is
+# that integer with the OID of the schema holding the tables above it, in the one-bigint
+# form (pg_locks: classid = key >> 32, objid = the low 32 bits, objsubid = 1). Two fleet
+# names never share a key, nor do two schemas' fleets of the same name; advisory locks are
+# per database already, and every pg_locks query here is limited to the current database.
+# The table creation is serialised by a transaction lock in the two-int form
+# (LOCK_CLASS, 0), objsubid = 2. Releases before this one keyed fleets by (LOCK_CLASS,
+# crc32(name)), where two names with the same CRC32 shared one lock: ``LEGACY`` below
+# still sees a live older holder of this fleet (the lock row names its session), so a
+# mixed upgrade cannot run two applies at once.
 LOCK_CLASS = int.from_bytes(b"flsp", "big")
 _SETUP_KEY = (LOCK_CLASS, 0)
+_KEY_SQL = ("SELECT (c.relnamespace::bigint << 31) | f.lock_id FROM fleetspec_fleet f "
+            "JOIN pg_class c ON c.oid = 'fleetspec_fleet'::regclass WHERE f.fleet = %s")
+_HOLDING_SQL = ("l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
+                "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                "AND l.classid::bigint = %s AND l.objid::bigint = %s")
 
 SCHEMA_SQL = """
 CREATE TABLE IF NOT EXISTS fleetspec_state (
@@ -63,6 +77,10 @@ CREATE TABLE IF NOT EXISTS fleetspec_state (
     written_at timestamptz NOT NULL DEFAULT now(),
     written_by text        NOT NULL,
     PRIMARY KEY (fleet, serial)
+);
+CREATE TABLE IF NOT EXISTS fleetspec_fleet (
+    fleet   text    PRIMARY KEY,
+    lock_id integer GENERATED ALWAYS AS IDENTITY UNIQUE
 );
 CREATE TABLE IF NOT EXISTS fleetspec_lock (
     fleet       text        PRIMARY KEY,
@@ -91,9 +109,37 @@ def connect(url: str, purpose: str) -> psycopg.Connection[Any]:
                          f"{redact_message(str(exc).strip(), url)}") from None
 
 
-def lock_keys(fleet_name: str) -> tuple[int, int]:
+def legacy_lock_keys(fleet_name: str) -> tuple[int, int]:
+    """The key releases before #27 item 7 used: (LOCK_CLASS, crc32 of the name), two-int form."""
     key = zlib.crc32(fleet_name.encode())
     return LOCK_CLASS, key - (1 << 32) if key >= 1 << 31 else key
+
+
+def lock_key(conn: psycopg.Connection[Any], fleet_name: str, *, create: bool) -> int | None:
+    """The fleet's advisory lock key in this database and schema; None when the fleet has
+    none yet and ``create`` is false (then nobody can hold its lock)."""
+    if create:
+        conn.execute("INSERT INTO fleetspec_fleet (fleet) VALUES (%s) ON CONFLICT (fleet) DO NOTHING",
+                     (fleet_name,))
+    row = conn.execute(_KEY_SQL, (fleet_name,)).fetchone()
+    return None if row is None else int(row[0])
+
+
+def _split(key: int) -> tuple[int, int]:
+    """(classid, objid) as pg_locks shows a one-bigint advisory key."""
+    return key >> 32, key & 0xFFFFFFFF
+
+
+def _legacy_holder(conn: psycopg.Connection[Any], fleet_name: str) -> tuple[int, Any] | None:
+    """(session pid, holder record) when an older fleetspec's live session holds this
+    fleet's lock: its lock row names a session that holds the old CRC32 key of this fleet."""
+    k1, k2 = legacy_lock_keys(fleet_name)
+    return conn.execute(
+        "SELECT k.backend_pid, k.holder FROM fleetspec_lock k JOIN pg_locks l ON l.pid = k.backend_pid "
+        "WHERE k.fleet = %s AND l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 "
+        "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+        "AND l.classid::bigint = %s AND l.objid::bigint = %s",
+        (fleet_name, k1, k2 & 0xFFFFFFFF)).fetchone()
 
 
 @dataclass
@@ -211,7 +257,11 @@ class PostgresStore(DocumentWrites):
         held = PgLock(command)
         try:
             _ensure_tables(conn)
-            got = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", lock_keys(self.fleet_name)).fetchone()[0]
+            key = lock_key(conn, self.fleet_name, create=True)
+            got = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]
+            if got and _legacy_holder(conn, self.fleet_name) is not None:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+                got = False
             if not got:
                 raise LockHeld(self.location, self._live_holder(conn),  # type: ignore[arg-type]
                                "Its database session holds the lock; the lock goes when that session ends. "
@@ -243,7 +293,7 @@ class PostgresStore(DocumentWrites):
             try:
                 conn.execute("DELETE FROM fleetspec_lock WHERE fleet = %s AND backend_pid = pg_backend_pid()",
                              (self.fleet_name,))
-                conn.execute("SELECT pg_advisory_unlock(%s, %s)", lock_keys(self.fleet_name))
+                conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
             except psycopg.Error:
                 pass  # the session is gone, and the server dropped its advisory lock with it
             finally:
@@ -266,15 +316,17 @@ class PostgresStore(DocumentWrites):
     def _live_holder(self, conn: psycopg.Connection[Any]) -> LockInfo | None:
         """The lock row's holder when a live session holds the advisory lock; a session with
         no row yet (it is writing it) is named by its session pid."""
-        k1, k2 = lock_keys(self.fleet_name)
+        key = lock_key(conn, self.fleet_name, create=False)
+        if key is None:
+            return None
+        legacy = _legacy_holder(conn, self.fleet_name)
+        if legacy is not None:
+            return _lock_info(legacy[1])
         row = conn.execute(
             "SELECT l.pid, k.holder, k.backend_pid, a.usename, a.client_addr::text, a.backend_start "
             "FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
             "LEFT JOIN fleetspec_lock k ON k.fleet = %s "
-            "WHERE l.locktype = 'advisory' AND l.granted AND l.database = "
-            "(SELECT oid FROM pg_database WHERE datname = current_database()) "
-            "AND l.classid::bigint = %s AND l.objid::bigint = %s AND l.objsubid = 2",
-            (self.fleet_name, k1, k2 & 0xFFFFFFFF)).fetchone()
+            f"WHERE {_HOLDING_SQL}", (self.fleet_name, *_split(key))).fetchone()
         if row is None:
             return None
         session, holder, row_session, db_user, client, started = row
@@ -291,11 +343,13 @@ class PostgresStore(DocumentWrites):
         conn = connect(self.url, "state unlock --force")
         try:
             holder = self._live_holder(conn)
-            k1, k2 = lock_keys(self.fleet_name)
-            conn.execute("SELECT pg_terminate_backend(l.pid, 5000) FROM pg_locks l "
-                         "WHERE l.locktype = 'advisory' AND l.granted AND l.classid::bigint = %s "
-                         "AND l.objid::bigint = %s AND l.objsubid = 2 AND l.pid <> pg_backend_pid()",
-                         (k1, k2 & 0xFFFFFFFF))
+            key = lock_key(conn, self.fleet_name, create=False)
+            if key is not None:  # only this database's session holding this fleet's key
+                conn.execute("SELECT pg_terminate_backend(l.pid, 5000) FROM pg_locks l "
+                             f"WHERE {_HOLDING_SQL} AND l.pid <> pg_backend_pid()", _split(key))
+            legacy = _legacy_holder(conn, self.fleet_name)
+            if legacy is not None:  # an older release's session, named by this fleet's lock row
+                conn.execute("SELECT pg_terminate_backend(%s, 5000)", (legacy[0],))
             row = conn.execute("DELETE FROM fleetspec_lock WHERE fleet = %s RETURNING holder",
                                (self.fleet_name,)).fetchone()
             return holder or (_lock_info(row[0]) if row else None)

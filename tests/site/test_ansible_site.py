@@ -189,3 +189,27 @@ def test_a_literal_secret_in_ansible_vars_is_refused_without_echoing_it(tmp_path
     path = _write(tmp_path)
     path.write_text(path.read_text().replace("site_nfs_server:", "site_use_password: true, site_nfs_server:"))
     assert compile_file(path).valid
+
+
+def test_a_secret_site_variable_is_a_reference_never_rendered(tmp_path: Path) -> None:
+    """#27 item 8: ansible.vars take the reference form the rest of the spec has,
+    {secret: REF}; only the reference reaches the IR (state, saved plans), never the
+    rendered group_vars; a reference that does not parse is refused without echoing it."""
+    import json
+
+    path = _write(tmp_path)
+    path.write_text(path.read_text().replace(
+        "site_nfs_server:", "site_db_password: {secret: 'hashicorp-vault:secret/fleet/db#password'}, "
+                            "site_nfs_server:"))
+    result = compile_file(path)
+    assert result.valid, [f.message for f in result.located()]
+    assert json.loads(result.fleet.site.ansible_vars)["site_db_password"] == {
+        "secret": "hashicorp-vault:secret/fleet/db#password"}
+    all_vars = yaml.safe_load(render_ansible(result.fleet)[PurePosixPath("ansible/group_vars/all.yml")])
+    assert "site_db_password" not in all_vars and "site_nfs_server" in all_vars
+    bad = _write(tmp_path)
+    bad.write_text(bad.read_text().replace("site_nfs_server:", "site_db_password: {secret: hunter2-horse}, "
+                                                               "site_nfs_server:"))
+    errors = [f for f in compile_file(bad).located() if f.severity.name == "ERROR"]
+    assert len(errors) == 1 and "a secret reference is" in errors[0].message
+    assert "hunter2-horse" not in errors[0].message and errors[0].line > 0

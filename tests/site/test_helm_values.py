@@ -11,6 +11,7 @@ import yaml
 
 from fleetspec.pipeline import compile_text
 from fleetspec.render.kubernetes import render_kubernetes
+from fleetspec.site.helm import KUEUE_CONFIG, OWNED, check_values
 from tests.conftest import EXAMPLES
 from tests.kubernetes.test_chart_values import _chart_defaults, unknown_paths
 from tests.kubernetes.test_pulumi_program import run_program  # noqa: F401 - the mock-runtime fixture
@@ -109,3 +110,66 @@ def test_owned_paths_and_unknown_releases_are_located_errors() -> None:
     assert "node-feature-discovery" in by_line[lines.index("        node-feature-discovery: null") + 1]
     assert "kubernetes.gang" in by_line[lines.index("            waitForPodsReady: {enable: false}") + 1]
     assert "no Helm release 'volcanoo'" in by_line[lines.index("      volcanoo: {}") + 1]
+
+
+def _owned_errors(release: str, overlay: dict) -> list:
+    findings: list = []
+    check_values({release: overlay}, [release], ("spec", "kubernetes", "values"), findings)
+    return findings
+
+
+def test_chart_paths_that_change_auth_privilege_or_slurm_config_are_refused() -> None:
+    """#27 item 3: controller.extraConf (a raw string that takes precedence over the
+    extraConfMap fleetspec fills), the key refs, the prolog/epilog script maps,
+    controller.external and extraObjects of the Slinky chart; Kueue's tenant gating."""
+    hostile = {
+        ("controller", "extraConf"): "AuthType=auth/none SlurmUser=root",
+        ("slurmKey", "secretRef"): {"name": "mine", "key": "slurm.key"},
+        ("jwtKey", "create"): False,
+        ("prologScripts",): {"00.sh": "#!/bin/sh\nid"},
+        ("epilogSlurmctldScripts",): {"00.sh": "#!/bin/sh\nid"},
+        ("controller", "external"): True,
+        ("extraObjects",): [{"apiVersion": "v1", "kind": "Pod"}],
+        ("nodesetDefaults", "extraConf"): "Sockets=1 CoresPerSocket=1",
+        ("loginsetDefaults", "rootSshAuthorizedKeys"): "ssh-ed25519 AAAA attacker",
+    }
+    for path, value in hostile.items():
+        overlay: dict = value  # type: ignore[assignment]
+        for key in reversed(path):
+            overlay = {key: overlay}
+        errors = _owned_errors("slurm", overlay)
+        owned = next(p for p in OWNED["slurm"] if path[:len(p)] == p)
+        assert len(errors) == 1, path
+        assert f"value {'.'.join(owned)} is fleetspec's" in errors[0].message, errors[0].message
+        assert errors[0].path == ("spec", "kubernetes", "values", "slurm", *owned)
+    # What a site may tune stays open: resources, images from its mirror, metadata.
+    assert _owned_errors("slurm", {"controller": {"slurmctld": {"resources": {"limits": {"cpu": 4}}}},
+                                   "nodesetDefaults": {"slurmd": {"image": {"repository": "mirror/slurmd"}}}}) == []
+    text = _museum("    values:\n"
+                   "      kueue:\n"
+                   "        managerConfig:\n"
+                   "          controllerManagerConfigYaml:\n"
+                   "            manageJobsWithoutQueueName: false\n"
+                   "            managedJobsNamespaceSelector: {matchLabels: {none: none}}\n")
+    errors = [f for f in compile_text(text, "museum.yaml").located() if f.severity.name == "ERROR"]
+    lines = text.splitlines()
+    by_line = {f.line: f.message for f in errors}
+    assert len(errors) == 2, by_line
+    assert "kubernetes.tenants" in by_line[lines.index("            manageJobsWithoutQueueName: false") + 1]
+    assert "managedJobsNamespaceSelector" in by_line[
+        lines.index("            managedJobsNamespaceSelector: {matchLabels: {none: none}}") + 1]
+
+
+def test_every_owned_chart_path_is_a_path_of_the_pinned_chart() -> None:
+    """An owned path the chart does not have guards nothing: each one is in the chart's
+    values.yaml at the pinned tag (Kueue's are keys of its Configuration)."""
+    for release in ("slurm", "kueue", "volcano", "gpu-operator", "amd-gpu-operator"):
+        defaults = _chart_defaults(release)
+        for path in OWNED[release]:
+            if release == "kueue":
+                assert path[:2] == KUEUE_CONFIG and len(path) > 2, path
+                continue
+            node = defaults
+            for key in path:
+                assert isinstance(node, dict) and key in node, (release, path)
+                node = node[key]

@@ -134,8 +134,8 @@ def test_a_removed_key_is_an_error_from_its_release_on() -> None:
 
 
 def test_a_key_no_changelog_dates_warns_after_22_05() -> None:
-    assert [sev for sev, _ in _site("    settings: {HashPlugin: hash/k12}\n", "22.05.8")] == ["ERROR"]
-    later = _site("    settings: {HashPlugin: hash/k12}\n", "25.11.8")
+    assert [sev for sev, _ in _site("    settings: {NamespaceType: namespace/linux}\n", "22.05.8")] == ["ERROR"]
+    later = _site("    settings: {NamespaceType: namespace/linux}\n", "25.11.8")
     assert [sev for sev, _ in later] == ["WARNING"] and "no SchedMD changelog" in later[0][1]
 
 
