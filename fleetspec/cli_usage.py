@@ -25,7 +25,8 @@ except ImportError:  # pragma: no cover - older typer on plain click
 
 from fleetspec import exit_codes
 
-__all__ = ["BadParameter", "ChartsOpt", "UsageError", "UsageExitGroup", "canary_option", "hostlist_option", "max_unavailable_option"]
+__all__ = ["BadParameter", "ChartsOpt", "UsageError", "UsageExitGroup", "canary_option", "hostlist_option",
+           "max_unavailable_option", "require_ansible"]
 
 
 class UsageExitGroup(TyperGroup):
@@ -99,3 +100,14 @@ ChartsOpt = Annotated[Path | None, typer.Option(
     "--charts", envvar="FLEETSPEC_CHARTS", exists=True, file_okay=False, metavar="DIR",
     help="Helm charts ('helm pull' archives or chart folders): check each release's values against its "
     "chart's values.schema.json, as helm install does (default: $FLEETSPEC_CHARTS)")]
+
+
+def require_ansible(err: Any) -> None:
+    """Stop a command that runs Ansible before it does anything when the ``ansible`` extra
+    is missing, naming the exact install command (exit 1: nothing was done)."""
+    from fleetspec.ansible_adhoc import missing_ansible
+
+    why = missing_ansible()
+    if why is not None:
+        err.print(f"error: {why}", markup=False)
+        raise typer.Exit(exit_codes.ERROR)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from fleetspec.cli_usage import canary_option, hostlist_option, max_unavailable_option, seconds_option
+from fleetspec.cli_usage import canary_option, hostlist_option, max_unavailable_option, require_ansible, seconds_option
 from fleetspec.console import lazy_consoles
 from fleetspec.exit_codes import ERROR, OK
 
@@ -72,6 +72,7 @@ def apply(
                                                    "only them, the next plan still shows the rest")] = None,
 ) -> None:
     """Apply the spec (or a saved plan) in rolling waves: drain, upgrade, verify, resume."""
+    require_ansible(err)  # before the plan is shown or the lock taken: a missing extra stops nothing half-way
     from fleetspec import secrets as sec
     from fleetspec.apply.rollout import ApplyError, ApplyEvent, ApplyOptions, apply_plan, wave_name
     from fleetspec.lab.fleet import LabSetupError
