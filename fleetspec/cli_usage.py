@@ -77,14 +77,15 @@ def seconds_option(value: float) -> float:
 
 
 def hostlist_option(value: str | None) -> str | None:
-    """``--limit HOSTLIST``: a hostlist expression that expands within the fleet-wide bound."""
-    from fleetspec.node_side.hostlist import HostlistError, expand
+    """``--limit PATTERN``: Ansible's host patterns over the fleet (``fleetspec.plan.select``);
+    what no fleet can make valid (a malformed hostlist or regular expression) is refused here."""
+    from fleetspec.plan.select import SelectError, check_pattern
 
     if value is None:
         return None
     try:
-        expand(value)
-    except HostlistError as exc:
+        check_pattern(value)
+    except SelectError as exc:
         raise BadParameter(str(exc)) from None
     return value
 

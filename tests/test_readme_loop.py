@@ -109,6 +109,15 @@ def test_the_readme_loop(workdir: Path) -> None:
     left = json.loads(again.stdout)
     assert sorted(c["target"] for c in left["changes"] if c["target"].startswith("node:")) == [
         f"node:h100-00{i}" for i in range(3, 9)]
+    # ... and nothing the lab's applies converged on ctl-01 (#28 item 3): not slurm.conf, gres.conf,
+    # the partitions or the playbooks' group_vars; only slurmdbd.conf (db-01 is not in the lab).
+    assert sorted(c["target"] for c in left["changes"] if not c["target"].startswith("node:")) == [
+        "slurm:slurmdbd.conf"]
+    shown = fleetspec(workdir, "state", "show", "quickstart", "--state", f"{lab}/state", "--json")
+    assert shown.returncode == 0, shown.stderr
+    state = json.loads(shown.stdout)
+    assert state["in_progress_nodes"] == [] and state["applied_nodes"] == 2
+    assert state["limited"]["unapplied"] == [f"h100-00{i}" for i in range(3, 9)]
 
     down = fleetspec(workdir, "lab", "down", "--dir", lab)
     assert down.returncode == 0 and not (workdir / lab).exists()

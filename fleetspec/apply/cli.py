@@ -20,7 +20,7 @@ import typer
 
 from fleetspec.cli_usage import canary_option, hostlist_option, max_unavailable_option, require_ansible, seconds_option
 from fleetspec.console import lazy_consoles
-from fleetspec.exit_codes import ERROR, OK
+from fleetspec.exit_codes import ERROR, OK, USAGE
 
 if TYPE_CHECKING:
     from fleetspec.apply.rollout import ApplyEvent, Engines
@@ -67,9 +67,11 @@ def apply(
                                                   "the Kubernetes layer is applied elsewhere (Argo CD, Flux)")] = False,
     format: Annotated[ApplyFormat, typer.Option("--format", help="text, or json events for pipelines")] =
     ApplyFormat.text,
-    limit: Annotated[str | None, typer.Option("--limit", metavar="HOSTLIST", callback=hostlist_option,
-                                              help="apply only to these hosts (a hostlist); the state records "
-                                                   "only them, the next plan still shows the rest")] = None,
+    limit: Annotated[str | None, typer.Option("--limit", metavar="PATTERN", callback=hostlist_option,
+                                              help="apply only to these hosts (hosts or a hostlist, partitions, "
+                                                   "racks, inventory groups, wildcards, ~regex, &and, !not, as "
+                                                   "Ansible); the state records only them, the next plan still "
+                                                   "shows the rest")] = None,
 ) -> None:
     """Apply the spec (or a saved plan) in rolling waves: drain, upgrade, verify, resume."""
     require_ansible(err)  # before the plan is shown or the lock taken: a missing extra stops nothing half-way
@@ -107,7 +109,7 @@ def apply(
         location = state_location(target, state)
         store = open_state(location, fleet.name, work_dir=local_work_dir(location, target))
         base_dir = Path(target).resolve().parent
-        only, why = _restriction(lab, limit)
+        only, why = _restriction(fleet, lab, limit)
         if not yes and not sys.stdin.isatty():
             # Nobody can answer: show the plan, take no lock, write nothing.
             current = store.read()
@@ -146,7 +148,8 @@ def apply(
                 emit = report.emit
             extravars, redact = _secrets(fleet, base_dir, sec)
             build = build_dir(store)
-            write_tree(render_all(fleet), build)
+            rendered = render_all(fleet)
+            write_tree(rendered, build)
             inventories = [build / "ansible" / "inventory.yml", *_overlays(lab, inventory)]
             engines = _engines(fleet, inventories, lab, slurm_control)
             if only is not None:
@@ -156,7 +159,8 @@ def apply(
                 _pulumi_up(fleet, store, emit, extravars)
             result = apply_plan(plan, store, engines,
                                 ApplyOptions(allow_reboot=allow_reboot, drain_timeout_s=drain_timeout,
-                                             extravars=extravars, hooks_dir=base_dir), emit, redact)
+                                             extravars=extravars, hooks_dir=base_dir, rendered=rendered),
+                                emit, redact)
     except (StateError, SavedPlanError, LockHeld, ApplyError, sec.SecretError, LabSetupError, HostlistError,
             UnsafePathError, RenderWriteError) as exc:
         if report is not None:
@@ -172,9 +176,10 @@ def apply(
     raise typer.Exit(OK if result.ok else ERROR)
 
 
-def _restriction(lab: Path | None, limit: str | None) -> tuple[set[str] | None, str | None]:
-    """The hosts this apply may touch (None: all) and the restriction in words."""
-    from fleetspec.node_side.hostlist import expand
+def _restriction(fleet: Fleet, lab: Path | None, limit: str | None) -> tuple[set[str] | None, str | None]:
+    """The hosts this apply may touch (None: all) and the restriction in words. A --limit
+    that leaves no host is a usage error (exit 64), before the lock is taken."""
+    from fleetspec.plan.select import SelectError, select
 
     only: set[str] | None = None
     words = []
@@ -184,9 +189,18 @@ def _restriction(lab: Path | None, limit: str | None) -> tuple[set[str] | None, 
         only = set(LabHandle.load(lab).hosts)
         words.append(f"the lab's hosts ({lab})")
     if limit is not None:
-        limited = set(expand(limit))
-        only = limited if only is None else only & limited
+        try:
+            chosen = select(fleet, limit)
+        except SelectError as exc:
+            err.print(f"error: {exc}", markup=False)
+            raise typer.Exit(USAGE) from None
+        for term in chosen.unmatched:
+            err.print(f"warning: --limit: {term} matched no host", markup=False)
+        only = set(chosen.hosts) if only is None else only & chosen.hosts
         words.append(f"--limit {limit}")
+        if not only:
+            err.print(f"error: --limit {limit} leaves none of the lab's hosts ({lab}) to target", markup=False)
+            raise typer.Exit(USAGE)
     return only, (" and ".join(words) or None)
 
 
