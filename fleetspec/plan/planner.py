@@ -102,6 +102,29 @@ def hold_back(plan: Plan, held: Mapping[str, str]) -> Plan:
                                held=tuple(sorted({**dict(plan.held), **held}.items())))
 
 
+def adopt_known(plan: Plan, known: Mapping[str, str]) -> Plan:
+    """The plan with every node it would create that its scheduler already knows (``known``:
+    {node: what the scheduler says of it, e.g. "Slurm state allocated"}) planned as an
+    adoption: drained through its owner first, in waves with a canary, like any disruptive
+    change. The state has no record of such a node, but it may be running jobs: the
+    converge run installs drivers and NCCL, which must never happen under them (#28 item 4)."""
+    adopted = []
+    changes = []
+    for c in plan.changes:
+        if c.action is Action.CREATE and c.host is not None and c.host in known:
+            adopted.append(c.host)
+            c = dataclasses.replace(c, action=Action.UPDATE, disruption=Disruption.DRAIN, reason=(
+                f"adoption: not in the state, but {known[c.host]}: it may be running work, so it is drained "
+                "through its owner before fleetspec installs its tuple, and resumed after verify"))
+        changes.append(c)
+    if not adopted:
+        return plan
+    settings = plan.settings
+    waves = plan_waves(changes, plan.fleet, settings.get("canary", 1), settings.get("max_unavailable", "25%"),
+                       {h for h, _ in plan.quarantined})
+    return dataclasses.replace(plan, changes=tuple(changes), waves=waves)
+
+
 def with_pending_reboots(plan: Plan, facts: Mapping[str, Mapping[str, Any]]) -> Plan:
     """The plan plus a drain-reboot for every node whose facts (the verify collector's
     documents) show the installed kernel module differing from the loaded one, or a
@@ -170,4 +193,4 @@ def _partition_same(fleet: Fleet, target: str, digest: str) -> bool:
     return partition is not None and partition_digest(partition) == digest
 
 
-__all__ = ["converged_parts", "make_plan", "plan_against_state", "restrict_to_hosts"]
+__all__ = ["adopt_known", "converged_parts", "make_plan", "plan_against_state", "restrict_to_hosts"]
