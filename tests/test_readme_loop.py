@@ -58,6 +58,8 @@ def test_the_readme_loop(workdir: Path) -> None:
     assert fleetspec(workdir, "secrets", "init", "fleet.yaml").returncode == 0
     up = fleetspec(workdir, "lab", "up", "fleet.yaml", "--nodes", "2")
     assert up.returncode == 0, up.stderr
+    # Progress while it works (#28 item 2); the base image's build steps show only when it is built.
+    assert "lab up: starting 3 host(s): h100-001, h100-002, ctl-01" in up.stderr, up.stderr
 
     plan = fleetspec(workdir, "plan", "fleet.yaml", "--state", f"{lab}/state", "--format", "json",
                      "--detailed-exitcode")
