@@ -28,6 +28,34 @@ from typing import Any
 HOST_EVENTS = {"runner_on_ok": "ok", "runner_on_failed": "failed", "runner_on_unreachable": "unreachable"}
 
 
+def missing_ansible() -> str | None:
+    """Why the Ansible extra is not usable here, with the exact command that installs it
+    into this Python (None: ansible-runner and ansible-playbook are both at hand). Every
+    command that reaches nodes asks this first, so it stops before it plans, drains or
+    writes anything (issue #28: a quick start without the extra died mid-apply)."""
+    import importlib.util
+    import shutil
+    import sys
+
+    missing = [name for name in ("ansible_runner", "ansible") if importlib.util.find_spec(name) is None]
+    if not missing and shutil.which("ansible-playbook") is None:
+        bindir = Path(sys.executable).parent
+        if (bindir / "ansible-playbook").exists():  # installed, but this shell's PATH does not reach it
+            return (f"this command runs Ansible, and ansible-playbook is in {bindir} but not on PATH: activate "
+                    f"the virtual environment (. {bindir}/activate) or add {bindir} to PATH")
+        missing = ["the ansible-playbook program"]
+    if not missing:
+        return None
+    checkout = Path(__file__).resolve().parents[1]
+    if (checkout / "pyproject.toml").is_file():  # installed from a source checkout (pip install -e .)
+        target = f"-e '{checkout}[ansible]'"
+    else:
+        target = "'fleetspec[ansible]'"
+    verb = "is" if len(missing) == 1 else "are"
+    return (f"this command runs Ansible, and {' and '.join(missing)} {verb} not installed for {sys.executable}. "
+            f"Install fleetspec's ansible extra first: {sys.executable} -m pip install {target}")
+
+
 class AdhocError(RuntimeError):
     """The run could not happen at all (no ansible-runner, no inventory, Ansible failed)."""
 

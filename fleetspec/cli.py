@@ -53,8 +53,17 @@ COMMANDS = {
 }
 
 
-def _root() -> None:
-    """(No options of its own: with a callback, Typer makes a group of the commands above.)"""
+def _show_version(value: bool) -> None:
+    if value:
+        print(__version__)
+        raise typer.Exit()
+
+
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_show_version, is_eager=True,
+                                          help="print the fleetspec version and exit")] = False,
+) -> None:
+    """(With a callback, Typer makes a group of the commands above; --version is its one option.)"""
 
 
 app = typer.Typer(
@@ -65,6 +74,7 @@ app = typer.Typer(
     "plan, apply and verify it.",
     no_args_is_help=True,
     add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},  # -h as well, in every command
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # plain help: real metavars, no '<bool>'
 )

@@ -25,7 +25,8 @@ except ImportError:  # pragma: no cover - older typer on plain click
 
 from fleetspec import exit_codes
 
-__all__ = ["BadParameter", "ChartsOpt", "UsageError", "UsageExitGroup", "canary_option", "hostlist_option", "max_unavailable_option"]
+__all__ = ["BadParameter", "ChartsOpt", "UsageError", "UsageExitGroup", "canary_option", "hostlist_option",
+           "max_unavailable_option", "require_ansible"]
 
 
 class UsageExitGroup(TyperGroup):
@@ -76,14 +77,15 @@ def seconds_option(value: float) -> float:
 
 
 def hostlist_option(value: str | None) -> str | None:
-    """``--limit HOSTLIST``: a hostlist expression that expands within the fleet-wide bound."""
-    from fleetspec.node_side.hostlist import HostlistError, expand
+    """``--limit PATTERN``: Ansible's host patterns over the fleet (``fleetspec.plan.select``);
+    what no fleet can make valid (a malformed hostlist or regular expression) is refused here."""
+    from fleetspec.plan.select import SelectError, check_pattern
 
     if value is None:
         return None
     try:
-        expand(value)
-    except HostlistError as exc:
+        check_pattern(value)
+    except SelectError as exc:
         raise BadParameter(str(exc)) from None
     return value
 
@@ -109,3 +111,12 @@ SigningKeyOpt = Annotated[str | None, typer.Option(
     help="a secret reference (env:NAME, file:PATH, ...) to the key that signs saved plans (plan --out) and "
     "that apply checks them with: apply then refuses an unsigned or differently signed plan "
     "(default: $FLEETSPEC_SIGNING_KEY)")]
+def require_ansible(err: Any) -> None:
+    """Stop a command that runs Ansible before it does anything when the ``ansible`` extra
+    is missing, naming the exact install command (exit 1: nothing was done)."""
+    from fleetspec.ansible_adhoc import missing_ansible
+
+    why = missing_ansible()
+    if why is not None:
+        err.print(f"error: {why}", markup=False)
+        raise typer.Exit(exit_codes.ERROR)

@@ -2,6 +2,11 @@
 secrets init, lab up, plan, apply, verify; change a tuple; lab up (new packages), plan
 (shows drain), apply (drains, upgrades, verifies, resumes), verify; lab down.
 
+It runs from a virtual environment made exactly as README's quick start makes it
+(tests/quickstart_venv.py: its install line, offline, from wheels repacked from this
+environment), never from the test environment: a quick start that misses an extra the
+loop needs fails here as it would for a user (issue #28 item 1).
+
 Real parts throughout: lab hosts (systemd-nspawn in private network namespaces) with
 sshd, the repository of stand-in packages carrying the spec's versions, the real
 playbooks through ansible-runner, a real slurmctld and slurmd's for drain/resume, the
@@ -11,7 +16,6 @@ collector over Ansible for verify.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 from pathlib import Path
@@ -20,17 +24,29 @@ import pytest
 
 from tests.conftest import EXAMPLES
 from tests.lab.conftest import lab_base  # noqa: F401 - fixture
+from tests.quickstart_venv import make_quickstart_venv, quickstart_env
 
 pytestmark = [pytest.mark.lab, pytest.mark.slurm]
 
 
+QUICKSTART: dict[str, str] = {}  # the environment of a shell in the quick start's venv
+
+
 def fleetspec(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    assert QUICKSTART, "the quickstart fixture sets the environment first"
     return subprocess.run(["fleetspec", *args], cwd=cwd, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "COLUMNS": "200"})
+                          env={**QUICKSTART, "COLUMNS": "200"})
+
+
+@pytest.fixture(scope="module")
+def quickstart(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    _, bindir = make_quickstart_venv(tmp_path_factory.mktemp("quickstart"))
+    QUICKSTART.update(quickstart_env(bindir))
+    return bindir
 
 
 @pytest.fixture
-def workdir(tmp_path: Path, lab_base: Path):
+def workdir(tmp_path: Path, lab_base: Path, quickstart: Path):
     (tmp_path / "fleet.yaml").write_text((EXAMPLES / "quickstart.yaml").read_text())
     yield tmp_path
     if (tmp_path / ".fleetspec" / "lab" / "lab.json").exists():
@@ -42,6 +58,8 @@ def test_the_readme_loop(workdir: Path) -> None:
     assert fleetspec(workdir, "secrets", "init", "fleet.yaml").returncode == 0
     up = fleetspec(workdir, "lab", "up", "fleet.yaml", "--nodes", "2")
     assert up.returncode == 0, up.stderr
+    # Progress while it works (#28 item 2); the base image's build steps show only when it is built.
+    assert "lab up: starting 3 host(s): h100-001, h100-002, ctl-01" in up.stderr, up.stderr
 
     plan = fleetspec(workdir, "plan", "fleet.yaml", "--state", f"{lab}/state", "--format", "json",
                      "--detailed-exitcode")
@@ -93,6 +111,15 @@ def test_the_readme_loop(workdir: Path) -> None:
     left = json.loads(again.stdout)
     assert sorted(c["target"] for c in left["changes"] if c["target"].startswith("node:")) == [
         f"node:h100-00{i}" for i in range(3, 9)]
+    # ... and nothing the lab's applies converged on ctl-01 (#28 item 3): not slurm.conf, gres.conf,
+    # the partitions or the playbooks' group_vars; only slurmdbd.conf (db-01 is not in the lab).
+    assert sorted(c["target"] for c in left["changes"] if not c["target"].startswith("node:")) == [
+        "slurm:slurmdbd.conf"]
+    shown = fleetspec(workdir, "state", "show", "quickstart", "--state", f"{lab}/state", "--json")
+    assert shown.returncode == 0, shown.stderr
+    state = json.loads(shown.stdout)
+    assert state["in_progress_nodes"] == [] and state["applied_nodes"] == 2
+    assert state["limited"]["unapplied"] == [f"h100-00{i}" for i in range(3, 9)]
 
     down = fleetspec(workdir, "lab", "down", "--dir", lab)
     assert down.returncode == 0 and not (workdir / lab).exists()

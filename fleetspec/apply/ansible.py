@@ -38,6 +38,33 @@ def playbooks_dir() -> Path:
 PLAYBOOKS = playbooks_dir()
 
 
+def ansible_config_env(project_dir: Path, *, lab: bool = False, explicit: Path | None = None) -> dict[str, str]:
+    """The environment that chooses the ansible.cfg apply's playbook runs read (#28 item 5).
+
+    The lab: fleetspec's own (``playbooks/ansible.cfg``) with host-key checking off, since its
+    hosts get new keys at each ``lab up``. Anywhere else the site's configuration wins, in
+    Ansible's own order (https://docs.ansible.com/ansible/latest/reference_appendices/config.html,
+    "The configuration file"), ahead of it ``--ansible-config FILE``: $ANSIBLE_CONFIG,
+    ``ansible.cfg`` in the directory fleetspec runs in (not when that directory is
+    world-writable, as Ansible refuses it), ``~/.ansible.cfg``, ``/etc/ansible/ansible.cfg``;
+    fleetspec's own only when the site has none. Host keys are checked outside the lab unless
+    the site's file says otherwise."""
+    own = str(Path(project_dir) / "ansible.cfg")
+    if lab:
+        return {"ANSIBLE_CONFIG": own, "ANSIBLE_HOST_KEY_CHECKING": "False"}
+    if explicit is not None:
+        return {"ANSIBLE_CONFIG": str(Path(explicit).resolve())}
+    if os.environ.get("ANSIBLE_CONFIG"):
+        return {"ANSIBLE_CONFIG": str(Path(os.environ["ANSIBLE_CONFIG"]).expanduser().resolve())}
+    cwd = Path.cwd()
+    candidates = [] if cwd.stat().st_mode & 0o002 else [cwd / "ansible.cfg"]
+    candidates += [Path.home() / ".ansible.cfg", Path("/etc/ansible/ansible.cfg")]
+    for candidate in candidates:
+        if candidate.is_file():
+            return {"ANSIBLE_CONFIG": str(candidate.resolve())}
+    return {"ANSIBLE_CONFIG": own}
+
+
 @dataclass(frozen=True, slots=True)
 class HostResult:
     """What one host went through. ``failures``: "task: message" for every failed task."""

@@ -8,6 +8,7 @@ changed), 1 when a wave or the converge run failed, or on any error.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import shutil
@@ -18,9 +19,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from fleetspec.cli_usage import SigningKeyOpt, canary_option, hostlist_option, max_unavailable_option, seconds_option
+from fleetspec.cli_usage import (
+    SigningKeyOpt,
+    UsageError,
+    canary_option,
+    hostlist_option,
+    max_unavailable_option,
+    require_ansible,
+    seconds_option,
+)
 from fleetspec.console import lazy_consoles
-from fleetspec.exit_codes import ERROR, OK
+from fleetspec.exit_codes import ERROR, OK, USAGE
 
 if TYPE_CHECKING:
     from fleetspec.apply.rollout import ApplyEvent, Engines
@@ -67,12 +76,22 @@ def apply(
                                                   "the Kubernetes layer is applied elsewhere (Argo CD, Flux)")] = False,
     format: Annotated[ApplyFormat, typer.Option("--format", help="text, or json events for pipelines")] =
     ApplyFormat.text,
-    limit: Annotated[str | None, typer.Option("--limit", metavar="HOSTLIST", callback=hostlist_option,
-                                              help="apply only to these hosts (a hostlist); the state records "
-                                                   "only them, the next plan still shows the rest")] = None,
+    ansible_config: Annotated[Path | None, typer.Option(
+        "--ansible-config", exists=True, dir_okay=False, metavar="FILE",
+        help="the site's ansible.cfg (bastions, ssh_args, vault password files); default: $ANSIBLE_CONFIG, "
+             "./ansible.cfg, ~/.ansible.cfg, /etc/ansible/ansible.cfg, else fleetspec's own. Host keys are "
+             "checked; only --lab turns that off")] = None,
+    limit: Annotated[str | None, typer.Option("--limit", metavar="PATTERN", callback=hostlist_option,
+                                              help="apply only to these hosts (hosts or a hostlist, partitions, "
+                                                   "racks, inventory groups, wildcards, ~regex, &and, !not, as "
+                                                   "Ansible); the state records only them, the next plan still "
+                                                   "shows the rest")] = None,
     signing_key: SigningKeyOpt = None,
 ) -> None:
     """Apply the spec (or a saved plan) in rolling waves: drain, upgrade, verify, resume."""
+    require_ansible(err)  # before the plan is shown or the lock taken: a missing extra stops nothing half-way
+    if lab is not None and ansible_config is not None:
+        raise UsageError("--ansible-config does not go with --lab: the lab runs with fleetspec's own ansible.cfg")
     from fleetspec import secrets as sec
     from fleetspec.apply.rollout import ApplyError, ApplyEvent, ApplyOptions, apply_plan, wave_name
     from fleetspec.lab.fleet import LabSetupError
@@ -107,12 +126,14 @@ def apply(
         location = state_location(target, state)
         store = open_state(location, fleet.name, work_dir=local_work_dir(location, target))
         base_dir = Path(target).resolve().parent
-        only, why = _restriction(lab, limit)
+        only, why = _restriction(fleet, lab, limit)
         if not yes and not sys.stdin.isatty():
             # Nobody can answer: show the plan, take no lock, write nothing.
             current = store.read()
-            plan = saved or plan_against_state(fleet, current, canary=canary, max_unavailable=max_unavailable,
-                                               old_files=applied_tree(store, current))
+            plan = saved or _adopted(plan_against_state(fleet, current, canary=canary,
+                                                        max_unavailable=max_unavailable,
+                                                        old_files=applied_tree(store, current)),
+                                     lab, inventory, slurm_control)
             _show(_restricted(plan, only, why), format, emit, print_plan)
             err.print("refusing to apply without confirmation: no terminal to ask on. Pass --yes")
             raise typer.Exit(ERROR)
@@ -120,8 +141,10 @@ def apply(
             current = store.read()
             if saved is not None:
                 check_plan_current(saved, current)  # refuse a stale plan before rendering anything
-            plan = saved or plan_against_state(fleet, current, canary=canary, max_unavailable=max_unavailable,
-                                               old_files=applied_tree(store, current))
+            plan = saved or _adopted(plan_against_state(fleet, current, canary=canary,
+                                                        max_unavailable=max_unavailable,
+                                                        old_files=applied_tree(store, current)),
+                                     lab, inventory, slurm_control)
             plan = _restricted(plan, only, why)
             _show(plan, format, emit, print_plan)
             if plan.empty:
@@ -146,9 +169,10 @@ def apply(
                 emit = report.emit
             extravars, redact = _secrets(fleet, base_dir, sec)
             build = build_dir(store)
-            write_tree(render_all(fleet), build)
+            rendered = render_all(fleet)
+            write_tree(rendered, build)
             inventories = [build / "ansible" / "inventory.yml", *_overlays(lab, inventory)]
-            engines = _engines(fleet, inventories, lab, slurm_control)
+            engines = _engines(fleet, inventories, lab, slurm_control, ansible_config)
             if only is not None:
                 inventory_hosts = engines.all_hosts
                 engines.all_hosts = lambda: [h for h in inventory_hosts() if h in only]
@@ -156,7 +180,8 @@ def apply(
                 _pulumi_up(fleet, store, emit, extravars)
             result = apply_plan(plan, store, engines,
                                 ApplyOptions(allow_reboot=allow_reboot, drain_timeout_s=drain_timeout,
-                                             extravars=extravars, hooks_dir=base_dir), emit, redact)
+                                             extravars=extravars, hooks_dir=base_dir, rendered=rendered),
+                                emit, redact)
     except (StateError, SavedPlanError, LockHeld, ApplyError, sec.SecretError, LabSetupError, HostlistError,
             UnsafePathError, RenderWriteError) as exc:
         if report is not None:
@@ -172,9 +197,10 @@ def apply(
     raise typer.Exit(OK if result.ok else ERROR)
 
 
-def _restriction(lab: Path | None, limit: str | None) -> tuple[set[str] | None, str | None]:
-    """The hosts this apply may touch (None: all) and the restriction in words."""
-    from fleetspec.node_side.hostlist import expand
+def _restriction(fleet: Fleet, lab: Path | None, limit: str | None) -> tuple[set[str] | None, str | None]:
+    """The hosts this apply may touch (None: all) and the restriction in words. A --limit
+    that leaves no host is a usage error (exit 64), before the lock is taken."""
+    from fleetspec.plan.select import SelectError, select
 
     only: set[str] | None = None
     words = []
@@ -184,10 +210,71 @@ def _restriction(lab: Path | None, limit: str | None) -> tuple[set[str] | None, 
         only = set(LabHandle.load(lab).hosts)
         words.append(f"the lab's hosts ({lab})")
     if limit is not None:
-        limited = set(expand(limit))
-        only = limited if only is None else only & limited
+        try:
+            chosen = select(fleet, limit)
+        except SelectError as exc:
+            err.print(f"error: {exc}", markup=False)
+            raise typer.Exit(USAGE) from None
+        for term in chosen.unmatched:
+            err.print(f"warning: --limit: {term} matched no host", markup=False)
+        only = set(chosen.hosts) if only is None else only & chosen.hosts
         words.append(f"--limit {limit}")
+        if not only:
+            err.print(f"error: --limit {limit} leaves none of the lab's hosts ({lab}) to target", markup=False)
+            raise typer.Exit(USAGE)
     return only, (" and ".join(words) or None)
+
+
+def _adopted(plan: Plan, lab: Path | None, inventory: list[Path] | None, mode: SlurmMode) -> Plan:
+    """Nodes the plan would create that Slurm already has (a running cluster's first apply,
+    a node added by hand) planned as adoptions: drained first, in waves (#28 item 4). Slurm
+    is asked where apply drains (``--slurm-control``); when it cannot be asked (a new
+    cluster's controller is not up yet) the nodes stay new, and apply says so."""
+    from fleetspec.apply.control import ControlError
+    from fleetspec.plan import adopt_known
+    from fleetspec.plan.model import Action
+
+    fleet = plan.fleet
+    created = [c.host for c in plan.changes if c.action is Action.CREATE and c.host is not None
+               and (node := fleet.node(c.host)) is not None and node.scheduler == "slurm"]
+    if not created or fleet.slurm is None or fleet.slurm.mode != "native":
+        return plan
+    try:
+        with _slurm_control(fleet, lab, inventory, mode) as control:
+            known = control.known(created)
+    except ControlError as exc:
+        err.print(f"warning: could not ask Slurm which of the {len(created)} new node(s) it already runs ({exc}); "
+                  "they are planned as new, without drains. If they run jobs, stop and fix the Slurm access "
+                  "(--slurm-control)", markup=False)
+        return plan
+    return adopt_known(plan, {h: f"Slurm already has it (state {state})" for h, state in known.items()})
+
+
+@contextlib.contextmanager
+def _slurm_control(fleet: Fleet, lab: Path | None, inventory: list[Path] | None, mode: SlurmMode):  # type: ignore[no-untyped-def]
+    """The Slurm control apply drains with, before anything is rendered: on the controller
+    through a rendered inventory in a temporary directory."""
+    import tempfile
+
+    from fleetspec.apply.control import SlurmControl, ansible_runner_on, local_runner
+
+    if lab is not None:
+        from fleetspec.lab.fleet import LabHandle
+
+        handle = LabHandle.load(lab)
+        yield SlurmControl(local_runner({"SLURM_CONF": str(handle.slurm_conf)} if handle.slurm_conf else {}))
+    elif mode is SlurmMode.local or (mode is SlurmMode.auto and shutil.which("scontrol")):
+        yield SlurmControl(local_runner())
+    else:
+        from fleetspec.render import render_all
+        from fleetspec.render.writer import write_tree
+
+        assert fleet.slurm is not None
+        with tempfile.TemporaryDirectory(prefix="fleetspec-adopt-") as tmp:
+            tree = Path(tmp) / "tree"
+            write_tree(render_all(fleet), tree)
+            inventories = [tree / "ansible" / "inventory.yml", *(inventory or [])]
+            yield SlurmControl(ansible_runner_on(inventories, fleet.slurm.controllers[0]))
 
 
 def _restricted(plan: Plan, only: set[str] | None, why: str | None) -> Plan:
@@ -257,8 +344,9 @@ def _overlays(lab: Path | None, inventory: list[Path] | None) -> list[Path]:
     return paths
 
 
-def _engines(fleet: Fleet, inventories: list[Path], lab: Path | None, mode: SlurmMode) -> Engines:
-    from fleetspec.apply.ansible import PLAYBOOKS_ENV, playbooks_dir, run_playbook
+def _engines(fleet: Fleet, inventories: list[Path], lab: Path | None, mode: SlurmMode,
+             ansible_config: Path | None = None) -> Engines:
+    from fleetspec.apply.ansible import PLAYBOOKS_ENV, ansible_config_env, playbooks_dir, run_playbook
     from fleetspec.apply.rollout import ApplyError, Engines
 
     playbooks = playbooks_dir()
@@ -291,7 +379,9 @@ def _engines(fleet: Fleet, inventories: list[Path], lab: Path | None, mode: Slur
             slurm = SlurmControl(ansible_runner_on(inventories, fleet.slurm.controllers[0]))
     kubernetes = KubernetesControl(local_runner()) if shutil.which("kubectl") else None
     return Engines(
-        run_playbook=functools.partial(run_playbook, inventories, project_dir=playbooks),
+        run_playbook=functools.partial(run_playbook, inventories, project_dir=playbooks,
+                                       envvars=ansible_config_env(playbooks, lab=lab is not None,
+                                                                  explicit=ansible_config)),
         verify=verify,
         slurm=slurm,
         kubernetes=kubernetes,

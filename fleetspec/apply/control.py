@@ -120,6 +120,18 @@ class SlurmControl:
     def reconfigure(self) -> None:
         self._ok(["scontrol", "reconfigure"])
 
+    def known(self, hosts: Sequence[str]) -> dict[str, str]:
+        """The ``hosts`` that Slurm already has as nodes: {node: its state} (every node is
+        listed and filtered here: sinfo -n refuses a name slurm.conf does not have)."""
+        wanted = set(hosts)
+        out = self._ok(["sinfo", "-h", "-N", "-o", "%N|%T"])
+        found: dict[str, str] = {}
+        for line in out.splitlines():
+            node, _, state = line.partition("|")
+            if node.strip() in wanted:
+                found[node.strip()] = state.strip()
+        return found
+
     def states(self, hosts: Sequence[str]) -> dict[str, tuple[str, str]]:
         out = self._ok(["sinfo", "-h", "-N", "-n", compress(hosts), "-o", "%N|%T|%E"])
         states: dict[str, tuple[str, str]] = {}

@@ -18,9 +18,9 @@ and the tests.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from fleetspec.apply.ansible import HostEvent, PlaybookResult
@@ -29,10 +29,10 @@ from fleetspec.apply.hooks import run_with_hooks
 from fleetspec.compile.ir import Fleet
 from fleetspec.node_side.hostlist import compress
 from fleetspec.plan.model import Disruption, Plan, Wave
-from fleetspec.plan.planner import hold_back
+from fleetspec.plan.planner import converged_parts, hold_back
 from fleetspec.plan.saved import SavedPlanError, check_plan_current
 from fleetspec.secrets import Redactor
-from fleetspec.state import StateBackend
+from fleetspec.state import LimitedApply, StateBackend
 from fleetspec.state.build import mark_applied
 from fleetspec.verify.compare import Status, VerifyReport
 
@@ -79,6 +79,7 @@ class ApplyOptions:
     drain_timeout_s: float = 3600.0
     extravars: dict[str, Any] = field(default_factory=dict)
     hooks_dir: Path | None = None  # where ansible.hooks playbooks are (the spec's directory)
+    rendered: Mapping[PurePosixPath, str] | None = None  # the tree the playbooks read (render_all of the fleet)
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,8 @@ def apply_plan(plan: Plan, store: StateBackend, engines: Engines, options: Apply
         emit(ApplyEvent(kind, redact(message), wave, tuple(hosts), ok, task))
 
     try:
-        check_plan_current(plan, store.read())
+        before = store.read()
+        check_plan_current(plan, before)
     except SavedPlanError as exc:
         say("error", str(exc), ok=False)
         return ApplyResult(False, str(exc))
@@ -230,11 +232,18 @@ def apply_plan(plan: Plan, store: StateBackend, engines: Engines, options: Apply
     # waves did theirs); everything else stays pending, so the next plan still shows it.
     if converged:
         store.record_wave(fleet, converged, f"converged {compress(converged)} ({plan.restriction})")
+    # Finished: the state says so, with the control-plane parts this run converged (kept
+    # from earlier limited applies too), and the nodes it left.
+    parts = {**(before.limited.converged if before.limited else {}),
+             **converged_parts(fleet, options.rendered or {}, waved | set(rest))}
+    store.record_limited(LimitedApply(plan.restriction, tuple(plan.skipped), parts),
+                         f"limited apply finished ({plan.restriction}); "
+                         + (f"not applied: {compress(plan.skipped)}" if plan.skipped else "no node left"))
     if plan.skipped:
         say("skipped", f"skipped {len(plan.skipped)} node(s) outside {plan.restriction}: {compress(plan.skipped)}. "
                        "They were not touched and the state does not record them: the next plan still shows "
                        "their changes", None, plan.skipped, ok=False)
-    applied = len({h for w in plan.waves for h in w.hosts} | set(converged))
+    applied = len(waved | set(converged))
     say("done", f"applied to {applied} node(s) of {len(fleet.nodes)} ({plan.restriction}): {len(done)} wave(s)")
     return ApplyResult(True, "applied (restricted)", tuple(done))
 

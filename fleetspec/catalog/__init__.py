@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import re
 import zlib
 from dataclasses import dataclass, field
 from importlib import resources
@@ -50,6 +51,8 @@ class GpuModel(NamedTuple):
     gpu_operator_min_driver: str | None = None
     cpu_arch: str = "x86_64"  # the node's CPU architecture (Debian name: x86_64 or arm64)
     unconfirmed: tuple[str, ...] = ()
+    max_gpus_per_node: int | None = None  # the most one node carries (its largest baseboard); None unknown
+    ambiguous_aliases: tuple[tuple[str, tuple[str, ...]], ...] = ()  # alias -> other models it also names
 
     def confirmed(self, fact: str) -> bool:
         return fact not in self.unconfirmed
@@ -141,6 +144,7 @@ class Catalog:
     def __init__(self, data: dict[str, Any]) -> None:
         self._data = data
         self.sources: dict[str, str] = data["sources"]
+        self._driver_releases: dict[str, tuple[str, ...]] | None = None
         self.gpus: dict[str, GpuModel] = {}
         self._gpu_names: dict[str, str] = {}
         for vendor in ("nvidia", "amd"):
@@ -198,6 +202,16 @@ class Catalog:
                 if adapter != "source" and str(bundled) == version:
                     out.append((str(doca), str(adapter), _sources(entry)))
         return out
+    def driver_releases(self, branch: int) -> dict[str, tuple[str, ...]]:
+        """The releases of driver ``branch`` that some catalog fact names, each with that
+        fact's sources: a CUDA release's GA and update drivers, a GPU's first driver, a GPU
+        Operator release's driver, a packaging revision change. Not every release of the
+        branch: the catalog holds no complete list of any branch's point releases."""
+        if self._driver_releases is None:
+            found: dict[str, set[str]] = {}
+            _collect_drivers(self._data, (), found)
+            self._driver_releases = {v: tuple(sorted(srcs)) for v, srcs in found.items()}
+        return {v: srcs for v, srcs in self._driver_releases.items() if version_key(v)[0] == branch}
 
     def driver_packaging(self, driver: str, os_family: str) -> DriverPackaging:
         """The packaging scheme of ``driver``'s branch on ``os_family`` (``ubuntu`` or ``debian``)."""
@@ -373,6 +387,8 @@ def _gpu_model(gpu_id: str, vendor: str, e: dict[str, Any]) -> GpuModel:
         gpu_operator_min_driver=e.get("gpu_operator_min_driver"),
         cpu_arch=e.get("cpu_arch", "x86_64"),
         unconfirmed=tuple(e.get("unconfirmed", ())),
+        max_gpus_per_node=e.get("max_gpus_per_node"),
+        ambiguous_aliases=tuple((a, tuple(o)) for a, o in (e.get("ambiguous_aliases") or {}).items()),
     )
 
 
@@ -441,3 +457,25 @@ __all__ = [
     "load_catalog",
     "series_matches",
 ]
+
+
+_DRIVER_KEYS = frozenset({"driver", "drivers", "min_driver", "gpu_operator_min_driver", "revision_seen_to",
+                          "drivers_supported", "driver_default"})
+_DRIVER_VERSION = re.compile(r"[0-9]{3}\.[0-9]{1,3}(\.[0-9]{1,3})?")
+
+
+def _collect_drivers(node: Any, sources: tuple[str, ...], found: dict[str, set[str]], key: str | None = None) -> None:
+    """Every NVIDIA driver version a catalog fact names, with the sources of the entry it is in."""
+    if isinstance(node, dict):
+        source = node.get("source")
+        here = tuple(source) if isinstance(source, list) else (source,) if isinstance(source, str) else sources
+        for k, v in node.items():
+            if k == "revision_from" and isinstance(v, dict):
+                for version in v:
+                    found.setdefault(str(version), set()).update(here)
+            _collect_drivers(v, here, found, str(k))
+    elif isinstance(node, list):
+        for v in node:
+            _collect_drivers(v, sources, found, key)
+    elif isinstance(node, str) and key in _DRIVER_KEYS and _DRIVER_VERSION.fullmatch(node):
+        found.setdefault(node, set()).update(sources)

@@ -3,7 +3,7 @@
 this is used only while CHECKSUM matches the YAML's bytes (fleetspec.catalog.catalog_data).
 """
 
-CHECKSUM = 0x6ac88e89
+CHECKSUM = 0x1825ddcb
 
 DATA = {'sources': {'CUDA_RN': 'https://docs.nvidia.com/cuda/archive/13.2.2/cuda-toolkit-release-notes/index.html',
                     'CUDA_FEAT': 'https://docs.nvidia.com/cuda/cuda-features-archive/index.html',
@@ -70,7 +70,9 @@ DATA = {'sources': {'CUDA_RN': 'https://docs.nvidia.com/cuda/archive/13.2.2/cuda
                     'GDC_NVLINK5': 'https://github.com/NVIDIA/gpu-driver-container/blob/main/ubuntu24.04/nvidia-driver',
                     'NVLINK5_DEPS': 'https://github.com/Getty/rex-gpu/blob/main/lib/Rex/GPU/NVIDIA/Setup/Apt.pm',
                     'DOCA_292': 'https://docs.nvidia.com/doca/archive/2-9-2/General+Support',
-                    'DOCA_310': 'https://docs.nvidia.com/doca/archive/3-1-0/General+Support'},
+                    'DOCA_310': 'https://docs.nvidia.com/doca/archive/3-1-0/General+Support',
+                    'HGX_H100': 'https://developer.nvidia.com/blog/introducing-nvidia-hgx-h100-an-accelerated-server-platform-for-ai-and-high-performance-computing/',
+                    'DRV_REDIST': 'https://developer.download.nvidia.com/compute/nvidia-driver/redist/'},
         'gpus': {'nvidia': {'v100': {'name': 'Tesla V100',
                                      'aliases': ['v100-sxm2', 'v100-pcie', 'tesla-v100', 'v100s'],
                                      'generation': 'volta',
@@ -154,6 +156,8 @@ DATA = {'sources': {'CUDA_RN': 'https://docs.nvidia.com/cuda/archive/13.2.2/cuda
                                      'source': ['CC', 'ARCHMAT', 'CUDA_RN']},
                             'h100-sxm': {'name': 'H100 SXM5',
                                          'aliases': ['h100', 'h100-sxm5', 'h100-80gb', 'h100-sxm5-80gb'],
+                                         'ambiguous_aliases': {'h100-80gb': ['h100-pcie']},
+                                         'max_gpus_per_node': 8,
                                          'generation': 'hopper',
                                          'compute_capability': '9.0',
                                          'interconnect': 'nvlink4',
@@ -163,7 +167,7 @@ DATA = {'sources': {'CUDA_RN': 'https://docs.nvidia.com/cuda/archive/13.2.2/cuda
                                          'smi_names': ['NVIDIA H100 80GB HBM3', 'NVIDIA H100 SXM5 80GB', 'NVIDIA H100'],
                                          'min_cuda': '11.8',
                                          'min_driver': '520.61.05',
-                                         'source': ['CC', 'ARCHMAT', 'CUDA_RN', 'MIG']},
+                                         'source': ['CC', 'ARCHMAT', 'CUDA_RN', 'MIG', 'HGX_H100']},
                             'h100-pcie': {'name': 'H100 PCIe',
                                           'generation': 'hopper',
                                           'compute_capability': '9.0',

@@ -56,6 +56,8 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
                     "Run 'fleetspec catalog' to list the known models",
                     group_path + ("gpu", "model"),
                 ))
+            else:
+                findings.extend(_board_findings(catalog, gpu, group.gpu.model, group.gpu.count, group_path))
             if group.stack not in stack_index:
                 known = ", ".join(sorted(stack_index)) or "(none defined)"
                 close = difflib.get_close_matches(group.stack, list(stack_index), n=1)
@@ -372,3 +374,30 @@ def gpu_spec_of(gpu: GpuModel, count: int) -> ir.GpuSpec:
     """A node group's ``count`` GPUs of catalog model ``gpu``, as the IR carries them."""
     return ir.GpuSpec(model=gpu.id, count=count, vendor=gpu.vendor,  # type: ignore[arg-type]
                       generation=gpu.generation, gres_type=gpu.gres, memory_gb=gpu.memory_gb, cpu_arch=gpu.cpu_arch)
+
+
+def _board_findings(catalog: Catalog, gpu: GpuModel, spelled: str, count: int,
+                    path: tuple[str | int, ...]) -> list[Finding]:
+    """What the GPU's form factor says of the node group (#28 item 7): more GPUs than one
+    node's baseboard carries; an alias that names other form factors too (h100-80gb: SXM5
+    and PCIe), which decides NVSwitch, the fabric manager and the GRES type."""
+    out = []
+    cite = f" (source: {catalog.source_urls(gpu.sources[-1:])[0]})" if gpu.sources else ""
+    if gpu.max_gpus_per_node is not None and count > gpu.max_gpus_per_node:
+        make = Severity.ERROR if gpu.confirmed("max_gpus_per_node") else Severity.WARNING
+        out.append(Finding(
+            "gpu-count", make,
+            f"count {count}: a node carries at most {gpu.max_gpus_per_node} {gpu.name} GPUs (one baseboard){cite}. "
+            f"Give the GPUs of one node (<= {gpu.max_gpus_per_node})", path + ("gpu", "count"),
+        ))
+    wanted = spelled.strip().lower()
+    for alias, others in gpu.ambiguous_aliases:
+        if alias == wanted:
+            names = [gpu.id, *others]
+            out.append(Finding(
+                "ambiguous-gpu-model", Severity.WARNING,
+                f"GPU model '{spelled}' names more than one form factor: {' or '.join(names)}; fleetspec reads it as "
+                f"{gpu.id} ({gpu.name}: {'NVSwitch, fabric manager' if gpu.nvswitch else gpu.interconnect}). "
+                f"Write the one the nodes have: {', '.join(names)}", path + ("gpu", "model"),
+            ))
+    return out

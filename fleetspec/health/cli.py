@@ -16,7 +16,7 @@ from typing import Annotated
 
 import typer
 
-from fleetspec.cli_usage import UsageError
+from fleetspec.cli_usage import UsageError, require_ansible
 from fleetspec.console import consoles, write_report
 from fleetspec.exit_codes import ERROR, OK
 
@@ -52,6 +52,8 @@ def health(
     if len(chosen) != 1:
         raise UsageError("give exactly one of --facts DIR, --inventory FILE or --lab DIR"
                          + (f" (got {' and '.join(chosen)})" if chosen else ""))
+    if facts is None:
+        require_ansible(err)
     fleet = _compile(spec, err)
     try:
         if facts is not None:

@@ -11,6 +11,8 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 SUITE = "bookworm"
@@ -112,12 +114,17 @@ def ensure_base(
     cache_dir: Path | None = None,
     packages: tuple[str, ...] = BASE_PACKAGES,
     mirror: str | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> Path:
     """Return the cached base rootfs for `packages`, building it once if absent.
 
     Atomic: built in a temp dir beside the final path, then renamed, so a crash or a
     concurrent build never leaves a half-built base that later labs would trust.
+    ``progress`` is told what the build does while it runs: mmdebstrap's own step lines
+    ("I: downloading packages with apt...") as they come (#28 item 2: two silent minutes
+    looked like a hang).
     """
+    say = progress or (lambda _line: None)
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     final = cache / f"base-{SUITE}-{base_key(packages)}"
     if (final / "usr/sbin/sshd").exists():
@@ -140,9 +147,19 @@ def ensure_base(
             str(rootfs),
             mirror or os.environ.get("FLEETSPEC_LAB_MIRROR", DEFAULT_MIRROR),
         ]
-        proc = subprocess.run(argv, capture_output=True, text=True)
+        say(f"building the lab's base image (Debian {SUITE}, about 260 MB, a few minutes; cached in {cache} for "
+            "every later lab)")
+        started = time.monotonic()
+        tail: list[str] = []
+        with subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as proc:
+            assert proc.stderr is not None
+            for line in proc.stderr:
+                tail = [*tail[-40:], line]
+                if line.startswith("I: "):  # mmdebstrap's step lines; W:/E: lines are kept for the error
+                    say(f"base image ({time.monotonic() - started:.0f} s): {line[3:].strip()}")
         if proc.returncode != 0:
-            raise LabUnavailable(f"mmdebstrap failed ({proc.returncode}): {proc.stderr[-2000:]}")
+            raise LabUnavailable(f"mmdebstrap failed ({proc.returncode}): {''.join(tail)[-2000:]}")
+        say(f"base image built in {time.monotonic() - started:.0f} s")
         try:
             rootfs.rename(final)
         except OSError:

@@ -61,7 +61,7 @@ def up(
     from fleetspec.lab.fleet import lab_up
 
     try:
-        handle, started = lab_up(spec, nodes, dir)
+        handle, started = lab_up(spec, nodes, dir, progress=lambda line: _err.print(f"lab up: {escape(line)}"))
     except _failures() as exc:
         _fail(exc)
         return

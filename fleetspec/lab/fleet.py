@@ -21,7 +21,7 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -300,12 +300,14 @@ def _compile(spec: Path) -> Fleet:
 
 
 def lab_up(spec: Path, per_partition: int = DEFAULT_PER_PARTITION, lab_dir: Path | None = None,
-           mode: str | None = None) -> tuple[LabHandle, bool]:  # fmt: skip
+           mode: str | None = None, progress: Callable[[str], None] | None = None) -> tuple[LabHandle, bool]:  # fmt: skip
     """Bring the lab for `spec` up; returns (handle, started).
 
     When the lab is already up with the same hosts, only the repository is rebuilt for
     the spec as it is now (started = False): the way to publish a changed tuple to the lab.
+    ``progress`` is told each step as it starts (and the base image build's steps).
     """
+    say = progress or (lambda _line: None)
     spec = Path(spec).resolve()
     fleet = _compile(spec)
     selection = select_hosts(fleet, per_partition)
@@ -316,11 +318,13 @@ def lab_up(spec: Path, per_partition: int = DEFAULT_PER_PARTITION, lab_dir: Path
             raise LabSetupError(f"the lab at {lab_dir} is up with hosts {', '.join(handle.hosts)}, not "
                                 f"{', '.join(selection.hosts)}: run `fleetspec lab down` first")  # fmt: skip
         handle.spec = spec
+        say("rebuilding the lab's package repository for the spec")
         handle.refresh_repo(fleet)
         handle.save()
         return handle, False
+    say("checking the host's packages (mmdebstrap, systemd-nspawn, ...)")
     ensure_host_packages()
-    base = ensure_base()
+    base = ensure_base(progress=say)
     if selection.slurm_nodes:
         ensure_slurm()
     handle = LabHandle(lab_dir, spec, selection.hosts, selection.slurm_nodes, mode or default_mode(), base,
@@ -332,12 +336,15 @@ def lab_up(spec: Path, per_partition: int = DEFAULT_PER_PARTITION, lab_dir: Path
     lab_dir.mkdir(parents=True, exist_ok=True)
     handle.save()  # first, so that `lab down` finds a lab that failed half-way up
     try:
+        say("building the lab's package repository (stand-ins of the spec's packages)")
         handle.refresh_repo(fleet)
         lab = handle.lab()
+        say(f"starting {len(selection.hosts)} host(s): {', '.join(selection.hosts)}")
         nodes = lab.up(list(selection.hosts))
         handle.pids["hosts"] = {n.name: n.pid for n in nodes}
         handle.inventory_overlay.write_text(yaml.safe_dump(overlay_inventory(lab.ansible_vars()), sort_keys=False))
         if selection.slurm_nodes:
+            say(f"starting slurmctld and {len(selection.slurm_nodes)} slurmd")
             cluster = Cluster(handle.slurm_root, lab_slurm_files(fleet, selection.slurm_nodes))
             cluster.start()
             handle.pids["slurm"] = {d.name: d.pid for d in cluster.daemons}

@@ -14,7 +14,7 @@ import json
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -56,8 +56,10 @@ def plan(
                                                  help="nodes (N) or share (P%) of a partition out at once")] = "25%",
     lock_timeout: Annotated[float, typer.Option("--lock-timeout", help="seconds to wait while an apply holds "
                                                 "the state's lock (default: refuse at once)", min=0)] = 0.0,
-    limit: Annotated[str | None, typer.Option("--limit", metavar="HOSTLIST", callback=hostlist_option,
-                                              help="plan for these hosts only (as 'apply --limit' would)")] = None,
+    limit: Annotated[str | None, typer.Option("--limit", metavar="PATTERN", callback=hostlist_option,
+                                              help="plan for these hosts only (as 'apply --limit' would): "
+                                                   "hosts or a hostlist, partitions, racks, inventory groups, "
+                                                   "wildcards, ~regex, &and, !not, as Ansible")] = None,
     detailed_exitcode: Annotated[bool, typer.Option("--detailed-exitcode",
                                                     help="exit 0 no changes, 1 error, 2 changes")] = False,
     facts: Annotated[Path | None, typer.Option("--facts", help="collector documents (DIR/<host>.json): nodes "
@@ -88,7 +90,7 @@ def plan(
         if facts is not None:
             result = _with_facts(result, facts)
         if limit is not None:
-            result = _limited(result, limit)
+            result = _limited(result, limit, errors)
         if out is not None:
             save_plan(result, out, signing_key_from(signing_key, spec))
     except (PlanError, UnsafePathError, SavedPlanError) as exc:
@@ -128,15 +130,18 @@ def _with_facts(plan: Plan, directory: Path) -> Plan:
     return with_pending_reboots(plan, found)
 
 
-def _limited(plan: Plan, limit: str) -> Plan:
-    from fleetspec.node_side.hostlist import HostlistError, expand
+def _limited(plan: Plan, limit: str, errors: Any) -> Plan:
     from fleetspec.plan import restrict_to_hosts
+    from fleetspec.plan.select import SelectError, select
 
     try:
-        hosts = set(expand(limit))
-    except HostlistError as exc:
-        raise PlanError(f"--limit: {exc}") from None
-    return restrict_to_hosts(plan, hosts, f"--limit {limit}")
+        chosen = select(plan.fleet, limit)
+    except SelectError as exc:  # the command line names nothing of this fleet: nothing was done
+        errors.print(f"error: {exc}", markup=False)
+        raise typer.Exit(exit_codes.USAGE) from None
+    for term in chosen.unmatched:
+        errors.print(f"warning: --limit: {term} matched no host", markup=False)
+    return restrict_to_hosts(plan, set(chosen.hosts), f"--limit {limit}")
 
 
 def _quarantined(path: Path | None) -> dict[str, str] | None:

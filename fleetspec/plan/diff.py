@@ -10,6 +10,8 @@ nothing changed.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -180,6 +182,11 @@ def partition_changes(new: Fleet, old: Fleet | None) -> Iterator[Change]:
         if name not in after:
             yield Change(f"partition:{name}", Action.DELETE, _partition_class(o), _partition_view(o), None,
                          "partition removed: " + _partition_how(o) + "; jobs still queued in it are rejected")
+
+
+def partition_digest(p: Partition) -> str:
+    """What a limited apply records of a partition it converged (``LimitedApply.converged``)."""
+    return hashlib.sha256(json.dumps(_partition_view(p), sort_keys=True, default=str).encode()).hexdigest()
 
 
 def _partition_class(p: Partition) -> Disruption:

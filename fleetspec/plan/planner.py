@@ -7,13 +7,14 @@ an interrupted apply left, so the plan shows exactly what is left to do.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
 from fleetspec.compile.ir import Fleet
 from fleetspec.node_side.hostlist import compress
-from fleetspec.plan.diff import baseline, node_changes, partition_changes, residual_changes
+from fleetspec.plan.diff import baseline, node_changes, partition_changes, partition_digest, residual_changes
 from fleetspec.plan.files import file_changes
 from fleetspec.plan.model import Action, Change, Disruption, Plan
 from fleetspec.plan.site_hooks import hook_changes, merge_hook_changes
@@ -25,10 +26,13 @@ def make_plan(new: Fleet, old: Fleet | None, *, records: Mapping[str, NodeRecord
               canary: int = 1, max_unavailable: MaxUnavailable = "25%", state_serial: int | None = None,
               lineage: str | None = None, base: str | None = None,
               old_files: Mapping[PurePosixPath, str] | None = None,
-              quarantined: Mapping[str, str] | None = None) -> Plan:
+              quarantined: Mapping[str, str] | None = None,
+              converged: Mapping[str, str] | None = None) -> Plan:
     """``old_files``: the old fleet's rendered tree when it is at hand (what apply rendered,
     ``state.build.applied_tree``), so it is not rendered a second time. ``quarantined``:
-    {node: why} from the health check; never canaries (``plan --health``)."""
+    {node: why} from the health check; never canaries (``plan --health``). ``converged``:
+    what a finished limited apply converged beyond its nodes (``LimitedApply.converged``):
+    a rendered file or partition that still comes out the same is no change."""
     records = records or {}
     settings = {"canary": canary, "max_unavailable": parse_max_unavailable(max_unavailable)}
     quarantined = dict(sorted((quarantined or {}).items()))
@@ -38,14 +42,16 @@ def make_plan(new: Fleet, old: Fleet | None, *, records: Mapping[str, NodeRecord
         # Renderers are pure functions of the IR: the same fleet renders the same files.
         return Plan(new, (), **context)
     changes = merge_hook_changes(node_changes(new, baseline(old, records)), hook_changes(new, old))
-    changes.extend(partition_changes(new, old))
-    changes.extend(_rendered_changes(new, old, old_files))
+    converged = converged or {}
+    changes.extend(c for c in partition_changes(new, old)
+                   if not (c.target in converged and _partition_same(new, c.target, converged[c.target])))
+    changes.extend(_rendered_changes(new, old, old_files, converged))
     if not changes:
         changes.extend(residual_changes(new, old))
     if not changes and records:
         changes.append(Change("state:nodes", Action.UPDATE, Disruption.NONE, sorted(records), None,
-                              "an interrupted apply left per-node records and every node already matches: "
-                              "applying folds them into the recorded fleet"))
+                              "an interrupted or limited apply left per-node records and every node already "
+                              "matches: applying folds them into the recorded fleet"))
     return Plan(new, tuple(changes), plan_waves(changes, new, canary, max_unavailable, quarantined), **context)
 
 
@@ -55,7 +61,7 @@ def plan_against_state(new: Fleet, state: State, *, canary: int = 1, max_unavail
     base = f"state serial {state.serial}" if state.exists else "no state yet (first apply)"
     return make_plan(new, state.applied, records=state.nodes, canary=canary, max_unavailable=max_unavailable,
                      state_serial=state.serial, lineage=state.lineage, base=base, old_files=old_files,
-                     quarantined=quarantined)
+                     quarantined=quarantined, converged=state.limited.converged if state.limited else None)
 
 
 def restrict_to_hosts(plan: Plan, hosts: set[str], why: str) -> Plan:
@@ -96,6 +102,29 @@ def hold_back(plan: Plan, held: Mapping[str, str]) -> Plan:
                                held=tuple(sorted({**dict(plan.held), **held}.items())))
 
 
+def adopt_known(plan: Plan, known: Mapping[str, str]) -> Plan:
+    """The plan with every node it would create that its scheduler already knows (``known``:
+    {node: what the scheduler says of it, e.g. "Slurm state allocated"}) planned as an
+    adoption: drained through its owner first, in waves with a canary, like any disruptive
+    change. The state has no record of such a node, but it may be running jobs: the
+    converge run installs drivers and NCCL, which must never happen under them (#28 item 4)."""
+    adopted = []
+    changes = []
+    for c in plan.changes:
+        if c.action is Action.CREATE and c.host is not None and c.host in known:
+            adopted.append(c.host)
+            c = dataclasses.replace(c, action=Action.UPDATE, disruption=Disruption.DRAIN, reason=(
+                f"adoption: not in the state, but {known[c.host]}: it may be running work, so it is drained "
+                "through its owner before fleetspec installs its tuple, and resumed after verify"))
+        changes.append(c)
+    if not adopted:
+        return plan
+    settings = plan.settings
+    waves = plan_waves(changes, plan.fleet, settings.get("canary", 1), settings.get("max_unavailable", "25%"),
+                       {h for h, _ in plan.quarantined})
+    return dataclasses.replace(plan, changes=tuple(changes), waves=waves)
+
+
 def with_pending_reboots(plan: Plan, facts: Mapping[str, Mapping[str, Any]]) -> Plan:
     """The plan plus a drain-reboot for every node whose facts (the verify collector's
     documents) show the installed kernel module differing from the loaded one, or a
@@ -119,15 +148,49 @@ def with_pending_reboots(plan: Plan, facts: Mapping[str, Mapping[str, Any]]) -> 
         list(changes), plan.fleet, settings["canary"], settings["max_unavailable"]))
 
 
-def _rendered_changes(new: Fleet, old: Fleet | None,
-                      old_files: Mapping[PurePosixPath, str] | None = None) -> list[Change]:
+def _rendered_changes(new: Fleet, old: Fleet | None, old_files: Mapping[PurePosixPath, str] | None = None,
+                      converged: Mapping[str, str] | None = None) -> list[Change]:
     from fleetspec.render import render_all
 
     # fleet.json is not planned (node and partition changes describe it): not rendered.
+    files = render_all(new, fleet_json=False)
     if old is None:
-        return file_changes(render_all(new, fleet_json=False), {})
-    return file_changes(render_all(new, fleet_json=False),
-                        dict(old_files) if old_files is not None else render_all(old, fleet_json=False))
+        before: dict[PurePosixPath, str] = {}
+    else:
+        before = dict(old_files) if old_files is not None else render_all(old, fleet_json=False)
+    for path, text in files.items():  # converged by a limited apply and still the same: no change
+        if converged and converged.get(str(path)) == file_digest(text):
+            before[path] = text
+    return file_changes(files, before)
 
 
-__all__ = ["make_plan", "plan_against_state", "restrict_to_hosts"]
+def file_digest(text: str) -> str:
+    """A rendered file as a limited apply records it (``LimitedApply.converged``)."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def converged_parts(fleet: Fleet, files: Mapping[PurePosixPath, str], hosts: set[str]) -> dict[str, str]:
+    """What an apply that converged ``hosts`` (the waves' and the converge run's) made of the
+    control plane: the playbooks' inputs (``ansible/``, which that run used), and when every
+    Slurm controller was among ``hosts`` the Slurm files and partitions it wrote there
+    (slurmdbd.conf only when the accounting host was among them too). The
+    Kubernetes layer is not counted: a limited apply does not apply it for the others."""
+    controllers = set(fleet.slurm.controllers) if fleet.slurm is not None else set()
+    slurm = bool(controllers) and controllers <= hosts
+    dbd = fleet.slurm is not None and fleet.slurm.accounting_host in hosts  # slurmdbd.conf lives there
+    out = {}
+    for path, text in files.items():
+        top = path.parts[0] if path.parts else ""
+        if top == "ansible" or (top == "slurm" and slurm and (path.name != "slurmdbd.conf" or dbd)):
+            out[str(path)] = file_digest(text)
+    if slurm:
+        out.update({f"partition:{p.name}": partition_digest(p) for p in fleet.partitions if p.scheduler == "slurm"})
+    return out
+
+
+def _partition_same(fleet: Fleet, target: str, digest: str) -> bool:
+    partition = fleet.partition(target.split(":", 1)[1])
+    return partition is not None and partition_digest(partition) == digest
+
+
+__all__ = ["adopt_known", "converged_parts", "make_plan", "plan_against_state", "restrict_to_hosts"]

@@ -111,6 +111,11 @@ def _stack_gpus(nodes: Iterable[Node]) -> list:
     return [gpus[k] for k in sorted(gpus)]
 
 
+def inventory_groups(fleet: Fleet) -> dict[str, set[str]]:
+    """The rendered inventory's groups and their hosts (``--limit`` selects by them)."""
+    return _groups(fleet)
+
+
 def _groups(fleet: Fleet) -> dict[str, set[str]]:
     groups: dict[str, set[str]] = defaultdict(set)
     slinky = fleet.slurm is not None and fleet.slurm.mode == "slinky"

@@ -27,11 +27,15 @@ def check_package_pins(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
         for pin in pins:
             if not pin.exact:
                 key = {"cudnn": "cudnn", "rocm": "rocm", "rccl": "rocm", "amdgpu": "amdgpu"}.get(pin.role)
+                # Only cuDNN takes its full build in the spec; another component's advice must
+                # not name cuDNN (#28 item 7).
+                how = ("Give the full version (e.g. cudnn: \"9.17.0.29\") for an exact pin" if key == "cudnn" else
+                       f"Check which build that is with 'apt-cache policy {pin.name}' against the repository "
+                       "before a canary wave")
                 yield warning(
                     "package-pin",
                     f"fleetspec does not know the repository build of {pin.name} for this release and pins the "
-                    f"pattern {pin.name}={pin.version}: apt picks the matching build. Give the full version "
-                    "(e.g. cudnn: \"9.17.0.29\") for an exact pin",
+                    f"pattern {pin.name}={pin.version}: apt picks the matching build. {how}",
                     stack.path + ((key,) if key else ()),
                 )
         k8s = fleet.kubernetes

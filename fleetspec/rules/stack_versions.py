@@ -271,6 +271,24 @@ def check_unknown_versions(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
         if s.vendor == "nvidia":
             if s.driver and parse_version(s.driver) and catalog.driver_branch(s.driver) is None:
                 yield unknown(s, "driver", "driver branch of")
+            elif s.driver and parse_version(s.driver):
+                branch = version_key(s.driver)[0]
+                known = catalog.driver_releases(branch)
+                if s.driver not in known:
+                    # The catalog names some releases of the branch, never all of them: a point
+                    # release it has not seen may be real, or a typo (580.95.99). A warning that
+                    # says which it knows, never an error (#28 item 7).
+                    cited = sorted({src for srcs in known.values() for src in srcs})
+                    yield warning(
+                        "unknown-version",
+                        f"driver {s.driver} is not a release of the R{branch} branch that the catalog knows "
+                        f"({', '.join(sorted(known, key=version_key)) or 'none'}{_cite(catalog, tuple(cited))}); "
+                        "the catalog does not list every point release, so it cannot tell a release it has not "
+                        "seen from a typo. Check that NVIDIA published it (each data center driver release has "
+                        f"its redistrib_{s.driver}.json at {catalog.sources.get('DRV_REDIST', '')}), or pick a "
+                        "release listed here",
+                        s.path + ("driver",),
+                    )
             if s.cuda and parse_version(s.cuda):
                 if catalog.cuda_never_released(s.cuda):
                     yield error("unknown-version", f"CUDA {major_minor(s.cuda)} was never released. "

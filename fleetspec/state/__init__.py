@@ -28,6 +28,7 @@ from fleetspec.state.lock import LockHeld, LockInfo, StateLock
 from fleetspec.state.store import (
     FORMAT_VERSION,
     STATE_DIR_ENV,
+    LimitedApply,
     NodeRecord,
     State,
     StateError,
@@ -39,6 +40,7 @@ __all__ = [
     "FORMAT_VERSION",
     "STATE_DIR_ENV",
     "STATE_ENV",
+    "LimitedApply",
     "LockHeld",
     "LockInfo",
     "NodeRecord",

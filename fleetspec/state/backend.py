@@ -23,7 +23,7 @@ from urllib.parse import unquote, urlsplit
 
 from fleetspec.compile.ir import Fleet
 from fleetspec.state.lock import LockHeld, LockInfo
-from fleetspec.state.store import DEFAULT_DIR_NAME, STATE_DIR_ENV, State, StateError, StateStore
+from fleetspec.state.store import DEFAULT_DIR_NAME, STATE_DIR_ENV, LimitedApply, State, StateError, StateStore
 from fleetspec.state.urls import redact_url
 
 STATE_ENV = "FLEETSPEC_STATE"  # a directory or a URL; $FLEETSPEC_STATE_DIR (a directory) is still read
@@ -58,6 +58,8 @@ class StateBackend(Protocol):
     def record_wave(self, target: Fleet, hosts: Iterable[str], summary: str) -> State: ...
 
     def record_applied(self, fleet: Fleet, summary: str) -> State: ...
+
+    def record_limited(self, limited: LimitedApply, summary: str) -> State: ...
 
     def history(self) -> list[dict[str, Any]]: ...
 

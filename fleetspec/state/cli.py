@@ -17,6 +17,7 @@ from rich.table import Table
 
 from fleetspec.console import consoles
 from fleetspec.exit_codes import ERROR
+from fleetspec.node_side.hostlist import compress
 
 if TYPE_CHECKING:
     from fleetspec.state.backend import StateBackend
@@ -90,8 +91,11 @@ def show(fleet: FleetArg, state: StateOption = None,
     data: dict[str, Any] = {
         "fleet": fleet, "location": store.location, "exists": current.exists, "serial": current.serial,
         "lineage": current.lineage,
-        "applied_nodes": len(current.applied.nodes) if current.applied else 0,
-        "in_progress_nodes": sorted(current.nodes),
+        "applied_nodes": len(_applied_nodes(current)),
+        "in_progress_nodes": sorted(current.nodes) if current.in_progress else [],
+        "limited": None if current.limited is None else {
+            "restriction": current.limited.restriction, "unapplied": list(current.limited.unapplied),
+            "converged": sorted(current.limited.converged)},
         "locked_by": None if holder is None else {**asdict(holder), "describe": holder.describe()},
         "history": history[-last:],
     }
@@ -103,9 +107,14 @@ def show(fleet: FleetArg, state: StateOption = None,
     else:
         out.print(f"fleet [bold]{escape(fleet)}[/] at {escape(store.location)}: serial {current.serial}, "
                   f"lineage {escape(current.lineage)}, {data['applied_nodes']} node(s) applied")
-    if current.nodes:
+    if current.in_progress:
         out.print(f"[yellow]an apply did not finish[/]: {len(current.nodes)} node(s) already moved: "
                   f"{escape(', '.join(sorted(current.nodes)))}")
+    elif current.limited is not None:
+        left = current.limited.unapplied
+        out.print(f"the last apply finished, limited to {escape(current.limited.restriction)}: "
+                  + (f"{len(left)} node(s) with changes not applied yet: {escape(compress(left))} (the next plan "
+                     "shows them)" if left else "no node was left out"))
     out.print(f"lock: held by {escape(holder.describe())}" if holder else "lock: free")
     if history:
         table = Table(title=f"history (last {min(last, len(history))} of {len(history)})", title_justify="left")
@@ -173,3 +182,14 @@ def _who(entry: dict[str, Any]) -> str:
     if not entry:
         return ""
     return f"{entry.get('user')}@{entry.get('host')}" + (f" pid {entry['pid']}" if entry.get("pid") else "")
+
+
+def _applied_nodes(state: Any) -> set[str]:
+    """The nodes the state records as applied: the applied fleet's, moved by per-node records."""
+    nodes = {n.hostname for n in state.applied.nodes} if state.applied else set()
+    for host, record in state.nodes.items():
+        if record is None:
+            nodes.discard(host)
+        else:
+            nodes.add(host)
+    return nodes

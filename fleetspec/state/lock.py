@@ -10,6 +10,7 @@ never taken over automatically, because this host cannot see that process.
 
 from __future__ import annotations
 
+import calendar
 import fcntl
 import getpass
 import json
@@ -35,8 +36,22 @@ class LockInfo:
     command: str
     started: str  # ISO 8601, UTC
 
-    def describe(self) -> str:
-        return f"{self.user}@{self.host} pid {self.pid} since {self.started} running '{self.command}'"
+    def describe(self, now: float | None = None) -> str:
+        """Who holds it and for how long (``state show``, ``state list``, a refused plan or apply)."""
+        return (f"{self.user}@{self.host} pid {self.pid} since {self.started}{self._age(now)} "
+                f"running '{self.command}'")
+
+    def _age(self, now: float | None) -> str:
+        try:
+            started = calendar.timegm(time.strptime(self.started, "%Y-%m-%dT%H:%M:%SZ"))
+        except (TypeError, ValueError):
+            return ""
+        seconds = max(0, int((time.time() if now is None else now) - started))
+        days, rest = divmod(seconds, 86400)
+        hours, rest = divmod(rest, 3600)
+        minutes, seconds = divmod(rest, 60)
+        parts = [f"{days}d"] * bool(days) + [f"{hours}h"] * bool(hours) + [f"{minutes}m"] * bool(minutes)
+        return f" ({' '.join(parts[:2]) or f'{seconds}s'} ago)"
 
 
 class LockHeld(Exception):

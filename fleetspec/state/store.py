@@ -63,6 +63,9 @@ class State:
     applied: Fleet | None
     nodes: Mapping[str, NodeRecord | None] = field(default_factory=dict)
     journal: tuple[dict[str, Any], ...] = ()
+    # A limited apply (--lab, --limit) that finished: what it was limited to, the nodes with
+    # changes it left for a later apply, and the control-plane parts it converged.
+    limited: LimitedApply | None = None
 
     @property
     def exists(self) -> bool:
@@ -70,8 +73,25 @@ class State:
 
     @property
     def in_progress(self) -> bool:
-        """An apply moved some nodes but did not finish."""
-        return bool(self.nodes)
+        """An apply moved some nodes but did not finish (a finished limited apply did)."""
+        return bool(self.nodes) and self.limited is None
+
+
+@dataclass(frozen=True)
+class LimitedApply:
+    """The last apply finished, limited to some hosts (``--lab``, ``--limit``)."""
+
+    restriction: str
+    unapplied: tuple[str, ...] = ()  # nodes whose changes it left (not touched)
+    # What it converged beyond its nodes, each with the sha256 of what it became: a rendered
+    # file by its path ("slurm/slurm.conf", "ansible/group_vars/all.yml"), a Slurm partition
+    # as "partition:NAME" (``plan.diff.partition_digest``). The next plan shows none of them
+    # while they still render the same.
+    converged: Mapping[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"restriction": self.restriction, "unapplied": list(self.unapplied),
+                "converged": dict(self.converged)}
 
 
 def state_dir(spec: Path, explicit: Path | None = None) -> Path:
@@ -109,8 +129,19 @@ class DocumentWrites:
             nodes = document.setdefault("nodes", {})
             for host, record in records.items():
                 nodes[host] = None if record is None else _record_to_dict(record)
+            document.pop("limited", None)  # an apply is moving nodes again: unfinished until it says so
 
         return self._write(change, kind="wave", hosts=hosts, summary=summary)
+
+    def record_limited(self, limited: LimitedApply, summary: str) -> State:
+        """A limited apply finished: its nodes are recorded (``record_wave``), the rest of the
+        fleet is left as it was; the state says so instead of reading as interrupted."""
+        data = limited.to_dict()
+
+        def change(document: dict[str, Any]) -> None:
+            document["limited"] = data
+
+        return self._write(change, kind="limited", hosts=[], summary=summary)
 
     def record_applied(self, fleet: Fleet, summary: str) -> State:
         """The whole of ``fleet`` is applied: it becomes ``applied`` and the node records are cleared."""
@@ -121,6 +152,7 @@ class DocumentWrites:
         def change(document: dict[str, Any]) -> None:
             document["applied"] = applied
             document["nodes"] = {}
+            document.pop("limited", None)
 
         return self._write(change, kind="apply", hosts=[n.hostname for n in fleet.nodes], summary=summary)
 
@@ -293,6 +325,13 @@ def _check_document(document: Any, path: Path | str, fleet_name: str) -> None:
         raise StateError(f"{path}: 'serial' is malformed. It was left as it is")
     if not all(isinstance(entry, dict) for entry in document["journal"]):
         raise StateError(f"{path}: 'journal' holds entries that are not records. It was left as it is")
+    limited = document.get("limited")
+    if limited is not None and not (
+            isinstance(limited, dict) and isinstance(limited.get("restriction"), str)
+            and isinstance(limited.get("unapplied"), list) and all(isinstance(h, str) for h in limited["unapplied"])
+            and isinstance(limited.get("converged"), dict)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in limited["converged"].items())):
+        raise StateError(f"{path}: 'limited' is malformed. It was left as it is")
 
 
 def _state_from_document(document: dict[str, Any], path: Path | str) -> State:
@@ -304,8 +343,11 @@ def _state_from_document(document: dict[str, Any], path: Path | str) -> State:
                  for host, rec in document["nodes"].items()}
     except (FleetDecodeError, KeyError, TypeError, ValueError) as exc:
         raise StateError(f"{path}: the applied fleet cannot be read ({exc}). It was left as it is") from None
+    limited = document.get("limited")
     return State(document["fleet"], document["lineage"], document["serial"], applied, nodes,
-                 tuple(document["journal"]))
+                 tuple(document["journal"]),
+                 None if limited is None else LimitedApply(limited["restriction"], tuple(limited["unapplied"]),
+                                                           dict(limited["converged"])))
 
 
 def _record_to_dict(record: NodeRecord) -> dict[str, Any]:

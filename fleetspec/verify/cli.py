@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from fleetspec import exit_codes
-from fleetspec.cli_usage import UsageError
+from fleetspec.cli_usage import UsageError, require_ansible
 from fleetspec.console import consoles, write_report
 from fleetspec.exit_codes import ERROR
 
@@ -80,6 +80,8 @@ def verify(
         raise UsageError("--as goes with --local")
     if root != Path("/") and not local:
         raise UsageError("--root goes with --local")
+    if lab is not None or inventory is not None:
+        require_ansible(err)
     fleet = _compile(spec, err)
     try:
         if facts is not None:
@@ -137,3 +139,4 @@ def _print(report: VerifyReport, fmt: ReportFormat, out: Console, err: Console) 
         out.print(table)
     line = summary_line(report)
     out.print(f"[{'green' if report.conforms else 'red'}]{escape(line)}[/]")  # the verdict, with the tables
+

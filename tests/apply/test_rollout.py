@@ -84,6 +84,7 @@ def test_a_limited_apply_records_only_the_nodes_it_applied(rollout):
     assert len(skipped) == 1 and "h200-[003-004]" in skipped[0].message and skipped[0].hosts == plan.skipped
     state = rollout.store.read()
     assert set(state.nodes) == {"h200-001", "h200-002"}  # recorded: applied and verified
+    assert not state.in_progress and state.limited.unapplied == ("h200-003", "h200-004")  # finished (#28 item 3)
     assert state.applied == compile_file(V1).fleet  # never claims the whole fleet
     left = plan_against_state(compile_file(V2).fleet, state)
     assert sorted(c.host for c in left.changes if c.host) == ["h200-003", "h200-004"]

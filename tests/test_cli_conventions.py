@@ -1,0 +1,37 @@
+"""The conventions operators bring (issue #28 item 8): ``--version``, ``-h`` beside
+``--help`` in every command, and ``NO_COLOR`` (https://no-color.org/) switching colour off
+even where colour is forced."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+from fleetspec import __version__
+from tests.conftest import EXAMPLES
+
+COLOUR = re.compile(r"\x1b\[[0-9;]*(3[0-7]|9[0-7]|38;)[0-9;]*m")
+
+
+def fleetspec(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "fleetspec.cli", *args], capture_output=True, text=True,
+                          env={**os.environ, **env}, timeout=120)
+
+
+def test_version_flag() -> None:
+    done = fleetspec("--version")
+    assert done.returncode == 0 and done.stdout.strip() == __version__
+
+
+def test_h_is_help_everywhere() -> None:
+    for args in (["-h"], ["plan", "-h"], ["state", "show", "-h"], ["lab", "up", "-h"]):
+        done = fleetspec(*args)
+        assert done.returncode == 0 and done.stdout.startswith("Usage:"), (args, done.stderr)
+
+
+def test_no_color_wins_over_forced_colour(tmp_path) -> None:
+    args = ("plan", str(EXAMPLES / "quickstart.yaml"), "--state", str(tmp_path))
+    assert COLOUR.search(fleetspec(*args, FORCE_COLOR="1").stdout)  # the check can fail
+    assert not COLOUR.search(fleetspec(*args, FORCE_COLOR="1", NO_COLOR="1").stdout)
