@@ -95,6 +95,7 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
                     memory_gb=group.memory_gb,
                     features=tuple(group.features),
                     path=group_path,
+                    real_memory_mb=group.real_memory_mb,
                 ))
         racks.append(ir.Rack(rack.name, rack.leaf, rack.nvlink_domain == "rack", tuple(rack_nodes), rack_path))
 

@@ -98,6 +98,7 @@ class Node:
     memory_gb: int | None = None
     features: tuple[str, ...] = ()  # extra user features
     path: SpecPath = _loc()  # the node group in the spec
+    real_memory_mb: int | None = None  # Slurm RealMemory as written (imported clusters), instead of memory_gb
 
 
 @dataclass(frozen=True, slots=True)

@@ -174,16 +174,23 @@ def real_memory_mb(memory_gb: int) -> int:
     return int(memory_gb * 1024 * REAL_MEMORY_SHARE)
 
 
+def node_real_memory(node: Node) -> int | None:
+    """The node's RealMemory: as written (``real_memory_mb``), else derived from ``memory_gb``."""
+    if node.real_memory_mb is not None:
+        return node.real_memory_mb
+    return real_memory_mb(node.memory_gb) if node.memory_gb is not None else None
+
+
 def _node_attributes(node: Node) -> tuple[tuple[str, str], ...]:
     """The NodeName attributes of one node, in slurm.conf's usual order (nodes of one
     group share them: computed once per distinct shape)."""
-    return _attributes_of(node.cpus, node.sockets, node.cores_per_socket, node.threads_per_core, node.memory_gb,
-                          node.gpu, node.rack, node.stack, node.features)
+    return _attributes_of(node.cpus, node.sockets, node.cores_per_socket, node.threads_per_core,
+                          node_real_memory(node), node.gpu, node.rack, node.stack, node.features)
 
 
 @functools.lru_cache(maxsize=4096)
 def _attributes_of(cpus: int | None, sockets: int | None, cores_per_socket: int | None,
-                   threads_per_core: int | None, memory_gb: int | None, gpu: GpuSpec, rack: str, stack: str,
+                   threads_per_core: int | None, memory_mb: int | None, gpu: GpuSpec, rack: str, stack: str,
                    features: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     attrs: list[tuple[str, str]] = []
     for key, value in (
@@ -194,8 +201,8 @@ def _attributes_of(cpus: int | None, sockets: int | None, cores_per_socket: int 
     ):
         if value is not None:
             attrs.append((key, str(value)))
-    if memory_gb is not None:
-        attrs.append(("RealMemory", str(real_memory_mb(memory_gb))))
+    if memory_mb is not None:
+        attrs.append(("RealMemory", str(memory_mb)))
     attrs.append(("Gres", f"gpu:{gpu.gres_type}:{gpu.count}"))
     attrs.append(("Features", ",".join(_features(gpu, rack, stack, features))))
     return tuple(attrs)
@@ -435,8 +442,8 @@ def tres_billing_weights(fleet: Fleet, nodes: list[Node]) -> str | None:
         # Whole CPUs and MB per GPU, as DefCpuPerGPU and DefMemPerGPU give them.
         most_cpus = max(c // n.gpu.count for c, n in zip(cpus, nodes))  # type: ignore[operator]
         parts.append(f"CPU={_weight(cheapest / max(most_cpus, 1), up=True)}")
-    if all(n.memory_gb is not None for n in nodes):
-        most_mb = max(real_memory_mb(n.memory_gb) // n.gpu.count for n in nodes)  # type: ignore[arg-type]
+    if all(node_real_memory(n) is not None for n in nodes):
+        most_mb = max(node_real_memory(n) // n.gpu.count for n in nodes)  # type: ignore[operator]
         parts.append(f"Mem={_weight(cheapest * 1024 / most_mb, up=True)}G")
     if len(types) == 1:
         parts.append(f"GRES/gpu={_weight(per_gpu[types[0]])}")
@@ -460,8 +467,8 @@ def per_gpu_defaults(nodes: list[Node]) -> list[tuple[str, str]]:
     if not nodes:
         return []
     out = []
-    if all(n.memory_gb is not None for n in nodes):
-        out.append(("DefMemPerGPU", str(min(real_memory_mb(n.memory_gb) // n.gpu.count for n in nodes))))  # type: ignore[arg-type]
+    if all(node_real_memory(n) is not None for n in nodes):
+        out.append(("DefMemPerGPU", str(min(node_real_memory(n) // n.gpu.count for n in nodes))))  # type: ignore[operator]
     cpus = [node_cpus(n) for n in nodes]
     if all(c is not None for c in cpus):
         per_gpu = min(c // n.gpu.count for c, n in zip(cpus, nodes))  # type: ignore[operator]

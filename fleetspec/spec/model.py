@@ -156,9 +156,18 @@ class NodeGroup(_Model):
     cores_per_socket: PositiveInt | None = None
     threads_per_core: PositiveInt | None = None
     memory_gb: PositiveInt | None = None
+    real_memory_mb: PositiveInt | None = Field(
+        default=None, description="Slurm RealMemory exactly as written (an imported cluster); instead of memory_gb")
     features: list[Name] = Field(default_factory=empty_list)
     slurm_settings: Settings = Field(
         default_factory=dict, description="site NodeName parameters for these nodes (docs/site-settings.md)")
+
+    @model_validator(mode="after")
+    def _one_memory(self) -> "NodeGroup":
+        if self.memory_gb is not None and self.real_memory_mb is not None:
+            raise ValueError("give memory_gb (installed memory; RealMemory is derived) or real_memory_mb "
+                             "(RealMemory as written), not both")
+        return self
 
 
 class Rack(_Model):

@@ -1,0 +1,458 @@
+"""A running Slurm cluster's files (and its nodes' facts) to a fleet spec.
+
+`import_slurm` reads slurm.conf (with its Includes), gres.conf and topology.conf, takes
+what the files cannot say from the fact collector's documents, and returns the spec as
+YAML text. It never guesses: every host whose GPU model, stack, OS or Slurm release is
+neither in the files nor in the facts is named in an `ImportRefused` problem, at the
+line that defines it, with what to supply. docs/import.md has the mapping.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fleetspec.importer import facts as factdoc
+from fleetspec.importer.conf import ImportRefused, Pair, Problem, Where
+from fleetspec.importer.slurm_files import (
+    GresLine,
+    NodeRecord,
+    SlurmConf,
+    Switch,
+    read_gres_conf,
+    read_slurm_conf,
+    read_topology_conf,
+)
+from fleetspec.node_side.hostlist import compress, is_valid_hostname
+
+_DNS = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+# NodeName keys the spec models itself; every other node key becomes slurm_settings.
+_NODE_MODELLED = {"NodeName", "CPUs", "Procs", "Boards", "SocketsPerBoard", "Sockets", "CoresPerSocket",
+                  "ThreadsPerCore", "RealMemory", "Gres", "Feature", "Features", "State"}
+# PartitionName keys the spec models itself.
+_PART_MODELLED = {"Nodes", "Default", "MaxTime", "State"}
+# slurm.conf keys the importer reads into spec fields (not site settings).
+_CONF_MODELLED = {"ClusterName", "AccountingStorageType", "AccountingStorageHost", "GresTypes", "TopologyPlugin",
+                  "StateSaveLocation"}
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    spec_text: str
+    warnings: tuple[Problem, ...]
+    tuples: Mapping[str, Mapping[str, str]]  # host -> the stack tuple its facts report (for state adopt)
+
+
+@dataclass(frozen=True)
+class _Gpu:
+    model: str  # catalog id
+    count: int
+
+
+def import_slurm(conf: Path, gres: Path | None = None, topology: Path | None = None,
+                 facts: Mapping[str, Mapping[str, Any]] | None = None, slurm_version: str | None = None,
+                 fabric: str | None = None) -> ImportResult:
+    """The spec for the cluster these files describe; raises `ImportRefused`."""
+    from fleetspec.catalog import load_catalog
+
+    problems: list[Problem] = []
+    warnings: list[Problem] = []
+    parsed = read_slurm_conf(conf, problems)
+    gres_lines = read_gres_conf(gres, problems) if gres else []
+    switches = read_topology_conf(topology, problems) if topology else []
+    if problems:
+        raise ImportRefused(problems)
+    facts = dict(facts or {})
+    catalog = load_catalog()
+    builder = _Builder(parsed, gres_lines, switches, facts, catalog, problems, warnings, conf)
+    spec = builder.spec(slurm_version, fabric)
+    if problems:
+        raise ImportRefused(problems)
+    text = "# Imported by `fleetspec import slurm` from " + str(conf) + "; docs/import.md says how each key maps.\n"
+    text += yaml.dump(spec, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120)
+    _check_spec(text, problems)
+    if problems:
+        raise ImportRefused(problems)
+    return ImportResult(text, tuple(warnings), builder.tuples)
+
+
+class _Dumper(yaml.SafeDumper):
+    """Every node group written out in full: no YAML anchors and aliases."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _check_spec(text: str, problems: list[Problem]) -> None:
+    """The written spec must validate like any other; what fails is the importer's problem."""
+    from fleetspec.findings import Severity
+    from fleetspec.pipeline import compile_text
+
+    result = compile_text(text, "imported spec")
+    for f in result.located():
+        if f.severity >= Severity.ERROR:
+            problems.append(Problem(None, f"the imported spec does not validate at {f.path}: {f.message} "
+                                    f"(rule {f.rule})"))
+
+
+class _Builder:
+    def __init__(self, conf: SlurmConf, gres: list[GresLine], switches: list[Switch],
+                 facts: dict[str, Mapping[str, Any]], catalog: Any, problems: list[Problem],
+                 warnings: list[Problem], path: Path) -> None:
+        self.conf, self.gres, self.switches, self.facts = conf, gres, switches, facts
+        self.catalog, self.problems, self.warnings, self.path = catalog, problems, warnings, path
+        self.tuples: dict[str, dict[str, str]] = {}
+        self.gpus: dict[str, _Gpu | None] = {}
+
+    # -- the whole spec -------------------------------------------------------------
+
+    def spec(self, slurm_version: str | None, fabric: str | None) -> dict[str, Any]:
+        name = self._cluster_name()
+        for line in self.conf.records:
+            self.problems.append(Problem(line.at, f"{line.first().key} lines are not imported: fleetspec "
+                                         f"{'drains through apply' if line.first().key.lower() == 'downnodes' else 'has no field for them'}; "
+                                         "remove the line and import again"))
+        gpus = self.gpus = {host: self._gpu(rec) for host, rec in self.conf.nodes.items()}
+        stacks, stack_of = self._stacks([h for h, g in gpus.items() if g is not None])
+        os_name = self._one_of("os", factdoc.os_name, "spec.os (ubuntu-22.04, ubuntu-24.04 or debian-12)")
+        version = slurm_version or self._one_of("Slurm release", factdoc.slurm_version, "--slurm-version")
+        racks = self._racks(gpus, stack_of)
+        slurm: dict[str, Any] = {"version": version or "0", "controllers": self._controllers()}
+        state = self.conf.settings.get("StateSaveLocation")
+        if state is not None:
+            slurm["state_save_location"] = state.value
+        accounting = self._accounting()
+        if accounting:
+            slurm["accounting"] = {"host": accounting}
+        partitions = self._partitions()
+        if partitions:
+            slurm["partitions"] = partitions
+        settings = self._settings()
+        if settings:
+            slurm["settings"] = settings
+        body: dict[str, Any] = {"os": os_name or "ubuntu-24.04", "stacks": stacks or {"none": {}}}
+        fab = self._fabric(fabric)
+        if fab:
+            body["fabric"] = fab
+        body["racks"] = racks
+        body["slurm"] = slurm
+        return {"apiVersion": "fleetspec.io/v1alpha1", "kind": "Fleet", "metadata": {"name": name}, "spec": body}
+
+    def _cluster_name(self) -> str:
+        pair = self.conf.settings.get("ClusterName")
+        if pair is None:
+            self.problems.append(Problem(Where(str(self.path), 1, 1), "slurm.conf has no ClusterName; add the "
+                                         "one slurmctld and slurmdbd use"))
+            return "cluster"
+        name = pair.value.lower()
+        if not _DNS.match(name):
+            self.problems.append(Problem(pair.value_at, f"ClusterName={pair.value} is not a DNS label; fleetspec "
+                                         "names the fleet after it. Rename the cluster"))
+        elif name != pair.value:
+            self.warnings.append(Problem(pair.value_at, f"ClusterName={pair.value} becomes metadata.name {name} "
+                                         "(Slurm folds cluster names to lower case)", "warning"))
+        return name
+
+    def _one_of(self, what: str, read: Any, supply: str) -> str | None:
+        """A value every node's facts agree on (the OS, the Slurm release)."""
+        values = {h: read(f) for h, f in self.facts.items()}
+        distinct = sorted({v for v in values.values() if v})
+        if len(distinct) == 1:
+            return distinct[0]
+        if not distinct:
+            self.problems.append(Problem(None, f"the {what} is not in Slurm's files and no facts say it: collect "
+                                         f"the nodes' facts into --facts, or give {supply}"))
+        else:
+            self.problems.append(Problem(None, f"the nodes' facts disagree on the {what} ({', '.join(distinct)}); "
+                                         "a fleet has one: bring the nodes to one, or import them separately"))
+        return None
+
+    # -- nodes ------------------------------------------------------------------------
+
+    def _gpu(self, rec: NodeRecord) -> _Gpu | None:
+        """The node's GPU model and count, from Gres=, gres.conf and the facts."""
+        pair = rec.attrs.get("Gres")
+        entries = []
+        for item in (pair.value.split(",") if pair and pair.value and pair.value.lower() != "(null)" else []):
+            parts = item.split("(")[0].split(":")
+            name = parts[0]
+            if name != "gpu":
+                self.problems.append(Problem(pair.value_at, f"Gres={item} on {rec.name}: fleetspec's spec says GPUs "
+                                             f"only ('{name}' GRES are not modelled yet); remove it or import "
+                                             "without it"))
+                continue
+            if len(parts) == 2 and parts[1].isdigit():
+                entries.append((None, int(parts[1])))
+            elif len(parts) == 3 and parts[2].isdigit():
+                entries.append((parts[1], int(parts[2])))
+            elif len(parts) == 2:
+                entries.append((parts[1], 1))
+            else:
+                self.problems.append(Problem(pair.value_at, f"Gres={item}: not 'gpu:COUNT' or 'gpu:TYPE:COUNT'"))
+        if not entries:
+            self._cpu_only(rec)
+            return None
+        types = {t for t, _ in entries}
+        if len(types) > 1:
+            self.problems.append(Problem(pair.value_at, f"{rec.name} has several GPU types ({pair.value}); "  # type: ignore[union-attr]
+                                         "a node group has one GPU model. Split the node's GPUs by hand"))
+            return None
+        gres_type = next(iter(types)) or self._gres_conf_type(rec.name)
+        count = sum(c for _, c in entries)
+        model = self._model(rec, gres_type, pair)  # type: ignore[arg-type]
+        return _Gpu(model, count) if model else None
+
+    def _gres_conf_type(self, host: str) -> str | None:
+        types = {g.type for g in self.gres if g.name == "gpu" and g.type and (g.hosts is None or host in g.hosts)}
+        return types.pop() if len(types) == 1 else None
+
+    def _model(self, rec: NodeRecord, gres_type: str | None, pair: Pair) -> str | None:
+        names = factdoc.gpu_names(self.facts[rec.name]) if rec.name in self.facts else []
+        from_facts = {m.id for m in (self.catalog.gpu(n) for n in names) if m is not None}
+        unknown_facts = sorted({n for n in names if self.catalog.gpu(n) is None})
+        if gres_type:
+            model = self.catalog.gpu(gres_type)
+            if model is None or model.gres != gres_type:
+                self._defer("gpu-type", rec, pair, f"GRES type '{gres_type}' is not the GRES type of a catalog GPU "
+                            "model (fleetspec writes the catalog's type, e.g. h100, a100, v100, so jobs asking for "
+                            f"gpu:{gres_type} would stop matching). Rename the type in slurm.conf/gres.conf to the "
+                            "catalog's, or import without these nodes")
+                return None
+            if from_facts and from_facts != {model.id}:
+                self._defer("gpu-disagree", rec, pair, f"the files say {gres_type} but the node's facts report "
+                            f"{', '.join(sorted(names))}; fix the file or the node")
+                return None
+            return model.id
+        if len(from_facts) == 1 and not unknown_facts:
+            return from_facts.pop()
+        if unknown_facts:
+            self._defer("gpu-unknown", rec, pair, f"the facts report {', '.join(unknown_facts)}, not a GPU model "
+                        "in fleetspec's catalog (`fleetspec catalog`)")
+        else:
+            self._defer("gpu-untyped", rec, pair, "Gres=gpu:N has no type and no gres.conf Type= names one: the "
+                        "GPU model needs the node's facts. Collect them (python3 collector.py > HOST.json, "
+                        "docs/facts.md) into --facts, or write the type in slurm.conf")
+        return None
+
+    def _cpu_only(self, rec: NodeRecord) -> None:
+        self._defer("cpu-only", rec, None, "no GPU GRES: fleetspec's spec has no CPU-only node groups yet "
+                    "(issue #29 item 2). Import the GPU nodes alone (move these NodeName lines and the "
+                    "partitions that hold only them to an Include you leave out), or declare their GPUs "
+                    "(Gres=gpu:TYPE:N) if they have any")
+
+    def _defer(self, kind: str, rec: NodeRecord, pair: Pair | None, message: str) -> None:
+        """One problem per (kind, line, message), naming every host it covers."""
+        key = (kind, message)
+        if not hasattr(self, "_deferred"):
+            self._deferred: dict[tuple[str, str], list[str]] = {}
+        if key not in self._deferred:
+            self._deferred[key] = []
+            self.problems.append(_HostsProblem(pair.value_at if pair else rec.at, message, self._deferred[key]))
+        self._deferred[key].append(rec.name)
+
+    def _stacks(self, gpu_hosts: list[str]) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
+        names: dict[tuple[tuple[str, str], ...], str] = {}
+        stack_of: dict[str, str] = {}
+        missing: dict[str, list[str]] = defaultdict(list)
+        for host in gpu_hosts:
+            if host not in self.facts:
+                missing["no facts document (HOST.json in --facts)"].append(host)
+                continue
+            tup, why = factdoc.stack_tuple(self.facts[host])
+            if why:
+                missing["; ".join(why)].append(host)
+                continue
+            self.tuples[host] = tup
+            key = tuple(sorted(tup.items()))
+            if key not in names:
+                names[key] = f"imported-{len(names) + 1}"
+            stack_of[host] = names[key]
+        for why, hosts in missing.items():
+            first = self.conf.nodes[hosts[0]].at
+            self.problems.append(Problem(first, f"the stack tuple of {compress(hosts)} is not in Slurm's files and "
+                                         f"the facts do not give it: {why}. Collect each node's facts "
+                                         "(python3 collector.py > HOST.json, docs/facts.md) into --facts"))
+        return {name: dict(key) for key, name in names.items()}, stack_of
+
+    def _racks(self, gpus: dict[str, _Gpu | None], stack_of: dict[str, str]) -> list[dict[str, Any]]:
+        """Leaf switches become racks; without a topology, one rack. Within a rack, hosts
+        with the same attributes form one node group."""
+        leaf_of: dict[str, str] = {}
+        for sw in self.switches:
+            for host in sw.nodes:
+                leaf_of.setdefault(host, sw.name)
+        groups: dict[tuple[str | None, tuple[Any, ...]], list[str]] = defaultdict(list)
+        fields: dict[tuple[Any, ...], dict[str, Any]] = {}
+        for host, rec in self.conf.nodes.items():
+            gpu = gpus.get(host)
+            if gpu is None or host not in stack_of:
+                continue
+            if not is_valid_hostname(host):
+                self.problems.append(Problem(rec.at, f"node name {host} is not a DNS label (lower-case letters, "
+                                             "digits, '-'); fleetspec names nodes by hostname. Rename it"))
+                continue
+            group = self._group_fields(rec, gpu, stack_of[host])
+            key = tuple((k, repr(v)) for k, v in group.items())
+            fields[key] = group
+            groups[(leaf_of.get(host), key)].append(host)
+        racks: dict[str | None, list[dict[str, Any]]] = defaultdict(list)
+        for (leaf, key), hosts in groups.items():
+            racks[leaf].append({"hosts": compress(hosts), **fields[key]})
+        out = []
+        for i, (leaf, nodes) in enumerate(sorted(racks.items(), key=lambda kv: kv[0] or ""), 1):
+            rack: dict[str, Any] = {"name": leaf or f"r{i:02d}"}
+            if leaf:
+                rack["leaf"] = leaf
+            rack["nodes"] = nodes
+            out.append(rack)
+        return out
+
+    def _group_fields(self, rec: NodeRecord, gpu: _Gpu, stack: str) -> dict[str, Any]:
+        a = rec.attrs
+        out: dict[str, Any] = {"gpu": {"model": gpu.model, "count": gpu.count}, "stack": stack, "scheduler": "slurm"}
+        cpus = a.get("CPUs") or a.get("Procs")
+        if "CPUs" in a and "Procs" in a:
+            self.warnings.append(Problem(a["Procs"].key_at, f"Procs={a['Procs'].value} beside CPUs={a['CPUs'].value}"
+                                         ": Procs is the old spelling of CPUs; CPUs is kept", "warning"))
+            cpus = a["CPUs"]
+        sockets = a.get("Sockets")
+        socket_count = self._int(sockets) if sockets else None
+        if "SocketsPerBoard" in a:
+            socket_count = (self._int(a.get("Boards")) or 1) * (self._int(a["SocketsPerBoard"]) or 1)
+        for key, value in (("cpus", self._int(cpus) if cpus else None), ("sockets", socket_count),
+                           ("cores_per_socket", self._int(a.get("CoresPerSocket"))),
+                           ("threads_per_core", self._int(a.get("ThreadsPerCore"))),
+                           ("real_memory_mb", self._int(a.get("RealMemory")))):
+            if value is not None:
+                out[key] = value
+        feats = a.get("Features") or a.get("Feature")
+        if feats and feats.value:
+            bad = [f for f in feats.value.split(",") if not _DNS.match(f)]
+            if bad:
+                self.problems.append(Problem(feats.value_at, f"feature(s) {', '.join(bad)} are not DNS labels "
+                                             "(lower-case letters, digits, '-'): the spec cannot say them yet. "
+                                             "Rename them (and the jobs' --constraint)"))
+            else:
+                out["features"] = feats.value.split(",")
+        extra = {k: self._setting(p.value) for k, p in a.items() if k not in _NODE_MODELLED and k not in ("Boards", "SocketsPerBoard")}
+        if extra:
+            out["slurm_settings"] = extra
+        return out
+
+    def _int(self, pair: Pair | None) -> int | None:
+        if pair is None:
+            return None
+        if not pair.value.isdigit() or len(pair.value) > 12 or int(pair.value) < 1:
+            self.problems.append(Problem(pair.value_at, f"{pair.key}={pair.value} is not a positive number"))
+            return None
+        return int(pair.value)
+
+    @staticmethod
+    def _setting(value: str) -> str | int:
+        return int(value) if value.isdigit() and len(value) < 16 and str(int(value)) == value else value
+
+    # -- controllers, accounting, partitions, settings ------------------------------------------
+
+    def _controllers(self) -> str:
+        hosts = []
+        for pair in self.conf.controllers:
+            host = pair.value.split("(")[0]
+            if not is_valid_hostname(host):
+                self.problems.append(Problem(pair.value_at, f"controller {host} is not a DNS label; rename it"))
+                continue
+            hosts.append(host)
+        if not hosts:
+            self.problems.append(Problem(Where(str(self.path), 1, 1), "no SlurmctldHost (or ControlMachine) line: "
+                                         "add the controller's hostname"))
+            return "controller"
+        return ",".join(dict.fromkeys(hosts))
+
+    def _accounting(self) -> str | None:
+        kind = self.conf.settings.get("AccountingStorageType")
+        if kind is None or kind.value != "accounting_storage/slurmdbd":
+            return None
+        host = self.conf.settings.get("AccountingStorageHost")
+        if host is None:
+            self.problems.append(Problem(kind.value_at, "accounting through slurmdbd without "
+                                         "AccountingStorageHost: add the slurmdbd host"))
+            return None
+        if not is_valid_hostname(host.value):
+            self.problems.append(Problem(host.value_at, f"AccountingStorageHost={host.value} is not a DNS label"))
+            return None
+        return host.value
+
+    def _partitions(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        imported = {h for h in self.conf.nodes}
+        for name, part in self.conf.partitions.items():
+            if not _DNS.match(name):
+                self.problems.append(Problem(part.at, f"partition name {name} is not a DNS label (lower-case "
+                                             "letters, digits, '-'): the spec cannot say it yet. Rename it (and "
+                                             "the jobs' --partition)"))
+                continue
+            entry: dict[str, Any] = {}
+            members = [h for h in (part.nodes or []) if h in imported]
+            if members:
+                entry["nodes"] = compress(members)
+            default = part.attrs.get("Default")
+            if default is not None and default.value.upper() == "YES":
+                entry["default"] = True
+            if "MaxTime" in part.attrs:
+                value = part.attrs["MaxTime"].value
+                entry["max_time"] = "INFINITE" if value.lower() in ("infinite", "unlimited") else value
+            if "State" in part.attrs:
+                entry["state"] = part.attrs["State"].value.upper()
+            settings = {k: self._setting(p.value) for k, p in part.attrs.items() if k not in _PART_MODELLED}
+            if settings:
+                entry["settings"] = settings
+            if len({self._generation(h) for h in members} - {None}) > 1:
+                entry["allow_mixed_generations"] = True
+            out[name] = entry
+        return out
+
+    def _generation(self, host: str) -> str | None:
+        gpu = self.gpus.get(host)
+        model = self.catalog.gpu(gpu.model) if gpu else None
+        return f"{model.vendor}-{model.generation}" if model else None
+
+    def _settings(self) -> dict[str, Any]:
+        from fleetspec.site.slurm import OWNED
+
+        owned = {k.lower() for k in OWNED["slurm.conf"]}
+        out: dict[str, Any] = {}
+        for key, pair in self.conf.settings.items():
+            if key in _CONF_MODELLED or key.lower() in owned:
+                continue
+            out[key] = self._setting(pair.value)
+        return out
+
+    def _fabric(self, fabric: str | None) -> dict[str, Any] | None:
+        if not self.switches:
+            return None
+        spines = [sw.name for sw in self.switches if sw.switches]
+        if fabric is None:
+            self.problems.append(Problem(self.switches[0].at, "the topology names switches, but not what they "
+                                         "carry: give --fabric infiniband, roce or ethernet"))
+            return None
+        out: dict[str, Any] = {"type": fabric}
+        if spines:
+            out["spines"] = spines
+        return out
+
+
+class _HostsProblem(Problem):
+    """A problem whose message ends with the hosts it covers (filled in as they are found)."""
+
+    def __init__(self, where: Where, message: str, hosts: list[str]) -> None:
+        super().__init__(where, message)
+        object.__setattr__(self, "hosts", hosts)
+
+    def __str__(self) -> str:
+        hosts = compress(h for h in self.hosts if is_valid_hostname(h)) or ",".join(self.hosts)
+        return f"{self.where}: error: {hosts}: {self.message}"

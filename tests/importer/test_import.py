@@ -1,0 +1,177 @@
+"""`fleetspec import slurm`: four cluster shapes modelled on real public clusters
+(tests/importer/data/*/slurm.conf say which; /work/shared/brownfield has the originals'
+sources), the round trip render(import(files)) against the files, and hostile inputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fleetspec.importer.build import import_slurm
+from fleetspec.importer.conf import ImportRefused, Problem
+from fleetspec.importer.slurm_files import read_slurm_conf
+from fleetspec.node_side.hostlist import expand
+from tests.importer.facts import amd_facts, nvidia_facts, write_facts
+
+DATA = Path(__file__).parent / "data"
+H100, A100, MI300X = "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB", "AMD Instinct MI300X"
+
+
+def _facts(**groups: tuple[str, int]) -> dict[str, dict]:
+    out = {}
+    for hostlist, (name, count) in groups.items():
+        for host in expand(hostlist.replace("_", "-").replace("(", "[").replace(")", "]")):
+            out[host] = (amd_facts if "AMD" in name else nvidia_facts)(host, name, count)
+    return out
+
+
+CASES = {
+    "shared-include": ({"nu_gpu(01-03)": (H100, 4), "ml_gpu(01-04)": (A100, 8)}, None, None),
+    "untyped-hopper": ({"a0(01-12)": (H100, 8)}, None, None),
+    "amd-continuation": ({"mi_(01-04)": (MI300X, 8)}, None, None),
+    "tree-topology": ({"pod_n(001-004)": (H100, 8)}, "topology.conf", "infiniband"),
+}
+
+
+def _import(case: str, facts: dict | None = None, **kwargs):
+    groups, topology, fabric = CASES[case]
+    d = DATA / case
+    return import_slurm(d / "slurm.conf", d / "gres.conf" if (d / "gres.conf").exists() else None,
+                        d / topology if topology else None, _facts(**groups) if facts is None else facts,
+                        kwargs.get("version", "24.11.5"), fabric)
+
+
+def _rendered(spec_text: str, tmp_path: Path) -> Path:
+    from fleetspec.pipeline import compile_text
+    from fleetspec.render.slurm import render_slurm_conf
+
+    result = compile_text(spec_text, "imported.yaml")
+    assert result.valid, [f"{f.path}: {f.message}" for f in result.located()]
+    out = tmp_path / "rendered.conf"
+    out.write_text(render_slurm_conf(result.fleet))
+    return out
+
+
+def _gres(value: str | None) -> tuple[str | None, int]:
+    (item,) = value.split(",")
+    parts = item.split(":")
+    return (parts[1] if len(parts) == 3 else None), int(parts[-1])
+
+
+def _shape(record) -> dict[str, str]:
+    a = {k: p.value for k, p in record.attrs.items()}
+    if "SocketsPerBoard" in a:
+        a["Sockets"] = str(int(a.pop("SocketsPerBoard")) * int(a.pop("Boards", "1")))
+    return {k: a[k] for k in ("CPUs", "Sockets", "CoresPerSocket", "ThreadsPerCore", "RealMemory") if k in a}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_round_trip_keeps_nodes_gres_shape_memory_and_partitions(case: str, tmp_path: Path) -> None:
+    result = _import(case)
+    problems: list[Problem] = []
+    source = read_slurm_conf(DATA / case / "slurm.conf", problems)
+    back = read_slurm_conf(_rendered(result.spec_text, tmp_path), problems)
+    assert problems == []
+    assert set(back.nodes) == set(source.nodes)
+    for host, rec in source.nodes.items():
+        again = back.nodes[host]
+        assert _shape(again) == _shape(rec), host
+        typed, count = _gres(rec.attrs["Gres"].value)
+        rtype, rcount = _gres(again.attrs["Gres"].value)
+        assert rcount == count and (typed is None or rtype == typed), host
+        site_features = rec.attrs.get("Features")
+        if site_features:
+            assert set(site_features.value.split(",")) <= set(again.attrs["Features"].value.split(","))
+    for name, part in source.partitions.items():
+        assert name in back.partitions, name
+        assert sorted(back.partitions[name].nodes or []) == sorted(part.nodes or []), name
+        default = part.attrs.get("Default")
+        was_default = default is not None and default.value.upper() == "YES"
+        got = back.partitions[name].attrs.get("Default")
+        assert was_default == (got is not None and got.value == "YES"), name
+        for key, pair in part.attrs.items():
+            if key not in ("Default", "Nodes"):
+                assert back.partitions[name].attrs[key].value.upper() == pair.value.upper(), (name, key)
+
+
+def test_untyped_gpus_take_the_model_from_facts_and_record_each_tuple() -> None:
+    result = _import("untyped-hopper")
+    assert "model: h100-sxm" in result.spec_text
+    assert result.tuples["a001"] == {"driver": "580.159.04", "cuda": "13.0", "cudnn": "9.14.0", "nccl": "2.28.3"}
+
+
+def test_untyped_gpus_without_facts_stop_at_the_node_line_naming_the_hosts() -> None:
+    with pytest.raises(ImportRefused) as exc:
+        _import("untyped-hopper", facts={})
+    text = str(exc.value)
+    assert "untyped-hopper/slurm.conf:11:" in text and "a[001-012]: Gres=gpu:N has no type" in text
+    assert "--facts" in text
+
+
+def test_topology_leaves_become_racks_and_spines_the_fabric() -> None:
+    text = _import("tree-topology").spec_text
+    assert "name: leaf-01\n    leaf: leaf-01" in text and "spines:\n    - spine-01" in text
+
+
+def test_site_settings_keep_every_other_key_and_controllers_keep_order() -> None:
+    text = _import("shared-include").spec_text
+    assert "controllers: sdf-ctl01,sdf-ctl02" in text
+    assert "SlurmctldTimeout: 300" in text and "KillWait: 30" in text and "PriorityTier: 10" in text
+    assert "state_save_location: /nfs/slurm/state" in text
+    assert "allow_mixed_generations: true" in text  # 'shared' spans hopper and ampere, as the site has it
+
+
+def _write(tmp_path: Path, text: str, name: str = "slurm.conf") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+BASE = "ClusterName=c\nSlurmctldHost=ctl\n"
+HOSTILE = {
+    "unknown key": (BASE + "SchedulerParamters=bf_continue\n", "slurm.conf:3:1", "Did you mean SchedulerParameters"),
+    "broken continuation": (BASE + "NodeName=g01 CPUs=8 \\\n", "slurm.conf:3:1", "nothing follows"),
+    "hostlist bomb": (BASE + "NodeName=g[0000000-9999999]x[0000000-9999999] Gres=gpu:h100:8\n",
+                      "slurm.conf:3:10", "at most"),
+    "include loop": (BASE + "Include slurm.conf\n", "slurm.conf:3:9", "Include loop"),
+    "include outside": (BASE + "Include ../passwd\n", "slurm.conf:3:9", "outside"),
+    "include missing": (BASE + "Include nodes.conf\n", "slurm.conf:3:9", "cannot read"),
+    "unknown node key": (BASE + "NodeName=g01 Gress=gpu:h100:8\n", "slurm.conf:3:14", "Did you mean Gres"),
+    "undefined partition host": (BASE + "NodeName=g01 Gres=gpu:h100:8\nPartitionName=p Nodes=g02\n",
+                                 "slurm.conf:4:23", "no NodeName line defines"),
+    "unclosed quote": (BASE + 'NodeName=g01 Features="a,b\n', "slurm.conf:3:23", "unclosed"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_input_is_a_located_error_and_out_is_left_alone(name: str, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from fleetspec.cli import app
+
+    text, place, words = HOSTILE[name]
+    conf = _write(tmp_path / "etc" if (tmp_path / "etc").mkdir() is None else tmp_path, text)
+    out = tmp_path / "spec.yaml"
+    out.write_text("old\n")
+    result = CliRunner().invoke(app, ["import", "slurm", "--conf", str(conf), "--out", str(out),
+                                      "--slurm-version", "24.11.5"])
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    assert place in result.output and words in result.output, result.output
+    assert out.read_text() == "old\n"
+
+
+def test_cli_writes_the_spec_from_a_facts_directory(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from fleetspec.cli import app
+
+    facts = write_facts(tmp_path / "facts", _facts(**CASES["amd-continuation"][0]))
+    out = tmp_path / "spec.yaml"
+    d = DATA / "amd-continuation"
+    result = CliRunner().invoke(app, ["import", "slurm", "--conf", str(d / "slurm.conf"), "--gres",
+                                      str(d / "gres.conf"), "--facts", str(facts), "--out", str(out),
+                                      "--slurm-version", "24.11.5"])
+    assert result.exit_code == 0, result.output
+    assert "model: mi300x" in out.read_text()
