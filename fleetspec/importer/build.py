@@ -76,9 +76,10 @@ def import_slurm(conf: Path, gres: Path | None = None, topology: Path | None = N
         raise ImportRefused(problems)
     text = "# Imported by `fleetspec import slurm` from " + str(conf) + "; docs/import.md says how each key maps.\n"
     text += yaml.dump(spec, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120)
-    _check_spec(text, problems)
-    if problems:
+    fleet = _check_spec(text, problems)
+    if problems or fleet is None:
         raise ImportRefused(problems)
+    warnings += _managed_differences(parsed, fleet)
     return ImportResult(text, tuple(warnings), builder.tuples)
 
 
@@ -89,8 +90,9 @@ class _Dumper(yaml.SafeDumper):
         return True
 
 
-def _check_spec(text: str, problems: list[Problem]) -> None:
-    """The written spec must validate like any other; what fails is the importer's problem."""
+def _check_spec(text: str, problems: list[Problem]) -> Any:
+    """The written spec must validate like any other; what fails is the importer's problem.
+    Returns the compiled fleet."""
     from fleetspec.findings import Severity
     from fleetspec.pipeline import compile_text
 
@@ -99,6 +101,35 @@ def _check_spec(text: str, problems: list[Problem]) -> None:
         if f.severity >= Severity.ERROR:
             problems.append(Problem(None, f"the imported spec does not validate at {f.path}: {f.message} "
                                     f"(rule {f.rule})"))
+    return result.fleet
+
+
+# Keys the importer reads into spec fields, so the rendered value is the site's in other words.
+_MAPPED = {"ClusterName", "SlurmctldHost", "ControlMachine", "BackupController", "AccountingStorageHost",
+           "StateSaveLocation", "GresTypes"}
+
+
+def _managed_differences(source: SlurmConf, fleet: Any) -> list[Problem]:
+    """A warning for every slurm.conf key fleetspec manages whose rendered value is not the
+    site's: the first apply changes it (SelectType=select/linear becomes select/cons_tres)."""
+    from fleetspec.importer.conf import text_lines
+    from fleetspec.importer.slurm_files import slurm_conf_of
+    from fleetspec.render.slurm import render_slurm_conf
+    from fleetspec.site.slurm import OWNED, owner_text
+
+    owned = OWNED["slurm.conf"]
+    rendered = slurm_conf_of(text_lines(render_slurm_conf(fleet), "rendered slurm.conf", []), []).settings
+    out = []
+    for key, pair in source.settings.items():
+        if key not in owned or key in _MAPPED:
+            continue
+        again = rendered.get(key)
+        if again is not None and again.value.lower() == pair.value.lower():
+            continue
+        now = f"becomes {key}={again.value}" if again is not None else "is not written"
+        out.append(Problem(pair.key_at, f"{key}={pair.value} {now}: fleetspec manages it "
+                           f"({owner_text(owned[key])}); the first apply changes it", "warning"))
+    return out
 
 
 class _Builder:
@@ -120,7 +151,7 @@ class _Builder:
                                          "remove the line and import again"))
         gpus = self.gpus = {host: self._gpu(rec) for host, rec in self.conf.nodes.items()}
         stacks, stack_of = self._stacks([h for h, g in gpus.items() if g is not None])
-        os_name = self._one_of("os", factdoc.os_name, "spec.os (ubuntu-22.04, ubuntu-24.04 or debian-12)")
+        os_name = self._one_of("OS", factdoc.os_name, "nothing else: the OS comes from the facts (os.id, os.version_id)")
         version = slurm_version or self._one_of("Slurm release", factdoc.slurm_version, "--slurm-version")
         racks = self._racks(gpus, stack_of)
         slurm: dict[str, Any] = {"version": version or "0", "controllers": self._controllers()}
@@ -167,7 +198,8 @@ class _Builder:
             return distinct[0]
         if not distinct:
             self.problems.append(Problem(None, f"the {what} is not in Slurm's files and no facts say it: collect "
-                                         f"the nodes' facts into --facts, or give {supply}"))
+                                         f"the nodes' facts (python3 collector.py > HOST.json) into --facts"
+                                         + (f", or give {supply}" if supply.startswith("--") else "")))
         else:
             self.problems.append(Problem(None, f"the nodes' facts disagree on the {what} ({', '.join(distinct)}); "
                                          "a fleet has one: bring the nodes to one, or import them separately"))

@@ -110,6 +110,11 @@ def read_lines(path: Path, problems: list[Problem], *, includes: bool = False, d
     return out
 
 
+def text_lines(text: str, name: str, problems: list[Problem]) -> list[Line]:
+    """The logical lines of ``text`` (no Includes): a rendered file, read back."""
+    return _logical_lines(text, name, problems)
+
+
 def _include(path: Path, line: Line, problems: list[Problem], stack: tuple[Path, ...], count: list[int],
              name: str) -> list[Line]:
     if len(line.pairs) != 2:

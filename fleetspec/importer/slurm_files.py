@@ -89,12 +89,17 @@ def _clip(text: str, limit: int = 60) -> str:
 
 
 def read_slurm_conf(path: Path, problems: list[Problem]) -> SlurmConf:
+    return slurm_conf_of(read_lines(path, problems, includes=True, display=str(path)), problems)
+
+
+def slurm_conf_of(lines: list[Line], problems: list[Problem]) -> SlurmConf:
+    """slurm.conf's records from its logical lines (`read_lines`, `text_lines`)."""
     conf = SlurmConf()
     budget = _HostBudget()
     node_default: dict[str, Pair] = {}
     part_default: dict[str, Pair] = {}
     part_lines: list[tuple[Line, dict[str, Pair]]] = []
-    for line in read_lines(path, problems, includes=True, display=str(path)):
+    for line in lines:
         head = line.first().key.lower()
         if head == "nodename":
             _node_line(line, conf, node_default, budget, problems)

@@ -175,3 +175,18 @@ def test_cli_writes_the_spec_from_a_facts_directory(tmp_path: Path) -> None:
                                       "--slurm-version", "24.11.5"])
     assert result.exit_code == 0, result.output
     assert "model: mi300x" in out.read_text()
+
+
+def test_a_managed_key_the_render_changes_is_a_located_warning(tmp_path: Path) -> None:
+    """circe's whole-node scheduling (select/linear) is not what fleetspec renders: say so."""
+    d = tmp_path / "c"
+    d.mkdir()
+    (d / "slurm.conf").write_text((DATA / "tree-topology" / "slurm.conf").read_text()
+                                  + "SelectType=select/linear\nSlurmctldPort=7817\n")
+    facts = _facts(**CASES["tree-topology"][0])
+    result = import_slurm(d / "slurm.conf", None, DATA / "tree-topology" / "topology.conf", facts, "24.11.5",
+                          "infiniband")
+    shown = [str(w) for w in result.warnings]
+    assert any("slurm.conf:20:1: warning: SelectType=select/linear becomes SelectType=select/cons_tres" in w
+               for w in shown), shown
+    assert any("SlurmctldPort=7817 becomes SlurmctldPort=6817" in w for w in shown), shown
