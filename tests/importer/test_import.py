@@ -187,6 +187,6 @@ def test_a_managed_key_the_render_changes_is_a_located_warning(tmp_path: Path) -
     result = import_slurm(d / "slurm.conf", None, DATA / "tree-topology" / "topology.conf", facts, "24.11.5",
                           "infiniband")
     shown = [str(w) for w in result.warnings]
-    assert any("slurm.conf:20:1: warning: SelectType=select/linear becomes SelectType=select/cons_tres" in w
+    assert any("slurm.conf:19:1: warning: SelectType=select/linear becomes SelectType=select/cons_tres" in w
                for w in shown), shown
     assert any("SlurmctldPort=7817 becomes SlurmctldPort=6817" in w for w in shown), shown
