@@ -45,6 +45,7 @@ _CONF_MODELLED = {"ClusterName", "AccountingStorageType", "AccountingStorageHost
 @dataclass(frozen=True)
 class ImportResult:
     spec_text: str
+    fleet: Any  # the compiled spec (fleetspec.compile.ir.Fleet)
     warnings: tuple[Problem, ...]
     tuples: Mapping[str, Mapping[str, str]]  # host -> the stack tuple its facts report (for state adopt)
 
@@ -80,7 +81,7 @@ def import_slurm(conf: Path, gres: Path | None = None, topology: Path | None = N
     if problems or fleet is None:
         raise ImportRefused(problems)
     warnings += _managed_differences(parsed, fleet)
-    return ImportResult(text, tuple(warnings), builder.tuples)
+    return ImportResult(text, fleet, tuple(warnings), builder.tuples)
 
 
 class _Dumper(yaml.SafeDumper):

@@ -32,6 +32,9 @@ def slurm(
                                                       "(default: what the facts report)")] = None,
     fabric: Annotated[str | None, typer.Option("--fabric", help="infiniband, roce or ethernet: what the "
                                                "topology's switches carry")] = None,
+    state: Annotated[str | None, typer.Option("--state", help="also record the cluster as applied in this new "
+                                              "state (directory, file:// or postgresql:// URL), so the first plan "
+                                              "shows only real differences")] = None,
 ) -> None:
     """Read a running Slurm cluster's files (and node facts) and write its fleet spec."""
     from fleetspec.importer.build import import_slurm
@@ -69,3 +72,16 @@ def slurm(
         err.print(f"error: cannot write {out}: {exc}", markup=False)
         raise typer.Exit(ERROR) from None
     err.print(f"wrote {out}", markup=False)
+    if state is not None:
+        from fleetspec.importer.adopt import adopt
+        from fleetspec.state.backend import parse_location
+        from fleetspec.state.lock import LockHeld
+        from fleetspec.state.store import StateError
+
+        try:
+            recorded = adopt(result.fleet, parse_location(state), str(conf))
+        except (StateError, LockHeld) as exc:
+            err.print(f"error: {exc} ({out} is written; the state is not)", markup=False)
+            raise typer.Exit(ERROR) from None
+        err.print(f"recorded {len(result.fleet.nodes)} node(s) as applied in {state} (serial {recorded.serial})",
+                  markup=False)

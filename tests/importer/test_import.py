@@ -190,3 +190,30 @@ def test_a_managed_key_the_render_changes_is_a_located_warning(tmp_path: Path) -
     assert any("slurm.conf:19:1: warning: SelectType=select/linear becomes SelectType=select/cons_tres" in w
                for w in shown), shown
     assert any("SlurmctldPort=7817 becomes SlurmctldPort=6817" in w for w in shown), shown
+
+
+def test_adopted_state_makes_the_first_plan_show_only_real_differences(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from fleetspec.cli import app
+    from fleetspec.pipeline import compile_text
+    from fleetspec.plan.planner import plan_against_state
+    from fleetspec.state.store import StateStore
+
+    groups = _facts(**CASES["untyped-hopper"][0])
+    facts = write_facts(tmp_path / "facts", groups)
+    d, out, state = DATA / "untyped-hopper", tmp_path / "spec.yaml", tmp_path / "state"
+    args = ["import", "slurm", "--conf", str(d / "slurm.conf"), "--gres", str(d / "gres.conf"), "--facts",
+            str(facts), "--out", str(out), "--slurm-version", "24.11.5", "--state", str(state)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    applied = StateStore(state, "llm").read()
+    assert applied.serial == 1 and {n.hostname for n in applied.applied.nodes} == set(groups)
+    spec_text = out.read_text()
+    assert plan_against_state(compile_text(spec_text).fleet, applied).changes == ()
+    bumped = compile_text(spec_text.replace("nccl: 2.28.3", "nccl: 2.28.9")).fleet
+    changes = plan_against_state(bumped, applied).changes
+    assert {c.host for c in changes} >= {"a001", "a012"}
+    again = CliRunner().invoke(app, args)  # a state that exists is never overwritten
+    assert again.exit_code == 1 and "already has state" in again.output
+    assert StateStore(state, "llm").read().serial == 1
