@@ -31,6 +31,12 @@ AMD_TUPLE_KEYS = ("amdgpu", "rocm", "rccl")
 DEFAULT_STATE_SAVE_LOCATION = "/var/spool/slurmctld"
 
 
+def _optional(default: Any) -> Any:
+    """A field added after fleet.json's format settled: written only when not ``default``,
+    so fleets that do not use it keep their fleet.json and state byte for byte."""
+    return dataclasses.field(default=default, metadata={"optional": True})
+
+
 def _loc(path: SpecPath = ()) -> Any:
     """A field holding a spec path: compared and kept, never serialised."""
     return field(default=path, compare=False, repr=False, metadata={"location": True})
@@ -98,7 +104,8 @@ class Node:
     memory_gb: int | None = None
     features: tuple[str, ...] = ()  # extra user features
     path: SpecPath = _loc()  # the node group in the spec
-    real_memory_mb: int | None = None  # Slurm RealMemory as written (imported clusters), instead of memory_gb
+    # Slurm RealMemory as written (imported clusters), instead of memory_gb; fleet.json has it only when set.
+    real_memory_mb: int | None = _optional(None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -409,16 +416,20 @@ def _convert_item(value: Any, seen: dict[int, Any]) -> Any:
 
 def _converter_for(kind: type) -> Any:
     hints = typing.get_type_hints(kind)
-    parts = []
+    parts, optional = [], []
     for f in dataclasses.fields(kind):
         if f.metadata.get("location"):
             continue
         access = f"value.{f.name}"
         shape = _shape(hints[f.name])
-        parts.append(f"{f.name!r}: " + (access if shape == "scalar" else f"list({access})" if shape == "scalars"
-                                         else f"convert({access}, seen)"))
+        text = access if shape == "scalar" else f"list({access})" if shape == "scalars" else f"convert({access}, seen)"
+        if f.metadata.get("optional"):
+            optional.append(f"    if {access} != {f.default!r}:\n        out[{f.name!r}] = {text}\n")
+        else:
+            parts.append(f"{f.name!r}: {text}")
     namespace: dict[str, Any] = {"convert": _convert}
-    exec(f"def converter(value, seen):\n    return {{{', '.join(parts)}}}\n", namespace)  # field names only
+    body = f"    out = {{{', '.join(parts)}}}\n" + "".join(optional) + "    return out\n"
+    exec("def converter(value, seen):\n" + body, namespace)  # field names only
     return namespace["converter"]
 
 
