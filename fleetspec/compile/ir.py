@@ -109,6 +109,23 @@ class Node:
 
 
 @dataclass(frozen=True, slots=True)
+class CpuNode:
+    """A node without GPUs that Slurm schedules (login, service, CPU partitions): in
+    slurm.conf and the inventory's ``slurm_node`` group, never in a GPU partition or rule."""
+
+    hostname: str
+    rack: str
+    cpus: int | None = None
+    sockets: int | None = None
+    cores_per_socket: int | None = None
+    threads_per_core: int | None = None
+    memory_gb: int | None = None
+    real_memory_mb: int | None = None
+    features: tuple[str, ...] = ()
+    path: SpecPath = _loc()
+
+
+@dataclass(frozen=True, slots=True)
 class Partition:
     """A set of nodes that can run one collective: one vendor, one generation, one tuple.
 
@@ -134,6 +151,7 @@ class Partition:
     # NVIDIA DRA driver publishes as ``productName``), from the catalog.
     device_names: tuple[str, ...] = ()
     path: SpecPath = _loc()
+    cpu_nodes: tuple[str, ...] = _optional(())  # sorted hostnames of CPU-only members (extra partitions)
 
     @property
     def vendor(self) -> str | None:
@@ -336,6 +354,7 @@ class Fleet:
     health: HealthPolicy | None = None
     api_version: str = "fleetspec.io/v1alpha1"
     site: SiteSettings | None = None  # the site's escape hatches, when it uses any
+    cpu_nodes: tuple[CpuNode, ...] = _optional(())  # nodes without GPUs, spec order
 
     def stack(self, name: str) -> StackTuple | None:
         return next((s for s in self.stacks if s.name == name), None)

@@ -229,8 +229,13 @@ class _Builder:
             else:
                 self.problems.append(Problem(pair.value_at, f"Gres={item}: not 'gpu:COUNT' or 'gpu:TYPE:COUNT'"))
         if not entries:
-            self._cpu_only(rec)
-            return None
+            reported = factdoc.gpu_names(self.facts[rec.name]) if rec.name in self.facts else []
+            if reported:
+                self._defer("gpu-undeclared", rec, None, f"slurm.conf declares no GPU GRES, but the node's facts "
+                            f"report {len(reported)} GPU(s) ({', '.join(sorted(set(reported)))}): Slurm does not "
+                            "schedule them. Declare them (Gres=gpu:TYPE:N and gres.conf) or import without facts "
+                            "for these nodes to keep them CPU-only")
+            return None  # a CPU-only node (cpu_nodes)
         types = {t for t, _ in entries}
         if len(types) > 1:
             self.problems.append(Problem(pair.value_at, f"{rec.name} has several GPU types ({pair.value}); "  # type: ignore[union-attr]
@@ -272,12 +277,6 @@ class _Builder:
                         "GPU model needs the node's facts. Collect them (python3 collector.py > HOST.json, "
                         "docs/facts.md) into --facts, or write the type in slurm.conf")
         return None
-
-    def _cpu_only(self, rec: NodeRecord) -> None:
-        self._defer("cpu-only", rec, None, "no GPU GRES: fleetspec's spec has no CPU-only node groups yet "
-                    "(issue #29 item 2). Import the GPU nodes alone (move these NodeName lines and the "
-                    "partitions that hold only them to an Include you leave out), or declare their GPUs "
-                    "(Gres=gpu:TYPE:N) if they have any")
 
     def _defer(self, kind: str, rec: NodeRecord, pair: Pair | None, message: str) -> None:
         """One problem per (kind, line, message), naming every host it covers."""
@@ -324,31 +323,35 @@ class _Builder:
         fields: dict[tuple[Any, ...], dict[str, Any]] = {}
         for host, rec in self.conf.nodes.items():
             gpu = gpus.get(host)
-            if gpu is None or host not in stack_of:
-                continue
+            if gpu is not None and host not in stack_of:
+                continue  # reported: no stack
             if not is_valid_hostname(host):
                 self.problems.append(Problem(rec.at, f"node name {host} is not a DNS label (lower-case letters, "
                                              "digits, '-'); fleetspec names nodes by hostname. Rename it"))
                 continue
-            group = self._group_fields(rec, gpu, stack_of[host])
+            group = self._group_fields(rec, gpu, stack_of.get(host))
             key = tuple((k, repr(v)) for k, v in group.items())
             fields[key] = group
             groups[(leaf_of.get(host), key)].append(host)
-        racks: dict[str | None, list[dict[str, Any]]] = defaultdict(list)
+        racks: dict[str | None, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
         for (leaf, key), hosts in groups.items():
-            racks[leaf].append({"hosts": compress(hosts), **fields[key]})
+            kind = "nodes" if "gpu" in fields[key] else "cpu_nodes"
+            racks[leaf][kind].append({"hosts": compress(hosts), **fields[key]})
         out = []
-        for i, (leaf, nodes) in enumerate(sorted(racks.items(), key=lambda kv: kv[0] or ""), 1):
+        for i, (leaf, kinds) in enumerate(sorted(racks.items(), key=lambda kv: kv[0] or ""), 1):
             rack: dict[str, Any] = {"name": leaf or f"r{i:02d}"}
             if leaf:
                 rack["leaf"] = leaf
-            rack["nodes"] = nodes
+            rack.update(kinds)
             out.append(rack)
         return out
 
-    def _group_fields(self, rec: NodeRecord, gpu: _Gpu, stack: str) -> dict[str, Any]:
+    def _group_fields(self, rec: NodeRecord, gpu: _Gpu | None, stack: str | None) -> dict[str, Any]:
+        """A node group's fields (a GPU group with ``gpu``, else a cpu_nodes group)."""
         a = rec.attrs
-        out: dict[str, Any] = {"gpu": {"model": gpu.model, "count": gpu.count}, "stack": stack, "scheduler": "slurm"}
+        out: dict[str, Any] = {}
+        if gpu is not None:
+            out = {"gpu": {"model": gpu.model, "count": gpu.count}, "stack": stack, "scheduler": "slurm"}
         cpus = a.get("CPUs") or a.get("Procs")
         if "CPUs" in a and "Procs" in a:
             self.warnings.append(Problem(a["Procs"].key_at, f"Procs={a['Procs'].value} beside CPUs={a['CPUs'].value}"

@@ -24,7 +24,7 @@ from pathlib import PurePosixPath
 
 import yaml
 
-from fleetspec.compile.ir import Fleet, GpuSpec, Node
+from fleetspec.compile.ir import CpuNode, Fleet, GpuSpec, Node
 from fleetspec.layout.slurm import (
     SLINKY_AUTODETECT,
     TopologyPlan,
@@ -359,7 +359,24 @@ def _node_lines(fleet: Fleet) -> list[str]:
     for attrs, hosts in grouped(slurm_nodes(fleet), lambda n: _node_attributes(n) + extra.get(n.hostname, ())):
         fields = " ".join(f"{k}={v}" for k, v in attrs)  # type: ignore[union-attr]
         lines.append(f"NodeName={compress(hosts)} {fields} State=UNKNOWN")
+    if fleet.cpu_nodes:
+        lines.append("# Nodes without GPUs (login, service, CPU partitions): no GRES.")
+    for attrs, hosts in grouped(fleet.cpu_nodes, lambda n: _cpu_attributes(n) + extra.get(n.hostname, ())):
+        fields = " ".join(f"{k}={v}" for k, v in attrs)  # type: ignore[union-attr]
+        lines.append(f"NodeName={compress(hosts)} {fields} State=UNKNOWN".replace("  ", " "))
     return lines
+
+
+def _cpu_attributes(node: CpuNode) -> tuple[tuple[str, str], ...]:
+    attrs = [(key, str(value)) for key, value in (
+        ("CPUs", node.cpus), ("Sockets", node.sockets), ("CoresPerSocket", node.cores_per_socket),
+        ("ThreadsPerCore", node.threads_per_core)) if value is not None]
+    memory = node.real_memory_mb if node.real_memory_mb is not None else (
+        real_memory_mb(node.memory_gb) if node.memory_gb is not None else None)
+    if memory is not None:
+        attrs.append(("RealMemory", str(memory)))
+    attrs.append(("Features", ",".join(dict.fromkeys((node.rack, *node.features)))))
+    return tuple(attrs)
 
 
 def _partition_lines(fleet: Fleet, topology: TopologyPlan) -> list[str]:
@@ -374,8 +391,8 @@ def _partition_lines(fleet: Fleet, topology: TopologyPlan) -> list[str]:
     for p in slurm_partitions(fleet):
         nodes = [h for h in p.nodes if h in owned]
         fields = [f"PartitionName={p.name}"]
-        if nodes:
-            fields.append(f"Nodes={compress(nodes)}")
+        if nodes or p.cpu_nodes:
+            fields.append(f"Nodes={compress([*nodes, *p.cpu_nodes])}")
         if p.default:
             fields.append("Default=YES")
         fields += [f"{k}={v}" for k, v in per_gpu_defaults([owned[h] for h in nodes])]

@@ -170,13 +170,45 @@ class NodeGroup(_Model):
         return self
 
 
+class CpuNodeGroup(_Model):
+    """Nodes without GPUs that Slurm schedules (login, service and CPU partitions): no stack,
+    no GPU roles, never in a generated GPU partition; in Slurm only through ``slurm.partitions``."""
+
+    hosts: Hostlist
+    scheduler: Literal["slurm"] = "slurm"
+    cpus: PositiveInt | None = None
+    sockets: PositiveInt | None = None
+    cores_per_socket: PositiveInt | None = None
+    threads_per_core: PositiveInt | None = None
+    memory_gb: PositiveInt | None = None
+    real_memory_mb: PositiveInt | None = Field(default=None, description="Slurm RealMemory as written")
+    features: list[Name] = Field(default_factory=empty_list)
+    slurm_settings: Settings = Field(
+        default_factory=dict, description="site NodeName parameters for these nodes (docs/site-settings.md)")
+
+    @model_validator(mode="after")
+    def _one_memory(self) -> "CpuNodeGroup":
+        if self.memory_gb is not None and self.real_memory_mb is not None:
+            raise ValueError("give memory_gb (installed memory; RealMemory is derived) or real_memory_mb "
+                             "(RealMemory as written), not both")
+        return self
+
+
 class Rack(_Model):
     name: Name
     leaf: Name | None = None
     nvlink_domain: Literal["rack", "node"] = Field(
         default="node", description="'rack': the whole rack is one NVLink domain (NVL72-class)"
     )
-    nodes: list[NodeGroup] = Field(min_length=1)
+    nodes: list[NodeGroup] = Field(default_factory=empty_list)
+    cpu_nodes: list[CpuNodeGroup] = Field(
+        default_factory=empty_list, description="node groups without GPUs (login, service, CPU partitions)")
+
+    @model_validator(mode="after")
+    def _has_nodes(self) -> "Rack":
+        if not self.nodes and not self.cpu_nodes:
+            raise ValueError(f"rack '{self.name}' has no node groups: add 'nodes' (GPU nodes) or 'cpu_nodes'")
+        return self
 
 
 class Accounting(_Model):

@@ -31,6 +31,7 @@ CASES = {
     "untyped-hopper": ({"a0(01-12)": (H100, 8)}, None, None),
     "amd-continuation": ({"mi_(01-04)": (MI300X, 8)}, None, None),
     "tree-topology": ({"pod_n(001-004)": (H100, 8)}, "topology.conf", "infiniband"),
+    "cpu-beside-gpu": ({"gpu0(1-2)": (A100, 8)}, None, None),
 }
 
 
@@ -77,6 +78,9 @@ def test_round_trip_keeps_nodes_gres_shape_memory_and_partitions(case: str, tmp_
     for host, rec in source.nodes.items():
         again = back.nodes[host]
         assert _shape(again) == _shape(rec), host
+        if "Gres" not in rec.attrs:  # a CPU-only node stays one
+            assert "Gres" not in again.attrs, host
+            continue
         typed, count = _gres(rec.attrs["Gres"].value)
         rtype, rcount = _gres(again.attrs["Gres"].value)
         assert rcount == count and (typed is None or rtype == typed), host
@@ -107,6 +111,24 @@ def test_untyped_gpus_without_facts_stop_at_the_node_line_naming_the_hosts() -> 
     text = str(exc.value)
     assert "untyped-hopper/slurm.conf:11:" in text and "a[001-012]: Gres=gpu:N has no type" in text
     assert "--facts" in text
+
+
+def test_cpu_only_nodes_become_cpu_node_groups_outside_gpu_partitions() -> None:
+    result = _import("cpu-beside-gpu")
+    assert "cpu_nodes:\n    - hosts: cpu[01-03]\n      cpus: 32\n      real_memory_mb: 128000" in result.spec_text
+    fleet = result.fleet
+    assert {n.hostname for n in fleet.cpu_nodes} == {"cpu01", "cpu02", "cpu03", "cpu04", "login01"}
+    assert {n.hostname for n in fleet.nodes} == {"gpu01", "gpu02"}
+    generated = [p for p in fleet.partitions if p.generated]
+    assert [p.name for p in generated] == ["nvidia-ampere"] and generated[0].cpu_nodes == ()
+    assert fleet.partition("long").cpu_nodes == ("cpu01", "cpu02", "cpu03", "cpu04")
+    assert set(result.tuples) == {"gpu01", "gpu02"}  # no stack, no facts needed for CPU nodes
+
+
+def test_a_node_whose_facts_show_gpus_slurm_does_not_declare_stops() -> None:
+    facts = _facts(**{"gpu0(1-2)": (A100, 8), "cpu01": (A100, 2)})
+    with pytest.raises(ImportRefused, match="cpu01: slurm.conf declares no GPU GRES, but the node's facts report 2"):
+        _import("cpu-beside-gpu", facts=facts)
 
 
 def test_topology_leaves_become_racks_and_spines_the_fabric() -> None:

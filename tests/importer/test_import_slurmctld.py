@@ -40,6 +40,9 @@ def test_slurmctld_reads_the_rendered_import(case: str, tmp_path: Path) -> None:
                 assert node["CPUTot"] == a["CPUs"], host
             if "CoresPerSocket" in a:
                 assert node["CoresPerSocket"] == a["CoresPerSocket"], host
+            if "Gres" not in a:  # CPU-only
+                assert node["Gres"] == "(null)", (host, node["Gres"])
+                continue
             count = a["Gres"].split(":")[-1]
             assert re.fullmatch(rf"gpu:[a-z0-9_]+:{count}(\(S:[0-9-]+\))?", node["Gres"]), (host, node["Gres"])
         for name, part in source.partitions.items():
