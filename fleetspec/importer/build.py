@@ -359,8 +359,10 @@ class _Builder:
             cpus = a["CPUs"]
         sockets = a.get("Sockets")
         socket_count = self._int(sockets) if sockets else None
-        if "SocketsPerBoard" in a:
-            socket_count = (self._int(a.get("Boards")) or 1) * (self._int(a["SocketsPerBoard"]) or 1)
+        # slurm.conf(5): Sockets = Boards x SocketsPerBoard; with Boards, Sockets means per board.
+        per_board = a.get("SocketsPerBoard") or (a.get("Sockets") if "Boards" in a else None)
+        if per_board is not None:
+            socket_count = (self._int(a.get("Boards")) or 1) * (self._int(per_board) or 1)
         for key, value in (("cpus", self._int(cpus) if cpus else None), ("sockets", socket_count),
                            ("cores_per_socket", self._int(a.get("CoresPerSocket"))),
                            ("threads_per_core", self._int(a.get("ThreadsPerCore"))),

@@ -109,7 +109,7 @@ def test_untyped_gpus_without_facts_stop_at_the_node_line_naming_the_hosts() -> 
     with pytest.raises(ImportRefused) as exc:
         _import("untyped-hopper", facts={})
     text = str(exc.value)
-    assert "untyped-hopper/slurm.conf:11:" in text and "a[001-012]: Gres=gpu:N has no type" in text
+    assert "untyped-hopper/slurm.conf:12:" in text and "a[001-012]: Gres=gpu:N has no type" in text
     assert "--facts" in text
 
 
