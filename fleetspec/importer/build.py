@@ -141,6 +141,8 @@ class _Builder:
         self.catalog, self.problems, self.warnings, self.path = catalog, problems, warnings, path
         self.tuples: dict[str, dict[str, str]] = {}
         self.gpus: dict[str, _Gpu | None] = {}
+        self.site_models: dict[str, dict[str, Any]] = {}
+        self._declared_warned: set[str] = set()
 
     # -- the whole spec -------------------------------------------------------------
 
@@ -169,6 +171,8 @@ class _Builder:
         if settings:
             slurm["settings"] = settings
         body: dict[str, Any] = {"os": os_name or "ubuntu-24.04", "stacks": stacks or {"none": {}}}
+        if self.site_models:
+            body["gpu_models"] = self.site_models
         fab = self._fabric(fabric)
         if fab:
             body["fabric"] = fab
@@ -246,6 +250,39 @@ class _Builder:
         model = self._model(rec, gres_type, pair)  # type: ignore[arg-type]
         return _Gpu(model, count) if model else None
 
+    def _declare(self, rec: NodeRecord, gres_type: str, pair: Pair) -> str | None:
+        """A site GPU model (``spec.gpu_models``) for a GRES type the catalog lacks, from
+        what the node's facts report (name, architecture, memory); None when they do not
+        describe one board, "" when they contradict the files (a problem says so)."""
+        gpu_id = gres_type.replace("_", "-")
+        entries = factdoc.gpu_entries(self.facts[rec.name]) if rec.name in self.facts else []
+        described = {(v, e.get("name"), e.get("architecture"), e.get("memory_mib")) for v, e in entries}
+        if len(described) != 1 or not _DNS.match(gpu_id):
+            return None
+        vendor, name, arch, memory = described.pop()
+        if isinstance(name, str) and self.catalog.gpu(name) is not None:
+            self._defer("gpu-disagree", rec, pair, f"the files say {gres_type} but the node's facts report "
+                        f"{name}, the catalog's {self.catalog.gpu(name).id}: fix the GRES type (to "
+                        f"{self.catalog.gpu(name).gres}) or the facts")
+            return ""
+        if not (isinstance(name, str) and isinstance(arch, str) and re.fullmatch(r"[A-Za-z0-9._-]+", arch)
+                and isinstance(memory, int) and memory > 0):
+            return None
+        entry = {"vendor": vendor, "name": name, "generation": arch.lower(), "architecture": arch,
+                 "memory_gb": max(1, round(memory / 1024)), "form_factor": "other", "gres": gres_type}
+        known = self.site_models.setdefault(gpu_id, entry)
+        if known != entry:
+            self._defer("gpu-site-disagree", rec, pair, f"nodes typed {gres_type} report different GPUs in their "
+                        f"facts ({known['name']} and {name}); give them different GRES types")
+            return ""
+        if gpu_id not in self._declared_warned:
+            self._declared_warned.add(gpu_id)
+            self.warnings.append(Problem(pair.value_at, f"GRES type {gres_type} is not a catalog GPU model: declared "
+                                         f"as spec.gpu_models.{gpu_id} from the node's facts ({name}, {arch}, "
+                                         f"{entry['memory_gb']} GB); no sourced facts check its stack (rule "
+                                         "site-gpu-model)", "warning"))
+        return gpu_id
+
     def _gres_conf_type(self, host: str) -> str | None:
         types = {g.type for g in self.gres if g.name == "gpu" and g.type and (g.hosts is None or host in g.hosts)}
         return types.pop() if len(types) == 1 else None
@@ -256,6 +293,10 @@ class _Builder:
         unknown_facts = sorted({n for n in names if self.catalog.gpu(n) is None})
         if gres_type:
             model = self.catalog.gpu(gres_type)
+            if model is None and self.catalog.gpu(gres_type.replace("_", "-")) is None:
+                declared = self._declare(rec, gres_type, pair)
+                if declared is not None:
+                    return declared or None  # "": refused, with its problem
             if model is None or model.gres != gres_type:
                 self._defer("gpu-type", rec, pair, f"GRES type '{gres_type}' is not the GRES type of a catalog GPU "
                             "model (fleetspec writes the catalog's type, e.g. h100, a100, v100, so jobs asking for "
@@ -456,6 +497,9 @@ class _Builder:
 
     def _generation(self, host: str) -> str | None:
         gpu = self.gpus.get(host)
+        if gpu is not None and gpu.model in self.site_models:
+            site = self.site_models[gpu.model]
+            return f"{site['vendor']}-{site['generation']}"
         model = self.catalog.gpu(gpu.model) if gpu else None
         return f"{model.vendor}-{model.generation}" if model else None
 

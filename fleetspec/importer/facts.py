@@ -42,6 +42,11 @@ def gpu_names(facts: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def gpu_entries(facts: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """(vendor, the collector's entry) for each GPU the node reports."""
+    return [(vendor, gpu) for vendor in ("nvidia", "amd") for gpu in _items(_section(facts, vendor), "gpus")]
+
+
 def os_name(facts: Mapping[str, Any]) -> str | None:
     """``ubuntu-24.04``, ``debian-12``: the spec's ``os`` spelling, from /etc/os-release."""
     os_ = _section(facts, "os")

@@ -112,3 +112,18 @@ def check_node_shape(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
                 "a node shows the layout)",
                 node.path + ("cpus",),
             )
+
+
+def check_site_gpu_models(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
+    """A GPU model the site declared (``spec.gpu_models``) has no sourced facts: the driver,
+    CUDA, NCCL and ROCm support rules cannot check its nodes' tuple."""
+    used = {n.gpu.model for n in fleet.nodes}
+    for gpu_id in sorted(catalog.site_models):
+        where = "its nodes" if gpu_id in used else "no node group yet"
+        yield warning(
+            "site-gpu-model",
+            f"GPU model '{gpu_id}' is the site's declaration, not a catalog model: no sourced facts say which "
+            f"drivers, CUDA, NCCL or ROCm releases support it, so the tuple rules skip {where}. Check the stack "
+            "on a node (fleetspec verify), or use a catalog model (fleetspec catalog) if one matches",
+            ("spec", "gpu_models", gpu_id),
+        )

@@ -531,9 +531,26 @@ class Health(_Model):
         return actions
 
 
+class SiteGpuModel(_Model):
+    """A GPU model the catalog does not know (an older or workstation board of a running
+    cluster), declared by the site. No sourced facts stand behind it: the tuple checks
+    skip its nodes and rule site-gpu-model says so."""
+
+    vendor: Literal["nvidia", "amd"]
+    name: strict(str, pattern=r"^[A-Za-z0-9][A-Za-z0-9 ._()/-]*$", max_length=128) = Field(
+        description="the name nvidia-smi / amd-smi prints for it")
+    generation: Name = Field(description="the architecture family that names its generated partition")
+    architecture: strict(str, pattern=r"^[A-Za-z0-9._-]+$", max_length=64) | None = None
+    memory_gb: PositiveInt
+    form_factor: Literal["pcie", "sxm", "oam", "mxm", "other"] = "pcie"
+    gres: strict(str, pattern=r"^[a-z0-9][a-z0-9_]{0,62}$") = Field(description="the GRES type name Slurm uses")
+
+
 class FleetBody(_Model):
     os: Literal["ubuntu-22.04", "ubuntu-24.04", "debian-12"]
     stacks: dict[Name, Stack] = Field(min_length=1)
+    gpu_models: dict[Name, SiteGpuModel] = Field(
+        default_factory=dict, description="GPU models the catalog does not know, declared by the site")
     fabric: Fabric | None = None
     racks: list[Rack] = Field(min_length=1)
     slurm: Slurm | None = None

@@ -12,11 +12,15 @@ from typing import Any
 H200 = Path(__file__).parents[1] / "data" / "fixtures" / "h200-node" / "collector.json"
 
 
+# What nvidia-smi reports for boards the catalog does not know (architecture, memory).
+BOARDS = {"NVIDIA GeForce RTX 2080 Ti": {"architecture": "Turing", "memory_mib": 11264, "compute_capability": "7.5"}}
+
+
 def nvidia_facts(host: str, gpu_name: str, count: int) -> dict[str, Any]:
     data = json.loads(H200.read_text())
     data["hostname"] = host
-    gpu = data["nvidia"]["gpus"][0]
-    data["nvidia"]["gpus"] = [{**copy.deepcopy(gpu), "index": i, "name": gpu_name} for i in range(count)]
+    gpu = {**copy.deepcopy(data["nvidia"]["gpus"][0]), "name": gpu_name, **BOARDS.get(gpu_name, {})}
+    data["nvidia"]["gpus"] = [{**gpu, "index": i} for i in range(count)]
     return data
 
 

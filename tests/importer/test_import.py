@@ -16,6 +16,7 @@ from tests.importer.facts import amd_facts, nvidia_facts, write_facts
 
 DATA = Path(__file__).parent / "data"
 H100, A100, MI300X = "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB", "AMD Instinct MI300X"
+RTX2080TI = "NVIDIA GeForce RTX 2080 Ti"
 
 
 def _facts(**groups: tuple[str, int]) -> dict[str, dict]:
@@ -32,6 +33,7 @@ CASES = {
     "amd-continuation": ({"mi_(01-04)": (MI300X, 8)}, None, None),
     "tree-topology": ({"pod_n(001-004)": (H100, 8)}, "topology.conf", "infiniband"),
     "cpu-beside-gpu": ({"gpu0(1-2)": (A100, 8)}, None, None),
+    "workstation-typed": ({"goedel": (RTX2080TI, 8), "turing": (RTX2080TI, 2)}, None, None),
 }
 
 
@@ -111,6 +113,26 @@ def test_untyped_gpus_without_facts_stop_at_the_node_line_naming_the_hosts() -> 
     text = str(exc.value)
     assert "untyped-hopper/slurm.conf:12:" in text and "a[001-012]: Gres=gpu:N has no type" in text
     assert "--facts" in text
+
+
+def test_a_gres_type_outside_the_catalog_is_declared_from_the_facts_with_a_warning() -> None:
+    result = _import("workstation-typed")
+    assert ("gpu_models:\n    geforce-rtx-2080-ti:\n      vendor: nvidia\n      name: NVIDIA GeForce RTX 2080 Ti\n"
+            "      generation: turing\n      architecture: Turing\n      memory_gb: 11\n      form_factor: other\n"
+            "      gres: geforce_rtx_2080_ti") in result.spec_text
+    assert any("GRES type geforce_rtx_2080_ti is not a catalog GPU model" in str(w) for w in result.warnings)
+    assert [p.name for p in result.fleet.partitions if p.generated] == ["nvidia-turing"]
+
+
+def test_a_gres_type_outside_the_catalog_without_facts_stops() -> None:
+    facts = _facts(**{"goedel": (H100, 8), "turing": (H100, 2)})  # facts that do not describe the board
+    with pytest.raises(ImportRefused, match="goedel,turing: the files say geforce_rtx_2080_ti but the node's facts report "
+                       "NVIDIA H100 80GB HBM3, the catalog's h100-sxm"):
+        _import("workstation-typed", facts=facts)
+    with pytest.raises(ImportRefused, match="turing: GRES type 'geforce_rtx_2080_ti' is not the GRES type of a "
+                       "catalog GPU model"):
+        _import("workstation-typed", facts={h: f for h, f in _facts(**CASES["workstation-typed"][0]).items()
+                                            if h == "goedel"})
 
 
 def test_cpu_only_nodes_become_cpu_node_groups_outside_gpu_partitions() -> None:
