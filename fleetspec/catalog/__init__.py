@@ -14,7 +14,6 @@ without compiling six generated methods, which on Python 3.11 cost ``validate`` 
 from __future__ import annotations
 
 import copy
-
 import difflib
 import functools
 import zlib
