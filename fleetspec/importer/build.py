@@ -158,6 +158,9 @@ class _Builder:
         version = slurm_version or self._one_of("Slurm release", factdoc.slurm_version, "--slurm-version")
         racks = self._racks(gpus, stack_of)
         slurm: dict[str, Any] = {"version": version or "0", "controllers": self._controllers()}
+        detect = {g.autodetect.lower() for g in self.gres if g.autodetect}
+        if detect - {"off"}:
+            slurm["gres_autodetect"] = True  # gres.conf AutoDetect=nvml/rsmi/nvidia
         state = self.conf.settings.get("StateSaveLocation")
         if state is not None:
             slurm["state_save_location"] = state.value
@@ -247,6 +250,11 @@ class _Builder:
             return None
         gres_type = next(iter(types)) or self._gres_conf_type(rec.name)
         count = sum(c for _, c in entries)
+        files = [f for g in self.gres if g.name == "gpu" and (g.hosts is None or rec.name in g.hosts) for f in g.files]
+        if files and len(set(files)) != count:
+            line = next(g for g in self.gres if g.name == "gpu" and g.files and (g.hosts is None or rec.name in g.hosts))
+            self._defer("gres-files", rec, pair, f"slurm.conf gives {count} GPU(s) but gres.conf's File= lines (from "
+                        f"{line.at}) name {len(set(files))} device(s); slurmd would refuse the node. Make them agree")
         model = self._model(rec, gres_type, pair)  # type: ignore[arg-type]
         return _Gpu(model, count) if model else None
 

@@ -261,3 +261,15 @@ def test_adopted_state_makes_the_first_plan_show_only_real_differences(tmp_path:
     again = CliRunner().invoke(app, args)  # a state that exists is never overwritten
     assert again.exit_code == 1 and "already has state" in again.output
     assert StateStore(state, "llm").read().serial == 1
+
+
+def test_gres_conf_files_must_match_the_gres_count_and_autodetect_is_kept(tmp_path: Path) -> None:
+    d = tmp_path / "c"
+    d.mkdir()
+    (d / "slurm.conf").write_text((DATA / "amd-continuation" / "slurm.conf").read_text())
+    (d / "gres.conf").write_text("NodeName=mi-[01-04] Name=gpu Type=mi300x File=/dev/dri/renderD[128-133]\n")
+    facts = _facts(**CASES["amd-continuation"][0])
+    with pytest.raises(ImportRefused, match=r"mi-\[01-04\]: slurm.conf gives 8 GPU\(s\) but gres.conf's File= lines"):
+        import_slurm(d / "slurm.conf", d / "gres.conf", None, facts, "24.11.5")
+    assert "gres_autodetect: true" in _import("workstation-typed").spec_text
+    assert "gres_autodetect" not in _import("amd-continuation").spec_text  # AutoDetect=off
