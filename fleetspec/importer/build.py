@@ -21,6 +21,7 @@ import yaml
 from fleetspec.importer import facts as factdoc
 from fleetspec.importer.conf import ImportRefused, Pair, Problem, Where
 from fleetspec.importer.slurm_files import (
+    Block,
     GresLine,
     NodeRecord,
     SlurmConf,
@@ -28,8 +29,9 @@ from fleetspec.importer.slurm_files import (
     read_gres_conf,
     read_slurm_conf,
     read_topology_conf,
+    read_topology_yaml,
 )
-from fleetspec.node_side.hostlist import compress, is_valid_hostname
+from fleetspec.node_side.hostlist import compress, expand, is_valid_hostname
 
 _DNS = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 # NodeName keys the spec models itself; every other node key becomes slurm_settings.
@@ -66,12 +68,18 @@ def import_slurm(conf: Path, gres: Path | None = None, topology: Path | None = N
     warnings: list[Problem] = []
     parsed = read_slurm_conf(conf, problems)
     gres_lines = read_gres_conf(gres, problems) if gres else []
-    switches = read_topology_conf(topology, problems) if topology else []
+    switches: list[Switch] = []
+    blocks: list[Block] = []
+    if topology is not None and topology.suffix in (".yaml", ".yml"):
+        switches, blocks = read_topology_yaml(topology, problems)
+    elif topology is not None:
+        switches = read_topology_conf(topology, problems)
     if problems:
         raise ImportRefused(problems)
     facts = dict(facts or {})
     catalog = load_catalog()
     builder = _Builder(parsed, gres_lines, switches, facts, catalog, problems, warnings, conf)
+    builder.blocks = blocks
     spec = builder.spec(slurm_version, fabric)
     if problems:
         raise ImportRefused(problems)
@@ -142,6 +150,7 @@ class _Builder:
         self.tuples: dict[str, dict[str, str]] = {}
         self.gpus: dict[str, _Gpu | None] = {}
         self.site_models: dict[str, dict[str, Any]] = {}
+        self.blocks: list[Block] = []
         self._declared_warned: set[str] = set()
 
     # -- the whole spec -------------------------------------------------------------
@@ -368,6 +377,8 @@ class _Builder:
         for sw in self.switches:
             for host in sw.nodes:
                 leaf_of.setdefault(host, sw.name)
+        block_of = {host: b.name for b in self.blocks for host in b.nodes}
+        leaf_of = {**leaf_of, **{h: f"\0{b}" for h, b in block_of.items()}}  # a block is a rack of its own
         groups: dict[tuple[str | None, tuple[Any, ...]], list[str]] = defaultdict(list)
         fields: dict[tuple[Any, ...], dict[str, Any]] = {}
         for host, rec in self.conf.nodes.items():
@@ -388,9 +399,18 @@ class _Builder:
             racks[leaf][kind].append({"hosts": compress(hosts), **fields[key]})
         out = []
         for i, (leaf, kinds) in enumerate(sorted(racks.items(), key=lambda kv: kv[0] or ""), 1):
-            rack: dict[str, Any] = {"name": leaf or f"r{i:02d}"}
-            if leaf:
-                rack["leaf"] = leaf
+            if leaf and leaf.startswith("\0"):  # an NVLink domain (topology.yaml block)
+                block = leaf[1:]
+                rack: dict[str, Any] = {"name": block}
+                leaves = {next((sw.name for sw in self.switches if h in sw.nodes), None)
+                          for g in kinds.get("nodes", []) for h in expand(g["hosts"])}
+                if len(leaves) == 1 and None not in leaves:
+                    rack["leaf"] = leaves.pop()
+                rack["nvlink_domain"] = "rack"
+            else:
+                rack = {"name": leaf or f"r{i:02d}"}
+                if leaf:
+                    rack["leaf"] = leaf
             rack.update(kinds)
             out.append(rack)
         return out
@@ -525,7 +545,9 @@ class _Builder:
     def _fabric(self, fabric: str | None) -> dict[str, Any] | None:
         if not self.switches:
             return None
-        spines = [sw.name for sw in self.switches if sw.switches]
+        spines = [sw.name for sw in self.switches if sw.switches and sw.name not in
+                  {c for other in self.switches for c in other.switches}] or \
+            [sw.name for sw in self.switches if sw.switches]
         if fabric is None:
             self.problems.append(Problem(self.switches[0].at, "the topology names switches, but not what they "
                                          "carry: give --fabric infiniband, roce or ethernet"))

@@ -332,8 +332,73 @@ def read_topology_conf(path: Path, problems: list[Problem]) -> list[Switch]:
                                     "topology.conf; for blocks give topology.yaml"))
             continue
         nodes = budget.expand(attrs["nodes"], problems) if "nodes" in attrs else []
-        switches = _split_nodes(attrs["switches"].value) if "switches" in attrs else []
-        if nodes is None:
+        switches = budget.expand(attrs["switches"], problems) if "switches" in attrs else []
+        if nodes is None or switches is None:
             continue
         out.append(Switch(attrs["switchname"].value, line.at, tuple(nodes), tuple(switches)))
     return out
+
+
+@dataclass(frozen=True)
+class Block:
+    name: str
+    at: Where
+    nodes: tuple[str, ...]
+
+
+def read_topology_yaml(path: Path, problems: list[Problem]) -> tuple[list[Switch], list[Block]]:
+    """topology.yaml(5) (Slurm 25.05+): tree switches (``nodes`` or ``children``) and blocks.
+    Read with the spec loader (bounded, no object tags, alias bombs refused), so every
+    problem has its line."""
+    from fleetspec.spec.loader import SpecLoadError, load_file
+
+    name = str(path)
+    try:
+        loaded = load_file(path)
+    except SpecLoadError as exc:
+        problems.append(Problem(Where(exc.file, exc.line, exc.column), exc.message))
+        return [], []
+
+    def at(*where: str | int, prefer: str = "value") -> Where:
+        pos = loaded.source.locate(where, prefer=prefer)
+        return Where(name, pos.line, pos.column)
+
+    budget = _HostBudget()
+    switches: list[Switch] = []
+    blocks: list[Block] = []
+    if not isinstance(loaded.data, list):
+        problems.append(Problem(Where(name, 1, 1), "topology.yaml is a list of topologies (topology.yaml(5))"))
+        return [], []
+    for i, topo in enumerate(loaded.data):
+        if not isinstance(topo, dict) or not isinstance(topo.get("topology"), str):
+            problems.append(Problem(at(i), "each topology is a mapping that starts with 'topology: NAME'"))
+            continue
+        unknown = sorted(set(topo) - {"topology", "cluster_default", "tree", "block", "flat"})
+        if unknown:
+            problems.append(Problem(at(i, unknown[0], prefer="key"), f"'{unknown[0]}' is not a topology.yaml attribute "
+                                    "(topology, cluster_default, tree, block, flat); fix or remove it"))
+            continue
+        tree, block = topo.get("tree"), topo.get("block")
+        for j, sw in enumerate((tree or {}).get("switches") or [] if isinstance(tree, dict) else []):
+            if not isinstance(sw, dict) or not isinstance(sw.get("switch"), str):
+                problems.append(Problem(at(i, "tree", "switches", j), "a switch is a mapping with 'switch: NAME'"))
+                continue
+            nodes = _yaml_hosts(sw.get("nodes"), at(i, "tree", "switches", j, "nodes"), budget, problems)
+            children = _yaml_hosts(sw.get("children"), at(i, "tree", "switches", j, "children"), budget, problems)
+            switches.append(Switch(sw["switch"], at(i, "tree", "switches", j), tuple(nodes), tuple(children)))
+        for j, b in enumerate((block or {}).get("blocks") or [] if isinstance(block, dict) else []):
+            if not isinstance(b, dict) or not isinstance(b.get("block"), str):
+                problems.append(Problem(at(i, "block", "blocks", j), "a block is a mapping with 'block: NAME'"))
+                continue
+            nodes = _yaml_hosts(b.get("nodes"), at(i, "block", "blocks", j, "nodes"), budget, problems)
+            blocks.append(Block(b["block"], at(i, "block", "blocks", j), tuple(nodes)))
+    return switches, blocks
+
+
+def _yaml_hosts(value: object, where: Where, budget: _HostBudget, problems: list[Problem]) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, str):
+        problems.append(Problem(where, "write a hostlist string (node[01-04])"))
+        return []
+    return budget.expand(Pair("nodes", value, where, where), problems) or []

@@ -273,3 +273,22 @@ def test_gres_conf_files_must_match_the_gres_count_and_autodetect_is_kept(tmp_pa
         import_slurm(d / "slurm.conf", d / "gres.conf", None, facts, "24.11.5")
     assert "gres_autodetect: true" in _import("workstation-typed").spec_text
     assert "gres_autodetect" not in _import("amd-continuation").spec_text  # AutoDetect=off
+
+
+def test_topology_yaml_blocks_become_nvlink_domain_racks_and_render_back(tmp_path: Path) -> None:
+    from fleetspec.render.slurm import render_slurm
+
+    d = DATA / "nvl-blocks"
+    facts = _facts(**{"nvl_a(01-18)": ("NVIDIA GB200", 4), "nvl_b(01-18)": ("NVIDIA GB200", 4)})
+    result = import_slurm(d / "slurm.conf", None, d / "topology.yaml", facts, "25.11.8", "infiniband")
+    assert "name: nvl-rack-a\n    leaf: leaf-01\n    nvlink_domain: rack" in result.spec_text
+    assert "spines:\n    - spine-01" in result.spec_text
+    files = {str(k): v for k, v in render_slurm(result.fleet).items()}
+    topology = files["slurm/topology.conf"]  # every node is in a block: the block form alone says it
+    assert "BlockName=nvl-rack-a Nodes=nvl-a[01-18]\nBlockName=nvl-rack-b Nodes=nvl-b[01-18]\n" in topology
+
+
+def test_a_topology_yaml_with_an_unknown_attribute_is_a_located_error(tmp_path: Path) -> None:
+    (tmp_path / "topology.yaml").write_text("- topology: t\n  blocks: []\n")
+    with pytest.raises(ImportRefused, match=r"topology.yaml:2:3: error: 'blocks' is not a topology.yaml attribute"):
+        import_slurm(DATA / "tree-topology" / "slurm.conf", None, tmp_path / "topology.yaml", {}, "25.11.8")
