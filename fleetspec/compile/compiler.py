@@ -69,6 +69,13 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
                 dropped_hosts.update(hosts or ())  # reported already; do not cascade
                 continue
             gpu_spec = gpu_spec_of(gpu, group.gpu.count)
+            if group.other_gres and (group.scheduler != "slurm" or (body.slurm and body.slurm.mode != "native")):
+                findings.append(Finding("schema", Severity.ERROR, "other_gres are Slurm GRES of host-mode nodes: "
+                                        "remove them, or schedule the group with native Slurm",
+                                        group_path + ("other_gres",), "key"))
+            if "mps" in group.other_gres and gpu.vendor != "nvidia":
+                findings.append(Finding("schema", Severity.ERROR, "mps is CUDA's Multi-Process Service, NVIDIA only: "
+                                        "use shard to share AMD GPUs", group_path + ("other_gres", "mps"), "key"))
             for host in hosts:
                 if host in first_seen:
                     findings.append(Finding(
@@ -97,6 +104,7 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
                     features=tuple(group.features),
                     path=group_path,
                     real_memory_mb=group.real_memory_mb,
+                    other_gres=tuple(sorted(group.other_gres.items())),
                 ))
         for g_i, cpu_group in enumerate(rack.cpu_nodes):
             group_path = rack_path + ("cpu_nodes", g_i)

@@ -106,6 +106,8 @@ class Node:
     path: SpecPath = _loc()  # the node group in the spec
     # Slurm RealMemory as written (imported clusters), instead of memory_gb; fleet.json has it only when set.
     real_memory_mb: int | None = _optional(None)
+    # GPU-sharing GRES beside the GPUs ((mps, 400), (shard, 16)), sorted; fleet.json has it only when set.
+    other_gres: tuple[tuple[str, int], ...] = _optional(())
 
 
 @dataclass(frozen=True, slots=True)

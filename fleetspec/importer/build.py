@@ -151,6 +151,7 @@ class _Builder:
         self.gpus: dict[str, _Gpu | None] = {}
         self.site_models: dict[str, dict[str, Any]] = {}
         self.blocks: list[Block] = []
+        self.other_gres: dict[str, dict[str, int]] = {}  # host -> mps/shard counts
         self._declared_warned: set[str] = set()
 
     # -- the whole spec -------------------------------------------------------------
@@ -231,9 +232,12 @@ class _Builder:
         for item in (pair.value.split(",") if pair and pair.value and pair.value.lower() != "(null)" else []):
             parts = item.split("(")[0].split(":")
             name = parts[0]
+            if name in ("mps", "shard") and len(parts) == 2 and parts[1].isdigit() and len(parts[1]) < 8:
+                self.other_gres.setdefault(rec.name, {})[name] = int(parts[1])
+                continue
             if name != "gpu":
-                self.problems.append(Problem(pair.value_at, f"Gres={item} on {rec.name}: fleetspec's spec says GPUs "
-                                             f"only ('{name}' GRES are not modelled yet); remove it or import "
+                self.problems.append(Problem(pair.value_at, f"Gres={item} on {rec.name}: fleetspec's spec says GPUs, "
+                                             f"mps:N and shard:N ('{item}' is not one of them); remove it or import "
                                              "without it"))
                 continue
             if len(parts) == 2 and parts[1].isdigit():
@@ -244,6 +248,10 @@ class _Builder:
                 entries.append((parts[1], 1))
             else:
                 self.problems.append(Problem(pair.value_at, f"Gres={item}: not 'gpu:COUNT' or 'gpu:TYPE:COUNT'"))
+        if not entries and rec.name in self.other_gres:
+            self.problems.append(Problem(pair.value_at, f"{rec.name} has {pair.value} but no GPU: MPS and shards "  # type: ignore[union-attr]
+                                         "share GPUs. Declare its GPUs (gpu:TYPE:N)"))
+            return None
         if not entries:
             reported = factdoc.gpu_names(self.facts[rec.name]) if rec.name in self.facts else []
             if reported:
@@ -421,6 +429,8 @@ class _Builder:
         out: dict[str, Any] = {}
         if gpu is not None:
             out = {"gpu": {"model": gpu.model, "count": gpu.count}, "stack": stack, "scheduler": "slurm"}
+            if rec.name in self.other_gres:
+                out["other_gres"] = dict(sorted(self.other_gres[rec.name].items()))
         cpus = a.get("CPUs") or a.get("Procs")
         if "CPUs" in a and "Procs" in a:
             self.warnings.append(Problem(a["Procs"].key_at, f"Procs={a['Procs'].value} beside CPUs={a['CPUs'].value}"

@@ -185,13 +185,14 @@ def _node_attributes(node: Node) -> tuple[tuple[str, str], ...]:
     """The NodeName attributes of one node, in slurm.conf's usual order (nodes of one
     group share them: computed once per distinct shape)."""
     return _attributes_of(node.cpus, node.sockets, node.cores_per_socket, node.threads_per_core,
-                          node_real_memory(node), node.gpu, node.rack, node.stack, node.features)
+                          node_real_memory(node), node.gpu, node.rack, node.stack, node.features, node.other_gres)
 
 
 @functools.lru_cache(maxsize=4096)
 def _attributes_of(cpus: int | None, sockets: int | None, cores_per_socket: int | None,
                    threads_per_core: int | None, memory_mb: int | None, gpu: GpuSpec, rack: str, stack: str,
-                   features: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+                   features: tuple[str, ...], other_gres: tuple[tuple[str, int], ...] = ()
+                   ) -> tuple[tuple[str, str], ...]:
     attrs: list[tuple[str, str]] = []
     for key, value in (
         ("CPUs", cpus),
@@ -203,7 +204,7 @@ def _attributes_of(cpus: int | None, sockets: int | None, cores_per_socket: int 
             attrs.append((key, str(value)))
     if memory_mb is not None:
         attrs.append(("RealMemory", str(memory_mb)))
-    attrs.append(("Gres", f"gpu:{gpu.gres_type}:{gpu.count}"))
+    attrs.append(("Gres", ",".join([f"gpu:{gpu.gres_type}:{gpu.count}", *(f"{k}:{v}" for k, v in other_gres)])))
     attrs.append(("Features", ",".join(_features(gpu, rack, stack, features))))
     return tuple(attrs)
 
@@ -262,7 +263,7 @@ def render_slurm_conf(fleet: Fleet, topology: TopologyPlan | None = None) -> str
         f"SchedulerParameters={','.join(scheduler_parameters(fleet))}",
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core_Memory",
-        "GresTypes=gpu",
+        f"GresTypes={','.join(gres_types(fleet))}",
         "EnforcePartLimits=ALL",
         "ReturnToService=1",
         f"MpiDefault={MPI_DEFAULT}",
@@ -288,6 +289,11 @@ def render_slurm_conf(fleet: Fleet, topology: TopologyPlan | None = None) -> str
     out += ["", *_node_lines(fleet)]
     out += ["", *_partition_lines(fleet, topology)]
     return "\n".join(out) + "\n"
+
+
+def gres_types(fleet: Fleet) -> list[str]:
+    """GresTypes: gpu, and the GPU-sharing GRES (mps, shard) a node group declares."""
+    return ["gpu", *sorted({name for n in slurm_nodes(fleet) for name, _ in n.other_gres})]
 
 
 def _rdma_lines(fleet: Fleet) -> list[str]:
@@ -564,10 +570,17 @@ def render_gres_conf(fleet: Fleet) -> str:
             "# and task/affinity keep a task on the cores local to its GPU.",
         ]
     key = lambda n: (n.gpu.vendor, n.gpu.generation, n.gpu.gres_type, n.gpu.count,  # noqa: E731
-                     n.sockets, n.cores_per_socket)
-    for (vendor, generation, gres_type, count, sockets, cores), hosts in grouped(  # type: ignore[misc]
+                     n.sockets, n.cores_per_socket, n.other_gres)
+    for (vendor, generation, gres_type, count, sockets, cores, other), hosts in grouped(  # type: ignore[misc]
             slurm_nodes(fleet), key):
         hostlist = compress(hosts)
+        # MPS and shards: each GPU's device file with its share of the node's count (gres.conf(5),
+        # File: "For either of these GRES, each GPU would be identified by device file using the File
+        # parameter and Count would specify the number of entries that would correspond to that GPU").
+        for name, total in other:
+            for number in device_numbers(vendor, generation, count):
+                out.append(f"NodeName={hostlist} Name={name} Count={total // count} "
+                           f"File={_file_patterns(vendor, [number])[0]}")
         plugin = autodetect_for(vendor, version) if fleet.slurm.gres_autodetect else None
         if plugin:
             out.append(f"NodeName={hostlist} AutoDetect={plugin}")

@@ -158,6 +158,9 @@ class NodeGroup(_Model):
     memory_gb: PositiveInt | None = None
     real_memory_mb: PositiveInt | None = Field(
         default=None, description="Slurm RealMemory exactly as written (an imported cluster); instead of memory_gb")
+    other_gres: dict[Literal["mps", "shard"], strict(int, ge=1, le=1_000_000)] = Field(
+        default_factory=dict, description="Slurm GPU-sharing GRES per node (mps: 400, shard: 16), split evenly over "
+                                          "the GPUs in gres.conf")
     features: list[Name] = Field(default_factory=empty_list)
     slurm_settings: Settings = Field(
         default_factory=dict, description="site NodeName parameters for these nodes (docs/site-settings.md)")
@@ -167,6 +170,11 @@ class NodeGroup(_Model):
         if self.memory_gb is not None and self.real_memory_mb is not None:
             raise ValueError("give memory_gb (installed memory; RealMemory is derived) or real_memory_mb "
                              "(RealMemory as written), not both")
+        for name, count in self.other_gres.items():
+            if count % self.gpu.count:
+                raise ValueError(f"other_gres {name}: {count} does not split evenly over {self.gpu.count} GPUs; "
+                                 "gres.conf(5) gives each GPU's device file its own Count. Give a multiple of "
+                                 f"{self.gpu.count}")
         return self
 
 
