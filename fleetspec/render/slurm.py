@@ -574,25 +574,24 @@ def render_gres_conf(fleet: Fleet) -> str:
     for (vendor, generation, gres_type, count, sockets, cores, other), hosts in grouped(  # type: ignore[misc]
             slurm_nodes(fleet), key):
         hostlist = compress(hosts)
-        # MPS and shards: each GPU's device file with its share of the node's count (gres.conf(5),
-        # File: "For either of these GRES, each GPU would be identified by device file using the File
-        # parameter and Count would specify the number of entries that would correspond to that GPU").
-        for name, total in other:
-            for number in device_numbers(vendor, generation, count):
-                out.append(f"NodeName={hostlist} Name={name} Count={total // count} "
-                           f"File={_file_patterns(vendor, [number])[0]}")
         plugin = autodetect_for(vendor, version) if fleet.slurm.gres_autodetect else None
         if plugin:
             out.append(f"NodeName={hostlist} AutoDetect={plugin}")
         binding = None if plugin else gpu_core_ranges(count, sockets, cores)
+        numbers = device_numbers(vendor, generation, count)
         if binding is None:
             for files in device_files(vendor, count, generation):
                 out.append(f"NodeName={hostlist} Name=gpu Type={gres_type} File={files}")
-            continue
-        numbers = device_numbers(vendor, generation, count)
-        for first, last, core_range in binding:
-            for files in _file_patterns(vendor, numbers[first:last + 1]):
-                out.append(f"NodeName={hostlist} Name=gpu Type={gres_type} File={files} Cores={core_range}")
+        else:
+            for first, last, core_range in binding:
+                for files in _file_patterns(vendor, numbers[first:last + 1]):
+                    out.append(f"NodeName={hostlist} Name=gpu Type={gres_type} File={files} Cores={core_range}")
+        # MPS and shards: each GPU's device file with its share of the node's count (gres.conf(5),
+        # File: "For either of these GRES, each GPU would be identified by device file using the File
+        # parameter and Count would specify the number of entries that would correspond to that GPU").
+        for name, total in other:
+            out += [f"NodeName={hostlist} Name={name} Count={total // count} File={_file_patterns(vendor, [n])[0]}"
+                    for n in numbers]
     return "\n".join(out) + "\n"
 
 

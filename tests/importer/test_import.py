@@ -56,10 +56,12 @@ def _rendered(spec_text: str, tmp_path: Path) -> Path:
     return out
 
 
-def _gres(value: str | None) -> tuple[str | None, int]:
-    (item,) = value.split(",")
-    parts = item.split(":")
-    return (parts[1] if len(parts) == 3 else None), int(parts[-1])
+def _gres(value: str) -> tuple[str | None, int, set[str]]:
+    """(GPU type, GPU count, the other GRES as written: mps:800)."""
+    items = value.split(",")
+    (gpu,) = [i for i in items if i.startswith("gpu:")]
+    parts = gpu.split(":")
+    return (parts[1] if len(parts) == 3 else None), int(parts[-1]), {i for i in items if i != gpu}
 
 
 def _shape(record) -> dict[str, str]:
@@ -83,9 +85,9 @@ def test_round_trip_keeps_nodes_gres_shape_memory_and_partitions(case: str, tmp_
         if "Gres" not in rec.attrs:  # a CPU-only node stays one
             assert "Gres" not in again.attrs, host
             continue
-        typed, count = _gres(rec.attrs["Gres"].value)
-        rtype, rcount = _gres(again.attrs["Gres"].value)
-        assert rcount == count and (typed is None or rtype == typed), host
+        typed, count, other = _gres(rec.attrs["Gres"].value)
+        rtype, rcount, rother = _gres(again.attrs["Gres"].value)
+        assert rcount == count and (typed is None or rtype == typed) and rother == other, host
         site_features = rec.attrs.get("Features")
         if site_features:
             assert set(site_features.value.split(",")) <= set(again.attrs["Features"].value.split(","))
@@ -122,6 +124,7 @@ def test_a_gres_type_outside_the_catalog_is_declared_from_the_facts_with_a_warni
             "      gres: geforce_rtx_2080_ti") in result.spec_text
     assert any("GRES type geforce_rtx_2080_ti is not a catalog GPU model" in str(w) for w in result.warnings)
     assert [p.name for p in result.fleet.partitions if p.generated] == ["nvidia-turing"]
+    assert "other_gres:\n        mps: 800" in result.spec_text
 
 
 def test_a_gres_type_outside_the_catalog_without_facts_stops() -> None:

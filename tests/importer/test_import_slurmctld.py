@@ -43,8 +43,11 @@ def test_slurmctld_reads_the_rendered_import(case: str, tmp_path: Path) -> None:
             if "Gres" not in a:  # CPU-only
                 assert node["Gres"] == "(null)", (host, node["Gres"])
                 continue
-            count = a["Gres"].split(":")[-1]
-            assert re.fullmatch(rf"gpu:[a-z0-9_]+:{count}(\(S:[0-9-]+\))?", node["Gres"]), (host, node["Gres"])
+            items = a["Gres"].split(",")
+            count = next(i for i in items if i.startswith("gpu:")).split(":")[-1]
+            got = node["Gres"].split(",")
+            assert re.fullmatch(rf"gpu:[a-z0-9_]+:{count}(\(S:[0-9-]+\))?", got[0]), (host, node["Gres"])
+            assert sorted(g.split("(")[0] for g in got[1:]) == sorted(i for i in items if not i.startswith("gpu:"))
         for name, part in source.partitions.items():
             got = _fields(c.run("scontrol", "show", "partition", name).stdout)
             assert sorted(expand(got["Nodes"])) == sorted(part.nodes or []), name

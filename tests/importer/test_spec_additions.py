@@ -91,3 +91,24 @@ def test_a_rack_needs_some_node_group() -> None:
     assert _errors(text) == []  # CPU nodes alone make a rack
     empty = HEAD.replace("    - name: r01\n", "    - name: r01\n      nodes: []\n") + TAIL % "native"
     assert any("has no node groups" in e for e in _errors(empty))
+
+
+def test_mps_and_shards_render_per_gpu_device_and_in_gres_types() -> None:
+    text = spec(gpu="cpus: 224, other_gres: {mps: 800, shard: 16}")
+    result = compile_text(text, "fleet.yaml")
+    assert result.valid, _errors(text)
+    from fleetspec.render.slurm import render_gres_conf
+
+    conf, gres = render_slurm_conf(result.fleet), render_gres_conf(result.fleet)
+    assert "GresTypes=gpu,mps,shard" in conf and "Gres=gpu:h100:8,mps:800,shard:16 " in conf
+    assert "NodeName=g[01-02] Name=mps Count=100 File=/dev/nvidia0\n" in gres
+    assert "NodeName=g[01-02] Name=shard Count=2 File=/dev/nvidia7\n" in gres
+    assert "GresTypes=gpu\n" in render_slurm_conf(compile_text(spec(), "f.yaml").fleet)  # unchanged without them
+
+
+def test_other_gres_must_split_evenly_and_mps_is_nvidia_only() -> None:
+    assert any("does not split evenly over 8 GPUs" in e for e in _errors(spec(gpu="other_gres: {mps: 100}")))
+    amd = spec(gpu="other_gres: {mps: 800}").replace("model: h100-sxm", "model: mi300x").replace(
+        'hopper-cu13: {driver: "580.95.05", cuda: "13.0.2", cudnn: "9.17.0", nccl: "2.28.3"}',
+        'hopper-cu13: {rocm: "6.4.1"}')
+    assert any("NVIDIA only" in e for e in _errors(amd)), _errors(amd)
