@@ -381,7 +381,8 @@ class Fleet:
 
         encode = json.JSONEncoder(separators=(", ", ": ")).encode  # one encoder, not one per node
         seen: dict[int, Any] = {}
-        names = ["irVersion", *(f.name for f in dataclasses.fields(self) if not f.metadata.get("location"))]
+        names = ["irVersion", *(f.name for f in dataclasses.fields(self) if not f.metadata.get("location")
+                                and not (f.metadata.get("optional") and getattr(self, f.name) == f.default))]
         lines = ["{"]
         for i, key in enumerate(names):
             comma = "," if i < len(names) - 1 else ""
