@@ -270,8 +270,15 @@ class _Builder:
         files = [f for g in self.gres if g.name == "gpu" and (g.hosts is None or rec.name in g.hosts) for f in g.files]
         if files and len(set(files)) != count:
             line = next(g for g in self.gres if g.name == "gpu" and g.files and (g.hosts is None or rec.name in g.hosts))
-            self._defer("gres-files", rec, pair, f"slurm.conf gives {count} GPU(s) but gres.conf's File= lines (from "
-                        f"{line.at}) name {len(set(files))} device(s); slurmd would refuse the node. Make them agree")
+            found = len(set(files))
+            if found < count:  # slurmctld drains it: "gres/gpu count reported lower than configured"
+                self._defer("gres-files", rec, pair, f"slurm.conf gives {count} GPU(s) but gres.conf's File= lines "
+                            f"(from {line.at}) name {found} device(s); slurmctld drains such a node. Make them agree")
+            else:
+                self.warnings.append(Problem(pair.value_at, f"{rec.name}: gres.conf's File= lines (from {line.at}) "  # type: ignore[union-attr]
+                                             f"name {found} devices, slurm.conf {count} GPUs; Slurm schedules "
+                                             f"{count}, and so does the spec (the render writes {count} files)",
+                                             "warning"))
         model = self._model(rec, gres_type, pair)  # type: ignore[arg-type]
         return _Gpu(model, count) if model else None
 
