@@ -93,13 +93,32 @@ def compile_loaded(loaded: LoadedSpec, catalog: Catalog | None = None,
         return CompileResult(None, tuple(refused + schema_findings(exc, FleetSpec, loaded.source)), loaded.source)
     if refused:
         return CompileResult(None, tuple(refused), loaded.source)
+    site_gpus: list[Finding] = []
+    if spec.spec.gpu_models:
+        catalog = _with_site_gpus(spec, catalog, site_gpus)
     fleet, findings = build_fleet(spec, catalog)
+    findings[:0] = site_gpus
     fleet = _with_site_settings(spec, fleet, loaded, findings)
     findings.extend(run_rules(fleet, catalog))
     if charts is not None:
         findings.extend(_chart_findings(fleet, Path(charts)))
     kept, suppressed = _apply_suppressions(fleet, findings)
     return CompileResult(fleet, tuple(kept), loaded.source, tuple(suppressed))
+
+
+def _with_site_gpus(spec: FleetSpec, catalog: Catalog, findings: list[Finding]) -> Catalog:
+    """The catalog with the site's GPU models; one that shadows a catalog model (by id,
+    alias or name) is an error and left out: the catalog's sourced facts win."""
+    models = {}
+    for gpu_id, model in spec.spec.gpu_models.items():
+        known = catalog.gpu(gpu_id) or catalog.gpu(model.name)
+        if known is not None:
+            findings.append(Finding("schema", Severity.ERROR, f"spec.gpu_models.{gpu_id} is the catalog's "
+                                    f"{known.id} ({known.name}): use gpu.model: {known.id}, which has sourced "
+                                    "facts, and remove this declaration", ("spec", "gpu_models", gpu_id), "key"))
+            continue
+        models[gpu_id] = model.model_dump()
+    return catalog.with_site_models(models)
 
 
 def _with_site_settings(spec: FleetSpec, fleet: Fleet, loaded: LoadedSpec, findings: list[Finding]) -> Fleet:

@@ -33,7 +33,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("checks", ("fleetspec.rules", "fleetspec.site")),
     ("render", ("fleetspec.render",)),
     ("after render", ("fleetspec.charts", "fleetspec.pipeline", "fleetspec.state")),
-    ("operations", ("fleetspec.plan", "fleetspec.apply", "fleetspec.verify", "fleetspec.health",
+    ("operations", ("fleetspec.plan", "fleetspec.apply", "fleetspec.verify", "fleetspec.health", "fleetspec.importer",
                     "fleetspec.lab", "fleetspec.ansible_adhoc", "fleetspec.baremetal")),
     ("interface", ("fleetspec.cli", "fleetspec.cli_lazy", "fleetspec.cli_usage", "fleetspec.tasks",
                    "fleetspec.sarif", "fleetspec.precommit", "fleetspec.verify.pytest_plugin",

@@ -13,6 +13,7 @@ without compiling six generated methods, which on Python 3.11 cost ``validate`` 
 
 from __future__ import annotations
 
+import copy
 import difflib
 import functools
 import re
@@ -147,6 +148,7 @@ class Catalog:
         self._driver_releases: dict[str, tuple[str, ...]] | None = None
         self.gpus: dict[str, GpuModel] = {}
         self._gpu_names: dict[str, str] = {}
+        self.site_models: frozenset[str] = frozenset()  # ids the site declared (with_site_models)
         for vendor in ("nvidia", "amd"):
             for gpu_id, entry in data["gpus"][vendor].items():
                 model = _gpu_model(gpu_id, vendor, entry)
@@ -159,6 +161,24 @@ class Catalog:
         """Look up a GPU by id, alias or the name nvidia-smi/amd-smi prints (any case)."""
         gpu_id = self._gpu_names.get(_norm(name))
         return self.gpus[gpu_id] if gpu_id else None
+
+    def with_site_models(self, models: dict[str, dict[str, Any]]) -> Catalog:
+        """This catalog and the site's own GPU models (``spec.gpu_models``: id -> vendor, name,
+        generation, memory_gb, form_factor, gres). Nothing sourced stands behind them: every
+        fact is marked unconfirmed, and no minimum or maximum stack is known."""
+        extended = copy.copy(self)
+        extended.gpus = dict(self.gpus)
+        extended._gpu_names = dict(self._gpu_names)
+        extended.site_models = frozenset(models)
+        for gpu_id, e in models.items():
+            model = GpuModel(id=gpu_id, vendor=e["vendor"], name=e["name"], generation=e["generation"],
+                             gres=e["gres"], memory_gb=e["memory_gb"], interconnect=e["form_factor"],
+                             smi_names=(e["name"],), aliases=(), sources=(),
+                             unconfirmed=("generation", "memory_gb", "interconnect", "gres"))
+            extended.gpus[gpu_id] = model
+            for name in (gpu_id, model.name):
+                extended._gpu_names.setdefault(_norm(name), gpu_id)
+        return extended
 
     def suggest_gpu(self, name: str) -> list[str]:
         """Close catalog ids, preferring the same model family: 'H100-SXM5-80GB' must never

@@ -33,6 +33,7 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
     stack_index = {s.name: s for s in stacks}
 
     nodes: list[ir.Node] = []
+    cpu_nodes: list[ir.CpuNode] = []
     racks: list[ir.Rack] = []
     first_seen: dict[str, tuple[str | int, ...]] = {}
     leaves: list[str] = []
@@ -71,6 +72,13 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
                 dropped_hosts.update(hosts or ())  # reported already; do not cascade
                 continue
             gpu_spec = gpu_spec_of(gpu, group.gpu.count)
+            if group.other_gres and (group.scheduler != "slurm" or (body.slurm and body.slurm.mode != "native")):
+                findings.append(Finding("schema", Severity.ERROR, "other_gres are Slurm GRES of host-mode nodes: "
+                                        "remove them, or schedule the group with native Slurm",
+                                        group_path + ("other_gres",), "key"))
+            if "mps" in group.other_gres and gpu.vendor != "nvidia":
+                findings.append(Finding("schema", Severity.ERROR, "mps is CUDA's Multi-Process Service, NVIDIA only: "
+                                        "use shard to share AMD GPUs", group_path + ("other_gres", "mps"), "key"))
             for host in hosts:
                 if host in first_seen:
                     findings.append(Finding(
@@ -98,14 +106,38 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
                     memory_gb=group.memory_gb,
                     features=tuple(group.features),
                     path=group_path,
+                    real_memory_mb=group.real_memory_mb,
+                    other_gres=tuple(sorted(group.other_gres.items())),
                 ))
+        for g_i, cpu_group in enumerate(rack.cpu_nodes):
+            group_path = rack_path + ("cpu_nodes", g_i)
+            for host in _expand(cpu_group.hosts, group_path + ("hosts",), findings, budget) or ():
+                if host in first_seen:
+                    findings.append(Finding(
+                        "duplicate-host", Severity.ERROR,
+                        f"host '{host}' is listed twice (first at {dotted(first_seen[host])}). "
+                        "Each host belongs to exactly one node group: remove it from one of them",
+                        group_path + ("hosts",),
+                    ))
+                    continue
+                first_seen[host] = group_path
+                cpu_nodes.append(ir.CpuNode(
+                    host, rack.name, cpu_group.cpus, cpu_group.sockets, cpu_group.cores_per_socket,
+                    cpu_group.threads_per_core, cpu_group.memory_gb, cpu_group.real_memory_mb,
+                    tuple(cpu_group.features), group_path))
         racks.append(ir.Rack(rack.name, rack.leaf, rack.nvlink_domain == "rack", tuple(rack_nodes), rack_path))
 
     slurm = _slurm(body.slurm, findings, catalog, budget)
+    if cpu_nodes and (body.slurm is None or body.slurm.mode != "native"):
+        findings.append(Finding(
+            "schema", Severity.ERROR,
+            "cpu_nodes are Slurm nodes on hosts fleetspec configures: they need spec.slurm with mode: native "
+            "(Slinky and Kubernetes schedule only GPU node groups)", cpu_nodes[0].path))
     kubernetes = _kubernetes(body.kubernetes, catalog)
     if body.kubernetes is not None:
         _check_tenant_namespaces(body.kubernetes, findings)
-    nodes_t, partitions = build_partitions(tuple(nodes), slurm, findings, dropped_hosts)
+    nodes_t, partitions = build_partitions(tuple(nodes), slurm, findings, dropped_hosts,
+                                           {n.hostname for n in cpu_nodes})
     kubernetes = _default_dra_driver(kubernetes, body.kubernetes, nodes_t, catalog)
     partitions = tuple(dataclasses.replace(p, device_names=_device_names(p.gpu_models, catalog))
                        for p in partitions)
@@ -128,6 +160,7 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
         package_mirror=_mirror(body, findings),
         health=_health(body.health),
         baremetal=build_baremetal(body, nodes_t, partitions, findings),
+        cpu_nodes=tuple(cpu_nodes),
     )
     return fleet, findings
 

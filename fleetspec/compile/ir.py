@@ -31,6 +31,12 @@ AMD_TUPLE_KEYS = ("amdgpu", "rocm", "rccl")
 DEFAULT_STATE_SAVE_LOCATION = "/var/spool/slurmctld"
 
 
+def _optional(default: Any) -> Any:
+    """A field added after fleet.json's format settled: written only when not ``default``,
+    so fleets that do not use it keep their fleet.json and state byte for byte."""
+    return dataclasses.field(default=default, metadata={"optional": True})
+
+
 def _loc(path: SpecPath = ()) -> Any:
     """A field holding a spec path: compared and kept, never serialised."""
     return field(default=path, compare=False, repr=False, metadata={"location": True})
@@ -100,6 +106,27 @@ class Node:
     memory_gb: int | None = None
     features: tuple[str, ...] = ()  # extra user features
     path: SpecPath = _loc()  # the node group in the spec
+    # Slurm RealMemory as written (imported clusters), instead of memory_gb; fleet.json has it only when set.
+    real_memory_mb: int | None = _optional(None)
+    # GPU-sharing GRES beside the GPUs ((mps, 400), (shard, 16)), sorted; fleet.json has it only when set.
+    other_gres: tuple[tuple[str, int], ...] = _optional(())
+
+
+@dataclass(frozen=True, slots=True)
+class CpuNode:
+    """A node without GPUs that Slurm schedules (login, service, CPU partitions): in
+    slurm.conf and the inventory's ``slurm_node`` group, never in a GPU partition or rule."""
+
+    hostname: str
+    rack: str
+    cpus: int | None = None
+    sockets: int | None = None
+    cores_per_socket: int | None = None
+    threads_per_core: int | None = None
+    memory_gb: int | None = None
+    real_memory_mb: int | None = None
+    features: tuple[str, ...] = ()
+    path: SpecPath = _loc()
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +155,7 @@ class Partition:
     # NVIDIA DRA driver publishes as ``productName``), from the catalog.
     device_names: tuple[str, ...] = ()
     path: SpecPath = _loc()
+    cpu_nodes: tuple[str, ...] = _optional(())  # sorted hostnames of CPU-only members (extra partitions)
 
     @property
     def vendor(self) -> str | None:
@@ -373,6 +401,7 @@ class Fleet:
     api_version: str = "fleetspec.io/v1alpha1"
     site: SiteSettings | None = None  # the site's escape hatches, when it uses any
     baremetal: BareMetal | None = None  # BMCs, spares, tickets: only when the spec has them
+    cpu_nodes: tuple[CpuNode, ...] = _optional(())  # nodes without GPUs, spec order
 
     def stack(self, name: str) -> StackTuple | None:
         return next((s for s in self.stacks if s.name == name), None)
@@ -397,7 +426,8 @@ class Fleet:
 
         encode = json.JSONEncoder(separators=(", ", ": ")).encode  # one encoder, not one per node
         seen: dict[int, Any] = {}
-        names = ["irVersion", *(f.name for f in dataclasses.fields(self) if not f.metadata.get("location"))]
+        names = ["irVersion", *(f.name for f in dataclasses.fields(self) if not f.metadata.get("location")
+                                and not (f.metadata.get("optional") and getattr(self, f.name) == f.default))]
         lines = ["{"]
         for i, key in enumerate(names):
             comma = "," if i < len(names) - 1 else ""
@@ -466,16 +496,20 @@ def _record_converter(kind: type) -> Any:
 
 def _converter_for(kind: type) -> Any:
     hints = typing.get_type_hints(kind)
-    parts = []
+    parts, optional = [], []
     for f in dataclasses.fields(kind):
         if f.metadata.get("location"):
             continue
         access = f"value.{f.name}"
         shape = _shape(hints[f.name])
-        parts.append(f"{f.name!r}: " + (access if shape == "scalar" else f"list({access})" if shape == "scalars"
-                                         else f"convert({access}, seen)"))
+        text = access if shape == "scalar" else f"list({access})" if shape == "scalars" else f"convert({access}, seen)"
+        if f.metadata.get("optional"):
+            optional.append(f"    if {access} != {f.default!r}:\n        out[{f.name!r}] = {text}\n")
+        else:
+            parts.append(f"{f.name!r}: {text}")
     namespace: dict[str, Any] = {"convert": _convert}
-    exec(f"def converter(value, seen):\n    return {{{', '.join(parts)}}}\n", namespace)  # field names only
+    body = f"    out = {{{', '.join(parts)}}}\n" + "".join(optional) + "    return out\n"
+    exec("def converter(value, seen):\n" + body, namespace)  # field names only
     return namespace["converter"]
 
 

@@ -44,6 +44,7 @@ def build_partitions(
     slurm: ir.SlurmConfig | None,
     findings: list[Finding],
     dropped_hosts: set[str] = frozenset(),  # type: ignore[assignment]
+    cpu_hosts: set[str] = frozenset(),  # type: ignore[assignment]
 ) -> tuple[tuple[ir.Node, ...], tuple[ir.Partition, ...]]:
     """Assign every node its primary partition and build all partitions.
 
@@ -122,14 +123,16 @@ def build_partitions(
             continue
         try:
             # An extra partition names hosts of the fleet: it can never need more names than that.
-            hosts = expand(s.nodes, limit=len(by_host) + len(dropped_hosts))
+            hosts = expand(s.nodes, limit=len(by_host) + len(dropped_hosts) + len(cpu_hosts))
         except HostlistError as exc:
             findings.append(Finding("bad-hostlist", Severity.ERROR, str(exc), s.path + ("nodes",)))
             continue
-        group, unknown = [], []
+        group, cpu, unknown = [], [], []
         for host in hosts:
             if host in by_host:
                 group.append(by_host[host])
+            elif host in cpu_hosts:
+                cpu.append(host)
             elif host not in dropped_hosts:
                 unknown.append(host)
         if unknown:
@@ -139,7 +142,7 @@ def build_partitions(
                 f"{' ...' if len(unknown) > 5 else ''}. Fix the hostlist or add the nodes to a rack",
                 s.path + ("nodes",),
             ))
-        if not group:
+        if not group and not cpu:
             continue
         k8s = [n.hostname for n in group if n.scheduler != "slurm"]
         if k8s:
@@ -149,7 +152,9 @@ def build_partitions(
                 "Two schedulers must never both grant the same GPU: remove them from the hostlist",
                 s.path + ("nodes",),
             ))
-        extras.append(_partition(name, "slurm", group, generated=False, settings=s, path=s.path))
+        extra = _partition(name, "slurm", group, generated=False, settings=s, path=s.path)
+        # CPU-only members (login, service, CPU nodes): in Slurm's partition, never in its GPU facts.
+        extras.append(dataclasses.replace(extra, cpu_nodes=tuple(sorted(set(cpu)))) if cpu else extra)
     return tuple(assigned), tuple(partitions) + tuple(extras)
 
 

@@ -25,7 +25,8 @@ COMPONENT_NAMES = {"driver": "driver", "amdgpu": "amdgpu", "cuda": "CUDA", "cudn
                    "rocm": "ROCm", "rccl": "RCCL"}
 KERNEL_COMPONENTS = ("driver", "amdgpu")
 HOST_SHAPE = (("cpus", "CPUs"), ("sockets", "Sockets"), ("cores_per_socket", "CoresPerSocket"),
-              ("threads_per_core", "ThreadsPerCore"), ("memory_gb", "memory (GB)"))
+              ("threads_per_core", "ThreadsPerCore"), ("memory_gb", "memory (GB)"),
+              ("real_memory_mb", "RealMemory (MB)"))
 
 Baseline = Mapping[str, tuple[Node, dict[str, str]]]  # host -> (applied node, applied tuple versions)
 

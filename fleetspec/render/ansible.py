@@ -120,7 +120,11 @@ def _groups(fleet: Fleet) -> dict[str, set[str]]:
     groups: dict[str, set[str]] = defaultdict(set)
     slinky = fleet.slurm is not None and fleet.slurm.mode == "slinky"
     for p in fleet.partitions:
-        groups[group_name("partition", p.name)].update(p.nodes)
+        groups[group_name("partition", p.name)].update(p.nodes, p.cpu_nodes)
+    for cpu in fleet.cpu_nodes:  # no GPU groups, no stack: the Slurm daemons and the rack only
+        groups[group_name("rack", cpu.rack)].add(cpu.hostname)
+        groups["cpu_node"].add(cpu.hostname)
+        groups["slurm_node"].add(cpu.hostname)
     for node in fleet.nodes:
         host = node.hostname
         groups[group_name("vendor", node.gpu.vendor)].add(host)

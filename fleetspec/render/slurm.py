@@ -24,7 +24,7 @@ from pathlib import PurePosixPath
 
 import yaml
 
-from fleetspec.compile.ir import Fleet, GpuSpec, Node
+from fleetspec.compile.ir import CpuNode, Fleet, GpuSpec, Node
 from fleetspec.layout.slurm import (
     SLINKY_AUTODETECT,
     TopologyPlan,
@@ -174,17 +174,25 @@ def real_memory_mb(memory_gb: int) -> int:
     return int(memory_gb * 1024 * REAL_MEMORY_SHARE)
 
 
+def node_real_memory(node: Node) -> int | None:
+    """The node's RealMemory: as written (``real_memory_mb``), else derived from ``memory_gb``."""
+    if node.real_memory_mb is not None:
+        return node.real_memory_mb
+    return real_memory_mb(node.memory_gb) if node.memory_gb is not None else None
+
+
 def _node_attributes(node: Node) -> tuple[tuple[str, str], ...]:
     """The NodeName attributes of one node, in slurm.conf's usual order (nodes of one
     group share them: computed once per distinct shape)."""
-    return _attributes_of(node.cpus, node.sockets, node.cores_per_socket, node.threads_per_core, node.memory_gb,
-                          node.gpu, node.rack, node.stack, node.features)
+    return _attributes_of(node.cpus, node.sockets, node.cores_per_socket, node.threads_per_core,
+                          node_real_memory(node), node.gpu, node.rack, node.stack, node.features, node.other_gres)
 
 
 @functools.lru_cache(maxsize=4096)
 def _attributes_of(cpus: int | None, sockets: int | None, cores_per_socket: int | None,
-                   threads_per_core: int | None, memory_gb: int | None, gpu: GpuSpec, rack: str, stack: str,
-                   features: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+                   threads_per_core: int | None, memory_mb: int | None, gpu: GpuSpec, rack: str, stack: str,
+                   features: tuple[str, ...], other_gres: tuple[tuple[str, int], ...] = ()
+                   ) -> tuple[tuple[str, str], ...]:
     attrs: list[tuple[str, str]] = []
     for key, value in (
         ("CPUs", cpus),
@@ -194,9 +202,9 @@ def _attributes_of(cpus: int | None, sockets: int | None, cores_per_socket: int 
     ):
         if value is not None:
             attrs.append((key, str(value)))
-    if memory_gb is not None:
-        attrs.append(("RealMemory", str(real_memory_mb(memory_gb))))
-    attrs.append(("Gres", f"gpu:{gpu.gres_type}:{gpu.count}"))
+    if memory_mb is not None:
+        attrs.append(("RealMemory", str(memory_mb)))
+    attrs.append(("Gres", ",".join([f"gpu:{gpu.gres_type}:{gpu.count}", *(f"{k}:{v}" for k, v in other_gres)])))
     attrs.append(("Features", ",".join(_features(gpu, rack, stack, features))))
     return tuple(attrs)
 
@@ -255,7 +263,7 @@ def render_slurm_conf(fleet: Fleet, topology: TopologyPlan | None = None) -> str
         f"SchedulerParameters={','.join(scheduler_parameters(fleet))}",
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core_Memory",
-        "GresTypes=gpu",
+        f"GresTypes={','.join(gres_types(fleet))}",
         "EnforcePartLimits=ALL",
         "ReturnToService=1",
         f"MpiDefault={MPI_DEFAULT}",
@@ -281,6 +289,11 @@ def render_slurm_conf(fleet: Fleet, topology: TopologyPlan | None = None) -> str
     out += ["", *_node_lines(fleet)]
     out += ["", *_partition_lines(fleet, topology)]
     return "\n".join(out) + "\n"
+
+
+def gres_types(fleet: Fleet) -> list[str]:
+    """GresTypes: gpu, and the GPU-sharing GRES (mps, shard) a node group declares."""
+    return ["gpu", *sorted({name for n in slurm_nodes(fleet) for name, _ in n.other_gres})]
 
 
 def _rdma_lines(fleet: Fleet) -> list[str]:
@@ -352,7 +365,24 @@ def _node_lines(fleet: Fleet) -> list[str]:
     for attrs, hosts in grouped(slurm_nodes(fleet), lambda n: _node_attributes(n) + extra.get(n.hostname, ())):
         fields = " ".join(f"{k}={v}" for k, v in attrs)  # type: ignore[union-attr]
         lines.append(f"NodeName={compress(hosts)} {fields} State=UNKNOWN")
+    if fleet.cpu_nodes:
+        lines.append("# Nodes without GPUs (login, service, CPU partitions): no GRES.")
+    for attrs, hosts in grouped(fleet.cpu_nodes, lambda n: _cpu_attributes(n) + extra.get(n.hostname, ())):
+        fields = " ".join(f"{k}={v}" for k, v in attrs)  # type: ignore[union-attr]
+        lines.append(f"NodeName={compress(hosts)} {fields} State=UNKNOWN".replace("  ", " "))
     return lines
+
+
+def _cpu_attributes(node: CpuNode) -> tuple[tuple[str, str], ...]:
+    attrs = [(key, str(value)) for key, value in (
+        ("CPUs", node.cpus), ("Sockets", node.sockets), ("CoresPerSocket", node.cores_per_socket),
+        ("ThreadsPerCore", node.threads_per_core)) if value is not None]
+    memory = node.real_memory_mb if node.real_memory_mb is not None else (
+        real_memory_mb(node.memory_gb) if node.memory_gb is not None else None)
+    if memory is not None:
+        attrs.append(("RealMemory", str(memory)))
+    attrs.append(("Features", ",".join(dict.fromkeys((node.rack, *node.features)))))
+    return tuple(attrs)
 
 
 def _partition_lines(fleet: Fleet, topology: TopologyPlan) -> list[str]:
@@ -367,8 +397,8 @@ def _partition_lines(fleet: Fleet, topology: TopologyPlan) -> list[str]:
     for p in slurm_partitions(fleet):
         nodes = [h for h in p.nodes if h in owned]
         fields = [f"PartitionName={p.name}"]
-        if nodes:
-            fields.append(f"Nodes={compress(nodes)}")
+        if nodes or p.cpu_nodes:
+            fields.append(f"Nodes={compress([*nodes, *p.cpu_nodes])}")
         if p.default:
             fields.append("Default=YES")
         fields += [f"{k}={v}" for k, v in per_gpu_defaults([owned[h] for h in nodes])]
@@ -435,8 +465,8 @@ def tres_billing_weights(fleet: Fleet, nodes: list[Node]) -> str | None:
         # Whole CPUs and MB per GPU, as DefCpuPerGPU and DefMemPerGPU give them.
         most_cpus = max(c // n.gpu.count for c, n in zip(cpus, nodes))  # type: ignore[operator]
         parts.append(f"CPU={_weight(cheapest / max(most_cpus, 1), up=True)}")
-    if all(n.memory_gb is not None for n in nodes):
-        most_mb = max(real_memory_mb(n.memory_gb) // n.gpu.count for n in nodes)  # type: ignore[arg-type]
+    if all(node_real_memory(n) is not None for n in nodes):
+        most_mb = max(node_real_memory(n) // n.gpu.count for n in nodes)  # type: ignore[operator]
         parts.append(f"Mem={_weight(cheapest * 1024 / most_mb, up=True)}G")
     if len(types) == 1:
         parts.append(f"GRES/gpu={_weight(per_gpu[types[0]])}")
@@ -460,8 +490,8 @@ def per_gpu_defaults(nodes: list[Node]) -> list[tuple[str, str]]:
     if not nodes:
         return []
     out = []
-    if all(n.memory_gb is not None for n in nodes):
-        out.append(("DefMemPerGPU", str(min(real_memory_mb(n.memory_gb) // n.gpu.count for n in nodes))))  # type: ignore[arg-type]
+    if all(node_real_memory(n) is not None for n in nodes):
+        out.append(("DefMemPerGPU", str(min(node_real_memory(n) // n.gpu.count for n in nodes))))  # type: ignore[operator]
     cpus = [node_cpus(n) for n in nodes]
     if all(c is not None for c in cpus):
         per_gpu = min(c // n.gpu.count for c, n in zip(cpus, nodes))  # type: ignore[operator]
@@ -540,22 +570,28 @@ def render_gres_conf(fleet: Fleet) -> str:
             "# and task/affinity keep a task on the cores local to its GPU.",
         ]
     key = lambda n: (n.gpu.vendor, n.gpu.generation, n.gpu.gres_type, n.gpu.count,  # noqa: E731
-                     n.sockets, n.cores_per_socket)
-    for (vendor, generation, gres_type, count, sockets, cores), hosts in grouped(  # type: ignore[misc]
+                     n.sockets, n.cores_per_socket, n.other_gres)
+    for (vendor, generation, gres_type, count, sockets, cores, other), hosts in grouped(  # type: ignore[misc]
             slurm_nodes(fleet), key):
         hostlist = compress(hosts)
         plugin = autodetect_for(vendor, version) if fleet.slurm.gres_autodetect else None
         if plugin:
             out.append(f"NodeName={hostlist} AutoDetect={plugin}")
         binding = None if plugin else gpu_core_ranges(count, sockets, cores)
+        numbers = device_numbers(vendor, generation, count)
         if binding is None:
             for files in device_files(vendor, count, generation):
                 out.append(f"NodeName={hostlist} Name=gpu Type={gres_type} File={files}")
-            continue
-        numbers = device_numbers(vendor, generation, count)
-        for first, last, core_range in binding:
-            for files in _file_patterns(vendor, numbers[first:last + 1]):
-                out.append(f"NodeName={hostlist} Name=gpu Type={gres_type} File={files} Cores={core_range}")
+        else:
+            for first, last, core_range in binding:
+                for files in _file_patterns(vendor, numbers[first:last + 1]):
+                    out.append(f"NodeName={hostlist} Name=gpu Type={gres_type} File={files} Cores={core_range}")
+        # MPS and shards: each GPU's device file with its share of the node's count (gres.conf(5),
+        # File: "For either of these GRES, each GPU would be identified by device file using the File
+        # parameter and Count would specify the number of entries that would correspond to that GPU").
+        for name, total in other:
+            out += [f"NodeName={hostlist} Name={name} Count={total // count} File={_file_patterns(vendor, [n])[0]}"
+                    for n in numbers]
     return "\n".join(out) + "\n"
 
 

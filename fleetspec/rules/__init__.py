@@ -77,6 +77,7 @@ RULES: tuple[Rule, ...] = (
     Rule("controller-on-gpu-node", W, "a Slurm controller that is also a GPU node", scheduling.check_controller_overlap),
     Rule("slurm-state-not-shared", E, "HA controllers with a local StateSaveLocation",
          scheduling.check_state_save_shared),
+    Rule("site-gpu-model", W, "a GPU model the site declared, with no sourced facts", topology.check_site_gpu_models),
     Rule("node-shape", E, "cpus disagrees with sockets x cores x threads", topology.check_node_shape),
     Rule("tcp-fallback-risk", W, "multi-node GPU partitions on plain ethernet", topology.check_tcp_fallback),
     Rule("nvlink-domain-model", E, "an NVLink-domain rack whose GPUs have no rack-scale NVLink",

@@ -88,19 +88,42 @@ def check_tcp_fallback(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
 
 
 def check_node_shape(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
-    """CPUs must equal sockets x cores x threads where all are given: slurmd reports the
-    real layout, and a node whose slurm.conf line disagrees is drained as INVALID."""
+    """CPUs must equal sockets x cores x threads, or sockets x cores (only the cores of a
+    hyper-threaded node scheduled), where all are given: slurmd reports the real layout,
+    and a node whose slurm.conf line disagrees is drained as INVALID. slurm.conf(5) of
+    Slurm 22.05.8 (Debian's slurm-wlm-doc, /usr/share/man/man5/slurm.conf.5.gz), CPUs:
+    "It can be set to the total number of sockets(supported only by select/linear), cores
+    or threads. This can be useful when you want to schedule only the cores on a
+    hyper-threaded node" (https://slurm.schedmd.com/slurm.conf.html); fleetspec renders
+    select/cons_tres, so the sockets form stays refused."""
     seen: set[tuple[str | int, ...]] = set()
-    for node in fleet.nodes:
+    for node in (*fleet.nodes, *fleet.cpu_nodes):
         if node.path in seen or None in (node.cpus, node.sockets, node.cores_per_socket, node.threads_per_core):
             continue
         seen.add(node.path)
-        layout = node.sockets * node.cores_per_socket * node.threads_per_core  # type: ignore[operator]
-        if layout != node.cpus:
+        cores = node.sockets * node.cores_per_socket  # type: ignore[operator]
+        layout = cores * node.threads_per_core  # type: ignore[operator]
+        if node.cpus not in (layout, cores):
             yield error(
                 "node-shape",
                 f"cpus is {node.cpus} but sockets x cores_per_socket x threads_per_core is "
-                f"{node.sockets} x {node.cores_per_socket} x {node.threads_per_core} = {layout}. Slurm would mark "
-                "these nodes INVALID: fix whichever number is wrong (lscpu on a node shows the layout)",
+                f"{node.sockets} x {node.cores_per_socket} x {node.threads_per_core} = {layout} (or {cores}, "
+                "the cores alone). Slurm would mark these nodes INVALID: fix whichever number is wrong (lscpu on "
+                "a node shows the layout)",
                 node.path + ("cpus",),
             )
+
+
+def check_site_gpu_models(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
+    """A GPU model the site declared (``spec.gpu_models``) has no sourced facts: the driver,
+    CUDA, NCCL and ROCm support rules cannot check its nodes' tuple."""
+    used = {n.gpu.model for n in fleet.nodes}
+    for gpu_id in sorted(catalog.site_models):
+        where = "its nodes" if gpu_id in used else "no node group yet"
+        yield warning(
+            "site-gpu-model",
+            f"GPU model '{gpu_id}' is the site's declaration, not a catalog model: no sourced facts say which "
+            f"drivers, CUDA, NCCL or ROCm releases support it, so the tuple rules skip {where}. Check the stack "
+            "on a node (fleetspec verify), or use a catalog model (fleetspec catalog) if one matches",
+            ("spec", "gpu_models", gpu_id),
+        )

@@ -203,10 +203,51 @@ class NodeGroup(_Model):
     cores_per_socket: PositiveInt | None = None
     threads_per_core: PositiveInt | None = None
     memory_gb: PositiveInt | None = None
+    real_memory_mb: PositiveInt | None = Field(
+        default=None, description="Slurm RealMemory exactly as written (an imported cluster); instead of memory_gb")
+    other_gres: dict[Literal["mps", "shard"], strict(int, ge=1, le=1_000_000)] = Field(
+        default_factory=dict, description="Slurm GPU-sharing GRES per node (mps: 400, shard: 16), split evenly over "
+                                          "the GPUs in gres.conf")
     features: list[Name] = Field(default_factory=empty_list)
     bmc: Bmc | None = None
     slurm_settings: Settings = Field(
         default_factory=dict, description="site NodeName parameters for these nodes (docs/site-settings.md)")
+
+    @model_validator(mode="after")
+    def _one_memory(self) -> "NodeGroup":
+        if self.memory_gb is not None and self.real_memory_mb is not None:
+            raise ValueError("give memory_gb (installed memory; RealMemory is derived) or real_memory_mb "
+                             "(RealMemory as written), not both")
+        for name, count in self.other_gres.items():
+            if count % self.gpu.count:
+                raise ValueError(f"other_gres {name}: {count} does not split evenly over {self.gpu.count} GPUs; "
+                                 "gres.conf(5) gives each GPU's device file its own Count. Give a multiple of "
+                                 f"{self.gpu.count}")
+        return self
+
+
+class CpuNodeGroup(_Model):
+    """Nodes without GPUs that Slurm schedules (login, service and CPU partitions): no stack,
+    no GPU roles, never in a generated GPU partition; in Slurm only through ``slurm.partitions``."""
+
+    hosts: Hostlist
+    scheduler: Literal["slurm"] = "slurm"
+    cpus: PositiveInt | None = None
+    sockets: PositiveInt | None = None
+    cores_per_socket: PositiveInt | None = None
+    threads_per_core: PositiveInt | None = None
+    memory_gb: PositiveInt | None = None
+    real_memory_mb: PositiveInt | None = Field(default=None, description="Slurm RealMemory as written")
+    features: list[Name] = Field(default_factory=empty_list)
+    slurm_settings: Settings = Field(
+        default_factory=dict, description="site NodeName parameters for these nodes (docs/site-settings.md)")
+
+    @model_validator(mode="after")
+    def _one_memory(self) -> "CpuNodeGroup":
+        if self.memory_gb is not None and self.real_memory_mb is not None:
+            raise ValueError("give memory_gb (installed memory; RealMemory is derived) or real_memory_mb "
+                             "(RealMemory as written), not both")
+        return self
 
 
 class Rack(_Model):
@@ -216,7 +257,15 @@ class Rack(_Model):
         default="node", description="'rack': the whole rack is one NVLink domain (NVL72-class)"
     )
     bmc: Bmc | None = None
-    nodes: list[NodeGroup] = Field(min_length=1)
+    nodes: list[NodeGroup] = Field(default_factory=empty_list)
+    cpu_nodes: list[CpuNodeGroup] = Field(
+        default_factory=empty_list, description="node groups without GPUs (login, service, CPU partitions)")
+
+    @model_validator(mode="after")
+    def _has_nodes(self) -> "Rack":
+        if not self.nodes and not self.cpu_nodes:
+            raise ValueError(f"rack '{self.name}' has no node groups: add 'nodes' (GPU nodes) or 'cpu_nodes'")
+        return self
 
 
 class Accounting(_Model):
@@ -568,9 +617,26 @@ class BareMetal(_Model):
     pxe: Pxe | None = None
 
 
+class SiteGpuModel(_Model):
+    """A GPU model the catalog does not know (an older or workstation board of a running
+    cluster), declared by the site. No sourced facts stand behind it: the tuple checks
+    skip its nodes and rule site-gpu-model says so."""
+
+    vendor: Literal["nvidia", "amd"]
+    name: strict(str, pattern=r"^[A-Za-z0-9][A-Za-z0-9 ._()/-]*$", max_length=128) = Field(
+        description="the name nvidia-smi / amd-smi prints for it")
+    generation: Name = Field(description="the architecture family that names its generated partition")
+    architecture: strict(str, pattern=r"^[A-Za-z0-9._-]+$", max_length=64) | None = None
+    memory_gb: PositiveInt
+    form_factor: Literal["pcie", "sxm", "oam", "mxm", "other"] = "pcie"
+    gres: strict(str, pattern=r"^[a-z0-9][a-z0-9_]{0,62}$") = Field(description="the GRES type name Slurm uses")
+
+
 class FleetBody(_Model):
     os: Literal["ubuntu-22.04", "ubuntu-24.04", "debian-12"]
     stacks: dict[Name, Stack] = Field(min_length=1)
+    gpu_models: dict[Name, SiteGpuModel] = Field(
+        default_factory=dict, description="GPU models the catalog does not know, declared by the site")
     fabric: Fabric | None = None
     racks: list[Rack] = Field(min_length=1)
     slurm: Slurm | None = None

@@ -53,6 +53,12 @@ FULL["spec"]["kubernetes"]["network_operator"] = {"enabled": True, "version": "v
 FULL["spec"]["racks"][0]["nodes"][0]["partition"] = "named-part"
 FULL["spec"]["racks"][0]["nodes"][0]["features"] = ["ib"]
 FULL["spec"]["suppress"] = ["tcp-fallback-risk"]
+# What imported clusters need (#29): a site GPU model, MPS beside the GPUs, CPU-only nodes.
+FULL["spec"]["gpu_models"] = {"site-board": {"vendor": "nvidia", "name": "Site Board", "generation": "ampere",
+                                             "architecture": "Ampere", "memory_gb": 24, "form_factor": "pcie",
+                                             "gres": "site_board"}}
+FULL["spec"]["racks"][0]["nodes"][0]["other_gres"] = {"mps": 100 * FULL["spec"]["racks"][0]["nodes"][0]["gpu"]["count"]}
+FULL["spec"]["racks"][0]["cpu_nodes"] = [{"hosts": "login-01", "scheduler": "slurm", "features": ["login"]}]
 # The site's escape hatches (docs/site-settings.md).
 FULL["spec"]["slurm"]["settings"] = {"SchedulerParameters": ["bf_continue"], "KillWait": "30"}
 FULL["spec"]["slurm"]["cgroup_settings"] = {"ConstrainSwapSpace": "yes", "EnableControllers": ["yes"]}

@@ -1,0 +1,1 @@
+"""``fleetspec import``: write the spec of a cluster that already runs (docs/import.md)."""

@@ -1,0 +1,587 @@
+"""A running Slurm cluster's files (and its nodes' facts) to a fleet spec.
+
+`import_slurm` reads slurm.conf (with its Includes), gres.conf and topology.conf, takes
+what the files cannot say from the fact collector's documents, and returns the spec as
+YAML text. It never guesses: every host whose GPU model, stack, OS or Slurm release is
+neither in the files nor in the facts is named in an `ImportRefused` problem, at the
+line that defines it, with what to supply. docs/import.md has the mapping.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fleetspec.importer import facts as factdoc
+from fleetspec.importer.conf import ImportRefused, Pair, Problem, Where
+from fleetspec.importer.slurm_files import (
+    Block,
+    GresLine,
+    NodeRecord,
+    SlurmConf,
+    Switch,
+    read_gres_conf,
+    read_slurm_conf,
+    read_topology_conf,
+    read_topology_yaml,
+)
+from fleetspec.node_side.hostlist import compress, expand, is_valid_hostname
+
+_DNS = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+# NodeName keys the spec models itself; every other node key becomes slurm_settings.
+_NODE_MODELLED = {"NodeName", "CPUs", "Procs", "Boards", "SocketsPerBoard", "Sockets", "CoresPerSocket",
+                  "ThreadsPerCore", "RealMemory", "Gres", "Feature", "Features", "State"}
+# PartitionName keys the spec models itself.
+_PART_MODELLED = {"Nodes", "Default", "MaxTime", "State"}
+# slurm.conf keys the importer reads into spec fields (not site settings).
+_CONF_MODELLED = {"ClusterName", "AccountingStorageType", "AccountingStorageHost", "GresTypes", "TopologyPlugin",
+                  "StateSaveLocation"}
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    spec_text: str
+    fleet: Any  # the compiled spec (fleetspec.compile.ir.Fleet)
+    warnings: tuple[Problem, ...]
+    tuples: Mapping[str, Mapping[str, str]]  # host -> the stack tuple its facts report (for state adopt)
+
+
+@dataclass(frozen=True)
+class _Gpu:
+    model: str  # catalog id
+    count: int
+
+
+def import_slurm(conf: Path, gres: Path | None = None, topology: Path | None = None,
+                 facts: Mapping[str, Mapping[str, Any]] | None = None, slurm_version: str | None = None,
+                 fabric: str | None = None) -> ImportResult:
+    """The spec for the cluster these files describe; raises `ImportRefused`."""
+    from fleetspec.catalog import load_catalog
+
+    problems: list[Problem] = []
+    warnings: list[Problem] = []
+    parsed = read_slurm_conf(conf, problems)
+    gres_lines = read_gres_conf(gres, problems) if gres else []
+    switches: list[Switch] = []
+    blocks: list[Block] = []
+    if topology is not None and topology.suffix in (".yaml", ".yml"):
+        switches, blocks = read_topology_yaml(topology, problems)
+    elif topology is not None:
+        switches = read_topology_conf(topology, problems)
+    if problems:
+        raise ImportRefused(problems)
+    facts = dict(facts or {})
+    catalog = load_catalog()
+    builder = _Builder(parsed, gres_lines, switches, facts, catalog, problems, warnings, conf)
+    builder.blocks = blocks
+    spec = builder.spec(slurm_version, fabric)
+    if problems:
+        raise ImportRefused(problems)
+    text = "# Imported by `fleetspec import slurm` from " + str(conf) + "; docs/import.md says how each key maps.\n"
+    text += yaml.dump(spec, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120)
+    fleet = _check_spec(text, problems)
+    if problems or fleet is None:
+        raise ImportRefused(problems)
+    warnings += _managed_differences(parsed, fleet)
+    return ImportResult(text, fleet, tuple(warnings), builder.tuples)
+
+
+class _Dumper(yaml.SafeDumper):
+    """Every node group written out in full: no YAML anchors and aliases."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _check_spec(text: str, problems: list[Problem]) -> Any:
+    """The written spec must validate like any other; what fails is the importer's problem.
+    Returns the compiled fleet."""
+    from fleetspec.findings import Severity
+    from fleetspec.pipeline import compile_text
+
+    result = compile_text(text, "imported spec")
+    for f in result.located():
+        if f.severity >= Severity.ERROR:
+            problems.append(Problem(None, f"the imported spec does not validate at {f.path}: {f.message} "
+                                    f"(rule {f.rule})"))
+    return result.fleet
+
+
+# Keys the importer reads into spec fields, so the rendered value is the site's in other words.
+_MAPPED = {"ClusterName", "SlurmctldHost", "ControlMachine", "BackupController", "AccountingStorageHost",
+           "StateSaveLocation", "GresTypes"}
+
+
+def _managed_differences(source: SlurmConf, fleet: Any) -> list[Problem]:
+    """A warning for every slurm.conf key fleetspec manages whose rendered value is not the
+    site's: the first apply changes it (SelectType=select/linear becomes select/cons_tres)."""
+    from fleetspec.importer.conf import text_lines
+    from fleetspec.importer.slurm_files import slurm_conf_of
+    from fleetspec.render.slurm import render_slurm_conf
+    from fleetspec.site.slurm import OWNED, owner_text
+
+    owned = OWNED["slurm.conf"]
+    rendered = slurm_conf_of(text_lines(render_slurm_conf(fleet), "rendered slurm.conf", []), []).settings
+    out = []
+    for key, pair in source.settings.items():
+        if key not in owned or key in _MAPPED:
+            continue
+        again = rendered.get(key)
+        if again is not None and again.value.lower() == pair.value.lower():
+            continue
+        now = f"becomes {key}={again.value}" if again is not None else "is not written"
+        out.append(Problem(pair.key_at, f"{key}={pair.value} {now}: fleetspec manages it "
+                           f"({owner_text(owned[key])}); the first apply changes it", "warning"))
+    return out
+
+
+class _Builder:
+    def __init__(self, conf: SlurmConf, gres: list[GresLine], switches: list[Switch],
+                 facts: dict[str, Mapping[str, Any]], catalog: Any, problems: list[Problem],
+                 warnings: list[Problem], path: Path) -> None:
+        self.conf, self.gres, self.switches, self.facts = conf, gres, switches, facts
+        self.catalog, self.problems, self.warnings, self.path = catalog, problems, warnings, path
+        self.tuples: dict[str, dict[str, str]] = {}
+        self.gpus: dict[str, _Gpu | None] = {}
+        self.site_models: dict[str, dict[str, Any]] = {}
+        self.blocks: list[Block] = []
+        self.other_gres: dict[str, dict[str, int]] = {}  # host -> mps/shard counts
+        self._declared_warned: set[str] = set()
+
+    # -- the whole spec -------------------------------------------------------------
+
+    def spec(self, slurm_version: str | None, fabric: str | None) -> dict[str, Any]:
+        name = self._cluster_name()
+        for line in self.conf.records:
+            self.problems.append(Problem(line.at, f"{line.first().key} lines are not imported: fleetspec "
+                                         f"{'drains through apply' if line.first().key.lower() == 'downnodes' else 'has no field for them'}; "
+                                         "remove the line and import again"))
+        gpus = self.gpus = {host: self._gpu(rec) for host, rec in self.conf.nodes.items()}
+        stacks, stack_of = self._stacks([h for h, g in gpus.items() if g is not None])
+        os_name = self._one_of("OS", factdoc.os_name, "nothing else: the OS comes from the facts (os.id, os.version_id)")
+        version = slurm_version or self._one_of("Slurm release", factdoc.slurm_version, "--slurm-version")
+        racks = self._racks(gpus, stack_of)
+        slurm: dict[str, Any] = {"version": version or "0", "controllers": self._controllers()}
+        detect = {g.autodetect.lower() for g in self.gres if g.autodetect}
+        if detect - {"off"}:
+            slurm["gres_autodetect"] = True  # gres.conf AutoDetect=nvml/rsmi/nvidia
+        state = self.conf.settings.get("StateSaveLocation")
+        if state is not None:
+            slurm["state_save_location"] = state.value
+        accounting = self._accounting()
+        if accounting:
+            slurm["accounting"] = {"host": accounting}
+        partitions = self._partitions()
+        if partitions:
+            slurm["partitions"] = partitions
+        settings = self._settings()
+        if settings:
+            slurm["settings"] = settings
+        body: dict[str, Any] = {"os": os_name or "ubuntu-24.04", "stacks": stacks or {"none": {}}}
+        if self.site_models:
+            body["gpu_models"] = self.site_models
+        fab = self._fabric(fabric)
+        if fab:
+            body["fabric"] = fab
+        body["racks"] = racks
+        body["slurm"] = slurm
+        return {"apiVersion": "fleetspec.io/v1alpha1", "kind": "Fleet", "metadata": {"name": name}, "spec": body}
+
+    def _cluster_name(self) -> str:
+        pair = self.conf.settings.get("ClusterName")
+        if pair is None:
+            self.problems.append(Problem(Where(str(self.path), 1, 1), "slurm.conf has no ClusterName; add the "
+                                         "one slurmctld and slurmdbd use"))
+            return "cluster"
+        name = pair.value.lower()
+        if not _DNS.match(name):
+            self.problems.append(Problem(pair.value_at, f"ClusterName={pair.value} is not a DNS label; fleetspec "
+                                         "names the fleet after it. Rename the cluster"))
+        elif name != pair.value:
+            self.warnings.append(Problem(pair.value_at, f"ClusterName={pair.value} becomes metadata.name {name} "
+                                         "(Slurm folds cluster names to lower case)", "warning"))
+        return name
+
+    def _one_of(self, what: str, read: Any, supply: str) -> str | None:
+        """A value every node's facts agree on (the OS, the Slurm release)."""
+        values = {h: read(f) for h, f in self.facts.items()}
+        distinct = sorted({v for v in values.values() if v})
+        if len(distinct) == 1:
+            return distinct[0]
+        if not distinct:
+            self.problems.append(Problem(None, f"the {what} is not in Slurm's files and no facts say it: collect "
+                                         f"the nodes' facts (python3 collector.py > HOST.json) into --facts"
+                                         + (f", or give {supply}" if supply.startswith("--") else "")))
+        else:
+            self.problems.append(Problem(None, f"the nodes' facts disagree on the {what} ({', '.join(distinct)}); "
+                                         "a fleet has one: bring the nodes to one, or import them separately"))
+        return None
+
+    # -- nodes ------------------------------------------------------------------------
+
+    def _gpu(self, rec: NodeRecord) -> _Gpu | None:
+        """The node's GPU model and count, from Gres=, gres.conf and the facts."""
+        pair = rec.attrs.get("Gres")
+        entries = []
+        for item in (pair.value.split(",") if pair and pair.value and pair.value.lower() != "(null)" else []):
+            parts = item.split("(")[0].split(":")
+            name = parts[0]
+            if name in ("mps", "shard") and len(parts) == 2 and parts[1].isdigit() and len(parts[1]) < 8:
+                self.other_gres.setdefault(rec.name, {})[name] = int(parts[1])
+                continue
+            if name != "gpu":
+                self.problems.append(Problem(pair.value_at, f"Gres={item} on {rec.name}: fleetspec's spec says GPUs, "
+                                             f"mps:N and shard:N ('{item}' is not one of them); remove it or import "
+                                             "without it"))
+                continue
+            if len(parts) == 2 and parts[1].isdigit():
+                entries.append((None, int(parts[1])))
+            elif len(parts) == 3 and parts[2].isdigit():
+                entries.append((parts[1], int(parts[2])))
+            elif len(parts) == 2:
+                entries.append((parts[1], 1))
+            else:
+                self.problems.append(Problem(pair.value_at, f"Gres={item}: not 'gpu:COUNT' or 'gpu:TYPE:COUNT'"))
+        if not entries and rec.name in self.other_gres:
+            self.problems.append(Problem(pair.value_at, f"{rec.name} has {pair.value} but no GPU: MPS and shards "  # type: ignore[union-attr]
+                                         "share GPUs. Declare its GPUs (gpu:TYPE:N)"))
+            return None
+        if not entries:
+            reported = factdoc.gpu_names(self.facts[rec.name]) if rec.name in self.facts else []
+            if reported:
+                self._defer("gpu-undeclared", rec, None, f"slurm.conf declares no GPU GRES, but the node's facts "
+                            f"report {len(reported)} GPU(s) ({', '.join(sorted(set(reported)))}): Slurm does not "
+                            "schedule them. Declare them (Gres=gpu:TYPE:N and gres.conf) or import without facts "
+                            "for these nodes to keep them CPU-only")
+            return None  # a CPU-only node (cpu_nodes)
+        types = {t for t, _ in entries}
+        if len(types) > 1:
+            self.problems.append(Problem(pair.value_at, f"{rec.name} has several GPU types ({pair.value}); "  # type: ignore[union-attr]
+                                         "a node group has one GPU model. Split the node's GPUs by hand"))
+            return None
+        gres_type = next(iter(types)) or self._gres_conf_type(rec.name)
+        count = sum(c for _, c in entries)
+        files = [f for g in self.gres if g.name == "gpu" and (g.hosts is None or rec.name in g.hosts) for f in g.files]
+        if files and len(set(files)) != count:
+            line = next(g for g in self.gres if g.name == "gpu" and g.files and (g.hosts is None or rec.name in g.hosts))
+            found = len(set(files))
+            if found < count:  # slurmctld drains it: "gres/gpu count reported lower than configured"
+                self._defer("gres-files", rec, pair, f"slurm.conf gives {count} GPU(s) but gres.conf's File= lines "
+                            f"(from {line.at}) name {found} device(s); slurmctld drains such a node. Make them agree")
+            else:
+                self.warnings.append(Problem(pair.value_at, f"{rec.name}: gres.conf's File= lines (from {line.at}) "  # type: ignore[union-attr]
+                                             f"name {found} devices, slurm.conf {count} GPUs; Slurm schedules "
+                                             f"{count}, and so does the spec (the render writes {count} files)",
+                                             "warning"))
+        model = self._model(rec, gres_type, pair)  # type: ignore[arg-type]
+        return _Gpu(model, count) if model else None
+
+    def _declare(self, rec: NodeRecord, gres_type: str, pair: Pair) -> str | None:
+        """A site GPU model (``spec.gpu_models``) for a GRES type the catalog lacks, from
+        what the node's facts report (name, architecture, memory); None when they do not
+        describe one board, "" when they contradict the files (a problem says so)."""
+        gpu_id = gres_type.replace("_", "-")
+        entries = factdoc.gpu_entries(self.facts[rec.name]) if rec.name in self.facts else []
+        described = {(v, e.get("name"), e.get("architecture"), e.get("memory_mib")) for v, e in entries}
+        if len(described) != 1 or not _DNS.match(gpu_id):
+            return None
+        vendor, name, arch, memory = described.pop()
+        if isinstance(name, str) and self.catalog.gpu(name) is not None:
+            self._defer("gpu-disagree", rec, pair, f"the files say {gres_type} but the node's facts report "
+                        f"{name}, the catalog's {self.catalog.gpu(name).id}: fix the GRES type (to "
+                        f"{self.catalog.gpu(name).gres}) or the facts")
+            return ""
+        if not (isinstance(name, str) and isinstance(arch, str) and re.fullmatch(r"[A-Za-z0-9._-]+", arch)
+                and isinstance(memory, int) and memory > 0):
+            return None
+        entry = {"vendor": vendor, "name": name, "generation": arch.lower(), "architecture": arch,
+                 "memory_gb": max(1, round(memory / 1024)), "form_factor": "other", "gres": gres_type}
+        known = self.site_models.setdefault(gpu_id, entry)
+        if known != entry:
+            self._defer("gpu-site-disagree", rec, pair, f"nodes typed {gres_type} report different GPUs in their "
+                        f"facts ({known['name']} and {name}); give them different GRES types")
+            return ""
+        if gpu_id not in self._declared_warned:
+            self._declared_warned.add(gpu_id)
+            self.warnings.append(Problem(pair.value_at, f"GRES type {gres_type} is not a catalog GPU model: declared "
+                                         f"as spec.gpu_models.{gpu_id} from the node's facts ({name}, {arch}, "
+                                         f"{entry['memory_gb']} GB); no sourced facts check its stack (rule "
+                                         "site-gpu-model)", "warning"))
+        return gpu_id
+
+    def _gres_conf_type(self, host: str) -> str | None:
+        types = {g.type for g in self.gres if g.name == "gpu" and g.type and (g.hosts is None or host in g.hosts)}
+        return types.pop() if len(types) == 1 else None
+
+    def _model(self, rec: NodeRecord, gres_type: str | None, pair: Pair) -> str | None:
+        names = factdoc.gpu_names(self.facts[rec.name]) if rec.name in self.facts else []
+        from_facts = {m.id for m in (self.catalog.gpu(n) for n in names) if m is not None}
+        unknown_facts = sorted({n for n in names if self.catalog.gpu(n) is None})
+        if gres_type:
+            model = self.catalog.gpu(gres_type)
+            if model is None and self.catalog.gpu(gres_type.replace("_", "-")) is None:
+                declared = self._declare(rec, gres_type, pair)
+                if declared is not None:
+                    return declared or None  # "": refused, with its problem
+            if model is None or model.gres != gres_type:
+                self._defer("gpu-type", rec, pair, f"GRES type '{gres_type}' is not the GRES type of a catalog GPU "
+                            "model (fleetspec writes the catalog's type, e.g. h100, a100, v100, so jobs asking for "
+                            f"gpu:{gres_type} would stop matching). Rename the type in slurm.conf/gres.conf to the "
+                            "catalog's, or import without these nodes")
+                return None
+            if from_facts and from_facts != {model.id}:
+                self._defer("gpu-disagree", rec, pair, f"the files say {gres_type} but the node's facts report "
+                            f"{', '.join(sorted(names))}; fix the file or the node")
+                return None
+            return model.id
+        if len(from_facts) == 1 and not unknown_facts:
+            return from_facts.pop()
+        if unknown_facts:
+            self._defer("gpu-unknown", rec, pair, f"the facts report {', '.join(unknown_facts)}, not a GPU model "
+                        "in fleetspec's catalog (`fleetspec catalog`)")
+        else:
+            self._defer("gpu-untyped", rec, pair, "Gres=gpu:N has no type and no gres.conf Type= names one: the "
+                        "GPU model needs the node's facts. Collect them (python3 collector.py > HOST.json, "
+                        "docs/facts.md) into --facts, or write the type in slurm.conf")
+        return None
+
+    def _defer(self, kind: str, rec: NodeRecord, pair: Pair | None, message: str) -> None:
+        """One problem per (kind, line, message), naming every host it covers."""
+        key = (kind, message)
+        if not hasattr(self, "_deferred"):
+            self._deferred: dict[tuple[str, str], list[str]] = {}
+        if key not in self._deferred:
+            self._deferred[key] = []
+            self.problems.append(_HostsProblem(pair.value_at if pair else rec.at, message, self._deferred[key]))
+        self._deferred[key].append(rec.name)
+
+    def _stacks(self, gpu_hosts: list[str]) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
+        names: dict[tuple[tuple[str, str], ...], str] = {}
+        stack_of: dict[str, str] = {}
+        missing: dict[str, list[str]] = defaultdict(list)
+        for host in gpu_hosts:
+            if host not in self.facts:
+                missing["no facts document (HOST.json in --facts)"].append(host)
+                continue
+            tup, why = factdoc.stack_tuple(self.facts[host])
+            if why:
+                missing["; ".join(why)].append(host)
+                continue
+            self.tuples[host] = tup
+            key = tuple(sorted(tup.items()))
+            if key not in names:
+                names[key] = f"imported-{len(names) + 1}"
+            stack_of[host] = names[key]
+        for why, hosts in missing.items():
+            first = self.conf.nodes[hosts[0]].at
+            self.problems.append(Problem(first, f"the stack tuple of {compress(hosts)} is not in Slurm's files and "
+                                         f"the facts do not give it: {why}. Collect each node's facts "
+                                         "(python3 collector.py > HOST.json, docs/facts.md) into --facts"))
+        return {name: dict(key) for key, name in names.items()}, stack_of
+
+    def _racks(self, gpus: dict[str, _Gpu | None], stack_of: dict[str, str]) -> list[dict[str, Any]]:
+        """Leaf switches become racks; without a topology, one rack. Within a rack, hosts
+        with the same attributes form one node group."""
+        leaf_of: dict[str, str] = {}
+        for sw in self.switches:
+            for host in sw.nodes:
+                leaf_of.setdefault(host, sw.name)
+        block_of = {host: b.name for b in self.blocks for host in b.nodes}
+        leaf_of = {**leaf_of, **{h: f"\0{b}" for h, b in block_of.items()}}  # a block is a rack of its own
+        groups: dict[tuple[str | None, tuple[Any, ...]], list[str]] = defaultdict(list)
+        fields: dict[tuple[Any, ...], dict[str, Any]] = {}
+        for host, rec in self.conf.nodes.items():
+            gpu = gpus.get(host)
+            if gpu is not None and host not in stack_of:
+                continue  # reported: no stack
+            if not is_valid_hostname(host):
+                self.problems.append(Problem(rec.at, f"node name {host} is not a DNS label (lower-case letters, "
+                                             "digits, '-'); fleetspec names nodes by hostname. Rename it"))
+                continue
+            group = self._group_fields(rec, gpu, stack_of.get(host))
+            key = tuple((k, repr(v)) for k, v in group.items())
+            fields[key] = group
+            groups[(leaf_of.get(host), key)].append(host)
+        racks: dict[str | None, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+        for (leaf, key), hosts in groups.items():
+            kind = "nodes" if "gpu" in fields[key] else "cpu_nodes"
+            racks[leaf][kind].append({"hosts": compress(hosts), **fields[key]})
+        out = []
+        for i, (leaf, kinds) in enumerate(sorted(racks.items(), key=lambda kv: kv[0] or ""), 1):
+            if leaf and leaf.startswith("\0"):  # an NVLink domain (topology.yaml block)
+                block = leaf[1:]
+                rack: dict[str, Any] = {"name": block}
+                leaves = {next((sw.name for sw in self.switches if h in sw.nodes), None)
+                          for g in kinds.get("nodes", []) for h in expand(g["hosts"])}
+                if len(leaves) == 1 and None not in leaves:
+                    rack["leaf"] = leaves.pop()
+                rack["nvlink_domain"] = "rack"
+            else:
+                rack = {"name": leaf or f"r{i:02d}"}
+                if leaf:
+                    rack["leaf"] = leaf
+            rack.update(kinds)
+            out.append(rack)
+        return out
+
+    def _group_fields(self, rec: NodeRecord, gpu: _Gpu | None, stack: str | None) -> dict[str, Any]:
+        """A node group's fields (a GPU group with ``gpu``, else a cpu_nodes group)."""
+        a = rec.attrs
+        out: dict[str, Any] = {}
+        if gpu is not None:
+            out = {"gpu": {"model": gpu.model, "count": gpu.count}, "stack": stack, "scheduler": "slurm"}
+            if rec.name in self.other_gres:
+                out["other_gres"] = dict(sorted(self.other_gres[rec.name].items()))
+        cpus = a.get("CPUs") or a.get("Procs")
+        if "CPUs" in a and "Procs" in a:
+            self.warnings.append(Problem(a["Procs"].key_at, f"Procs={a['Procs'].value} beside CPUs={a['CPUs'].value}"
+                                         ": Procs is the old spelling of CPUs; CPUs is kept", "warning"))
+            cpus = a["CPUs"]
+        sockets = a.get("Sockets")
+        socket_count = self._int(sockets) if sockets else None
+        # slurm.conf(5): Sockets = Boards x SocketsPerBoard; with Boards, Sockets means per board.
+        per_board = a.get("SocketsPerBoard") or (a.get("Sockets") if "Boards" in a else None)
+        if per_board is not None:
+            socket_count = (self._int(a.get("Boards")) or 1) * (self._int(per_board) or 1)
+        for key, value in (("cpus", self._int(cpus) if cpus else None), ("sockets", socket_count),
+                           ("cores_per_socket", self._int(a.get("CoresPerSocket"))),
+                           ("threads_per_core", self._int(a.get("ThreadsPerCore"))),
+                           ("real_memory_mb", self._int(a.get("RealMemory")))):
+            if value is not None:
+                out[key] = value
+        feats = a.get("Features") or a.get("Feature")
+        if feats and feats.value:
+            bad = [f for f in feats.value.split(",") if not _DNS.match(f)]
+            if bad:
+                self.problems.append(Problem(feats.value_at, f"feature(s) {', '.join(bad)} are not DNS labels "
+                                             "(lower-case letters, digits, '-'): the spec cannot say them yet. "
+                                             "Rename them (and the jobs' --constraint)"))
+            else:
+                out["features"] = feats.value.split(",")
+        extra = {k: self._setting(p.value) for k, p in a.items() if k not in _NODE_MODELLED and k not in ("Boards", "SocketsPerBoard")}
+        if extra:
+            out["slurm_settings"] = extra
+        return out
+
+    def _int(self, pair: Pair | None) -> int | None:
+        if pair is None:
+            return None
+        if not pair.value.isdigit() or len(pair.value) > 12 or int(pair.value) < 1:
+            self.problems.append(Problem(pair.value_at, f"{pair.key}={pair.value} is not a positive number"))
+            return None
+        return int(pair.value)
+
+    @staticmethod
+    def _setting(value: str) -> str | int:
+        return int(value) if value.isdigit() and len(value) < 16 and str(int(value)) == value else value
+
+    # -- controllers, accounting, partitions, settings ------------------------------------------
+
+    def _controllers(self) -> str:
+        hosts = []
+        for pair in self.conf.controllers:
+            host = pair.value.split("(")[0]
+            if not is_valid_hostname(host):
+                self.problems.append(Problem(pair.value_at, f"controller {host} is not a DNS label; rename it"))
+                continue
+            hosts.append(host)
+        if not hosts:
+            self.problems.append(Problem(Where(str(self.path), 1, 1), "no SlurmctldHost (or ControlMachine) line: "
+                                         "add the controller's hostname"))
+            return "controller"
+        return ",".join(dict.fromkeys(hosts))
+
+    def _accounting(self) -> str | None:
+        kind = self.conf.settings.get("AccountingStorageType")
+        if kind is None or kind.value != "accounting_storage/slurmdbd":
+            return None
+        host = self.conf.settings.get("AccountingStorageHost")
+        if host is None:
+            self.problems.append(Problem(kind.value_at, "accounting through slurmdbd without "
+                                         "AccountingStorageHost: add the slurmdbd host"))
+            return None
+        if not is_valid_hostname(host.value):
+            self.problems.append(Problem(host.value_at, f"AccountingStorageHost={host.value} is not a DNS label"))
+            return None
+        return host.value
+
+    def _partitions(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        imported = {h for h in self.conf.nodes}
+        for name, part in self.conf.partitions.items():
+            if not _DNS.match(name):
+                self.problems.append(Problem(part.at, f"partition name {name} is not a DNS label (lower-case "
+                                             "letters, digits, '-'): the spec cannot say it yet. Rename it (and "
+                                             "the jobs' --partition)"))
+                continue
+            entry: dict[str, Any] = {}
+            members = [h for h in (part.nodes or []) if h in imported]
+            if members:
+                entry["nodes"] = compress(members)
+            default = part.attrs.get("Default")
+            if default is not None and default.value.upper() == "YES":
+                entry["default"] = True
+            if "MaxTime" in part.attrs:
+                value = part.attrs["MaxTime"].value
+                entry["max_time"] = "INFINITE" if value.lower() in ("infinite", "unlimited") else value
+            if "State" in part.attrs:
+                entry["state"] = part.attrs["State"].value.upper()
+            settings = {k: self._setting(p.value) for k, p in part.attrs.items() if k not in _PART_MODELLED}
+            if settings:
+                entry["settings"] = settings
+            if len({self._generation(h) for h in members} - {None}) > 1:
+                entry["allow_mixed_generations"] = True
+            out[name] = entry
+        return out
+
+    def _generation(self, host: str) -> str | None:
+        gpu = self.gpus.get(host)
+        if gpu is not None and gpu.model in self.site_models:
+            site = self.site_models[gpu.model]
+            return f"{site['vendor']}-{site['generation']}"
+        model = self.catalog.gpu(gpu.model) if gpu else None
+        return f"{model.vendor}-{model.generation}" if model else None
+
+    def _settings(self) -> dict[str, Any]:
+        from fleetspec.site.slurm import OWNED
+
+        owned = {k.lower() for k in OWNED["slurm.conf"]}
+        out: dict[str, Any] = {}
+        for key, pair in self.conf.settings.items():
+            if key in _CONF_MODELLED or key.lower() in owned:
+                continue
+            out[key] = self._setting(pair.value)
+        return out
+
+    def _fabric(self, fabric: str | None) -> dict[str, Any] | None:
+        if not self.switches:
+            return None
+        spines = [sw.name for sw in self.switches if sw.switches and sw.name not in
+                  {c for other in self.switches for c in other.switches}] or \
+            [sw.name for sw in self.switches if sw.switches]
+        if fabric is None:
+            self.problems.append(Problem(self.switches[0].at, "the topology names switches, but not what they "
+                                         "carry: give --fabric infiniband, roce or ethernet"))
+            return None
+        out: dict[str, Any] = {"type": fabric}
+        if spines:
+            out["spines"] = spines
+        return out
+
+
+class _HostsProblem(Problem):
+    """A problem whose message ends with the hosts it covers (filled in as they are found)."""
+
+    def __init__(self, where: Where, message: str, hosts: list[str]) -> None:
+        super().__init__(where, message)
+        object.__setattr__(self, "hosts", hosts)
+
+    def __str__(self) -> str:
+        hosts = compress(h for h in self.hosts if is_valid_hostname(h)) or ",".join(self.hosts)
+        return f"{self.where}: error: {hosts}: {self.message}"

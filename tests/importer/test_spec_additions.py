@@ -1,0 +1,114 @@
+"""What the spec gained for imported clusters (#29 item 2): RealMemory as written,
+CPU-only node groups, and CPUs counting cores alone on a hyper-threaded node."""
+
+from __future__ import annotations
+
+from fleetspec.pipeline import compile_text
+from fleetspec.render.ansible import render_ansible
+from fleetspec.render.slurm import render_slurm_conf
+
+HEAD = """apiVersion: fleetspec.io/v1alpha1
+kind: Fleet
+metadata: {name: mixed}
+spec:
+  os: ubuntu-24.04
+  stacks:
+    hopper-cu13: {driver: "580.95.05", cuda: "13.0.2", cudnn: "9.17.0", nccl: "2.28.3"}
+  racks:
+    - name: r01
+"""
+GPU = """      nodes:
+        - {hosts: "g[01-02]", gpu: {model: h100-sxm, count: 8}, stack: hopper-cu13, scheduler: slurm, %s}
+"""
+CPU = """      cpu_nodes:
+        - {hosts: "login01", cpus: 16, real_memory_mb: 64000, features: [login]}
+        - {hosts: "c[01-04]", %s}
+"""
+TAIL = """  slurm:
+    version: "25.11.8"
+    mode: %s
+    controllers: ctl-01
+    partitions:
+      cpu: {nodes: "c[01-04]", default: true, max_time: "1-00:00:00"}
+      all: {nodes: "g[01-02],c[01-04],login01"}
+"""
+
+
+def spec(gpu: str = "cpus: 224, sockets: 2, cores_per_socket: 56, threads_per_core: 2, real_memory_mb: 2000000",
+         cpu: str = "cpus: 64, sockets: 2, cores_per_socket: 32, real_memory_mb: 256000, slurm_settings: {Weight: 5}",
+         mode: str = "native", cpu_nodes: bool = True) -> str:
+    return HEAD + GPU % gpu + (CPU % cpu if cpu_nodes else "") + TAIL % mode
+
+
+def _errors(text: str) -> list[str]:
+    result = compile_text(text, "fleet.yaml")
+    return [f"{f.path}: {f.message}" for f in result.located() if f.severity >= 2]
+
+
+def test_cpu_nodes_render_into_slurm_and_the_inventory_outside_gpu_partitions() -> None:
+    result = compile_text(spec(), "fleet.yaml")
+    assert result.valid, _errors(spec())
+    conf = render_slurm_conf(result.fleet)
+    assert "NodeName=g[01-02] CPUs=224 Sockets=2 CoresPerSocket=56 ThreadsPerCore=2 RealMemory=2000000 " in conf
+    assert "NodeName=login01 CPUs=16 RealMemory=64000 Features=r01,login State=UNKNOWN" in conf
+    assert "NodeName=c[01-04] CPUs=64 Sockets=2 CoresPerSocket=32 RealMemory=256000 Features=r01 Weight=5" in conf
+    assert "PartitionName=nvidia-hopper Nodes=g[01-02] " in conf
+    assert "PartitionName=cpu Nodes=c[01-04] Default=YES" in conf
+    assert "PartitionName=all Nodes=c[01-04],g[01-02],login01 " in conf
+    inventory = render_ansible(result.fleet)[next(p for p in render_ansible(result.fleet) if p.name == "inventory.yml")]
+    slurm_node = inventory.split("slurm_node:", 1)[1].split("    ", 1)[0]
+    assert "login01" in inventory.split("cpu_node:", 1)[1].split("partition_", 1)[0]
+    assert "c01: null" in inventory.split("slurm_node:", 1)[1] and slurm_node is not None
+    assert "login01" not in inventory.split("generation_hopper:", 1)[1].split("    generation_", 1)[0].split(
+        "partition_", 1)[0]
+
+
+def test_cpu_nodes_need_native_slurm() -> None:
+    assert any("need spec.slurm with mode: native" in e for e in _errors(spec(mode="slinky")))
+
+
+def test_a_host_in_both_a_gpu_and_a_cpu_group_is_a_duplicate() -> None:
+    text = spec().replace('hosts: "c[01-04]"', 'hosts: "c[01-04],g01"')
+    assert any("listed twice" in e for e in _errors(text))
+
+
+def test_memory_gb_and_real_memory_mb_together_are_refused() -> None:
+    errors = _errors(spec(gpu="memory_gb: 2048, real_memory_mb: 2000000"))
+    assert any("not both" in e for e in errors), errors
+
+
+def test_cpus_may_count_the_cores_alone_but_not_another_number() -> None:
+    assert _errors(spec(gpu="cpus: 112, sockets: 2, cores_per_socket: 56, threads_per_core: 2")) == []
+    errors = _errors(spec(gpu="cpus: 100, sockets: 2, cores_per_socket: 56, threads_per_core: 2"))
+    assert any("node-shape" not in e and "cpus is 100" in e for e in errors), errors
+    errors = _errors(spec(cpu="cpus: 60, sockets: 2, cores_per_socket: 32, threads_per_core: 2"))
+    assert any("cpu_nodes[1].cpus: cpus is 60" in e for e in errors), errors
+
+
+def test_a_rack_needs_some_node_group() -> None:
+    text = spec().replace(GPU % "cpus: 224, sockets: 2, cores_per_socket: 56, threads_per_core: 2, "
+                          "real_memory_mb: 2000000", "").replace('nodes: "g[01-02],', 'nodes: "')
+    assert _errors(text) == []  # CPU nodes alone make a rack
+    empty = HEAD.replace("    - name: r01\n", "    - name: r01\n      nodes: []\n") + TAIL % "native"
+    assert any("has no node groups" in e for e in _errors(empty))
+
+
+def test_mps_and_shards_render_per_gpu_device_and_in_gres_types() -> None:
+    text = spec(gpu="cpus: 224, other_gres: {mps: 800, shard: 16}")
+    result = compile_text(text, "fleet.yaml")
+    assert result.valid, _errors(text)
+    from fleetspec.render.slurm import render_gres_conf
+
+    conf, gres = render_slurm_conf(result.fleet), render_gres_conf(result.fleet)
+    assert "GresTypes=gpu,mps,shard" in conf and "Gres=gpu:h100:8,mps:800,shard:16 " in conf
+    assert "NodeName=g[01-02] Name=mps Count=100 File=/dev/nvidia0\n" in gres
+    assert "NodeName=g[01-02] Name=shard Count=2 File=/dev/nvidia7\n" in gres
+    assert "GresTypes=gpu\n" in render_slurm_conf(compile_text(spec(), "f.yaml").fleet)  # unchanged without them
+
+
+def test_other_gres_must_split_evenly_and_mps_is_nvidia_only() -> None:
+    assert any("does not split evenly over 8 GPUs" in e for e in _errors(spec(gpu="other_gres: {mps: 100}")))
+    amd = spec(gpu="other_gres: {mps: 800}").replace("model: h100-sxm", "model: mi300x").replace(
+        'hopper-cu13: {driver: "580.95.05", cuda: "13.0.2", cudnn: "9.17.0", nccl: "2.28.3"}',
+        'hopper-cu13: {rocm: "6.4.1"}')
+    assert any("NVIDIA only" in e for e in _errors(amd)), _errors(amd)
