@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from fleetspec import exit_codes
-from fleetspec.cli_usage import ChartsOpt, canary_option, hostlist_option, max_unavailable_option
+from fleetspec.cli_usage import (
+    ChartsOpt,
+    batch_minutes_option,
+    canary_option,
+    forks_option,
+    hostlist_option,
+    max_unavailable_option,
+)
 from fleetspec.console import consoles
 from fleetspec.safe_io import STDOUT, UnsafePathError
 
@@ -66,6 +73,11 @@ def plan(
     health: Annotated[Path | None, typer.Option("--health", dir_okay=False, help="verdicts from 'fleetspec health "
                                                 "--format json': quarantined nodes are never canaries")] = None,
     charts: ChartsOpt = None,
+    batch_minutes: Annotated[float | None, typer.Option("--batch-minutes", callback=batch_minutes_option,
+                                                        help="modelled minutes per install+reboot batch "
+                                                             "(default 12.75)")] = None,
+    forks: Annotated[int | None, typer.Option("--forks", callback=forks_option, help="hosts one wave works on at "
+                                              "once (default: the whole wave)")] = None,
 ) -> None:
     """Show what apply would change, how disruptive each change is, and the waves it would run.
     Exit 0: planned; 1: error. With --detailed-exitcode: 0 no changes, 1 error, 2 changes."""
@@ -75,6 +87,7 @@ def plan(
     from fleetspec.plan.render_markdown import plan_markdown
     from fleetspec.plan.render_text import print_plan
     from fleetspec.plan.saved import save_plan
+    from fleetspec.plan.schedule import with_rollout_figures
     from fleetspec.state import local_work_dir, state_location
 
     console, errors = consoles()
@@ -88,6 +101,7 @@ def plan(
             result = _with_facts(result, facts)
         if limit is not None:
             result = _limited(result, limit)
+        result = with_rollout_figures(result, batch_minutes, forks)
         if out is not None:
             save_plan(result, out)
     except (PlanError, UnsafePathError) as exc:
