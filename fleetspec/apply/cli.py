@@ -259,11 +259,19 @@ def _engines(fleet: Fleet, inventories: list[Path], lab: Path | None, mode: Slur
         raise ApplyError(f"no site.yml in {playbooks}: run fleetspec from its source checkout (pip install -e .) "
                          f"or point {PLAYBOOKS_ENV} at a copy of its playbooks/ directory")
     from fleetspec.apply.control import KubernetesControl, SlurmControl, ansible_runner_on, local_runner
+    from fleetspec.apply.wave_inventory import narrowed_runner
     from fleetspec.verify.compare import compare
     from fleetspec.verify.run import collect_inventory
 
+    run = narrowed_runner(functools.partial(run_playbook, project_dir=playbooks), inventories,
+                          [n.hostname for n in fleet.nodes])
+
     def verify(f: Fleet, hosts: list[str]):  # type: ignore[no-untyped-def]
-        facts, problems = collect_inventory(inventories, hosts, forks=20)
+        if len(hosts) * 2 > len(fleet.nodes):
+            facts, problems = collect_inventory(inventories, hosts, forks=20)
+        else:  # the wave's inventory, as its playbook run had
+            with run.waves.for_hosts(hosts) as inventory:
+                facts, problems = collect_inventory([inventory, *inventories[1:]], hosts, forks=20)
         return compare(f, facts, hosts=hosts, unreachable=problems)
 
     slurm = None
@@ -284,7 +292,7 @@ def _engines(fleet: Fleet, inventories: list[Path], lab: Path | None, mode: Slur
             slurm = SlurmControl(ansible_runner_on(inventories, fleet.slurm.controllers[0]))
     kubernetes = KubernetesControl(local_runner()) if shutil.which("kubectl") else None
     return Engines(
-        run_playbook=functools.partial(run_playbook, inventories, project_dir=playbooks),
+        run_playbook=run,
         verify=verify,
         slurm=slurm,
         kubernetes=kubernetes,
