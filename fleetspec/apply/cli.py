@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from fleetspec.cli_usage import canary_option, hostlist_option, max_unavailable_option, seconds_option
+from fleetspec.cli_usage import (
+    batch_minutes_option,
+    canary_option,
+    forks_option,
+    hostlist_option,
+    max_unavailable_option,
+    seconds_option,
+)
 from fleetspec.console import lazy_consoles
 from fleetspec.exit_codes import ERROR, OK
 
@@ -70,6 +77,11 @@ def apply(
     limit: Annotated[str | None, typer.Option("--limit", metavar="HOSTLIST", callback=hostlist_option,
                                               help="apply only to these hosts (a hostlist); the state records "
                                                    "only them, the next plan still shows the rest")] = None,
+    batch_minutes: Annotated[float | None, typer.Option("--batch-minutes", callback=batch_minutes_option,
+                                                        help="modelled minutes per install+reboot batch, for the "
+                                                             "plan's estimate (default 12.75)")] = None,
+    forks: Annotated[int | None, typer.Option("--forks", callback=forks_option, help="hosts a wave's Ansible run "
+                                              "works on at once (default: the whole wave)")] = None,
 ) -> None:
     """Apply the spec (or a saved plan) in rolling waves: drain, upgrade, verify, resume."""
     from fleetspec import secrets as sec
@@ -80,6 +92,7 @@ def apply(
     from fleetspec.plan import plan_against_state
     from fleetspec.plan.render_text import print_plan
     from fleetspec.plan.saved import SavedPlanError, check_plan_current, load_saved_plan
+    from fleetspec.plan.schedule import with_rollout_figures
     from fleetspec.render import render_all
     from fleetspec.render.writer import RenderWriteError, write_tree
     from fleetspec.safe_io import UnsafePathError
@@ -112,7 +125,7 @@ def apply(
             current = store.read()
             plan = saved or plan_against_state(fleet, current, canary=canary, max_unavailable=max_unavailable,
                                                old_files=applied_tree(store, current))
-            _show(_restricted(plan, only, why), format, emit, print_plan)
+            _show(with_rollout_figures(_restricted(plan, only, why), batch_minutes, forks), format, emit, print_plan)
             err.print("refusing to apply without confirmation: no terminal to ask on. Pass --yes")
             raise typer.Exit(ERROR)
         with locked(store, "apply", lock_timeout):
@@ -121,7 +134,7 @@ def apply(
                 check_plan_current(saved, current)  # refuse a stale plan before rendering anything
             plan = saved or plan_against_state(fleet, current, canary=canary, max_unavailable=max_unavailable,
                                                old_files=applied_tree(store, current))
-            plan = _restricted(plan, only, why)
+            plan = with_rollout_figures(_restricted(plan, only, why), batch_minutes, forks)
             _show(plan, format, emit, print_plan)
             if plan.empty:
                 emit(ApplyEvent("done", "no changes"))

@@ -9,11 +9,15 @@ ansible-runner over local connections, one run per wave (tests/apply/harness.py)
 
 from __future__ import annotations
 
+import io
 import os
 import time
 
 import pytest
+from rich.console import Console
 
+from fleetspec.apply.report import TextReport
+from fleetspec.apply.rollout import wave_name
 from fleetspec.lab.slurm import Cluster
 from fleetspec.pipeline import compile_file
 from fleetspec.plan import plan_against_state
@@ -91,8 +95,16 @@ def test_a_job_that_outlives_the_drain_timeout_is_carried_and_the_rollout_goes_o
         jobs[host] = job.stdout.split()[-1]
         rollout.cluster.wait_job(jobs[host], {"RUNNING"})
 
-    def report(_plan):
+    stream = io.StringIO()
+    made = []
+
+    def report(plan):
+        text = TextReport(Console(file=stream, width=250, emoji=False, highlight=False), tmp_path / "apply.log",
+                          [(wave_name(w), w.hosts) for w in plan.waves])
+        made.append(text)
+
         def sink(event):
+            text.emit(event)
             if event.kind == "carried" and event.hosts == ("h200-003",):
                 rollout.cluster.run("scancel", jobs["h200-003"])
         return sink
@@ -101,6 +113,9 @@ def test_a_job_that_outlives_the_drain_timeout_is_carried_and_the_rollout_goes_o
     plan, result, events = rollout.apply(MULTI_V2, max_unavailable=1, drain_timeout_s=3, report=report)
     assert result.ok, [e.message for e in events if not e.ok]
     assert result.carried == ("h200-006",)
+    made[0].finish(result)
+    summary = stream.getvalue().split("apply summary")[-1]
+    assert "carried over" in summary and "h200-006" in summary and "back at work" in summary, summary
     carried = [(e.wave, e.hosts) for e in events if e.kind == "carried"]
     assert ("nvidia-hopper#3", ("h200-003",)) in carried and ("hopper-b#2", ("h200-006",)) in carried
     assert carried[-1] == (None, ("h200-006",))  # the summary names the node left over
