@@ -26,10 +26,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleetspec.compile.ir import Fleet
-from fleetspec.plan.model import Wave
+
+if TYPE_CHECKING:  # plan.model reads the schedule of a plan (Plan.schedule)
+    from fleetspec.plan.model import Wave
 
 # Install + reboot of one batch of GPU nodes: the figure issue #30 measured (a driver
 # package, DKMS or precompiled module, and a reboot of an 8-GPU server with its POST).
