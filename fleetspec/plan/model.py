@@ -122,10 +122,12 @@ class Plan:
     @functools.cached_property
     def schedule(self) -> Any:
         """Which waves run side by side and the modelled duration (``plan.schedule``)."""
-        from fleetspec.plan.schedule import DEFAULT_BATCH_MINUTES, schedule
+        from fleetspec.plan.schedule import DEFAULT_BATCH_MINUTES, parse_batch_minutes, parse_forks, schedule
 
-        return schedule(self.waves, self.fleet, self.settings.get("batch_minutes", DEFAULT_BATCH_MINUTES),
-                        self.settings.get("forks"))
+        # A saved plan's settings are read from a file: checked (ValueError) before they are used.
+        return schedule(self.waves, self.fleet,
+                        parse_batch_minutes(self.settings.get("batch_minutes", DEFAULT_BATCH_MINUTES)),
+                        parse_forks(self.settings.get("forks")))
 
     @functools.cached_property
     def spec_digest(self) -> str:

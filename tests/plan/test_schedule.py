@@ -136,3 +136,16 @@ def test_parsers_refuse_what_would_mean_nothing() -> None:
 
 def test_no_waves_no_schedule(quickstart) -> None:
     assert schedule((), quickstart).minutes == 0
+
+
+def test_a_saved_plan_with_nonsense_figures_is_refused_as_damaged(quickstart, tmp_path: Path) -> None:
+    from fleetspec.plan.saved import SavedPlanError, load_saved_plan, save_plan
+
+    path = tmp_path / "plan.json"
+    save_plan(with_rollout_figures(make_plan(variant("driver-bump"), quickstart), 12.75, 4), path)
+    assert load_saved_plan(path).schedule.forks == 4
+    data = json.loads(path.read_text())
+    data["settings"]["forks"] = "lots"
+    path.write_text(json.dumps(data))
+    with pytest.raises(SavedPlanError, match="damaged: forks must be a host count"):
+        load_saved_plan(path)
