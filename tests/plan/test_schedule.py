@@ -149,3 +149,10 @@ def test_a_saved_plan_with_nonsense_figures_is_refused_as_damaged(quickstart, tm
     path.write_text(json.dumps(data))
     with pytest.raises(SavedPlanError, match="damaged: forks must be a host count"):
         load_saved_plan(path)
+
+
+def test_the_pull_request_comment_states_the_modelled_duration_too(quickstart) -> None:
+    from fleetspec.plan.render_markdown import plan_markdown
+
+    text = plan_markdown(with_rollout_figures(make_plan(variant("driver-bump"), quickstart), 20, None), None)
+    assert "Modelled rollout: 1 h 40 min (5 batch(es)" in text and "20 min per install+reboot batch" in text
