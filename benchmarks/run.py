@@ -83,13 +83,35 @@ def row(name: str, seconds: float, reference: str, ref_seconds: float, target: f
 def main() -> int:
     parser = argparse.ArgumentParser(description="fleetspec benchmarks: ratios with targets and verdicts")
     parser.add_argument("--quick", action="store_true", help="fewer repeats (a rough look, not a verdict)")
+    parser.add_argument("--rollout", type=int, nargs="?", const=1000, metavar="HOSTS",
+                        help="also the rollout row: one wave's Ansible run over HOSTS (default 1,000) "
+                             "local-connection hosts; about 0.7 s of CPU per host, so ~12 min on 2 cores")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="fleetspec-bench-pycache-") as pycache:
         ENV["PYTHONPYCACHEPREFIX"] = pycache
-        return measure(quick=args.quick)
+        return measure(quick=args.quick, rollout=args.rollout)
 
 
-def measure(quick: bool) -> int:
+def rollout_rows(hosts: int) -> list[bool]:
+    """Controller CPU per node of one wave (target: under 0.2 s, issue #30) and the modelled
+    20,000-node driver bump (target: at most 8 hours at 12.75 min per batch)."""
+    # 50 forks (ansible.cfg's): a worker per fork, and 1,000 of them at once would hold GBs here.
+    seconds, peak = run([sys.executable, str(HERE / "bench_rollout.py"), "--wave", str(hosts), "--forks", "50"])
+    per_node = seconds / hosts
+    ok = per_node < 0.2
+    print(f"{f'apply wave, {hosts:,} local hosts, per node':<44} {per_node:>8.3f}s  {'':>6} "
+          f"{'(one Ansible run, 50 forks)':<34} target < 0.2s {'ok' if ok else 'MISSED'}  "
+          f"total {seconds:.0f}s, peak {peak:.0f} MB", flush=True)
+    out = subprocess.run([sys.executable, str(HERE / "bench_rollout.py"), "--model"], env=ENV, cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout.split()
+    minutes = float(out[1].split("=")[1])
+    fits = minutes <= 8 * 60
+    print(f"{'modelled 20,000-node driver bump':<44} {minutes / 60:>7.2f}h  {'':>6} "
+          f"{'12.75 min/batch, forks = wave':<34} target <= 8h  {'ok' if fits else 'MISSED'}", flush=True)
+    return [ok, fits]
+
+
+def measure(quick: bool, rollout: int | None = None) -> int:
     # The startup rows take a third of a second a run, and their fastest run is what counts:
     # on a 2-core machine with neighbours, 7 runs left the minimum a few percent off
     # from run to run, so they get 25 (both commands alike, alternating); the fleet rows, a
@@ -141,6 +163,8 @@ def measure(quick: bool) -> int:
         verdicts.append(row("plan, driver bump, 20,000 nodes (state)", times["plan"][0],
                             f"render 20,000 ({r:.2f}s)", r, 1.5))
         verdicts.append(row("plan --base OLD, same bump", times["base"][0], f"render 20,000 ({r:.2f}s)", r, 2.0))
+    if rollout:
+        verdicts.extend(rollout_rows(rollout))
     print(f"{sum(verdicts)} of {len(verdicts)} targets met")
     return 0 if all(verdicts) else 1
 

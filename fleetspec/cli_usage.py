@@ -25,8 +25,8 @@ except ImportError:  # pragma: no cover - older typer on plain click
 
 from fleetspec import exit_codes
 
-__all__ = ["BadParameter", "ChartsOpt", "UsageError", "UsageExitGroup", "canary_option", "hostlist_option",
-           "max_unavailable_option", "require_ansible"]
+__all__ = ["BadParameter", "ChartsOpt", "SigningKeyOpt", "UsageError", "UsageExitGroup", "batch_minutes_option",
+           "canary_option", "forks_option", "hostlist_option", "max_unavailable_option", "require_ansible"]
 
 
 class UsageExitGroup(TyperGroup):
@@ -58,6 +58,28 @@ def max_unavailable_option(value: str | None) -> str | None:
     except ValueError:
         raise BadParameter(f"{_shown(value)} is not a node count >= 1 or a percentage like 25%") from None
     return value
+
+
+def batch_minutes_option(value: float | None) -> float | None:
+    """``--batch-minutes``: minutes per install+reboot batch in the modelled schedule."""
+    from fleetspec.plan.schedule import parse_batch_minutes
+
+    if value is None:
+        return None
+    try:
+        return parse_batch_minutes(value)
+    except ValueError as exc:
+        raise BadParameter(str(exc)) from None
+
+
+def forks_option(value: int | None) -> int | None:
+    """``--forks``: hosts one wave's run works on at once (default: the whole wave)."""
+    from fleetspec.plan.schedule import parse_forks
+
+    try:
+        return parse_forks(value)
+    except ValueError as exc:
+        raise BadParameter(str(exc)) from None
 
 
 def canary_option(value: int | None) -> int | None:

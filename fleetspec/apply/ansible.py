@@ -187,6 +187,7 @@ def run_playbook(
     forks: int | None = None,
     work_dir: Path | None = None,
     keep: bool = False,
+    cancel: Callable[[], bool] | None = None,
 ) -> PlaybookResult:
     """Run ``playbook`` from ``project_dir`` against ``inventory`` and fold the events.
 
@@ -195,6 +196,8 @@ def run_playbook(
     fleet's ~12,000 hosts passed MAX_ARG_STRLEN (128 KiB) and ansible-playbook could not start.
     ``extravars`` win over every inventory variable (e.g. ``fleetspec_allow_reboot``).
     ``envvars`` are added to the environment of ansible-playbook (SSH settings, ANSIBLE_*).
+    ``cancel``: polled during the run; True cancels it (a run in a thread, where no signal
+    handler can be set: apply's lanes, ``apply.lanes``).
     """
     import ansible_runner  # lazy: ansible is heavy and optional for render/validate
 
@@ -227,7 +230,8 @@ def run_playbook(
             envvars=env,
             forks=forks,
             event_handler=collector,
-            cancel_callback=(lambda: bool(received)) if saved else None,
+            cancel_callback=(lambda: bool(received) or (cancel is not None and cancel()))
+            if saved or cancel is not None else None,
             quiet=True,
         )
         results = _host_results(runner.stats or {}, collector)

@@ -22,7 +22,9 @@ import typer
 from fleetspec.cli_usage import (
     SigningKeyOpt,
     UsageError,
+    batch_minutes_option,
     canary_option,
+    forks_option,
     hostlist_option,
     max_unavailable_option,
     require_ansible,
@@ -87,6 +89,11 @@ def apply(
                                                    "Ansible); the state records only them, the next plan still "
                                                    "shows the rest")] = None,
     signing_key: SigningKeyOpt = None,
+    batch_minutes: Annotated[float | None, typer.Option("--batch-minutes", callback=batch_minutes_option,
+                                                        help="modelled minutes per install+reboot batch, for the "
+                                                             "plan's estimate (default 12.75)")] = None,
+    forks: Annotated[int | None, typer.Option("--forks", callback=forks_option, help="hosts a wave's Ansible run "
+                                              "works on at once (default: the whole wave)")] = None,
 ) -> None:
     """Apply the spec (or a saved plan) in rolling waves: drain, upgrade, verify, resume."""
     require_ansible(err)  # before the plan is shown or the lock taken: a missing extra stops nothing half-way
@@ -100,6 +107,7 @@ def apply(
     from fleetspec.plan import plan_against_state
     from fleetspec.plan.render_text import print_plan
     from fleetspec.plan.saved import SavedPlanError, check_plan_current, load_saved_plan, signing_key_from
+    from fleetspec.plan.schedule import with_rollout_figures
     from fleetspec.render import render_all
     from fleetspec.render.writer import RenderWriteError, write_tree
     from fleetspec.safe_io import UnsafePathError
@@ -134,7 +142,7 @@ def apply(
                                                         max_unavailable=max_unavailable,
                                                         old_files=applied_tree(store, current)),
                                      lab, inventory, slurm_control)
-            _show(_restricted(plan, only, why), format, emit, print_plan)
+            _show(with_rollout_figures(_restricted(plan, only, why), batch_minutes, forks), format, emit, print_plan)
             err.print("refusing to apply without confirmation: no terminal to ask on. Pass --yes")
             raise typer.Exit(ERROR)
         with locked(store, "apply", lock_timeout):
@@ -145,7 +153,7 @@ def apply(
                                                         max_unavailable=max_unavailable,
                                                         old_files=applied_tree(store, current)),
                                      lab, inventory, slurm_control)
-            plan = _restricted(plan, only, why)
+            plan = with_rollout_figures(_restricted(plan, only, why), batch_minutes, forks)
             _show(plan, format, emit, print_plan)
             if plan.empty:
                 emit(ApplyEvent("done", "no changes"))
@@ -354,11 +362,22 @@ def _engines(fleet: Fleet, inventories: list[Path], lab: Path | None, mode: Slur
         raise ApplyError(f"no site.yml in {playbooks}: run fleetspec from its source checkout (pip install -e .) "
                          f"or point {PLAYBOOKS_ENV} at a copy of its playbooks/ directory")
     from fleetspec.apply.control import KubernetesControl, SlurmControl, ansible_runner_on, local_runner
+    from fleetspec.apply.wave_inventory import narrowed_runner
     from fleetspec.verify.compare import compare
     from fleetspec.verify.run import collect_inventory
 
+    run = narrowed_runner(functools.partial(run_playbook, project_dir=playbooks,
+                                            envvars=ansible_config_env(playbooks, lab=lab is not None,
+                                                                       explicit=ansible_config)),
+                          inventories,
+                          [n.hostname for n in fleet.nodes])
+
     def verify(f: Fleet, hosts: list[str]):  # type: ignore[no-untyped-def]
-        facts, problems = collect_inventory(inventories, hosts, forks=20)
+        if len(hosts) * 2 > len(fleet.nodes):
+            facts, problems = collect_inventory(inventories, hosts, forks=20)
+        else:  # the wave's inventory, as its playbook run had
+            with run.waves.for_hosts(hosts) as inventory:
+                facts, problems = collect_inventory([inventory, *inventories[1:]], hosts, forks=20)
         return compare(f, facts, hosts=hosts, unreachable=problems)
 
     slurm = None
@@ -379,9 +398,7 @@ def _engines(fleet: Fleet, inventories: list[Path], lab: Path | None, mode: Slur
             slurm = SlurmControl(ansible_runner_on(inventories, fleet.slurm.controllers[0]))
     kubernetes = KubernetesControl(local_runner()) if shutil.which("kubectl") else None
     return Engines(
-        run_playbook=functools.partial(run_playbook, inventories, project_dir=playbooks,
-                                       envvars=ansible_config_env(playbooks, lab=lab is not None,
-                                                                  explicit=ansible_config)),
+        run_playbook=run,
         verify=verify,
         slurm=slurm,
         kubernetes=kubernetes,

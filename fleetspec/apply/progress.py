@@ -110,6 +110,9 @@ class Progress:
             self._task(group, host, event.task, move)
         elif group is None:
             return changed
+        elif kind == "carried":  # jobs outlived the drain timeout: out of this wave, back at work (issue #30)
+            for name in event.hosts:
+                group.hosts.pop(name, None)
         elif kind == "busy":  # the drain waits for these hosts' jobs (or pods); the others are drained
             for host in group.hosts.values():
                 if host.state == DRAINING:

@@ -51,7 +51,8 @@ if TYPE_CHECKING:
 
     from fleetspec.apply.rollout import ApplyEvent, ApplyResult
 
-_COLORS = {"error": "red", "wave-start": "bold", "wave-done": "green", "done": "bold green", "skipped": "yellow", "held": "yellow"}
+_COLORS = {"error": "red", "wave-start": "bold", "wave-done": "green", "done": "bold green", "skipped": "yellow", "held": "yellow",
+           "carried": "yellow"}
 _STATE_STYLE = {FAILED: "red", DONE: "green", STOPPED: "yellow", APPLYING: "cyan", VERIFYING: "cyan"}
 _RANK = {FAILED: 0, APPLYING: 1, VERIFYING: 2, DRAINING: 3, STOPPED: 4, PENDING: 5, DONE: 6}  # who shows first
 MAX_HOST_LINES = 20  # the live view's host lines at most (fewer on a short terminal)
@@ -74,6 +75,7 @@ class TextReport:
         self._lock = threading.Lock()  # the model, between the caller and the live view's refresh thread
         self._live: Live | None = None
         self._skipped: tuple[str, ...] = ()
+        self._carried: tuple[str, ...] = ()  # nodes whose jobs outlived the drain timeout twice (issue #30)
         self._since: tuple[str, float] | None = None  # the group at work and when it started (monotonic)
         self.console.print(f"event log: {escape(str(log_path))}")
 
@@ -95,6 +97,8 @@ class TextReport:
             moved = self._progress.update(event)
         if event.kind == "skipped":
             self._skipped = event.hosts
+        if event.kind == "carried" and event.wave is None:
+            self._carried = event.hosts
         current = self._progress.current
         if current is not None and (self._since is None or self._since[0] != current):
             self._since = (current, time.monotonic())
@@ -122,7 +126,8 @@ class TextReport:
         except OSError:  # the last buffered line could not be written: already said in emit, or lost
             pass
         groups = list(self._progress.groups.values())
-        if not groups and not self._skipped:
+        carried = self._carried
+        if not groups and not self._skipped and not carried:
             return
         table = Table(title="apply summary", title_justify="left")
         for column in ("wave", "nodes", "hosts", "result"):
@@ -137,6 +142,9 @@ class TextReport:
                           escape(_hostlist(list(group.hosts))), result_text)
         if self._skipped:
             table.add_row("skipped", "", escape(_hostlist(self._skipped)), "[yellow]not applied, not recorded[/]")
+        if carried:
+            table.add_row("carried over", "", escape(_hostlist(list(carried))),
+                          "[yellow]jobs outlived the drain timeout: not applied, back at work, not recorded[/]")
         self.console.print(table)
         for group in unfinished:
             self.console.print(f"[yellow]{escape(did_not_finish(group))}[/]")

@@ -18,7 +18,10 @@ and the tests.
 
 from __future__ import annotations
 
+import functools
+import threading
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -26,11 +29,13 @@ from typing import Any
 from fleetspec.apply.ansible import HostEvent, PlaybookResult
 from fleetspec.apply.control import APPLY_REASON_PREFIX, ControlError, NodeControl, foreign_drains
 from fleetspec.apply.hooks import run_with_hooks
+from fleetspec.apply.lanes import run_steps
 from fleetspec.compile.ir import Fleet
 from fleetspec.node_side.hostlist import compress
 from fleetspec.plan.model import Disruption, Plan, Wave
 from fleetspec.plan.planner import converged_parts, hold_back
 from fleetspec.plan.saved import SavedPlanError, check_plan_current
+from fleetspec.plan.schedule import Step, wave_id
 from fleetspec.secrets import Redactor
 from fleetspec.state import LimitedApply, StateBackend
 from fleetspec.state.build import mark_applied
@@ -89,6 +94,10 @@ class ApplyResult:
     waves_done: tuple[str, ...] = ()
     failed_wave: str | None = None
     drained: tuple[str, ...] = ()  # nodes left drained by a failure
+    carried: tuple[str, ...] = ()  # nodes whose jobs outlived the drain timeout twice: not applied, at work
+
+
+Lock = AbstractContextManager[Any]  # the apply's one lock (state writes, events) across lanes
 
 
 class ApplyError(Exception):
@@ -103,10 +112,12 @@ def apply_plan(plan: Plan, store: StateBackend, engines: Engines, options: Apply
                redact: Redactor | None = None) -> ApplyResult:
     """Run ``plan``; the caller holds ``store``'s lock. Never raises for a failed wave."""
     redact = redact or Redactor()
+    lock = threading.RLock()  # waves of several lanes at once: one event and one state write at a time
 
     def say(kind: str, message: str, wave: str | None = None, hosts: Sequence[str] = (), ok: bool = True,
             task: HostEvent | None = None) -> None:
-        emit(ApplyEvent(kind, redact(message), wave, tuple(hosts), ok, task))
+        with lock:
+            emit(ApplyEvent(kind, redact(message), wave, tuple(hosts), ok, task))
 
     try:
         before = store.read()
@@ -133,7 +144,12 @@ def apply_plan(plan: Plan, store: StateBackend, engines: Engines, options: Apply
                     "not changed, not resumed; their changes stay pending): "
                     + "; ".join(f"{h} ({why})" for h, why in sorted(held.items())), None, sorted(held), ok=False)
     done: list[str] = []
-    for wave, control in zip(plan.waves, controls, strict=True):
+    failures: dict[str, ApplyResult] = {}
+    carried: dict[str, Wave] = {}  # wave id -> the wave's nodes whose jobs outlived the drain timeout
+    control_of = {wave_id(w): c for w, c in zip(plan.waves, controls, strict=True)}
+
+    def run_wave(step: Step, cancel: Callable[[], bool]) -> bool:
+        wave, control = step.wave, control_of[step.id]
         name = wave_name(wave)
         hosts = list(wave.hosts)
         say("wave-start", f"wave {name}: {len(hosts)} node(s), {wave.disruption.value}", name, hosts)
@@ -143,55 +159,32 @@ def apply_plan(plan: Plan, store: StateBackend, engines: Engines, options: Apply
             say("drain", f"drained {', '.join(hosts)}: {reason}", name, hosts)
             busy = control.wait_drained(hosts, options.drain_timeout_s,
                                         lambda b, n=name: say("busy", _busy_message(n, b, options), n, b))
+            if busy:  # not a global stop: those nodes go back to work and wait for the carry round
+                busy = _carry(say, control, name, busy, options)
+                if busy:
+                    carried[step.id] = replace(wave, hosts=tuple(busy), canary=False)
+                hosts = [h for h in hosts if h not in busy]
+                if not hosts:
+                    return True
         except ControlError as exc:
-            return _stop(say, control, name, hosts, f"drain failed: {exc}", done, redact)
-        if busy:
-            return _stop(say, control, name, hosts,
-                         f"jobs still running on {', '.join(busy)} after {options.drain_timeout_s:.0f}s", done,
-                         redact)
+            failures[step.id] = _stop(say, control, name, hosts, f"drain failed: {exc}", done, redact)
+            return False
+        failure = _converge_wave(plan, wave, name, hosts, control, engines, store, options, say, redact, done, lock,
+                                 forks=step.parallel, cancel=cancel)
+        if failure is not None:
+            failures[step.id] = failure
+            return False
+        return True
 
-        extravars = {**options.extravars, "fleetspec_allow_reboot": options.allow_reboot}
-        result = run_with_hooks(engines.run_playbook, fleet, options.hooks_dir, hosts,
-                                lambda m, n=name, h=hosts: say("hook", m, n, h), extravars=extravars,
-                                on_event=lambda e, n=name: _host_event(say, redact, n, e))
-        unseen = sorted(set(hosts) - set(result.hosts))
-        if not result.ok or unseen:
-            failures = [f"{h}: {'; '.join(r.failures) or ('unreachable' if r.unreachable else 'failed')}"
-                        for h, r in sorted(result.hosts.items()) if r.failed or r.unreachable]
-            failures += [f"{h}: the playbook never reached it (not in the inventory?)" for h in unseen]
-            return _stop(say, control, name, hosts, "playbook failed: " + " | ".join(failures or [result.status]),
-                         done, redact)
-        say("playbook", f"playbooks ran on {', '.join(hosts)} ({len(result.changed_hosts)} changed)", name, hosts)
-
-        if engines.verify is not None:
-            report = engines.verify(fleet, hosts)
-            drift = _drift(report)
-            if drift:
-                return _stop(say, control, name, hosts, "verify failed: " + "; ".join(drift), done, redact)
-            say("verify", f"{', '.join(hosts)} run the partition's tuple", name, hosts)
-        if engines.health is not None:
-            try:
-                sick = engines.health(fleet, hosts)
-            except Exception as exc:  # no verdict is a failed gate, never a pass
-                sick = {h: f"no verdict ({type(exc).__name__}: {exc})" for h in hosts}
-            if sick:
-                return _stop(say, control, name, hosts, "unhealthy after the wave: " + "; ".join(
-                    f"{h}: {why}" for h, why in sorted(sick.items())), done, redact)
-            say("verify", f"{', '.join(hosts)} passed the node health check", name, hosts)
-        try:
-            taken = foreign_drains(control.states(hosts))  # drained by someone else during the wave
-            if taken:
-                say("held", f"wave {name}: not resuming " + "; ".join(f"{h} (drained by someone else "
-                            f"during the wave: {why})" for h, why in sorted(taken.items())), name, sorted(taken),
-                    ok=False)
-            if [h for h in hosts if h not in taken]:
-                control.resume([h for h in hosts if h not in taken])
-        except ControlError as exc:
-            return _stop(say, control, name, hosts, f"resume failed: {exc}", done, redact)
-        store.record_wave(fleet, hosts, f"wave {name}: {wave.disruption.value}")
-        done.append(name)
-        say("wave-done", f"wave {name} done; nodes resumed", name, hosts)
-
+    _, stopped = run_steps(plan.schedule.steps, run_wave)
+    if stopped is not None:  # the first wave that failed; waves of other lanes that were running finished
+        return replace(failures[stopped], waves_done=tuple(done))
+    left: list[str] = []
+    if carried:
+        leftover = _carry_round(plan, carried, control_of, engines, store, options, say, redact, done, lock)
+        if isinstance(leftover, ApplyResult):
+            return leftover
+        left = leftover
     waved = {h for w in plan.waves for h in w.hosts}
     rest = sorted(set(engines.all_hosts()) - waved - set(held))  # a held node gets no playbook either
     converged: list[str] = []
@@ -223,29 +216,144 @@ def apply_plan(plan: Plan, store: StateBackend, engines: Engines, options: Apply
         except ControlError as exc:
             say("error", f"scontrol reconfigure failed: {exc}", ok=False)
             return ApplyResult(False, str(exc), tuple(done))
-    if plan.restriction is None:
+    if plan.restriction is None and not left:
         recorded = store.record_applied(fleet, f"applied {len(plan.changes)} change(s) in {len(plan.waves)} wave(s)")
         mark_applied(store, recorded.serial)  # the next plan reads the old files from the build tree
         say("done", f"applied: {len(plan.changes)} change(s), {len(done)} wave(s)")
         return ApplyResult(True, "applied", tuple(done))
-    # Restricted: the state records only the nodes this run applied and verified (the
-    # waves did theirs); everything else stays pending, so the next plan still shows it.
+    # Restricted, or nodes carried over: the state records only the nodes this run applied
+    # and verified (the waves did theirs); everything else stays pending, so the next plan
+    # still shows it.
     if converged:
-        store.record_wave(fleet, converged, f"converged {compress(converged)} ({plan.restriction})")
+        store.record_wave(fleet, converged, f"converged {compress(converged)} ({plan.restriction or 'carried over'})")
+    if left:
+        say("carried", f"{len(left)} node(s) still ran jobs after the drain timeout twice: {compress(left)}. They "
+                       "are back at work, unchanged, and the state does not record them: the next apply takes them "
+                       "(or run it when they are idle)", None, left, ok=False)
     # Finished: the state says so, with the control-plane parts this run converged (kept
-    # from earlier limited applies too), and the nodes it left.
+    # from earlier limited applies too), and the nodes it left (skipped or carried over).
     parts = {**(before.limited.converged if before.limited else {}),
-             **converged_parts(fleet, options.rendered or {}, waved | set(rest))}
-    store.record_limited(LimitedApply(plan.restriction, tuple(plan.skipped), parts),
-                         f"limited apply finished ({plan.restriction}); "
-                         + (f"not applied: {compress(plan.skipped)}" if plan.skipped else "no node left"))
+             **converged_parts(fleet, options.rendered or {}, (waved - set(left)) | set(rest))}
+    unapplied = tuple(sorted(set(plan.skipped) | set(left)))
+    restriction = plan.restriction or "carried over"
+    store.record_limited(LimitedApply(restriction, unapplied, parts),
+                         f"limited apply finished ({restriction}); "
+                         + (f"not applied: {compress(list(unapplied))}" if unapplied else "no node left"))
     if plan.skipped:
         say("skipped", f"skipped {len(plan.skipped)} node(s) outside {plan.restriction}: {compress(plan.skipped)}. "
                        "They were not touched and the state does not record them: the next plan still shows "
                        "their changes", None, plan.skipped, ok=False)
-    applied = len(waved | set(converged))
-    say("done", f"applied to {applied} node(s) of {len(fleet.nodes)} ({plan.restriction}): {len(done)} wave(s)")
-    return ApplyResult(True, "applied (restricted)", tuple(done))
+    applied = len(({h for w in plan.waves for h in w.hosts} - set(left)) | set(converged))
+    why = plan.restriction or f"{len(left)} node(s) carried over"
+    say("done", f"applied to {applied} node(s) of {len(fleet.nodes)} ({why}): {len(done)} wave(s)")
+    return ApplyResult(True, "applied (restricted)" if plan.restriction else "applied (nodes carried over)",
+                       tuple(done), carried=tuple(left))
+
+
+def _converge_wave(plan: Plan, wave: Wave, name: str, hosts: list[str], control: NodeControl, engines: Engines,
+                   store: StateBackend, options: ApplyOptions, say: Callable[..., None], redact: Redactor, done: list[str],
+                   lock: Lock, forks: int | None = None,
+                   cancel: Callable[[], bool] | None = None) -> ApplyResult | None:
+    """Upgrade a drained wave, verify it, pass the health gate, resume it and record it;
+    None when it did, else the stopped rollout's result (its nodes stay drained)."""
+    fleet = plan.fleet
+    extravars = {**options.extravars, "fleetspec_allow_reboot": options.allow_reboot}
+    runner = engines.run_playbook
+    if forks is not None or cancel is not None:
+        runner = functools.partial(runner, **({"forks": forks} if forks else {}),
+                                   **({"cancel": cancel} if cancel is not None else {}))
+    result = run_with_hooks(runner, fleet, options.hooks_dir, hosts,
+                            lambda m, n=name, h=hosts: say("hook", m, n, h), extravars=extravars,
+                            on_event=lambda e, n=name: _host_event(say, redact, n, e))
+    unseen = sorted(set(hosts) - set(result.hosts))
+    if not result.ok or unseen:
+        failures = [f"{h}: {'; '.join(r.failures) or ('unreachable' if r.unreachable else 'failed')}"
+                    for h, r in sorted(result.hosts.items()) if r.failed or r.unreachable]
+        failures += [f"{h}: the playbook never reached it (not in the inventory?)" for h in unseen]
+        return _stop(say, control, name, hosts, "playbook failed: " + " | ".join(failures or [result.status]),
+                     done, redact)
+    say("playbook", f"playbooks ran on {', '.join(hosts)} ({len(result.changed_hosts)} changed)", name, hosts)
+
+    if engines.verify is not None:
+        report = engines.verify(fleet, hosts)
+        drift = _drift(report)
+        if drift:
+            return _stop(say, control, name, hosts, "verify failed: " + "; ".join(drift), done, redact)
+        say("verify", f"{', '.join(hosts)} run the partition's tuple", name, hosts)
+    if engines.health is not None:
+        try:
+            sick = engines.health(fleet, hosts)
+        except Exception as exc:  # no verdict is a failed gate, never a pass
+            sick = {h: f"no verdict ({type(exc).__name__}: {exc})" for h in hosts}
+        if sick:
+            return _stop(say, control, name, hosts, "unhealthy after the wave: " + "; ".join(
+                f"{h}: {why}" for h, why in sorted(sick.items())), done, redact)
+        say("verify", f"{', '.join(hosts)} passed the node health check", name, hosts)
+    try:
+        taken = foreign_drains(control.states(hosts))  # drained by someone else during the wave
+        if taken:
+            say("held", f"wave {name}: not resuming " + "; ".join(f"{h} (drained by someone else "
+                        f"during the wave: {why})" for h, why in sorted(taken.items())), name, sorted(taken),
+                ok=False)
+        if [h for h in hosts if h not in taken]:
+            control.resume([h for h in hosts if h not in taken])
+    except ControlError as exc:
+        return _stop(say, control, name, hosts, f"resume failed: {exc}", done, redact)
+    with lock:
+        store.record_wave(fleet, hosts, f"wave {name}: {wave.disruption.value}")
+        done.append(name)
+    say("wave-done", f"wave {name} done; nodes resumed", name, hosts)
+    return None
+
+
+def _carry_round(plan: Plan, carried: dict[str, Wave], control_of: dict[str, NodeControl], engines: Engines,
+                 store: StateBackend, options: ApplyOptions, say: Callable[..., None], redact: Redactor,
+                 done: list[str], lock: Lock) -> list[str] | ApplyResult:
+    """After the last wave: each carried wave's nodes drained again (never more than their
+    wave was, so within its partition's budget), one after another; those idle by the drain
+    timeout are upgraded as their wave was, the others stay at work, unchanged (returned)."""
+    left: list[str] = []
+    for wid, wave in carried.items():
+        control = control_of[wid]
+        name = f"{wid} (carried)"
+        hosts = list(wave.hosts)
+        say("wave-start", f"wave {name}: {len(hosts)} node(s) whose jobs outlived the drain timeout, "
+                          f"{wave.disruption.value}", name, hosts)
+        reason = f"{APPLY_REASON_PREFIX}{_reasons(plan).get(hosts[0], wave.disruption.value)}"
+        try:
+            control.drain(hosts, reason)
+            say("drain", f"drained {', '.join(hosts)}: {reason}", name, hosts)
+            busy = control.wait_drained(hosts, options.drain_timeout_s,
+                                        lambda b, n=name: say("busy", _busy_message(n, b, options), n, b))
+            if busy:
+                taken = foreign_drains(control.states(busy))
+                if [h for h in busy if h not in taken]:
+                    control.resume([h for h in busy if h not in taken])
+                left.extend(busy)
+                hosts = [h for h in hosts if h not in busy]
+        except ControlError as exc:
+            return replace(_stop(say, control, name, hosts, f"drain failed: {exc}", done, redact), waves_done=tuple(done))
+        if hosts:
+            failure = _converge_wave(plan, replace(wave, hosts=tuple(hosts)), name, hosts, control, engines, store,
+                                     options, say, redact, done, lock)
+            if failure is not None:
+                return replace(failure, waves_done=tuple(done))
+    return sorted(left)
+
+
+def _carry(say: Callable[..., None], control: NodeControl, name: str, busy: list[str],
+           options: ApplyOptions) -> list[str]:
+    """The wave's nodes whose jobs outlived the drain timeout go back to work (resumed: the
+    partition's budget stays free for its next waves) and wait for the carry round; a node
+    someone else drained meanwhile is left to them."""
+    taken = foreign_drains(control.states(busy))
+    mine = [h for h in busy if h not in taken]
+    if mine:
+        control.resume(mine)
+    say("carried", f"wave {name}: jobs on {compress(busy)} outlived the drain timeout "
+                   f"({options.drain_timeout_s:.0f}s): carried to the round after the last wave, back at work "
+                   "meanwhile; the wave goes on with the rest", name, busy, ok=False)
+    return mine
 
 
 def _stop(say: Callable[..., None], control: NodeControl, name: str, hosts: list[str], why: str,

@@ -19,7 +19,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from fleetspec import exit_codes
-from fleetspec.cli_usage import ChartsOpt, SigningKeyOpt, canary_option, hostlist_option, max_unavailable_option
+from fleetspec.cli_usage import (
+    ChartsOpt,
+    SigningKeyOpt,
+    batch_minutes_option,
+    canary_option,
+    forks_option,
+    hostlist_option,
+    max_unavailable_option,
+)
 from fleetspec.console import consoles
 from fleetspec.safe_io import STDOUT, UnsafePathError
 
@@ -69,6 +77,11 @@ def plan(
                                                 "--format json': quarantined nodes are never canaries")] = None,
     charts: ChartsOpt = None,
     signing_key: SigningKeyOpt = None,
+    batch_minutes: Annotated[float | None, typer.Option("--batch-minutes", callback=batch_minutes_option,
+                                                        help="modelled minutes per install+reboot batch "
+                                                             "(default 12.75)")] = None,
+    forks: Annotated[int | None, typer.Option("--forks", callback=forks_option, help="hosts one wave works on at "
+                                              "once (default: the whole wave)")] = None,
 ) -> None:
     """Show what apply would change, how disruptive each change is, and the waves it would run.
     Exit 0: planned; 1: error. With --detailed-exitcode: 0 no changes, 1 error, 2 changes."""
@@ -78,6 +91,7 @@ def plan(
     from fleetspec.plan.render_markdown import plan_markdown
     from fleetspec.plan.render_text import print_plan
     from fleetspec.plan.saved import SavedPlanError, save_plan, signing_key_from
+    from fleetspec.plan.schedule import with_rollout_figures
     from fleetspec.state import local_work_dir, state_location
 
     console, errors = consoles()
@@ -91,6 +105,7 @@ def plan(
             result = _with_facts(result, facts)
         if limit is not None:
             result = _limited(result, limit, errors)
+        result = with_rollout_figures(result, batch_minutes, forks)
         if out is not None:
             save_plan(result, out, signing_key_from(signing_key, spec))
     except (PlanError, UnsafePathError, SavedPlanError) as exc:

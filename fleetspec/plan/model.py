@@ -120,6 +120,16 @@ class Plan:
         return not self.changes
 
     @functools.cached_property
+    def schedule(self) -> Any:
+        """Which waves run side by side and the modelled duration (``plan.schedule``)."""
+        from fleetspec.plan.schedule import DEFAULT_BATCH_MINUTES, parse_batch_minutes, parse_forks, schedule
+
+        # A saved plan's settings are read from a file: checked (ValueError) before they are used.
+        return schedule(self.waves, self.fleet,
+                        parse_batch_minutes(self.settings.get("batch_minutes", DEFAULT_BATCH_MINUTES)),
+                        parse_forks(self.settings.get("forks")))
+
+    @functools.cached_property
     def spec_digest(self) -> str:
         """sha256 of the new fleet's fleet.json: what a saved plan promises to apply."""
         return "sha256:" + hashlib.sha256(self.fleet.to_json().encode()).hexdigest()
@@ -149,7 +159,8 @@ class Plan:
             "settings": self.settings,
             "changes": [c.to_dict() for c in self.changes],
             "summary": self.summary(),
-            "waves": [w.to_dict() for w in self.waves],
+            "waves": self._waves_with_schedule(),
+            "schedule": self.schedule.to_dict(),
         }
         if self.restriction is not None:
             data["restriction"] = self.restriction
@@ -161,6 +172,14 @@ class Plan:
         if include_fleet:
             data["ir"] = self.fleet.to_dict()
         return data
+
+
+    def _waves_with_schedule(self) -> list[dict[str, Any]]:
+        """Each wave with its id, the hosts it works on at once and the waves it waits for."""
+        fields = self.schedule.wave_fields()
+        from fleetspec.plan.schedule import wave_id
+
+        return [{**w.to_dict(), **fields[wave_id(w)]} for w in self.waves]
 
 
 def _ordered(counts: Counter[str]) -> dict[str, int]:

@@ -17,7 +17,7 @@ from typing import Any
 from fleetspec.markdown import cell, code
 from fleetspec.node_side.hostlist import compress
 from fleetspec.plan.model import Change, Disruption, Plan
-from fleetspec.plan.render_text import grouped
+from fleetspec.plan.render_text import grouped, schedule_line
 
 MARKER = "<!-- fleetspec-plan -->"
 MAX_CHARS = 60_000
@@ -96,7 +96,7 @@ def _waves(plan: Plan) -> list[str]:
                      f"{cell(','.join(w.racks))} | {code(w.disruption.value)} |")
     if len(plan.waves) > MAX_WAVE_ROWS:
         lines.append(f"| ... | {len(plan.waves) - MAX_WAVE_ROWS} more waves | | | | |")
-    return [*lines, ""]
+    return [*lines, "", cell(schedule_line(plan)), ""]
 
 
 def _kubernetes(notes: dict[str, Any] | None) -> list[str]:

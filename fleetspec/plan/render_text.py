@@ -44,8 +44,18 @@ def print_plan(plan: Plan, console: Console) -> None:
         console.print(_partitions_table(summary["partitions"]))
     if plan.waves:
         console.print(_waves_table(plan))
+        console.print(escape(schedule_line(plan)))
     else:
         console.print("No node has to leave service: no waves.")
+
+
+def schedule_line(plan: Plan) -> str:
+    """The modelled duration of the rollout, with the figures it assumed."""
+    sched = plan.schedule
+    minutes = sched.minutes
+    return (f"Modelled rollout: {int(minutes // 60)} h {minutes % 60:02.0f} min ({sched.critical_batches()} "
+            f"batch(es) on the longest path of {len(sched.steps)} wave(s)), assuming {sched.assumptions()}. "
+            "Waves of different lanes run side by side ('plan --format json': each wave's 'after').")
 
 
 def grouped(changes: tuple[Change, ...]) -> list[tuple[Change, str]]:

@@ -104,6 +104,7 @@ def load_saved_plan(path: Path, key: bytes | None = None) -> Plan:
     try:
         fleet = fleet_from_dict(data["ir"])
         plan = _plan_from_dict(data, fleet)
+        plan.schedule  # noqa: B018 - checks the rollout figures in its settings (issue #30)
     except (FleetDecodeError, KeyError, TypeError, ValueError) as exc:
         raise SavedPlanError(f"{path} is damaged: {exc}") from None
     expected = "sha256:" + hashlib.sha256(fleet.to_json().encode()).hexdigest()

@@ -39,13 +39,15 @@ def upgraded(facts: dict, nccl: str) -> dict:
 
 
 class Rollout:
-    def __init__(self, cluster: Cluster, tmp: Path, initial: bool = True, state: str | None = None) -> None:
+    def __init__(self, cluster: Cluster, tmp: Path, initial: bool = True, state: str | None = None,
+                 hosts: list[str] | None = None, base: Path = V1) -> None:
         self.cluster = cluster
+        self.hosts = list(hosts or HOSTS)
         self.markers = tmp / "markers"
         self.markers.mkdir(exist_ok=True)
         self.inventory = tmp / "inventory.yml"
         self.inventory.write_text(yaml.safe_dump({"all": {
-            "hosts": {h: {"ansible_connection": "local", "ansible_python_interpreter": "python3"} for h in HOSTS},
+            "hosts": {h: {"ansible_connection": "local", "ansible_python_interpreter": "python3"} for h in self.hosts},
             "vars": {"marker_dir": str(self.markers)},
         }}))
         self.store = open_state(parse_location(state), "rollout", tmp / "work") if state else \
@@ -54,7 +56,7 @@ class Rollout:
         self.node_roots: Path | None = None  # with node_health(): each host's stand-in node root
         if initial:
             with self.store.lock("test"):
-                self.store.record_applied(compile_file(V1).fleet, "initial fleet")
+                self.store.record_applied(compile_file(base).fleet, "initial fleet")
 
     def verify(self, fleet, hosts):
         facts = {}
@@ -107,11 +109,11 @@ class Rollout:
 
         return Engines(run_playbook=playbook, verify=self.verify,
                        slurm=SlurmControl(local_runner({"SLURM_CONF": str(self.cluster.conf)}), poll_s=0.2),
-                       kubernetes=None, all_hosts=lambda: list(HOSTS),
+                       kubernetes=None, all_hosts=lambda: list(self.hosts),
                        health=self.health if self.node_roots is not None else None)
 
     def apply(self, spec: Path, fail_hosts=(), max_unavailable=2, fail_message=None, redact=None, slow_hosts=(),
-              limit=None, hook_fail_hosts=(), report=None):
+              limit=None, hook_fail_hosts=(), report=None, drain_timeout_s=20.0):
         """Plan against the state and apply; ``limit`` restricts it to those hosts, as 'apply --limit' does.
         ``report(plan)`` may return a second event sink (what 'apply' prints, `TextReport.emit`)."""
         events = []
@@ -121,10 +123,11 @@ class Rollout:
             engines = self.engines(fail_hosts, fail_message, slow_hosts, hook_fail_hosts)
             if limit is not None:
                 plan = restrict_to_hosts(plan, set(limit), f"--limit {','.join(limit)}")
-                engines.all_hosts = lambda: [h for h in HOSTS if h in limit]
+                engines.all_hosts = lambda: [h for h in self.hosts if h in limit]
             sink = report(plan) if report is not None else None
             emit = events.append if sink is None else lambda e: (events.append(e), sink(e))
-            result = apply_plan(plan, self.store, engines, ApplyOptions(drain_timeout_s=20, hooks_dir=spec.parent),
+            result = apply_plan(plan, self.store, engines, ApplyOptions(drain_timeout_s=drain_timeout_s,
+                                                                              hooks_dir=spec.parent),
                                 emit, redact)
         return plan, result, events
 

@@ -170,7 +170,7 @@ def test_json_form_is_stable_and_complete(quickstart: Fleet) -> None:
     plan = make_plan(variant("driver-bump"), quickstart)
     data = plan.to_dict()
     assert list(data) == ["format_version", "fleet", "state_serial", "lineage", "base", "spec_digest", "settings",
-                          "changes", "summary", "waves"]
+                          "changes", "summary", "waves", "schedule"]
     assert json.dumps(data) == json.dumps(make_plan(variant("driver-bump"), quickstart).to_dict())
     assert data["spec_digest"].startswith("sha256:") and len(data["spec_digest"]) == 71
     assert data["summary"]["by_disruption"] == {"drain-reboot": 8, "none": 3}  # group_vars, pins .pref, .list
