@@ -159,6 +159,12 @@ def apply_plan(plan: Plan, store: StateBackend, engines: Engines, options: Apply
             say("drain", f"drained {', '.join(hosts)}: {reason}", name, hosts)
             busy = control.wait_drained(hosts, options.drain_timeout_s,
                                         lambda b, n=name: say("busy", _busy_message(n, b, options), n, b))
+            if busy and wave.canary:  # the canary proves the change before the rest: never carried past
+                failures[step.id] = _stop(say, control, name, hosts,
+                                          f"jobs still running on {', '.join(busy)} after "
+                                          f"{options.drain_timeout_s:.0f}s: a canary must be idle before the "
+                                          "rest roll; apply again when it is", done, redact)
+                return False
             if busy:  # not a global stop: those nodes go back to work and wait for the carry round
                 busy = _carry(say, control, name, busy, options)
                 if busy:
