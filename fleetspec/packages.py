@@ -47,6 +47,19 @@ ROCM_BUILDS: dict[str, int] = {
     "6.3.0": 39, "6.3.1": 48, "6.3.2": 66, "6.3.3": 74, "6.4.0": 47, "7.0.0": 38,
     "7.0.2": 56, "7.1.0": 20, "7.1.1": 38, "7.2.0": 43, "7.2.1": 81, "7.2.3": 90, "7.2.4": 93,
 }  # fmt: skip
+# The components of a CUDA toolkit release at the release's own versions: cuda-toolkit-X-Y
+# depends on them with `>=`, so without a lock a later update of a component comes in.
+# NVIDIA's per-release manifests (redistrib_X.Y.Z.json) were not found by search; these are
+# from published artefacts: anaconda cuda-compiler 12.8.1 (cuda-nvcc 12.8.93.*, cuda-cuobjdump
+# 12.8.90.*) and apt pins of the same versions in public Dockerfiles and CI scripts (docs/packaging.md,
+# "Evidence"). A release not listed, and every component not listed, is not held (verify's cuda-components
+# check says so).
+CUDA_COMPONENTS: dict[str, dict[str, str]] = {
+    "12.8.1": {"cuda-nvcc-12-8": "12.8.93-1", "cuda-crt-12-8": "12.8.93-1", "cuda-nvrtc-12-8": "12.8.93-1",
+               "cuda-nvrtc-dev-12-8": "12.8.93-1", "libnvjitlink-12-8": "12.8.93-1",
+               "libnvjitlink-dev-12-8": "12.8.93-1", "cuda-cudart-12-8": "12.8.90-1",
+               "cuda-cudart-dev-12-8": "12.8.90-1", "cuda-cccl-12-8": "12.8.90-1", "cuda-cuobjdump-12-8": "12.8.90-1"},
+}  # fmt: skip
 # amdgpu driver release -> (kernel module version, build id) of amdgpu-dkms.
 # 30.10.2: amdgpu-dkms-firmware 30.10.2.0.30100200-2226257.24.04 (apt policy capture, ROCm
 # issue comment 2025-10-24) and 6.14.14.30100200-2226257 (driver/DKMS/ROCm table).
@@ -116,6 +129,9 @@ def _nvidia(stack: StackTuple, os: str, gpus: tuple[GpuSpec, ...]) -> list[Packa
     if stack.cuda:
         major, minor = _mm(stack.cuda)
         pins.append(PackagePin(f"cuda-toolkit-{major}-{minor}", f"{stack.cuda}-1", "cuda_toolkit"))
+        # Its components at the release's versions, installed and held with it (the toolkit
+        # meta only asks for them with >=); a release without a known manifest: none (warned).
+        pins += [PackagePin(n, v, "cuda_toolkit") for n, v in CUDA_COMPONENTS.get(stack.cuda, {}).items()]
     if stack.cudnn:
         if not stack.cuda:
             raise PackageError(f"stack {stack.name}: cuDNN packages are built per CUDA major; give cuda")
@@ -304,6 +320,11 @@ def apt_preferences(stack: StackTuple, os: str, gpu_models: Iterable[GpuSpec]) -
         if stack.cuda:
             major, minor = _mm(stack.cuda)
             stanzas.append((f"CUDA {stack.cuda}", f"cuda-toolkit-{major}-{minor}", f"{stack.cuda}-1"))
+            components = CUDA_COMPONENTS.get(stack.cuda, {})
+            for version in sorted(set(components.values())):
+                names = " ".join(n for n, v in components.items() if v == version)
+                stanzas.append((f"CUDA {stack.cuda}: components at the release's versions (cuda-toolkit depends "
+                                "on them with >=)", names, version))
         if stack.cudnn and stack.cuda:
             stanzas.append((f"cuDNN {stack.cudnn}: the whole package chain of the release", *cudnn_lock(stack.cudnn,
                                                                                                       stack.cuda)))

@@ -27,6 +27,7 @@ from fleetspec.catalog import Catalog, load_catalog
 from fleetspec.compile.ir import Fleet, Node, StackTuple
 from fleetspec.node_side.collector import NVLINK5_BRIDGE_VPD
 from fleetspec.packages import (
+    CUDA_COMPONENTS,
     PackageError,
     has_nvswitch,
     kernel_module_flavor,
@@ -36,6 +37,7 @@ from fleetspec.packages import (
     packages_for,
 )
 from fleetspec.verify.versions import at_precision, match_version, upstream
+from fleetspec.versions import version_key
 
 FACTS_SCHEMA = "fleetspec.io/facts/v1"
 _NOT_VERSIONS = ("absent", "unknown", "not-collected")
@@ -300,6 +302,7 @@ def _nvidia_checks(fleet: Fleet, node: Node, stack: StackTuple, facts: Mapping[s
         return checks
     if stack.cuda:
         checks.append(_cuda_check(stack.cuda, _section(facts, "cuda"), found))
+        checks.append(_cuda_components_check(stack.cuda, facts))
     if stack.cudnn:
         cudnn = _section(facts, "cudnn")
         checks += _library_checks("cudnn", "libcudnn", stack.cudnn, cudnn.get("libraries"), facts, found,
@@ -616,6 +619,31 @@ def _nvlsm_check(fleet: Fleet, node: Node, facts: Mapping[str, Any], catalog: Ca
     if found[0] != wanted:
         return Check("nvlsm", Status.DRIFT, wanted, found[0], f"nvlsm {found[0]} is installed, the pin is {wanted}")
     return Check("nvlsm", Status.OK, wanted, found[0], "nvlsm at its pin")
+
+
+def _cuda_components_check(cuda: str, facts: Mapping[str, Any]) -> Check:
+    """cuda-toolkit-X-Y depends on its components with >=: the ones fleetspec knows the
+    release's versions of (``CUDA_COMPONENTS``) must be installed at them; for a release
+    without a known component manifest, say that its components are not held."""
+    major, minor = (version_key(cuda) + (0, 0))[:2]
+    toolkit = f"cuda-toolkit-{major}-{minor}"
+    held = CUDA_COMPONENTS.get(cuda)
+    if held is None:
+        return Check("cuda-components", Status.WARNING, f"CUDA {cuda}'s component versions", "not held",
+                     f"{toolkit} depends on its components with >= and fleetspec knows no published component "
+                     f"manifest of CUDA {cuda}: the components are not held, a later update of one can come in")
+    if _section(facts, "packages").get("manager") != "dpkg":
+        return Check("cuda-components", Status.NOT_APPLICABLE, f"{len(held)} components", None,
+                     "component versions are read from dpkg only")
+    installed = {str(p.get("name")): str(p.get("version")) for p in _installed(facts)}
+    off = [f"{n} {installed[n]} (pin {v})" for n, v in held.items() if n in installed and installed[n] != v]
+    if off:
+        return Check("cuda-components", Status.DRIFT, f"CUDA {cuda}'s component versions", "; ".join(off),
+                     f"{toolkit}'s components moved off CUDA {cuda}'s versions: {'; '.join(off)}")
+    present = sum(n in installed for n in held)
+    return Check("cuda-components", Status.OK, f"CUDA {cuda}'s component versions", f"{present} at the pin",
+                 f"{present} of the {len(held)} components fleetspec holds are at CUDA {cuda}'s versions; "
+                 f"{toolkit}'s other components are not held")
 
 
 def _container_toolkit_check(fleet: Fleet, facts: Mapping[str, Any]) -> Check:

@@ -204,3 +204,19 @@ def test_every_pinned_name_and_version_of_the_tuples_is_published(repos):
                          (lab(HOPPER, ROCM71), ROCM71.name)):
         _, specs, _ = rendered(fleet, stack)
         assert [s for s in specs if tuple(s.split("=", 1)) not in published] == []
+
+
+def test_cuda_toolkit_components_stay_at_the_pinned_releases_versions(repos, tmp_path):
+    """Item 12: cuda-toolkit-12-8 depends on its components with `>=`; with a later update of a
+    component in the repository (modelled 12.8.94-1 / 12.8.91-1), the components must still
+    come at 12.8.1's versions (the published captures), not float to the newest."""
+    pref, specs, urls = rendered(lab(HOPPER, ROCM), HOPPER.name)
+    apt = node_apt(tmp_path, repos, urls)
+    apt.preferences(pref)
+    done, moves = apt.simulate(specs)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert moves["cuda-toolkit-12-8"][1] == "12.8.1-1"
+    assert {n: moves[n][1] for n in ("cuda-nvcc-12-8", "cuda-crt-12-8", "libnvjitlink-12-8", "cuda-cudart-12-8",
+                                     "cuda-cccl-12-8")} == {
+        "cuda-nvcc-12-8": "12.8.93-1", "cuda-crt-12-8": "12.8.93-1", "libnvjitlink-12-8": "12.8.93-1",
+        "cuda-cudart-12-8": "12.8.90-1", "cuda-cccl-12-8": "12.8.90-1"}

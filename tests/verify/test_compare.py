@@ -283,3 +283,27 @@ def test_hosts_limits_the_check_and_unknown_names_are_refused(fleet: Fleet, fact
     assert report.unknown_hosts == ("stray-01",)
     with pytest.raises(UnknownHostError):
         compare(fleet, {}, hosts=["stray-01"])
+
+
+# --- CUDA toolkit components (#24 item 12) --------------------------------------------------
+
+
+def test_cuda_toolkit_components_that_floated_are_drift_and_unknown_releases_warn(facts: dict) -> None:
+    """cuda-toolkit-12-8 depends on its components with >=: a node whose cuda-nvcc-12-8 moved to
+    a later update than 12.8.1's (12.8.93-1) is drift; a release without a known component
+    manifest (13.0 here) says plainly that its components are not held."""
+    fleet_128 = compile_text(SPEC.read_text().replace('cuda: "13.0"', 'cuda: "12.8.1"'), "h200.yaml").fleet
+    assert fleet_128 is not None and fleet_128.stacks[0].cuda == "12.8.1"
+    packages = {"manager": "dpkg", "holds": [], "errors": [], "installed": [
+        {"name": "cuda-nvcc-12-8", "version": "12.8.94-1", "held": True},
+        {"name": "cuda-cudart-12-8", "version": "12.8.90-1", "held": True}]}
+    moved = variant(facts, packages=packages)
+    check = by_component(compare(fleet_128, two_nodes(moved, moved)), "h200-001")["cuda-components"]
+    assert check.status is Status.DRIFT and "cuda-nvcc-12-8 12.8.94-1 (pin 12.8.93-1)" in check.message
+    packages["installed"][0]["version"] = "12.8.93-1"
+    moved = variant(facts, packages=packages)
+    check = by_component(compare(fleet_128, two_nodes(moved, moved)), "h200-001")["cuda-components"]
+    assert check.status is Status.OK and "other components are not held" in check.message
+    fleet_130 = compile_file(SPEC).fleet
+    check = by_component(compare(fleet_130, two_nodes(facts, facts)), "h200-001")["cuda-components"]
+    assert check.status is Status.WARNING and "not held" in check.message
