@@ -79,6 +79,24 @@ _NVLINK5_MODELS = frozenset({"b200", "b300"})
 _IMEX_MODELS = frozenset({"gb200", "gb300"})
 
 
+# The RDMA user space NCCL's and RCCL's InfiniBand/RoCE transport loads (libibverbs.so.1 and
+# a provider: mlx5 for ConnectX); without it they fall back to sockets, silently. From the
+# distribution's rdma-core source, not pinned (like the NVLink 5 user space). libibverbs1
+# only recommends ibverbs-providers and the roles install without recommends, so the
+# provider is named; rdma-core brings the udev rules and module loading for the HCAs.
+# Debian 12: 44.0-2 (apt-cache show on Debian 12.11, bookworm/main;
+# https://packages.debian.org/bookworm/libibverbs1 "rec: ibverbs-providers"); Ubuntu 24.04:
+# 50.0-2ubuntu0.2 (https://packages.ubuntu.com/noble-updates/libibverbs-dev depends on both
+# at that version); 22.04: 39.0-1 (https://packages.ubuntu.com/jammy/ibverbs-providers).
+RDMA_PACKAGES: tuple[str, ...] = ("rdma-core", "libibverbs1", "ibverbs-providers")
+_RDMA_FABRICS = frozenset({"infiniband", "roce"})
+
+
+def rdma_packages(fabric_type: str | None) -> tuple[str, ...]:
+    """The distribution packages a GPU node on this fabric needs for RDMA (none on Ethernet)."""
+    return RDMA_PACKAGES if fabric_type in _RDMA_FABRICS else ()
+
+
 class PackageError(ValueError):
     """A tuple that cannot be named as exact packages; ``component`` is the tuple key at fault."""
 

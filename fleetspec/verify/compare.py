@@ -35,6 +35,7 @@ from fleetspec.packages import (
     needs_nvlsm,
     nvswitch_on_pci,
     packages_for,
+    rdma_packages,
 )
 from fleetspec.verify.versions import at_precision, match_version, upstream
 from fleetspec.versions import version_key
@@ -217,7 +218,8 @@ def check_node(fleet: Fleet, node: Node, facts: Mapping[str, Any], catalog: Cata
         checks = _nvidia_checks(fleet, node, stack, facts, catalog, found)
     else:
         checks = _amd_checks(fleet, node, stack, facts, catalog, found)
-    checks = [collected, *checks, *_gpu_binding_checks(fleet, node, facts), *_hold_checks(fleet, node, stack, facts)]
+    checks = [collected, *checks, *_rdma_checks(fleet, facts), *_gpu_binding_checks(fleet, node, facts),
+              *_hold_checks(fleet, node, stack, facts)]
     fingerprint = ",".join(f"{k}={found.get(k, '?')}" for k in stack.versions())
     return NodeReport(node.hostname, node.partition, node.stack, node.scheduler, tuple(checks), fingerprint)
 
@@ -619,6 +621,24 @@ def _nvlsm_check(fleet: Fleet, node: Node, facts: Mapping[str, Any], catalog: Ca
     if found[0] != wanted:
         return Check("nvlsm", Status.DRIFT, wanted, found[0], f"nvlsm {found[0]} is installed, the pin is {wanted}")
     return Check("nvlsm", Status.OK, wanted, found[0], "nvlsm at its pin")
+
+
+def _rdma_checks(fleet: Fleet, facts: Mapping[str, Any]) -> list[Check]:
+    """On an InfiniBand/RoCE fabric the node needs the RDMA user space (libibverbs and a
+    provider), or NCCL/RCCL fall back to sockets without a word."""
+    wanted = rdma_packages(fleet.fabric.type if fleet.fabric else None)
+    if not wanted:
+        return []
+    if _section(facts, "packages").get("manager") != "dpkg":
+        return [Check("rdma-userspace", Status.NOT_APPLICABLE, " ".join(wanted), None,
+                      "the RDMA packages are read from dpkg only")]
+    installed = {str(p.get("name")) for p in _installed(facts)}
+    missing = [n for n in wanted if n not in installed]
+    if missing:
+        return [Check("rdma-userspace", Status.DRIFT, " ".join(wanted), f"absent: {', '.join(missing)}",
+                      f"a {fleet.fabric.type if fleet.fabric else ''} fabric node without {', '.join(missing)}: "
+                      "NCCL/RCCL cannot load the verbs transport and fall back to sockets")]
+    return [Check("rdma-userspace", Status.OK, " ".join(wanted), "installed", "the RDMA user space is installed")]
 
 
 def _cuda_components_check(cuda: str, facts: Mapping[str, Any]) -> Check:

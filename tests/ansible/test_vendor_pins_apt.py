@@ -220,3 +220,16 @@ def test_cuda_toolkit_components_stay_at_the_pinned_releases_versions(repos, tmp
                                      "cuda-cccl-12-8")} == {
         "cuda-nvcc-12-8": "12.8.93-1", "cuda-crt-12-8": "12.8.93-1", "libnvjitlink-12-8": "12.8.93-1",
         "cuda-cudart-12-8": "12.8.90-1", "cuda-cccl-12-8": "12.8.90-1"}
+
+
+def test_the_rdma_user_space_resolves_from_the_distribution_archive(repos, tmp_path):
+    """Item 11: an InfiniBand fleet's nodes get rdma-core, libibverbs1 and ibverbs-providers
+    (named: libibverbs1 only recommends the provider) from Ubuntu's archive, unpinned."""
+    files = {str(p): t for p, t in render_ansible(lab(HOPPER, ROCM)).items()}
+    group = yaml.safe_load(files[f"ansible/group_vars/stack_{HOPPER.name.replace('-', '_')}.yml"])
+    wanted = group["fleetspec_rdma_packages"]
+    apt = AptRoot(tmp_path, [repos[UBUNTU]])
+    done, moves = apt.simulate(wanted)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert {n: to for n, (_, to) in moves.items()} == {n: "50.0-2ubuntu0.2" for n in
+                                                        ("rdma-core", "libibverbs1", "ibverbs-providers")}

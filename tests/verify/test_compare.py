@@ -307,3 +307,26 @@ def test_cuda_toolkit_components_that_floated_are_drift_and_unknown_releases_war
     fleet_130 = compile_file(SPEC).fleet
     check = by_component(compare(fleet_130, two_nodes(facts, facts)), "h200-001")["cuda-components"]
     assert check.status is Status.WARNING and "not held" in check.message
+
+
+# --- the RDMA user space on an InfiniBand/RoCE fabric (#24 item 11) -----------------------
+
+
+def test_a_node_on_an_infiniband_fabric_without_the_verbs_provider_is_drift(facts: dict) -> None:
+    text = SPEC.read_text().replace("  racks:\n    - name: r01\n",
+                                    "  fabric:\n    type: infiniband\n    spines: [spine-01]\n"
+                                    "  racks:\n    - name: r01\n      leaf: leaf-01\n")
+    compiled = compile_text(text, "h200.yaml")
+    assert compiled.fleet is not None and compiled.fleet.fabric is not None, compiled.located()
+    installed = [{"name": "rdma-core", "version": "50.0-2ubuntu0.2", "held": False},
+                 {"name": "libibverbs1", "version": "50.0-2ubuntu0.2", "held": False}]
+    packages = {"manager": "dpkg", "holds": [], "errors": [], "installed": installed}
+    node = variant(facts, packages=packages)
+    check = by_component(compare(compiled.fleet, two_nodes(node, node)), "h200-001")["rdma-userspace"]
+    assert check.status is Status.DRIFT and "ibverbs-providers" in check.found and "sockets" in check.message
+    installed.append({"name": "ibverbs-providers", "version": "50.0-2ubuntu0.2", "held": False})
+    node = variant(facts, packages=packages)
+    check = by_component(compare(compiled.fleet, two_nodes(node, node)), "h200-001")["rdma-userspace"]
+    assert check.status is Status.OK
+    # Ethernet (the fixture spec has no fabric): no such check.
+    assert "rdma-userspace" not in by_component(compare(compile_file(SPEC).fleet, two_nodes(node, node)), "h200-001")
