@@ -21,7 +21,7 @@ from fleetspec.node_side.hostlist import MAX_HOSTS, HostlistError, HostlistTooLa
 from fleetspec.spec import model as m
 from fleetspec.versions import at_least, parse_version
 
-NVIDIA_KEYS = set(ir.NVIDIA_TUPLE_KEYS)
+NVIDIA_KEYS = set(ir.NVIDIA_TUPLE_KEYS) | {"dcgm"}
 AMD_KEYS = set(ir.AMD_TUPLE_KEYS)
 
 
@@ -239,7 +239,7 @@ def _stack(name: str, s: m.Stack, catalog: Catalog, findings: list[Finding]) -> 
     return ir.StackTuple(
         name=name, vendor=vendor,  # type: ignore[arg-type]
         driver=s.driver, cuda=s.cuda, cudnn=s.cudnn, nccl=s.nccl,
-        amdgpu=amdgpu, rocm=s.rocm, rccl=rccl, resolved=tuple(resolved), path=path,
+        amdgpu=amdgpu, rocm=s.rocm, rccl=rccl, resolved=tuple(resolved), path=path, dcgm=s.dcgm,
     )
 
 

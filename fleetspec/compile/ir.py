@@ -54,6 +54,9 @@ class StackTuple:
     rocm: str | None = None
     rccl: str | None = None
     resolved: tuple[str, ...] = ()
+    # NVIDIA DCGM 4 on the nodes (optional; installed with the driver, not part of the
+    # tuple's fingerprint: the rendered pins carry it).
+    dcgm: str | None = None
     path: SpecPath = _loc()
 
     def versions(self) -> dict[str, str]:

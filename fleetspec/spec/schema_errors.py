@@ -19,7 +19,7 @@ from fleetspec.findings import Finding, Severity, SpecPath, dotted
 from fleetspec.spec.loader import SourceMap
 
 SECRET_KEYS = {"munge_key", "slurmdbd_password", "pulumi_passphrase", "registry_password"}
-VERSION_KEYS = {"driver", "cuda", "cudnn", "nccl", "amdgpu", "rocm", "rccl", "version"}
+VERSION_KEYS = {"driver", "cuda", "cudnn", "nccl", "dcgm", "amdgpu", "rocm", "rccl", "version"}
 
 
 def schema_findings(error: ValidationError, root: type[BaseModel], source: SourceMap) -> list[Finding]:

@@ -29,6 +29,8 @@ from fleetspec.node_side.collector import NVLINK5_BRIDGE_VPD
 from fleetspec.packages import (
     CUDA_COMPONENTS,
     PackageError,
+    compute_only_unconfirmed,
+    dcgm_packages,
     has_nvswitch,
     kernel_module_flavor,
     needs_imex,
@@ -295,6 +297,13 @@ def _nvidia_checks(fleet: Fleet, node: Node, stack: StackTuple, facts: Mapping[s
         checks.append(fabric_manager)
     if needs_nvlsm(node.gpu) and stack.driver:
         checks.append(_nvlsm_check(fleet, node, facts, catalog))
+    if stack.dcgm:
+        checks.append(_dcgm_check(fleet, node, stack, facts))
+    headless = compute_only_unconfirmed(stack, fleet.os)
+    if headless and not (node.scheduler == "kubernetes" and fleet.kubernetes and fleet.kubernetes.gpu_operator
+                         and fleet.kubernetes.gpu_operator.driver == "operator"):
+        checks.append(Check("driver-set", Status.WARNING, "compute-only driver set", "desktop metapackage",
+                            f"{headless}; the desktop set works, with display libraries compute nodes do not use"))
     if node.scheduler == "kubernetes":
         checks.append(_container_toolkit_check(fleet, facts))
         for key in ("cuda", "cudnn", "nccl"):
@@ -664,6 +673,27 @@ def _cuda_components_check(cuda: str, facts: Mapping[str, Any]) -> Check:
     return Check("cuda-components", Status.OK, f"CUDA {cuda}'s component versions", f"{present} at the pin",
                  f"{present} of the {len(held)} components fleetspec holds are at CUDA {cuda}'s versions; "
                  f"{toolkit}'s other components are not held")
+
+
+def _dcgm_check(fleet: Fleet, node: Node, stack: StackTuple, facts: Mapping[str, Any]) -> Check:
+    """DCGM's packages at the stack's pin (the host engine the health seam and the exporter use)."""
+    operator = fleet.kubernetes.gpu_operator if fleet.kubernetes else None
+    if node.scheduler == "kubernetes" and operator is not None and operator.driver == "operator":
+        return Check("dcgm", Status.NOT_APPLICABLE, stack.dcgm, None,
+                     f"the GPU Operator {operator.version} runs DCGM in its own containers")
+    if _section(facts, "packages").get("manager") != "dpkg":
+        return Check("dcgm", Status.NOT_APPLICABLE, stack.dcgm, None, "DCGM's version is read from dpkg only")
+    try:
+        wanted = dict(dcgm_packages(stack.dcgm or "", stack.driver, stack.cuda))
+    except PackageError as exc:
+        return Check("dcgm", Status.NOT_APPLICABLE, stack.dcgm, None, f"DCGM packages unknown: {exc}")
+    installed = {str(p.get("name")): str(p.get("version")) for p in _installed(facts)}
+    off = [f"{n} {installed.get(n, 'absent')}" for n, v in wanted.items() if installed.get(n) != v]
+    pin = next(iter(wanted.values()))
+    if off:
+        return Check("dcgm", Status.DRIFT, pin, "; ".join(off),
+                     f"DCGM is pinned at {pin} ({', '.join(wanted)}): {'; '.join(off)}")
+    return Check("dcgm", Status.OK, pin, pin, f"{', '.join(wanted)} at the pin")
 
 
 def _container_toolkit_check(fleet: Fleet, facts: Mapping[str, Any]) -> Check:

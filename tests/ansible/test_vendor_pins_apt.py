@@ -233,3 +233,20 @@ def test_the_rdma_user_space_resolves_from_the_distribution_archive(repos, tmp_p
     assert done.returncode == 0, done.stdout + done.stderr
     assert {n: to for n, (_, to) in moves.items()} == {n: "50.0-2ubuntu0.2" for n in
                                                         ("rdma-core", "libibverbs1", "ibverbs-providers")}
+
+
+def test_dcgm_is_pinned_per_cuda_major_and_held_below_a_later_release(repos, tmp_path):
+    """Item 11: a stack's dcgm: gives DCGM 4 at 1:<release>-1, core and the package for the CUDA
+    major the 580 driver reports (13), locked below the later 4.7.0 the repository carries."""
+    stack = replace(HOPPER, dcgm="4.5.2")
+    pref, specs, urls = rendered(lab(stack, ROCM), stack.name)
+    assert [s for s in specs if "datacenter-gpu-manager" in s] == [
+        "datacenter-gpu-manager-4-core=1:4.5.2-1", "datacenter-gpu-manager-4-cuda13=1:4.5.2-1"]
+    apt = node_apt(tmp_path, repos, urls)
+    apt.preferences(pref)
+    done, moves = apt.simulate(specs)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert moves["datacenter-gpu-manager-4-core"][1] == "1:4.5.2-1"
+    # Someone asking for the package by name still gets the pinned release, not 4.7.0.
+    done, moves = apt.simulate(["datacenter-gpu-manager-4-cuda13"])
+    assert done.returncode == 0 and moves["datacenter-gpu-manager-4-cuda13"][1] == "1:4.5.2-1", done.stdout
