@@ -21,7 +21,7 @@ from fleetspec.node_side.hostlist import MAX_HOSTS, HostlistError, HostlistTooLa
 from fleetspec.spec import model as m
 from fleetspec.versions import at_least, parse_version
 
-NVIDIA_KEYS = set(ir.NVIDIA_TUPLE_KEYS) | {"dcgm"}
+NVIDIA_KEYS = set(ir.NVIDIA_TUPLE_KEYS)
 AMD_KEYS = set(ir.AMD_TUPLE_KEYS)
 
 

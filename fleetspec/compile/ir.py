@@ -24,7 +24,7 @@ SpecPath = tuple[str | int, ...]
 
 IR_VERSION = "fleetspec.io/ir/v1"
 
-NVIDIA_TUPLE_KEYS = ("driver", "cuda", "cudnn", "nccl")
+NVIDIA_TUPLE_KEYS = ("driver", "cuda", "cudnn", "nccl", "dcgm")  # dcgm: optional
 AMD_TUPLE_KEYS = ("amdgpu", "rocm", "rccl")
 
 # slurmctld's StateSaveLocation unless the spec names one: local to each controller.
@@ -54,8 +54,8 @@ class StackTuple:
     rocm: str | None = None
     rccl: str | None = None
     resolved: tuple[str, ...] = ()
-    # NVIDIA DCGM 4 on the nodes (optional; installed with the driver, not part of the
-    # tuple's fingerprint: the rendered pins carry it).
+    # NVIDIA DCGM 4 on the nodes (optional; installed with the driver). Last: IR JSON
+    # written before it decodes with None.
     dcgm: str | None = None
     path: SpecPath = _loc()
 

@@ -298,7 +298,7 @@ def _nvidia_checks(fleet: Fleet, node: Node, stack: StackTuple, facts: Mapping[s
     if needs_nvlsm(node.gpu) and stack.driver:
         checks.append(_nvlsm_check(fleet, node, facts, catalog))
     if stack.dcgm:
-        checks.append(_dcgm_check(fleet, node, stack, facts))
+        checks.append(_dcgm_check(fleet, node, stack, facts, found))
     headless = compute_only_unconfirmed(stack, fleet.os)
     if headless and not (node.scheduler == "kubernetes" and fleet.kubernetes and fleet.kubernetes.gpu_operator
                          and fleet.kubernetes.gpu_operator.driver == "operator"):
@@ -675,7 +675,8 @@ def _cuda_components_check(cuda: str, facts: Mapping[str, Any]) -> Check:
                  f"{toolkit}'s other components are not held")
 
 
-def _dcgm_check(fleet: Fleet, node: Node, stack: StackTuple, facts: Mapping[str, Any]) -> Check:
+def _dcgm_check(fleet: Fleet, node: Node, stack: StackTuple, facts: Mapping[str, Any],
+                found: dict[str, str]) -> Check:
     """DCGM's packages at the stack's pin (the host engine the health seam and the exporter use)."""
     operator = fleet.kubernetes.gpu_operator if fleet.kubernetes else None
     if node.scheduler == "kubernetes" and operator is not None and operator.driver == "operator":
@@ -693,6 +694,7 @@ def _dcgm_check(fleet: Fleet, node: Node, stack: StackTuple, facts: Mapping[str,
     if off:
         return Check("dcgm", Status.DRIFT, pin, "; ".join(off),
                      f"DCGM is pinned at {pin} ({', '.join(wanted)}): {'; '.join(off)}")
+    found["dcgm"] = stack.dcgm or ""
     return Check("dcgm", Status.OK, pin, pin, f"{', '.join(wanted)} at the pin")
 
 
