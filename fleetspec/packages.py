@@ -216,8 +216,8 @@ def _driver(driver: str, os: str, gpus: tuple[GpuSpec, ...]) -> list[PackagePin]
     ``=580.126.20-1`` and ``=595.91.07-1`` with ``nvidia-kernel-open-dkms`` and ``libcuda1``
     from that repository, leaving out ``nvidia-driver-libs``). Ubuntu: the desktop
     metapackage, because no artefact shows a headless set in NVIDIA's repository (Canonical's
-    ``nvidia-headless-580-open`` is Ubuntu's own build, at its own revisions); the rule
-    verify says so on every such node (``compute_only_unconfirmed``)."""
+    ``nvidia-headless-580-open`` is Ubuntu's own build, at its own revisions); verify says so
+    on every such node (``compute_only_unconfirmed``)."""
     family = list(driver_family(driver, os, kernel_module_flavor(gpus)).items())
     wanted = family[:3] if os.startswith("debian") else family[:5]
     if os.startswith("debian"):
@@ -256,12 +256,12 @@ def dcgm_packages(dcgm: str, driver: str | None, cuda: str | None) -> list[tuple
     return [("datacenter-gpu-manager-4-core", version), (f"datacenter-gpu-manager-4-cuda{major}", version)]
 
 
-def compute_only_unconfirmed(stack: StackTuple, os: str) -> str | None:
-    """Why a node of this stack gets the desktop driver metapackage rather than a compute-only
-    set, or None where the compute-only set is used (Debian's ``nvidia-driver-cuda``)."""
+def compute_only_unconfirmed(stack: StackTuple, os: str, gpus: Iterable[GpuSpec]) -> str | None:
+    """Why a node of this stack with these GPUs gets the desktop driver metapackage rather than
+    a compute-only set, or None where the compute-only set is used (Debian's ``nvidia-driver-cuda``)."""
     if stack.vendor != "nvidia" or not stack.driver or os.startswith("debian"):
         return None
-    meta = next(iter(driver_family(stack.driver, os, "open")))
+    meta = next(iter(driver_family(stack.driver, os, kernel_module_flavor(gpus))))
     return (f"nodes get the desktop driver metapackage ({meta}): no published artefact shows a compute-only "
             "(headless) set in NVIDIA's Ubuntu repository (Canonical's nvidia-headless-<branch>-open are Ubuntu's "
             "own builds, at other revisions), so fleetspec does not guess one")

@@ -299,7 +299,7 @@ def _nvidia_checks(fleet: Fleet, node: Node, stack: StackTuple, facts: Mapping[s
         checks.append(_nvlsm_check(fleet, node, facts, catalog))
     if stack.dcgm:
         checks.append(_dcgm_check(fleet, node, stack, facts, found))
-    headless = compute_only_unconfirmed(stack, fleet.os)
+    headless = compute_only_unconfirmed(stack, fleet.os, [node.gpu])
     if headless and not (node.scheduler == "kubernetes" and fleet.kubernetes and fleet.kubernetes.gpu_operator
                          and fleet.kubernetes.gpu_operator.driver == "operator"):
         checks.append(Check("driver-set", Status.WARNING, "compute-only driver set", "desktop metapackage",
