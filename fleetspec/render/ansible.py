@@ -286,7 +286,7 @@ def _stack_vars(fleet: Fleet, stack: StackTuple, nodes: Iterable[Node]) -> dict[
     }
     rdma = rdma_packages(fleet.fabric.type if fleet.fabric else None)
     if rdma:  # InfiniBand/RoCE: NCCL/RCCL's verbs transport, from the distribution
-        out["fleetspec_rdma_packages"] = list(rdma)
+        out["fleetspec_rdma_userspace"] = list(rdma)
     return out
 
 

@@ -227,7 +227,7 @@ def test_the_rdma_user_space_resolves_from_the_distribution_archive(repos, tmp_p
     (named: libibverbs1 only recommends the provider) from Ubuntu's archive, unpinned."""
     files = {str(p): t for p, t in render_ansible(lab(HOPPER, ROCM)).items()}
     group = yaml.safe_load(files[f"ansible/group_vars/stack_{HOPPER.name.replace('-', '_')}.yml"])
-    wanted = group["fleetspec_rdma_packages"]
+    wanted = group["fleetspec_rdma_userspace"]
     apt = AptRoot(tmp_path, [repos[UBUNTU]])
     done, moves = apt.simulate(wanted)
     assert done.returncode == 0, done.stdout + done.stderr
