@@ -47,6 +47,19 @@ ROCM_BUILDS: dict[str, int] = {
     "6.3.0": 39, "6.3.1": 48, "6.3.2": 66, "6.3.3": 74, "6.4.0": 47, "7.0.0": 38,
     "7.0.2": 56, "7.1.0": 20, "7.1.1": 38, "7.2.0": 43, "7.2.1": 81, "7.2.3": 90, "7.2.4": 93,
 }  # fmt: skip
+# The components of a CUDA toolkit release at the release's own versions: cuda-toolkit-X-Y
+# depends on them with `>=`, so without a lock a later update of a component comes in.
+# NVIDIA's per-release manifests (redistrib_X.Y.Z.json) were not found by search; these are
+# from published artefacts: anaconda cuda-compiler 12.8.1 (cuda-nvcc 12.8.93.*, cuda-cuobjdump
+# 12.8.90.*) and apt pins of the same versions in public Dockerfiles and CI scripts (docs/packaging.md,
+# "Evidence"). A release not listed, and every component not listed, is not held (verify's cuda-components
+# check says so).
+CUDA_COMPONENTS: dict[str, dict[str, str]] = {
+    "12.8.1": {"cuda-nvcc-12-8": "12.8.93-1", "cuda-crt-12-8": "12.8.93-1", "cuda-nvrtc-12-8": "12.8.93-1",
+               "cuda-nvrtc-dev-12-8": "12.8.93-1", "libnvjitlink-12-8": "12.8.93-1",
+               "libnvjitlink-dev-12-8": "12.8.93-1", "cuda-cudart-12-8": "12.8.90-1",
+               "cuda-cudart-dev-12-8": "12.8.90-1", "cuda-cccl-12-8": "12.8.90-1", "cuda-cuobjdump-12-8": "12.8.90-1"},
+}  # fmt: skip
 # amdgpu driver release -> (kernel module version, build id) of amdgpu-dkms.
 # 30.10.2: amdgpu-dkms-firmware 30.10.2.0.30100200-2226257.24.04 (apt policy capture, ROCm
 # issue comment 2025-10-24) and 6.14.14.30100200-2226257 (driver/DKMS/ROCm table).
@@ -64,6 +77,24 @@ _NVLINK5_MODELS = frozenset({"b200", "b300"})
 # Grace-Blackwell rack-scale systems: NVLink switch trays run the fabric manager, the
 # compute nodes run IMEX for cross-node NVLink memory.
 _IMEX_MODELS = frozenset({"gb200", "gb300"})
+
+
+# The RDMA user space NCCL's and RCCL's InfiniBand/RoCE transport loads (libibverbs.so.1 and
+# a provider: mlx5 for ConnectX); without it they fall back to sockets, silently. From the
+# distribution's rdma-core source, not pinned (like the NVLink 5 user space). libibverbs1
+# only recommends ibverbs-providers and the roles install without recommends, so the
+# provider is named; rdma-core brings the udev rules and module loading for the HCAs.
+# Debian 12: 44.0-2 (apt-cache show on Debian 12.11, bookworm/main;
+# https://packages.debian.org/bookworm/libibverbs1 "rec: ibverbs-providers"); Ubuntu 24.04:
+# 50.0-2ubuntu0.2 (https://packages.ubuntu.com/noble-updates/libibverbs-dev depends on both
+# at that version); 22.04: 39.0-1 (https://packages.ubuntu.com/jammy/ibverbs-providers).
+RDMA_PACKAGES: tuple[str, ...] = ("rdma-core", "libibverbs1", "ibverbs-providers")
+_RDMA_FABRICS = frozenset({"infiniband", "roce"})
+
+
+def rdma_packages(fabric_type: str | None) -> tuple[str, ...]:
+    """The distribution packages a GPU node on this fabric needs for RDMA (none on Ethernet)."""
+    return RDMA_PACKAGES if fabric_type in _RDMA_FABRICS else ()
 
 
 class PackageError(ValueError):
@@ -116,6 +147,9 @@ def _nvidia(stack: StackTuple, os: str, gpus: tuple[GpuSpec, ...]) -> list[Packa
     if stack.cuda:
         major, minor = _mm(stack.cuda)
         pins.append(PackagePin(f"cuda-toolkit-{major}-{minor}", f"{stack.cuda}-1", "cuda_toolkit"))
+        # Its components at the release's versions, installed and held with it (the toolkit
+        # meta only asks for them with >=); a release without a known manifest: none (warned).
+        pins += [PackagePin(n, v, "cuda_toolkit") for n, v in CUDA_COMPONENTS.get(stack.cuda, {}).items()]
     if stack.cudnn:
         if not stack.cuda:
             raise PackageError(f"stack {stack.name}: cuDNN packages are built per CUDA major; give cuda")
@@ -126,6 +160,11 @@ def _nvidia(stack: StackTuple, os: str, gpus: tuple[GpuSpec, ...]) -> list[Packa
         major, minor = _mm(stack.cuda)
         version = f"{stack.nccl}-1+cuda{major}.{minor}"
         pins += [PackagePin("libnccl2", version, "nccl"), PackagePin("libnccl-dev", version, "nccl")]
+    if stack.dcgm:
+        # With the host driver (role nvidia_driver): where the GPU Operator owns the driver,
+        # it runs DCGM in its own containers and the host gets none.
+        pins += [PackagePin(n, v, "nvidia_driver") for n, v in dcgm_packages(stack.dcgm, stack.driver,
+                                                                                      stack.cuda)]
     return pins
 
 
@@ -154,7 +193,7 @@ def driver_family(driver: str, os: str, flavor: str) -> dict[str, str]:
     if os.startswith("debian"):
         dkms = "nvidia-kernel-open-dkms" if flavor == "open" else "nvidia-kernel-dkms"
         names = ["nvidia-driver", dkms, "libcuda1", "nvidia-kernel-support", "libnvidia-ml1", "nvidia-smi",
-                 "nvidia-persistenced", "nvidia-modprobe", "firmware-nvidia-gsp"]
+                 "nvidia-persistenced", "nvidia-modprobe", "firmware-nvidia-gsp", "nvidia-driver-cuda"]
     else:
         b = f"-{branch}" if scheme.branch_in_name else ""
         o = "-open" if flavor == "open" else ""
@@ -167,13 +206,24 @@ def driver_family(driver: str, os: str, flavor: str) -> dict[str, str]:
 
 
 def _driver(driver: str, os: str, gpus: tuple[GpuSpec, ...]) -> list[PackagePin]:
-    """What the node asks apt for: the full driver (its metapackage pulls the rest of the
-    family), the DKMS module, nvidia-smi, the compute libraries and the persistence daemon;
-    the fabric manager on NVSwitch boards, IMEX on rack-scale NVLink nodes."""
+    """What the node asks apt for: the driver's metapackage (it pulls the rest of the family),
+    the DKMS module, nvidia-smi, the compute libraries and the persistence daemon; the fabric
+    manager on NVSwitch boards, IMEX on rack-scale NVLink nodes.
+
+    Debian (NVIDIA's debian12 repository): the compute-only set, ``nvidia-driver-cuda`` in
+    place of the desktop ``nvidia-driver`` (NVIDIA's driver installation guide, "Compute-only
+    and Desktop Installation"; installs of ``nvidia-driver-cuda=580.159.04-1``,
+    ``=580.126.20-1`` and ``=595.91.07-1`` with ``nvidia-kernel-open-dkms`` and ``libcuda1``
+    from that repository, leaving out ``nvidia-driver-libs``). Ubuntu: the desktop
+    metapackage, because no artefact shows a headless set in NVIDIA's repository (Canonical's
+    ``nvidia-headless-580-open`` is Ubuntu's own build, at its own revisions); verify says so
+    on every such node (``compute_only_unconfirmed``)."""
     family = list(driver_family(driver, os, kernel_module_flavor(gpus)).items())
     wanted = family[:3] if os.startswith("debian") else family[:5]
     if os.startswith("debian"):
-        wanted.append(next(kv for kv in family if kv[0] == "nvidia-persistenced"))
+        versions = dict(family)
+        wanted = [("nvidia-driver-cuda", versions["nvidia-driver-cuda"]), *wanted[1:],
+                  ("nvidia-persistenced", versions["nvidia-persistenced"])]
     pins = [PackagePin(n, v, "nvidia_driver") for n, v in wanted]
     fabric, nscq, imex = family[-3:]
     if any(_has_nvswitch(g) for g in gpus):
@@ -183,6 +233,38 @@ def _driver(driver: str, os: str, gpus: tuple[GpuSpec, ...]) -> list[PackagePin]
     if any(needs_nvlsm(g) for g in gpus):
         pins.append(PackagePin("nvlsm", load_catalog().nvlink5_packages().nvlsm_version, "nvidia_driver", "nvlink5"))
     return pins
+
+
+def dcgm_packages(dcgm: str, driver: str | None, cuda: str | None) -> list[tuple[str, str]]:
+    """DCGM 4 as NVIDIA's CUDA repository publishes it: ``datacenter-gpu-manager-4-core`` and
+    ``datacenter-gpu-manager-4-cuda<major>`` at ``1:<release>-1`` (epoch 1; the file names
+    drop it: datacenter-gpu-manager-4-cuda13_4.5.2-1_amd64.deb). DCGM's install guide picks
+    the CUDA major the driver reports (``nvidia-smi``'s "CUDA Version"): the driver branch's
+    newest CUDA major from the catalog, else the toolkit's major. DCGM needs driver R450+."""
+    parts = version_key(dcgm)
+    if parts[0] != 4 or len(parts) != 3:
+        raise PackageError(f"DCGM {dcgm}: fleetspec names DCGM 4 packages (datacenter-gpu-manager-4-*) only; give "
+                           "a 4.x.y release", "dcgm")
+    if driver is not None and version_key(driver)[0] < 450:
+        raise PackageError(f"DCGM needs NVIDIA driver R450 or later; the stack pins {driver}", "dcgm")
+    branch = load_catalog().driver_branch(driver) if driver else None
+    major = branch.max_cuda_major if branch is not None else (version_key(cuda)[0] if cuda else None)
+    if major is None:
+        raise PackageError("DCGM's package is built per CUDA major (datacenter-gpu-manager-4-cuda<major>): give "
+                           "driver or cuda", "dcgm")
+    version = f"1:{dcgm}-1"
+    return [("datacenter-gpu-manager-4-core", version), (f"datacenter-gpu-manager-4-cuda{major}", version)]
+
+
+def compute_only_unconfirmed(stack: StackTuple, os: str, gpus: Iterable[GpuSpec]) -> str | None:
+    """Why a node of this stack with these GPUs gets the desktop driver metapackage rather than
+    a compute-only set, or None where the compute-only set is used (Debian's ``nvidia-driver-cuda``)."""
+    if stack.vendor != "nvidia" or not stack.driver or os.startswith("debian"):
+        return None
+    meta = next(iter(driver_family(stack.driver, os, kernel_module_flavor(gpus))))
+    return (f"nodes get the desktop driver metapackage ({meta}): no published artefact shows a compute-only "
+            "(headless) set in NVIDIA's Ubuntu repository (Canonical's nvidia-headless-<branch>-open are Ubuntu's "
+            "own builds, at other revisions), so fleetspec does not guess one")
 
 
 def kernel_module_flavor(gpus: Iterable[GpuSpec]) -> Literal["open", "proprietary"]:
@@ -304,12 +386,20 @@ def apt_preferences(stack: StackTuple, os: str, gpu_models: Iterable[GpuSpec]) -
         if stack.cuda:
             major, minor = _mm(stack.cuda)
             stanzas.append((f"CUDA {stack.cuda}", f"cuda-toolkit-{major}-{minor}", f"{stack.cuda}-1"))
+            components = CUDA_COMPONENTS.get(stack.cuda, {})
+            for version in sorted(set(components.values())):
+                names = " ".join(n for n, v in components.items() if v == version)
+                stanzas.append((f"CUDA {stack.cuda}: components at the release's versions (cuda-toolkit depends "
+                                "on them with >=)", names, version))
         if stack.cudnn and stack.cuda:
             stanzas.append((f"cuDNN {stack.cudnn}: the whole package chain of the release", *cudnn_lock(stack.cudnn,
                                                                                                       stack.cuda)))
         if stack.nccl and stack.cuda:
             major, minor = _mm(stack.cuda)
             stanzas.append((f"NCCL {stack.nccl}", "libnccl2 libnccl-dev", f"{stack.nccl}-1+cuda{major}.{minor}"))
+        if stack.dcgm:
+            stanzas.append((f"DCGM {stack.dcgm}: every DCGM 4 package of the release", "/^datacenter-gpu-manager-4-/",
+                            f"1:{stack.dcgm}-1"))
     else:
         distro = _ROCM_DISTRO[os]
         if stack.amdgpu:

@@ -285,7 +285,7 @@ def _stack(name: str, s: m.Stack, catalog: Catalog, findings: list[Finding]) -> 
         name=name, vendor=vendor,  # type: ignore[arg-type]
         driver=s.driver, cuda=s.cuda, cudnn=s.cudnn, nccl=s.nccl,
         amdgpu=amdgpu, rocm=s.rocm, rccl=rccl, resolved=tuple(resolved),
-        firmware=tuple((k, v) for k, v in s.firmware if v is not None) if s.firmware else (), path=path,
+        firmware=tuple((k, v) for k, v in s.firmware if v is not None) if s.firmware else (), path=path, dcgm=s.dcgm,
     )
 
 

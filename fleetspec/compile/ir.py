@@ -24,7 +24,7 @@ SpecPath = tuple[str | int, ...]
 
 IR_VERSION = "fleetspec.io/ir/v1"
 
-NVIDIA_TUPLE_KEYS = ("driver", "cuda", "cudnn", "nccl")
+NVIDIA_TUPLE_KEYS = ("driver", "cuda", "cudnn", "nccl", "dcgm")  # dcgm: optional
 AMD_TUPLE_KEYS = ("amdgpu", "rocm", "rccl")
 
 # slurmctld's StateSaveLocation unless the spec names one: local to each controller.
@@ -62,6 +62,9 @@ class StackTuple:
     resolved: tuple[str, ...] = ()
     # (component, version): vbios, nvswitch, connectx, bmc, bios as the spec pins them
     firmware: tuple[tuple[str, str], ...] = ()
+    # NVIDIA DCGM 4 on the nodes (optional; installed with the driver). Last: IR JSON
+    # written before it decodes with None.
+    dcgm: str | None = None
     path: SpecPath = _loc()
 
     def versions(self) -> dict[str, str]:

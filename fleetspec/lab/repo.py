@@ -436,6 +436,13 @@ def _pin_standin(name: str, version: str, versions_of: Mapping[str, set[str]]) -
         made = StandInPackage(name, version, depends=(f"rocm-core (= {version})",), description="ROCm metapackage.")
     elif name == "amdgpu-dkms" and "-" in version:
         made = _amdgpu(version)
+    elif name == "datacenter-gpu-manager-4-core":
+        # DCGM's host engine and its unit (NVIDIA's is nvidia-dcgm.service running
+        # nv-hostengine); the stand-in engine reports the release and waits.
+        made = StandInPackage(name, version, files={
+            "/usr/lib/systemd/system/nvidia-dcgm.service": DCGM_UNIT,
+            "/usr/bin/nv-hostengine": f"#!/bin/sh\necho 'DCGM version: {up}'\nexec sleep infinity\n"},
+            description="DCGM 4 core (lab stand-in: the host engine has no GPU to watch).")
     elif name == "nvslurm-plugin-pyxis":
         # The real deb ships its plugstack line here; plugstack.conf includes it.
         made = StandInPackage(name, version, files={
@@ -449,6 +456,18 @@ def _pin_standin(name: str, version: str, versions_of: Mapping[str, set[str]]) -
 
 
 # ---------------------------------------------------------------- whole package families
+
+# DCGM's systemd unit (the DCGM install guide starts it: systemctl --now enable nvidia-dcgm).
+DCGM_UNIT = """[Unit]
+Description=NVIDIA DCGM service
+
+[Service]
+ExecStart=/usr/bin/nv-hostengine -n --service-account nvidia-dcgm
+Restart=on-abort
+
+[Install]
+WantedBy=multi-user.target
+"""
 
 # Ubuntu's nvidia-persistenced unit (the package's debian/nvidia-persistenced.service):
 # the daemon runs with --no-persistence-mode, so the GPUs are NOT in persistence mode
@@ -512,6 +531,11 @@ def driver_standins(driver: str, os: str, flavor: str) -> list[StandInPackage]:
         depends: list[str] = []
         if name == meta:
             depends = [eq[n] for n in names[1:] if n not in tools]
+        elif name == "nvidia-driver-cuda":
+            # Debian's compute-only set (modelled: the CUDA driver, NVML, nvidia-smi, the
+            # persistence daemon and the kernel support files, at the build).
+            depends = [eq[n] for n in ("libcuda1", "libnvidia-ml1", "nvidia-smi", "nvidia-persistenced",
+                                       "nvidia-kernel-support")]
         elif name == dkms and not debian:
             depends = [eq[n] for n in names if n.startswith(("nvidia-kernel-common", "nvidia-kernel-source"))]
         elif name == utils:

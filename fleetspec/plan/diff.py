@@ -22,7 +22,7 @@ from fleetspec.state.store import NodeRecord
 
 D = Disruption
 COMPONENT_NAMES = {"driver": "driver", "amdgpu": "amdgpu", "cuda": "CUDA", "cudnn": "cuDNN", "nccl": "NCCL",
-                   "rocm": "ROCm", "rccl": "RCCL"}
+                   "rocm": "ROCm", "rccl": "RCCL", "dcgm": "DCGM"}
 KERNEL_COMPONENTS = ("driver", "amdgpu")
 HOST_SHAPE = (("cpus", "CPUs"), ("sockets", "Sockets"), ("cores_per_socket", "CoresPerSocket"),
               ("threads_per_core", "ThreadsPerCore"), ("memory_gb", "memory (GB)"),

@@ -33,6 +33,7 @@ from fleetspec.packages import (
     needs_imex,
     nvswitch_on_pci,
     packages_for,
+    rdma_packages,
     rocm_apt_path,
     slurm_packages,
 )
@@ -287,11 +288,15 @@ def _all_vars(fleet: Fleet, mirror: PackageSource | None) -> dict[str, Any]:
 
 def _stack_vars(fleet: Fleet, stack: StackTuple, nodes: Iterable[Node]) -> dict[str, Any]:
     pins = packages_for(stack, fleet.os, _stack_gpus(nodes))
-    return {
+    out: dict[str, Any] = {
         "fleetspec_stack": {"name": stack.name, "vendor": stack.vendor, **stack.versions()},
         "fleetspec_packages": _pins(pins),
         "fleetspec_apt_sources": _vendor_sources(fleet.os, stack),
     }
+    rdma = rdma_packages(fleet.fabric.type if fleet.fabric else None)
+    if rdma:  # InfiniBand/RoCE: NCCL/RCCL's verbs transport, from the distribution
+        out["fleetspec_rdma_userspace"] = list(rdma)
+    return out
 
 
 def _pins(pins: Iterable[PackagePin]) -> list[dict[str, Any]]:

@@ -137,13 +137,15 @@ class Firmware(_Model):
 
 
 class Stack(_Model):
-    """A pinned tuple. NVIDIA: driver, cuda, cudnn (optional), nccl.
+    """A pinned tuple. NVIDIA: driver, cuda, cudnn (optional), nccl, dcgm (optional).
     AMD: rocm, rccl (optional: the one ROCm bundles), amdgpu (optional)."""
 
     driver: Version | None = None
     cuda: Version | None = None
     cudnn: Version | None = None
     nccl: Version | None = None
+    dcgm: Version | None = Field(
+        default=None, description="NVIDIA DCGM 4 release for the nodes' host engine (e.g. 4.5.2); none: no DCGM")
     amdgpu: Version | None = None
     rocm: Version | None = None
     rccl: Version | None = None

@@ -20,7 +20,7 @@ from fleetspec.spec.loader import SourceMap
 
 URL_KEYS = {"endpoint", "url"}  # BMC endpoints and webhooks: the value may hold a credential
 SECRET_KEYS = {"munge_key", "slurmdbd_password", "pulumi_passphrase", "registry_password", "password", "token"}
-VERSION_KEYS = {"driver", "cuda", "cudnn", "nccl", "amdgpu", "rocm", "rccl", "version"}
+VERSION_KEYS = {"driver", "cuda", "cudnn", "nccl", "dcgm", "amdgpu", "rocm", "rccl", "version"}
 
 
 def schema_findings(error: ValidationError, root: type[BaseModel], source: SourceMap) -> list[Finding]:

@@ -27,15 +27,20 @@ from fleetspec.catalog import Catalog, load_catalog
 from fleetspec.compile.ir import Fleet, Node, StackTuple
 from fleetspec.node_side.collector import NVLINK5_BRIDGE_VPD
 from fleetspec.packages import (
+    CUDA_COMPONENTS,
     PackageError,
+    compute_only_unconfirmed,
+    dcgm_packages,
     has_nvswitch,
     kernel_module_flavor,
     needs_imex,
     needs_nvlsm,
     nvswitch_on_pci,
     packages_for,
+    rdma_packages,
 )
 from fleetspec.verify.versions import at_precision, match_version, upstream
+from fleetspec.versions import version_key
 
 FACTS_SCHEMA = "fleetspec.io/facts/v1"
 _NOT_VERSIONS = ("absent", "unknown", "not-collected")
@@ -215,8 +220,8 @@ def check_node(fleet: Fleet, node: Node, facts: Mapping[str, Any], catalog: Cata
         checks = _nvidia_checks(fleet, node, stack, facts, catalog, found)
     else:
         checks = _amd_checks(fleet, node, stack, facts, catalog, found)
-    checks = [collected, *checks, *_gpu_binding_checks(fleet, node, facts), *_hold_checks(fleet, node, stack, facts),
-              *firmware_checks(stack, facts)]
+    checks = [collected, *checks, *_rdma_checks(fleet, facts), *_gpu_binding_checks(fleet, node, facts),
+              *_hold_checks(fleet, node, stack, facts), *firmware_checks(stack, facts)]
     fingerprint = ",".join(f"{k}={found.get(k, '?')}" for k in stack.versions())
     return NodeReport(node.hostname, node.partition, node.stack, node.scheduler, tuple(checks), fingerprint)
 
@@ -292,6 +297,13 @@ def _nvidia_checks(fleet: Fleet, node: Node, stack: StackTuple, facts: Mapping[s
         checks.append(fabric_manager)
     if needs_nvlsm(node.gpu) and stack.driver:
         checks.append(_nvlsm_check(fleet, node, facts, catalog))
+    if stack.dcgm:
+        checks.append(_dcgm_check(fleet, node, stack, facts, found))
+    headless = compute_only_unconfirmed(stack, fleet.os, [node.gpu])
+    if headless and not (node.scheduler == "kubernetes" and fleet.kubernetes and fleet.kubernetes.gpu_operator
+                         and fleet.kubernetes.gpu_operator.driver == "operator"):
+        checks.append(Check("driver-set", Status.WARNING, "compute-only driver set", "desktop metapackage",
+                            f"{headless}; the desktop set works, with display libraries compute nodes do not use"))
     if node.scheduler == "kubernetes":
         checks.append(_container_toolkit_check(fleet, facts))
         for key in ("cuda", "cudnn", "nccl"):
@@ -301,6 +313,7 @@ def _nvidia_checks(fleet: Fleet, node: Node, stack: StackTuple, facts: Mapping[s
         return checks
     if stack.cuda:
         checks.append(_cuda_check(stack.cuda, _section(facts, "cuda"), found))
+        checks.append(_cuda_components_check(stack.cuda, facts))
     if stack.cudnn:
         cudnn = _section(facts, "cudnn")
         checks += _library_checks("cudnn", "libcudnn", stack.cudnn, cudnn.get("libraries"), facts, found,
@@ -651,6 +664,72 @@ def _nvlsm_check(fleet: Fleet, node: Node, facts: Mapping[str, Any], catalog: Ca
     if found[0] != wanted:
         return Check("nvlsm", Status.DRIFT, wanted, found[0], f"nvlsm {found[0]} is installed, the pin is {wanted}")
     return Check("nvlsm", Status.OK, wanted, found[0], "nvlsm at its pin")
+
+
+def _rdma_checks(fleet: Fleet, facts: Mapping[str, Any]) -> list[Check]:
+    """On an InfiniBand/RoCE fabric the node needs the RDMA user space (libibverbs and a
+    provider), or NCCL/RCCL fall back to sockets without a word."""
+    wanted = rdma_packages(fleet.fabric.type if fleet.fabric else None)
+    if not wanted:
+        return []
+    if _section(facts, "packages").get("manager") != "dpkg":
+        return [Check("rdma-userspace", Status.NOT_APPLICABLE, " ".join(wanted), None,
+                      "the RDMA packages are read from dpkg only")]
+    installed = {str(p.get("name")) for p in _installed(facts)}
+    missing = [n for n in wanted if n not in installed]
+    if missing:
+        return [Check("rdma-userspace", Status.DRIFT, " ".join(wanted), f"absent: {', '.join(missing)}",
+                      f"a {fleet.fabric.type if fleet.fabric else ''} fabric node without {', '.join(missing)}: "
+                      "NCCL/RCCL cannot load the verbs transport and fall back to sockets")]
+    return [Check("rdma-userspace", Status.OK, " ".join(wanted), "installed", "the RDMA user space is installed")]
+
+
+def _cuda_components_check(cuda: str, facts: Mapping[str, Any]) -> Check:
+    """cuda-toolkit-X-Y depends on its components with >=: the ones fleetspec knows the
+    release's versions of (``CUDA_COMPONENTS``) must be installed at them; for a release
+    without a known component manifest, say that its components are not held."""
+    major, minor = (version_key(cuda) + (0, 0))[:2]
+    toolkit = f"cuda-toolkit-{major}-{minor}"
+    held = CUDA_COMPONENTS.get(cuda)
+    if held is None:
+        return Check("cuda-components", Status.WARNING, f"CUDA {cuda}'s component versions", "not held",
+                     f"{toolkit} depends on its components with >= and fleetspec knows no published component "
+                     f"manifest of CUDA {cuda}: the components are not held, a later update of one can come in")
+    if _section(facts, "packages").get("manager") != "dpkg":
+        return Check("cuda-components", Status.NOT_APPLICABLE, f"{len(held)} components", None,
+                     "component versions are read from dpkg only")
+    installed = {str(p.get("name")): str(p.get("version")) for p in _installed(facts)}
+    off = [f"{n} {installed[n]} (pin {v})" for n, v in held.items() if n in installed and installed[n] != v]
+    if off:
+        return Check("cuda-components", Status.DRIFT, f"CUDA {cuda}'s component versions", "; ".join(off),
+                     f"{toolkit}'s components moved off CUDA {cuda}'s versions: {'; '.join(off)}")
+    present = sum(n in installed for n in held)
+    return Check("cuda-components", Status.OK, f"CUDA {cuda}'s component versions", f"{present} at the pin",
+                 f"{present} of the {len(held)} components fleetspec holds are at CUDA {cuda}'s versions; "
+                 f"{toolkit}'s other components are not held")
+
+
+def _dcgm_check(fleet: Fleet, node: Node, stack: StackTuple, facts: Mapping[str, Any],
+                found: dict[str, str]) -> Check:
+    """DCGM's packages at the stack's pin (the host engine the health seam and the exporter use)."""
+    operator = fleet.kubernetes.gpu_operator if fleet.kubernetes else None
+    if node.scheduler == "kubernetes" and operator is not None and operator.driver == "operator":
+        return Check("dcgm", Status.NOT_APPLICABLE, stack.dcgm, None,
+                     f"the GPU Operator {operator.version} runs DCGM in its own containers")
+    if _section(facts, "packages").get("manager") != "dpkg":
+        return Check("dcgm", Status.NOT_APPLICABLE, stack.dcgm, None, "DCGM's version is read from dpkg only")
+    try:
+        wanted = dict(dcgm_packages(stack.dcgm or "", stack.driver, stack.cuda))
+    except PackageError as exc:
+        return Check("dcgm", Status.NOT_APPLICABLE, stack.dcgm, None, f"DCGM packages unknown: {exc}")
+    installed = {str(p.get("name")): str(p.get("version")) for p in _installed(facts)}
+    off = [f"{n} {installed.get(n, 'absent')}" for n, v in wanted.items() if installed.get(n) != v]
+    pin = next(iter(wanted.values()))
+    if off:
+        return Check("dcgm", Status.DRIFT, pin, "; ".join(off),
+                     f"DCGM is pinned at {pin} ({', '.join(wanted)}): {'; '.join(off)}")
+    found["dcgm"] = stack.dcgm or ""
+    return Check("dcgm", Status.OK, pin, pin, f"{', '.join(wanted)} at the pin")
 
 
 def _container_toolkit_check(fleet: Fleet, facts: Mapping[str, Any]) -> Check:

@@ -31,7 +31,8 @@ pytestmark = pytest.mark.lab
 
 NV = "gpu-h100-01"
 AMD = "gpu-mi300-01"
-NVIDIA = StackTuple("hopper-cu13", "nvidia", driver="580.95.05", cuda="13.0.2", cudnn="9.17.0", nccl="2.27.3")
+NVIDIA = StackTuple("hopper-cu13", "nvidia", driver="580.95.05", cuda="13.0.2", cudnn="9.17.0", nccl="2.27.3",
+                    dcgm="4.5.2")
 ROCM = StackTuple("cdna3-rocm7", "amd", rocm="7.0.2", rccl="2.26.6")
 BUMPED = replace(NVIDIA, nccl="2.28.3")
 NEW_DRIVER = replace(BUMPED, driver="580.105.08")
@@ -169,6 +170,15 @@ def test_first_run_installs_and_holds_every_pin(deployment: Deployment) -> None:
             "Start the fabric manager on NVSwitch systems"} <= skipped(events, NV)  # fmt: skip
     assert "Load the amdgpu kernel module" in skipped(events, AMD)
     assert "rccl" in pinned(fleet, AMD)
+    # DCGM (the stack's dcgm:) is pinned and held with the tuple (assert_held_at above) and
+    # its host engine enabled; it starts only where the driver's module is loaded.
+    assert pinned(fleet, NV)["datacenter-gpu-manager-4-cuda13"] == "1:4.5.2-1"
+    assert deployment.ssh(NV, "systemctl", "is-enabled", "nvidia-dcgm").strip() == "enabled"
+    assert "Start the DCGM host engine" in skipped(events, NV)
+    # The InfiniBand fabric: both vendors' nodes get the RDMA user space from the archive.
+    for node in (NV, AMD):
+        for name in ("rdma-core", "libibverbs1", "ibverbs-providers"):
+            assert infra(deployment, node).package(name).is_installed, (node, name)
     # Version locking: the rendered preferences are in place (the repository also holds
     # a newer build of every family, so without them the first install would have failed).
     pref = infra(deployment, NV).file("/etc/apt/preferences.d/fleetspec-stack.pref")

@@ -52,9 +52,24 @@ def test_nvlsm_only_for_hgx_b200_b300_boards() -> None:
     assert nvlsm(GPUS["h200"]) == [] and nvlsm(GPUS["gb200"]) == []
 
 
-def test_debian_12_uses_the_unbranched_driver_names() -> None:
+def test_debian_12_uses_the_unbranched_driver_names_and_the_compute_only_set() -> None:
+    """#24 item 11: NVIDIA's debian12 repository publishes the compute-only set
+    nvidia-driver-cuda (installed as nvidia-driver-cuda=580.159.04-1 with
+    nvidia-kernel-open-dkms and libcuda1): nodes get it, not the desktop nvidia-driver."""
     names = specs(packages_for(HOPPER, "debian-12", [GPUS["h100-sxm"]]))
-    assert names[:3] == ["nvidia-driver=580.95.05-1", "nvidia-kernel-open-dkms=580.95.05-1", "libcuda1=580.95.05-1"]
+    assert names[:3] == ["nvidia-driver-cuda=580.95.05-1", "nvidia-kernel-open-dkms=580.95.05-1",
+                         "libcuda1=580.95.05-1"]
+    assert not [n for n in names if n.startswith("nvidia-driver=")]
+
+
+def test_ubuntu_keeps_the_desktop_metapackage_and_says_why() -> None:
+    """No artefact shows a headless set in NVIDIA's Ubuntu repository: today's set, a warning."""
+    from fleetspec.packages import compute_only_unconfirmed
+
+    assert packages_for(HOPPER, "ubuntu-24.04", [GPUS["h100-sxm"]])[0].name == "nvidia-driver-580-open"
+    why = compute_only_unconfirmed(HOPPER, "ubuntu-24.04", [GPUS["h100-sxm"]])
+    assert why is not None and "nvidia-driver-580-open" in why and "headless" in why
+    assert compute_only_unconfirmed(HOPPER, "debian-12", [GPUS["h100-sxm"]]) is None
 
 
 def test_volta_gets_the_proprietary_module_and_cannot_share_with_blackwell() -> None:
@@ -98,7 +113,7 @@ def test_unknown_build_numbers_become_version_patterns(stack: StackTuple, expect
 
 def test_a_four_part_cudnn_version_is_taken_as_given() -> None:
     stack = StackTuple("x", "nvidia", cuda="12.8.1", cudnn="9.99.0.7")
-    assert specs(packages_for(stack, "ubuntu-24.04", []))[:3] == [
+    assert [s for s in specs(packages_for(stack, "ubuntu-24.04", [])) if "cudnn" in s or "toolkit" in s] == [
         "cuda-toolkit-12-8=12.8.1-1", "libcudnn9-cuda-12=9.99.0.7-1", "libcudnn9-dev-cuda-12=9.99.0.7-1"]
 
 

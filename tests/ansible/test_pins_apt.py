@@ -143,12 +143,13 @@ def test_debian_12_names_lock_the_same_way(tmp_path):
     repo = repo_for([fleet], tmp_path)
     apt = AptRoot(tmp_path / "root", repo)
     pref, specs = pins(fleet, NVIDIA.name)
-    assert specs[:2] == ["nvidia-driver=580.95.05-1", "nvidia-kernel-open-dkms=580.95.05-1"]
+    assert specs[:2] == ["nvidia-driver-cuda=580.95.05-1", "nvidia-kernel-open-dkms=580.95.05-1"]
     assert apt.simulate(specs)[0].returncode != 0
     apt.preferences(pref)
     done, moves = apt.simulate(specs)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert moves["libnvidia-ml1"][1] == moves["firmware-nvidia-gsp"][1] == "580.95.05-1"
+    assert moves["libnvidia-ml1"][1] == moves["nvidia-smi"][1] == "580.95.05-1"
+    assert "nvidia-driver" not in moves  # compute-only: not the desktop metapackage
 
 
 def test_hgx_b200_pins_the_nvlink_subnet_manager_with_a_later_release_beside_it(repo, fleets, tmp_path):

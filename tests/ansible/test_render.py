@@ -130,3 +130,18 @@ def test_host_driver_per_vendor_on_kubernetes_nodes() -> None:
     fleet = compile_file(EXAMPLES / "museum.yaml").fleet
     amd_host = dataclasses.replace(fleet, kubernetes=dataclasses.replace(fleet.kubernetes, amd_driver="host"))
     assert load(render_ansible(amd_host), "group_vars/k8s_node.yml") == {"fleetspec_components": ["amdgpu"]}
+
+
+def test_rdma_user_space_goes_to_gpu_nodes_only_on_an_infiniband_or_roce_fabric(museum_files) -> None:
+    """#24 item 11: NCCL/RCCL reach InfiniBand/RoCE through libibverbs and a provider (mlx5):
+    without them they fall back to sockets. libibverbs1 only recommends ibverbs-providers and
+    the role installs without recommends, so the provider is named."""
+    wanted = ["rdma-core", "libibverbs1", "ibverbs-providers"]
+    assert load(museum_files, "group_vars/stack_ampere_cu12.yml")["fleetspec_rdma_userspace"] == wanted  # infiniband
+    text = (EXAMPLES / "museum.yaml").read_text()
+    assert "type: infiniband" in text
+    for fabric, expected in (("roce", wanted), ("ethernet", None)):
+        fleet = compile_text(text.replace("type: infiniband", f"type: {fabric}"), "museum.yaml").fleet
+        assert fleet is not None and fleet.fabric is not None and fleet.fabric.type == fabric
+        group = load(render_ansible(fleet), "group_vars/stack_ampere_cu12.yml")
+        assert group.get("fleetspec_rdma_userspace") == expected, fabric

@@ -204,3 +204,49 @@ def test_every_pinned_name_and_version_of_the_tuples_is_published(repos):
                          (lab(HOPPER, ROCM71), ROCM71.name)):
         _, specs, _ = rendered(fleet, stack)
         assert [s for s in specs if tuple(s.split("=", 1)) not in published] == []
+
+
+def test_cuda_toolkit_components_stay_at_the_pinned_releases_versions(repos, tmp_path):
+    """Item 12: cuda-toolkit-12-8 depends on its components with `>=`; with a later update of a
+    component in the repository (modelled 12.8.94-1 / 12.8.91-1), the components must still
+    come at 12.8.1's versions (the published captures), not float to the newest."""
+    pref, specs, urls = rendered(lab(HOPPER, ROCM), HOPPER.name)
+    apt = node_apt(tmp_path, repos, urls)
+    apt.preferences(pref)
+    done, moves = apt.simulate(specs)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert moves["cuda-toolkit-12-8"][1] == "12.8.1-1"
+    assert {n: moves[n][1] for n in ("cuda-nvcc-12-8", "cuda-crt-12-8", "libnvjitlink-12-8", "cuda-cudart-12-8",
+                                     "cuda-cccl-12-8")} == {
+        "cuda-nvcc-12-8": "12.8.93-1", "cuda-crt-12-8": "12.8.93-1", "libnvjitlink-12-8": "12.8.93-1",
+        "cuda-cudart-12-8": "12.8.90-1", "cuda-cccl-12-8": "12.8.90-1"}
+
+
+def test_the_rdma_user_space_resolves_from_the_distribution_archive(repos, tmp_path):
+    """Item 11: an InfiniBand fleet's nodes get rdma-core, libibverbs1 and ibverbs-providers
+    (named: libibverbs1 only recommends the provider) from Ubuntu's archive, unpinned."""
+    files = {str(p): t for p, t in render_ansible(lab(HOPPER, ROCM)).items()}
+    group = yaml.safe_load(files[f"ansible/group_vars/stack_{HOPPER.name.replace('-', '_')}.yml"])
+    wanted = group["fleetspec_rdma_userspace"]
+    apt = AptRoot(tmp_path, [repos[UBUNTU]])
+    done, moves = apt.simulate(wanted)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert {n: to for n, (_, to) in moves.items()} == {n: "50.0-2ubuntu0.2" for n in
+                                                        ("rdma-core", "libibverbs1", "ibverbs-providers")}
+
+
+def test_dcgm_is_pinned_per_cuda_major_and_held_below_a_later_release(repos, tmp_path):
+    """Item 11: a stack's dcgm: gives DCGM 4 at 1:<release>-1, core and the package for the CUDA
+    major the 580 driver reports (13), locked below the later 4.7.0 the repository carries."""
+    stack = replace(HOPPER, dcgm="4.5.2")
+    pref, specs, urls = rendered(lab(stack, ROCM), stack.name)
+    assert [s for s in specs if "datacenter-gpu-manager" in s] == [
+        "datacenter-gpu-manager-4-core=1:4.5.2-1", "datacenter-gpu-manager-4-cuda13=1:4.5.2-1"]
+    apt = node_apt(tmp_path, repos, urls)
+    apt.preferences(pref)
+    done, moves = apt.simulate(specs)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert moves["datacenter-gpu-manager-4-core"][1] == "1:4.5.2-1"
+    # Someone asking for the package by name still gets the pinned release, not 4.7.0.
+    done, moves = apt.simulate(["datacenter-gpu-manager-4-cuda13"])
+    assert done.returncode == 0 and moves["datacenter-gpu-manager-4-cuda13"][1] == "1:4.5.2-1", done.stdout

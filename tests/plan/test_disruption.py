@@ -190,3 +190,15 @@ def test_switch_type_change_needs_an_empty_queue_not_a_restart() -> None:
     assert "empty queue" in conf.reason and "squeue" in conf.reason and "SwitchType" in conf.reason
     # And back: removing it is the same change.
     assert by_target(make_plan(old, new))["slurm:slurm.conf"].disruption is D.DRAIN
+
+
+def test_adding_dcgm_to_a_stack_is_a_planned_change_of_its_nodes(quickstart: Fleet) -> None:
+    """#24 item 11: a stack's dcgm: is part of what the nodes carry, so adding it plans them."""
+    from tests.plan.conftest import QUICKSTART
+
+    text = QUICKSTART.read_text()
+    assert 'nccl: "2.28.3"' in text
+    plan = make_plan(compiled_text(text.replace('nccl: "2.28.3"', 'nccl: "2.28.3"\n      dcgm: "4.5.2"', 1)),
+                     quickstart)
+    nodes = node_changes(plan)
+    assert len(nodes) == 8 and "DCGM (none) -> 4.5.2" in nodes["h100-001"].reason

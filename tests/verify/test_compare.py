@@ -283,3 +283,87 @@ def test_hosts_limits_the_check_and_unknown_names_are_refused(fleet: Fleet, fact
     assert report.unknown_hosts == ("stray-01",)
     with pytest.raises(UnknownHostError):
         compare(fleet, {}, hosts=["stray-01"])
+
+
+# --- CUDA toolkit components (#24 item 12) --------------------------------------------------
+
+
+def test_cuda_toolkit_components_that_floated_are_drift_and_unknown_releases_warn(facts: dict) -> None:
+    """cuda-toolkit-12-8 depends on its components with >=: a node whose cuda-nvcc-12-8 moved to
+    a later update than 12.8.1's (12.8.93-1) is drift; a release without a known component
+    manifest (13.0 here) says plainly that its components are not held."""
+    fleet_128 = compile_text(SPEC.read_text().replace('cuda: "13.0"', 'cuda: "12.8.1"'), "h200.yaml").fleet
+    assert fleet_128 is not None and fleet_128.stacks[0].cuda == "12.8.1"
+    packages = {"manager": "dpkg", "holds": [], "errors": [], "installed": [
+        {"name": "cuda-nvcc-12-8", "version": "12.8.94-1", "held": True},
+        {"name": "cuda-cudart-12-8", "version": "12.8.90-1", "held": True}]}
+    moved = variant(facts, packages=packages)
+    check = by_component(compare(fleet_128, two_nodes(moved, moved)), "h200-001")["cuda-components"]
+    assert check.status is Status.DRIFT and "cuda-nvcc-12-8 12.8.94-1 (pin 12.8.93-1)" in check.message
+    packages["installed"][0]["version"] = "12.8.93-1"
+    moved = variant(facts, packages=packages)
+    check = by_component(compare(fleet_128, two_nodes(moved, moved)), "h200-001")["cuda-components"]
+    assert check.status is Status.OK and "other components are not held" in check.message
+    fleet_130 = compile_file(SPEC).fleet
+    check = by_component(compare(fleet_130, two_nodes(facts, facts)), "h200-001")["cuda-components"]
+    assert check.status is Status.WARNING and "not held" in check.message
+
+
+# --- the RDMA user space on an InfiniBand/RoCE fabric (#24 item 11) -----------------------
+
+
+def test_a_node_on_an_infiniband_fabric_without_the_verbs_provider_is_drift(facts: dict) -> None:
+    text = SPEC.read_text().replace("  racks:\n    - name: r01\n",
+                                    "  fabric:\n    type: infiniband\n    spines: [spine-01]\n"
+                                    "  racks:\n    - name: r01\n      leaf: leaf-01\n")
+    compiled = compile_text(text, "h200.yaml")
+    assert compiled.fleet is not None and compiled.fleet.fabric is not None, compiled.located()
+    installed = [{"name": "rdma-core", "version": "50.0-2ubuntu0.2", "held": False},
+                 {"name": "libibverbs1", "version": "50.0-2ubuntu0.2", "held": False}]
+    packages = {"manager": "dpkg", "holds": [], "errors": [], "installed": installed}
+    node = variant(facts, packages=packages)
+    check = by_component(compare(compiled.fleet, two_nodes(node, node)), "h200-001")["rdma-userspace"]
+    assert check.status is Status.DRIFT and "ibverbs-providers" in check.found and "sockets" in check.message
+    installed.append({"name": "ibverbs-providers", "version": "50.0-2ubuntu0.2", "held": False})
+    node = variant(facts, packages=packages)
+    check = by_component(compare(compiled.fleet, two_nodes(node, node)), "h200-001")["rdma-userspace"]
+    assert check.status is Status.OK
+    # Ethernet (the fixture spec has no fabric): no such check.
+    assert "rdma-userspace" not in by_component(compare(compile_file(SPEC).fleet, two_nodes(node, node)), "h200-001")
+
+
+# --- DCGM (#24 item 11) ----------------------------------------------------------------------
+
+
+def test_dcgm_is_checked_at_its_pin_for_the_drivers_cuda_major(facts: dict) -> None:
+    compiled = compile_text(SPEC.read_text().replace('nccl: "2.28.3"', 'nccl: "2.28.3"\n      dcgm: "4.5.2"'),
+                            "h200.yaml")
+    assert compiled.valid, compiled.located()
+    fleet = compiled.fleet
+    assert fleet is not None and fleet.stacks[0].dcgm == "4.5.2"
+    installed = [{"name": "datacenter-gpu-manager-4-core", "version": "1:4.7.0-1", "held": True},
+                 {"name": "datacenter-gpu-manager-4-cuda13", "version": "1:4.5.2-1", "held": True}]
+    packages = {"manager": "dpkg", "holds": [], "errors": [], "installed": installed}
+    node = variant(facts, packages=packages)
+    check = by_component(compare(fleet, two_nodes(node, node)), "h200-001")["dcgm"]
+    assert check.status is Status.DRIFT and "datacenter-gpu-manager-4-core 1:4.7.0-1" in check.found
+    installed[0]["version"] = "1:4.5.2-1"
+    node = variant(facts, packages=packages)
+    assert by_component(compare(fleet, two_nodes(node, node)), "h200-001")["dcgm"].status is Status.OK
+
+
+def test_a_dcgm_release_fleetspec_cannot_name_is_a_located_error() -> None:
+    compiled = compile_text(SPEC.read_text().replace('nccl: "2.28.3"', 'nccl: "2.28.3"\n      dcgm: "3.3.6"'),
+                            "h200.yaml")
+    errors = [f for f in compiled.located() if f.rule == "package-pin" and f.severity.name == "ERROR"]
+    assert errors and "DCGM 4" in errors[0].message and errors[0].line == 14, compiled.located()
+
+
+def test_ubuntu_nodes_say_they_got_the_desktop_driver_set_and_debian_nodes_do_not(facts: dict) -> None:
+    """#24 item 11: no compute-only set is confirmed in NVIDIA's Ubuntu repository, so the
+    node keeps the desktop metapackage and verify says so (a warning); Debian's nodes get
+    nvidia-driver-cuda and no such warning."""
+    ubuntu = by_component(compare(compile_file(SPEC).fleet, two_nodes(facts, facts)), "h200-001")
+    assert ubuntu["driver-set"].status is Status.WARNING and "nvidia-driver-580-open" in ubuntu["driver-set"].message
+    debian = compile_text(SPEC.read_text().replace("os: ubuntu-24.04", "os: debian-12"), "h200.yaml").fleet
+    assert "driver-set" not in by_component(compare(debian, two_nodes(facts, facts)), "h200-001")

@@ -40,7 +40,8 @@ def test_markdown_names_the_nodes_and_the_pin_they_left(app, tmp_path: Path) -> 
                     text, re.M)
     assert row is not None, text
     assert "(whole partition)" in text  # the partition no longer runs one tuple
-    assert "<details><summary>2 warning(s)</summary>" in text and "nccl-shadow" in text
+    assert "<details><summary>6 warning(s)</summary>" in text and "nccl-shadow" in text
+    assert "| nvidia-hopper | cuda-components | `h200-[001-002]` |" in text  # CUDA 13.0: components not held
 
 
 def test_markdown_of_a_conforming_fleet(app, tmp_path: Path) -> None:

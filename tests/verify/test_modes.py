@@ -47,7 +47,9 @@ def test_facts_dir_of_the_h200_node_conforms_except_the_shadow(app, tmp_path: Pa
     assert doc["conforms"] is True and doc["status"] == "warning"
     for node in doc["nodes"]:
         notable = {(c["component"], c["status"]) for c in node["checks"] if c["status"] in ("warning", "drift")}
-        assert notable == {("nccl-shadow", "warning")}
+        # CUDA 13.0's components: no published manifest known, so verify says they are not held.
+        # Ubuntu: no compute-only driver set is confirmed in NVIDIA's repository (#24 item 11).
+        assert notable == {("nccl-shadow", "warning"), ("cuda-components", "warning"), ("driver-set", "warning")}
     root = ET.parse(junit).getroot()
     assert (root.get("tests"), root.get("failures")) == ("3", "0")
 
