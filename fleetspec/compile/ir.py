@@ -175,6 +175,19 @@ class SlurmPartitionSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class SlurmTenant:
+    """A Slurm account: its users, the site groups whose members join it, its GPU quota per
+    partition or GRES type (GrpTRES), and its fair-share shares."""
+
+    name: str
+    users: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()
+    quota: tuple[tuple[str, int], ...] = ()  # (partition or GRES type, GPUs), sorted
+    fairshare: int = 1
+    path: SpecPath = _loc()
+
+
+@dataclass(frozen=True, slots=True)
 class SlurmConfig:
     """The Slurm cluster: release, mode, controllers, accounting and site settings."""
 
@@ -192,6 +205,7 @@ class SlurmConfig:
     gpu_billing_weights: tuple[tuple[str, float], ...] = ()  # (GRES type, billing units per GPU), sorted
     slurm_ids: tuple[int, int] = (64030, 64030)  # (uid, gid) of SlurmUser on every host
     munge_ids: tuple[int, int] = (64031, 64031)
+    tenants: tuple[SlurmTenant, ...] = ()  # accounts made with sacctmgr at apply
     path: SpecPath = _loc()
 
 

@@ -248,6 +248,26 @@ class SlurmUsers(_Model):
     munge: ServiceAccount = ServiceAccount(uid=64031, gid=64031)
 
 
+# A login or group name as Debian's adduser accepts it (NAME_REGEX, adduser.conf(5)), and
+# as slurmdbd keeps it: lower case (sacctmgr(1): "The contents of Slurm's database are
+# maintained in lower case").
+UnixName = strict(str, pattern=r"^[a-z_][a-z0-9_-]*$", max_length=32)
+
+
+class SlurmTenant(_Model):
+    """A tenant on Slurm: an account in slurmdbd (sacctmgr), its users, and a GPU quota per
+    partition or GRES type that the account's jobs together never exceed (GrpTRES)."""
+
+    name: Name
+    users: list[UnixName] = Field(default_factory=empty_list, description="login names: the account's users")
+    groups: list[UnixName] = Field(
+        default_factory=empty_list, description="site Unix groups whose members become users (read on the controller at apply)")
+    quota: dict[Name, strict(int, ge=0, le=1_000_000)] = Field(
+        default_factory=dict, description="partition or GRES type -> GPUs (GrpTRES=gres/gpu:<type>=N); "
+                                          "a GPU type not named is 0")
+    fairshare: strict(int, ge=1, le=1_000_000) = Field(default=1, description="the account's fair-share shares")
+
+
 class Slurm(_Model):
     version: Version
     mode: Literal["native", "slinky"] = "native"
@@ -270,6 +290,8 @@ class Slurm(_Model):
     settings: Settings = Field(default_factory=dict, description="site slurm.conf parameters")
     cgroup_settings: Settings = Field(default_factory=dict, description="site cgroup.conf parameters")
     slurmdbd_settings: Settings = Field(default_factory=dict, description="site slurmdbd.conf parameters")
+    tenants: list[SlurmTenant] = Field(
+        default_factory=empty_list, description="accounts made with sacctmgr at apply (needs accounting)")
 
     @field_validator("state_save_location")
     @classmethod

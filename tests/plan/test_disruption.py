@@ -190,3 +190,20 @@ def test_switch_type_change_needs_an_empty_queue_not_a_restart() -> None:
     assert "empty queue" in conf.reason and "squeue" in conf.reason and "SwitchType" in conf.reason
     # And back: removing it is the same change.
     assert by_target(make_plan(old, new))["slurm:slurm.conf"].disruption is D.DRAIN
+
+
+def test_a_tenant_quota_change_is_planned_as_an_accounts_change_without_disruption() -> None:
+    """slurm.tenants (#25 item 7): the accounts file shows in the plan with what sacctmgr
+    will change, and moves no node; slurm.conf tracks every GPU type the limits name."""
+    from tests.slurm import fleets
+
+    tenants = "    tenants:\n      - name: research\n        users: [alice]\n        quota: {{h100: {n}}}\n"
+    old, new = fleets.lab_with_tenants(tenants.format(n=8)), fleets.lab_with_tenants(tenants.format(n=16))
+    plan = make_plan(new, old)
+    accounts = by_target(plan)["slurm:accounts.json"]
+    assert accounts.disruption is D.NONE and "sacctmgr" in accounts.reason
+    assert accounts.after == {"research": {"grp_tres": "gres/gpu:h100=16,gres/gpu:h200=0,gres/gpu:mi300x=0",
+                                           "users": ["alice"], "groups": [], "fairshare": 1}}
+    assert accounts.before["research"]["grp_tres"].startswith("gres/gpu:h100=8,") and not node_changes(plan)
+    first = by_target(make_plan(new, None))
+    assert "slurm:accounts.json" in first
