@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -360,18 +360,27 @@ def _amd(fleet: Fleet, label_keys: tuple[str, ...], nfd_from: HelmRelease | None
     return [release], crs
 
 
-def _resource_groups(quota: Mapping[str, int], parts: Mapping[str, Partition]) -> list[dict]:
-    by_resource: dict[str, list[dict]] = {}
+def _resource_groups(quota: Mapping[str, int], parts: Mapping[str, Partition],
+                     channels: Collection[str] = ()) -> list[dict]:
+    """One resource group per GPU resource, a flavor per partition. Where a partition's
+    workloads claim ComputeDomain channels (``channels``), its group also covers
+    ``nvidia.com/compute-domain-channel`` (Kueue requires every flavor of a group to list
+    every covered resource: 0 for the others), one channel per GPU of quota: a pod with a
+    GPU never waits on channels, and a claim is counted instead of refused."""
+    from fleetspec.render.kubernetes.dra import CHANNEL_RESOURCE
+
+    by_resource: dict[str, list[str]] = {}
     for partition in sorted(quota):
-        resource = GPU_RESOURCE[parts[partition].vendor or "nvidia"]
-        by_resource.setdefault(resource, []).append({
-            "name": partition,
-            "resources": [{"name": resource, "nominalQuota": quota[partition]}],
-        })
-    return [
-        {"coveredResources": [resource], "flavors": flavors}
-        for resource, flavors in sorted(by_resource.items())
-    ]
+        by_resource.setdefault(GPU_RESOURCE[parts[partition].vendor or "nvidia"], []).append(partition)
+    groups = []
+    for resource, partitions in sorted(by_resource.items()):
+        extra = [CHANNEL_RESOURCE] if any(p in channels for p in partitions) else []
+        groups.append({"coveredResources": [resource, *extra], "flavors": [
+            {"name": p, "resources": [{"name": resource, "nominalQuota": quota[p]},
+                                      *({"name": r, "nominalQuota": quota[p] if p in channels else 0}
+                                        for r in extra)]}
+            for p in partitions]})
+    return groups
 
 
 def _kueue(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
@@ -404,9 +413,13 @@ def _kueue(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
     # Allocation, Limitations: "No DRA + Topology Aware Scheduling"): a flavor whose GPUs are
     # claimed through DRA (dra.gpus) carries no topologyName, so its workloads are admitted
     # by quota without a TAS placement instead of never fitting one.
-    from fleetspec.render.kubernetes.dra import dra_gpu_partitions
+    from fleetspec.render.kubernetes.dra import channel_partitions, dra_gpu_partitions
 
-    dra_flavors = {p.name for p in dra_gpu_partitions(fleet)}
+    # Workloads on an NVLink partition claim ComputeDomain channels through DRA, so their
+    # flavor leaves TAS as well; the example jobs keep a ComputeDomain in one rack by pod
+    # affinity instead (ray.py).
+    channels = set(channel_partitions(fleet))
+    dra_flavors = {p.name for p in dra_gpu_partitions(fleet)} | channels
     if not set(parts) - dra_flavors:
         objs = []
     flavor_keys = {}
@@ -424,7 +437,7 @@ def _kueue(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
     # Whatever no tenant holds stays in the cohort, for every queue to borrow.
     spare = {p: parts[p].gpus - sum(r.gpus for r in rows if r.partition == p) for p in parts}
     spare = {p: g for p, g in spare.items() if g > 0}
-    cohort_spec = {"resourceGroups": _resource_groups(spare, parts)} if spare else {}
+    cohort_spec = {"resourceGroups": _resource_groups(spare, parts, channels)} if spare else {}
     cohort = Manifest(obj("kueue.x-k8s.io/v1beta2", "Cohort", fleet.name, cohort_spec),
                       "22-kueue-cohort", (rk, *(flavor_keys[p] for p in sorted(spare))))
     objs.append(cohort)
@@ -438,7 +451,7 @@ def _kueue(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
                 "values": list(row.namespaces)}]},
             "queueingStrategy": "BestEffortFIFO",
             "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
-            "resourceGroups": _resource_groups({row.partition: row.gpus}, parts),
+            "resourceGroups": _resource_groups({row.partition: row.gpus}, parts, channels),
         }
         if row.limit is not None:  # the tenant's cap: borrow at most up to it
             spec["resourceGroups"][0]["flavors"][0]["resources"][0]["borrowingLimit"] = \
@@ -502,7 +515,7 @@ def kueue_configuration(fleet: Fleet) -> str:
 
     config["resources"] = {"excludeResourcePrefixes": list(KUEUE_EXCLUDED_RESOURCES)}
     mappings = kueue_device_class_mappings(fleet)
-    if mappings:  # DRA GPUs count as nvidia.com/gpu (Kueue 0.18+, KueueDRAIntegration)
+    if mappings:  # DRA GPUs as nvidia.com/gpu, IMEX channels as their own resource (Kueue 0.18+)
         config["resources"]["deviceClassMappings"] = mappings
     # Only the kinds this cluster has: the built-in workloads and the operators this stack
     # installs (operators.py). A framework whose operator is not installed has no
