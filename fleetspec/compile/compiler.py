@@ -123,6 +123,8 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
         suppress=tuple(body.suppress),
         secrets=_needed_secrets(body),
         package_mirror=_mirror(body, findings),
+        registry_mirror=body.packages.registry_mirror,
+        chart_repository=body.packages.chart_repository,
         health=_health(body.health),
     )
     return fleet, findings

@@ -339,6 +339,8 @@ class Fleet:
     suppress: tuple[str, ...] = ()
     secrets: tuple[tuple[str, str], ...] = ()  # (name, reference): references only, never values
     package_mirror: PackageSource | None = None
+    registry_mirror: str | None = None  # OCI registry holding every image and OCI chart (air-gapped sites)
+    chart_repository: str | None = None  # Helm repository serving the https-repository charts
     health: HealthPolicy | None = None
     api_version: str = "fleetspec.io/v1alpha1"
     site: SiteSettings | None = None  # the site's escape hatches, when it uses any

@@ -216,13 +216,15 @@ SLINKY_REGISTRY = "ghcr.io/slinkyproject"
 def slinky_image(fleet: Fleet, daemon: str) -> dict[str, str]:
     """``{repository, tag}`` of Slinky's ``daemon`` image (slurmctld, slurmd, slurmdbd,
     slurmrestd, login) at the spec's Slurm series; slurmd and login in their Pyxis
-    variant when the spec runs Pyxis."""
+    variant when the spec runs Pyxis; under ``packages.registry_mirror`` with a mirror."""
+    from fleetspec.layout.kubernetes import mirrored
     from fleetspec.versions import major_minor
 
     assert fleet.slurm is not None
     pyxis = fleet.slurm.containers == "pyxis" and daemon in ("slurmd", "login")
     name = f"{daemon}-pyxis" if pyxis else daemon
-    return {"repository": f"{SLINKY_REGISTRY}/{name}", "tag": f"{major_minor(fleet.slurm.version)}-{SLINKY_IMAGE_OS}"}
+    return {"repository": mirrored(f"{SLINKY_REGISTRY}/{name}", fleet.registry_mirror),
+            "tag": f"{major_minor(fleet.slurm.version)}-{SLINKY_IMAGE_OS}"}
 SLINKY_AUTODETECT_FEATURE = {"nvidia": "gres_autodetect_nvidia", "amd": "gres_autodetect_rsmi"}
 
 

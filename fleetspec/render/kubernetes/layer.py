@@ -19,6 +19,7 @@ on ``fleetspec.io/stack``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Collection, Iterable, Mapping
@@ -43,6 +44,8 @@ from fleetspec.layout.kubernetes import (
     cluster_gpu_nodes,
     kubernetes_nodes,
     kubernetes_partitions,
+    mirrored,
+    mirrored_values,
     slinky_mode,
 )
 from fleetspec.layout.slurm import slurm_nodes, slurm_partitions
@@ -171,6 +174,7 @@ def _kubernetes_resources(fleet: Fleet) -> KubernetesLayer:
 
     manifests.extend(scheduler_gate(fleet, {r.name: r.key for r in releases}))
     releases, manifests = with_health(fleet, releases, manifests, NAMESPACES)
+    releases, manifests = _from_site_sources(fleet, releases, manifests)
     if fleet.site is not None and fleet.site.helm_values:  # kubernetes.values: the site's overlays
         releases = list(apply_overlays(releases, fleet.site.helm_values))
     namespaces = _namespaces(fleet, releases)
@@ -181,6 +185,22 @@ def _kubernetes_resources(fleet: Fleet) -> KubernetesLayer:
         prerequisites=_prerequisites(fleet, releases),
         secrets=_slinky_secrets(fleet),
     )
+
+
+def _from_site_sources(fleet: Fleet, releases: list[HelmRelease], manifests: list[Manifest]
+                       ) -> tuple[list[HelmRelease], list[Manifest]]:
+    """Air-gapped sites (``packages.registry_mirror``, ``packages.chart_repository``): every
+    image and ``oci://`` chart under a public registry moves to the mirror, every chart from
+    a public https repository comes from the site's chart repository (by the same name).
+    Before the site's own ``kubernetes.values``, which stay as the site wrote them."""
+    mirror, charts = fleet.registry_mirror, fleet.chart_repository
+    if mirror is None and charts is None:
+        return releases, manifests
+    releases = [dataclasses.replace(
+        r, chart=mirrored(r.chart, mirror), repo=charts if r.repo is not None and charts else r.repo,
+        values=mirrored_values(dict(r.values), mirror)) for r in releases]
+    manifests = [dataclasses.replace(m, body=mirrored_values(dict(m.body), mirror)) for m in manifests]
+    return releases, manifests
 
 
 def _slinky_secrets(fleet: Fleet) -> tuple[ClusterSecret, ...]:

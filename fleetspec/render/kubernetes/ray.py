@@ -18,11 +18,11 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from fleetspec.compile.ir import Fleet
-from fleetspec.layout.kubernetes import kubernetes_nodes, kubernetes_partitions
+from fleetspec.layout.kubernetes import kubernetes_nodes, kubernetes_partitions, mirrored_values
 from fleetspec.render.kubernetes import common as k8s
 from fleetspec.render.kubernetes import dra, kai, operators
 
-RAY_IMAGE = "rayproject/ray:2.50.1-gpu"
+RAY_IMAGE = "docker.io/rayproject/ray:2.50.1-gpu"  # fully named: a registry mirror can take it
 # Marks the workers of one example job's ComputeDomain, for their rack affinity.
 COMPUTE_DOMAIN_LABEL = "fleetspec.io/compute-domain"
 MAX_WORKERS = 2  # an example, not a benchmark: two nodes show the gang
@@ -128,5 +128,5 @@ def _rayjob(fleet: Fleet, engine: str | None, name: str, ns: str, queue: str, pa
 
 def render_examples(fleet: Fleet) -> dict[PurePosixPath, str]:
     base = PurePosixPath("kubernetes") / "examples"
-    return {base / f"{stem}.yaml": k8s.HEADER + k8s.dump_all(objs)
+    return {base / f"{stem}.yaml": k8s.HEADER + k8s.dump_all(mirrored_values(objs, fleet.registry_mirror))
             for stem, objs in sorted(example_objects(fleet).items())}
