@@ -158,6 +158,8 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
         suppress=tuple(body.suppress),
         secrets=_needed_secrets(body, findings),
         package_mirror=_mirror(body, findings),
+        registry_mirror=body.packages.registry_mirror,
+        chart_repository=body.packages.chart_repository,
         health=_health(body.health),
         baremetal=build_baremetal(body, nodes_t, partitions, findings),
         cpu_nodes=tuple(cpu_nodes),
@@ -327,6 +329,10 @@ def _slurm(s: m.Slurm | None, findings: list[Finding], catalog: Catalog,
         state_save_location=s.state_save_location, gres_autodetect=s.gres_autodetect,
         gpu_billing_weights=tuple(sorted(s.gpu_billing_weights.items())),
         slurm_ids=(s.users.slurm.uid, s.users.slurm.gid), munge_ids=(s.users.munge.uid, s.users.munge.gid),
+        tenants=tuple(
+            ir.SlurmTenant(t.name, tuple(t.users), tuple(t.groups), tuple(sorted(t.quota.items())), t.fairshare,
+                           path + ("tenants", i))
+            for i, t in enumerate(s.tenants)),
         path=path,
     )
 

@@ -208,6 +208,19 @@ class SlurmPartitionSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class SlurmTenant:
+    """A Slurm account: its users, the site groups whose members join it, its GPU quota per
+    partition or GRES type (GrpTRES), and its fair-share shares."""
+
+    name: str
+    users: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()
+    quota: tuple[tuple[str, int], ...] = ()  # (partition or GRES type, GPUs), sorted
+    fairshare: int = 1
+    path: SpecPath = _loc()
+
+
+@dataclass(frozen=True, slots=True)
 class SlurmConfig:
     """The Slurm cluster: release, mode, controllers, accounting and site settings."""
 
@@ -225,6 +238,7 @@ class SlurmConfig:
     gpu_billing_weights: tuple[tuple[str, float], ...] = ()  # (GRES type, billing units per GPU), sorted
     slurm_ids: tuple[int, int] = (64030, 64030)  # (uid, gid) of SlurmUser on every host
     munge_ids: tuple[int, int] = (64031, 64031)
+    tenants: tuple[SlurmTenant, ...] = ()  # accounts made with sacctmgr at apply
     path: SpecPath = _loc()
 
 
@@ -400,6 +414,8 @@ class Fleet:
     suppress: tuple[str, ...] = ()
     secrets: tuple[tuple[str, str], ...] = ()  # (name, reference): references only, never values
     package_mirror: PackageSource | None = None
+    registry_mirror: str | None = None  # OCI registry holding every image and OCI chart (air-gapped sites)
+    chart_repository: str | None = None  # Helm repository serving the https-repository charts
     health: HealthPolicy | None = None
     api_version: str = "fleetspec.io/v1alpha1"
     site: SiteSettings | None = None  # the site's escape hatches, when it uses any

@@ -167,12 +167,20 @@ def restrict_slurm_files(files: Mapping[PurePosixPath, str], nodes: Collection[s
 
 
 def localize_slurm_conf(text: str, root: Path, ctld_port: int, node_ports: dict[str, int],
-                        keep: Collection[str] = ()) -> str:
+                        keep: Collection[str] = (), accounting_port: int | None = None) -> str:
     """The rendered slurm.conf made runnable here; node and partition lines kept.
 
     ``keep``: replaced keys whose rendered value is kept (``MpiDefault``, where this machine
-    has the plugin's library: libpmix for ``pmix``)."""
+    has the plugin's library: libpmix for ``pmix``). ``accounting_port``: a slurmdbd on
+    127.0.0.1 (tests/slurm/slurmdbd.py) takes the accounting, and the rendered
+    AccountingStorageTRES and AccountingStorageEnforce (with the GRES billing weights) stay."""
     kept = {k.lower() for k in keep}
+    if accounting_port is not None:
+        kept |= {"accountingstoragetres", "accountingstorageenforce"}
+        accounting = ["AccountingStorageType=accounting_storage/slurmdbd", "AccountingStorageHost=localhost",
+                      f"AccountingStoragePort={accounting_port}"]
+    else:
+        accounting = ["AccountingStorageType=accounting_storage/none"]
     out: list[str] = []
     for line in text.splitlines():
         key = _key(line)
@@ -202,7 +210,7 @@ def localize_slurm_conf(text: str, root: Path, ctld_port: int, node_ports: dict[
         "ProctrackType=proctrack/linuxproc",
         "TaskPlugin=task/none",
         "JobAcctGatherType=jobacct_gather/none",
-        "AccountingStorageType=accounting_storage/none",
+        *accounting,
         *(() if "mpidefault" in kept else ("MpiDefault=none",)),
         "MailProg=/bin/true",
         "SlurmdParameters=config_overrides",
@@ -292,19 +300,19 @@ class Cluster:
     """
 
     def __init__(self, root: Path, files: Mapping[PurePosixPath, str] | None = None,
-                 keep: Collection[str] = ()) -> None:
+                 keep: Collection[str] = (), accounting_port: int | None = None) -> None:
         self.root = Path(root)
         self.conf = self.root / "etc" / "slurm.conf"
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
         if files is not None:
-            self._write(files, keep)
+            self._write(files, keep, accounting_port)
         elif not self.conf.exists():
             raise SlurmError(f"no cluster under {self.root}: {self.conf} is missing")
         self.nodes = [h for line in self.conf.read_text().splitlines() if _key(line) == "nodename"
                       for h in expand(line.split()[0].split("=", 1)[1])]  # fmt: skip
         self.daemons: list[Daemon] = self._load_daemons()
 
-    def _write(self, files: Mapping[PurePosixPath, str], keep: Collection[str]) -> None:
+    def _write(self, files: Mapping[PurePosixPath, str], keep: Collection[str], accounting_port: int | None) -> None:
         rendered = {p.name: t for p, t in files.items()}
         nodes = [h for line in rendered["slurm.conf"].splitlines() if _key(line) == "nodename"
                  for h in expand(line.split()[0].split("=", 1)[1])]  # fmt: skip
@@ -313,7 +321,8 @@ class Cluster:
         for sub in ("etc", "state", "spool", "log", "run", "out"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         local = {
-            "slurm.conf": localize_slurm_conf(rendered["slurm.conf"], self.root, ports[0], node_ports, keep),
+            "slurm.conf": localize_slurm_conf(rendered["slurm.conf"], self.root, ports[0], node_ports, keep,
+                                              accounting_port),
             "gres.conf": localize_gres_conf(rendered.get("gres.conf", ""), self.root),
         }
         for name in ("topology.conf", "cgroup.conf"):
@@ -490,8 +499,8 @@ def _state(proc: Path) -> str:
 
 @contextmanager
 def running(root: Path, files: Mapping[PurePosixPath, str], wait_idle: bool = True,
-            keep: Collection[str] = ()) -> Iterator[Cluster]:
-    cluster = Cluster(root, files, keep)
+            keep: Collection[str] = (), accounting_port: int | None = None) -> Iterator[Cluster]:
+    cluster = Cluster(root, files, keep, accounting_port)
     try:
         cluster.start(wait_idle=wait_idle)
         yield cluster

@@ -45,6 +45,38 @@ SLINKY_CHARTS = "oci://ghcr.io/slinkyproject/charts"
 SLINKY_DEFAULT_VERSION = "1.2.1"
 
 
+# Where the images and OCI charts fleetspec names come from (the constants here, in
+# render/kubernetes and layout/slurm). With ``packages.registry_mirror`` every reference under
+# one of them moves to MIRROR/<registry>/<path> (oci:// charts too); an image named without a
+# registry is not written anywhere (tests/kubernetes/test_registry_mirror.py). Other hosts
+# (the site's own, e.g. the AMD operator's driver_image registry) are left as they are.
+PUBLIC_REGISTRIES = frozenset({"docker.io", "registry.k8s.io", "nvcr.io", "ghcr.io", "quay.io"})
+
+
+def mirrored(text: str, mirror: str | None) -> str:
+    """An image reference, image repository or ``oci://`` chart under a public registry,
+    moved under ``mirror`` (unchanged without one, or for any other string)."""
+    if mirror is None:
+        return text
+    scheme = "oci://" if text.startswith("oci://") else ""
+    rest = text[len(scheme):]
+    host, slash, _ = rest.partition("/")
+    return f"{scheme}{mirror}/{rest}" if slash and host in PUBLIC_REGISTRIES else text
+
+
+def mirrored_values(value, mirror: str | None):
+    """Every string in ``value`` (mappings, lists, nested) through :func:`mirrored`."""
+    if mirror is None:
+        return value
+    if isinstance(value, str):
+        return mirrored(value, mirror)
+    if isinstance(value, dict):
+        return {k: mirrored_values(v, mirror) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [mirrored_values(v, mirror) for v in value]
+    return value
+
+
 def kubernetes_nodes(fleet: Fleet) -> tuple[Node, ...]:
     return tuple(n for n in fleet.nodes if n.scheduler == "kubernetes")
 

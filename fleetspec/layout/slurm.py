@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import yaml
 
-from fleetspec.compile.ir import Fleet, Node, Partition, SpecPath
+from fleetspec.compile.ir import Fleet, Node, Partition, SlurmTenant, SpecPath
 from fleetspec.node_side.hostlist import compress
 from fleetspec.versions import at_least
 
@@ -216,13 +216,15 @@ SLINKY_REGISTRY = "ghcr.io/slinkyproject"
 def slinky_image(fleet: Fleet, daemon: str) -> dict[str, str]:
     """``{repository, tag}`` of Slinky's ``daemon`` image (slurmctld, slurmd, slurmdbd,
     slurmrestd, login) at the spec's Slurm series; slurmd and login in their Pyxis
-    variant when the spec runs Pyxis."""
+    variant when the spec runs Pyxis; under ``packages.registry_mirror`` with a mirror."""
+    from fleetspec.layout.kubernetes import mirrored
     from fleetspec.versions import major_minor
 
     assert fleet.slurm is not None
     pyxis = fleet.slurm.containers == "pyxis" and daemon in ("slurmd", "login")
     name = f"{daemon}-pyxis" if pyxis else daemon
-    return {"repository": f"{SLINKY_REGISTRY}/{name}", "tag": f"{major_minor(fleet.slurm.version)}-{SLINKY_IMAGE_OS}"}
+    return {"repository": mirrored(f"{SLINKY_REGISTRY}/{name}", fleet.registry_mirror),
+            "tag": f"{major_minor(fleet.slurm.version)}-{SLINKY_IMAGE_OS}"}
 SLINKY_AUTODETECT_FEATURE = {"nvidia": "gres_autodetect_nvidia", "amd": "gres_autodetect_rsmi"}
 
 
@@ -350,3 +352,98 @@ def _slinky_autodetect_problems(fleet: Fleet) -> list[Problem]:
                     node.path + ("gpu", "model"),
                 ))
     return problems
+
+
+# ---------------------------------------------------------------------------------
+# Tenants as Slurm accounts
+
+
+class Account(NamedTuple):
+    """One Slurm account made from a ``slurm.tenants`` entry: what sacctmgr is asked for."""
+
+    name: str
+    users: tuple[str, ...]
+    groups: tuple[str, ...]  # site Unix groups whose members join at apply
+    grp_tres: tuple[tuple[str, int], ...]  # (gres/gpu:<type>, GPUs) for every Slurm GPU type
+    fairshare: int
+
+
+# Accounts slurmdbd makes itself: a tenant of that name would rewrite the cluster's root.
+RESERVED_ACCOUNTS = frozenset({"root"})
+
+
+def slurm_gpu_types(fleet: Fleet) -> list[str]:
+    """The GRES types of the GPUs Slurm owns, sorted."""
+    return sorted({n.gpu.gres_type for n in slurm_nodes(fleet) if n.gpu.count})
+
+
+def _quota_types(fleet: Fleet, tenant: SlurmTenant, owned: dict[str, Node], types: list[str]
+                 ) -> tuple[dict[str, int], list[Problem]]:
+    """{GRES type: GPUs} from a tenant's quota keyed by partition or GRES type."""
+    quota: dict[str, int] = {}
+    where: dict[str, str] = {}
+    problems: list[Problem] = []
+    partitions = {p.name: p for p in slurm_partitions(fleet)}
+    for key, gpus in tenant.quota:
+        path = tenant.path + ("quota", key)
+        if key in partitions:
+            named = sorted({owned[h].gpu.gres_type for h in partitions[key].nodes if h in owned and owned[h].gpu.count})
+            if len(named) != 1:
+                problems.append((
+                    f"tenant {tenant.name!r} has quota on partition {key!r}, which holds "
+                    f"{'GPU types ' + ', '.join(named) if named else 'no GPUs'}; Slurm caps an account's GPUs per "
+                    "GRES type (GrpTRES=gres/gpu:<type>=N), so give the quota per type instead "
+                    f"({', '.join(f'{t}: N' for t in named) or 'a GPU partition'})", path))
+                continue
+            gres_type = named[0]
+        elif key in types:
+            gres_type = key
+        else:
+            problems.append((
+                f"tenant {tenant.name!r} has quota on {key!r}, which is neither a Slurm partition "
+                f"({', '.join(sorted(partitions)) or 'none'}) nor a GPU type Slurm schedules "
+                f"({', '.join(types) or 'none'}). Fix the name", path))
+            continue
+        if gres_type in quota:
+            problems.append((
+                f"tenant {tenant.name!r} sets the quota of GPU type {gres_type!r} twice ({where[gres_type]!r} and "
+                f"{key!r}); Slurm keeps one GrpTRES per type: keep one", path))
+            continue
+        quota[gres_type], where[gres_type] = gpus, key
+    return quota, problems
+
+
+def tenant_accounts(fleet: Fleet) -> tuple[list[Account], list[Problem]]:
+    """The accounts ``slurm.tenants`` makes, and (message, spec path) for what cannot be made.
+
+    Every account caps every GPU type Slurm schedules: the quota where the tenant names it,
+    0 where it does not, so no tenant borrows GPUs it was not given (GrpTRES is a hard
+    limit on all running jobs of the account together; sacctmgr(1), and
+    https://sources.debian.org/src/slurm-wlm/22.05.8-4%2Bdeb12u3/doc/html/resource_limits.shtml).
+    """
+    s = fleet.slurm
+    if s is None or not s.tenants:
+        return [], []
+    problems: list[Problem] = []
+    if s.accounting_host is None:
+        problems.append(("slurm.tenants makes accounts in the accounting database, but slurm has no accounting; "
+                         "add slurm.accounting: {host: ...} (slurmdbd)", s.path + ("tenants",)))
+    if s.mode != "native":
+        problems.append(("slurm.tenants are applied with sacctmgr on the controller host, which Slinky does not "
+                         "have; make the accounts in the slurmdbd pod yourself, or use mode: native",
+                         s.path + ("tenants",)))
+    owned = {n.hostname: n for n in slurm_nodes(fleet)}
+    types = slurm_gpu_types(fleet)
+    accounts: list[Account] = []
+    seen: set[str] = set()
+    for tenant in s.tenants:
+        if tenant.name in RESERVED_ACCOUNTS or tenant.name in seen:
+            why = "is slurmdbd's own root account" if tenant.name in RESERVED_ACCOUNTS else "is used twice"
+            problems.append((f"tenant name {tenant.name!r} {why}; give the tenant another name", tenant.path + ("name",)))
+            continue
+        seen.add(tenant.name)
+        quota, found = _quota_types(fleet, tenant, owned, types)
+        problems += found
+        accounts.append(Account(tenant.name, tuple(dict.fromkeys(tenant.users)), tuple(dict.fromkeys(tenant.groups)),
+                                tuple((f"gres/gpu:{t}", quota.get(t, 0)) for t in types), tenant.fairshare))
+    return accounts, problems

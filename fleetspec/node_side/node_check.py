@@ -42,6 +42,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
+from fleetspec.node_side import min_healthy
 from fleetspec.node_side.classify import (
     Fault,
     amd_gpu_faults,
@@ -465,8 +466,40 @@ def slurm_node(scontrol: str, node: str) -> Tuple[List[str], str]:
     return (state.group(1).upper().split("+") if state else []), (found.group(1) if found else "")
 
 
-def slurm_act(result: Dict[str, Any], scontrol: str = "scontrol") -> str:
-    """Drain or resume the node through slurmctld; returns what was done."""
+# Slurm node state flags of a node that takes no new work (scontrol show node State=).
+OUT_OF_SERVICE = frozenset({"DRAIN", "DRAINED", "DRAINING", "DOWN", "FAIL", "FAILING", "NOT_RESPONDING"})
+
+
+def slurm_nodes(config: Dict[str, Any]) -> List[str]:
+    """The Slurm-owned nodes of the policy: the blast radius is counted over them."""
+    return sorted({h for group in config.get("nodes", []) if group.get("owner") == "slurm"
+                   for h in expand(group["hosts"])})
+
+
+def slurm_held(node: str, config: Dict[str, Any], scontrol: str) -> Optional[str]:
+    """None when draining ``node`` keeps at least ``min_healthy`` of the Slurm nodes in
+    service (spec.health.min_healthy, as on Kubernetes: min_healthy.py); else the line that
+    says why the drain is held back. One ``scontrol show node`` for all nodes."""
+    selected = slurm_nodes(config)
+    limit = str(config.get("min_healthy", min_healthy.DEFAULT))
+    if node not in selected or min_healthy.needed(limit, len(selected)) == 0:
+        return None
+    done = subprocess.run([scontrol, "-o", "show", "node"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          stdin=subprocess.DEVNULL, timeout=SCONTROL_TIMEOUT_S)
+    if done.returncode != 0:
+        raise RuntimeError("scontrol show node: %s" % done.stderr.decode("utf-8", "replace").strip())
+    in_service = set()
+    for line in done.stdout.decode("utf-8", "replace").splitlines():
+        name, state = re.search(r"\bNodeName=(\S+)", line), re.search(r"\bState=(\S+)", line)
+        if name and state and not OUT_OF_SERVICE.intersection(state.group(1).upper().split("+")):
+            in_service.add(name.group(1))
+    healthy = len(in_service.intersection(selected) - {node})
+    return min_healthy.hold(limit, len(selected), healthy, len(selected) - healthy)
+
+
+def slurm_act(result: Dict[str, Any], scontrol: str = "scontrol", config: Optional[Dict[str, Any]] = None) -> str:
+    """Drain or resume the node through slurmctld; returns what was done. A new drain that
+    would leave fewer than ``min_healthy`` Slurm nodes in service is held back instead."""
     node = result["node"]
     flags, current = slurm_node(scontrol, node)
     drained = any(f in ("DRAIN", "DRAINED", "DRAINING") for f in flags)
@@ -477,6 +510,9 @@ def slurm_act(result: Dict[str, Any], scontrol: str = "scontrol") -> str:
             return "left drained by someone else (%s)" % current
         if drained and current == wanted:
             return "already drained: %s" % wanted
+        held = None if drained else slurm_held(node, config or {}, scontrol)
+        if held:
+            return held
         _scontrol(scontrol, "update", "NodeName=%s" % node, "State=DRAIN", "Reason=%s" % wanted)
         return "drained: %s" % wanted
     if drained and ours:
@@ -599,7 +635,9 @@ def main(argv: Optional[List[str]] = None, config: Optional[Dict[str, Any]] = No
         return 2
     if args.slurm:
         try:
-            result["slurm"] = slurm_act(result, args.scontrol)
+            result["slurm"] = slurm_act(result, args.scontrol, config)
+            if result["slurm"].startswith(min_healthy.HELD):  # the page: a human must look
+                sys.stderr.write("fleetspec-health: %s: %s\n" % (result["node"], result["slurm"]))
         except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
             result["errors"].append("slurm: %s" % exc)
     if args.format == "npd":

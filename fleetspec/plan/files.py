@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 from collections.abc import Iterator
 from pathlib import PurePosixPath
 from typing import Any
@@ -30,6 +31,8 @@ SLURM_FILES: dict[str, tuple[Disruption, str]] = {
     "slurmdbd.conf": (D.RESTART_DAEMON, "slurmdbd restarts; accounting catches up, jobs keep running"),
     "topology.conf": (D.RECONFIGURE, "scontrol reconfigure; placement of new jobs changes"),
     "plugstack.conf": (D.NONE, "read at each job launch; running jobs are unaffected"),
+    "accounts.json": (D.NONE, "sacctmgr changes the tenants' accounts, users and GPU limits; running jobs keep "
+                              "running, new jobs meet the new limits"),
 }
 
 
@@ -52,6 +55,8 @@ def _classify(path: PurePosixPath, before: str | None, after: str | None, old: F
     action = Action.CREATE if before is None else Action.DELETE if after is None else Action.UPDATE
     if top == "slurm" and path.name == "slurm.conf":
         yield _slurm_conf(path, action, before, after)
+    elif top == "slurm" and path.name == "accounts.json":
+        yield _accounts(action, before, after)
     elif top == "slurm":
         disruption, why = SLURM_FILES.get(path.name, (D.RECONFIGURE, "Slurm re-reads it on scontrol reconfigure"))
         yield _whole_file(f"slurm:{rest}", action, disruption, before, after, f"{path.name} {action.value}: {why}")
@@ -77,6 +82,25 @@ def _digest(text: str | None) -> dict[str, Any] | None:
 def _whole_file(target: str, action: Action, disruption: Disruption, before: str | None, after: str | None,
                 reason: str) -> Change:
     return Change(target, action, disruption, _digest(before), _digest(after), reason)
+
+
+def _account_table(text: str | None) -> dict[str, dict[str, Any]]:
+    """{account: its settings} from a rendered accounts.json ({} for none or a foreign file)."""
+    try:
+        data = json.loads(text) if text else {}
+        return {a["name"]: {k: a[k] for k in ("grp_tres", "users", "groups", "fairshare")} for a in data["accounts"]}
+    except (ValueError, KeyError, TypeError):
+        return {}
+
+
+def _accounts(action: Action, before: str | None, after: str | None) -> Change:
+    """The tenants' Slurm accounts: which accounts change, and their limits and members."""
+    old, new = _account_table(before), _account_table(after)
+    moved = sorted(name for name in set(old) | set(new) if old.get(name) != new.get(name))
+    disruption, why = SLURM_FILES["accounts.json"]
+    return Change("slurm:accounts.json", action, disruption, {n: old[n] for n in moved if n in old} or None,
+                  {n: new[n] for n in moved if n in new} or None,
+                  f"accounts {', '.join(moved) or '(none)'} change: {why}")
 
 
 def _slurm_conf(path: PurePosixPath, action: Action, before: str | None, after: str | None) -> Change:

@@ -31,6 +31,7 @@ NODE_MODULES = (
     "fleetspec/node_side/contract.py",
     "fleetspec/node_side/faults.py",
     "fleetspec/node_side/hostlist.py",
+    "fleetspec/node_side/min_healthy.py",
     "fleetspec/node_side/node_check.py",
 )
 
@@ -62,6 +63,7 @@ def node_config(fleet: Fleet) -> dict:
         "checks": [c for c in CHECKS if c in health.checks],
         "actions": dict(health.actions),
         "dcgm_level": health.dcgm_level,
+        "min_healthy": str(health.min_healthy),
         "nodes": [
             {"hosts": compress(hosts), "vendor": vendor, "model": model, "gpus": count, "owner": owner,
              "fabric": fabric}

@@ -19,6 +19,7 @@ the apply step fills from the secret source, and the munge key is installed by a
 from __future__ import annotations
 
 import functools
+import json
 import math
 from pathlib import PurePosixPath
 
@@ -32,8 +33,10 @@ from fleetspec.layout.slurm import (
     plan_topology,
     slinky_image,
     slinky_nodesets,
+    slurm_gpu_types,
     slurm_nodes,
     slurm_partitions,
+    tenant_accounts,
 )
 from fleetspec.node_side.hostlist import compress
 from fleetspec.render.health import slurm_health_lines
@@ -147,6 +150,8 @@ def _host_files(fleet: Fleet) -> dict[PurePosixPath, str]:
     if fleet.slurm.accounting_host:
         files[ROOT / "slurmdbd.conf"] = header + site.apply_to_conf(
             render_slurmdbd_conf(fleet), site.conf_settings(fleet, "slurmdbd.conf"), "spec.slurm.slurmdbd_settings")
+        if fleet.slurm.tenants:
+            files[ROOT / "accounts.json"] = render_accounts(fleet)
     return files
 
 
@@ -420,9 +425,12 @@ def _partition_lines(fleet: Fleet, topology: TopologyPlan) -> list[str]:
 def accounting_tres(fleet: Fleet) -> list[str]:
     """AccountingStorageTRES: gres/gpu, and gres/gpu:<type> for every type in a partition
     that mixes GPU models (a typed TRES weight or limit needs the typed TRES tracked;
-    slurm.schedmd.com/tres.html, AccountingStorageTRES=gres/gpu:tesla)."""
+    slurm.schedmd.com/tres.html, AccountingStorageTRES=gres/gpu:tesla), and for every type
+    with ``slurm.tenants``, whose accounts cap each type (GrpTRES=gres/gpu:<type>=N: sacctmgr
+    refuses a limit on a TRES slurmdbd does not track, "no TRES known by type gres/gpu:h100")."""
+    assert fleet.slurm is not None
     owned = {n.hostname: n for n in slurm_nodes(fleet)}
-    typed: set[str] = set()
+    typed: set[str] = set(slurm_gpu_types(fleet)) if fleet.slurm.tenants else set()
     for p in slurm_partitions(fleet):
         types = {owned[h].gpu.gres_type for h in p.nodes if h in owned}
         if len(types) > 1:
@@ -654,6 +662,22 @@ def render_plugstack_conf() -> str:
         "# plugin path it installed (/usr/lib/<multiarch>/slurm/spank_pyxis.so).\n"
         f"include {PYXIS_CONF_GLOB}\n"
     )
+
+
+def render_accounts(fleet: Fleet) -> str:
+    """``accounts.json``: the accounts ``slurm.tenants`` makes, as the controller's
+    reconciler (node_side/slurm_accounts.py) reads them. Invalid tenants (the
+    ``slurm-tenants`` rule refuses them) are left out."""
+    assert fleet.slurm is not None
+    accounts, _ = tenant_accounts(fleet)
+    return json.dumps({
+        "cluster": fleet.name,
+        "accounts": [
+            {"name": a.name, "users": list(a.users), "groups": list(a.groups), "fairshare": a.fairshare,
+             "grp_tres": ",".join(f"{tres}={gpus}" for tres, gpus in a.grp_tres)}
+            for a in accounts
+        ],
+    }, indent=1, sort_keys=True) + "\n"
 
 
 def render_slurmdbd_conf(fleet: Fleet) -> str:

@@ -84,6 +84,8 @@ RULES: tuple[Rule, ...] = (
          topology.check_nvlink_domain),
     Rule("package-pin", E, "a tuple the node layer cannot pin (error), or pins only by pattern (warning)",
          packaging.check_package_pins, warns=True),
+    Rule("slurm-tenants", E, "a Slurm tenant that cannot become an account (no accounting, quota on no GPU type)",
+         scheduling.check_slurm_tenants),
     Rule("tenant-quota", E, "tenant quota on a missing partition, or beyond the fleet", scheduling.check_tenant_quota,
          warns=True),
     Rule("gpu-operator-unsupported", E, "NVIDIA and AMD GPU Operator releases vs Kubernetes version and drivers",

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from fleetspec.catalog import Catalog
 from fleetspec.compile.ir import DEFAULT_STATE_SAVE_LOCATION, Fleet, Node
 from fleetspec.findings import Finding
-from fleetspec.layout.slurm import slinky_problems, topology_problems
+from fleetspec.layout.slurm import slinky_problems, tenant_accounts, topology_problems
 from fleetspec.rules.base import error, warning
 from fleetspec.versions import at_least, major_minor, parse_version
 
@@ -272,6 +272,11 @@ def _check_nvidia_operator(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
 def check_slurm_topology(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
     for message, path in topology_problems(fleet):
         yield error("slurm-topology", message, path)
+
+
+def check_slurm_tenants(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
+    for message, path in tenant_accounts(fleet)[1]:
+        yield error("slurm-tenants", message, path, "key" if "quota" in path or path[-1] == "tenants" else "value")
 
 
 def check_slinky_mapping(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:

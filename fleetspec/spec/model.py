@@ -11,6 +11,7 @@ annotation from a string at each start (startup time); the one forward reference
 """
 
 import os
+import re
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -348,6 +349,26 @@ class SlurmUsers(_Model):
     munge: ServiceAccount = ServiceAccount(uid=64031, gid=64031)
 
 
+# A login or group name as Debian's adduser accepts it (NAME_REGEX, adduser.conf(5)), and
+# as slurmdbd keeps it: lower case (sacctmgr(1): "The contents of Slurm's database are
+# maintained in lower case").
+UnixName = strict(str, pattern=r"^[a-z_][a-z0-9_-]*$", max_length=32)
+
+
+class SlurmTenant(_Model):
+    """A tenant on Slurm: an account in slurmdbd (sacctmgr), its users, and a GPU quota per
+    partition or GRES type that the account's jobs together never exceed (GrpTRES)."""
+
+    name: Name
+    users: list[UnixName] = Field(default_factory=empty_list, description="login names: the account's users")
+    groups: list[UnixName] = Field(
+        default_factory=empty_list, description="site Unix groups whose members become users (read on the controller at apply)")
+    quota: dict[Name, strict(int, ge=0, le=1_000_000)] = Field(
+        default_factory=dict, description="partition or GRES type -> GPUs (GrpTRES=gres/gpu:<type>=N); "
+                                          "a GPU type not named is 0")
+    fairshare: strict(int, ge=1, le=1_000_000) = Field(default=1, description="the account's fair-share shares")
+
+
 class Slurm(_Model):
     version: Version
     mode: Literal["native", "slinky"] = "native"
@@ -370,6 +391,8 @@ class Slurm(_Model):
     settings: Settings = Field(default_factory=dict, description="site slurm.conf parameters")
     cgroup_settings: Settings = Field(default_factory=dict, description="site cgroup.conf parameters")
     slurmdbd_settings: Settings = Field(default_factory=dict, description="site slurmdbd.conf parameters")
+    tenants: list[SlurmTenant] = Field(
+        default_factory=empty_list, description="accounts made with sacctmgr at apply (needs accounting)")
 
     @field_validator("state_save_location")
     @classmethod
@@ -511,8 +534,50 @@ class PackageSource(_Model):
     trusted: StrictBool = False
 
 
+# An OCI registry as image references name it: host[:port][/path], lower case, no scheme,
+# no user:password@ (credentials belong in a pull secret, never in a reference that every
+# rendered manifest and plan repeats).
+REGISTRY_MIRROR = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*(:[0-9]{1,5})?(/[a-z0-9]+([._-][a-z0-9]+)*)*$"
+# A Helm chart repository: https only, no user:password@, no query or fragment.
+CHART_REPOSITORY = r"^https://[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]{1,5})?(/[A-Za-z0-9._~-]+)*/?$"
+
+
 class Packages(_Model):
     mirror: PackageSource | None = None
+    registry_mirror: StrictStr | None = Field(
+        default=None, max_length=255,
+        description="OCI registry (host[:port][/path]) holding every image and OCI chart the Kubernetes side "
+                    "uses, each under its upstream registry's name (nvcr.io/nvidia/driver -> MIRROR/nvcr.io/nvidia/driver)")
+    chart_repository: StrictStr | None = Field(
+        default=None, max_length=2048,
+        description="https Helm chart repository serving the charts fleetspec otherwise takes from public "
+                    "https repositories (gpu-operator, network-operator, amd-gpu-operator, kuberay-operator, volcano)")
+
+    @field_validator("registry_mirror")
+    @classmethod
+    def _registry(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        if "@" in value or "://" in value:
+            raise ValueError("give the registry as host[:port][/path] (registry.example.com/mirror), without a "
+                             "scheme or user:password@: pull credentials go in a pull secret, never in a reference")
+        if not re.fullmatch(REGISTRY_MIRROR, value):
+            raise ValueError(f"{value!r} is not a registry host[:port][/path] (lower case, e.g. "
+                             "registry.example.com:5000/mirror)")
+        return value
+
+    @field_validator("chart_repository")
+    @classmethod
+    def _charts(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        if "@" in value.split("://", 1)[-1].split("/", 1)[0]:
+            raise ValueError("the chart repository URL carries user:password@; give it without credentials "
+                             "(helm repo credentials stay in the operator's helm configuration)")
+        if not re.fullmatch(CHART_REPOSITORY, value):
+            raise ValueError(f"{value!r} is not an https chart repository URL without query or fragment "
+                             "(https://charts.example.com/stable)")
+        return value
 
 
 Disruption = Literal["none", "reconfigure", "restart-daemon", "drain", "drain-reboot"]

@@ -139,9 +139,11 @@ def test_museum_resources(run_program) -> None:
             spec = res[f"ClusterQueue/{tenant.name}-{partition}"].inputs["spec"]
             assert spec["cohortName"] == "museum"
             resource = "amd.com/gpu" if partition.startswith("amd-") else "nvidia.com/gpu"
-            assert spec["resourceGroups"] == [{"coveredResources": [resource], "flavors": [
-                {"name": partition, "resources": [{"name": resource,
-                                                   "nominalQuota": gpus}]}]}]
+            # The NVL72 partition also covers its ComputeDomains' IMEX channels (#25 item 3).
+            channel = ["nvidia.com/compute-domain-channel"] if partition == "nvidia-blackwell-arm64" else []
+            assert spec["resourceGroups"] == [{"coveredResources": [resource, *channel], "flavors": [
+                {"name": partition, "resources": [{"name": r, "nominalQuota": gpus}
+                                                  for r in (resource, *channel)]}]}]
     flavor = res["ResourceFlavor/nvidia-blackwell"].inputs["spec"]
     assert flavor["nodeLabels"] == {"fleetspec.io/partition": "nvidia-blackwell"}
     assert flavor["topologyName"] == "museum-fabric"

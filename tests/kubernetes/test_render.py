@@ -221,7 +221,8 @@ def test_kueue_and_volcano_give_one_declaration_the_same_quota_semantics() -> No
     for name, cq in kueue.items():
         (group,) = cq["resourceGroups"]
         (flavor,) = group["flavors"]
-        (res,) = flavor["resources"]
+        res = flavor["resources"][0]  # the GPUs (NVL72: then the IMEX channels, one per GPU)
+        assert all(r["nominalQuota"] == res["nominalQuota"] for r in flavor["resources"])
         assert "borrowingLimit" not in res and cq["cohortName"] == fleet.name
         assert cq["preemption"]["reclaimWithinCohort"] == "Any"
         q = volcano[name]

@@ -307,9 +307,10 @@ def test_dra_gpus_one_allocator_and_kueue_counts_claims(crd_index) -> None:
     assert request["exactly"] == {"deviceClassName": "nvidia-blackwell-arm64",
                                   "allocationMode": "ExactCount", "count": 4}
     config = yaml.safe_load(kueue_configuration(fleet))
-    assert config["resources"]["deviceClassMappings"] == [{
-        "name": "nvidia.com/gpu",
-        "deviceClassNames": ["nvidia-blackwell", "nvidia-blackwell-arm64"]}]
+    assert config["resources"]["deviceClassMappings"] == [
+        {"name": "nvidia.com/gpu", "deviceClassNames": ["nvidia-blackwell", "nvidia-blackwell-arm64"]},
+        {"name": "nvidia.com/compute-domain-channel",
+         "deviceClassNames": ["compute-domain-default-channel.nvidia.com"]}]
     for obj in list(classes.values()) + list(templates.values()):
         assert validate_object(obj, crd_index, "1.34") == []
     # Below 1.34 resource.k8s.io/v1 does not exist: the same objects fail.
@@ -466,9 +467,11 @@ def test_deviceclass_cel_selects_exactly_its_partitions_gpus() -> None:
 
 def test_dra_gpu_flavors_carry_no_kueue_topology() -> None:
     """Kueue documents "No DRA + Topology Aware Scheduling": the flavors of partitions whose
-    GPUs are DRA claims (dra.gpus) have no topologyName; the others keep TAS."""
+    GPUs are DRA claims (dra.gpus), or whose jobs claim ComputeDomain channels (the NVL72
+    partition), have no topologyName; the others keep TAS."""
     plain = _objs(fleets.museum(), "ResourceFlavor")
-    assert all(f["spec"].get("topologyName") == "museum-fabric" for f in plain.values())
+    assert {n for n, f in plain.items() if f["spec"].get("topologyName") != "museum-fabric"} == {
+        "nvidia-blackwell-arm64"}
     flavors = _objs(fleets.dra_gpus(fleets.museum()), "ResourceFlavor")
     dra_parts = {"nvidia-blackwell", "nvidia-blackwell-arm64"}
     assert dra_parts < set(flavors)
@@ -487,3 +490,43 @@ def test_amd_device_plugin_and_labeller_images_are_pinned_not_latest() -> None:
         plugin = config["spec"]["devicePlugin"]
         assert plugin["devicePluginImage"] == "docker.io/rocm/k8s-device-plugin:1.31.0.10", name
         assert plugin["nodeLabellerImage"] == "docker.io/rocm/k8s-device-plugin:labeller-1.31.0.10", name
+
+
+def test_kueue_admits_compute_domain_channels_and_keeps_them_in_one_rack(crd_index) -> None:
+    """#25 item 3: a ComputeDomain's pods claim an IMEX channel of DeviceClass
+    compute-domain-default-channel.nvidia.com; Kueue 0.18+ refuses a workload naming an
+    unmapped class (kueue#6949, #10504). The class maps to its own resource, which the NVL72
+    partition's ClusterQueues (and the cohort) cover one per GPU; the example job's workers
+    share a rack (pod affinity on the rack label). Under an engine other than Kueue, or a
+    Kueue before deviceClassMappings, nothing is mapped."""
+    fleet = fleets.museum()
+    config = yaml.safe_load(kueue_configuration(fleet))
+    assert config["resources"]["deviceClassMappings"] == [{
+        "name": "nvidia.com/compute-domain-channel",
+        "deviceClassNames": ["compute-domain-default-channel.nvidia.com"]}]
+    queues = _objs(fleet, "ClusterQueue")
+    research = queues["research-nvidia-blackwell-arm64"]["spec"]["resourceGroups"]
+    assert research == [{"coveredResources": ["nvidia.com/gpu", "nvidia.com/compute-domain-channel"],
+                         "flavors": [{"name": "nvidia-blackwell-arm64", "resources": [
+                             {"name": "nvidia.com/gpu", "nominalQuota": 64},
+                             {"name": "nvidia.com/compute-domain-channel", "nominalQuota": 64}]}]}]
+    assert queues["inference-nvidia-blackwell"]["spec"]["resourceGroups"][0]["coveredResources"] == [
+        "nvidia.com/gpu"]
+    cohort = _objs(fleet, "Cohort")["museum"]["spec"]
+    for group in cohort.get("resourceGroups", []):
+        for flavor in group["flavors"]:
+            assert [r["name"] for r in flavor["resources"]] == group["coveredResources"]
+    for obj in list(queues.values()) + [_objs(fleet, "Cohort")["museum"]]:
+        assert validate_object(obj, crd_index, "1.36") == [], obj["metadata"]
+    job = next(o for o in _examples(fleet) if o["kind"] == "RayJob"
+               and o["metadata"]["name"] == "research-nvidia-blackwell-arm64-ray")
+    template = job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]
+    (term,) = template["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["topologyKey"] == "fleetspec.io/rack"
+    assert term["labelSelector"]["matchLabels"].items() <= template["metadata"]["labels"].items()
+    assert validate_object(job, crd_index, "1.36") == []
+    # Not Kueue's quota, or a Kueue that cannot map classes: no mapping, no channel resource.
+    for other in (fleets.volcano(fleet), dataclasses.replace(fleet, kubernetes=dataclasses.replace(
+            fleet.kubernetes, kueue_version="0.17.1"))):
+        assert "deviceClassMappings" not in yaml.safe_load(kueue_configuration(other))["resources"]
+        assert all("compute-domain-channel" not in str(q) for q in _objs(other, "ClusterQueue").values())

@@ -202,3 +202,20 @@ def test_adding_dcgm_to_a_stack_is_a_planned_change_of_its_nodes(quickstart: Fle
                      quickstart)
     nodes = node_changes(plan)
     assert len(nodes) == 8 and "DCGM (none) -> 4.5.2" in nodes["h100-001"].reason
+
+
+def test_a_tenant_quota_change_is_planned_as_an_accounts_change_without_disruption() -> None:
+    """slurm.tenants (#25 item 7): the accounts file shows in the plan with what sacctmgr
+    will change, and moves no node; slurm.conf tracks every GPU type the limits name."""
+    from tests.slurm import fleets
+
+    tenants = "    tenants:\n      - name: research\n        users: [alice]\n        quota: {{h100: {n}}}\n"
+    old, new = fleets.lab_with_tenants(tenants.format(n=8)), fleets.lab_with_tenants(tenants.format(n=16))
+    plan = make_plan(new, old)
+    accounts = by_target(plan)["slurm:accounts.json"]
+    assert accounts.disruption is D.NONE and "sacctmgr" in accounts.reason
+    assert accounts.after == {"research": {"grp_tres": "gres/gpu:h100=16,gres/gpu:h200=0,gres/gpu:mi300x=0",
+                                           "users": ["alice"], "groups": [], "fairshare": 1}}
+    assert accounts.before["research"]["grp_tres"].startswith("gres/gpu:h100=8,") and not node_changes(plan)
+    first = by_target(make_plan(new, None))
+    assert "slurm:accounts.json" in first

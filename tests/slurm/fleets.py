@@ -120,6 +120,22 @@ def lab() -> Fleet:
 """, "lab")
 
 
+def lab_with_tenants(tenants: str) -> Fleet:
+    """The lab fleet with accounting (slurmdbd on db-01) and ``tenants`` (the YAML lines of
+    ``slurm.tenants``, indented four spaces): the accounts test's cluster."""
+    return _compile(
+        _HEAD.format(name="lab", spines="spine-01")
+        + _rack("r01", "leaf-01", "h100-[01-02]", "h100-sxm", "hopper-cu13")
+        + _rack("r02", "leaf-02", "h200-[01-02]", "h200", "hopper-cu13")
+        + _rack("r03", "leaf-03", "mi300x-[01-02]", "mi300x", "cdna3-rocm7", cpus=192, cores_per_socket=48)
+        + _SMALL_SLURM + """\
+    accounting: {host: db-01}
+    partitions:
+      nvidia-hopper: {default: true, max_time: "2-00:00:00"}
+      debug: {nodes: "h100-[01-02]", max_time: "00:30:00"}
+""" + tenants, "lab")
+
+
 def single_h100() -> Fleet:
     """One H100 node in one partition: the smallest cluster, for negative tests."""
     return _compile(_HEAD.format(name="single", spines="spine-01")

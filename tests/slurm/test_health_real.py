@@ -50,7 +50,7 @@ spec:
           cpus: 4
           memory_gb: 1
   slurm: {{version: "22.05.8", controllers: ctl-01}}
-  health: {{interval: {INTERVAL}}}
+  health: {{interval: {INTERVAL}, min_healthy: 1}}
 """
 XID_79 = ("4,2001,6000000001,-;NVRM: Xid (PCI:0000:00:06): 79, pid='<unknown>', name=<unknown>, "
           "GPU has fallen off the bus.\n")
@@ -223,3 +223,27 @@ def test_a_flapping_ib_link_is_held_then_stays_drained(sickbay) -> None:
                 break
             time.sleep(0.5)
     wait_for(cluster, "h200-02", lambda i: not drained(i), "resumed after --clear", base)
+
+
+def test_a_drain_past_min_healthy_is_held_back_and_said(sickbay) -> None:
+    """#26 item 4: the blast-radius limit on Slurm, as Kubernetes has it. With h200-02 out
+    (an operator's drain) and min_healthy 1, draining h200-01 would leave no Slurm node in
+    service: the check holds the drain back and says so (stderr, the check's output), and
+    drains once h200-02 is back in service."""
+    cluster, roots, base = sickbay
+    cluster.run("scontrol", "update", "NodeName=h200-02", "State=DRAIN", "Reason=maintenance: swap NIC")
+    try:
+        set_ib(roots / "h200-01", "down")
+        end = time.monotonic() + 6 * INTERVAL
+        while time.monotonic() < end and "remediation held back" not in (base / "check.log").read_text():
+            time.sleep(0.5)
+        log = (base / "check.log").read_text()
+        assert "h200-01: remediation held back: 2 of 2 GPU nodes look sick, 0 healthy" in log, log[-2000:]
+        assert "below min_healthy 1" in log
+        assert not drained(node(cluster, "h200-01"))
+    finally:
+        cluster.run("scontrol", "update", "NodeName=h200-02", "State=RESUME")
+    info = wait_for(cluster, "h200-01", drained, "drained", base)
+    assert info["reason"].startswith("fleetspec-health: drain ib-port-down"), info
+    set_ib(roots / "h200-01", "active")
+    wait_for(cluster, "h200-01", lambda i: not drained(i), "resumed", base)

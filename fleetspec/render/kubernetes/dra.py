@@ -29,8 +29,9 @@ from __future__ import annotations
 from typing import Any
 
 from fleetspec.compile.ir import Fleet, Partition
-from fleetspec.layout.kubernetes import kubernetes_nodes, kubernetes_partitions
+from fleetspec.layout.kubernetes import KUEUE_DEFAULT_VERSION, kubernetes_nodes, kubernetes_partitions
 from fleetspec.render.kubernetes import common as k8s
+from fleetspec.versions import at_least
 
 DRA_CHART = "oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu"
 DRA_NAMESPACE = "dra-driver-nvidia-gpu"  # the namespace the driver's docs install into
@@ -44,6 +45,17 @@ ARCHITECTURE = {"volta": "Volta", "turing": "Turing", "ampere": "Ampere", "ada":
                 "hopper": "Hopper", "blackwell": "Blackwell"}
 # The driver root: the GPU Operator's driver container, or the host's own driver.
 DRIVER_ROOT = {"operator": "/run/nvidia/driver", "host": "/"}
+# The IMEX channel DeviceClass the driver installs with ComputeDomains: a ComputeDomain's
+# ResourceClaimTemplate requests ``deviceClassName: compute-domain-default-channel.nvidia.com``
+# (the driver's own RCT, quoted in kubernetes-sigs/kueue#5149; ``kubectl get deviceclass``
+# in the driver's install docs). Kueue 0.18+ marks a workload whose claim names a class
+# missing from ``deviceClassMappings`` WorkloadInadmissible ("DeviceClass ... is not mapped
+# in DRA configuration", kueue#6949; "If ComputeDomain is not mapped, the workload is
+# rejected", kueue#10504), so the class is mapped to a logical resource of its own, counted
+# one per pod, never as a GPU.
+CHANNEL_CLASS = "compute-domain-default-channel.nvidia.com"
+CHANNEL_RESOURCE = "nvidia.com/compute-domain-channel"
+KUEUE_DRA_SINCE = "0.18"  # Kueue's deviceClassMappings (KueueDRAIntegration)
 
 
 def nvl_partitions(fleet: Fleet) -> tuple[str, ...]:
@@ -73,13 +85,28 @@ def with_dra_labels(fleet: Fleet, labels: tuple[k8s.NodeLabels, ...]) -> tuple[k
         if n.hostname in nvidia else n for n in labels)
 
 
+def channel_partitions(fleet: Fleet) -> tuple[str, ...]:
+    """NVLink partitions whose workloads claim an IMEX channel that Kueue counts (the DRA
+    driver runs ComputeDomains and Kueue, 0.18+, holds their quota)."""
+    cfg = fleet.kubernetes
+    if (cfg is None or not cfg.dra_nvidia_version or "kueue" not in cfg.quota_owners
+            or not at_least(cfg.kueue_version or KUEUE_DEFAULT_VERSION, KUEUE_DRA_SINCE)):
+        return ()
+    return nvl_partitions(fleet)
+
+
 def kueue_device_class_mappings(fleet: Fleet) -> list[dict[str, Any]]:
     """Kueue ``resources.deviceClassMappings``: every partition's DeviceClass counts as
-    ``nvidia.com/gpu``, the resource the ClusterQueues already cover."""
+    ``nvidia.com/gpu``, the resource the ClusterQueues already cover; the ComputeDomain
+    channel class counts as ``nvidia.com/compute-domain-channel``, which the NVLink
+    partitions' ClusterQueues cover (layer.py)."""
+    out = []
     classes = [p.name for p in dra_gpu_partitions(fleet)]
-    if not classes:
-        return []
-    return [{"name": k8s.GPU_RESOURCE["nvidia"], "deviceClassNames": classes}]
+    if classes:
+        out.append({"name": k8s.GPU_RESOURCE["nvidia"], "deviceClassNames": classes})
+    if channel_partitions(fleet):
+        out.append({"name": CHANNEL_RESOURCE, "deviceClassNames": [CHANNEL_CLASS]})
+    return out
 
 
 def dra(fleet: Fleet, after: tuple[str, ...], label_keys: tuple[str, ...]):

@@ -19,9 +19,10 @@ on ``fleetspec.io/stack``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -43,6 +44,8 @@ from fleetspec.layout.kubernetes import (
     cluster_gpu_nodes,
     kubernetes_nodes,
     kubernetes_partitions,
+    mirrored,
+    mirrored_values,
     slinky_mode,
 )
 from fleetspec.layout.slurm import slurm_nodes, slurm_partitions
@@ -171,6 +174,7 @@ def _kubernetes_resources(fleet: Fleet) -> KubernetesLayer:
 
     manifests.extend(scheduler_gate(fleet, {r.name: r.key for r in releases}))
     releases, manifests = with_health(fleet, releases, manifests, NAMESPACES)
+    releases, manifests = _from_site_sources(fleet, releases, manifests)
     if fleet.site is not None and fleet.site.helm_values:  # kubernetes.values: the site's overlays
         releases = list(apply_overlays(releases, fleet.site.helm_values))
     namespaces = _namespaces(fleet, releases)
@@ -181,6 +185,22 @@ def _kubernetes_resources(fleet: Fleet) -> KubernetesLayer:
         prerequisites=_prerequisites(fleet, releases),
         secrets=_slinky_secrets(fleet),
     )
+
+
+def _from_site_sources(fleet: Fleet, releases: list[HelmRelease], manifests: list[Manifest]
+                       ) -> tuple[list[HelmRelease], list[Manifest]]:
+    """Air-gapped sites (``packages.registry_mirror``, ``packages.chart_repository``): every
+    image and ``oci://`` chart under a public registry moves to the mirror, every chart from
+    a public https repository comes from the site's chart repository (by the same name).
+    Before the site's own ``kubernetes.values``, which stay as the site wrote them."""
+    mirror, charts = fleet.registry_mirror, fleet.chart_repository
+    if mirror is None and charts is None:
+        return releases, manifests
+    releases = [dataclasses.replace(
+        r, chart=mirrored(r.chart, mirror), repo=charts if r.repo is not None and charts else r.repo,
+        values=mirrored_values(dict(r.values), mirror)) for r in releases]
+    manifests = [dataclasses.replace(m, body=mirrored_values(dict(m.body), mirror)) for m in manifests]
+    return releases, manifests
 
 
 def _slinky_secrets(fleet: Fleet) -> tuple[ClusterSecret, ...]:
@@ -360,18 +380,27 @@ def _amd(fleet: Fleet, label_keys: tuple[str, ...], nfd_from: HelmRelease | None
     return [release], crs
 
 
-def _resource_groups(quota: Mapping[str, int], parts: Mapping[str, Partition]) -> list[dict]:
-    by_resource: dict[str, list[dict]] = {}
+def _resource_groups(quota: Mapping[str, int], parts: Mapping[str, Partition],
+                     channels: Collection[str] = ()) -> list[dict]:
+    """One resource group per GPU resource, a flavor per partition. Where a partition's
+    workloads claim ComputeDomain channels (``channels``), its group also covers
+    ``nvidia.com/compute-domain-channel`` (Kueue requires every flavor of a group to list
+    every covered resource: 0 for the others), one channel per GPU of quota: a pod with a
+    GPU never waits on channels, and a claim is counted instead of refused."""
+    from fleetspec.render.kubernetes.dra import CHANNEL_RESOURCE
+
+    by_resource: dict[str, list[str]] = {}
     for partition in sorted(quota):
-        resource = GPU_RESOURCE[parts[partition].vendor or "nvidia"]
-        by_resource.setdefault(resource, []).append({
-            "name": partition,
-            "resources": [{"name": resource, "nominalQuota": quota[partition]}],
-        })
-    return [
-        {"coveredResources": [resource], "flavors": flavors}
-        for resource, flavors in sorted(by_resource.items())
-    ]
+        by_resource.setdefault(GPU_RESOURCE[parts[partition].vendor or "nvidia"], []).append(partition)
+    groups = []
+    for resource, partitions in sorted(by_resource.items()):
+        extra = [CHANNEL_RESOURCE] if any(p in channels for p in partitions) else []
+        groups.append({"coveredResources": [resource, *extra], "flavors": [
+            {"name": p, "resources": [{"name": resource, "nominalQuota": quota[p]},
+                                      *({"name": r, "nominalQuota": quota[p] if p in channels else 0}
+                                        for r in extra)]}
+            for p in partitions]})
+    return groups
 
 
 def _kueue(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
@@ -404,9 +433,13 @@ def _kueue(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
     # Allocation, Limitations: "No DRA + Topology Aware Scheduling"): a flavor whose GPUs are
     # claimed through DRA (dra.gpus) carries no topologyName, so its workloads are admitted
     # by quota without a TAS placement instead of never fitting one.
-    from fleetspec.render.kubernetes.dra import dra_gpu_partitions
+    from fleetspec.render.kubernetes.dra import channel_partitions, dra_gpu_partitions
 
-    dra_flavors = {p.name for p in dra_gpu_partitions(fleet)}
+    # Workloads on an NVLink partition claim ComputeDomain channels through DRA, so their
+    # flavor leaves TAS as well; the example jobs keep a ComputeDomain in one rack by pod
+    # affinity instead (ray.py).
+    channels = set(channel_partitions(fleet))
+    dra_flavors = {p.name for p in dra_gpu_partitions(fleet)} | channels
     if not set(parts) - dra_flavors:
         objs = []
     flavor_keys = {}
@@ -424,7 +457,7 @@ def _kueue(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
     # Whatever no tenant holds stays in the cohort, for every queue to borrow.
     spare = {p: parts[p].gpus - sum(r.gpus for r in rows if r.partition == p) for p in parts}
     spare = {p: g for p, g in spare.items() if g > 0}
-    cohort_spec = {"resourceGroups": _resource_groups(spare, parts)} if spare else {}
+    cohort_spec = {"resourceGroups": _resource_groups(spare, parts, channels)} if spare else {}
     cohort = Manifest(obj("kueue.x-k8s.io/v1beta2", "Cohort", fleet.name, cohort_spec),
                       "22-kueue-cohort", (rk, *(flavor_keys[p] for p in sorted(spare))))
     objs.append(cohort)
@@ -438,7 +471,7 @@ def _kueue(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
                 "values": list(row.namespaces)}]},
             "queueingStrategy": "BestEffortFIFO",
             "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
-            "resourceGroups": _resource_groups({row.partition: row.gpus}, parts),
+            "resourceGroups": _resource_groups({row.partition: row.gpus}, parts, channels),
         }
         if row.limit is not None:  # the tenant's cap: borrow at most up to it
             spec["resourceGroups"][0]["flavors"][0]["resources"][0]["borrowingLimit"] = \
@@ -502,7 +535,7 @@ def kueue_configuration(fleet: Fleet) -> str:
 
     config["resources"] = {"excludeResourcePrefixes": list(KUEUE_EXCLUDED_RESOURCES)}
     mappings = kueue_device_class_mappings(fleet)
-    if mappings:  # DRA GPUs count as nvidia.com/gpu (Kueue 0.18+, KueueDRAIntegration)
+    if mappings:  # DRA GPUs as nvidia.com/gpu, IMEX channels as their own resource (Kueue 0.18+)
         config["resources"]["deviceClassMappings"] = mappings
     # Only the kinds this cluster has: the built-in workloads and the operators this stack
     # installs (operators.py). A framework whose operator is not installed has no

@@ -18,11 +18,13 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from fleetspec.compile.ir import Fleet
-from fleetspec.layout.kubernetes import kubernetes_nodes, kubernetes_partitions
+from fleetspec.layout.kubernetes import kubernetes_nodes, kubernetes_partitions, mirrored_values
 from fleetspec.render.kubernetes import common as k8s
 from fleetspec.render.kubernetes import dra, kai, operators
 
-RAY_IMAGE = "rayproject/ray:2.50.1-gpu"
+RAY_IMAGE = "docker.io/rayproject/ray:2.50.1-gpu"  # fully named: a registry mirror can take it
+# Marks the workers of one example job's ComputeDomain, for their rack affinity.
+COMPUTE_DOMAIN_LABEL = "fleetspec.io/compute-domain"
 MAX_WORKERS = 2  # an example, not a benchmark: two nodes show the gang
 
 
@@ -90,13 +92,20 @@ def _rayjob(fleet: Fleet, engine: str | None, name: str, ns: str, queue: str, pa
     }
     if claims:
         worker_pod["resourceClaims"] = claims
+    if channel:
+        # One ComputeDomain never straddles NVLink domains: every worker of the job in the
+        # rack of the first (required pod affinity on the rack label; Kueue cannot place a
+        # DRA workload by topology: "No DRA + Topology Aware Scheduling").
+        worker_pod["affinity"] = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {COMPUTE_DOMAIN_LABEL: name}}, "topologyKey": k8s.RACK_LABEL}]}}
     head_pod = {"containers": [{
         "name": "ray-head", "image": RAY_IMAGE,
         "resources": {"requests": {"cpu": "2", "memory": "8Gi"},
                       "limits": {"cpu": "2", "memory": "8Gi"}}}]}
     # KAI's pod-grouper takes the queue from the top owner; the pods carry it too.
-    def meta() -> dict[str, Any]:  # a fresh dict per template: no YAML anchors
-        return {"metadata": {"labels": dict(labels)}} if engine == "kai" else {}
+    def meta(extra: dict[str, str] | None = None) -> dict[str, Any]:  # a fresh dict per template: no YAML anchors
+        pod_labels = {**(labels if engine == "kai" else {}), **(extra or {})}
+        return {"metadata": {"labels": pod_labels}} if pod_labels else {}
     spec = {
         "entrypoint": "python -c \"import ray; ray.init(); print(ray.cluster_resources())\"",
         "shutdownAfterJobFinishes": True,
@@ -108,7 +117,7 @@ def _rayjob(fleet: Fleet, engine: str | None, name: str, ns: str, queue: str, pa
                 "groupName": "gpu",
                 "replicas": workers, "minReplicas": workers, "maxReplicas": workers,
                 "rayStartParams": {},
-                "template": {**meta(), "spec": worker_pod},
+                "template": {**meta({COMPUTE_DOMAIN_LABEL: name} if channel else None), "spec": worker_pod},
             }],
         },
     }
@@ -119,5 +128,5 @@ def _rayjob(fleet: Fleet, engine: str | None, name: str, ns: str, queue: str, pa
 
 def render_examples(fleet: Fleet) -> dict[PurePosixPath, str]:
     base = PurePosixPath("kubernetes") / "examples"
-    return {base / f"{stem}.yaml": k8s.HEADER + k8s.dump_all(objs)
+    return {base / f"{stem}.yaml": k8s.HEADER + k8s.dump_all(mirrored_values(objs, fleet.registry_mirror))
             for stem, objs in sorted(example_objects(fleet).items())}
