@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -121,7 +122,7 @@ def check_values(values: Mapping[str, Mapping[str, Any]], releases: Iterable[str
                                     f"fleetspec renders no Helm release '{release}' for this fleet.{did} "
                                     f"Its releases: {', '.join(known) or 'none'}", where, "key"))
             continue
-        problems = list(_owned_problems(release, overlay, (), where))
+        problems = list(_owned_problems(release, overlay, (), where)) + list(_literal_secrets(release, overlay, (), where))
         if release == "kueue":
             problems += _kueue_config_problems(overlay, where)
         findings.extend(problems)
@@ -144,6 +145,33 @@ def _owned_problems(release: str, value: Any, at: tuple[str, ...], where: SpecPa
     if isinstance(value, Mapping):
         for key, sub in value.items():
             yield from _owned_problems(release, sub, at + (str(key),), where + (key,))
+
+
+# Keys that name a Kubernetes Secret (or list them) rather than hold secret material: the
+# way charts take credentials without putting them in values (existingSecret, secretName,
+# imagePullSecrets, a secretKeyRef).
+_NAMES_A_SECRET = re.compile(r"(?i)(secretname|secretref|secretkeyref|existingsecret[a-z]*|pullsecrets?|secrets)$")
+
+
+def _literal_secrets(release: str, value: Any, at: tuple[str, ...], where: SpecPath):
+    """A value under a key named like a secret (password, token, ...) that holds a literal:
+    it would land in the rendered values, the state and saved plans (#27 item 8). The
+    value itself is never echoed."""
+    from fleetspec.spec.loader import is_secret_name
+
+    items = value.items() if isinstance(value, Mapping) else enumerate(value) if isinstance(value, list) else ()
+    for key, sub in items:
+        name = str(key)
+        if (isinstance(key, str) and is_secret_name(name) and not _NAMES_A_SECRET.search(name)
+                and isinstance(sub, (str, int, float)) and not isinstance(sub, bool) and sub != ""):
+            dotted = ".".join(at + (name,))
+            yield Finding(RULE, Severity.ERROR,
+                          f"{release} value {dotted} reads as a secret and holds a literal value: it would be written "
+                          "to the rendered Helm values, the state and saved plans. Put it in a Kubernetes Secret and "
+                          "give the chart that Secret's name (charts take it as existingSecret, secretName or a "
+                          "secretKeyRef), created outside the spec (docs/security.md)", where + (key,), "key")
+        elif isinstance(sub, (Mapping, list)):
+            yield from _literal_secrets(release, sub, at + (name,), where + (key,))
 
 
 def _kueue_config_problems(overlay: Mapping[str, Any], where: SpecPath) -> list[Finding]:

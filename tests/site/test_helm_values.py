@@ -173,3 +173,27 @@ def test_every_owned_chart_path_is_a_path_of_the_pinned_chart() -> None:
             for key in path:
                 assert isinstance(node, dict) and key in node, (release, path)
                 node = node[key]
+
+
+def test_a_literal_secret_in_chart_values_is_refused_and_never_echoed() -> None:
+    """#27 item 8: a chart value named like a secret that holds a literal would be written to
+    the rendered values, the state and saved plans; one that names a Kubernetes Secret is fine."""
+    overlay = {"driver": {"licensingConfig": {"secretName": "licensing-config"},
+                          "repoConfig": {"token": "s3cr3t-t0ken"}},
+               "imagePullSecrets": ["ngc-pull"],
+               "validator": {"env": [{"name": "X", "password": "hunter2"}]},
+               "dcgmExporter": {"existingSecret": "exporter", "enabled": True}}
+    findings = _owned_errors("gpu-operator", overlay)
+    messages = [f.message for f in findings]
+    assert len(findings) == 2, messages
+    assert any("driver.repoConfig.token reads as a secret" in m for m in messages)
+    assert any("validator.env.0.password reads as a secret" in m for m in messages)
+    assert not any("s3cr3t" in m or "hunter2" in m for m in messages)
+    assert {f.path[-1] for f in findings} == {"token", "password"}
+    # in a whole spec: located at the key, and nothing is rendered
+    text = _museum("    values:\n      gpu-operator:\n        driver:\n          repoConfig: {token: s3cr3t-t0ken}\n")
+    result = compile_text(text, "museum.yaml")
+    errors = [f for f in result.located() if f.severity.name == "ERROR"]
+    assert len(errors) == 1 and errors[0].line == text.splitlines().index(
+        "          repoConfig: {token: s3cr3t-t0ken}") + 1, [(f.line, f.message) for f in errors]
+    assert "s3cr3t" not in errors[0].message
