@@ -365,6 +365,7 @@ def run_check(config: Dict[str, Any], node: str, host: Host, clear: bool = False
     if "gpu-memory" in config.get("checks", list(CHECKS)) or "gpu-count" in config.get("checks", list(CHECKS)):
         faults += gpu_faults(host, expect, errors, seen)
         reset |= recovery_done(state, seen.get("nvidia") or [])
+    reset.discard(None)
     state["latched"] = [f for f in state["latched"] if f["class"] not in RESET_CLEARS or pci_key(f["device"]) not in reset]
     faults = state["latched"] + faults
     if "nvlink" in config.get("checks", list(CHECKS)) and expect.get("vendor") in ("nvidia", None):
