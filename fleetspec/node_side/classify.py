@@ -121,6 +121,13 @@ def kernel_log_faults(messages: Iterable[str]) -> List[Fault]:
 # ---------------------------------------------------------------- nvidia-smi -q -x
 
 
+def pci_key(text: Optional[str]) -> Optional[Tuple[int, int, int]]:
+    """(domain, bus, device) of a PCI address in any of the forms the tools print: the Xid
+    line's ``0000:3b:00``, nvidia-smi's ``00000000:3B:00.0``; None for anything else."""
+    match = re.match(r"^\s*(?:PCI:)?([0-9A-Fa-f]{1,8}):([0-9A-Fa-f]{2}):([0-9A-Fa-f]{2})(?:\.[0-7])?\s*$", text or "")
+    return (int(match.group(1), 16), int(match.group(2), 16), int(match.group(3), 16)) if match else None
+
+
 def _int(value: Optional[str]) -> Optional[int]:
     match = re.match(r"\s*(\d+)", value or "")
     return int(match.group(1)) if match else None
@@ -156,6 +163,9 @@ def parse_gpu_health_xml(text: str) -> Optional[List[Dict[str, Any]]]:
             "pcie_width_max": _int(xml_text(link, "link_widths/max_link_width")),
             "fabric_state": xml_text(gpu, "fabric/state"),
             "fabric_status": xml_text(gpu, "fabric/status"),
+            # The driver's recovery action (R550+; nvmlDeviceGpuRecoveryAction_t): None once
+            # the action an Xid 154 asked for was done. The real H200 prints "None".
+            "recovery_action": (gpu.findtext("gpu_recovery_action") or "").strip() or None,
         })
     return gpus
 

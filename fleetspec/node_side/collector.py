@@ -489,6 +489,34 @@ def parse_slurmd_version(text: str) -> Optional[str]:
     return match.group(1) if match else None
 
 
+# ``slurmd -C``: "Print actual hardware configuration and exit" (slurmd(8)), one node line
+# in slurm.conf's own words, e.g. on this project's test machine (slurm-wlm 22.05.8):
+# "NodeName=vm CPUs=2 Boards=1 SocketsPerBoard=1 CoresPerSocket=2 ThreadsPerCore=1
+# RealMemory=24105" then "UpTime=0-05:30:37". The keys kept: the socket/core layout.
+SLURMD_LAYOUT_KEYS = ("CPUs", "Boards", "SocketsPerBoard", "CoresPerSocket", "ThreadsPerCore", "RealMemory")
+
+
+@_safe(None)
+def parse_slurmd_config(text: str) -> Optional[Dict[str, int]]:
+    """``slurmd -C``'s NodeName line -> {CPUs, Boards, SocketsPerBoard, CoresPerSocket,
+    ThreadsPerCore, RealMemory, Sockets}; ``Sockets`` is Boards x SocketsPerBoard (what a
+    node line's ``Sockets=`` means: slurm.conf(5)). None when the line or a layout key is
+    missing or not a number."""
+    for line in str(text).splitlines():
+        if not line.startswith("NodeName="):
+            continue
+        fields = dict(token.split("=", 1) for token in line.split() if "=" in token)
+        values = {}  # type: Dict[str, int]
+        for key in SLURMD_LAYOUT_KEYS:
+            value = fields.get(key, "")
+            if not (value.isascii() and value.isdigit()) or len(value) > 12:
+                return None
+            values[key] = int(value)
+        values["Sockets"] = values["Boards"] * values["SocketsPerBoard"]
+        return values
+    return None
+
+
 @_safe(None)
 def parse_fabricmanager_version(text: str) -> Optional[str]:
     """``nv-fabricmanager --version`` ("Fabric Manager version is : 580.95.05")."""
@@ -1366,7 +1394,14 @@ def collect_slurm(host: Host) -> Dict[str, Any]:
     version = parse_slurmd_version(result.stdout) if result.ok else None
     if result.state in ("failed", "timeout") or (result.ok and version is None):
         errors.append(result.describe(["slurmd", "-V"]))
-    return {"slurmd_version": _command_value(result, version), "errors": errors}
+    layout = None  # type: Any
+    if result.ok:  # slurmd is installed: its view of this node's sockets and cores
+        shown = host.run(["slurmd", "-C"])
+        layout = _command_value(shown, parse_slurmd_config(shown.stdout) if shown.ok else None)
+        if shown.state in ("failed", "timeout") or (shown.ok and layout == UNKNOWN):
+            errors.append(shown.describe(["slurmd", "-C"]))
+    return {"slurmd_version": _command_value(result, version), "layout": _command_value(result, layout),
+            "errors": errors}
 
 
 def collect_fabric(host: Host) -> Dict[str, Any]:

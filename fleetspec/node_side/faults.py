@@ -383,6 +383,16 @@ RECOVERY_ACTIONS = (
     ("drain p2p", "nvlink-error"),
 )  # type: Tuple[Tuple[str, str], ...]
 
+# Latched kernel-log faults a GPU reset ends (the prescribed action done): the catalog's
+# RESET_GPU bucket and Xid 154 "GPU Reset Required" (NVML: "reset the GPU using nvidia-smi -r,
+# and the GPU can be used again", MEMORY_ERRORS "Error Recovery and Response Flags"), an
+# uncorrectable ECC error and a pending row remap (the remap is applied at the next GPU
+# reset, MEMORY_ERRORS), and the report-only classes of that GPU. Every other latched class
+# (gpu-lost, node-reboot-required, nvlink-error, nvswitch-fatal, row-remap-failure,
+# xid-unknown) holds until the node reboots (a new boot id) or --clear.
+RESET_CLEARS = frozenset(("gpu-reset-required", "ecc-uncorrectable", "row-remap-pending", "xid-application",
+                          "xid-informational", "ecc-contained", "ecc-correctable-rate"))
+
 # Which checks produce which classes: ``spec.health.checks`` switches them on and off.
 CHECKS = {
     "kernel-log": ("xid-application", "xid-informational", "ecc-contained", "ecc-correctable-rate", "ecc-uncorrectable",

@@ -9,8 +9,10 @@ Stdlib only, Python 3.8 syntax. What it reads, each through ``--root`` so fixtur
 stand in for a node:
 
 - the kernel log since its last run (``/dev/kmsg`` records after the sequence number it
-  saw last; Xid/SXid faults stay latched until the node reboots, since the log line
-  that reported them is never printed again, or until ``--clear``);
+  saw last; Xid/SXid faults stay latched, since the log line that reported them is never
+  printed again: until the node reboots (a new boot id), until ``--clear``, or, for what a
+  GPU reset fixes (RESET_CLEARS), until that GPU is reset: ``--gpu-reset BUS`` or its
+  ``gpu_recovery_action`` going back to None);
 - ``nvidia-smi -q -x`` (memory, PCIe, fabric) and ``amd-smi metric --ecc --json``;
 - ``/sys/class/infiniband`` ports and their error counters;
 - ``nvidia-smi nvlink --status`` (per-link state) and ``nvidia-smi nvlink -e`` (per-link
@@ -60,6 +62,7 @@ from fleetspec.node_side.classify import (
     parse_kmsg,
     parse_nvlink_errors,
     parse_nvlink_status,
+    pci_key,
     reason,
     verdict,
 )
@@ -72,6 +75,7 @@ from fleetspec.node_side.faults import (
     DCGM_TIMEOUT_S,
     FLAP_LIMIT,
     FLAP_WINDOW_S,
+    RESET_CLEARS,
 )
 from fleetspec.node_side.hostlist import expand
 
@@ -313,11 +317,13 @@ def dcgm_faults(host: Host, level: int, errors: List[str]) -> List[Fault]:
 
 
 def run_check(config: Dict[str, Any], node: str, host: Host, clear: bool = False,
-              persist: bool = True, now: Optional[float] = None, dcgm_level: Optional[int] = None) -> Dict[str, Any]:
+              persist: bool = True, now: Optional[float] = None, dcgm_level: Optional[int] = None,
+              gpu_reset: Optional[str] = None) -> Dict[str, Any]:
     """Read the node, update the state file (kernel-log cursor, latched faults, IB and
     NVLink error counters), and return the verdict. ``dcgm_level``: run that DCGM diagnostic
     level (``--dcgm-level``, outside the periodic check); the periodic check runs level 1 at
-    most. ``persist=False`` (``fleetspec verify --local``)
+    most. ``gpu_reset``: reset that GPU first (``nvidia-smi -r -i BUS``) and, when the reset
+    succeeded, end the latched faults a reset ends (RESET_CLEARS) on it. ``persist=False`` (``fleetspec verify --local``)
     looks without writing the state: the scheduled check still sees every new record and
     counter delta, so an onlooker never swallows a fault before the check acts on it."""
     expect = expectation(config, node)
@@ -346,11 +352,22 @@ def run_check(config: Dict[str, Any], node: str, host: Host, clear: bool = False
         seqs = [seq for seq, _ in records if seq is not None]
         if seqs:
             state["kmsg_seq"] = max(seqs)
-        latched = state["latched"] + [f for f in kernel_log_faults(new) if f not in state["latched"]]
-        state["latched"] = latched
-        faults += latched
+        fresh = [f for f in kernel_log_faults(new) if f not in state["latched"]]
+        state["latched"] = superseded(state["latched"], fresh) + fresh
+    reset = set()  # PCI addresses of the GPUs reset since the last check
+    if gpu_reset is not None:  # the prescribed action, done here: nvidia-smi -r -i BUS
+        argv = nvidia_smi_command(host) + ["-r", "-i", gpu_reset]
+        done = host.run(argv, timeout=60)
+        if done.ok:
+            reset.add(pci_key(gpu_reset))
+        else:
+            errors.append(done.describe(argv)[:200])
     if "gpu-memory" in config.get("checks", list(CHECKS)) or "gpu-count" in config.get("checks", list(CHECKS)):
         faults += gpu_faults(host, expect, errors, seen)
+        reset |= recovery_done(state, seen.get("nvidia") or [])
+    reset.discard(None)
+    state["latched"] = [f for f in state["latched"] if f["class"] not in RESET_CLEARS or pci_key(f["device"]) not in reset]
+    faults = state["latched"] + faults
     if "nvlink" in config.get("checks", list(CHECKS)) and expect.get("vendor") in ("nvidia", None):
         argv = nvidia_smi_command(host) + ["nvlink", "--status"]
         result = host.run(argv, timeout=30)
@@ -386,6 +403,32 @@ def run_check(config: Dict[str, Any], node: str, host: Host, clear: bool = False
     if persist:
         _save_state(state_path, state, errors)
     return verdict(node, faults, config.get("actions"), errors)
+
+
+def superseded(latched: List[Fault], fresh: List[Fault]) -> List[Fault]:
+    """``latched`` less the Xid 154 faults a fresh Xid 154 on the same GPU replaces: the
+    recovery action is the GPU's current state, so the latest one is the one to act on (an
+    old 'Node Reboot Required' must not outlive the 'GPU Reset Required' that followed it)."""
+    renewed = {pci_key(f["device"]) for f in fresh if f["detail"].startswith("Xid 154")}
+    return [f for f in latched if not (f["detail"].startswith("Xid 154") and pci_key(f["device"]) in renewed)]
+
+
+def recovery_done(state: Dict[str, Any], gpus: List[Dict[str, Any]]) -> set:
+    """PCI addresses of GPUs whose recovery action (nvidia-smi -q ``gpu_recovery_action``)
+    went from an action back to ``None`` since the last check: the driver says the action it
+    asked for was done (NVML: "None: no recovery action is needed"). ``state["recovery"]``
+    keeps each GPU's last value."""
+    last = state.get("recovery") or {}  # type: Dict[str, Any]
+    done = set()
+    for gpu in gpus:
+        bus, now = gpu.get("bus_id"), gpu.get("recovery_action")
+        if not bus or now is None:
+            continue
+        if last.get(bus) not in (None, "None", "N/A") and now == "None":
+            done.add(pci_key(bus))
+        last[bus] = now
+    state["recovery"] = last
+    return done
 
 
 def hysteresis(faults: List[Fault], state: Dict[str, Any], config: Dict[str, Any], now: float) -> List[Fault]:
@@ -598,6 +641,9 @@ def main(argv: Optional[List[str]] = None, config: Optional[Dict[str, Any]] = No
     parser.add_argument("--slurm", action="store_true", help="drain/resume the node through slurmctld")
     parser.add_argument("--scontrol", default="scontrol")
     parser.add_argument("--clear", action="store_true", help="forget latched kernel-log faults (after a repair)")
+    parser.add_argument("--gpu-reset", metavar="PCI_BUS_ID",
+                        help="reset this GPU (nvidia-smi -r -i PCI_BUS_ID, the action NVIDIA prescribes for "
+                             "RESET_GPU Xids) and, when it succeeded, end the faults a reset ends on it")
     parser.add_argument("--dcgm-level", type=int, choices=sorted(DCGM_TIMEOUT_S),
                         help="run this DCGM diagnostic level (2-4 take minutes to hours: a prolog/epilog or a "
                              "separate timer on idle nodes, never the periodic check) without the check's deadline")
@@ -605,8 +651,12 @@ def main(argv: Optional[List[str]] = None, config: Optional[Dict[str, Any]] = No
                         help="look without updating the state file (kernel-log cursor, latched faults, IB "
                              "counters), so the scheduled check still sees every new fault")
     args = parser.parse_args(argv)
-    if args.read_only and (args.slurm or args.clear):
-        sys.stderr.write("fleetspec-health: --read-only cannot be combined with --slurm or --clear\n")
+    if args.read_only and (args.slurm or args.clear or args.gpu_reset):
+        sys.stderr.write("fleetspec-health: --read-only cannot be combined with --slurm, --clear or --gpu-reset\n")
+        return 2
+    if args.gpu_reset is not None and pci_key(args.gpu_reset) is None:
+        sys.stderr.write("fleetspec-health: --gpu-reset %r: not a PCI bus id; give it as nvidia-smi prints it "
+                         "(e.g. 00000000:3B:00.0)\n" % args.gpu_reset)
         return 2
     if config is None:
         try:
@@ -626,7 +676,7 @@ def main(argv: Optional[List[str]] = None, config: Optional[Dict[str, Any]] = No
     host = BoundedHost(args.root, budget)
     try:
         result = run_check(config, node_name(args.node), host, clear=args.clear, persist=not args.read_only,
-                           dcgm_level=args.dcgm_level)
+                           dcgm_level=args.dcgm_level, gpu_reset=args.gpu_reset)
     except Exception as exc:  # never "sick": NPD reads exit 1 as NonOK and the node is drained
         why = "the check failed: %s: %s" % (type(exc).__name__, exc)
         sys.stderr.write("fleetspec-health: %s\n" % why)

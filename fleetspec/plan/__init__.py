@@ -13,7 +13,7 @@ from typing import Any
 
 _EXPORTS = {
     "make_plan": "planner", "plan_against_state": "planner", "restrict_to_hosts": "planner",
-    "with_pending_reboots": "planner", "hold_back": "planner", "converged_parts": "planner",
+    "with_pending_reboots": "planner", "layout_drift": "planner", "hold_back": "planner", "converged_parts": "planner",
     "adopt_known": "planner",
     "plan_waves": "waves", "Change": "model", "Disruption": "model", "Plan": "model", "Wave": "model",
 }

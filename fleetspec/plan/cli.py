@@ -102,7 +102,7 @@ def plan(
         result = build_plan(spec, state, base, canary, max_unavailable, errors, lock_timeout,
                             _quarantined(health), charts)
         if facts is not None:
-            result = _with_facts(result, facts)
+            result = _with_facts(result, facts, errors)
         if limit is not None:
             result = _limited(result, limit, errors)
         result = with_rollout_figures(result, batch_minutes, forks)
@@ -135,13 +135,15 @@ def plan(
     raise typer.Exit(exit_codes.CHANGES if detailed_exitcode and not result.empty else exit_codes.OK)
 
 
-def _with_facts(plan: Plan, directory: Path) -> Plan:
-    from fleetspec.plan import with_pending_reboots
+def _with_facts(plan: Plan, directory: Path, errors: Any) -> Plan:
+    from fleetspec.plan import layout_drift, with_pending_reboots
     from fleetspec.verify.run import load_facts_dir
 
     if not directory.is_dir():
         raise PlanError(f"--facts {directory}: not a directory of collector documents")
     found, _unreadable = load_facts_dir(directory)
+    for line in layout_drift(plan.fleet, found):
+        errors.print(f"warning: {line}", markup=False)
     return with_pending_reboots(plan, found)
 
 

@@ -148,6 +148,20 @@ def with_pending_reboots(plan: Plan, facts: Mapping[str, Mapping[str, Any]]) -> 
         list(changes), plan.fleet, settings["canary"], settings["max_unavailable"]))
 
 
+def layout_drift(fleet: Fleet, facts: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """For each Slurm node whose node line's socket/core layout differs from ``slurmd -C``
+    in its facts (or that has none), the verify finding naming both, as a line."""
+    from fleetspec.verify.compare import Status, slurm_layout_checks
+
+    lines = []
+    for host in sorted(facts):
+        node = fleet.node(host)
+        if node is not None and isinstance(facts[host], Mapping):
+            lines += [f"{host}: slurm-layout: {c.message}" for c in slurm_layout_checks(node, facts[host])
+                      if c.status in (Status.DRIFT, Status.WARNING)]
+    return lines
+
+
 def _rendered_changes(new: Fleet, old: Fleet | None, old_files: Mapping[PurePosixPath, str] | None = None,
                       converged: Mapping[str, str] | None = None) -> list[Change]:
     from fleetspec.render import render_all

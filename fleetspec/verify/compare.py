@@ -221,7 +221,7 @@ def check_node(fleet: Fleet, node: Node, facts: Mapping[str, Any], catalog: Cata
     else:
         checks = _amd_checks(fleet, node, stack, facts, catalog, found)
     checks = [collected, *checks, *_rdma_checks(fleet, facts), *_gpu_binding_checks(fleet, node, facts),
-              *_hold_checks(fleet, node, stack, facts), *firmware_checks(stack, facts)]
+              *slurm_layout_checks(node, facts), *_hold_checks(fleet, node, stack, facts), *firmware_checks(stack, facts)]
     fingerprint = ",".join(f"{k}={found.get(k, '?')}" for k in stack.versions())
     return NodeReport(node.hostname, node.partition, node.stack, node.scheduler, tuple(checks), fingerprint)
 
@@ -400,6 +400,41 @@ def _gpu_binding_checks(fleet: Fleet, node: Node, facts: Mapping[str, Any]) -> l
                       "or correct the node's sockets in the spec")]
     return [Check("gpu-binding", Status.OK, want, found,
                   f"each GPU's local CPUs are on the socket gres.conf binds it to ({len(known)} checked)")]
+
+
+# The node line's layout fields and the words ``slurmd -C`` prints for them (slurm.conf(5)).
+_LAYOUT = (("sockets", "Sockets"), ("cores_per_socket", "CoresPerSocket"), ("threads_per_core", "ThreadsPerCore"),
+           ("cpus", "CPUs"))
+
+
+def slurm_layout_checks(node: Node, facts: Mapping[str, Any]) -> list[Check]:
+    """The node line's socket/core layout against ``slurmd -C`` on the node (the collector's
+    ``slurm.layout``; only where slurmd is installed). A field the spec sets and slurmd
+    reads otherwise is drift naming both; a spec with no layout at all is a warning: the
+    node line then gives slurmctld no sockets (CoresPerSocket defaults to 1, slurm.conf(5)),
+    so core binding and gres.conf ``Cores=`` work on a layout the node does not have."""
+    layout = _section(facts, "slurm").get("layout")
+    if node.scheduler != "slurm" or not isinstance(layout, Mapping):
+        return []
+    real = {word: layout.get(word) for _, word in _LAYOUT}
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in real.values()):
+        return []
+    found = " ".join(f"{word}={real[word]}" for _, word in _LAYOUT)
+    spec = {word: getattr(node, key) for key, word in _LAYOUT if getattr(node, key) is not None}
+    if not spec.keys() & {"Sockets", "CoresPerSocket"}:
+        return [Check("slurm-layout", Status.WARNING, None, found,
+                      f"the spec gives {node.hostname} no socket layout; slurmd -C on the node says {found}: "
+                      "set sockets, cores_per_socket and threads_per_core on its node group "
+                      "(without them slurmctld assumes one-core sockets)")]
+    expected = " ".join(f"{word}={value}" for word, value in spec.items())
+    wrong = [word for word, value in spec.items() if real[word] != value]
+    if wrong:
+        return [Check("slurm-layout", Status.DRIFT, expected, found,
+                      f"the spec's node line says {' '.join(f'{w}={spec[w]}' for w in wrong)}, slurmd -C on "
+                      f"{node.hostname} says {' '.join(f'{w}={real[w]}' for w in wrong)}: slurmctld would "
+                      "schedule and bind cores on a layout the node does not have (and drains a node whose "
+                      "slurmd reports fewer resources); correct the node group's layout in the spec")]
+    return [Check("slurm-layout", Status.OK, expected, found, "the node line's layout is what slurmd -C reads")]
 
 
 def firmware_checks(stack: StackTuple, facts: Mapping[str, Any]) -> list[Check]:

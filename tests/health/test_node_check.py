@@ -278,3 +278,72 @@ def test_a_counter_fault_clears_only_after_clean_checks_and_a_flapping_link_stay
     assert run() == (1, ["flapping"])  # the counter fault cleared; the flapping node stays drained
     assert run() == (1, ["flapping"])
     assert run(None, "--clear") == (0, [])  # an operator repaired it
+
+
+# The real H200's bus id is 00000000:00:06.0; the driver names it PCI:0000:00:06 in an Xid line.
+H200_XID = "4,{seq},{usec},-;NVRM: Xid (PCI:0000:00:06): {text}\n"
+
+
+def _log(root: Path, seq: int, text: str) -> None:
+    with open(root / "dev" / "kmsg", "a") as log:
+        log.write(H200_XID.format(seq=seq, usec=6000000000 + seq, text=text))
+
+
+def test_a_gpu_reset_ends_what_a_reset_fixes_and_the_old_lines_stay_behind(config, tmp_path, monkeypatch,
+                                                                           capsys) -> None:
+    """#26 item 6: the driver asks for a GPU reset (Xid 154 and the recovery action in
+    nvidia-smi -q); once nvidia-smi reports the action back at None (the real H200's value)
+    the latched faults of that GPU end, the old log lines do not fire again, and a fault only
+    a reboot ends stays."""
+    root = make_node(tmp_path / "h200-01", nvidia_xml=FIXTURES / "nvidia-smi-q-recovery-reset.xml")
+    _log(root, 2000, "119, pid=1882, name=nvidia-smi, Timeout after 6s of waiting for RPC response from GPU0 GSP! "
+                     "Expected function 76 (GSP_RM_CONTROL) (0x20801348 0x4).")
+    _log(root, 2001, "154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)")
+    rc, first = check(config, root, "h200-01", monkeypatch, capsys)
+    assert rc == 1 and {f["class"] for f in first["faults"]} == {"gpu-reset-required"}
+    rc, again = check(config, root, "h200-01", monkeypatch, capsys)  # not reset yet: still latched
+    assert rc == 1 and again["faults"] == first["faults"]
+    set_tool_output(root, "nvidia-smi", node_check_h200(), "-q -x")  # reset: the action reads None again
+    rc, after = check(config, root, "h200-01", monkeypatch, capsys)
+    assert (rc, after["status"], after["faults"]) == (0, "healthy", [])
+    assert check(config, root, "h200-01", monkeypatch, capsys)[1]["faults"] == []  # the old lines stay behind
+
+
+def test_gpu_reset_option_resets_and_keeps_reboot_faults(config, tmp_path, monkeypatch, capsys) -> None:
+    """--gpu-reset runs nvidia-smi -r -i BUS; a reset-class fault of that GPU ends, a newer Xid 154
+    replaces an older one on the same GPU, and a node-reboot fault stays until a new boot id."""
+    root = make_node(tmp_path / "h200-01")
+    _log(root, 2000, "154, GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)")
+    rc, first = check(config, root, "h200-01", monkeypatch, capsys)
+    assert rc == 1 and [f["class"] for f in first["faults"]] == ["node-reboot-required"]
+    _log(root, 2001, "154, GPU recovery action changed from 0x2 (Node Reboot Required) to 0x1 (GPU Reset Required)")
+    _log(root, 2002, "48, pid='<unknown>', name=<unknown>, An uncorrectable double bit error (DBE) has been "
+                     "detected on GPU in the framebuffer at partition 6, subpartition 0.")
+    rc, second = check(config, root, "h200-01", monkeypatch, capsys)
+    assert rc == 1 and {f["class"] for f in second["faults"]} == {"gpu-reset-required", "ecc-uncorrectable"}
+    _log(root, 2003, "79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.")
+    reset_out = tmp_path / "reset.txt"
+    reset_out.write_text("GPU 00000000:00:06.0 was successfully reset.\n")
+    assert main_rc(config, root, monkeypatch, capsys, "--gpu-reset", "bogus") == 2  # refused, nothing run
+    set_tool_output(root, "nvidia-smi", reset_out, "-r -i 00000000:00:06.0", rc=3)  # the reset failed
+    rc, failed = check(config, root, "h200-01", monkeypatch, capsys, "--gpu-reset", "00000000:00:06.0")
+    assert {f["class"] for f in failed["faults"]} == {"gpu-reset-required", "ecc-uncorrectable", "gpu-lost"}
+    assert failed["errors"]
+    set_tool_output(root, "nvidia-smi", reset_out, "-r -i 00000000:00:06.0")
+    rc, reset = check(config, root, "h200-01", monkeypatch, capsys, "--gpu-reset", "00000000:00:06.0")
+    assert rc == 1 and [f["class"] for f in reset["faults"]] == ["gpu-lost"]  # Xid 79 needs a reboot
+    set_boot_id(root, "boot-2")  # a reboot: a new boot id, a fresh kernel log
+    (root / "dev" / "kmsg").write_text((FIXTURES / "kmsg-healthy.txt").read_text())
+    assert check(config, root, "h200-01", monkeypatch, capsys)[0] == 0
+
+
+def node_check_h200() -> Path:
+    from .nodes import H200_XML
+    return H200_XML
+
+
+def main_rc(config: Path, root: Path, monkeypatch, capsys, *extra: str) -> int:
+    monkeypatch.setenv("PATH", f"{root / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    rc = node_check.main(["--config", str(config), "--root", str(root), "--node", "h200-01", *extra])
+    capsys.readouterr()
+    return rc

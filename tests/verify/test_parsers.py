@@ -334,6 +334,7 @@ TEXT_PARSERS = [
     parsers.parse_amd_smi_json,
     parsers.parse_rocm_smi_json,
     parsers.parse_slurmd_version,
+    parsers.parse_slurmd_config,
     parsers.parse_fabricmanager_version,
     parsers.parse_os_release,
 ]
