@@ -58,28 +58,29 @@ def schedule_line(plan: Plan) -> str:
             "Waves of different lanes run side by side ('plan --format json': each wave's 'after').")
 
 
-def grouped(changes: tuple[Change, ...]) -> list[tuple[Change, str]]:
-    """(a representative change, its targets) — node changes alike in all but the host share a row."""
+def grouped(changes: tuple[Change, ...]) -> list[tuple[Change, str, int]]:
+    """(a representative change, its targets, how many) — node changes of one partition alike
+    in action, disruption and reason (which names each field's old and new value) share a row."""
     rows: dict[tuple, list[Change]] = {}
     for c in changes:
-        key = ("node", c.action, c.disruption, c.reason) if c.host is not None else (c.target,)
+        key = ("node", c.partition, c.action, c.disruption, c.reason) if c.host is not None else (c.target,)
         rows.setdefault(key, []).append(c)
     result = []
     for members in rows.values():
         first = members[0]
         target = f"node:{compress(c.host or '' for c in members)}" if first.host is not None else first.target
-        result.append((first, target))
+        result.append((first, target, len(members)))
     return sorted(result, key=lambda row: -row[0].disruption.rank)
 
 
 def _changes_table(changes: tuple[Change, ...]) -> Table:
     table = Table(title="changes", title_justify="left")
-    for column in ("disruption", "action", "target", "what and why"):
-        table.add_column(column, overflow="fold")
-    for change, target in grouped(changes):
+    for column in ("disruption", "action", "target", "nodes", "what and why"):
+        table.add_column(column, overflow="fold", justify="right" if column == "nodes" else "left")
+    for change, target, count in grouped(changes):
         style = STYLES[change.disruption]
         table.add_row(f"[{style}]{change.disruption.value}[/]", change.action.value, escape(target),
-                      escape(change.reason))
+                      str(count) if change.host is not None else "", escape(change.reason))
     return table
 
 
