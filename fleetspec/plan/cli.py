@@ -82,6 +82,8 @@ def plan(
                                                              "(default 12.75)")] = None,
     forks: Annotated[int | None, typer.Option("--forks", callback=forks_option, help="hosts one wave works on at "
                                               "once (default: the whole wave)")] = None,
+    diff: Annotated[bool, typer.Option("--diff", help="text plan: also print each change's before and after "
+                                       "(unified diff for files, key: old -> new for nodes)")] = False,
 ) -> None:
     """Show what apply would change, how disruptive each change is, and the waves it would run.
     Exit 0: planned; 1: error. With --detailed-exitcode: 0 no changes, 1 error, 2 changes."""
@@ -124,6 +126,11 @@ def plan(
         print(json.dumps(data, indent=2))
     elif format is PlanFormat.text:
         print_plan(result, console)
+        if diff:
+            from fleetspec.plan.render_diff import diff_lines
+
+            for line in diff_lines(result.changes):
+                console.print(line, markup=False, highlight=False, soft_wrap=True)
         for prerequisite in (notes or {}).get("prerequisites", []):
             console.print(f"[yellow]prerequisite[/] {escape(prerequisite['message'])}")
         if notes and "preview" in notes:

@@ -29,3 +29,35 @@ def test_alike_nodes_of_one_partition_fold_into_one_row_with_a_count() -> None:
     Console(file=out, width=200, color_system=None).print(_changes_table(changes))
     line = next(x for x in out.getvalue().splitlines() if "gpu-[001-016]" in x)
     assert " 16 " in line and BUMP in line
+
+
+def test_diff_prints_what_the_json_carries_folded_bounded_and_escaped() -> None:
+    from typer.testing import CliRunner
+
+    from fleetspec.cli import app
+    from tests.plan.conftest import QUICKSTART, SPECS
+
+    result = CliRunner().invoke(app, ["plan", str(SPECS / "nodes-added.yaml"), "--base", str(QUICKSTART), "--diff"])
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "--- node:h100-[009-010] (create, 2 nodes)" in out and "rack: (absent) -> r02" in out
+    assert "-NodeName=h100-[005-008]" in out and "+NodeName=h100-[005-010]" in out  # slurm.conf: unified
+    plain = CliRunner().invoke(app, ["plan", str(SPECS / "nodes-added.yaml"), "--base", str(QUICKSTART)])
+    assert "--- node:" not in plain.output  # only when asked
+
+
+def test_diff_escapes_control_characters_and_stays_bounded() -> None:
+    from fleetspec.plan.render_diff import MAX_LINES, MAX_LINES_PER_CHANGE, diff_lines
+
+    evil = Change("fleet:name", Action.UPDATE, Disruption.NONE, "a\x1b]52;c;aGk=\x07", "b\u202e", "renamed")
+    lines = diff_lines((evil,))
+    assert "\x1b" not in "".join(lines) and "\\x1b]52" in lines[1] and "\\u202e" in lines[1]
+    long = Change("slurm:slurm.conf", Action.UPDATE, Disruption.RECONFIGURE, [f"A{i}=1" for i in range(500)],
+                  [f"A{i}=2" for i in range(500)], "many")
+    lines = diff_lines((long,))
+    assert len(lines) == 1 + MAX_LINES_PER_CHANGE + 1 and lines[-1].startswith("  ... ")
+    many = tuple(_node(f"n{i:04d}", "p", f"reason {i}") for i in range(1000))
+    many = tuple(Change(c.target, c.action, c.disruption, {"k": i}, {"k": i + 1}, c.reason, "p")
+                 for i, c in enumerate(many))
+    lines = diff_lines(many)
+    assert len(lines) <= MAX_LINES + 1 and "change(s) not shown" in lines[-1]
