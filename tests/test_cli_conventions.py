@@ -35,3 +35,15 @@ def test_no_color_wins_over_forced_colour(tmp_path) -> None:
     args = ("plan", str(EXAMPLES / "quickstart.yaml"), "--state", str(tmp_path))
     assert COLOUR.search(fleetspec(*args, FORCE_COLOR="1").stdout)  # the check can fail
     assert not COLOUR.search(fleetspec(*args, FORCE_COLOR="1", NO_COLOR="1").stdout)
+
+
+def test_one_format_spelling_and_json_is_a_deprecated_hidden_alias(tmp_path) -> None:
+    import json
+
+    for args in (["state", "list"], ["state", "show", "quickstart"]):
+        new = fleetspec(*args, "--state", str(tmp_path), "--format", "json")
+        assert new.returncode == 0 and json.loads(new.stdout) and "deprecated" not in new.stderr, new.stderr
+        old = fleetspec(*args, "--state", str(tmp_path), "--json")
+        assert old.returncode == 0 and json.loads(old.stdout) == json.loads(new.stdout)
+        assert "--json is deprecated: use --format json" in old.stderr
+        assert "--json" not in fleetspec(*args, "-h").stdout  # hidden
