@@ -47,3 +47,20 @@ def test_one_format_spelling_and_json_is_a_deprecated_hidden_alias(tmp_path) -> 
         assert old.returncode == 0 and json.loads(old.stdout) == json.loads(new.stdout)
         assert "--json is deprecated: use --format json" in old.stderr
         assert "--json" not in fleetspec(*args, "-h").stdout  # hidden
+
+
+def test_quiet_and_verbose_on_the_root_command() -> None:
+    plan = ("plan", str(EXAMPLES.parent / "tests/plan/specs/driver-bump.yaml"), "--base",
+            str(EXAMPLES / "quickstart.yaml"))
+    quiet = fleetspec("-q", *plan)
+    assert quiet.returncode == 0 and quiet.stdout.strip().splitlines() == [
+        "Plan for fleet quickstart against spec " + str(EXAMPLES / "quickstart.yaml") + ": 11 change(s), 8 of them "
+        "on nodes; most disruptive: drain-reboot"], quiet.stdout
+    default, verbose = fleetspec(*plan), fleetspec("--verbose", *plan)
+    assert "waves apply would run" in default.stdout and "--- node:h100-[001-008]" not in default.stdout
+    assert "--- node:h100-[001-008] (update, 8 nodes)" in verbose.stdout  # the before and after too
+    museum = str(EXAMPLES / "museum.yaml")
+    assert "warning" in fleetspec("validate", museum).stderr.replace("warning(s)", "")
+    quiet = fleetspec("--quiet", "validate", museum)
+    assert quiet.returncode == 0 and quiet.stderr.strip() == "0 error(s), 2 warning(s)"
+    assert fleetspec("-q", "-v", "version").returncode == 64
