@@ -293,7 +293,6 @@ def _restricted(plan: Plan, only: set[str] | None, why: str | None) -> Plan:
 
 def _show(plan: Plan, fmt: ApplyFormat, emit: Any, print_plan: Any) -> None:
     from fleetspec.apply.rollout import ApplyEvent
-
     from fleetspec.console import verbosity
 
     if fmt is ApplyFormat.text:
