@@ -20,7 +20,7 @@ from fleetspec import __version__
 from fleetspec.cli_lazy import command, lazy_group, sub_app
 from fleetspec.cli_usage import ChartsOpt, UsageExitGroup
 from fleetspec.console import command_class, lazy_consoles, set_verbosity
-from fleetspec.exit_codes import ERROR, OK
+from fleetspec.exit_codes import ERROR, OK, USAGE
 
 if TYPE_CHECKING:
     from fleetspec.findings import LocatedFinding
@@ -61,6 +61,7 @@ def _show_version(value: bool) -> None:
 
 
 def _root(
+    ctx: typer.Context,
     version: Annotated[bool, typer.Option("--version", callback=_show_version, is_eager=True,
                                           help="print the fleetspec version and exit")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="more detail where a command has it "
@@ -71,6 +72,14 @@ def _root(
     if verbose and quiet:
         raise typer.BadParameter("-v/--verbose and -q/--quiet exclude each other", param_hint="-q")
     set_verbosity(1 if verbose else -1 if quiet else 0)
+    from fleetspec import config  # tomllib only when a config file exists
+
+    try:
+        found = config.load(config.config_path())
+    except config.ConfigError as exc:
+        err.print(f"error: {exc}", markup=False)
+        raise typer.Exit(USAGE) from None
+    ctx.default_map = {**found.default_map(), **(ctx.default_map or {})}
 
 
 app = typer.Typer(
