@@ -89,7 +89,7 @@ app = typer.Typer(
     help="Compile one YAML description of a GPU fleet into Ansible, Slurm and Kubernetes; "
     "plan, apply and verify it.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     context_settings={"help_option_names": ["-h", "--help"]},  # -h as well, in every command
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # plain help: real metavars, no '<bool>'

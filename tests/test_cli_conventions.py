@@ -64,3 +64,22 @@ def test_quiet_and_verbose_on_the_root_command() -> None:
     quiet = fleetspec("--quiet", "validate", museum)
     assert quiet.returncode == 0 and quiet.stderr.strip() == "0 error(s), 2 warning(s)"
     assert fleetspec("-q", "-v", "version").returncode == 64
+
+
+def test_shell_completion_is_on_and_completes_lazy_commands_and_options() -> None:
+    as_installed = "from fleetspec.cli import app; app(prog_name='fleetspec')"  # the console script's name
+
+    def complete(words: str) -> list[str]:
+        env = {**os.environ, "_FLEETSPEC_COMPLETE": "complete_bash", "COMP_WORDS": words,
+               "COMP_CWORD": str(len(words.split()) - 1)}
+        done = subprocess.run([sys.executable, "-c", as_installed], capture_output=True, text=True, env=env,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+
+    assert complete("fleetspec pl") == ["plan"]
+    assert complete("fleetspec state s") == ["show"]  # a lazy sub-app
+    assert {"--format", "--forks"} <= set(complete("fleetspec plan --for"))
+    script = subprocess.run([sys.executable, "-c", as_installed, "--show-completion", "bash"], capture_output=True,
+                            text=True, timeout=120)
+    assert script.returncode == 0 and "_fleetspec_completion" in script.stdout
