@@ -32,7 +32,8 @@ PROJECT_FILE = ".fleetspec.toml"
 MAX_LOCK_TIMEOUT = 86400
 FORMATS = ("text", "json")
 # Commands whose --format takes json, and what "text" means for each (their default).
-FORMAT_COMMANDS = ("validate", "partitions", "plan", "apply", "health", "state list", "state show")
+FORMAT_COMMANDS = ("validate", "partitions", "catalog", "plan", "apply", "verify", "health", "state list",
+                   "state show", "baremetal plan")
 KEYS = ("state", "format", "lock_timeout")
 LOCK_COMMANDS = ("plan", "apply")
 
@@ -72,7 +73,10 @@ def config_path(cwd: Path | None = None) -> Path | None:
     project = (cwd or Path.cwd()) / PROJECT_FILE
     if project.is_file():
         return project
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    try:
+        base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    except RuntimeError:  # no $HOME and no password entry: no user file
+        return None
     user = Path(base) / "fleetspec" / "config.toml"
     return user if user.is_file() else None
 

@@ -30,6 +30,7 @@ def test_project_file_sets_state_and_format_below_env_and_command_line(tmp_path:
     cli = fleetspec(tmp_path, "state", "list", "--state", str(tmp_path / "cli"), "--format", "table",
                     FLEETSPEC_STATE=str(tmp_path / "from-env"))
     assert cli.returncode == 0 and "no fleet has a state at " + str(tmp_path / "cli") in " ".join(cli.stdout.split())
+    assert "gpus" in json.loads(fleetspec(tmp_path, "catalog").stdout)  # a command whose "text" is "table"
     plan = fleetspec(tmp_path, "plan", str(QUICKSTART))
     assert plan.returncode == 0 and json.loads(plan.stdout)["fleet"]
     assert not (tmp_path / "states").exists() or (tmp_path / "states").is_dir()
