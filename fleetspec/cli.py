@@ -19,8 +19,8 @@ import typer
 from fleetspec import __version__
 from fleetspec.cli_lazy import command, lazy_group, sub_app
 from fleetspec.cli_usage import ChartsOpt, UsageExitGroup
-from fleetspec.console import command_class, lazy_consoles
-from fleetspec.exit_codes import ERROR, OK
+from fleetspec.console import command_class, lazy_consoles, set_verbosity
+from fleetspec.exit_codes import ERROR, OK, USAGE
 
 if TYPE_CHECKING:
     from fleetspec.findings import LocatedFinding
@@ -61,10 +61,25 @@ def _show_version(value: bool) -> None:
 
 
 def _root(
+    ctx: typer.Context,
     version: Annotated[bool, typer.Option("--version", callback=_show_version, is_eager=True,
                                           help="print the fleetspec version and exit")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="more detail where a command has it "
+                                          "(plan: every wave and each change's before and after)")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="only errors and the result line")] = False,
 ) -> None:
-    """(With a callback, Typer makes a group of the commands above; --version is its one option.)"""
+    """(With a callback, Typer makes a group of the commands above.)"""
+    if verbose and quiet:
+        raise typer.BadParameter("-v/--verbose and -q/--quiet exclude each other", param_hint="-q")
+    set_verbosity(1 if verbose else -1 if quiet else 0)
+    from fleetspec import config  # tomllib only when a config file exists
+
+    try:
+        found = config.load(config.config_path())
+    except config.ConfigError as exc:
+        err.print(f"error: {exc}", markup=False)
+        raise typer.Exit(USAGE) from None
+    ctx.default_map = {**found.default_map(), **(ctx.default_map or {})}
 
 
 app = typer.Typer(
@@ -74,7 +89,7 @@ app = typer.Typer(
     help="Compile one YAML description of a GPU fleet into Ansible, Slurm and Kubernetes; "
     "plan, apply and verify it.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     context_settings={"help_option_names": ["-h", "--help"]},  # -h as well, in every command
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # plain help: real metavars, no '<bool>'
@@ -97,6 +112,7 @@ class TableFormat(str, Enum):
 
 
 def _print_findings(compiled: CompileResult, fmt: FindingsFormat = FindingsFormat.text) -> None:
+    from fleetspec.console import verbosity
     from fleetspec.findings import Severity
 
     located = compiled.located()
@@ -120,7 +136,8 @@ def _print_findings(compiled: CompileResult, fmt: FindingsFormat = FindingsForma
                   f"title={_annotation_property(f.rule)}::{message}")
         return
     for f in located:
-        _print_finding(f)
+        if verbosity() >= 0 or f.severity >= Severity.ERROR:  # -q: errors only, then the summary
+            _print_finding(f)
     errors = sum(f.severity >= Severity.ERROR for f in located)
     warnings = sum(f.severity == Severity.WARNING for f in located)
     summary = f"{errors} error(s), {warnings} warning(s)"

@@ -22,6 +22,18 @@ if TYPE_CHECKING:
 
 PIPE_WIDTH = 200
 
+# The root options -q/--quiet (-1: only errors and the result line) and -v/--verbose (1:
+# more detail where a command has it); 0 by default. Set once by fleetspec/cli.py's root.
+_VERBOSITY = [0]
+
+
+def set_verbosity(level: int) -> None:
+    _VERBOSITY[0] = level
+
+
+def verbosity() -> int:
+    return _VERBOSITY[0]
+
 
 def _width(stream: Any) -> int | None:
     """None lets Rich use the terminal's size; a pipe without COLUMNS gets PIPE_WIDTH."""

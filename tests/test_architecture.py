@@ -25,7 +25,7 @@ PACKAGE = ROOT / "fleetspec"
 # the layer of the longest prefix listed; ``<package>.cli`` modules are the interface's.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("node_side", ("fleetspec.node_side",)),
-    ("base", ("fleetspec", "fleetspec.exit_codes", "fleetspec.markdown", "fleetspec.slurm_syntax",
+    ("base", ("fleetspec", "fleetspec.exit_codes", "fleetspec.config", "fleetspec.markdown", "fleetspec.slurm_syntax",
               "fleetspec.versions", "fleetspec.safe_io", "fleetspec.console", "fleetspec.text")),
     ("model", ("fleetspec.findings", "fleetspec.spec", "fleetspec.catalog")),
     ("compile", ("fleetspec.compile",)),

@@ -115,7 +115,7 @@ def test_the_readme_loop(workdir: Path) -> None:
     # the partitions or the playbooks' group_vars; only slurmdbd.conf (db-01 is not in the lab).
     assert sorted(c["target"] for c in left["changes"] if not c["target"].startswith("node:")) == [
         "slurm:slurmdbd.conf"]
-    shown = fleetspec(workdir, "state", "show", "quickstart", "--state", f"{lab}/state", "--json")
+    shown = fleetspec(workdir, "state", "show", "quickstart", "--state", f"{lab}/state", "--format", "json")
     assert shown.returncode == 0, shown.stderr
     state = json.loads(shown.stdout)
     assert state["in_progress_nodes"] == [] and state["applied_nodes"] == 2

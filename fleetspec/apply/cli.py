@@ -293,9 +293,10 @@ def _restricted(plan: Plan, only: set[str] | None, why: str | None) -> Plan:
 
 def _show(plan: Plan, fmt: ApplyFormat, emit: Any, print_plan: Any) -> None:
     from fleetspec.apply.rollout import ApplyEvent
+    from fleetspec.console import verbosity
 
     if fmt is ApplyFormat.text:
-        print_plan(plan, out)
+        print_plan(plan, out, verbosity())
     else:
         emit(ApplyEvent("plan", json.dumps(plan.to_dict())))
 

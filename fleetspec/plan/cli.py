@@ -82,11 +82,14 @@ def plan(
                                                              "(default 12.75)")] = None,
     forks: Annotated[int | None, typer.Option("--forks", callback=forks_option, help="hosts one wave works on at "
                                               "once (default: the whole wave)")] = None,
+    diff: Annotated[bool, typer.Option("--diff", help="text plan: also print each change's before and after "
+                                       "(unified diff for files, key: old -> new for nodes)")] = False,
 ) -> None:
     """Show what apply would change, how disruptive each change is, and the waves it would run.
     Exit 0: planned; 1: error. With --detailed-exitcode: 0 no changes, 1 error, 2 changes."""
     from rich.markup import escape
 
+    from fleetspec.console import verbosity
     from fleetspec.plan.kubernetes_layer import kubernetes_notes
     from fleetspec.plan.render_markdown import plan_markdown
     from fleetspec.plan.render_text import print_plan
@@ -123,10 +126,15 @@ def plan(
             data["kubernetes"] = notes
         print(json.dumps(data, indent=2))
     elif format is PlanFormat.text:
-        print_plan(result, console)
-        for prerequisite in (notes or {}).get("prerequisites", []):
+        print_plan(result, console, verbosity())
+        if diff or verbosity() > 0:
+            from fleetspec.plan.render_diff import diff_lines
+
+            for line in diff_lines(result.changes):
+                console.print(line, markup=False, highlight=False, soft_wrap=True)
+        for prerequisite in (notes or {}).get("prerequisites", []) if verbosity() >= 0 else ():
             console.print(f"[yellow]prerequisite[/] {escape(prerequisite['message'])}")
-        if notes and "preview" in notes:
+        if notes and "preview" in notes and verbosity() >= 0:
             console.print(f"Kubernetes layer (Pulumi preview): {escape(notes['preview']['summary'])}")
         if out is not None and not to_stdout:
             console.print(f"saved to {escape(str(out))}: 'fleetspec apply {escape(str(out))}' applies exactly this "

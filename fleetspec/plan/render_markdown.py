@@ -117,7 +117,7 @@ def _staleness(plan: Plan) -> list[str]:
 
 def _changes(changes: tuple[Change, ...], budget: int) -> str:
     by_class: dict[Disruption, list[tuple[Change, str]]] = {}
-    for change, target in grouped(changes):
+    for change, target, _count in grouped(changes):
         by_class.setdefault(change.disruption, []).append((change, target))
     out: list[str] = []
     used = 0

@@ -19,7 +19,8 @@ STYLES = {
 MAX_WAVE_ROWS = 20
 
 
-def print_plan(plan: Plan, console: Console) -> None:
+def print_plan(plan: Plan, console: Console, detail: int = 0) -> None:
+    """``detail``: -1 only the headline (``-q``), 0 the plan, 1 every wave (``-v``)."""
     against = plan.base or "nothing"
     if plan.empty:
         console.print(f"No changes: fleet [bold]{escape(plan.fleet.name)}[/] matches {escape(against)}.")
@@ -28,6 +29,8 @@ def print_plan(plan: Plan, console: Console) -> None:
     worst = Disruption(summary["max_disruption"])
     console.print(f"Plan for fleet [bold]{escape(plan.fleet.name)}[/] against {escape(against)}: "
                   f"{summary['changes']} change(s), {sum(summary['nodes'].values())} of them on nodes; most disruptive: [{STYLES[worst]}]{worst.value}[/]")
+    if detail < 0:
+        return
     if plan.restriction is not None:
         skipped = (f"{len(plan.skipped)} node(s) with changes are skipped: {compress(plan.skipped)}. The state "
                    "records only what is applied, so the next plan still shows them" if plan.skipped
@@ -43,7 +46,7 @@ def print_plan(plan: Plan, console: Console) -> None:
     if summary["partitions"]:
         console.print(_partitions_table(summary["partitions"]))
     if plan.waves:
-        console.print(_waves_table(plan))
+        console.print(_waves_table(plan, None if detail > 0 else MAX_WAVE_ROWS))
         console.print(escape(schedule_line(plan)))
     else:
         console.print("No node has to leave service: no waves.")
@@ -58,28 +61,29 @@ def schedule_line(plan: Plan) -> str:
             "Waves of different lanes run side by side ('plan --format json': each wave's 'after').")
 
 
-def grouped(changes: tuple[Change, ...]) -> list[tuple[Change, str]]:
-    """(a representative change, its targets) — node changes alike in all but the host share a row."""
+def grouped(changes: tuple[Change, ...]) -> list[tuple[Change, str, int]]:
+    """(a representative change, its targets, how many) — node changes of one partition alike
+    in action, disruption and reason (which names each field's old and new value) share a row."""
     rows: dict[tuple, list[Change]] = {}
     for c in changes:
-        key = ("node", c.action, c.disruption, c.reason) if c.host is not None else (c.target,)
+        key = ("node", c.partition, c.action, c.disruption, c.reason) if c.host is not None else (c.target,)
         rows.setdefault(key, []).append(c)
     result = []
     for members in rows.values():
         first = members[0]
         target = f"node:{compress(c.host or '' for c in members)}" if first.host is not None else first.target
-        result.append((first, target))
+        result.append((first, target, len(members)))
     return sorted(result, key=lambda row: -row[0].disruption.rank)
 
 
 def _changes_table(changes: tuple[Change, ...]) -> Table:
     table = Table(title="changes", title_justify="left")
-    for column in ("disruption", "action", "target", "what and why"):
-        table.add_column(column, overflow="fold")
-    for change, target in grouped(changes):
+    for column in ("disruption", "action", "target", "nodes", "what and why"):
+        table.add_column(column, overflow="fold", justify="right" if column == "nodes" else "left")
+    for change, target, count in grouped(changes):
         style = STYLES[change.disruption]
         table.add_row(f"[{style}]{change.disruption.value}[/]", change.action.value, escape(target),
-                      escape(change.reason))
+                      str(count) if change.host is not None else "", escape(change.reason))
     return table
 
 
@@ -94,17 +98,17 @@ def _partitions_table(partitions: dict[str, dict[str, int]]) -> Table:
     return table
 
 
-def _waves_table(plan: Plan) -> Table:
+def _waves_table(plan: Plan, rows: int | None) -> Table:
     settings = plan.settings
     title = (f"waves apply would run (canary {settings.get('canary')}, max unavailable "
              f"{settings.get('max_unavailable')} per partition)")
     table = Table(title=title, title_justify="left")
     for column in ("partition", "wave", "nodes", "hosts", "racks", "disruption"):
         table.add_column(column, overflow="fold")
-    for w in plan.waves[:MAX_WAVE_ROWS]:
+    for w in plan.waves[:rows]:
         label = f"{w.index} (canary)" if w.canary else str(w.index)
         table.add_row(escape(w.partition), label, str(len(w.hosts)), escape(compress(w.hosts)),
                       escape(",".join(w.racks)), f"[{STYLES[w.disruption]}]{w.disruption.value}[/]")
-    if len(plan.waves) > MAX_WAVE_ROWS:
-        table.add_row("...", f"{len(plan.waves) - MAX_WAVE_ROWS} more", "", "", "", "")
+    if rows is not None and len(plan.waves) > rows:
+        table.add_row("...", f"{len(plan.waves) - rows} more (-v: all)", "", "", "", "")
     return table

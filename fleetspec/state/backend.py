@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
 from fleetspec.compile.ir import Fleet
+from fleetspec.config import loaded
 from fleetspec.state.lock import LockHeld, LockInfo
 from fleetspec.state.store import DEFAULT_DIR_NAME, STATE_DIR_ENV, LimitedApply, State, StateError, StateStore
 from fleetspec.state.urls import redact_url
@@ -108,7 +109,8 @@ def _parse_location(raw: str) -> StateLocation:
 
 
 def state_location(spec: Path | None, explicit: str | os.PathLike[str] | None = None) -> StateLocation:
-    """``--state`` wins, then $FLEETSPEC_STATE, then $FLEETSPEC_STATE_DIR, then ``.fleetspec/`` beside the spec.
+    """``--state`` wins, then $FLEETSPEC_STATE, then $FLEETSPEC_STATE_DIR, then the config file's
+    ``state``, then ``.fleetspec/`` beside the spec.
 
     A variable that is set but empty is an error, not "no state yet": it is what a CI
     secret that is missing, or not given to this job, looks like, and falling back to an
@@ -123,6 +125,9 @@ def state_location(spec: Path | None, explicit: str | os.PathLike[str] | None = 
             raise StateError(f"${name} is set but empty (a CI secret that is missing, or not given to this job, "
                              f"reads so): set it to the state's location, or unset it to use "
                              f"{DEFAULT_DIR_NAME}/ beside the spec")
+    configured = loaded().state  # the config file (fleetspec/config.py): below the environment
+    if configured is not None:
+        return parse_location(configured)
     if spec is None:
         raise StateError(f"no state location: give --state DIR|URL or set ${STATE_ENV}")
     return StateLocation("file", path=Path(spec).resolve().parent / DEFAULT_DIR_NAME)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
+from enum import Enum
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -27,6 +28,25 @@ state_app = typer.Typer(help="Look at the state store (a directory or PostgreSQL
 
 StateOption = Annotated[str | None, typer.Option("--state", help="state directory, file:// or postgresql:// URL "
                                                  "(default: $FLEETSPEC_STATE, then $FLEETSPEC_STATE_DIR)")]
+
+
+class StateFormat(str, Enum):
+    table = "table"
+    json = "json"
+
+
+FormatOption = Annotated[StateFormat, typer.Option("--format", help="table or json")]
+# The old spelling: hidden, still works, says so on standard error (one spelling everywhere: --format).
+JsonOption = Annotated[bool, typer.Option("--json", hidden=True, help="deprecated: --format json")]
+
+
+def _wants_json(format: StateFormat, json_out: bool) -> bool:
+    if json_out:
+        _, err = consoles()
+        err.print("warning: --json is deprecated: use --format json", markup=False)
+    return json_out or format is StateFormat.json
+
+
 FleetArg = Annotated[str, typer.Argument(help="the fleet's name (metadata.name in its spec)", show_default=False)]
 
 
@@ -43,8 +63,7 @@ def _open(state: str | None, fleet: str) -> StateBackend:
 
 
 @state_app.command("list")
-def list_(state: StateOption = None,
-          json_out: Annotated[bool, typer.Option("--json", help="print JSON")] = False) -> None:
+def list_(state: StateOption = None, format: FormatOption = StateFormat.table, json_out: JsonOption = False) -> None:
     """The fleets in the store: serial, last write, lock holder."""
     from fleetspec.state.backend import copy_state, list_fleets, open_state, parse_location, state_location  # noqa: F401
     from fleetspec.state.lock import LockHeld
@@ -62,7 +81,7 @@ def list_(state: StateOption = None,
                          "locked_by": holder.describe() if holder else None})
     except (StateError, LockHeld) as exc:
         _fail(exc)
-    if json_out:
+    if _wants_json(format, json_out):
         print(json.dumps({"location": location.shown, "fleets": rows}, indent=2))
         return
     table = Table(title=f"states at {location.shown}", title_justify="left")
@@ -75,8 +94,8 @@ def list_(state: StateOption = None,
 
 
 @state_app.command("show")
-def show(fleet: FleetArg, state: StateOption = None,
-         json_out: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+def show(fleet: FleetArg, state: StateOption = None, format: FormatOption = StateFormat.table,
+         json_out: JsonOption = False,
          last: Annotated[int, typer.Option("--last", help="history entries to show", min=1)] = 10) -> None:
     """One fleet's state: serial, lineage, nodes an interrupted apply moved, lock, history."""
     from fleetspec.state.backend import copy_state, list_fleets, open_state, parse_location, state_location  # noqa: F401
@@ -99,7 +118,7 @@ def show(fleet: FleetArg, state: StateOption = None,
         "locked_by": None if holder is None else {**asdict(holder), "describe": holder.describe()},
         "history": history[-last:],
     }
-    if json_out:
+    if _wants_json(format, json_out):
         print(json.dumps(data, indent=2, default=str))
         return
     if not current.exists:

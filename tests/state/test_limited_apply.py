@@ -82,8 +82,8 @@ def test_state_show_says_finished_and_what_is_left(file_store: StateBackend, fle
     assert "did not finish" not in text and "2 node(s) applied" in text
     assert "the last apply finished, limited to the lab's hosts: 6 node(s) with changes not applied yet: " \
            "h100-[003-008]" in text
-    data = json.loads(subprocess.run([*show, "--json"], capture_output=True, text=True, check=True).stdout)
+    data = json.loads(subprocess.run([*show, "--format", "json"], capture_output=True, text=True, check=True).stdout)
     assert data["in_progress_nodes"] == [] and data["limited"]["unapplied"][0] == "h100-003"
     listed = subprocess.run([sys.executable, "-m", "fleetspec.cli", "state", "list", "--state",
-                             str(file_store.location), "--json"], capture_output=True, text=True, check=True)
+                             str(file_store.location), "--format", "json"], capture_output=True, text=True, check=True)
     assert json.loads(listed.stdout)["fleets"][0]["in_progress"] is False

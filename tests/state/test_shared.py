@@ -145,13 +145,13 @@ def test_state_commands_list_show_and_unlock(location: str, tmp_path: Path) -> N
     assert "no fleet has a state" in runner.invoke(app, ["state", "list"], env=env).output
     apply = start_apply(location, QUICKSTART)
     try:
-        listed = runner.invoke(app, ["state", "list", "--json"], env=env)
+        listed = runner.invoke(app, ["state", "list", "--format", "json"], env=env)
         assert listed.exit_code == 0, listed.output
         (row,) = json.loads(listed.output)["fleets"]
         assert row["fleet"] == "quickstart" and row["serial"] == 1 and row["in_progress"]
         assert f"pid {apply.pid}" in row["locked_by"]
 
-        shown = runner.invoke(app, ["state", "show", "quickstart", "--json"], env=env)
+        shown = runner.invoke(app, ["state", "show", "quickstart", "--format", "json"], env=env)
         data = json.loads(shown.output)
         assert data["in_progress_nodes"] == ["h100-001"] and data["locked_by"]["pid"] == apply.pid
         assert [h["summary"] for h in data["history"]] == ["wave 1/2 nvidia-hopper (canary)"]
