@@ -36,10 +36,9 @@ spec:
 
 
 @pytest.fixture(scope="module")
-def real() -> dict:
+def real(slurm_installed) -> dict:
     """What the real ``slurmd -C`` says about this machine, through the collector."""
-    if SLURMD is None:
-        pytest.skip("slurmd is not installed (scripts/test installs it)")
+    assert SLURMD is not None, "slurmd is missing although ensure_slurm passed"
     printed = subprocess.run([SLURMD, "-C"], capture_output=True, text=True, timeout=60, check=True).stdout
     assert printed.startswith("NodeName=") and "CoresPerSocket=" in printed, printed
     host = collector.Host("/")
