@@ -1354,10 +1354,14 @@ def collect_amd(host: Host, index: LibraryIndex, owners: PackageOwners) -> Dict[
     }
 
 
-PACKAGE_PATTERNS = ("nvidia-driver*", "nvidia-open*", "cuda-drivers*", "libnvidia-compute*", "cuda-toolkit*",
-                    "cuda-cudart*", "libcudnn*", "cudnn*", "libnccl*", "nvidia-fabricmanager*",
+# What verify compares: the tuple's families, the CUDA toolkit's components (cuda-*: the
+# cuda-components check), DCGM 4 (datacenter-gpu-manager-4-*), the RDMA user space of an
+# InfiniBand/RoCE fabric, Slurm.
+PACKAGE_PATTERNS = ("nvidia-driver*", "nvidia-open*", "cuda-*", "libnvidia-compute*",
+                    "libcudnn*", "cudnn*", "libnccl*", "nvidia-fabricmanager*",
                     "nvidia-dkms*", "nvidia-kernel-*", "nvidia-utils*", "nvidia-imex*", "nvidia-persistenced*", "nvlsm",
-                    "libcuda1", "nvidia-container-toolkit*", "amdgpu-dkms*", "rocm", "rocm-core*", "rccl*", "slurm*")
+                    "libcuda1", "nvidia-container-toolkit*", "amdgpu-dkms*", "rocm", "rocm-core*", "rccl*", "slurm*",
+                    "libnvjitlink*", "datacenter-gpu-manager*", "rdma-core", "libibverbs1", "ibverbs-providers")
 
 
 def collect_packages(host: Host) -> Dict[str, Any]:

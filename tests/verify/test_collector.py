@@ -396,3 +396,28 @@ def test_without_modinfo_the_module_tree_says_whether_a_module_is_on_disk(tmp_pa
     errors: list[str] = []
     assert collector_module.collect_installed_module(_NoKmod(str(tmp_path)), errors) == want
     assert errors == []
+
+
+def test_the_collector_reports_every_package_verify_reads() -> None:
+    """verify compares what the collector's dpkg query returns: a package name it reads
+    (a stack's pins, CUDA's held components, DCGM, the RDMA user space) that no pattern
+    matches would always read as absent on a real node (the rdma-userspace check did,
+    before its names were added: the README loop's canary stopped on it)."""
+    import fnmatch
+
+    from fleetspec.node_side.collector import PACKAGE_PATTERNS
+    from fleetspec.packages import CUDA_COMPONENTS, dcgm_packages, packages_for, rdma_packages
+    from fleetspec.pipeline import compile_file
+    from tests.conftest import EXAMPLES
+
+    names: set[str] = set()
+    for example in ("museum.yaml", "quickstart.yaml"):
+        fleet = compile_file(EXAMPLES / example).fleet
+        for stack in fleet.stacks:
+            names |= {p.name for p in packages_for(stack, fleet.os, [n.gpu for n in fleet.nodes
+                                                                     if n.stack == stack.name])}
+    names |= set(rdma_packages("infiniband")) | set(rdma_packages("roce"))
+    names |= {name for name, _ in dcgm_packages("4.5.2", "580.95.05", "13.0.2")}
+    names |= {name for components in CUDA_COMPONENTS.values() for name in components}
+    unreported = sorted(n for n in names if not any(fnmatch.fnmatchcase(n, p) for p in PACKAGE_PATTERNS))
+    assert unreported == [], f"verify reads packages the collector never reports: {unreported}"
