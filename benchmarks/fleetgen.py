@@ -46,6 +46,7 @@ spec:
 {"".join(racks)}  slurm:
     version: "25.11.8"
     controllers: ctl-[01-02]
+    state_save_location: /shared/slurm/statesave   # HA: on storage both controllers mount
     accounting: {{host: db-01}}
   kubernetes:
     version: "1.36"
