@@ -16,7 +16,7 @@ from fleetspec.catalog import Catalog, GpuModel
 from fleetspec.compile import ir
 from fleetspec.compile.baremetal import build_baremetal
 from fleetspec.compile.partitions import build_partitions
-from fleetspec.findings import Finding, Severity, dotted
+from fleetspec.findings import Finding, Severity, SpecPath, dotted
 from fleetspec.node_side.faults import default_actions
 from fleetspec.node_side.hostlist import MAX_HOSTS, HostlistError, HostlistTooLarge, expand
 from fleetspec.spec import model as m
@@ -24,6 +24,20 @@ from fleetspec.versions import at_least, parse_version
 
 NVIDIA_KEYS = set(ir.NVIDIA_TUPLE_KEYS)
 AMD_KEYS = set(ir.AMD_TUPLE_KEYS)
+
+
+def _claim(host: str, group_path: SpecPath, first_seen: dict[str, SpecPath], findings: list[Finding]) -> bool:
+    """Record ``host`` as ``group_path``'s; a host some group (GPU or CPU) already has is a finding."""
+    if host in first_seen:
+        findings.append(Finding(
+            "duplicate-host", Severity.ERROR,
+            f"host '{host}' is listed twice (first at {dotted(first_seen[host])}). "
+            "Each host belongs to exactly one node group: remove it from one of them",
+            group_path + ("hosts",),
+        ))
+        return False
+    first_seen[host] = group_path
+    return True
 
 
 def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Finding]]:
@@ -80,15 +94,8 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
                 findings.append(Finding("schema", Severity.ERROR, "mps is CUDA's Multi-Process Service, NVIDIA only: "
                                         "use shard to share AMD GPUs", group_path + ("other_gres", "mps"), "key"))
             for host in hosts:
-                if host in first_seen:
-                    findings.append(Finding(
-                        "duplicate-host", Severity.ERROR,
-                        f"host '{host}' is listed twice (first at {dotted(first_seen[host])}). "
-                        "Each host belongs to exactly one node group: remove it from one of them",
-                        group_path + ("hosts",),
-                    ))
+                if not _claim(host, group_path, first_seen, findings):
                     continue
-                first_seen[host] = group_path
                 rack_nodes.append(host)
                 nodes.append(ir.Node(
                     hostname=host,
@@ -112,15 +119,8 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
         for g_i, cpu_group in enumerate(rack.cpu_nodes):
             group_path = rack_path + ("cpu_nodes", g_i)
             for host in _expand(cpu_group.hosts, group_path + ("hosts",), findings, budget) or ():
-                if host in first_seen:
-                    findings.append(Finding(
-                        "duplicate-host", Severity.ERROR,
-                        f"host '{host}' is listed twice (first at {dotted(first_seen[host])}). "
-                        "Each host belongs to exactly one node group: remove it from one of them",
-                        group_path + ("hosts",),
-                    ))
+                if not _claim(host, group_path, first_seen, findings):
                     continue
-                first_seen[host] = group_path
                 cpu_nodes.append(ir.CpuNode(
                     host, rack.name, cpu_group.cpus, cpu_group.sockets, cpu_group.cores_per_socket,
                     cpu_group.threads_per_core, cpu_group.memory_gb, cpu_group.real_memory_mb,
