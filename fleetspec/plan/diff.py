@@ -15,7 +15,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from fleetspec.compile.ir import Fleet, Node, Partition
+from fleetspec.compile.ir import CpuNode, Fleet, Node, Partition
 from fleetspec.node_side.hostlist import compress
 from fleetspec.plan.model import Action, Change, Disruption, worst
 from fleetspec.state.store import NodeRecord
@@ -161,6 +161,51 @@ def _placement_changes(old: Node, new: Node, slurm: bool) -> Iterator[FieldChang
         yield ("features", list(old.features), list(new.features), daemon,
                "node features change: " + ("slurm.conf line changes, slurmctld and slurmd restart" if slurm
                                            else "node labels change"))
+
+
+def cpu_node_changes(new: Fleet, old: Fleet | None) -> Iterator[Change]:
+    """CPU-only nodes (login, service, CPU partitions) created, removed or reshaped: the
+    same per-node changes as GPU nodes, without GPU or tuple fields (they have neither)."""
+    before = {n.hostname: n for n in old.cpu_nodes} if old is not None else {}
+    for n in new.cpu_nodes:
+        applied = before.get(n.hostname)
+        if applied is None and old is not None and old.node(n.hostname) is not None:
+            continue  # was a GPU node: node_changes removes it (drained), that change stands for the host
+        if applied is None:
+            yield Change(f"node:{n.hostname}", Action.CREATE, D.RESTART_DAEMON, None, _describe_cpu(n),
+                         "new CPU node: slurm.conf gains it, slurmctld and the slurmds restart", None, n.rack)
+        elif applied != n:
+            found = list(_cpu_field_changes(applied, n))
+            if found:
+                yield Change(f"node:{n.hostname}", Action.UPDATE, worst(d for *_, d, _ in found),
+                             {key: b for key, b, _, _, _ in found}, {key: a for key, _, a, _, _ in found},
+                             "; ".join(why for *_, why in found), None, n.rack)
+    hosts = {n.hostname for n in new.cpu_nodes}
+    for host, n in before.items():
+        if host not in hosts and new.node(host) is None:
+            yield Change(f"node:{host}", Action.DELETE, D.DRAIN, _describe_cpu(n), None,
+                         "CPU node leaves the fleet: drain it in Slurm, then remove it from slurm.conf "
+                         "(slurmctld and the slurmds restart)", None, n.rack)
+
+
+def _describe_cpu(n: CpuNode) -> dict[str, Any]:
+    shape = {key: getattr(n, key) for key, _ in HOST_SHAPE if getattr(n, key) is not None}
+    return {"gpu": "none (CPU node)", "rack": n.rack, **shape, "features": list(n.features)}
+
+
+def _cpu_field_changes(old: CpuNode, new: CpuNode) -> Iterator[FieldChange]:
+    daemon = D.RESTART_DAEMON
+    if old.rack != new.rack:
+        yield "rack", old.rack, new.rack, daemon, f"rack {old.rack} -> {new.rack}: slurm.conf and topology.conf " \
+                                                  "change, slurmctld and slurmd restart"
+    for key, label in HOST_SHAPE:
+        b, a = getattr(old, key), getattr(new, key)
+        if b != a:
+            yield key, b, a, daemon, f"{label} {b} -> {a}: the node's slurm.conf line changes, slurmctld and " \
+                                     "slurmd restart"
+    if old.features != new.features:
+        yield ("features", list(old.features), list(new.features), daemon,
+               "node features change: slurm.conf line changes, slurmctld and slurmd restart")
 
 
 PARTITION_SETTINGS = (("default", "Default"), ("max_time", "MaxTime"), ("state", "State"),

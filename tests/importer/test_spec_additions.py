@@ -112,3 +112,26 @@ def test_other_gres_must_split_evenly_and_mps_is_nvidia_only() -> None:
         'hopper-cu13: {driver: "580.95.05", cuda: "13.0.2", cudnn: "9.17.0", nccl: "2.28.3"}',
         'hopper-cu13: {rocm: "6.4.1"}')
     assert any("NVIDIA only" in e for e in _errors(amd)), _errors(amd)
+
+
+def test_cpu_nodes_are_in_the_plans_per_node_changes() -> None:
+    """#29 item 4: adding, reshaping and removing CPU nodes are per-node changes, as for GPU nodes."""
+    from fleetspec.plan.model import Action, Disruption
+    from fleetspec.plan.planner import make_plan
+
+    old = compile_text(spec(), "old.yaml").fleet
+    new_text = spec(cpu="cpus: 64, sockets: 2, cores_per_socket: 32, real_memory_mb: 512000, "
+                    "slurm_settings: {Weight: 5}").replace('"login01", cpus: 16', '"login02", cpus: 16')
+    new_text = new_text.replace("g[01-02],c[01-04],login01", "g[01-02],c[01-04],login02")
+    new = compile_text(new_text, "new.yaml")
+    assert new.valid, _errors(new_text)
+    changes = {c.target: c for c in make_plan(new.fleet, old).changes if c.host is not None}
+    assert changes["node:c01"].action is Action.UPDATE
+    assert changes["node:c01"].before == {"real_memory_mb": 256000}
+    assert changes["node:c01"].after == {"real_memory_mb": 512000}
+    assert "RealMemory (MB) 256000 -> 512000" in changes["node:c01"].reason
+    assert changes["node:login02"].action is Action.CREATE
+    assert changes["node:login01"].action is Action.DELETE
+    assert changes["node:login01"].disruption is Disruption.DRAIN
+    assert {"node:c02", "node:c03", "node:c04"} <= set(changes)
+    assert "node:g01" not in changes
