@@ -163,6 +163,7 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
         health=_health(body.health),
         baremetal=build_baremetal(body, nodes_t, partitions, findings),
         cpu_nodes=tuple(cpu_nodes),
+        site_gpu_names=tuple((gpu_id, catalog.gpus[gpu_id].name) for gpu_id in sorted(catalog.site_models)),
     )
     return fleet, findings
 

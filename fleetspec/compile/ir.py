@@ -421,6 +421,9 @@ class Fleet:
     site: SiteSettings | None = None  # the site's escape hatches, when it uses any
     baremetal: BareMetal | None = None  # BMCs, spares, tickets: only when the spec has them
     cpu_nodes: tuple[CpuNode, ...] = _optional(())  # nodes without GPUs, spec order
+    # (id, the name nvidia-smi/amd-smi prints) of each GPU model the site declared
+    # (spec.gpu_models): verify reads the node's GPUs against it, not the catalog.
+    site_gpu_names: tuple[tuple[str, str], ...] = _optional(())
 
     def stack(self, name: str) -> StackTuple | None:
         return next((s for s in self.stacks if s.name == name), None)

@@ -284,7 +284,8 @@ def _nvidia_checks(fleet: Fleet, node: Node, stack: StackTuple, facts: Mapping[s
         checks = [_driver_check(stack, nvidia, found)]
         if nvidia.get("driver_version") not in _NOT_VERSIONS:
             checks.append(_kernel_module_check(node, nvidia, catalog))
-        checks += _gpu_checks(node, nvidia.get("gpus"), nvidia.get("smi_driver_version"), catalog)
+        checks += _gpu_checks(node, nvidia.get("gpus"), nvidia.get("smi_driver_version"), catalog,
+                              dict(fleet.site_gpu_names))
     standin = bool(facts.get("standin"))
     checks += _node_runtime_checks(fleet, node, nvidia, standin)
     if has_nvswitch(node.gpu) and stack.driver:
@@ -647,8 +648,11 @@ def _kernel_module_check(node: Node, nvidia: Mapping[str, Any], catalog: Catalog
                  + (f" and {node.gpu.model} requires it" if required else ""))
 
 
-def _gpu_checks(node: Node, gpus: object, source_state: object, catalog: Catalog) -> list[Check]:
-    """GPU model and count as nvidia-smi/amd-smi list them, mapped through the catalog."""
+def _gpu_checks(node: Node, gpus: object, source_state: object, catalog: Catalog,
+                site_names: Mapping[str, str] | None = None) -> list[Check]:
+    """GPU model and count as nvidia-smi/amd-smi list them, mapped through the catalog, or,
+    for a model the site declared (``spec.gpu_models``, ``site_names``: id -> the name the
+    tool prints), compared with the declared name (case and spacing aside)."""
     listed = gpus if isinstance(gpus, list) else []
     if not listed and source_state in ("unknown", "not-collected"):
         why = f"the GPU list is {source_state} (see the facts' errors)"
@@ -660,15 +664,29 @@ def _gpu_checks(node: Node, gpus: object, source_state: object, catalog: Catalog
     if not names:
         return [count]
     wrong = []
+    declared = (site_names or {}).get(node.gpu.model)
     for name in names:
+        if declared is not None:
+            if _same_name(name, declared):
+                continue
+            model = catalog.gpu(name)
+            wrong.append(f"{name} ({model.id if model else 'not in the catalog'}; the site declared "
+                         f"{node.gpu.model} as '{declared}')")
+            continue
         model = catalog.gpu(name)
         if model is None or model.id != node.gpu.model:
-            wrong.append(f"{name} ({model.id if model else 'not in the catalog'})")
+            known = model.id if model else next((i for i, n in (site_names or {}).items() if _same_name(name, n)),
+                                                 "not in the catalog")
+            wrong.append(f"{name} ({known})")
     model_check = Check(
         "gpu-model", Status.DRIFT if wrong else Status.OK, node.gpu.model, ", ".join(names),
         f"GPUs are {', '.join(wrong)}, the spec says {node.gpu.model}" if wrong else f"every GPU is {node.gpu.model}",
     )
     return [model_check, count]
+
+
+def _same_name(a: str, b: str) -> bool:
+    return " ".join(a.lower().split()) == " ".join(b.lower().split())
 
 
 def _fabric_manager_check(driver: str, fabric_manager: Mapping[str, Any]) -> Check:
@@ -880,7 +898,7 @@ def _amd_checks(fleet: Fleet, node: Node, stack: StackTuple, facts: Mapping[str,
     checks = []
     if stack.amdgpu:
         checks.append(_amdgpu_check(stack.amdgpu, amd, facts, found))
-    checks += _gpu_checks(node, amd.get("gpus"), amd.get("gpu_source"), catalog)
+    checks += _gpu_checks(node, amd.get("gpus"), amd.get("gpu_source"), catalog, dict(fleet.site_gpu_names))
     if node.scheduler == "kubernetes":
         for key in ("rocm", "rccl"):
             if getattr(stack, key):
