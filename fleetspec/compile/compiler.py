@@ -18,7 +18,7 @@ from fleetspec.compile.baremetal import build_baremetal
 from fleetspec.compile.partitions import build_partitions
 from fleetspec.findings import Finding, Severity, SpecPath, dotted
 from fleetspec.node_side.faults import default_actions
-from fleetspec.node_side.hostlist import MAX_HOSTS, HostlistError, HostlistTooLarge, expand
+from fleetspec.node_side.hostlist import MAX_HOSTS, HostlistError, HostlistTooLarge, expand, is_kubernetes_name
 from fleetspec.spec import model as m
 from fleetspec.versions import at_least, parse_version
 
@@ -27,16 +27,18 @@ AMD_KEYS = set(ir.AMD_TUPLE_KEYS)
 
 
 def _claim(host: str, group_path: SpecPath, first_seen: dict[str, SpecPath], findings: list[Finding]) -> bool:
-    """Record ``host`` as ``group_path``'s; a host some group (GPU or CPU) already has is a finding."""
-    if host in first_seen:
+    """Record ``host`` as ``group_path``'s; a host some group (GPU or CPU) already has is a
+    finding. Hostnames ignore case (DNS, RFC 4343): AMD7763 and amd7763 are one host."""
+    key = host.lower()
+    if key in first_seen:
         findings.append(Finding(
             "duplicate-host", Severity.ERROR,
-            f"host '{host}' is listed twice (first at {dotted(first_seen[host])}). "
+            f"host '{host}' is listed twice (first at {dotted(first_seen[key])}; hostnames ignore case). "
             "Each host belongs to exactly one node group: remove it from one of them",
             group_path + ("hosts",),
         ))
         return False
-    first_seen[host] = group_path
+    first_seen[key] = group_path
     return True
 
 
@@ -93,6 +95,14 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
             if "mps" in group.other_gres and gpu.vendor != "nvidia":
                 findings.append(Finding("schema", Severity.ERROR, "mps is CUDA's Multi-Process Service, NVIDIA only: "
                                         "use shard to share AMD GPUs", group_path + ("other_gres", "mps"), "key"))
+            on_kubernetes = group.scheduler == "kubernetes" or (body.slurm is not None and body.slurm.mode != "native")
+            upper = [h for h in hosts if on_kubernetes and not is_kubernetes_name(h)]
+            if upper:
+                findings.append(Finding(
+                    "bad-hostlist", Severity.ERROR,
+                    f"'{upper[0]}' has upper-case letters: Kubernetes node names are lower-case DNS labels, and "
+                    "these nodes run under Kubernetes. Write the hostnames in lower case (DNS ignores case)",
+                    group_path + ("hosts",)))
             for host in hosts:
                 if not _claim(host, group_path, first_seen, findings):
                     continue

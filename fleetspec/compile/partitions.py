@@ -11,6 +11,7 @@ rules to say; this module only builds them.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections import defaultdict
 
 from fleetspec.compile import ir
@@ -102,7 +103,17 @@ def build_partitions(
 
     by_host = {n.hostname: n for n in assigned}
     extras: list[ir.Partition] = []
+    spelled: dict[str, str] = {re.sub("[^a-z0-9]", "_", n.lower()): n for n in members}
     for name, s in sorted(settings.items()):
+        folded = re.sub("[^a-z0-9]", "_", name.lower())
+        if name not in members and spelled.setdefault(folded, name) != name:
+            findings.append(Finding(
+                "schema", Severity.ERROR,
+                f"slurm.partitions.{name} and '{spelled[folded]}' differ only in case or '-'/'_': fleetspec "
+                "names an Ansible group after each partition, and these would be one. Rename one of them",
+                s.path, "key",
+            ))
+            continue
         if name in members:
             if members[name][0].scheduler != "slurm":
                 findings.append(Finding(

@@ -32,8 +32,11 @@ from fleetspec.importer.slurm_files import (
     read_topology_yaml,
 )
 from fleetspec.node_side.hostlist import compress, expand, is_valid_hostname
+from fleetspec.spec.model import SLURM_FEATURE, SLURM_PARTITION
 
 _DNS = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+_FEATURE = re.compile(SLURM_FEATURE)
+_PARTITION = re.compile(SLURM_PARTITION)
 # NodeName keys the spec models itself; every other node key becomes slurm_settings.
 _NODE_MODELLED = {"NodeName", "CPUs", "Procs", "Boards", "SocketsPerBoard", "Sockets", "CoresPerSocket",
                   "ThreadsPerCore", "RealMemory", "Gres", "Feature", "Features", "State"}
@@ -76,6 +79,7 @@ def import_slurm(conf: Path, gres: Path | None = None, topology: Path | None = N
         switches = read_topology_conf(topology, problems)
     if problems:
         raise ImportRefused(problems)
+    warnings += parsed.warnings
     facts = dict(facts or {})
     catalog = load_catalog()
     builder = _Builder(parsed, gres_lines, switches, facts, catalog, problems, warnings, conf)
@@ -457,11 +461,11 @@ class _Builder:
                 out[key] = value
         feats = a.get("Features") or a.get("Feature")
         if feats and feats.value:
-            bad = [f for f in feats.value.split(",") if not _DNS.match(f)]
+            bad = [f for f in feats.value.split(",") if not _FEATURE.match(f)]
             if bad:
-                self.problems.append(Problem(feats.value_at, f"feature(s) {', '.join(bad)} are not DNS labels "
-                                             "(lower-case letters, digits, '-'): the spec cannot say them yet. "
-                                             "Rename them (and the jobs' --constraint)"))
+                self.problems.append(Problem(feats.value_at, f"feature(s) {', '.join(bad)}: a feature is letters, "
+                                             "digits and _ . : + - (the other characters are --constraint "
+                                             "operators). Rename them (and the jobs' --constraint)"))
             else:
                 out["features"] = feats.value.split(",")
         extra = {k: self._setting(p.value) for k, p in a.items() if k not in _NODE_MODELLED and k not in ("Boards", "SocketsPerBoard")}
@@ -515,10 +519,10 @@ class _Builder:
         out: dict[str, Any] = {}
         imported = {h for h in self.conf.nodes}
         for name, part in self.conf.partitions.items():
-            if not _DNS.match(name):
-                self.problems.append(Problem(part.at, f"partition name {name} is not a DNS label (lower-case "
-                                             "letters, digits, '-'): the spec cannot say it yet. Rename it (and "
-                                             "the jobs' --partition)"))
+            if not _PARTITION.match(name):
+                self.problems.append(Problem(part.at, f"partition name {name}: fleetspec takes letters, digits, "
+                                             "'-' and '_' (not first or last). Rename it (and the jobs' "
+                                             "--partition)"))
                 continue
             entry: dict[str, Any] = {}
             members = [h for h in (part.nodes or []) if h in imported]

@@ -48,6 +48,58 @@ class SlurmConf:
     nodes: dict[str, NodeRecord] = field(default_factory=dict)
     partitions: dict[str, PartitionRecord] = field(default_factory=dict)
     records: list[Line] = field(default_factory=list)  # DownNodes, NodeSet, ... (refused by the builder)
+    warnings: list[Problem] = field(default_factory=list)  # obsolete keys mapped or dropped
+
+
+# slurm.conf keys old clusters still carry that current Slurm no longer takes. Evidence:
+# Debian 12's slurmctld 22.05.8 (tests/importer/test_brownfield.py starts it on each):
+# SchedulerPort, CacheGroups and DefaultStorage* stop it with "Parsing error at
+# unrecognized key"; FastSchedule=0 and =2 stop it with "The FastSchedule option has been
+# removed" (=2: "The FastSchedule=2 functionality is available through the
+# SlurmdParameters=config_overrides option"); FastSchedule=1 is logged as "Ignoring
+# obsolete FastSchedule=1 option" (read_config.c's messages, slurm-20.02 onwards).
+# DefaultStorage<X> was the default of AccountingStorage<X> (slurm.conf(5) of 17.11,
+# http://manpages.ubuntu.com/manpages/bionic/en/man5/slurm.conf.5.html): it is read as
+# that key where the site did not set it.
+_DEFAULT_STORAGE = {"defaultstoragetype": "AccountingStorageType", "defaultstoragehost": "AccountingStorageHost",
+                    "defaultstorageport": "AccountingStoragePort", "defaultstorageuser": "AccountingStorageUser",
+                    "defaultstoragepass": "AccountingStoragePass", "defaultstorageloc": "AccountingStorageLoc"}
+_DROPPED = {
+    "schedulerport": "the port of the long-removed sched/wiki plugins; nothing listens on it",
+    "cachegroups": "group caching was removed; slurmctld resolves groups itself (GroupUpdateTime)",
+}
+_UNRECOGNIZED = "the 22.05.8 slurmctld stops on it (\"Parsing error at unrecognized key\")"
+
+
+def _obsolete(pair: Pair, conf: SlurmConf, later: list[Pair]) -> bool:
+    """Map or drop an obsolete key (with a warning at it); False: not an obsolete key."""
+    low = pair.key.lower()
+    if low == "fastschedule":
+        if pair.value.strip() == "2":
+            later.append(Pair("SlurmdParameters", "config_overrides", pair.key_at, pair.value_at))
+            what = ("becomes SlurmdParameters=config_overrides: slurmctld stops on FastSchedule=2 (\"The "
+                    "FastSchedule option has been removed. The FastSchedule=2 functionality is available "
+                    "through the SlurmdParameters=config_overrides option\")")
+        else:
+            what = ("is dropped: Slurm 20.02 removed the option and schedules on the node lines as written "
+                    "(FastSchedule=1's behaviour); slurmctld ignores =1 and stops on =0")
+        conf.warnings.append(Problem(pair.key_at, f"{pair.key}={pair.value} {what}", "warning"))
+        return True
+    if low in _DEFAULT_STORAGE:
+        target = _DEFAULT_STORAGE[low]
+        value = pair.value
+        if target == "AccountingStorageType" and "/" not in value:
+            value = f"accounting_storage/{value}"
+        later.append(Pair(target, value, pair.key_at, pair.value_at))
+        conf.warnings.append(Problem(pair.key_at, f"{pair.key}={pair.value} is read as {target}={value} where "
+                                     f"the file does not set {target}: DefaultStorage* were the defaults of the "
+                                     f"accounting keys and are gone ({_UNRECOGNIZED})", "warning"))
+        return True
+    if low in _DROPPED:
+        conf.warnings.append(Problem(pair.key_at, f"{pair.key}={pair.value} is dropped: {_DROPPED[low]}; "
+                                     f"{_UNRECOGNIZED}", "warning"))
+        return True
+    return False
 
 
 def _spelling(kind: str, key: str) -> str | None:
@@ -99,6 +151,7 @@ def slurm_conf_of(lines: list[Line], problems: list[Problem]) -> SlurmConf:
     node_default: dict[str, Pair] = {}
     part_default: dict[str, Pair] = {}
     part_lines: list[tuple[Line, dict[str, Pair]]] = []
+    implied: list[Pair] = []  # what obsolete keys stand for, where the file does not set it
     for line in lines:
         head = line.first().key.lower()
         if head == "nodename":
@@ -116,6 +169,8 @@ def slurm_conf_of(lines: list[Line], problems: list[Problem]) -> SlurmConf:
                 if pair.key.lower() == "include":
                     problems.append(Problem(pair.key_at, "Include must start its own line: 'Include other.conf'"))
                     continue
+                if _obsolete(pair, conf, implied):
+                    continue
                 canonical = _spelling("slurm.conf", pair.key)
                 if canonical is None:
                     problems.append(_unknown("slurm.conf", pair, "slurm.conf"))
@@ -123,6 +178,12 @@ def slurm_conf_of(lines: list[Line], problems: list[Problem]) -> SlurmConf:
                     conf.controllers.append(pair)
                 else:
                     conf.settings[canonical] = pair
+    for pair in implied:
+        if pair.key not in conf.settings:
+            conf.settings[pair.key] = pair
+        elif pair.key == "SlurmdParameters" and "config_overrides" not in conf.settings[pair.key].value:
+            old = conf.settings[pair.key]
+            conf.settings[pair.key] = Pair(old.key, f"{old.value},config_overrides", old.key_at, old.value_at)
     # Partitions last: Nodes= may name hosts defined after the partition line (slurmctld
     # reads the whole file before it builds partitions).
     for line, attrs in part_lines:

@@ -14,10 +14,15 @@ from collections.abc import Iterable
 
 MAX_HOSTS = 200_000  # all hostlists of one fleet together: 10x the largest fleet fleetspec is measured on
 
-_HOSTNAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
+# Letters of either case: Slurm node names are case-sensitive and sites keep upper-case
+# ones (NodeName=AMD7763), while DNS resolves them case-insensitively (RFC 4343), so
+# Slurm, Ansible and a shell take them as written. Kubernetes does not: its node names are
+# lower-case DNS-1123 (`is_kubernetes_name`; the compiler refuses upper case there).
+_HOSTNAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+_KUBERNETES_NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 _RANGE = re.compile(r"([0-9]+)(?:-([0-9]+))?")
 _TRAILING_NUMBER = re.compile(r"^(.*?)([0-9]+)([^0-9]*)$")
-_LITERAL = re.compile(r"[a-z0-9-]*")
+_LITERAL = re.compile(r"[A-Za-z0-9-]*")
 
 # One parsed item (no top-level commas): literal text and bracket groups, each group a
 # list of (lo, hi, width) ranges. Counted before anything is expanded.
@@ -34,8 +39,13 @@ class HostlistTooLarge(HostlistError):
 
 
 def is_valid_hostname(name: str) -> bool:
-    """A DNS-1123 label: what Slurm, Ansible, Kubernetes and a shell all accept as is."""
+    """A DNS label (RFC 1123, letters of either case): what Slurm, Ansible and a shell accept as is."""
     return isinstance(name, str) and _HOSTNAME.fullmatch(name) is not None
+
+
+def is_kubernetes_name(name: str) -> bool:
+    """A lower-case DNS-1123 label: what Kubernetes takes as a node name."""
+    return isinstance(name, str) and _KUBERNETES_NAME.fullmatch(name) is not None
 
 
 def count(expression: str) -> int:
@@ -111,8 +121,7 @@ def _parse_item(part: str) -> _Item:
     return item
 
 
-_HOSTNAME_ADVICE = ("Use lower-case letters, digits and '-' (at most 63 characters, not starting or ending "
-                    "with '-')")
+_HOSTNAME_ADVICE = ("Use letters, digits and '-' (at most 63 characters, not starting or ending with '-')")
 
 
 def _parse_brackets(body: str, part: str) -> list[_Range]:

@@ -65,6 +65,18 @@ DNS_LABEL = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
 VERSION = r"^v?[0-9]+(\.[0-9]+){0,3}$"
 
 Name = strict(str, pattern=DNS_LABEL, max_length=63)
+# A Slurm node feature as sites spell them (ib, 2.4GHz, gpu_a100, CPU_GEN:SKX): letters,
+# digits and _ . : + -. Not the characters Slurm's --constraint syntax gives a meaning
+# (& | , ! * [ ] ( )), nor anything a shell, YAML or slurm.conf line could misread. Only
+# slurm.conf carries node features (Kubernetes labels are fleetspec's own).
+SLURM_FEATURE = r"^[A-Za-z0-9_][A-Za-z0-9_.:+-]{0,127}$"
+SlurmFeature = strict(str, pattern=SLURM_FEATURE, max_length=128)
+# A partition the site names in slurm.partitions: Slurm partition names are case-sensitive
+# and sites use upper case and '_' (CPU, rocsLong, gpu_long). Those partitions are Slurm's
+# only (never a Kubernetes object); the compiler refuses two that differ only in case or
+# '-'/'_' (one Ansible group name).
+SLURM_PARTITION = r"^[A-Za-z0-9]([A-Za-z0-9_-]{0,61}[A-Za-z0-9])?$"
+SlurmPartitionName = strict(str, pattern=SLURM_PARTITION, max_length=63)
 Version = strict(str, pattern=VERSION, max_length=32)
 Hostlist = strict(str, min_length=1, max_length=4096)
 PositiveInt = strict(int, ge=1)
@@ -211,7 +223,7 @@ class NodeGroup(_Model):
     other_gres: dict[Literal["mps", "shard"], strict(int, ge=1, le=1_000_000)] = Field(
         default_factory=dict, description="Slurm GPU-sharing GRES per node (mps: 400, shard: 16), split evenly over "
                                           "the GPUs in gres.conf")
-    features: list[Name] = Field(default_factory=empty_list)
+    features: list[SlurmFeature] = Field(default_factory=empty_list, description="Slurm node features as written")
     bmc: Bmc | None = None
     slurm_settings: Settings = Field(
         default_factory=dict, description="site NodeName parameters for these nodes (docs/site-settings.md)")
@@ -241,7 +253,7 @@ class CpuNodeGroup(_Model):
     threads_per_core: PositiveInt | None = None
     memory_gb: PositiveInt | None = None
     real_memory_mb: PositiveInt | None = Field(default=None, description="Slurm RealMemory as written")
-    features: list[Name] = Field(default_factory=empty_list)
+    features: list[SlurmFeature] = Field(default_factory=empty_list, description="Slurm node features as written")
     slurm_settings: Settings = Field(
         default_factory=dict, description="site NodeName parameters for these nodes (docs/site-settings.md)")
 
@@ -272,7 +284,8 @@ class Rack(_Model):
 
 
 class Accounting(_Model):
-    host: Name
+    host: strict(str, pattern=r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$", max_length=63) = Field(
+        description="the slurmdbd host (a hostname: DNS ignores its case, Slurm keeps it)")
 
 
 class SlurmPartition(_Model):
@@ -376,7 +389,7 @@ class Slurm(_Model):
     accounting: Accounting | None = None
     containers: Literal["none", "pyxis"] = "none"
     pyxis: Pyxis | None = None
-    partitions: dict[Name, SlurmPartition] = Field(default_factory=dict)
+    partitions: dict[SlurmPartitionName, SlurmPartition] = Field(default_factory=dict)
     slinky: Slinky | None = None
     state_save_location: AbsolutePath = Field(
         default="/var/spool/slurmctld", description="slurmctld state; shared storage with 2+ controllers"

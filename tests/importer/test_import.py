@@ -34,6 +34,7 @@ CASES = {
     "tree-topology": ({"pod_n(001-004)": (H100, 8)}, "topology.conf", "infiniband"),
     "cpu-beside-gpu": ({"gpu0(1-2)": (A100, 8)}, None, None),
     "workstation-typed": ({"goedel": (RTX2080TI, 8), "turing": (RTX2080TI, 2)}, None, None),
+    "legacy-site": ({"GPU(01-02)": (A100, 4)}, None, None),
 }
 
 
@@ -296,3 +297,62 @@ def test_a_topology_yaml_with_an_unknown_attribute_is_a_located_error(tmp_path: 
     (tmp_path / "topology.yaml").write_text("- topology: t\n  blocks: []\n")
     with pytest.raises(ImportRefused, match=r"topology.yaml:2:3: error: 'blocks' is not a topology.yaml attribute"):
         import_slurm(DATA / "tree-topology" / "slurm.conf", None, tmp_path / "topology.yaml", {}, "25.11.8")
+
+
+def test_obsolete_keys_are_mapped_or_dropped_with_a_located_warning(tmp_path: Path) -> None:
+    """#29 item 2: keys the 22.05.8 slurmctld stops on (test_import_slurmctld starts it on
+    the rendered legacy-site) are renamed where Slurm says what replaced them, else dropped."""
+    result = _import("legacy-site")
+    said = "\n".join(str(w) for w in result.warnings)
+    conf = "legacy-site/slurm.conf"
+    assert f"{conf}:12:1: warning: CacheGroups=0 is dropped" in said
+    assert f"{conf}:16:1: warning: SchedulerPort=7321 is dropped" in said
+    assert f"{conf}:14:1: warning: FastSchedule=2 becomes SlurmdParameters=config_overrides" in said
+    assert f"{conf}:18:1: warning: DefaultStorageType=slurmdbd is read as AccountingStorageType=" in said
+    from fleetspec.importer.conf import text_lines
+    from fleetspec.importer.slurm_files import slurm_conf_of
+    from fleetspec.render.slurm import render_slurm
+
+    text = next(t for p, t in render_slurm(result.fleet).items() if p.name == "slurm.conf")
+    back = slurm_conf_of(text_lines(text, "slurm.conf", []), [])
+    assert back.settings["SlurmdParameters"].value == "config_overrides"
+    assert back.settings["AccountingStorageHost"].value == "HEAD01"
+    assert not {"FastSchedule", "CacheGroups", "SchedulerPort"} & set(back.settings)
+
+
+def test_site_names_and_features_are_kept_as_slurm_spells_them(tmp_path: Path) -> None:
+    result = _import("legacy-site")
+    text = _rendered(result.spec_text, tmp_path).read_text()
+    assert "SlurmctldHost=HEAD01\n" in text
+    assert "NodeName=GPU[01-02] " in text and "PartitionName=CPU Nodes=roc[01-03] " in text
+    assert "PartitionName=rocsLong " in text and "PartitionName=gpu_long Nodes=GPU[01-02] " in text
+    assert ",ib,2.4GHz,gpu_a100,CPU_GEN:ICX" in text and ",CPU_GEN:SKX,CPU_FRQ:2.30GHz" in text
+
+
+def test_a_feature_with_a_constraint_operator_is_a_located_error(tmp_path: Path) -> None:
+    conf = _write(tmp_path, "ClusterName=c\nSlurmctldHost=h\nNodeName=n1 CPUs=4 Features=ib|eth\n"
+                  "PartitionName=p Nodes=n1\n")
+    with pytest.raises(ImportRefused, match=r"slurm.conf:3:29: error: feature\(s\) ib\|eth: a feature is"):
+        import_slurm(conf, None, None, {}, "24.11.5")
+
+
+def test_hostnames_differing_only_in_case_are_one_host_and_kubernetes_wants_lower_case() -> None:
+    from fleetspec.pipeline import compile_text
+    from tests.importer.test_spec_additions import spec
+
+    twice = spec().replace('"login01", cpus: 16', '"LOGIN01", cpus: 16').replace(
+        '"c[01-04]", ', '"c[01-04],login01", ')
+    messages = [f.message for f in compile_text(twice, "f.yaml").located()]
+    assert any("host 'login01' is listed twice" in m and "hostnames ignore case" in m for m in messages), messages
+    k8s = spec(cpu_nodes=False).replace('"g[01-02]"', '"G[01-02]"').replace("mode: native", "mode: slinky")
+    messages = [f.message for f in compile_text(k8s, "f.yaml").located()]
+    assert any("'G01' has upper-case letters: Kubernetes node names" in m for m in messages), messages
+
+
+def test_partitions_differing_only_in_case_are_refused() -> None:
+    from fleetspec.pipeline import compile_text
+    from tests.importer.test_spec_additions import spec
+
+    text = spec().replace('      all: {nodes:', '      CPU: {nodes: "c[01-02]"}\n      all: {nodes:')
+    messages = [f.message for f in compile_text(text, "f.yaml").located()]
+    assert any("slurm.partitions.cpu and 'CPU' differ only in case" in m for m in messages), messages

@@ -30,7 +30,7 @@ def test_expand(expression, hosts):
         ("gpu-1-2]", "unmatched"),
         ("gpu-[[1-2]]", "nested"),
         ("gpu;rm -rf /", "not a valid hostname"),
-        ("GPU-01", "not a valid hostname"),
+        ("GPU_01", "not a valid hostname"),
         ("$(reboot)", "not a valid hostname"),
         ("", "empty hostlist"),
         ("a,,b", "empty item"),
