@@ -88,6 +88,7 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
                 dropped_hosts.update(hosts or ())  # reported already; do not cascade
                 continue
             gpu_spec = gpu_spec_of(gpu, group.gpu.count)
+            other_gpus = _other_gpus(group, gpu, body, catalog, group_path, findings)
             if group.other_gres and (group.scheduler != "slurm" or (body.slurm and body.slurm.mode != "native")):
                 findings.append(Finding("schema", Severity.ERROR, "other_gres are Slurm GRES of host-mode nodes: "
                                         "remove them, or schedule the group with native Slurm",
@@ -125,6 +126,7 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
                     path=group_path,
                     real_memory_mb=group.real_memory_mb,
                     other_gres=tuple(sorted(group.other_gres.items())),
+                    other_gpus=other_gpus,
                 ))
         for g_i, cpu_group in enumerate(rack.cpu_nodes):
             group_path = rack_path + ("cpu_nodes", g_i)
@@ -418,6 +420,54 @@ def _kubernetes(k: m.Kubernetes | None, catalog: Catalog) -> ir.KubernetesConfig
         network_rdma=k.network_operator.rdma,
         path=path,
     )
+
+
+def _other_gpus(group: m.NodeGroup, primary: GpuModel, body: m.FleetBody, catalog: Catalog,
+                path: SpecPath, findings: list[Finding]) -> tuple[ir.GpuSpec, ...]:
+    """A node group's further GPU models (``other_gpus``). One vendor per node: NCCL and
+    RCCL cannot share its stack tuple. Another generation is a warning: the node stays in
+    its primary model's partition and the tuple rules check that model only."""
+    out: list[ir.GpuSpec] = []
+    seen = {primary.id}
+    for i, ref in enumerate(group.other_gpus):
+        where = path + ("other_gpus", i, "model")
+        gpu = catalog.gpu(ref.model)
+        if gpu is None:
+            hint = catalog.suggest_gpu(ref.model)
+            findings.append(Finding("unknown-gpu-model", Severity.ERROR, f"GPU model '{ref.model}' is not in the "
+                                    f"catalog.{f' Did you mean {hint[0]!r}?' if hint else ''} Run 'fleetspec "
+                                    "catalog' to list the known models, or declare it in spec.gpu_models", where))
+            continue
+        if gpu.id in seen:
+            findings.append(Finding("schema", Severity.ERROR, f"{gpu.id} is listed twice for these nodes: give "
+                                    "each model once, with its whole count", where))
+            continue
+        seen.add(gpu.id)
+        if gpu.vendor != primary.vendor:
+            findings.append(Finding("schema", Severity.ERROR, f"{gpu.id} is {gpu.vendor}, the nodes' gpu "
+                                    f"{primary.id} is {primary.vendor}: a node has one stack tuple, and NCCL and "
+                                    "RCCL cannot share one. Move these GPUs to nodes of their own", where))
+            continue
+        if gpu.gres == primary.gres or gpu.gres in {o.gres_type for o in out}:
+            findings.append(Finding("schema", Severity.ERROR, f"{gpu.id} has the GRES type '{gpu.gres}' of another "
+                                    "model of these nodes: Slurm could not tell them apart", where))
+            continue
+        if gpu.generation != primary.generation:
+            findings.append(Finding("schema", Severity.WARNING, f"{ref.count}x {gpu.id} ({gpu.generation}) beside "
+                                    f"{group.gpu.count}x {primary.id} ({primary.generation}): the nodes stay in "
+                                    f"the {primary.generation} partition; jobs get the {gpu.id}s by asking for "
+                                    f"gpu:{gpu.gres}, an untyped gpu:N may mix the two, and the stack rules check "
+                                    f"{primary.id} only", where))
+        out.append(gpu_spec_of(gpu, ref.count))
+    if out and (group.scheduler != "slurm" or (body.slurm and body.slurm.mode != "native")):
+        findings.append(Finding("schema", Severity.ERROR, "other_gpus are typed Slurm GRES of host-mode nodes: "
+                                "Kubernetes device plugins give one resource per vendor. Schedule the group with "
+                                "native Slurm, or split the GPUs", path + ("other_gpus",), "key"))
+    if out and group.other_gres:
+        findings.append(Finding("schema", Severity.ERROR, "other_gres (mps, shard) with other_gpus: gres.conf "
+                                "would have to split them per model; give one of the two",
+                                path + ("other_gres",), "key"))
+    return tuple(out)
 
 
 def gpu_spec_of(gpu: GpuModel, count: int) -> ir.GpuSpec:

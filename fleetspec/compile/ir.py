@@ -113,6 +113,9 @@ class Node:
     real_memory_mb: int | None = _optional(None)
     # GPU-sharing GRES beside the GPUs ((mps, 400), (shard, 16)), sorted; fleet.json has it only when set.
     other_gres: tuple[tuple[str, int], ...] = _optional(())
+    # More GPU models in the node (spec other_gpus), after ``gpu`` in device order; same
+    # vendor as ``gpu``. ``gpu`` alone names the partition and drives the tuple rules.
+    other_gpus: tuple[GpuSpec, ...] = _optional(())
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,6 +59,7 @@ class ImportResult:
 class _Gpu:
     model: str  # catalog id
     count: int
+    others: tuple[tuple[str, int], ...] = ()  # further models of a mixed node (spec other_gpus), device order
 
 
 def import_slurm(conf: Path, gres: Path | None = None, topology: Path | None = None,
@@ -266,9 +267,7 @@ class _Builder:
             return None  # a CPU-only node (cpu_nodes)
         types = {t for t, _ in entries}
         if len(types) > 1:
-            self.problems.append(Problem(pair.value_at, f"{rec.name} has several GPU types ({pair.value}); "  # type: ignore[union-attr]
-                                         "a node group has one GPU model. Split the node's GPUs by hand"))
-            return None
+            return self._mixed(rec, entries, pair)  # type: ignore[arg-type]
         gres_type = next(iter(types)) or self._gres_conf_type(rec.name)
         count = sum(c for _, c in entries)
         files = [f for g in self.gres if g.name == "gpu" and (g.hosts is None or rec.name in g.hosts) for f in g.files]
@@ -286,6 +285,43 @@ class _Builder:
         model = self._model(rec, gres_type, pair)  # type: ignore[arg-type]
         return _Gpu(model, count) if model else None
 
+    def _mixed(self, rec: NodeRecord, entries: list[tuple[str | None, int]], pair: Pair) -> _Gpu | None:
+        """A node with several GPU models (gpu:a100:2,gpu:t4:1): each typed, one model per
+        type; the spec's ``gpu`` is the model gres.conf gives the first device file (else the
+        most numerous), ``other_gpus`` the rest in device order, as the render writes them."""
+        if any(t is None for t, _ in entries):
+            self.problems.append(Problem(pair.value_at, f"{rec.name}: Gres={pair.value} mixes typed and untyped "
+                                         "GPUs; give each its type (gpu:TYPE:N)"))
+            return None
+        counts: dict[str, int] = {}
+        for t, c in entries:
+            counts[str(t)] = counts.get(str(t), 0) + c
+        first = {t: self._first_device(rec.name, t) for t in counts}
+        order = sorted(counts, key=lambda t: (first[t] if first[t] is not None else 1 << 30, -counts[t],
+                                              list(counts).index(t)))
+        models = [self._model(rec, t, pair, mixed=True) for t in order]
+        if None in models:
+            return None
+        files = {f for g in self.gres if g.name == "gpu" and (g.hosts is None or rec.name in g.hosts) for f in g.files}
+        if files and len(files) != sum(counts.values()):
+            self._defer("gres-files", rec, pair, f"slurm.conf gives {sum(counts.values())} GPU(s) but gres.conf's "
+                        f"File= lines name {len(files)} device(s); make them agree")
+            return None
+        known = {m for m in models if m is not None}
+        reported = {m.id for m in (self.catalog.gpu(n) for n in (factdoc.gpu_names(self.facts[rec.name])
+                                                                  if rec.name in self.facts else [])) if m}
+        if reported - known:
+            self._defer("gpu-disagree", rec, pair, f"the node's facts report {', '.join(sorted(reported - known))}, "
+                        f"which Gres={pair.value} does not name; fix the file or the node")
+            return None
+        return _Gpu(str(models[0]), counts[order[0]], tuple((str(m), counts[t]) for m, t in zip(models[1:],
+                                                                                               order[1:])))
+
+    def _first_device(self, host: str, gres_type: str) -> int | None:
+        numbers = [int(m.group(1)) for g in self.gres if g.name == "gpu" and g.type == gres_type
+                   and (g.hosts is None or host in g.hosts) for f in g.files if (m := re.search(r"([0-9]+)$", f))]
+        return min(numbers) if numbers else None
+
     def _declare(self, rec: NodeRecord, gres_type: str, pair: Pair) -> str | None:
         """A site GPU model (``spec.gpu_models``) for a GRES type the catalog lacks, from
         what the node's facts report (name, architecture, memory); None when they do not
@@ -293,6 +329,10 @@ class _Builder:
         gpu_id = gres_type.replace("_", "-")
         entries = factdoc.gpu_entries(self.facts[rec.name]) if rec.name in self.facts else []
         described = {(v, e.get("name"), e.get("architecture"), e.get("memory_mib")) for v, e in entries}
+        if len(described) > 1:  # a mixed node: the board whose name carries the type (gtx970: GeForce GTX 970)
+            compact = re.sub("[^a-z0-9]", "", gres_type.lower())
+            described = {d for d in described if isinstance(d[1], str)
+                         and compact in re.sub("[^a-z0-9]", "", d[1].lower())}
         if len(described) != 1 or not _DNS.match(gpu_id):
             return None
         vendor, name, arch, memory = described.pop()
@@ -323,7 +363,7 @@ class _Builder:
         types = {g.type for g in self.gres if g.name == "gpu" and g.type and (g.hosts is None or host in g.hosts)}
         return types.pop() if len(types) == 1 else None
 
-    def _model(self, rec: NodeRecord, gres_type: str | None, pair: Pair) -> str | None:
+    def _model(self, rec: NodeRecord, gres_type: str | None, pair: Pair, mixed: bool = False) -> str | None:
         names = factdoc.gpu_names(self.facts[rec.name]) if rec.name in self.facts else []
         from_facts = {m.id for m in (self.catalog.gpu(n) for n in names) if m is not None}
         unknown_facts = sorted({n for n in names if self.catalog.gpu(n) is None})
@@ -339,7 +379,7 @@ class _Builder:
                             f"gpu:{gres_type} would stop matching). Rename the type in slurm.conf/gres.conf to the "
                             "catalog's, or import without these nodes")
                 return None
-            if from_facts and from_facts != {model.id}:
+            if from_facts and from_facts != {model.id} and not mixed:
                 self._defer("gpu-disagree", rec, pair, f"the files say {gres_type} but the node's facts report "
                             f"{', '.join(sorted(names))}; fix the file or the node")
                 return None
@@ -440,6 +480,8 @@ class _Builder:
         out: dict[str, Any] = {}
         if gpu is not None:
             out = {"gpu": {"model": gpu.model, "count": gpu.count}, "stack": stack, "scheduler": "slurm"}
+            if gpu.others:
+                out["other_gpus"] = [{"model": m, "count": c} for m, c in gpu.others]
             if rec.name in self.other_gres:
                 out["other_gres"] = dict(sorted(self.other_gres[rec.name].items()))
         cpus = a.get("CPUs") or a.get("Procs")

@@ -167,11 +167,13 @@ def _header(fleet: Fleet) -> str:
 def node_features(node: Node) -> tuple[str, ...]:
     """Features a job can ``--constraint`` on: vendor, generation, model, rack, stack,
     then the user's own, without repeats."""
-    return _features(node.gpu, node.rack, node.stack, node.features)
+    return _features(node.gpu, node.rack, node.stack, node.features, node.other_gpus)
 
 
-def _features(gpu: GpuSpec, rack: str, stack: str, extra: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(dict.fromkeys((gpu.vendor, gpu.generation, gpu.model, rack, stack, *extra)))
+def _features(gpu: GpuSpec, rack: str, stack: str, extra: tuple[str, ...],
+              other_gpus: tuple[GpuSpec, ...] = ()) -> tuple[str, ...]:
+    more = (f for o in other_gpus for f in (o.generation, o.model))
+    return tuple(dict.fromkeys((gpu.vendor, gpu.generation, gpu.model, *more, rack, stack, *extra)))
 
 
 def real_memory_mb(memory_gb: int) -> int:
@@ -190,14 +192,15 @@ def _node_attributes(node: Node) -> tuple[tuple[str, str], ...]:
     """The NodeName attributes of one node, in slurm.conf's usual order (nodes of one
     group share them: computed once per distinct shape)."""
     return _attributes_of(node.cpus, node.sockets, node.cores_per_socket, node.threads_per_core,
-                          node_real_memory(node), node.gpu, node.rack, node.stack, node.features, node.other_gres)
+                          node_real_memory(node), node.gpu, node.rack, node.stack, node.features, node.other_gres,
+                          node.other_gpus)
 
 
 @functools.lru_cache(maxsize=4096)
 def _attributes_of(cpus: int | None, sockets: int | None, cores_per_socket: int | None,
                    threads_per_core: int | None, memory_mb: int | None, gpu: GpuSpec, rack: str, stack: str,
-                   features: tuple[str, ...], other_gres: tuple[tuple[str, int], ...] = ()
-                   ) -> tuple[tuple[str, str], ...]:
+                   features: tuple[str, ...], other_gres: tuple[tuple[str, int], ...] = (),
+                   other_gpus: tuple[GpuSpec, ...] = ()) -> tuple[tuple[str, str], ...]:
     attrs: list[tuple[str, str]] = []
     for key, value in (
         ("CPUs", cpus),
@@ -209,8 +212,9 @@ def _attributes_of(cpus: int | None, sockets: int | None, cores_per_socket: int 
             attrs.append((key, str(value)))
     if memory_mb is not None:
         attrs.append(("RealMemory", str(memory_mb)))
-    attrs.append(("Gres", ",".join([f"gpu:{gpu.gres_type}:{gpu.count}", *(f"{k}:{v}" for k, v in other_gres)])))
-    attrs.append(("Features", ",".join(_features(gpu, rack, stack, features))))
+    gpus = [f"gpu:{g.gres_type}:{g.count}" for g in (gpu, *other_gpus)]
+    attrs.append(("Gres", ",".join([*gpus, *(f"{k}:{v}" for k, v in other_gres)])))
+    attrs.append(("Features", ",".join(_features(gpu, rack, stack, features, other_gpus))))
     return tuple(attrs)
 
 
@@ -578,13 +582,21 @@ def render_gres_conf(fleet: Fleet) -> str:
             "# and task/affinity keep a task on the cores local to its GPU.",
         ]
     key = lambda n: (n.gpu.vendor, n.gpu.generation, n.gpu.gres_type, n.gpu.count,  # noqa: E731
-                     n.sockets, n.cores_per_socket, n.other_gres)
-    for (vendor, generation, gres_type, count, sockets, cores, other), hosts in grouped(  # type: ignore[misc]
+                     n.sockets, n.cores_per_socket, n.other_gres, n.other_gpus)
+    for (vendor, generation, gres_type, count, sockets, cores, other, more), hosts in grouped(  # type: ignore[misc]
             slurm_nodes(fleet), key):
         hostlist = compress(hosts)
         plugin = autodetect_for(vendor, version) if fleet.slurm.gres_autodetect else None
         if plugin:
             out.append(f"NodeName={hostlist} AutoDetect={plugin}")
+        if more:  # several models: each type's devices in turn, `gpu` first (spec other_gpus)
+            numbers = device_numbers(vendor, generation, count + sum(g.count for g in more))
+            start = 0
+            for g_type, g_count in ((gres_type, count), *((g.gres_type, g.count) for g in more)):
+                for files in _file_patterns(vendor, numbers[start:start + g_count]):
+                    out.append(f"NodeName={hostlist} Name=gpu Type={g_type} File={files}")
+                start += g_count
+            continue
         binding = None if plugin else gpu_core_ranges(count, sockets, cores)
         numbers = device_numbers(vendor, generation, count)
         if binding is None:

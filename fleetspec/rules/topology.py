@@ -117,7 +117,7 @@ def check_node_shape(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
 def check_site_gpu_models(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
     """A GPU model the site declared (``spec.gpu_models``) has no sourced facts: the driver,
     CUDA, NCCL and ROCm support rules cannot check its nodes' tuple."""
-    used = {n.gpu.model for n in fleet.nodes}
+    used = {g.model for n in fleet.nodes for g in (n.gpu, *n.other_gpus)}
     for gpu_id in sorted(catalog.site_models):
         where = "its nodes" if gpu_id in used else "no node group yet"
         yield warning(

@@ -223,6 +223,11 @@ class NodeGroup(_Model):
     other_gres: dict[Literal["mps", "shard"], strict(int, ge=1, le=1_000_000)] = Field(
         default_factory=dict, description="Slurm GPU-sharing GRES per node (mps: 400, shard: 16), split evenly over "
                                           "the GPUs in gres.conf")
+    other_gpus: list[GpuRef] = Field(
+        default_factory=empty_list, max_length=8,
+        description="more GPU models in the same nodes (gpu:a100:2,gpu:t4:1): one Slurm GRES type each, after "
+                    "`gpu` in device order; `gpu` (the primary model) names the generated partition and the "
+                    "tuple rules' model; same vendor only (one NCCL or RCCL stack per node); native Slurm only")
     features: list[SlurmFeature] = Field(default_factory=empty_list, description="Slurm node features as written")
     bmc: Bmc | None = None
     slurm_settings: Settings = Field(

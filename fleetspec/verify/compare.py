@@ -652,36 +652,51 @@ def _gpu_checks(node: Node, gpus: object, source_state: object, catalog: Catalog
                 site_names: Mapping[str, str] | None = None) -> list[Check]:
     """GPU model and count as nvidia-smi/amd-smi list them, mapped through the catalog, or,
     for a model the site declared (``spec.gpu_models``, ``site_names``: id -> the name the
-    tool prints), compared with the declared name (case and spacing aside)."""
+    tool prints), compared with the declared name (case and spacing aside). A node with
+    ``other_gpus`` must show each model's count."""
+    site_names = site_names or {}
+    wanted = {g.model: g.count for g in (node.gpu, *node.other_gpus)}
+    total = sum(wanted.values())
     listed = gpus if isinstance(gpus, list) else []
     if not listed and source_state in ("unknown", "not-collected"):
         why = f"the GPU list is {source_state} (see the facts' errors)"
-        return [Check("gpu-count", Status.DRIFT, str(node.gpu.count), str(source_state), why)]
+        return [Check("gpu-count", Status.DRIFT, str(total), str(source_state), why)]
     tool = " (no GPU tool on the node)" if not listed and source_state == "absent" else ""
-    count = Check("gpu-count", Status.OK if len(listed) == node.gpu.count else Status.DRIFT, str(node.gpu.count),
-                  str(len(listed)), f"{len(listed)} GPU(s) listed{tool}, the spec says {node.gpu.count}")
-    names = sorted({str(g.get("name")) for g in listed if isinstance(g, Mapping)})
+    count = Check("gpu-count", Status.OK if len(listed) == total else Status.DRIFT, str(total),
+                  str(len(listed)), f"{len(listed)} GPU(s) listed{tool}, the spec says {total}")
+    names = [str(g.get("name")) for g in listed if isinstance(g, Mapping)]
     if not names:
         return [count]
-    wrong = []
-    declared = (site_names or {}).get(node.gpu.model)
-    for name in names:
-        if declared is not None:
-            if _same_name(name, declared):
-                continue
-            model = catalog.gpu(name)
-            wrong.append(f"{name} ({model.id if model else 'not in the catalog'}; the site declared "
-                         f"{node.gpu.model} as '{declared}')")
-            continue
+
+    def model_of(name: str) -> str | None:
+        site = next((i for i, declared in site_names.items() if _same_name(name, declared)), None)
+        if site is not None:
+            return site
         model = catalog.gpu(name)
-        if model is None or model.id != node.gpu.model:
-            known = model.id if model else next((i for i, n in (site_names or {}).items() if _same_name(name, n)),
-                                                 "not in the catalog")
-            wrong.append(f"{name} ({known})")
-    model_check = Check(
-        "gpu-model", Status.DRIFT if wrong else Status.OK, node.gpu.model, ", ".join(names),
-        f"GPUs are {', '.join(wrong)}, the spec says {node.gpu.model}" if wrong else f"every GPU is {node.gpu.model}",
-    )
+        return model.id if model is not None and model.id not in site_names else None
+
+    found: dict[str, int] = {}
+    wrong = []
+    for name in sorted(set(names)):
+        model = model_of(name)
+        if model is None or model not in wanted:
+            declared = [f"{m} as '{site_names[m]}'" for m in wanted if m in site_names]
+            known = model or (catalog.gpu(name).id if catalog.gpu(name) else "not in the catalog")
+            wrong.append(f"{name} ({known}{'; the site declared ' + ', '.join(declared) if declared else ''})")
+        else:
+            found[model] = names.count(name) + found.get(model, 0)
+    spec_says = ", ".join(f"{c}x {m}" for m, c in wanted.items())
+    if not wrong and len(wanted) > 1 and found != wanted:
+        shown = ", ".join(f"{found.get(m, 0)}x {m}" for m in wanted)
+        wrong.append(f"{shown} by model")
+    if len(wanted) == 1:
+        message = f"GPUs are {', '.join(wrong)}, the spec says {node.gpu.model}" if wrong else \
+            f"every GPU is {node.gpu.model}"
+    else:
+        message = f"GPUs are {', '.join(wrong)}, the spec says {spec_says}" if wrong else \
+            f"the GPUs are {spec_says}"
+    model_check = Check("gpu-model", Status.DRIFT if wrong else Status.OK,
+                        node.gpu.model if len(wanted) == 1 else spec_says, ", ".join(sorted(set(names))), message)
     return [model_check, count]
 
 

@@ -13,14 +13,21 @@ H200 = Path(__file__).parents[1] / "data" / "fixtures" / "h200-node" / "collecto
 
 
 # What nvidia-smi reports for boards the catalog does not know (architecture, memory).
-BOARDS = {"NVIDIA GeForce RTX 2080 Ti": {"architecture": "Turing", "memory_mib": 11264, "compute_capability": "7.5"}}
+BOARDS = {"NVIDIA GeForce RTX 2080 Ti": {"architecture": "Turing", "memory_mib": 11264, "compute_capability": "7.5"},
+          "NVIDIA GeForce GTX 970": {"architecture": "Maxwell", "memory_mib": 4096, "compute_capability": "5.2"},
+          "NVIDIA GeForce GTX 1060 6GB": {"architecture": "Pascal", "memory_mib": 6144, "compute_capability": "6.1"},
+          "Tesla T4": {"architecture": "Turing", "memory_mib": 15360, "compute_capability": "7.5"}}
 
 
-def nvidia_facts(host: str, gpu_name: str, count: int) -> dict[str, Any]:
+def nvidia_facts(host: str, gpu_name: str | list[tuple[str, int]], count: int = 0) -> dict[str, Any]:
+    """One host's facts with ``count`` GPUs named ``gpu_name``, or, for a node with
+    several models, the (name, count) pairs in device order."""
     data = json.loads(H200.read_text())
     data["hostname"] = host
-    gpu = {**copy.deepcopy(data["nvidia"]["gpus"][0]), "name": gpu_name, **BOARDS.get(gpu_name, {})}
-    data["nvidia"]["gpus"] = [{**gpu, "index": i} for i in range(count)]
+    boards = [(gpu_name, count)] if isinstance(gpu_name, str) else gpu_name
+    template = data["nvidia"]["gpus"][0]
+    listed = [{**copy.deepcopy(template), "name": name, **BOARDS.get(name, {})} for name, n in boards for _ in range(n)]
+    data["nvidia"]["gpus"] = [{**gpu, "index": i} for i, gpu in enumerate(listed)]
     return data
 
 

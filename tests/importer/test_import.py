@@ -19,11 +19,16 @@ H100, A100, MI300X = "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB", "AMD Inst
 RTX2080TI = "NVIDIA GeForce RTX 2080 Ti"
 
 
-def _facts(**groups: tuple[str, int]) -> dict[str, dict]:
+def _facts(**groups: tuple[str, int] | list[tuple[str, int]]) -> dict[str, dict]:
+    """Facts per host: (GPU name, count), or [(name, count), ...] for a node with several models."""
     out = {}
-    for hostlist, (name, count) in groups.items():
+    for hostlist, board in groups.items():
         for host in expand(hostlist.replace("_", "-").replace("(", "[").replace(")", "]")):
-            out[host] = (amd_facts if "AMD" in name else nvidia_facts)(host, name, count)
+            if isinstance(board, list):
+                out[host] = nvidia_facts(host, board)
+            else:
+                name, count = board
+                out[host] = (amd_facts if "AMD" in name else nvidia_facts)(host, name, count)
     return out
 
 
@@ -35,6 +40,8 @@ CASES = {
     "cpu-beside-gpu": ({"gpu0(1-2)": (A100, 8)}, None, None),
     "workstation-typed": ({"goedel": (RTX2080TI, 8), "turing": (RTX2080TI, 2)}, None, None),
     "legacy-site": ({"GPU(01-02)": (A100, 4)}, None, None),
+    "mixed-gpus": ({"viz1": [("NVIDIA GeForce GTX 970", 1), ("NVIDIA GeForce GTX 1060 6GB", 1)],
+                    "mix(1-2)": [("Tesla T4", 1), (A100, 2)], "ib(1-2)": (A100, 4)}, None, None),
 }
 
 
@@ -58,11 +65,12 @@ def _rendered(spec_text: str, tmp_path: Path) -> Path:
 
 
 def _gres(value: str) -> tuple[str | None, int, set[str]]:
-    """(GPU type, GPU count, the other GRES as written: mps:800)."""
+    """(GPU types, GPU count, the other GRES as written: mps:800); a node with several
+    models (gpu:a100:2,gpu:t4:1) gives its types sorted and joined with '+'."""
     items = value.split(",")
-    (gpu,) = [i for i in items if i.startswith("gpu:")]
-    parts = gpu.split(":")
-    return (parts[1] if len(parts) == 3 else None), int(parts[-1]), {i for i in items if i != gpu}
+    gpus = [i.split(":") for i in items if i.startswith("gpu:")]
+    types = sorted(p[1] for p in gpus if len(p) == 3)
+    return ("+".join(types) or None), sum(int(p[-1]) for p in gpus), {i for i in items if not i.startswith("gpu:")}
 
 
 def _shape(record) -> dict[str, str]:
@@ -356,3 +364,29 @@ def test_partitions_differing_only_in_case_are_refused() -> None:
     text = spec().replace('      all: {nodes:', '      CPU: {nodes: "c[01-02]"}\n      all: {nodes:')
     messages = [f.message for f in compile_text(text, "f.yaml").located()]
     assert any("slurm.partitions.cpu and 'CPU' differ only in case" in m for m in messages), messages
+
+
+def test_a_node_with_two_gpu_models_keeps_each_type_and_its_device_order(tmp_path: Path) -> None:
+    """#29 item 1: the primary model (spec gpu) is the one at the first device file; the
+    render writes gres.conf in the site's device order."""
+    from fleetspec.render.slurm import render_slurm
+
+    result = _import("mixed-gpus")
+    assert "- hosts: mix[1-2]\n      gpu:\n        model: t4\n        count: 1" in result.spec_text
+    assert "other_gpus:\n      - model: a100\n        count: 2" in result.spec_text
+    gres = next(t for p, t in render_slurm(result.fleet).items() if p.name == "gres.conf")
+    assert "NodeName=mix[1-2] Name=gpu Type=t4 File=/dev/nvidia0\nNodeName=mix[1-2] Name=gpu Type=a100 " \
+           "File=/dev/nvidia[1-2]\n" in gres
+    assert "NodeName=viz1 Name=gpu Type=gtx970 File=/dev/nvidia0\nNodeName=viz1 Name=gpu Type=gtx1060 " \
+           "File=/dev/nvidia1\n" in gres
+
+
+def test_a_mixed_node_whose_facts_show_another_model_or_an_untyped_gpu_stops(tmp_path: Path) -> None:
+    facts = _facts(**{"viz1": [("NVIDIA GeForce GTX 970", 1), ("NVIDIA GeForce GTX 1060 6GB", 1)],
+                      "mix(1-2)": [("Tesla T4", 1), (H100, 2)], "ib(1-2)": (A100, 4)})
+    with pytest.raises(ImportRefused, match=r"mix\[1-2\]: the node's facts report h100-sxm, which Gres="):
+        _import("mixed-gpus", facts=facts)
+    conf = _write(tmp_path, "ClusterName=c\nSlurmctldHost=h\nNodeName=n1 CPUs=4 Gres=gpu:a100:2,gpu:1\n"
+                  "PartitionName=p Nodes=n1\n")
+    with pytest.raises(ImportRefused, match=r"slurm.conf:3:25: error: n1: Gres=gpu:a100:2,gpu:1 mixes typed"):
+        import_slurm(conf, None, None, {}, "24.11.5")

@@ -135,3 +135,47 @@ def test_cpu_nodes_are_in_the_plans_per_node_changes() -> None:
     assert changes["node:login01"].disruption is Disruption.DRAIN
     assert {"node:c02", "node:c03", "node:c04"} <= set(changes)
     assert "node:g01" not in changes
+
+
+MIXED = """apiVersion: fleetspec.io/v1alpha1
+kind: Fleet
+metadata: {name: mixed-models}
+spec:
+  os: ubuntu-24.04
+  gpu_models:
+    t4: {vendor: nvidia, name: Tesla T4, generation: turing, architecture: Turing, memory_gb: 16, gres: t4}
+  stacks:
+    s: {driver: "580.95.05", cuda: "13.0.2", cudnn: "9.17.0", nccl: "2.28.3"}
+  racks:
+    - name: r01
+      nodes:
+        - {hosts: "m[01-02]", gpu: {model: a100, count: 2}, other_gpus: [%s], stack: s, scheduler: %s}
+        - {hosts: "g01", gpu: {model: a100, count: 4}, stack: s, scheduler: slurm}
+  slurm: {version: "25.11.8", mode: native, controllers: ctl-01}
+"""
+
+
+def test_a_node_with_two_gpu_models_renders_a_typed_gres_each_in_device_order() -> None:
+    """#29 item 1: gpu:a100:2,gpu:t4:1; the node stays in its primary model's partition."""
+    from fleetspec.render.slurm import render_slurm
+
+    result = compile_text(MIXED % ("{model: t4, count: 1}", "slurm"), "fleet.yaml")
+    assert result.valid, _errors(MIXED)
+    warned = [f for f in result.located() if "other_gpus[0]" in f.path]
+    assert warned and "the nodes stay in the ampere partition" in warned[0].message
+    files = {p.name: t for p, t in render_slurm(result.fleet).items()}
+    assert "NodeName=m[01-02] Gres=gpu:a100:2,gpu:t4:1 Features=nvidia,ampere,a100,turing,t4,r01,s " in \
+        files["slurm.conf"]
+    assert "PartitionName=nvidia-ampere Nodes=g01,m[01-02] " in files["slurm.conf"]
+    assert ("NodeName=m[01-02] Name=gpu Type=a100 File=/dev/nvidia[0-1]\n"
+            "NodeName=m[01-02] Name=gpu Type=t4 File=/dev/nvidia2\n") in files["gres.conf"]
+
+
+def test_two_vendors_in_one_node_and_kubernetes_nodes_are_located_errors() -> None:
+    errors = _errors(MIXED % ("{model: mi300x, count: 1}", "slurm"))
+    assert any(e.startswith("spec.racks[0].nodes[0].other_gpus[0].model: mi300x is amd") and "NCCL and RCCL" in e
+               for e in errors), errors
+    errors = _errors(MIXED % ("{model: t4, count: 1}", "kubernetes"))
+    assert any("other_gpus are typed Slurm GRES" in e for e in errors), errors
+    errors = _errors(MIXED % ("{model: a100, count: 1}", "slurm"))
+    assert any("a100 is listed twice" in e for e in errors), errors

@@ -54,3 +54,22 @@ def test_the_declared_names_survive_fleet_json() -> None:
     again = fleet_from_dict(fleet.to_dict())
     assert again.site_gpu_names == fleet.site_gpu_names
     assert _gpu_checks(again, "Tesla T4")["gpu-model"].status is Status.OK
+
+
+MIXED = SPEC.replace('gpu: {model: t4, count: 4}', 'gpu: {model: a100, count: 2}, other_gpus: [{model: t4, count: 1}]')
+
+
+def test_a_node_with_two_models_verifies_each_models_count() -> None:
+    """#29 item 1: nvidia-smi lists every board; each model must show its own count."""
+    from tests.importer.facts import nvidia_facts as facts
+
+    fleet = compile_text(MIXED, "fleet.yaml").fleet
+    node = fleet.nodes[0]
+    right = {c.component: c for c in check_node(fleet, node, facts("t01", [("Tesla T4", 1),
+                                                                           ("NVIDIA A100-SXM4-80GB", 2)])).checks}
+    assert right["gpu-model"].status is Status.OK, right["gpu-model"].message
+    assert right["gpu-count"].status is Status.OK and right["gpu-count"].expected == "3"
+    wrong = {c.component: c for c in check_node(fleet, node, facts("t01", [("Tesla T4", 2),
+                                                                           ("NVIDIA A100-SXM4-80GB", 1)])).checks}
+    assert wrong["gpu-model"].status is Status.DRIFT
+    assert "1x a100, 2x t4 by model, the spec says 2x a100, 1x t4" in wrong["gpu-model"].message
