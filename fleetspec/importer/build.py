@@ -185,7 +185,7 @@ class _Builder:
         partitions = self._partitions()
         if partitions:
             slurm["partitions"] = partitions
-        settings = self._settings()
+        settings = self._settings(version)
         if settings:
             slurm["settings"] = settings
         body: dict[str, Any] = {"os": os_name or "ubuntu-24.04", "stacks": stacks or {"none": {}}}
@@ -594,13 +594,34 @@ class _Builder:
         model = self.catalog.gpu(gpu.model) if gpu else None
         return f"{model.vendor}-{model.generation}" if model else None
 
-    def _settings(self) -> dict[str, Any]:
-        from fleetspec.site.slurm import OWNED
+    def _settings(self, version: str | None) -> dict[str, Any]:
+        """Every other key as a site setting, except the keys fleetspec manages (OWNED:
+        `_managed_differences` warns at each) and, with a warning at the site's line, keys
+        of a class fleetspec owns (plugins, ports, trust: site.slurm.owner) and keys the
+        target release no longer takes (the catalog's `defunct` list, dated by SchedMD's
+        changelog)."""
+        from fleetspec.site.slurm import OWNED, UNCONFIRMED, owner, owner_text, parameters
+        from fleetspec.versions import parse_version
 
         owned = {k.lower() for k in OWNED["slurm.conf"]}
+        defunct = parameters().files["slurm.conf"].defunct
         out: dict[str, Any] = {}
         for key, pair in self.conf.settings.items():
             if key in _CONF_MODELLED or key.lower() in owned:
+                continue
+            found = owner("slurm.conf", key)
+            if found:
+                self.warnings.append(Problem(pair.key_at, f"{key}={pair.value} is not kept: fleetspec manages "
+                                             f"{key} ({owner_text(found[1])}); the first apply removes it",
+                                             "warning"))
+                continue
+            gone = defunct.get(key)
+            if gone is not None and (gone == UNCONFIRMED or (parse_version(version or "") or (0,))[:2] >=
+                                     (parse_version(gone) or (0,))[:2]):
+                since = "in current Slurm" if gone == UNCONFIRMED else f"since Slurm {gone}"
+                self.warnings.append(Problem(pair.key_at, f"{key}={pair.value} is dropped: defunct {since} "
+                                             f"(slurm_parameters.yaml, SchedMD's changelog); Slurm {version} "
+                                             "ignores or refuses it", "warning"))
                 continue
             out[key] = self._setting(pair.value)
         return out

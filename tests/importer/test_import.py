@@ -390,3 +390,15 @@ def test_a_mixed_node_whose_facts_show_another_model_or_an_untyped_gpu_stops(tmp
                   "PartitionName=p Nodes=n1\n")
     with pytest.raises(ImportRefused, match=r"slurm.conf:3:25: error: n1: Gres=gpu:a100:2,gpu:1 mixes typed"):
         import_slurm(conf, None, None, {}, "24.11.5")
+
+
+def test_keys_defunct_at_the_target_release_or_owned_by_fleetspec_are_warnings_not_errors(tmp_path: Path) -> None:
+    """What still blocked BioMedIA's and Sussex's files (/work/shared/brownfield): keys the
+    written spec could not hold stopped the import with no line; now each is a warning at it."""
+    conf = _write(tmp_path, "ClusterName=c\nSlurmctldHost=h\nJobCredentialPrivateKey=/etc/slurm/key.pem\n"
+                  "PluginDir=/usr/lib64/slurm\nNodeName=n1 CPUs=4 Gres=gpu:a100:4\nPartitionName=p Nodes=n1\n")
+    result = import_slurm(conf, None, None, _facts(n1=(A100, 4)), "24.11.5")
+    said = "\n".join(str(w) for w in result.warnings)
+    assert "slurm.conf:3:1: warning: JobCredentialPrivateKey=/etc/slurm/key.pem is dropped: defunct" in said
+    assert "slurm.conf:4:1: warning: PluginDir=/usr/lib64/slurm is not kept: fleetspec manages PluginDir" in said
+    assert "PluginDir" not in result.spec_text and "JobCredentialPrivateKey" not in result.spec_text
