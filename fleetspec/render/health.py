@@ -54,7 +54,9 @@ def node_config(fleet: Fleet) -> dict:
     groups: dict[tuple, list[str]] = {}
     fabric = fleet.fabric.type if fleet.fabric else None
     for node in fleet.nodes:
-        key = (node.gpu.vendor, node.gpu.model, node.gpu.count, node.scheduler)
+        # every GPU the node's tool lists, other_gpus included: a lost T4 beside two A100s is a lost GPU
+        count = node.gpu.count + sum(g.count for g in node.other_gpus)
+        key = (node.gpu.vendor, node.gpu.model, count, node.scheduler)
         groups.setdefault(key, []).append(node.hostname)
     return {
         "schema": SCHEMA,

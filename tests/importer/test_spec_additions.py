@@ -179,3 +179,16 @@ def test_two_vendors_in_one_node_and_kubernetes_nodes_are_located_errors() -> No
     assert any("other_gpus are typed Slurm GRES" in e for e in errors), errors
     errors = _errors(MIXED % ("{model: a100, count: 1}", "slurm"))
     assert any("a100 is listed twice" in e for e in errors), errors
+
+
+def test_the_health_check_counts_every_gpu_of_a_mixed_node() -> None:
+    """A lost T4 beside two A100s is a lost GPU: the node check wants all three."""
+    import dataclasses
+
+    from fleetspec.compile.ir import HealthPolicy
+    from fleetspec.render.health import node_config
+
+    fleet = compile_text(MIXED % ("{model: t4, count: 1}", "slurm"), "fleet.yaml").fleet
+    fleet = dataclasses.replace(fleet, health=HealthPolicy(300, ("gpu",), ()))
+    groups = {g["hosts"]: g["gpus"] for g in node_config(fleet)["nodes"]}
+    assert groups == {"m[01-02]": 3, "g01": 4}
