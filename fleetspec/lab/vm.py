@@ -145,6 +145,10 @@ def _make_disk(rootfs: Path, disk: Path, size: str = "3G") -> None:
                    capture_output=True)
 
 
+class KvmUnusable(LabUnavailable):
+    """KVM is absent, or present but boots no guest kernel (a machine property, like a GPU)."""
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -232,23 +236,23 @@ def _kernel_started(process: subprocess.Popen[bytes], serial: Path, timeout: flo
 def running_vm(image: VmImage, workdir: Path, memory_mb: int = 1024, cpus: int = 2) -> Iterator[Vm]:
     """Boot ``image`` (-snapshot: the cached disk is never written) until the block exits.
 
-    KVM where it boots a kernel; some nested-virtualisation hosts accept /dev/kvm but hang
-    the guest kernel before its first line (seen on a nested AMD EPYC host), so a KVM boot
-    that prints no kernel banner in 20 s is stopped and the VM boots under TCG (emulation:
-    several times slower, same guest). $FLEETSPEC_VM_ACCEL=tcg|kvm forces one.
+    Under KVM. Some nested-virtualisation hosts accept /dev/kvm but hang the guest kernel
+    before its first line (seen on a nested AMD EPYC host): a KVM boot that prints no
+    kernel banner in 20 s raises :class:`KvmUnusable`. $FLEETSPEC_VM_ACCEL=tcg boots under
+    TCG instead (emulation: the same guest, ~90 s to SSH and minutes per playbook run).
     """
     workdir.mkdir(parents=True, exist_ok=True)
-    forced = os.environ.get("FLEETSPEC_VM_ACCEL", "")
-    kvm = os.access("/dev/kvm", os.R_OK | os.W_OK) and forced != "tcg"
+    accel = os.environ.get("FLEETSPEC_VM_ACCEL", "kvm")
+    if accel not in ("kvm", "tcg"):
+        raise LabUnavailable(f"FLEETSPEC_VM_ACCEL={accel!r}: use kvm or tcg")
+    if accel == "kvm" and not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        raise KvmUnusable("/dev/kvm is missing or not accessible")
     port = free_port()
-    process = None
-    if kvm:
-        process = _start(_qemu_argv(image, workdir, "kvm", port, memory_mb, cpus), workdir)
-        if forced != "kvm" and not _kernel_started(process, workdir / "serial.log", 20):
-            _stop(process)
-            process = None
-    if process is None:
-        process = _start(_qemu_argv(image, workdir, "tcg", port, memory_mb, cpus), workdir)
+    process = _start(_qemu_argv(image, workdir, accel, port, memory_mb, cpus), workdir)
+    if accel == "kvm" and not _kernel_started(process, workdir / "serial.log", 20):
+        _stop(process)
+        raise KvmUnusable("KVM boots no guest kernel here (no kernel banner in 20 s: nested virtualisation); "
+                          "FLEETSPEC_VM_ACCEL=tcg runs the VM under emulation")
     vm = Vm(image, port, workdir, process)
     try:
         vm.wait_ssh(timeout=300)

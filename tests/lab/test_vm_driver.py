@@ -13,6 +13,7 @@ module at boot, and the real driver's own refusals. Issue #24 items 8, 9, 10.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
@@ -24,7 +25,7 @@ import pytest
 from fleetspec.lab import LabUnavailable
 from fleetspec.lab.kmods import build_modules, dkms_standin
 from fleetspec.lab.repo import StandInPackage, build_repo
-from fleetspec.lab.vm import Vm, ensure_vm_image, running_vm
+from fleetspec.lab.vm import KvmUnusable, Vm, ensure_vm_image, running_vm
 from fleetspec.verify.compare import Status, _loaded_module_check
 from tests.conftest import ROOT
 from tests.lab.conftest import lab_unavailable
@@ -76,8 +77,12 @@ def vm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Vm]:
         image = ensure_vm_image()
     except (LabUnavailable, OSError, subprocess.CalledProcessError) as exc:
         lab_unavailable(str(exc))
-    repo = build_repo(_packages(image.kernel_release, image.build_tree), tmp_path_factory.mktemp("vm-repo"))
-    with running_vm(image, tmp_path_factory.mktemp("vm")) as machine:
+    with contextlib.ExitStack() as stack:
+        try:
+            machine = stack.enter_context(running_vm(image, tmp_path_factory.mktemp("vm")))
+        except KvmUnusable as exc:
+            pytest.skip(f"no working KVM: {exc}")
+        repo = build_repo(_packages(image.kernel_release, image.build_tree), tmp_path_factory.mktemp("vm-repo"))
         tree = ROOT / "tests/data/fixtures/sysfs/pcie-h100/sys"
         for source, dest in ((repo, REPO), (tree, SYSFS)):
             tar = subprocess.run(["tar", "-C", str(source), "-c", "."], capture_output=True, check=True)
