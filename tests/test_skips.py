@@ -15,7 +15,8 @@ from tests.conftest import unavailable
 TESTS = Path(__file__).resolve().parent
 # The reasons a test may skip on any machine, CI included (the machine's hardware or setup).
 MACHINE = ("GPU driver loaded", "NVIDIA driver loaded", "has DCGM installed", "needs root", "no libcudart",
-           "not a dpkg system", "Python 3.8-3.11", "no C compiler", "no immutable flag (tmpfs)")
+           "not a dpkg system", "Python 3.8-3.11", "no C compiler", "no immutable flag (tmpfs)",
+           "no working KVM")
 
 
 def test_unavailable_fails_under_ci_and_skips_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,7 +18,7 @@ Say = Callable[[str], None]
 # are secrets fleetspec's own roles need (the slurmdbd password, the munge key's path on
 # the controller: apply/cli.py _secrets); a site playbook has no use for them, and
 # whatever it logs or writes would carry them.
-HOOK_EXTRAVARS = frozenset({"fleetspec_allow_reboot"})
+HOOK_EXTRAVARS = frozenset({"fleetspec_allow_reboot", "fleetspec_drained"})
 
 
 def hook_kwargs(kwargs: dict[str, Any], site_secrets: frozenset[str] = frozenset()) -> dict[str, Any]:

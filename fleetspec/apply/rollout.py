@@ -263,7 +263,9 @@ def _converge_wave(plan: Plan, wave: Wave, name: str, hosts: list[str], control:
     """Upgrade a drained wave, verify it, pass the health gate, resume it and record it;
     None when it did, else the stopped rollout's result (its nodes stay drained)."""
     fleet = plan.fleet
-    extravars = {**options.extravars, "fleetspec_allow_reboot": options.allow_reboot}
+    # The wave's nodes are drained: a driver change may reload the kernel modules there
+    # (the nvidia_driver role) where no reboot is allowed; the converge run never does.
+    extravars = {**options.extravars, "fleetspec_allow_reboot": options.allow_reboot, "fleetspec_drained": True}
     runner = engines.run_playbook
     if forks is not None or cancel is not None:
         runner = functools.partial(runner, **({"forks": forks} if forks else {}),

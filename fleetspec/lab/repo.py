@@ -54,6 +54,7 @@ class StandInPackage:
     architecture: str = "amd64"
     conflicts: tuple[str, ...] = ()  # also written as Replaces: the package takes over their files
     provides: tuple[str, ...] = ()
+    postinst: str = ""  # a maintainer script (DEBIAN/postinst), e.g. depmod where DKMS would run it
 
     def __post_init__(self) -> None:
         if not _PKG_NAME.match(self.name):
@@ -100,6 +101,9 @@ def _write_tree(pkg: StandInPackage, root: Path) -> None:
     files: dict[str, str | bytes] = {marker: f"{STANDIN_NOTE}\n{pkg.name} {pkg.version}\n", **pkg.files}
     (root / "DEBIAN").mkdir(parents=True)
     (root / "DEBIAN/control").write_text(_control(pkg))
+    if pkg.postinst:
+        (root / "DEBIAN/postinst").write_text(pkg.postinst)
+        (root / "DEBIAN/postinst").chmod(0o755)
     for path, content in sorted(files.items()):
         dest = root / path.lstrip("/")
         dest.parent.mkdir(parents=True, exist_ok=True)

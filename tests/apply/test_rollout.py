@@ -63,6 +63,8 @@ def test_nccl_bump_rolls_through_waves_and_resumes_every_node(rollout):
     assert [w.hosts for w in plan.waves] == [("h200-001",), ("h200-002",), ("h200-003", "h200-004")]
     assert result.ok, [e.message for e in events]
     assert rollout.touched() == set(HOSTS)
+    # Each wave's run is told its nodes are drained: the driver role may reload modules there (#24 item 10).
+    assert {(rollout.markers / h).read_text() for h in HOSTS} == {"allow_reboot=False drained=True\n"}
     assert all(state == "idle" for state, _ in rollout.settled().values()), rollout.sinfo()
     kinds = [e.kind for e in events]
     assert kinds.count("wave-done") == 3 and kinds[-1] == "done"
