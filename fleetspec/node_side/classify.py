@@ -88,10 +88,17 @@ def parse_kmsg(text: str) -> List[Tuple[Optional[int], str]]:
     return records
 
 
-def kernel_log_faults(messages: Iterable[str]) -> List[Fault]:
-    """Faults from NVRM Xid and NVSwitch SXid lines; one fault per (class, device, Xid)."""
+def latch_key(fault: Fault) -> Tuple[str, str, str]:
+    """(class, device, "Xid N" / "SXid N Severity"): one latched kernel-log fault per key."""
+    return fault["class"], fault["device"], fault["detail"].split(":", 1)[0]
+
+
+def kernel_log_faults(messages: Iterable[str], counts: Optional[Dict[Tuple[str, str, str], int]] = None) -> List[Fault]:
+    """Faults from NVRM Xid and NVSwitch SXid lines; one fault per (class, device, Xid), the
+    first line's. ``counts`` gets how many lines each fault stands for (by ``latch_key``)."""
     faults = []  # type: List[Fault]
     seen = set()
+    lines = {}  # type: Dict[Tuple[Any, ...], int]
     for message in messages:
         xid = _XID.match(message)
         if xid:
@@ -102,19 +109,27 @@ def kernel_log_faults(messages: Iterable[str]) -> List[Fault]:
                 cls = next((c for text, c in RECOVERY_ACTIONS if "to " in lowered and text in lowered.split("to ", 1)[1]),
                            "xid-unknown")
             key = (cls, bus, number)
+            lines[key] = lines.get(key, 0) + 1
             if key not in seen:
                 seen.add(key)
                 faults.append(_fault(cls, bus, ("Xid %d: %s" % (number, rest)).strip().rstrip(":"), "kernel-log"))
+                faults[-1]["_key"] = key  # type: ignore[assignment]
             continue
         sxid = _SXID.match(message)
         if sxid:
             switch, bus, number, severity, rest = sxid.groups()
             cls = "nvswitch-fatal" if severity.lower() == "fatal" else "nvswitch-nonfatal"
             key = (cls, bus, int(number))
+            lines[key] = lines.get(key, 0) + 1
             if key not in seen:
                 seen.add(key)
                 faults.append(_fault(cls, "%s %s" % (switch, bus), "SXid %s %s: %s" % (number, severity, rest),
                                      "kernel-log"))
+                faults[-1]["_key"] = key  # type: ignore[assignment]
+    for fault in faults:
+        n = lines[fault.pop("_key")]  # type: ignore[arg-type]
+        if counts is not None:
+            counts[latch_key(fault)] = n
     return faults
 
 

@@ -26,6 +26,7 @@ NVML_RECOVERY = "https://nvidia.github.io/cuda-python/cuda-bindings/latest/modul
 IB_SYSFS = "https://www.kernel.org/doc/Documentation/ABI/stable/sysfs-class-infiniband"
 NHC_IB = "https://github.com/mej/nhc/blob/master/scripts/lbnl_hw.nhc"
 NVIDIA_SMI = "https://docs.nvidia.com/deploy/nvidia-smi/index.html"
+SLURM_CONF = "https://slurm.schedmd.com/slurm.conf.html"
 AMD_RAS = "https://rocm.docs.amd.com/projects/amdsmi/en/latest/conceptual/ras.html"
 DCGM_DIAG = "https://docs.nvidia.com/datacenter/dcgm/latest/user-guide/dcgm-diagnostics.html"
 # dcgmErrorSeverity_t and the DCGM_FR_* codes; dcgm_errors.c gives each code its severity
@@ -123,6 +124,11 @@ FAULT_CLASSES = (
     FaultClass("ib-link-errors", "node", "drain",
                "an InfiniBand port's link_downed or link_error_recovery counter rose since the last "
                "check: a flapping link", IB_SYSFS),
+    FaultClass("check-crashed", "node", "drain",
+               "the node check itself failed (an exception: a bug, a state file or tool output no parser "
+               "expected): nothing on the node was judged, so it is not trusted until a check passes; the "
+               "drain reason names the exception type and where it was raised (NHC likewise marks a node "
+               "offline when a check errors)", SLURM_CONF + " ; " + NHC_IB),
     FaultClass("probe-failed", "node", "drain",
                "the GPU tool itself failed or hung (nvidia-smi / amd-smi) on a node that has GPUs",
                NVIDIA_SMI),
@@ -407,6 +413,8 @@ CHECKS = {
     "nvlink": ("nvlink-down", "nvlink-link-errors", "flapping", "nvlink-crc-errors", "nvlink-link-recovered"),
     "dcgm": ("dcgm-diag-isolate", "dcgm-diag-reset", "dcgm-diag-monitor"),
 }  # type: Dict[str, Tuple[str, ...]]
+# Classes no check produces: the check itself does, whatever checks are on.
+CHECK_ITSELF = ("check-crashed",)
 
 # PCIe generation each model's GPU links at (NVIDIA datasheets: A100 PCIe Gen4; H100,
 # H200 Gen5). Width: every data-centre GPU here is x16, and nvidia-smi's own

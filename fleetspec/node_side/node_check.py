@@ -51,6 +51,7 @@ from fleetspec.node_side.classify import (
     dcgm_diag_faults,
     infiniband_faults,
     kernel_log_faults,
+    latch_key,
     nvidia_gpu_faults,
     nvlink_counter_faults,
     nvlink_counter_state,
@@ -352,8 +353,10 @@ def run_check(config: Dict[str, Any], node: str, host: Host, clear: bool = False
         seqs = [seq for seq, _ in records if seq is not None]
         if seqs:
             state["kmsg_seq"] = max(seqs)
-        fresh = [f for f in kernel_log_faults(new) if f not in state["latched"]]
-        state["latched"] = superseded(state["latched"], fresh) + fresh
+        counts = {}  # type: Dict[Tuple[str, str, str], int]
+        fresh = kernel_log_faults(new, counts)
+        now = time.time() if now is None else now
+        state["latched"] = latch(superseded(state["latched"], fresh), fresh, counts, now)
     reset = set()  # PCI addresses of the GPUs reset since the last check
     if gpu_reset is not None:  # the prescribed action, done here: nvidia-smi -r -i BUS
         argv = nvidia_smi_command(host) + ["-r", "-i", gpu_reset]
@@ -403,6 +406,38 @@ def run_check(config: Dict[str, Any], node: str, host: Host, clear: bool = False
     if persist:
         _save_state(state_path, state, errors)
     return verdict(node, faults, config.get("actions"), errors)
+
+
+# Bounds the latched kernel-log faults: one entry per (class, device, Xid) already bounds them by
+# the catalog's size; this bounds a state file a newer driver's unknown codes could grow.
+MAX_LATCHED = 512
+
+
+def latch(latched: List[Fault], fresh: List[Fault], counts: Dict[Tuple[str, str, str], int],
+          now: float) -> List[Fault]:
+    """The latched kernel-log faults, one per (class, device, Xid) (``latch_key``): a repeat
+    adds its lines to ``count`` and moves ``last_seen`` (and takes the latest line's detail),
+    never a new entry. Before, each run's application Xids (a new pid, a new address) were
+    new entries: about 77 KB a day a node. At most MAX_LATCHED entries, the least recently
+    seen dropped first."""
+    merged = {}  # type: Dict[Tuple[str, str, str], Fault]
+    for fault in latched:  # an older state file may hold repeats: fold them too
+        key = latch_key(fault)
+        before = merged.get(key)
+        item = dict(fault)
+        item["count"] = int(fault.get("count", 1)) + (int(before.get("count", 1)) if before else 0)
+        merged[key] = item
+    for fault in fresh:
+        key = latch_key(fault)
+        before = merged.pop(key, None)
+        item = dict(fault)
+        item["count"] = counts.get(key, 1) + (int(before.get("count", 1)) if before else 0)
+        item["last_seen"] = int(now)
+        merged[key] = item
+    items = list(merged.values())
+    if len(items) > MAX_LATCHED:
+        items = sorted(items, key=lambda f: f.get("last_seen", 0))[len(items) - MAX_LATCHED:]
+    return items
 
 
 def superseded(latched: List[Fault], fresh: List[Fault]) -> List[Fault]:
@@ -607,6 +642,20 @@ def npd_message(result: Dict[str, Any]) -> str:
     return result["status"]
 
 
+def crash_fault(exc: BaseException) -> Fault:
+    """The ``check-crashed`` fault for an exception the check raised: its type and the
+    innermost frame of this package (file:line), never the message (it may quote node data
+    and a drain reason is short)."""
+    where = ""
+    tb = exc.__traceback__
+    while tb is not None:
+        if "fleetspec" in tb.tb_frame.f_code.co_filename:
+            where = " at %s:%d" % (os.path.basename(tb.tb_frame.f_code.co_filename), tb.tb_lineno)
+        tb = tb.tb_next
+    return {"class": "check-crashed", "scope": "node", "device": "node",
+            "detail": "check crashed (%s%s)" % (type(exc).__name__, where), "source": "node_check"}
+
+
 def take_lock(path: str) -> Tuple[Optional[Any], str]:
     """(the open lock file, "") when this run holds it, else (None, who holds it). flock is
     released when the process ends, however it ends."""
@@ -677,11 +726,17 @@ def main(argv: Optional[List[str]] = None, config: Optional[Dict[str, Any]] = No
     try:
         result = run_check(config, node_name(args.node), host, clear=args.clear, persist=not args.read_only,
                            dcgm_level=args.dcgm_level, gpu_reset=args.gpu_reset)
-    except Exception as exc:  # never "sick": NPD reads exit 1 as NonOK and the node is drained
+    except Exception as exc:  # exit 2, never 1: NPD reads exit 1 as NonOK and would act on a bug
         why = "the check failed: %s: %s" % (type(exc).__name__, exc)
         sys.stderr.write("fleetspec-health: %s\n" % why)
         if args.format == "npd":
             sys.stdout.write("unknown: %s\n" % why[:NPD_MAX_OUTPUT - 9])
+        if args.slurm:  # a crash leaves a signal: its own drain reason (#26 item 8)
+            crashed = verdict(node_name(args.node), [crash_fault(exc)], config.get("actions"))
+            try:
+                sys.stderr.write("fleetspec-health: %s\n" % slurm_act(crashed, args.scontrol, config))
+            except (RuntimeError, OSError, subprocess.TimeoutExpired) as slurm_exc:
+                sys.stderr.write("fleetspec-health: slurm: %s\n" % slurm_exc)
         return 2
     if args.slurm:
         try:

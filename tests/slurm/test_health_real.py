@@ -247,3 +247,24 @@ def test_a_drain_past_min_healthy_is_held_back_and_said(sickbay) -> None:
     assert info["reason"].startswith("fleetspec-health: drain ib-port-down"), info
     set_ib(roots / "h200-01", "active")
     wait_for(cluster, "h200-01", lambda i: not drained(i), "resumed", base)
+
+
+def test_a_crashing_check_drains_with_its_own_reason_and_resumes_when_it_passes(sickbay) -> None:
+    """#26 item 8: a check that crashed exited 2 and left the node IDLE with no trace in
+    slurmctld. Now it drains with its own reason (the exception type and where), and the first
+    check that passes resumes the node. The crash here: a state file whose kernel-log cursor
+    is not a number (hand-edited), so the check's comparison raises TypeError."""
+    cluster, roots, base = sickbay
+    root = roots / "h200-01"
+    boot_id = (root / "proc" / "sys" / "kernel" / "random" / "boot_id").read_text().strip()
+    state = root / "var" / "lib" / "fleetspec" / "health" / "state.json"
+    state.parent.mkdir(parents=True, exist_ok=True)
+    state.write_text(json.dumps({"boot_id": boot_id, "kmsg_seq": "not-a-number", "latched": [], "ib": {}}))
+    try:
+        info = wait_for(cluster, "h200-01", drained, "drained", base)
+        assert info["reason"].startswith(
+            "fleetspec-health: drain check-crashed: node check crashed (TypeError at node_check.py:"), info
+        assert "the check failed: TypeError" in (base / "check.log").read_text()
+    finally:
+        state.unlink()
+    wait_for(cluster, "h200-01", lambda i: not drained(i), "resumed", base)
