@@ -34,6 +34,7 @@ reads as NonOK and the remediator acts on).
 import argparse
 import errno
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -92,6 +93,14 @@ LOCK_FILE = "/var/lib/fleetspec/health/check.lock"
 DEADLINE_S = 45.0
 SCONTROL_TIMEOUT_S = 7.0
 SLURM_RESERVE_S = 2 * SCONTROL_TIMEOUT_S + 1
+# Spread in time: slurmctld starts every node's HealthCheckProgram in the same second (without
+# HealthCheckNodeState=CYCLE), and each check asks slurmctld about its node (scontrol show node)
+# and, before a new drain, about every node. So each node waits its own share of JITTER_MAX_S
+# (at most a quarter of the interval) before it talks to slurmctld: fixed per node (from a hash
+# of its name, so one node's checks stay evenly spaced), spread evenly over the fleet, and never
+# more than the check's deadline has left after reading the node.
+JITTER_MAX_S = 10.0
+pause = time.sleep  # the spread's wait (tests record it)
 # DCGM diagnostic levels 2-4 load the GPUs for minutes to hours (DCGM_TIMEOUT_S): never in
 # the periodic check; ``--dcgm-level N`` runs them from a prolog/epilog or a separate timer.
 PERIODIC_DCGM_LEVEL = 1
@@ -575,6 +584,24 @@ def slurm_held(node: str, config: Dict[str, Any], scontrol: str) -> Optional[str
     return min_healthy.hold(limit, len(selected), healthy, len(selected) - healthy)
 
 
+def jitter_s(node: str, interval: float, bound: float = JITTER_MAX_S) -> float:
+    """This node's wait before it talks to slurmctld: in [0, min(bound, interval / 4)),
+    the same every run (sha256 of the node name), uniform over node names."""
+    top = max(0.0, min(bound, float(interval) / 4.0))
+    return top * int.from_bytes(hashlib.sha256(node.encode("utf-8")).digest()[:8], "big") / float(1 << 64)
+
+
+def spread(node: str, config: Dict[str, Any], host: "BoundedHost") -> float:
+    """Wait this node's jitter (clipped to what the deadline leaves); returns the seconds waited."""
+    wait = jitter_s(node, float(config.get("interval", 300)), float(config.get("jitter_s", JITTER_MAX_S)))
+    left = host.left()
+    if left is not None:
+        wait = min(wait, max(0.0, left))
+    if wait > 0:
+        pause(wait)
+    return wait
+
+
 def slurm_act(result: Dict[str, Any], scontrol: str = "scontrol", config: Optional[Dict[str, Any]] = None) -> str:
     """Drain or resume the node through slurmctld; returns what was done. A new drain that
     would leave fewer than ``min_healthy`` Slurm nodes in service is held back instead."""
@@ -734,12 +761,14 @@ def main(argv: Optional[List[str]] = None, config: Optional[Dict[str, Any]] = No
         if args.slurm:  # a crash leaves a signal: its own drain reason (#26 item 8)
             crashed = verdict(node_name(args.node), [crash_fault(exc)], config.get("actions"))
             try:
+                spread(crashed["node"], config, host)
                 sys.stderr.write("fleetspec-health: %s\n" % slurm_act(crashed, args.scontrol, config))
             except (RuntimeError, OSError, subprocess.TimeoutExpired) as slurm_exc:
                 sys.stderr.write("fleetspec-health: slurm: %s\n" % slurm_exc)
         return 2
     if args.slurm:
         try:
+            result["spread_s"] = round(spread(result["node"], config, host), 3)
             result["slurm"] = slurm_act(result, args.scontrol, config)
             if result["slurm"].startswith(min_healthy.HELD):  # the page: a human must look
                 sys.stderr.write("fleetspec-health: %s: %s\n" % (result["node"], result["slurm"]))

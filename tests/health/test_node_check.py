@@ -388,3 +388,27 @@ def test_the_latched_faults_have_a_hard_cap(monkeypatch) -> None:
     kept = node_check.latch(fresh[:3], [], {}, 100.0)
     kept = node_check.latch(kept, fresh[3:], {}, 200.0)
     assert len(kept) == 4 and [f["detail"] for f in kept][-3:] == ["Xid 203: x", "Xid 204: x", "Xid 205: x"]
+
+
+def test_checks_are_spread_before_they_talk_to_slurmctld(config, tmp_path, monkeypatch, capsys) -> None:
+    """#26 item 8: slurmctld starts every node's check in the same second and each asked it
+    at once. Each node now waits its own fixed share of the spread first: deterministic from
+    its name, bounded by 10 s and a quarter of the interval, even over the fleet, and never
+    past what the deadline leaves."""
+    names = [f"gpu-{i:04d}" for i in range(2000)]
+    waits = [node_check.jitter_s(n, 300) for n in names]
+    assert waits == [node_check.jitter_s(n, 300) for n in names]  # the same every run
+    assert all(0 <= w < 10 for w in waits)
+    per_second = [sum(1 for w in waits if s <= w < s + 1) for s in range(10)]
+    assert max(per_second) < 260 and min(per_second) > 140, per_second  # about 200 a second, not 2000 at once
+    assert all(node_check.jitter_s(n, 8) < 2 for n in names[:50])  # a short interval: a quarter of it
+    slept = []
+    monkeypatch.setattr(node_check, "pause", slept.append)
+    root = make_node(tmp_path / "h200-01")
+    rc, result = check(config, root, "h200-01", monkeypatch, capsys, "--slurm", "--scontrol", str(tmp_path / "none"))
+    assert slept == [pytest.approx(node_check.jitter_s("h200-01", json.loads(config.read_text())["interval"]))]
+    assert result["spread_s"] == round(slept[0], 3)
+    assert any(e.startswith("slurm: ") for e in result["errors"])  # then it asked slurmctld (absent here)
+    # A deadline already spent leaves no wait: the drain is never late for the spread.
+    host = node_check.BoundedHost(str(root), 0.0)
+    assert node_check.spread("h200-01", {"interval": 300}, host) == 0.0
