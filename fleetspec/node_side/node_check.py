@@ -69,7 +69,7 @@ from fleetspec.node_side.classify import (
     verdict,
 )
 from fleetspec.node_side.collector import CommandResult, Host, nvidia_smi_command, parse_infiniband_sysfs
-from fleetspec.node_side.contract import NPD_MAX_OUTPUT
+from fleetspec.node_side.contract import DEVICE_ACTIONS, NPD_MAX_OUTPUT
 from fleetspec.node_side.faults import (
     CHECKS,
     CLEAR_AFTER,
@@ -377,6 +377,7 @@ def run_check(config: Dict[str, Any], node: str, host: Host, clear: bool = False
     if "gpu-memory" in config.get("checks", list(CHECKS)) or "gpu-count" in config.get("checks", list(CHECKS)):
         faults += gpu_faults(host, expect, errors, seen)
         reset |= recovery_done(state, seen.get("nvidia") or [])
+    reset |= {pci_key(bus) for bus in state.pop("resets", None) or [] if isinstance(bus, str)}  # reset_when_idle
     reset.discard(None)
     state["latched"] = [f for f in state["latched"] if f["class"] not in RESET_CLEARS or pci_key(f["device"]) not in reset]
     faults = state["latched"] + faults
@@ -602,13 +603,17 @@ def spread(node: str, config: Dict[str, Any], host: "BoundedHost") -> float:
     return wait
 
 
-def slurm_act(result: Dict[str, Any], scontrol: str = "scontrol", config: Optional[Dict[str, Any]] = None) -> str:
+def slurm_act(result: Dict[str, Any], scontrol: str = "scontrol", config: Optional[Dict[str, Any]] = None,
+              host: Optional[Host] = None) -> str:
     """Drain or resume the node through slurmctld; returns what was done. A new drain that
-    would leave fewer than ``min_healthy`` Slurm nodes in service is held back instead."""
+    would leave fewer than ``min_healthy`` Slurm nodes in service is held back instead.
+    ``reset-when-idle`` (the strongest action) does not drain a busy node: see reset_when_idle."""
     node = result["node"]
     flags, current = slurm_node(scontrol, node)
     drained = any(f in ("DRAIN", "DRAINED", "DRAINING") for f in flags)
     ours = current.startswith(LEADER)
+    if result["action"] == "reset-when-idle" and not (drained and not ours):
+        return reset_when_idle(result, scontrol, config or {}, host or Host("/"), flags, drained)
     if result["action"] != "none":
         wanted = "%s %s" % (LEADER, reason(result))
         if drained and not ours:
@@ -624,6 +629,63 @@ def slurm_act(result: Dict[str, Any], scontrol: str = "scontrol", config: Option
         _scontrol(scontrol, "update", "NodeName=%s" % node, "State=RESUME")
         return "resumed (was: %s)" % current
     return "nothing to do"
+
+
+# Slurm node states of a node with work on it (scontrol show node State=, its base state and flags).
+BUSY = frozenset({"ALLOCATED", "MIXED", "COMPLETING"})
+
+
+def reset_when_idle(result: Dict[str, Any], scontrol: str, config: Dict[str, Any], host: Host,
+                    flags: List[str], drained: bool) -> str:
+    """A pending row remap: NVIDIA says "unaffected applications can continue running ... and
+    new workloads can be launched"; the remap happens at the next GPU reset (faults.MEMORY_FLAGS).
+    So a busy node keeps taking work; an idle one is drained (nothing lands during the reset),
+    seen idle again, and each such GPU reset with ``nvidia-smi -r -i BUS``. The check that then
+    reads the GPU healthy resumes the node (it is our drain). Before (#26 item 8) the node was
+    drained at once and stayed drained until someone reset the GPU."""
+    node = result["node"]
+    wanted = "%s %s" % (LEADER, reason(result))
+    if BUSY.intersection(flags):
+        if drained:
+            return "drained: %s (the GPU reset waits for the running jobs)" % wanted
+        return ("reset when idle: jobs are running (%s); the node keeps taking work until it is idle "
+                "(NVIDIA: new workloads can be launched while a row remap is pending)" % "+".join(flags))
+    if not drained:
+        held = slurm_held(node, config, scontrol)
+        if held:
+            return held
+        _scontrol(scontrol, "update", "NodeName=%s" % node, "State=DRAIN", "Reason=%s" % wanted)
+        flags, _ = slurm_node(scontrol, node)
+        if BUSY.intersection(flags):  # a job landed between the two reads: reset after it
+            return "drained: %s (a job started meanwhile: the GPU reset waits for it)" % wanted
+    buses = sorted({pci_bus_id(f["device"]) for f in result["faults"] if f["action"] == "reset-when-idle"} - {None})
+    done, failed = [], []
+    for bus in buses:
+        argv = nvidia_smi_command(host) + ["-r", "-i", bus]
+        out = host.run(argv, timeout=60)
+        (done if out.ok else failed).append(bus if out.ok else out.describe(argv)[:150])
+    if done:
+        _mark_reset(host, done)
+    if failed or not buses:
+        return "drained: %s (GPU reset failed: %s; retried at the next check)" % (
+            wanted, "; ".join(failed) or "no GPU address to reset")
+    return "drained while idle and reset %s (nvidia-smi -r); the next passing check resumes the node" % ", ".join(done)
+
+
+def pci_bus_id(device: str) -> Optional[str]:
+    """nvidia-smi's form of the PCI address a fault names (``GPU 0 00000000:3B:00.0``,
+    ``0000:3b:00``): ``00000000:3B:00.0``."""
+    key = pci_key((device.split() or [""])[-1])
+    return "%08X:%02X:%02X.0" % key if key else None
+
+
+def _mark_reset(host: Host, buses: List[str]) -> None:
+    """Tell the next check these GPUs were reset (state ``resets``): it ends the latched faults
+    a reset ends on them, as ``--gpu-reset`` does."""
+    path = host.path(STATE_FILE)
+    state = _load_state(path)
+    state["resets"] = sorted(set(state.get("resets") or []) | set(buses))
+    _save_state(path, state, [])
 
 
 def _scontrol(scontrol: str, *args: str) -> None:
@@ -651,7 +713,7 @@ def npd_devices(result: Dict[str, Any]) -> str:
     those GPUs on a DRA pool (parsed by ``fleetspec.node_side.device_taints.npd_faults``)."""
     tokens = []
     for fault in result["faults"]:
-        if fault["action"] == "quarantine-device":
+        if fault["action"] in DEVICE_ACTIONS:
             address = (fault["device"].split() or ["-"])[-1]
             tokens.append("%s=%s" % (address if ":" in address else "-", fault["class"]))
     return " [devices:%s]" % "".join(" " + t for t in tokens)
@@ -769,7 +831,7 @@ def main(argv: Optional[List[str]] = None, config: Optional[Dict[str, Any]] = No
     if args.slurm:
         try:
             result["spread_s"] = round(spread(result["node"], config, host), 3)
-            result["slurm"] = slurm_act(result, args.scontrol, config)
+            result["slurm"] = slurm_act(result, args.scontrol, config, host)
             if result["slurm"].startswith(min_healthy.HELD):  # the page: a human must look
                 sys.stderr.write("fleetspec-health: %s: %s\n" % (result["node"], result["slurm"]))
         except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:

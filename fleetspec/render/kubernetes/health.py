@@ -47,7 +47,7 @@ RULE_NAME = "fleetspec-gpu-health"
 NPD_CONFIGMAP = "fleetspec-node-problem-detector"
 DCGM_METRICS_CONFIGMAP = "fleetspec-dcgm-metrics"
 NPD_CONDITION = "GPUProblem"
-SEVERITY = {"none": "info", "quarantine-device": "warning", "drain": "warning", "drain-reboot": "critical",
+SEVERITY = {"none": "info", "reset-when-idle": "warning", "quarantine-device": "warning", "drain": "warning", "drain-reboot": "critical",
             "replace": "critical"}
 
 # dcgm-exporter etc/default-counters.csv (the fields it exports unless told otherwise) ...
