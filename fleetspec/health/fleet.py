@@ -99,14 +99,19 @@ def from_dir(fleet: Fleet, directory: Path) -> FleetHealth:
             unknown[path.stem] = f"{path}: {problem}"
             continue
         verdicts[path.stem] = data
-    return _against_fleet(fleet, verdicts, unknown, [n.hostname for n in fleet.nodes], strict=False)
+    # A fleet node without a verdict file is a finding (unknown), never dropped: a fleet
+    # whose sick node printed nothing must not read as healthy (#26 item 8).
+    return _against_fleet(fleet, verdicts, unknown, [n.hostname for n in fleet.nodes],
+                          missing=f"no verdict: {directory}/<hostname>.json is absent (the node check did not run "
+                                  "there, or its --format json output was not collected)")
 
 
 def from_inventory(fleet: Fleet, inventory: Path | list[Path], hosts: list[str] | None = None,
                    forks: int = 20) -> FleetHealth:
     hosts = hosts if hosts is not None else [n.hostname for n in fleet.nodes]
     verdicts, unknown = _run_on_nodes(fleet, inventory, hosts, forks)
-    return _against_fleet(fleet, verdicts, unknown, hosts, strict=True)
+    return _against_fleet(fleet, verdicts, unknown, hosts,
+                          missing="no verdict (not in the inventory, or Ansible skipped it)")
 
 
 def from_lab(fleet: Fleet, lab_dir: Path, forks: int = 20) -> FleetHealth:
@@ -119,15 +124,14 @@ def from_lab(fleet: Fleet, lab_dir: Path, forks: int = 20) -> FleetHealth:
     return from_inventory(fleet, handle.inventory_overlay, [h for h in handle.hosts if fleet.node(h)], forks)
 
 
-def _against_fleet(fleet: Fleet, verdicts: dict, unknown: dict, hosts: list[str], strict: bool) -> FleetHealth:
+def _against_fleet(fleet: Fleet, verdicts: dict, unknown: dict, hosts: list[str], missing: str) -> FleetHealth:
     for host in list(verdicts) + list(unknown):
         if fleet.node(host) is None:
             unknown[host] = f"{host} is not a node of fleet {fleet.name!r}"
             verdicts.pop(host, None)
-    if strict:
-        for host in hosts:
-            if host not in verdicts and host not in unknown:
-                unknown[host] = "no verdict (not in the inventory, or Ansible skipped it)"
+    for host in hosts:
+        if host not in verdicts and host not in unknown:
+            unknown[host] = missing
     return FleetHealth(fleet.name, dict(sorted(verdicts.items())), dict(sorted(unknown.items())))
 
 

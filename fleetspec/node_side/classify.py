@@ -88,10 +88,17 @@ def parse_kmsg(text: str) -> List[Tuple[Optional[int], str]]:
     return records
 
 
-def kernel_log_faults(messages: Iterable[str]) -> List[Fault]:
-    """Faults from NVRM Xid and NVSwitch SXid lines; one fault per (class, device, Xid)."""
+def latch_key(fault: Fault) -> Tuple[str, str, str]:
+    """(class, device, "Xid N" / "SXid N Severity"): one latched kernel-log fault per key."""
+    return fault["class"], fault["device"], fault["detail"].split(":", 1)[0]
+
+
+def kernel_log_faults(messages: Iterable[str], counts: Optional[Dict[Tuple[str, str, str], int]] = None) -> List[Fault]:
+    """Faults from NVRM Xid and NVSwitch SXid lines; one fault per (class, device, Xid), the
+    first line's. ``counts`` gets how many lines each fault stands for (by ``latch_key``)."""
     faults = []  # type: List[Fault]
     seen = set()
+    lines = {}  # type: Dict[Tuple[Any, ...], int]
     for message in messages:
         xid = _XID.match(message)
         if xid:
@@ -102,19 +109,27 @@ def kernel_log_faults(messages: Iterable[str]) -> List[Fault]:
                 cls = next((c for text, c in RECOVERY_ACTIONS if "to " in lowered and text in lowered.split("to ", 1)[1]),
                            "xid-unknown")
             key = (cls, bus, number)
+            lines[key] = lines.get(key, 0) + 1
             if key not in seen:
                 seen.add(key)
                 faults.append(_fault(cls, bus, ("Xid %d: %s" % (number, rest)).strip().rstrip(":"), "kernel-log"))
+                faults[-1]["_key"] = key  # type: ignore[assignment]
             continue
         sxid = _SXID.match(message)
         if sxid:
             switch, bus, number, severity, rest = sxid.groups()
             cls = "nvswitch-fatal" if severity.lower() == "fatal" else "nvswitch-nonfatal"
             key = (cls, bus, int(number))
+            lines[key] = lines.get(key, 0) + 1
             if key not in seen:
                 seen.add(key)
                 faults.append(_fault(cls, "%s %s" % (switch, bus), "SXid %s %s: %s" % (number, severity, rest),
                                      "kernel-log"))
+                faults[-1]["_key"] = key  # type: ignore[assignment]
+    for fault in faults:
+        n = lines[fault.pop("_key")]  # type: ignore[arg-type]
+        if counts is not None:
+            counts[latch_key(fault)] = n
     return faults
 
 
@@ -163,6 +178,9 @@ def parse_gpu_health_xml(text: str) -> Optional[List[Dict[str, Any]]]:
             "pcie_width_max": _int(xml_text(link, "link_widths/max_link_width")),
             "fabric_state": xml_text(gpu, "fabric/state"),
             "fabric_status": xml_text(gpu, "fabric/status"),
+            # fabric/health (R570+ drivers; NVML nvmlGpuFabricInfo_v3 healthMask/healthSummary),
+            # element names as the real H200 capture prints them (N/A off an NVLink fabric).
+            "fabric_health": {key: xml_text(gpu, "fabric/health/" + key) for key in FABRIC_HEALTH_FIELDS},
             # The driver's recovery action (R550+; nvmlDeviceGpuRecoveryAction_t): None once
             # the action an Xid 154 asked for was done. The real H200 prints "None".
             "recovery_action": (gpu.findtext("gpu_recovery_action") or "").strip() or None,
@@ -196,9 +214,50 @@ def nvidia_gpu_faults(gpus: List[Dict[str, Any]], model: Optional[str] = None) -
             faults.append(_fault("pcie-degraded", dev, "PCIe link trained at Gen%d, %s links at Gen%d"
                                  % (gpu["pcie_gen_max"], model, want), "nvidia-smi"))
         state, status = gpu["fabric_state"], gpu["fabric_status"]
+        unhealthy, degraded = fabric_health(gpu.get("fabric_health") or {})
         if state is not None and (state != "Completed" or (status is not None and status != "Success")):
-            faults.append(_fault("fabric-unhealthy", dev, "fabric state %s, status %s" % (state, status), "nvidia-smi"))
+            unhealthy.insert(0, "fabric state %s, status %s" % (state, status))
+        if unhealthy:
+            faults.append(_fault("fabric-unhealthy", dev, "; ".join(unhealthy + degraded), "nvidia-smi"))
+        elif degraded:
+            faults.append(_fault("fabric-degraded", dev, "; ".join(degraded), "nvidia-smi"))
     return faults
+
+
+# <fabric><health> children nvidia-smi -q -x prints (tests/data/fixtures/h200-node/nvidia-smi-q.xml,
+# driver 580): one per field of NVML's fabric health mask, and the summary.
+FABRIC_HEALTH_FIELDS = ("summary", "bandwidth", "route_recovery_in_progress", "route_unhealthy",
+                        "access_timeout_recovery", "incorrect_configuration")
+_NOT_REPORTED = ("not supported", "n/a")
+
+
+def fabric_health(health: Dict[str, Optional[str]]) -> Tuple[List[str], List[str]]:
+    """(unhealthy, degraded) findings of a GPU's fabric health block. The values nvidia-smi
+    prints for NVML's mask (nvmlFabricDefs, docs.nvidia.com/deploy/nvml-api/group__nvmlFabricDefs.html):
+    Summary Healthy / Unhealthy / Limited Capacity; Bandwidth Full / Degraded; Route Recovery in
+    progress, Route Unhealthy, Access Timeout Recovery True / False; Incorrect Configuration None
+    or the cause (No Partition, Insufficient Nvlinks, Incompatible GPU Firmware, ...). Unhealthy:
+    summary Unhealthy, a route unhealthy, an access-timeout recovery, any incorrect configuration.
+    Degraded (NVIDIA NMX: "operational"): summary Limited Capacity, bandwidth degraded, a route
+    recovery in progress. A value this does not know is unhealthy (refuse by default)."""
+    unhealthy, degraded = [], []  # type: List[str]
+    for key in FABRIC_HEALTH_FIELDS:
+        value = (health.get(key) or "").strip()
+        low = value.lower()
+        if not value or low in _NOT_REPORTED:
+            continue
+        label = key.replace("_", " ")
+        if key == "summary":
+            ok, soft = low == "healthy", low == "limited capacity"
+        elif key == "bandwidth":
+            ok, soft = low == "full", low == "degraded"
+        elif key == "incorrect_configuration":
+            ok, soft = low == "none", False
+        else:
+            ok, soft = low == "false", key == "route_recovery_in_progress" and low == "true"
+        if not ok:
+            (degraded if soft else unhealthy).append("fabric %s: %s" % (label, value))
+    return unhealthy, degraded
 
 
 # ---------------------------------------------------------------- amd-smi

@@ -17,3 +17,8 @@ PARTITION_LABEL = "fleetspec.io/partition"
 # it the condition's message (kubernetes/node-problem-detector docs/custom_plugin_monitor.md);
 # the renderer sets that limit to this, and the node check keeps its message within it.
 NPD_MAX_OUTPUT = 512
+
+# Health actions that name one GPU: the node check lists their faults in NPD's message
+# (``[devices: ...]``) and both Kubernetes remediators taint that GPU on a DRA pool.
+# ``reset-when-idle`` (a pending row remap) is handled there as ``quarantine-device`` is.
+DEVICE_ACTIONS = ("reset-when-idle", "quarantine-device")

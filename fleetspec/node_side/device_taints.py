@@ -24,6 +24,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from fleetspec.node_side.contract import DEVICE_ACTIONS
+
 DRIVER = "gpu.nvidia.com"
 TAINT_KEY = "fleetspec.io/gpu-fault"
 NODE_LABEL = "fleetspec.io/node"
@@ -107,7 +109,7 @@ def plan(api: str, node: str, slices: list[dict[str, Any]], faults: list[dict[st
     wanted: dict[str, dict[str, Any]] = {}
     rest: list[dict[str, Any]] = []
     for fault in faults:
-        found = find_device(slices, node, fault["device"]) if fault["action"] == "quarantine-device" else None
+        found = find_device(slices, node, fault["device"]) if fault["action"] in DEVICE_ACTIONS else None
         if found is None:
             rest.append(fault)
             continue

@@ -5,7 +5,9 @@ classify what it sees, and the fleet side reads them to render the policy, the a
 rules and docs/health.md. Each default follows the vendor's own guidance, and each
 fault class names the page that guidance is on.
 
-Actions, weakest first: ``none`` (report only), ``quarantine-device`` (stop scheduling
+Actions, weakest first: ``none`` (report only), ``reset-when-idle`` (the node keeps taking
+work; once it is idle it is drained for a moment and the GPU reset: a pending row remap,
+which NVIDIA says does not stop new work), ``quarantine-device`` (stop scheduling
 on one GPU: a DRA device taint where the pool has one; Slurm and device-plugin pools
 cannot take one GPU out of service, so there the node is drained with the device
 named), ``drain`` (the node: running work finishes, nothing new lands), ``drain-reboot``
@@ -15,17 +17,27 @@ named), ``drain`` (the node: running work finishes, nothing new lands), ``drain-
 
 from typing import Dict, List, NamedTuple
 
-ACTIONS = ("none", "quarantine-device", "drain", "drain-reboot", "replace")
+ACTIONS = ("none", "reset-when-idle", "quarantine-device", "drain", "drain-reboot", "replace")
 
 XID_CATALOG = "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
 MEMORY_ERRORS = "https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/index.html"
+# "Row-remapping pending flag: ... row-remapping will happen at the next GPU reset. Even with
+# the flag set, unaffected applications can continue running without affecting accuracy and
+# performance, and new workloads can be launched."
+MEMORY_FLAGS = "https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/error-recovery-and-response-flags.html"
 PAGE_RETIREMENT = "https://docs.nvidia.com/deploy/dynamic-page-retirement/visibility.html"
 DEVICE_PLUGIN_HEALTH = "https://github.com/NVIDIA/k8s-device-plugin/blob/main/internal/rm/health.go"
 FABRIC_MANAGER = "https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html"
+# NVML's fabric health mask and summary (nvmlGpuFabricInfo_v3): the values nvidia-smi -q prints
+# in its Fabric > Health block. The text of each value as a real GB300 tray prints it (driver
+# 580.173.02): NVIDIA/k8s-test-infra issue #677 and the mock that models it (PR #685).
+NVML_FABRIC = "https://docs.nvidia.com/deploy/nvml-api/group__nvmlFabricDefs.html"
+NMX_PARTITION_HEALTH = "https://docs.nvidia.com/networking/display/nmxmv8513000/partition+health"
 NVML_RECOVERY = "https://nvidia.github.io/cuda-python/cuda-bindings/latest/module/generated/cuda.bindings.nvml.DeviceGpuRecoveryAction.html"
 IB_SYSFS = "https://www.kernel.org/doc/Documentation/ABI/stable/sysfs-class-infiniband"
 NHC_IB = "https://github.com/mej/nhc/blob/master/scripts/lbnl_hw.nhc"
 NVIDIA_SMI = "https://docs.nvidia.com/deploy/nvidia-smi/index.html"
+SLURM_CONF = "https://slurm.schedmd.com/slurm.conf.html"
 AMD_RAS = "https://rocm.docs.amd.com/projects/amdsmi/en/latest/conceptual/ras.html"
 DCGM_DIAG = "https://docs.nvidia.com/datacenter/dcgm/latest/user-guide/dcgm-diagnostics.html"
 # dcgmErrorSeverity_t and the DCGM_FR_* codes; dcgm_errors.c gives each code its severity
@@ -75,9 +87,11 @@ FAULT_CLASSES = (
                "Xid 48 (double-bit ECC), Xid 95 (uncontained ECC), a volatile uncorrectable DRAM "
                "count, or AMD RAS uncorrectable/deferred ECC: the GPU must be reset before it is "
                "trusted again", MEMORY_ERRORS + " ; " + AMD_RAS),
-    FaultClass("row-remap-pending", "device", "quarantine-device",
-               "nvidia-smi: remapped rows pending (Xid 63 on Ampere and later): a GPU reset activates "
-               "the remap; until then the bad row stays in use", MEMORY_ERRORS),
+    FaultClass("row-remap-pending", "device", "reset-when-idle",
+               "nvidia-smi: remapped rows pending (Xid 63 on Ampere and later): the remap happens at the "
+               "next GPU reset; NVIDIA: 'even with the flag set, unaffected applications can continue "
+               "running ... and new workloads can be launched', so the node keeps taking work and the "
+               "GPU is reset when the node is idle", MEMORY_ERRORS + " ; " + MEMORY_FLAGS),
     FaultClass("row-remap-failure", "device", "replace",
                "nvidia-smi: remapped rows failure (Xid 64): the GPU ran out of spare rows; NVIDIA's "
                "guidance is to replace the board", MEMORY_ERRORS),
@@ -106,8 +120,16 @@ FAULT_CLASSES = (
     FaultClass("nvswitch-nonfatal", "node", "none",
                "SXid marked Non-fatal from an NVSwitch: corrected, reported", FABRIC_MANAGER),
     FaultClass("fabric-unhealthy", "node", "drain",
-               "nvidia-smi fabric state not Completed or status not Success on an NVLink-fabric GPU: "
-               "the GPU is not part of its NVLink domain", FABRIC_MANAGER),
+               "nvidia-smi fabric state not Completed or status not Success on an NVLink-fabric GPU (the "
+               "GPU is not part of its NVLink domain), or its fabric health (R570+, GB200/GB300) says "
+               "summary Unhealthy, a route unhealthy, an access-timeout recovery or an incorrect "
+               "configuration (no partition, insufficient NVLinks, incompatible firmware, ...)",
+               FABRIC_MANAGER + " ; " + NVML_FABRIC),
+    FaultClass("fabric-degraded", "node", "none",
+               "nvidia-smi fabric health (R570+, GB200/GB300 NVLink domains): summary Limited Capacity, "
+               "bandwidth Degraded or a route recovery in progress: the GPU still talks to its NVLink "
+               "domain at reduced bandwidth (NMX: a degraded partition is 'considered operational'); "
+               "reported", NVML_FABRIC + " ; " + NMX_PARTITION_HEALTH),
     FaultClass("pcie-degraded", "device", "drain",
                "PCIe link narrower than the link's maximum width or trained below the model's "
                "generation: host-device bandwidth is cut, and with it every collective that "
@@ -123,6 +145,11 @@ FAULT_CLASSES = (
     FaultClass("ib-link-errors", "node", "drain",
                "an InfiniBand port's link_downed or link_error_recovery counter rose since the last "
                "check: a flapping link", IB_SYSFS),
+    FaultClass("check-crashed", "node", "drain",
+               "the node check itself failed (an exception: a bug, a state file or tool output no parser "
+               "expected): nothing on the node was judged, so it is not trusted until a check passes; the "
+               "drain reason names the exception type and where it was raised (NHC likewise marks a node "
+               "offline when a check errors)", SLURM_CONF + " ; " + NHC_IB),
     FaultClass("probe-failed", "node", "drain",
                "the GPU tool itself failed or hung (nvidia-smi / amd-smi) on a node that has GPUs",
                NVIDIA_SMI),
@@ -401,12 +428,14 @@ CHECKS = {
                    "xid-unknown"),
     "gpu-memory": ("ecc-uncorrectable", "row-remap-pending", "row-remap-failure", "page-retirement-pending"),
     "gpu-count": ("gpu-lost", "probe-failed"),
-    "fabric": ("fabric-unhealthy",),
+    "fabric": ("fabric-unhealthy", "fabric-degraded"),
     "pcie": ("pcie-degraded",),
     "infiniband": ("ib-port-down", "ib-link-errors", "flapping"),
     "nvlink": ("nvlink-down", "nvlink-link-errors", "flapping", "nvlink-crc-errors", "nvlink-link-recovered"),
     "dcgm": ("dcgm-diag-isolate", "dcgm-diag-reset", "dcgm-diag-monitor"),
 }  # type: Dict[str, Tuple[str, ...]]
+# Classes no check produces: the check itself does, whatever checks are on.
+CHECK_ITSELF = ("check-crashed",)
 
 # PCIe generation each model's GPU links at (NVIDIA datasheets: A100 PCIe Gen4; H100,
 # H200 Gen5). Width: every data-centre GPU here is x16, and nvidia-smi's own

@@ -44,8 +44,8 @@ import urllib.request
 from typing import Any, Dict, List, Optional, Tuple
 
 from fleetspec.node_side import device_taints, min_healthy
+from fleetspec.node_side.contract import DEVICE_ACTIONS, PARTITION_LABEL
 from fleetspec.node_side.contract import DRAIN_REASON as ANNOTATION
-from fleetspec.node_side.contract import PARTITION_LABEL
 
 LEADER = "fleetspec-health:"
 CONDITION = "GPUProblem"
@@ -217,7 +217,7 @@ def _reconcile_node(api: Api, node: Dict[str, Any], dra_partitions: Tuple[str, .
                 rest, done = taint_devices(api, str(taint_api), name, faults)
                 out += done
                 # the node path only for a node-level fault or a GPU no slice shows
-                node_path = status == "True" and (message.split(" ", 1)[0] != "quarantine-device" or bool(rest))
+                node_path = status == "True" and (message.split(" ", 1)[0] not in DEVICE_ACTIONS or bool(rest))
             except RuntimeError as exc:
                 out.append("device taints not applied (%s): the node path instead" % exc)
     cordoned = bool(node.get("spec", {}).get("unschedulable"))

@@ -34,6 +34,7 @@ reads as NonOK and the remediator acts on).
 import argparse
 import errno
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -51,6 +52,7 @@ from fleetspec.node_side.classify import (
     dcgm_diag_faults,
     infiniband_faults,
     kernel_log_faults,
+    latch_key,
     nvidia_gpu_faults,
     nvlink_counter_faults,
     nvlink_counter_state,
@@ -67,7 +69,7 @@ from fleetspec.node_side.classify import (
     verdict,
 )
 from fleetspec.node_side.collector import CommandResult, Host, nvidia_smi_command, parse_infiniband_sysfs
-from fleetspec.node_side.contract import NPD_MAX_OUTPUT
+from fleetspec.node_side.contract import DEVICE_ACTIONS, NPD_MAX_OUTPUT
 from fleetspec.node_side.faults import (
     CHECKS,
     CLEAR_AFTER,
@@ -91,6 +93,14 @@ LOCK_FILE = "/var/lib/fleetspec/health/check.lock"
 DEADLINE_S = 45.0
 SCONTROL_TIMEOUT_S = 7.0
 SLURM_RESERVE_S = 2 * SCONTROL_TIMEOUT_S + 1
+# Spread in time: slurmctld starts every node's HealthCheckProgram in the same second (without
+# HealthCheckNodeState=CYCLE), and each check asks slurmctld about its node (scontrol show node)
+# and, before a new drain, about every node. So each node waits its own share of JITTER_MAX_S
+# (at most a quarter of the interval) before it talks to slurmctld: fixed per node (from a hash
+# of its name, so one node's checks stay evenly spaced), spread evenly over the fleet, and never
+# more than the check's deadline has left after reading the node.
+JITTER_MAX_S = 10.0
+pause = time.sleep  # the spread's wait (tests record it)
 # DCGM diagnostic levels 2-4 load the GPUs for minutes to hours (DCGM_TIMEOUT_S): never in
 # the periodic check; ``--dcgm-level N`` runs them from a prolog/epilog or a separate timer.
 PERIODIC_DCGM_LEVEL = 1
@@ -352,8 +362,10 @@ def run_check(config: Dict[str, Any], node: str, host: Host, clear: bool = False
         seqs = [seq for seq, _ in records if seq is not None]
         if seqs:
             state["kmsg_seq"] = max(seqs)
-        fresh = [f for f in kernel_log_faults(new) if f not in state["latched"]]
-        state["latched"] = superseded(state["latched"], fresh) + fresh
+        counts = {}  # type: Dict[Tuple[str, str, str], int]
+        fresh = kernel_log_faults(new, counts)
+        now = time.time() if now is None else now
+        state["latched"] = latch(superseded(state["latched"], fresh), fresh, counts, now)
     reset = set()  # PCI addresses of the GPUs reset since the last check
     if gpu_reset is not None:  # the prescribed action, done here: nvidia-smi -r -i BUS
         argv = nvidia_smi_command(host) + ["-r", "-i", gpu_reset]
@@ -365,6 +377,7 @@ def run_check(config: Dict[str, Any], node: str, host: Host, clear: bool = False
     if "gpu-memory" in config.get("checks", list(CHECKS)) or "gpu-count" in config.get("checks", list(CHECKS)):
         faults += gpu_faults(host, expect, errors, seen)
         reset |= recovery_done(state, seen.get("nvidia") or [])
+    reset |= {pci_key(bus) for bus in state.pop("resets", None) or [] if isinstance(bus, str)}  # reset_when_idle
     reset.discard(None)
     state["latched"] = [f for f in state["latched"] if f["class"] not in RESET_CLEARS or pci_key(f["device"]) not in reset]
     faults = state["latched"] + faults
@@ -403,6 +416,38 @@ def run_check(config: Dict[str, Any], node: str, host: Host, clear: bool = False
     if persist:
         _save_state(state_path, state, errors)
     return verdict(node, faults, config.get("actions"), errors)
+
+
+# Bounds the latched kernel-log faults: one entry per (class, device, Xid) already bounds them by
+# the catalog's size; this bounds a state file a newer driver's unknown codes could grow.
+MAX_LATCHED = 512
+
+
+def latch(latched: List[Fault], fresh: List[Fault], counts: Dict[Tuple[str, str, str], int],
+          now: float) -> List[Fault]:
+    """The latched kernel-log faults, one per (class, device, Xid) (``latch_key``): a repeat
+    adds its lines to ``count`` and moves ``last_seen`` (and takes the latest line's detail),
+    never a new entry. Before, each run's application Xids (a new pid, a new address) were
+    new entries: about 77 KB a day a node. At most MAX_LATCHED entries, the least recently
+    seen dropped first."""
+    merged = {}  # type: Dict[Tuple[str, str, str], Fault]
+    for fault in latched:  # an older state file may hold repeats: fold them too
+        key = latch_key(fault)
+        before = merged.get(key)
+        item = dict(fault)
+        item["count"] = int(fault.get("count", 1)) + (int(before.get("count", 1)) if before else 0)
+        merged[key] = item
+    for fault in fresh:
+        key = latch_key(fault)
+        before = merged.pop(key, None)
+        item = dict(fault)
+        item["count"] = counts.get(key, 1) + (int(before.get("count", 1)) if before else 0)
+        item["last_seen"] = int(now)
+        merged[key] = item
+    items = list(merged.values())
+    if len(items) > MAX_LATCHED:
+        items = sorted(items, key=lambda f: f.get("last_seen", 0))[len(items) - MAX_LATCHED:]
+    return items
 
 
 def superseded(latched: List[Fault], fresh: List[Fault]) -> List[Fault]:
@@ -540,13 +585,35 @@ def slurm_held(node: str, config: Dict[str, Any], scontrol: str) -> Optional[str
     return min_healthy.hold(limit, len(selected), healthy, len(selected) - healthy)
 
 
-def slurm_act(result: Dict[str, Any], scontrol: str = "scontrol", config: Optional[Dict[str, Any]] = None) -> str:
+def jitter_s(node: str, interval: float, bound: float = JITTER_MAX_S) -> float:
+    """This node's wait before it talks to slurmctld: in [0, min(bound, interval / 4)),
+    the same every run (sha256 of the node name), uniform over node names."""
+    top = max(0.0, min(bound, float(interval) / 4.0))
+    return top * int.from_bytes(hashlib.sha256(node.encode("utf-8")).digest()[:8], "big") / float(1 << 64)
+
+
+def spread(node: str, config: Dict[str, Any], host: "BoundedHost") -> float:
+    """Wait this node's jitter (clipped to what the deadline leaves); returns the seconds waited."""
+    wait = jitter_s(node, float(config.get("interval", 300)), float(config.get("jitter_s", JITTER_MAX_S)))
+    left = host.left()
+    if left is not None:
+        wait = min(wait, max(0.0, left))
+    if wait > 0:
+        pause(wait)
+    return wait
+
+
+def slurm_act(result: Dict[str, Any], scontrol: str = "scontrol", config: Optional[Dict[str, Any]] = None,
+              host: Optional[Host] = None) -> str:
     """Drain or resume the node through slurmctld; returns what was done. A new drain that
-    would leave fewer than ``min_healthy`` Slurm nodes in service is held back instead."""
+    would leave fewer than ``min_healthy`` Slurm nodes in service is held back instead.
+    ``reset-when-idle`` (the strongest action) does not drain a busy node: see reset_when_idle."""
     node = result["node"]
     flags, current = slurm_node(scontrol, node)
     drained = any(f in ("DRAIN", "DRAINED", "DRAINING") for f in flags)
     ours = current.startswith(LEADER)
+    if result["action"] == "reset-when-idle" and not (drained and not ours):
+        return reset_when_idle(result, scontrol, config or {}, host or Host("/"), flags, drained)
     if result["action"] != "none":
         wanted = "%s %s" % (LEADER, reason(result))
         if drained and not ours:
@@ -562,6 +629,63 @@ def slurm_act(result: Dict[str, Any], scontrol: str = "scontrol", config: Option
         _scontrol(scontrol, "update", "NodeName=%s" % node, "State=RESUME")
         return "resumed (was: %s)" % current
     return "nothing to do"
+
+
+# Slurm node states of a node with work on it (scontrol show node State=, its base state and flags).
+BUSY = frozenset({"ALLOCATED", "MIXED", "COMPLETING"})
+
+
+def reset_when_idle(result: Dict[str, Any], scontrol: str, config: Dict[str, Any], host: Host,
+                    flags: List[str], drained: bool) -> str:
+    """A pending row remap: NVIDIA says "unaffected applications can continue running ... and
+    new workloads can be launched"; the remap happens at the next GPU reset (faults.MEMORY_FLAGS).
+    So a busy node keeps taking work; an idle one is drained (nothing lands during the reset),
+    seen idle again, and each such GPU reset with ``nvidia-smi -r -i BUS``. The check that then
+    reads the GPU healthy resumes the node (it is our drain). Before (#26 item 8) the node was
+    drained at once and stayed drained until someone reset the GPU."""
+    node = result["node"]
+    wanted = "%s %s" % (LEADER, reason(result))
+    if BUSY.intersection(flags):
+        if drained:
+            return "drained: %s (the GPU reset waits for the running jobs)" % wanted
+        return ("reset when idle: jobs are running (%s); the node keeps taking work until it is idle "
+                "(NVIDIA: new workloads can be launched while a row remap is pending)" % "+".join(flags))
+    if not drained:
+        held = slurm_held(node, config, scontrol)
+        if held:
+            return held
+        _scontrol(scontrol, "update", "NodeName=%s" % node, "State=DRAIN", "Reason=%s" % wanted)
+        flags, _ = slurm_node(scontrol, node)
+        if BUSY.intersection(flags):  # a job landed between the two reads: reset after it
+            return "drained: %s (a job started meanwhile: the GPU reset waits for it)" % wanted
+    buses = sorted({pci_bus_id(f["device"]) for f in result["faults"] if f["action"] == "reset-when-idle"} - {None})
+    done, failed = [], []
+    for bus in buses:
+        argv = nvidia_smi_command(host) + ["-r", "-i", bus]
+        out = host.run(argv, timeout=60)
+        (done if out.ok else failed).append(bus if out.ok else out.describe(argv)[:150])
+    if done:
+        _mark_reset(host, done)
+    if failed or not buses:
+        return "drained: %s (GPU reset failed: %s; retried at the next check)" % (
+            wanted, "; ".join(failed) or "no GPU address to reset")
+    return "drained while idle and reset %s (nvidia-smi -r); the next passing check resumes the node" % ", ".join(done)
+
+
+def pci_bus_id(device: str) -> Optional[str]:
+    """nvidia-smi's form of the PCI address a fault names (``GPU 0 00000000:3B:00.0``,
+    ``0000:3b:00``): ``00000000:3B:00.0``."""
+    key = pci_key((device.split() or [""])[-1])
+    return "%08X:%02X:%02X.0" % key if key else None
+
+
+def _mark_reset(host: Host, buses: List[str]) -> None:
+    """Tell the next check these GPUs were reset (state ``resets``): it ends the latched faults
+    a reset ends on them, as ``--gpu-reset`` does."""
+    path = host.path(STATE_FILE)
+    state = _load_state(path)
+    state["resets"] = sorted(set(state.get("resets") or []) | set(buses))
+    _save_state(path, state, [])
 
 
 def _scontrol(scontrol: str, *args: str) -> None:
@@ -589,7 +713,7 @@ def npd_devices(result: Dict[str, Any]) -> str:
     those GPUs on a DRA pool (parsed by ``fleetspec.node_side.device_taints.npd_faults``)."""
     tokens = []
     for fault in result["faults"]:
-        if fault["action"] == "quarantine-device":
+        if fault["action"] in DEVICE_ACTIONS:
             address = (fault["device"].split() or ["-"])[-1]
             tokens.append("%s=%s" % (address if ":" in address else "-", fault["class"]))
     return " [devices:%s]" % "".join(" " + t for t in tokens)
@@ -605,6 +729,20 @@ def npd_message(result: Dict[str, Any]) -> str:
     if result["faults"]:
         return "degraded: " + "; ".join("%s %s" % (f["class"], f["device"]) for f in result["faults"])[:180]
     return result["status"]
+
+
+def crash_fault(exc: BaseException) -> Fault:
+    """The ``check-crashed`` fault for an exception the check raised: its type and the
+    innermost frame of this package (file:line), never the message (it may quote node data
+    and a drain reason is short)."""
+    where = ""
+    tb = exc.__traceback__
+    while tb is not None:
+        if "fleetspec" in tb.tb_frame.f_code.co_filename:
+            where = " at %s:%d" % (os.path.basename(tb.tb_frame.f_code.co_filename), tb.tb_lineno)
+        tb = tb.tb_next
+    return {"class": "check-crashed", "scope": "node", "device": "node",
+            "detail": "check crashed (%s%s)" % (type(exc).__name__, where), "source": "node_check"}
 
 
 def take_lock(path: str) -> Tuple[Optional[Any], str]:
@@ -677,15 +815,23 @@ def main(argv: Optional[List[str]] = None, config: Optional[Dict[str, Any]] = No
     try:
         result = run_check(config, node_name(args.node), host, clear=args.clear, persist=not args.read_only,
                            dcgm_level=args.dcgm_level, gpu_reset=args.gpu_reset)
-    except Exception as exc:  # never "sick": NPD reads exit 1 as NonOK and the node is drained
+    except Exception as exc:  # exit 2, never 1: NPD reads exit 1 as NonOK and would act on a bug
         why = "the check failed: %s: %s" % (type(exc).__name__, exc)
         sys.stderr.write("fleetspec-health: %s\n" % why)
         if args.format == "npd":
             sys.stdout.write("unknown: %s\n" % why[:NPD_MAX_OUTPUT - 9])
+        if args.slurm:  # a crash leaves a signal: its own drain reason (#26 item 8)
+            crashed = verdict(node_name(args.node), [crash_fault(exc)], config.get("actions"))
+            try:
+                spread(crashed["node"], config, host)
+                sys.stderr.write("fleetspec-health: %s\n" % slurm_act(crashed, args.scontrol, config))
+            except (RuntimeError, OSError, subprocess.TimeoutExpired) as slurm_exc:
+                sys.stderr.write("fleetspec-health: slurm: %s\n" % slurm_exc)
         return 2
     if args.slurm:
         try:
-            result["slurm"] = slurm_act(result, args.scontrol, config)
+            result["spread_s"] = round(spread(result["node"], config, host), 3)
+            result["slurm"] = slurm_act(result, args.scontrol, config, host)
             if result["slurm"].startswith(min_healthy.HELD):  # the page: a human must look
                 sys.stderr.write("fleetspec-health: %s: %s\n" % (result["node"], result["slurm"]))
         except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:

@@ -620,7 +620,7 @@ class AnsibleSite(_Model):
         default_factory=dict, description="site variables for the site's hook playbooks and roles")
 
 
-HealthAction = Literal["none", "quarantine-device", "drain", "drain-reboot", "replace"]
+HealthAction = Literal["none", "reset-when-idle", "quarantine-device", "drain", "drain-reboot", "replace"]
 HealthCheck = Literal["kernel-log", "gpu-memory", "gpu-count", "fabric", "pcie", "infiniband", "nvlink", "dcgm"]
 SlurmHealthState = Literal["ANY", "IDLE", "ALLOC", "MIXED", "CYCLE"]
 

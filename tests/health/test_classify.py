@@ -41,7 +41,7 @@ def _line(xid: int) -> str:
         (31, "xid-application", "none"),
         (43, "xid-informational", "none"),  # the catalog: IGNORE
         (48, "ecc-uncorrectable", "quarantine-device"),
-        (63, "row-remap-pending", "quarantine-device"),
+        (63, "row-remap-pending", "reset-when-idle"),  # NVIDIA: new work may run until the reset
         (64, "row-remap-failure", "replace"),
         (74, "nvlink-error", "drain-reboot"),
         (79, "gpu-lost", "drain-reboot"),
@@ -110,7 +110,7 @@ def test_healthy_kernel_log_and_healthy_h200_give_nothing() -> None:
 @pytest.mark.parametrize(
     ("fixture", "expected"),
     [
-        ("nvidia-smi-q-remap-pending.xml", {("row-remap-pending", "quarantine-device"),
+        ("nvidia-smi-q-remap-pending.xml", {("row-remap-pending", "reset-when-idle"),
                                             ("ecc-uncorrectable", "quarantine-device")}),
         ("nvidia-smi-q-remap-failure.xml", {("row-remap-failure", "replace")}),
         ("nvidia-smi-q-retired-pages.xml", {("page-retirement-pending", "drain-reboot")}),
@@ -203,7 +203,7 @@ def test_every_fault_class_has_a_known_default_and_a_source() -> None:
     for cls in catalog.XID_CLASSES.values():
         assert cls in catalog.FAULTS
     produced = {c for classes in catalog.CHECKS.values() for c in classes}
-    assert produced == set(catalog.FAULTS)  # every class comes from some check
+    assert produced | set(catalog.CHECK_ITSELF) == set(catalog.FAULTS)  # every class comes from some check
 
 
 def test_docs_list_every_fault_class_with_its_default_and_source() -> None:
@@ -232,3 +232,32 @@ def test_xid_matching_is_anchored_to_the_driver_record() -> None:
     assert kernel_log_faults(msg for _, msg in records) == []
     assert kernel_log_faults([f"[ 5120.341288] {record}", f"4,2005,5120341292,-;{record}".split(";", 1)[1]])
     assert kernel_log_faults([msg for _, msg in parse_kmsg(f"4,2006,1,-;{record}")])[0]["class"] == "gpu-lost"
+
+
+@pytest.mark.parametrize(("fixture", "expected"), [
+    ("nvidia-smi-q-gb200-fabric-healthy.xml", []),
+    ("nvidia-smi-q-gb200-fabric-unhealthy.xml",
+     [("fabric-unhealthy", "fabric summary: Unhealthy; fabric route unhealthy: True; fabric bandwidth: Degraded")]),
+    ("nvidia-smi-q-gb200-fabric-limited.xml",
+     [("fabric-degraded", "fabric summary: Limited Capacity; fabric bandwidth: Degraded")]),
+])
+def test_gb200_fabric_health_is_read(fixture: str, expected: list) -> None:
+    """#26 item 8: the Fabric > Health block (R570+, GB200/GB300) was not read: a GPU whose
+    routes were unhealthy in a Completed/Success fabric passed."""
+    gpus = parse_gpu_health_xml((FIXTURES / fixture).read_text())
+    faults = nvidia_gpu_faults(gpus, "gb200")
+    assert [(f["class"], f["detail"]) for f in faults] == expected
+    if expected:
+        action = verdict("gb-1", faults)["action"]
+        assert action == ("drain" if expected[0][0] == "fabric-unhealthy" else "none")
+
+
+def test_fabric_health_values_nvidia_smi_does_not_report_are_not_faults() -> None:
+    from fleetspec.node_side.classify import fabric_health
+
+    assert fabric_health({k: "N/A" for k in ("summary", "bandwidth", "route_unhealthy")}) == ([], [])
+    assert fabric_health({"summary": "Not Supported", "route_recovery_in_progress": "Not Supported"}) == ([], [])
+    assert fabric_health({"incorrect_configuration": "Insufficient Nvlinks"}) == (
+        ["fabric incorrect configuration: Insufficient Nvlinks"], [])
+    assert fabric_health({"route_recovery_in_progress": "True"}) == ([], ["fabric route recovery in progress: True"])
+    assert fabric_health({"summary": "Something New"}) == (["fabric summary: Something New"], [])  # refused

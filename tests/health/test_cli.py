@@ -57,7 +57,23 @@ def test_a_node_without_a_verdict_is_unknown_not_healthy(tmp_path, config, monke
     result = CliRunner().invoke(app, ["health", str(spec), "--facts", str(facts), "--format", "json"])
     assert result.exit_code == 1
     data = json.loads(result.output)
-    assert {n["node"]: n["status"] for n in data["nodes"]} == {"h200-02": "unknown", "mi300x-01": "healthy"}
+    # h200-01 has no file: a finding, never dropped (#26 item 8)
+    assert {n["node"]: n["status"] for n in data["nodes"]} == {"h200-01": "unknown", "h200-02": "unknown",
+                                                              "mi300x-01": "healthy"}
+    missing = next(n for n in data["nodes"] if n["node"] == "h200-01")
+    assert missing["errors"][0].startswith("no verdict: ") and "h200-01" not in missing["errors"][0]
+
+
+def test_a_fleet_whose_only_sick_node_printed_nothing_is_not_healthy(tmp_path, config, monkeypatch, capsys) -> None:
+    """The sick node's verdict never arrived; the others are healthy: exit 1, the node unknown (#26 item 8)."""
+    facts = verdicts(tmp_path, config, monkeypatch, capsys)
+    (facts / "h200-01.json").unlink()
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(SPEC)
+    result = CliRunner().invoke(app, ["health", str(spec), "--facts", str(facts)])
+    assert result.exit_code == 1, result.output
+    assert result.output.splitlines()[1].split()[:2] == ["h200-01", "unknown"]
+    assert "3 nodes: 0 quarantined, 1 without a verdict" in result.output
 
 
 def test_exactly_one_source(tmp_path) -> None:

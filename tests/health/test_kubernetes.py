@@ -190,12 +190,44 @@ def test_a_broken_daemonset_fails_validation(museum, crd_index) -> None:
     assert validate_object(broken, crd_index, museum.kubernetes.version)
 
 
-def test_amd_device_configs_remediate(museum) -> None:
-    configs = [o for o in objects(museum) if o["kind"] == "DeviceConfig"]
+def test_amd_device_configs_remediate(museum, crd_index) -> None:
+    """#26 item 8: the workflow was enabled but its ConfigMap (the operator's default) names only
+    AMD's own NPD conditions, which nothing here sets, and it had no parallelism limit. Now it is
+    triggered by the node check's condition and bounded by min_healthy."""
+    from fleetspec.node_side import min_healthy
+    from fleetspec.render.kubernetes.health import AMD_REMEDIATION_CONFIGMAP, NPD_CONDITION
+
+    objs = objects(museum)
+    configs = [o for o in objs if o["kind"] == "DeviceConfig"]
     assert configs, "museum's Kubernetes-owned MI355X nodes get a DeviceConfig"
+    mapping = next(o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"] == AMD_REMEDIATION_CONFIGMAP)
+    workflows = yaml.safe_load(mapping["data"]["workflow"])
+    plugin = next(o for o in objs if o["kind"] == "ConfigMap" and "fleetspec-health.json" in o.get("data", {}))
+    condition = json.loads(plugin["data"]["fleetspec-health.json"])["rules"][0]["condition"]
+    assert [w["nodeCondition"] for w in workflows] == [condition] == [NPD_CONDITION]
+    assert workflows[0]["workflowTemplate"] == "default-template"
+    assert set(workflows[0]["validationTestsProfile"]) == {"framework", "recipe", "iterations", "stopOnFailure",
+                                                           "timeoutSeconds"}
     for dc in configs:
-        assert dc["spec"]["remediationWorkflow"]["enable"] is True
+        workflow = dc["spec"]["remediationWorkflow"]
         assert dc["spec"]["metricsExporter"]["enable"] is True
+        assert mapping["metadata"]["namespace"] == dc["metadata"]["namespace"]
+        pool = [n for n in museum.nodes if n.scheduler == "kubernetes"]  # the remediators' pool
+        selected = [n for n in pool if n.gpu.vendor == "amd" and n.stack == next(iter(dc["spec"]["selector"].values()))]
+        limit = min(len(selected), len(pool) - min_healthy.needed("51%", len(pool)))
+        assert selected and limit >= 1
+        assert workflow == {"enable": True, "config": {"name": AMD_REMEDIATION_CONFIGMAP},
+                            "maxParallelWorkflows": limit,
+                            "nodeDrainPolicy": {"force": False, "ignoreDaemonSets": True, "timeoutSeconds": 3600}}
+        assert validate_object(dc, crd_index, museum.kubernetes.version) == []
+        broken = copy.deepcopy(dc)
+        broken["spec"]["remediationWorkflow"]["maxParallelWorkflows"] = -1  # the CRD's minimum is 0
+        assert validate_object(broken, crd_index, museum.kubernetes.version)
+    # min_healthy 100%: no node may be remediated, and the CRD's 0 would mean "no limit": off.
+    strict = dataclasses.replace(museum, health=dataclasses.replace(museum.health, min_healthy="100%"))
+    for dc in (o for o in objects(strict) if o["kind"] == "DeviceConfig"):
+        assert dc["spec"]["remediationWorkflow"]["enable"] is False
+        assert "maxParallelWorkflows" not in dc["spec"]["remediationWorkflow"]
 
 
 def test_without_health_nothing_changes() -> None:

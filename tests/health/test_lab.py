@@ -156,7 +156,7 @@ def test_planted_faults_give_their_actions(sickbay: LabHandle, tmp_path: Path) -
         # The capture has remapped rows pending and the uncorrectable error that caused them.
         assert [(f["class"], f["action"], f["device"]) for f in rows["h200-01"]["faults"]] == [
             ("ecc-uncorrectable", "quarantine-device", "GPU 0 00000000:00:06.0"),
-            ("row-remap-pending", "quarantine-device", "GPU 0 00000000:00:06.0")]
+            ("row-remap-pending", "reset-when-idle", "GPU 0 00000000:00:06.0")]  # #26 item 8
         suite = ET.parse(junit).getroot()
         failures = {c.get("name"): c.find("failure").get("message") for c in suite if c.find("failure") is not None}
         assert failures == {"h200-01": "quarantine-device: ecc-uncorrectable", "h200-02": "drain-reboot: gpu-lost"}

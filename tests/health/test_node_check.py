@@ -347,3 +347,68 @@ def main_rc(config: Path, root: Path, monkeypatch, capsys, *extra: str) -> int:
     rc = node_check.main(["--config", str(config), "--root", str(root), "--node", "h200-01", *extra])
     capsys.readouterr()
     return rc
+
+
+def test_application_xids_are_bounded_in_the_state(config, tmp_path, monkeypatch, capsys) -> None:
+    """#26 item 8: each run's application Xids (a new pid, a new address: a different line)
+    were new latched entries, about 77 KB a day a node. Now one entry per class, GPU and Xid,
+    with the number of lines and when the last one came."""
+    root = make_node(tmp_path / "h200-01")
+    assert check(config, root, "h200-01", monkeypatch, capsys)[0] == 0
+    seq = 5000
+    for run in range(40):
+        with open(root / "dev" / "kmsg", "a") as log:
+            for line in range(50):
+                seq += 1
+                for bus in ("3b", "5d"):
+                    log.write(f"4,{seq},{5120341288 + seq},-;NVRM: Xid (PCI:0000:{bus}:00): 13, pid={20000 + run}, "
+                              f"name=python3, Graphics SM Warp Exception on (GPC {line % 8}, TPC {run % 4}, SM 0): "
+                              f"Out Of Range Address\n")
+                    seq += 1
+                log.write(f"4,{seq},{5120341288 + seq},-;NVRM: Xid (PCI:0000:3b:00): 31, pid={20000 + run}, "
+                          f"name=python3, Ch 0000000{run % 8}, intr 00000000. MMU Fault: ENGINE GRAPHICS "
+                          f"faulted @ 0x7f3a_{seq:08x}. Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_READ\n")
+        rc, result = check(config, root, "h200-01", monkeypatch, capsys)
+        assert (rc, result["status"]) == (0, "degraded")
+    state = root / "var" / "lib" / "fleetspec" / "health" / "state.json"
+    latched = json.loads(state.read_text())["latched"]
+    assert sorted((f["device"], f["detail"].split(":")[0], f["count"]) for f in latched) == [
+        ("0000:3b:00", "Xid 13", 2000), ("0000:3b:00", "Xid 31", 2000), ("0000:5d:00", "Xid 13", 2000)]
+    assert all("pid=20039" not in f["detail"] and "TPC 3" in f["detail"] for f in latched if "Xid 13" in f["detail"])
+    assert all(isinstance(f["last_seen"], int) for f in latched)
+    assert state.stat().st_size < 3000, state.stat().st_size  # 6000 lines, a few hundred bytes a fault
+    assert len(result["faults"]) == 3
+
+
+def test_the_latched_faults_have_a_hard_cap(monkeypatch) -> None:
+    """Distinct keys (a newer driver's codes) are bounded too: the least recently seen go first."""
+    monkeypatch.setattr(node_check, "MAX_LATCHED", 4)
+    fresh = [{"class": "xid-unknown", "scope": "device", "device": "0000:3b:00", "detail": f"Xid {200 + i}: x",
+              "source": "kernel-log"} for i in range(6)]
+    kept = node_check.latch(fresh[:3], [], {}, 100.0)
+    kept = node_check.latch(kept, fresh[3:], {}, 200.0)
+    assert len(kept) == 4 and [f["detail"] for f in kept][-3:] == ["Xid 203: x", "Xid 204: x", "Xid 205: x"]
+
+
+def test_checks_are_spread_before_they_talk_to_slurmctld(config, tmp_path, monkeypatch, capsys) -> None:
+    """#26 item 8: slurmctld starts every node's check in the same second and each asked it
+    at once. Each node now waits its own fixed share of the spread first: deterministic from
+    its name, bounded by 10 s and a quarter of the interval, even over the fleet, and never
+    past what the deadline leaves."""
+    names = [f"gpu-{i:04d}" for i in range(2000)]
+    waits = [node_check.jitter_s(n, 300) for n in names]
+    assert waits == [node_check.jitter_s(n, 300) for n in names]  # the same every run
+    assert all(0 <= w < 10 for w in waits)
+    per_second = [sum(1 for w in waits if s <= w < s + 1) for s in range(10)]
+    assert max(per_second) < 260 and min(per_second) > 140, per_second  # about 200 a second, not 2000 at once
+    assert all(node_check.jitter_s(n, 8) < 2 for n in names[:50])  # a short interval: a quarter of it
+    slept = []
+    monkeypatch.setattr(node_check, "pause", slept.append)
+    root = make_node(tmp_path / "h200-01")
+    rc, result = check(config, root, "h200-01", monkeypatch, capsys, "--slurm", "--scontrol", str(tmp_path / "none"))
+    assert slept == [pytest.approx(node_check.jitter_s("h200-01", json.loads(config.read_text())["interval"]))]
+    assert result["spread_s"] == round(slept[0], 3)
+    assert any(e.startswith("slurm: ") for e in result["errors"])  # then it asked slurmctld (absent here)
+    # A deadline already spent leaves no wait: the drain is never late for the spread.
+    host = node_check.BoundedHost(str(root), 0.0)
+    assert node_check.spread("h200-01", {"interval": 300}, host) == 0.0

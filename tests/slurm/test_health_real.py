@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -247,3 +248,80 @@ def test_a_drain_past_min_healthy_is_held_back_and_said(sickbay) -> None:
     assert info["reason"].startswith("fleetspec-health: drain ib-port-down"), info
     set_ib(roots / "h200-01", "active")
     wait_for(cluster, "h200-01", lambda i: not drained(i), "resumed", base)
+
+
+def test_a_crashing_check_drains_with_its_own_reason_and_resumes_when_it_passes(sickbay) -> None:
+    """#26 item 8: a check that crashed exited 2 and left the node IDLE with no trace in
+    slurmctld. Now it drains with its own reason (the exception type and where), and the first
+    check that passes resumes the node. The crash here: a state file whose kernel-log cursor
+    is not a number (hand-edited), so the check's comparison raises TypeError."""
+    cluster, roots, base = sickbay
+    root = roots / "h200-01"
+    boot_id = (root / "proc" / "sys" / "kernel" / "random" / "boot_id").read_text().strip()
+    state = root / "var" / "lib" / "fleetspec" / "health" / "state.json"
+    state.parent.mkdir(parents=True, exist_ok=True)
+    state.write_text(json.dumps({"boot_id": boot_id, "kmsg_seq": "not-a-number", "latched": [], "ib": {}}))
+    try:
+        info = wait_for(cluster, "h200-01", drained, "drained", base)
+        assert info["reason"].startswith(
+            "fleetspec-health: drain check-crashed: node check crashed (TypeError at node_check.py:"), info
+        assert "the check failed: TypeError" in (base / "check.log").read_text()
+    finally:
+        state.unlink()
+    wait_for(cluster, "h200-01", lambda i: not drained(i), "resumed", base)
+
+
+def test_a_pending_row_remap_keeps_a_busy_node_in_service_and_resets_it_when_idle(sickbay) -> None:
+    """#26 item 8: remapped rows pending drained the node at once, though NVIDIA says "new
+    workloads can be launched" until the next GPU reset. Now a busy node keeps taking work;
+    once idle it is drained, its GPU reset (nvidia-smi -r -i BUS), and resumed when the GPU
+    reads healthy. The stand-in nvidia-smi prints the real H200's XML with the pending flag
+    set, and a reset clears it, as the driver does."""
+    cluster, roots, base = sickbay
+    root = roots / "h200-02"
+    pending = base / "remap-pending.xml"
+    pending.write_text(H200_XML.read_text().replace("<remapped_row_pending>No<", "<remapped_row_pending>Yes<"))
+    current, calls = base / "h200-02-now.xml", base / "h200-02-nvidia-smi.calls"
+    shutil.copy(pending, current)
+    script = root / "bin" / "nvidia-smi"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'echo "$*" >> "{calls}"\n'
+        'case "$*" in\n'
+        f'  "-q -x") cat "{current}" ;;\n'
+        f'  "-r -i 00000000:00:06.0") cp "{H200_XML}" "{current}"; echo "GPU 00000000:00:06.0 was successfully reset." ;;\n'
+        '  *) exit 2 ;;\nesac\n')
+    script.chmod(0o755)
+
+    def runs() -> int:
+        return (base / "runs.log").read_text().split().count("h200-02")
+
+    jobs = []
+    try:
+        first = cluster.sbatch("-p", "nvidia-hopper", "-w", "h200-02", "-N1", "-n1", "--mem=100", script="sleep 120\n")
+        jobs.append(first.stdout.strip())
+        assert cluster.wait_job(jobs[0], {"RUNNING"})["JobState"] == "RUNNING"
+        start = runs()
+        end = time.monotonic() + 8 * INTERVAL
+        while time.monotonic() < end and runs() < start + 3:
+            time.sleep(0.5)
+        info = node(cluster, "h200-02")
+        assert not drained(info), info  # before: drained at once (quarantine-device row-remap-pending)
+        assert "reset when idle: jobs are running" in (base / "check.log").read_text()
+        second = cluster.sbatch("-p", "nvidia-hopper", "-w", "h200-02", "-N1", "-n1", "--mem=100", script="sleep 120\n")
+        jobs.append(second.stdout.strip())
+        assert cluster.wait_job(jobs[1], {"RUNNING"})["JobState"] == "RUNNING"  # new work still lands
+        assert "-r -i 00000000:00:06.0" not in calls.read_text()  # never reset under a job
+        for job in jobs:
+            cluster.run("scancel", job)
+        end = time.monotonic() + 8 * INTERVAL
+        while time.monotonic() < end and "-r -i 00000000:00:06.0" not in calls.read_text():
+            time.sleep(0.5)
+        assert "-r -i 00000000:00:06.0" in calls.read_text(), (base / "check.log").read_text()[-2000:]
+        assert "drained while idle and reset 00000000:00:06.0" in (base / "check.log").read_text()
+        info = wait_for(cluster, "h200-02", lambda i: not drained(i), "resumed", base)
+        assert info["reason"] == "" and current.read_text() == H200_XML.read_text()
+    finally:
+        for job in jobs:
+            cluster.run("scancel", job)
+        set_tool_output(root, "nvidia-smi", H200_XML, "-q -x")

@@ -29,6 +29,7 @@ from typing import Any
 
 from fleetspec.compile.ir import Fleet
 from fleetspec.layout.kubernetes import kubernetes_partitions
+from fleetspec.node_side import min_healthy
 from fleetspec.node_side.contract import NPD_MAX_OUTPUT, PARTITION_LABEL
 from fleetspec.node_side.faults import FAULTS, XID_CLASSES
 from fleetspec.render.health import CONFIG_PATH, LIB_DIR
@@ -47,7 +48,7 @@ RULE_NAME = "fleetspec-gpu-health"
 NPD_CONFIGMAP = "fleetspec-node-problem-detector"
 DCGM_METRICS_CONFIGMAP = "fleetspec-dcgm-metrics"
 NPD_CONDITION = "GPUProblem"
-SEVERITY = {"none": "info", "quarantine-device": "warning", "drain": "warning", "drain-reboot": "critical",
+SEVERITY = {"none": "info", "reset-when-idle": "warning", "quarantine-device": "warning", "drain": "warning", "drain-reboot": "critical",
             "replace": "critical"}
 
 # dcgm-exporter etc/default-counters.csv (the fields it exports unless told otherwise) ...
@@ -96,6 +97,7 @@ def with_health(fleet: Fleet, releases: list, manifests: list, namespaces: dict[
     releases = list(releases)
     manifests = list(manifests)
     extra: list[Manifest] = []
+    amd: list[Manifest] = []  # the AMD operator's workflow ConfigMap, once
     vendors = {n.gpu.vendor for n in k8s_nodes}
     gpu_operator = next((r for r in releases if r.name == "gpu-operator"), None)
     if "nvidia" in vendors and gpu_operator is not None:
@@ -109,12 +111,17 @@ def with_health(fleet: Fleet, releases: list, manifests: list, namespaces: dict[
     for i, m in enumerate(manifests):
         if m.kind == "DeviceConfig":
             body = json.loads(json.dumps(m.body))  # a deep copy of plain data
-            body["spec"].update(amd_remediation(fleet))
+            body["spec"].update(amd_remediation(fleet, body["spec"].get("selector") or {}))
             manifests[i] = dataclasses.replace(m, body=body)
+            if not amd:
+                amd.append(Manifest(obj("v1", "ConfigMap", AMD_REMEDIATION_CONFIGMAP,
+                                        namespace=body["metadata"].get("namespace")) | {
+                    "data": {"workflow": json.dumps(amd_workflow_mappings(), indent=2) + "\n"}}, "30-health",
+                    m.depends_on))
     extra.append(Manifest(obj("v1", "ConfigMap", NPD_CONFIGMAP, namespace="kube-system") | {
         "data": {"fleetspec-health.json": json.dumps(npd_custom_plugin(fleet), indent=2) + "\n"}}, "30-health"))
     extra += [Manifest(body, "30-health") for body in npd_daemonset(fleet) + remediator(fleet)]
-    return releases, manifests + extra
+    return releases, manifests + extra + amd
 
 
 def dcgm_metrics_csv() -> str:
@@ -191,16 +198,57 @@ def npd_custom_plugin(fleet: Fleet) -> dict[str, Any]:
     }
 
 
-def amd_remediation(fleet: Fleet) -> dict[str, Any]:
-    """DeviceConfig fields: the metrics exporter (the remediation workflow's trigger) and the
-    remediation workflow, draining through the eviction API (DaemonSets ignored)."""
-    return {
-        "metricsExporter": {"enable": True},
-        "remediationWorkflow": {
-            "enable": True,
-            "nodeDrainPolicy": {"force": False, "ignoreDaemonSets": True, "timeoutSeconds": 3600},
-        },
-    }
+# The AMD GPU Operator starts a remediation workflow for a node whose NPD condition is named in
+# the workflow ConfigMap (DeviceConfig spec.remediationWorkflow.config; ROCm/gpu-operator
+# docs/autoremediation/auto-remediation.md, "Remediation Workflow ConfigMap"). Its default
+# ConfigMap names only AMD's own conditions (AMDGPUXgmi, AMDGPUHBMError, ...), which the
+# fleetspec node check never sets: enabled alone, the workflow never ran. This one maps the
+# check's condition (GPUProblem: True exactly when a fault class's action is not ``none``).
+AMD_REMEDIATION_CONFIGMAP = "fleetspec-amd-remediation"
+
+
+def amd_workflow_mappings() -> list[dict[str, Any]]:
+    """The workflow ConfigMap's ``workflow`` list (fields as the operator's own
+    internal/controllers/remediation/configs/default-configmap.yaml has them). Validation runs
+    RVS ``gst_single`` (the recipe the operator's test-runner docs use; the default tester image
+    runs RVS only); at most 3 runs per node in 15 minutes, as every default mapping."""
+    return [{
+        "nodeCondition": NPD_CONDITION,
+        "workflowTemplate": "default-template",
+        "validationTestsProfile": {"framework": "RVS", "recipe": "gst_single", "iterations": 1,
+                                   "stopOnFailure": True, "timeoutSeconds": 600},
+        "physicalActionNeeded": False,
+        "notifyRemediationMessage": "fleetspec's node check found a GPU fault that needs an action: the node's "
+                                    "GPUProblem condition message names it (docs/health.md).",
+        "notifyTestFailureMessage": "Check test run logs for next steps.",
+        "recoveryPolicy": {"maxAllowedRunsPerWindow": 3, "windowSize": "15m"},
+    }]
+
+
+def amd_parallel_limit(fleet: Fleet, selector: dict[str, str]) -> int:
+    """How many remediation workflows may run at once on the DeviceConfig's nodes: as many as
+    spec.health.min_healthy lets go out of service in the pool both remediators count (every
+    Kubernetes-owned node; a percentage rounded up over it), and no more than the DeviceConfig
+    selects. 0: none may run."""
+    value = next(iter(selector.values()), None)
+    pool = [n for n in fleet.nodes if n.scheduler == "kubernetes"]
+    selected = [n for n in pool if n.gpu.vendor == "amd" and value in (n.stack, label_value(n.stack or ""))]
+    assert fleet.health is not None
+    return min(len(selected), len(pool) - min_healthy.needed(str(fleet.health.min_healthy), len(pool)))
+
+
+def amd_remediation(fleet: Fleet, selector: dict[str, str]) -> dict[str, Any]:
+    """DeviceConfig fields: the metrics exporter and the remediation workflow, triggered by the
+    node check's condition (AMD_REMEDIATION_CONFIGMAP), draining through the eviction API
+    (DaemonSets ignored), at most ``amd_parallel_limit`` nodes at once (``maxParallelWorkflows``;
+    the CRD's 0 means no limit, so a pool min_healthy leaves no room for gets the workflow off)."""
+    parallel = amd_parallel_limit(fleet, selector)
+    workflow: dict[str, Any] = {"enable": parallel > 0}
+    if parallel > 0:
+        workflow["config"] = {"name": AMD_REMEDIATION_CONFIGMAP}
+        workflow["maxParallelWorkflows"] = parallel
+    workflow["nodeDrainPolicy"] = {"force": False, "ignoreDaemonSets": True, "timeoutSeconds": 3600}
+    return {"metricsExporter": {"enable": True}, "remediationWorkflow": workflow}
 
 
 def gpu_node_selector(fleet: Fleet) -> tuple[str, list[str]]:
