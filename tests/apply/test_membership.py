@@ -116,3 +116,14 @@ def test_an_offline_plan_says_it_did_not_ask(tmp_path):
     assert "Live membership not consulted" in markdown.output
     clash = CliRunner().invoke(app, ["plan", str(spec), "--live", "--base", str(spec)])
     assert clash.exit_code == 1 and "--live asks which nodes" in clash.output
+
+
+def test_a_saved_live_plan_keeps_its_adoption_and_membership(fleet, tmp_path):
+    from fleetspec.plan.saved import load_saved_plan, save_plan
+
+    plan = with_membership(make_plan(fleet, None), Membership({"b200-01": "Kubernetes has it"},
+                                                              {"b200-02": "it answers SSH"}, ("asked",)))
+    save_plan(plan, tmp_path / "plan.json")
+    again = load_saved_plan(tmp_path / "plan.json")
+    assert (again.membership, again.unowned, again.waves) == ("asked", ("b200-02",), plan.waves)
+    assert stale_news(again, Membership({}, {"b200-03": "it answers SSH"}, ())) is not None
