@@ -10,6 +10,7 @@ line is parsed, so they are usage errors too and never reach a traceback.
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -128,6 +129,18 @@ ChartsOpt = Annotated[Path | None, typer.Option(
 # plan --out and apply PLAN --signing-key: a secret reference to the key that signs saved
 # plans (#27 item 6). Only the pipeline's protected environment holds it: an environment
 # variable for CI, not a spec field (the spec is what a pull request can change).
+class SlurmMode(str, Enum):
+    """Where apply (and ``plan --live``) runs Slurm's clients."""
+
+    auto = "auto"
+    local = "local"
+    controller = "controller"
+
+
+SlurmControlOpt = Annotated[SlurmMode, typer.Option(
+    "--slurm-control", help="run scontrol/sinfo here (local), on the first controller through Ansible, or auto")]
+InventoryOpt = Annotated[list[Path] | None, typer.Option(
+    "--inventory", "-i", help="extra inventory with connection settings (repeatable)")]
 SigningKeyOpt = Annotated[str | None, typer.Option(
     "--signing-key", envvar="FLEETSPEC_SIGNING_KEY", metavar="REF",
     help="a secret reference (env:NAME, file:PATH, ...) to the key that signs saved plans (plan --out) and "

@@ -8,7 +8,6 @@ changed), 1 when a wave or the converge run failed, or on any error.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import shutil
@@ -20,7 +19,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from fleetspec.cli_usage import (
+    InventoryOpt,
     SigningKeyOpt,
+    SlurmControlOpt,
+    SlurmMode,
     UsageError,
     batch_minutes_option,
     canary_option,
@@ -47,12 +49,6 @@ class ApplyFormat(str, Enum):
     json = "json"
 
 
-class SlurmMode(str, Enum):
-    auto = "auto"
-    local = "local"
-    controller = "controller"
-
-
 def apply(
     target: Annotated[Path, typer.Argument(help="the fleet spec (YAML), or a plan saved with 'plan --out'", metavar="SPEC|PLAN",
                                            show_default=False)],
@@ -66,10 +62,8 @@ def apply(
                                                  help="per partition, N nodes or P% at once")] = "25%",
     lab: Annotated[Path | None, typer.Option("--lab", help="apply to the lab made by 'fleetspec lab up' "
                                                            "(its directory)")] = None,
-    inventory: Annotated[list[Path] | None, typer.Option("--inventory", "-i", help="extra inventory with "
-                                                         "connection settings (repeatable)")] = None,
-    slurm_control: Annotated[SlurmMode, typer.Option("--slurm-control", help="run scontrol here (local), on the "
-                                                     "first controller through Ansible, or auto")] = SlurmMode.auto,
+    inventory: InventoryOpt = None,
+    slurm_control: SlurmControlOpt = SlurmMode.auto,
     allow_reboot: Annotated[bool, typer.Option("--allow-reboot", help="let driver changes reboot drained "
                                                "nodes")] = False,
     drain_timeout: Annotated[float, typer.Option("--drain-timeout", min=0, callback=seconds_option, help="seconds to wait for jobs to "
@@ -149,6 +143,7 @@ def apply(
             current = store.read()
             if saved is not None:
                 check_plan_current(saved, current)  # refuse a stale plan before rendering anything
+                _check_saved(saved, lab, inventory, slurm_control)
             plan = saved or _adopted(plan_against_state(fleet, current, canary=canary,
                                                         max_unavailable=max_unavailable,
                                                         old_files=applied_tree(store, current)),
@@ -234,55 +229,32 @@ def _restriction(fleet: Fleet, lab: Path | None, limit: str | None) -> tuple[set
 
 
 def _adopted(plan: Plan, lab: Path | None, inventory: list[Path] | None, mode: SlurmMode) -> Plan:
-    """Nodes the plan would create that Slurm already has (a running cluster's first apply,
-    a node added by hand) planned as adoptions: drained first, in waves (#28 item 4). Slurm
-    is asked where apply drains (``--slurm-control``); when it cannot be asked (a new
-    cluster's controller is not up yet) the nodes stay new, and apply says so."""
-    from fleetspec.apply.control import ControlError
-    from fleetspec.plan import adopt_known
-    from fleetspec.plan.model import Action
+    """Nodes the plan would create that already run (Slurm or Kubernetes has them, or they
+    answer SSH: a running cluster's first apply, a node added by hand) planned as adoptions:
+    drained first, in waves (#28 item 4; ``apply.membership``). A source that cannot be
+    asked leaves its nodes new, and apply says so."""
+    from fleetspec.apply.membership import live_membership, with_membership
 
-    fleet = plan.fleet
-    created = [c.host for c in plan.changes if c.action is Action.CREATE and c.host is not None
-               and (node := fleet.node(c.host)) is not None and node.scheduler == "slurm"]
-    if not created or fleet.slurm is None or fleet.slurm.mode != "native":
-        return plan
-    try:
-        with _slurm_control(fleet, lab, inventory, mode) as control:
-            known = control.known(created)
-    except ControlError as exc:
-        err.print(f"warning: could not ask Slurm which of the {len(created)} new node(s) it already runs ({exc}); "
-                  "they are planned as new, without drains. If they run jobs, stop and fix the Slurm access "
-                  "(--slurm-control)", markup=False)
-        return plan
-    return adopt_known(plan, {h: f"Slurm already has it (state {state})" for h, state in known.items()})
+    found = live_membership(plan, lab=lab, inventory=inventory, slurm_mode=mode.value)
+    for warning in found.warnings:
+        err.print(f"warning: {warning}", markup=False)
+    return with_membership(plan, found)
 
 
-@contextlib.contextmanager
-def _slurm_control(fleet: Fleet, lab: Path | None, inventory: list[Path] | None, mode: SlurmMode):  # type: ignore[no-untyped-def]
-    """The Slurm control apply drains with, before anything is rendered: on the controller
-    through a rendered inventory in a temporary directory."""
-    import tempfile
+def _check_saved(saved: Plan, lab: Path | None, inventory: list[Path] | None, mode: SlurmMode) -> None:
+    """A saved plan runs as reviewed, but never provisions as new a node that runs now
+    (it was planned offline, or the node came up since): ApplyError, nothing done."""
+    from fleetspec.apply.membership import live_membership, stale_news
+    from fleetspec.apply.rollout import ApplyError
 
-    from fleetspec.apply.control import SlurmControl, ansible_runner_on, local_runner
-
-    if lab is not None:
-        from fleetspec.lab.fleet import LabHandle
-
-        handle = LabHandle.load(lab)
-        yield SlurmControl(local_runner({"SLURM_CONF": str(handle.slurm_conf)} if handle.slurm_conf else {}))
-    elif mode is SlurmMode.local or (mode is SlurmMode.auto and shutil.which("scontrol")):
-        yield SlurmControl(local_runner())
-    else:
-        from fleetspec.render import render_all
-        from fleetspec.render.writer import write_tree
-
-        assert fleet.slurm is not None
-        with tempfile.TemporaryDirectory(prefix="fleetspec-adopt-") as tmp:
-            tree = Path(tmp) / "tree"
-            write_tree(render_all(fleet), tree)
-            inventories = [tree / "ansible" / "inventory.yml", *(inventory or [])]
-            yield SlurmControl(ansible_runner_on(inventories, fleet.slurm.controllers[0]))
+    if not saved.creates_nodes:
+        return
+    found = live_membership(saved, lab=lab, inventory=inventory, slurm_mode=mode.value)
+    for warning in found.warnings:
+        err.print(f"warning: {warning}", markup=False)
+    why = stale_news(saved, found)
+    if why is not None:
+        raise ApplyError(why)
 
 
 def _restricted(plan: Plan, only: set[str] | None, why: str | None) -> Plan:

@@ -196,6 +196,48 @@ class KubernetesControl:
         return states
 
 
+@dataclass
+class OwnedOnly:
+    """A control that leaves out the ``unowned`` nodes (adopted because they answer SSH,
+    though their scheduler does not have them: nothing of it runs there to drain). Without
+    a scheduler (``owner`` None) every node of its waves must be unowned."""
+
+    owner: NodeControl | None
+    unowned: frozenset[str]
+
+    def _mine(self, hosts: Sequence[str]) -> list[str]:
+        mine = [h for h in hosts if h not in self.unowned]
+        if mine and self.owner is None:
+            raise ControlError(f"no scheduler control to drain {compress(mine)} with")
+        return mine
+
+    def drain(self, hosts: Sequence[str], reason: str) -> None:
+        if mine := self._mine(hosts):
+            assert self.owner is not None
+            self.owner.drain(mine, reason)
+
+    def wait_drained(self, hosts: Sequence[str], deadline_s: float, on_busy: OnBusy | None = None) -> list[str]:
+        if mine := self._mine(hosts):
+            assert self.owner is not None
+            return self.owner.wait_drained(mine, deadline_s, on_busy)
+        return []
+
+    def resume(self, hosts: Sequence[str]) -> None:
+        if mine := self._mine(hosts):
+            assert self.owner is not None
+            self.owner.resume(mine)
+
+    def reconfigure(self) -> None:
+        if self.owner is not None:
+            self.owner.reconfigure()
+
+    def states(self, hosts: Sequence[str]) -> dict[str, tuple[str, str]]:
+        if mine := self._mine(hosts):
+            assert self.owner is not None
+            return self.owner.states(mine)
+        return {}
+
+
 def foreign_drains(states: Mapping[str, tuple[str, str]]) -> dict[str, str]:
     """The nodes of ``states`` ({node: (sinfo state, reason)}) that are drained, down or
     failed with a reason apply did not write: {node: the reason as found}."""

@@ -27,7 +27,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from fleetspec.apply.ansible import HostEvent, PlaybookResult
-from fleetspec.apply.control import APPLY_REASON_PREFIX, ControlError, NodeControl, foreign_drains
+from fleetspec.apply.control import APPLY_REASON_PREFIX, ControlError, NodeControl, OwnedOnly, foreign_drains
 from fleetspec.apply.hooks import run_with_hooks
 from fleetspec.apply.lanes import run_steps
 from fleetspec.compile.ir import Fleet
@@ -131,7 +131,7 @@ def apply_plan(plan: Plan, store: StateBackend, engines: Engines, options: Apply
 
     fleet = plan.fleet
     reasons = _reasons(plan)
-    controls = [_control_for(fleet, wave, engines) for wave in plan.waves]  # refuse before draining anything
+    controls = [_control_for(fleet, wave, engines, plan.unowned) for wave in plan.waves]  # refuse before draining anything
     try:
         held = _held(plan, controls)
     except ControlError as exc:
@@ -139,7 +139,7 @@ def apply_plan(plan: Plan, store: StateBackend, engines: Engines, options: Apply
         return ApplyResult(False, f"cannot read the nodes' drain state: {exc}")
     if held:
         plan = hold_back(plan, held)
-        controls = [_control_for(fleet, wave, engines) for wave in plan.waves]
+        controls = [_control_for(fleet, wave, engines, plan.unowned) for wave in plan.waves]
         say("held", f"{len(held)} node(s) drained by someone else are left exactly as found (not drained again, "
                     "not changed, not resumed; their changes stay pending): "
                     + "; ".join(f"{h} ({why})" for h, why in sorted(held.items())), None, sorted(held), ok=False)
@@ -420,10 +420,17 @@ def _drift(report: VerifyReport) -> list[str]:
     return out
 
 
-def _control_for(fleet: Fleet, wave: Wave, engines: Engines) -> NodeControl:
+def _control_for(fleet: Fleet, wave: Wave, engines: Engines, unowned: tuple[str, ...] = ()) -> NodeControl:
+    """The wave's owner's control; nodes adopted though no scheduler has them
+    (``Plan.unowned``) are left out of its drains, and a wave of only those needs none."""
     partition = fleet.partition(wave.partition)
     owner = partition.scheduler if partition else "slurm"
     control = engines.slurm if owner == "slurm" else engines.kubernetes
+    if unowned and set(wave.hosts) & set(unowned):
+        if control is None and not set(wave.hosts) <= set(unowned):
+            raise ApplyError(f"wave {wave_name(wave)} needs to drain {owner}-owned nodes, but no {owner} control "
+                             "is configured")
+        return OwnedOnly(control, frozenset(unowned))
     if control is None:
         raise ApplyError(f"wave {wave_name(wave)} needs to drain {owner}-owned nodes, but no {owner} control is "
                          "configured")

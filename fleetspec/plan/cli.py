@@ -21,7 +21,10 @@ import typer
 from fleetspec import exit_codes
 from fleetspec.cli_usage import (
     ChartsOpt,
+    InventoryOpt,
     SigningKeyOpt,
+    SlurmControlOpt,
+    SlurmMode,
     batch_minutes_option,
     canary_option,
     forks_option,
@@ -82,6 +85,12 @@ def plan(
                                                              "(default 12.75)")] = None,
     forks: Annotated[int | None, typer.Option("--forks", callback=forks_option, help="hosts one wave works on at "
                                               "once (default: the whole wave)")] = None,
+    live: Annotated[bool, typer.Option("--live", help="ask Slurm (sinfo), Kubernetes (kubectl) and the nodes "
+                                       "(SSH) which nodes new to the state already run, as apply does before it "
+                                       "starts: those are planned as adoptions, drained in waves. Without it the "
+                                       "plan is offline and says so")] = False,
+    inventory: InventoryOpt = None,
+    slurm_control: SlurmControlOpt = SlurmMode.auto,
     diff: Annotated[bool, typer.Option("--diff", help="text plan: also print each change's before and after "
                                        "(unified diff for files, key: old -> new for nodes)")] = False,
 ) -> None:
@@ -102,8 +111,13 @@ def plan(
     if to_stdout:
         console = errors  # standard output carries the saved plan
     try:
+        if live and base is not None:
+            raise PlanError("--live asks which nodes new to the state already run: it plans against the state, "
+                            "not --base. Leave out one of them")
         result = build_plan(spec, state, base, canary, max_unavailable, errors, lock_timeout,
                             _quarantined(health), charts)
+        if live:
+            result = _live(result, inventory, slurm_control, errors)
         if facts is not None:
             result = _with_facts(result, facts, errors)
         if limit is not None:
@@ -141,6 +155,16 @@ def plan(
                           f"plan while the state stays at serial {result.state_serial}" if result.state_serial
                           is not None else f"saved to {escape(str(out))}")
     raise typer.Exit(exit_codes.CHANGES if detailed_exitcode and not result.empty else exit_codes.OK)
+
+
+def _live(plan: Plan, inventory: list[Path] | None, mode: SlurmMode, errors: Any) -> Plan:
+    """The plan with the nodes found running planned as adoptions, as apply plans them."""
+    from fleetspec.apply.membership import live_membership, with_membership
+
+    found = live_membership(plan, inventory=inventory, slurm_mode=mode.value)
+    for warning in found.warnings:
+        errors.print(f"warning: {warning}", markup=False)
+    return with_membership(plan, found)
 
 
 def _with_facts(plan: Plan, directory: Path, errors: Any) -> Plan:

@@ -114,10 +114,21 @@ class Plan:
     # Nodes drained by someone else (an operator, the health check) that apply found when
     # it started, with the reason as found: apply leaves them exactly so (``hold_back``).
     held: tuple[tuple[str, str], ...] = ()
+    # Whether the nodes the state does not know were asked about live (``apply``, ``plan
+    # --live``: Slurm, Kubernetes, SSH), in words; None: an offline plan, not asked.
+    # ``unowned``: adopted nodes that answer SSH but their scheduler does not have: their
+    # waves keep the canary and the budget, and drain through no scheduler (#28 item 4).
+    membership: str | None = None
+    unowned: tuple[str, ...] = ()
 
     @property
     def empty(self) -> bool:
         return not self.changes
+
+    @property
+    def creates_nodes(self) -> bool:
+        """Whether a node is new to the state (what ``plan --live`` asks about)."""
+        return any(c.action is Action.CREATE and c.host is not None for c in self.changes)
 
     @functools.cached_property
     def schedule(self) -> Any:
@@ -169,6 +180,10 @@ class Plan:
             data["quarantined"] = [{"node": h, "why": why} for h, why in self.quarantined]
         if self.held:
             data["held"] = [{"node": h, "reason": why} for h, why in self.held]
+        if self.membership is not None:
+            data["membership"] = {"live": True, "asked": self.membership, "unowned": list(self.unowned)}
+        elif self.creates_nodes:
+            data["membership"] = {"live": False}
         if include_fleet:
             data["ir"] = self.fleet.to_dict()
         return data

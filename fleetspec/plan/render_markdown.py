@@ -17,7 +17,7 @@ from typing import Any
 from fleetspec.markdown import cell, code
 from fleetspec.node_side.hostlist import compress
 from fleetspec.plan.model import Change, Disruption, Plan
-from fleetspec.plan.render_text import grouped, schedule_line
+from fleetspec.plan.render_text import grouped, membership_line, schedule_line
 
 MARKER = "<!-- fleetspec-plan -->"
 MAX_CHARS = 60_000
@@ -43,6 +43,9 @@ def plan_markdown(plan: Plan, notes: dict[str, Any] | None = None) -> str:
     node_total = sum(summary["nodes"].values())
     lines += [f"**{summary['changes']} change(s)**, {node_total} on nodes; most disruptive: "
               f"**{summary['max_disruption']}**; {summary['waves']} wave(s).", ""]
+    line = membership_line(plan)
+    if line is not None:
+        lines += [cell(line), ""]
     lines += _by_class(summary)
     if summary["partitions"]:
         lines += _partitions(summary["partitions"])

@@ -31,6 +31,9 @@ def print_plan(plan: Plan, console: Console, detail: int = 0) -> None:
                   f"{summary['changes']} change(s), {sum(summary['nodes'].values())} of them on nodes; most disruptive: [{STYLES[worst]}]{worst.value}[/]")
     if detail < 0:
         return
+    line = membership_line(plan)
+    if line is not None:
+        console.print(escape(line) if plan.membership is not None else f"[yellow]{escape(line)}[/]")
     if plan.restriction is not None:
         skipped = (f"{len(plan.skipped)} node(s) with changes are skipped: {compress(plan.skipped)}. The state "
                    "records only what is applied, so the next plan still shows them" if plan.skipped
@@ -50,6 +53,20 @@ def print_plan(plan: Plan, console: Console, detail: int = 0) -> None:
         console.print(escape(schedule_line(plan)))
     else:
         console.print("No node has to leave service: no waves.")
+
+
+def membership_line(plan: Plan) -> str | None:
+    """Whether the nodes new to the state were asked about live (#28 item 4), in words;
+    None when no node is new and nothing was asked."""
+    if plan.membership is not None:
+        unowned = (f"; {compress(plan.unowned)} answer SSH but no scheduler has them: their waves drain nothing"
+                   if plan.unowned else "")
+        return f"Live membership consulted: {plan.membership}{unowned}."
+    if not plan.creates_nodes:
+        return None
+    return ("Live membership not consulted (an offline plan): nodes new to the state are planned as new, "
+            "provisioned before they take work. apply asks Slurm, Kubernetes and the nodes (SSH) first and "
+            "plans those it finds running as adoptions, drained in waves; 'plan --live' shows that here.")
 
 
 def schedule_line(plan: Plan) -> str:

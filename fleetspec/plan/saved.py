@@ -134,7 +134,13 @@ def _plan_from_dict(data: dict[str, Any], fleet: Fleet) -> Plan:
                 data.get("base"), data.get("settings") or {}, data.get("restriction"),
                 tuple(data.get("skipped") or ()),
                 tuple((q["node"], q["why"]) for q in data.get("quarantined") or ()),
-                tuple((h["node"], h["reason"]) for h in data.get("held") or ()))
+                tuple((h["node"], h["reason"]) for h in data.get("held") or ()),
+                _membership(data).get("asked"), tuple(_membership(data).get("unowned") or ()))
+
+
+def _membership(data: dict[str, Any]) -> dict[str, Any]:
+    found = data.get("membership")
+    return found if isinstance(found, dict) and found.get("live") is True else {}
 
 
 def check_plan_current(plan: Plan, store: StateBackend | State) -> None:

@@ -57,3 +57,36 @@ def test_first_apply_on_a_running_cluster_drains_what_slurm_knows(cluster, tmp_p
         assert "drain" in state and reason.startswith("fleetspec: ")
     finally:
         cluster.run("scancel", job_id, check=False)
+
+
+def test_plan_live_shows_the_adoption_apply_will_run(cluster, tmp_path, monkeypatch):
+    """``plan --live`` asks Slurm as apply does: the plan the operator reviews has the same
+    adoption, waves and canary as apply's own plan; without --live it says it did not ask."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from fleetspec.cli import app
+    from fleetspec.state import StateStore
+
+    job = cluster.sbatch("-p", "nvidia-hopper", "-w", "h200-002", "-N", "1", script="#!/bin/sh\nsleep 60\n")
+    job_id = job.stdout.split()[-1]
+    try:
+        cluster.wait_job(job_id, {"RUNNING"})
+        monkeypatch.setenv("SLURM_CONF", str(cluster.conf))
+        state = tmp_path / "state"
+        args = ["plan", str(V1), "--state", str(state), "--slurm-control", "local", "--format", "json"]
+        live = CliRunner().invoke(app, [*args, "--live"])
+        assert live.exit_code == 0, live.output
+        planned = json.loads(live.output)
+        fleet = compile_file(V1).fleet
+        applied = _adopted(plan_against_state(fleet, StateStore(state, fleet.name).read()), None, None,
+                           SlurmMode.local).to_dict()
+        assert planned["changes"] == applied["changes"] and planned["waves"] == applied["waves"]
+        assert planned["membership"]["live"] is True and "Slurm (sinfo): 4 of 4" in planned["membership"]["asked"]
+        reason = {c["target"]: c["reason"] for c in planned["changes"]}["node:h200-002"]
+        assert re.search(r"Slurm already has it \(state (allocated|mixed)\)", reason)
+        offline = json.loads(CliRunner().invoke(app, args).output)
+        assert offline["membership"] == {"live": False} and not offline["waves"]
+    finally:
+        cluster.run("scancel", job_id, check=False)
