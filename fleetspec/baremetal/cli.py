@@ -115,11 +115,12 @@ class Drain(str, Enum):
 
 @baremetal_app.command("apply", cls=COMMAND)
 def apply(spec: SpecArg, hosts: HostsOpt = None,
-          drain: Annotated[Drain, typer.Option("--drain", help="drain nodes before a BIOS reboot through this "
-                                               "scheduler's client here (none: refuse reboots)")] = Drain.none,
+          drain: Annotated[Drain, typer.Option("--drain", help="drain nodes before a BIOS or firmware reboot "
+                                               "through this scheduler's client here (none: refuse reboots)")] = Drain.none,
           canary: Annotated[int, typer.Option("--canary", min=0)] = 1,
           max_unavailable: Annotated[str, typer.Option("--max-unavailable")] = "25%") -> None:
-    """Make the BMC changes: power on (boot once from the network), BIOS attributes (drain, restart, resume)."""
+    """Make the BMC changes: power on (boot once from the network), BIOS attributes and firmware updates
+    (drain, stage or update, restart, read back, resume)."""
     from fleetspec.apply.control import KubernetesControl, SlurmControl, local_runner
     from fleetspec.baremetal.run import apply_bmcs
     from fleetspec.plan.render_text import print_plan
