@@ -8,7 +8,8 @@ is drained through its scheduler first (when a `NodeControl` is given), its BIOS
 are staged, its firmware updated (``UpdateService.SimpleUpdate``, the task followed to its
 end), it is restarted, the firmware inventory is read back and compared with the stack's
 pins, and it is resumed after; a node that is off gets the same BIOS and firmware, is set
-to boot once from the network and powered on.
+to boot once from the network and powered on, held drained (with a `NodeControl`) until
+`fleetspec.baremetal.join` has verified it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from fleetspec.apply.control import NodeControl
 from fleetspec.baremetal.drift import bmc_changes, firmware_reported
+from fleetspec.baremetal.join import JOIN_REASON
 from fleetspec.baremetal.redfish import BmcError, Observed, Session
 from fleetspec.compile.ir import Fleet, NodeBmc
 from fleetspec.findings import Finding
@@ -102,7 +104,12 @@ def apply_bmcs(plan: Plan, base_dir: Path, control: NodeControl | None = None,
         on_line(f"{host}: {line}")
 
     in_waves = {h for wave in plan.waves for h in wave.hosts}
-    for host in sorted(set(by_host) - in_waves):  # nodes that are off: nothing to drain
+    booting = sorted(set(by_host) - in_waves)
+    if booting and control is not None:  # out of service until `baremetal join` has verified them
+        control.drain(booting, JOIN_REASON)
+        for host in booting:
+            note(host, "held drained until it joins (fleetspec baremetal join)")
+    for host in booting:  # nodes that are off: nothing to drain
         if not _apply_one(plan, host, by_host[host], base_dir, redactor, result, note, readback_s):
             return result
     for wave in plan.waves:
