@@ -94,8 +94,12 @@ def test_a_node_joins_slurm_only_after_verify_passes(lab_base: Path, tmp_path: P
         lines: list[str] = []
         joined = join(fleet, HOSTS, control, verify, lines.append, timeout_s=30)
         assert [(j.host, j.in_service) for j in joined] == [("join-1", False), ("join-2", True)]
+        # a resume marks the node not responding ("idle*") until slurmctld's next ping answers
+        end = time.monotonic() + 30
+        while control.states(["join-2"])["join-2"][0] != "idle" and time.monotonic() < end:
+            time.sleep(0.2)
         states = control.states(HOSTS)
-        assert states["join-2"] == ("idle", "")
+        assert states["join-2"][0] == "idle", states
         state, reason = states["join-1"]
         assert state == "drained" and reason.startswith("fleetspec: join: verify failed: driver: no NVIDIA driver"), \
             states
