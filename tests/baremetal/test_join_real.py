@@ -104,7 +104,7 @@ def test_a_node_joins_slurm_only_after_verify_passes(lab_base: Path, tmp_path: P
         assert state == "drained" and reason.startswith("fleetspec: join: verify failed: driver: no NVIDIA driver"), \
             states
         assert lines == [f"join-1: stays drained, {joined[0].reason}", "join-2: verify passed, resumed"]
-        job = cluster.sbatch("-w", "join-2", "-N1", "--mem=100", script="true\n")
+        job = cluster.sbatch("-p", "nvidia-hopper", "-w", "join-2", "-N1", "--mem=100", script="true\n")
         assert job.returncode == 0, job.stderr
         done = cluster.wait_job(job.stdout.strip(), {"COMPLETED", "FAILED"}, timeout=30)
         assert done.get("JobState") == "COMPLETED", done
