@@ -2,7 +2,7 @@
 
 Thin: compile the spec, call one function of fleetspec.baremetal, print, pick the exit code.
 ``plan``: 0 when no BMC error and every BMC answered, 1 otherwise. ``apply``: 0 when every
-change was made. ``replace``: 0 when every ``replace`` verdict got a spare and a ticket.
+change was made. ``join``: 0 when every node passed verify and is in service. ``replace``: 0 when every ``replace`` verdict got a spare and a ticket.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class Format(str, Enum):
     json = "json"
 
 
-def _compiled(spec: Path):  # type: ignore[no-untyped-def]
+def _compiled(spec: Path, baremetal: bool = True):  # type: ignore[no-untyped-def]
     from fleetspec.pipeline import compile_file
 
     compiled = compile_file(spec)
@@ -47,7 +47,7 @@ def _compiled(spec: Path):  # type: ignore[no-untyped-def]
                 _err.print(f"{f.file}:{f.line}:{f.column}: error [{f.rule}] {f.message}", markup=False)
         _err.print(f"{spec}: the spec has errors; fix them (fleetspec validate) first", markup=False)
         raise typer.Exit(ERROR)
-    if compiled.fleet.baremetal is None:
+    if baremetal and compiled.fleet.baremetal is None:
         _err.print(f"{spec}: the spec has no bmc or baremetal section: nothing to do", markup=False)
         raise typer.Exit(ERROR)
     return compiled
@@ -115,11 +115,12 @@ class Drain(str, Enum):
 
 @baremetal_app.command("apply", cls=COMMAND)
 def apply(spec: SpecArg, hosts: HostsOpt = None,
-          drain: Annotated[Drain, typer.Option("--drain", help="drain nodes before a BIOS reboot through this "
-                                               "scheduler's client here (none: refuse reboots)")] = Drain.none,
+          drain: Annotated[Drain, typer.Option("--drain", help="drain nodes before a BIOS or firmware reboot "
+                                               "through this scheduler's client here (none: refuse reboots)")] = Drain.none,
           canary: Annotated[int, typer.Option("--canary", min=0)] = 1,
           max_unavailable: Annotated[str, typer.Option("--max-unavailable")] = "25%") -> None:
-    """Make the BMC changes: power on (boot once from the network), BIOS attributes (drain, restart, resume)."""
+    """Make the BMC changes: power on (boot once from the network), BIOS attributes and firmware updates
+    (drain, stage or update, restart, read back, resume)."""
     from fleetspec.apply.control import KubernetesControl, SlurmControl, local_runner
     from fleetspec.baremetal.run import apply_bmcs
     from fleetspec.plan.render_text import print_plan
@@ -159,3 +160,33 @@ def replace(spec: SpecArg,
     if not done:
         _out.print("no node's verdict is 'replace'", markup=False)
     raise typer.Exit(OK if all(r.ok for r in done) else ERROR)
+
+
+@baremetal_app.command("join", cls=COMMAND)
+def join(spec: SpecArg,
+         hosts: Annotated[str, typer.Option("--hosts", help="the nodes that booted (a hostlist)", show_default=False)],
+         inventory: Annotated[list[Path], typer.Option("--inventory", "-i", help="Ansible inventory that reaches "
+                                                       "the nodes (verify collects their facts through it)")],
+         timeout: Annotated[float, typer.Option("--timeout", min=1, help="seconds to wait for each slurmd to "
+                                                "register")] = 900) -> None:
+    """Let booted nodes into Slurm only once verify passes: hold them drained, wait for their slurmd
+    to register, verify them, resume those that pass; the others stay drained with the failing check."""
+    from fleetspec.apply.control import ControlError, SlurmControl, local_runner
+    from fleetspec.baremetal.join import join as join_nodes
+    from fleetspec.verify.compare import compare
+    from fleetspec.verify.run import VerifyError, collect_inventory
+
+    compiled = _compiled(spec, baremetal=False)
+    wanted = _hosts(hosts) or []
+
+    def verify(fleet, nodes):  # type: ignore[no-untyped-def]
+        facts, problems = collect_inventory(inventory, nodes, forks=20)
+        return compare(fleet, facts, hosts=nodes, unreachable=problems)
+
+    try:
+        done = join_nodes(compiled.fleet, wanted, SlurmControl(local_runner(timeout=60)), verify,
+                          lambda line: _out.print(line, markup=False), timeout_s=timeout)
+    except (ValueError, ControlError, VerifyError) as exc:
+        _err.print(f"error: {exc}", markup=False)
+        raise typer.Exit(ERROR) from None
+    raise typer.Exit(OK if all(j.in_service for j in done) else ERROR)

@@ -5,12 +5,15 @@ Changes are what apply can do over Redfish, each with its disruption class:
 - a node that is off is powered on, booting once from the network (PXE: the golden image),
   with any BIOS attributes staged first; it runs no work, so this disrupts nothing (``none``);
 - a BIOS attribute the site pins that differs is staged and takes effect at the next reboot:
-  ``drain-reboot``, in the waves every drain-reboot change runs in.
+  ``drain-reboot``, in the waves every drain-reboot change runs in;
+- firmware that differs from the stack's pin, where ``baremetal.firmware_images`` gives the
+  image for the pinned version, is updated through Redfish ``UpdateService.SimpleUpdate``
+  and takes effect at the reboot: ``drain-reboot`` too (``none`` for a node that is off).
 
 Findings are what apply cannot do: a pinned attribute the BMC's attribute registry does not
 know, is read-only or does not allow; inventory that disagrees with the spec (GPU count,
-memory, sockets); firmware that differs from the stack's pins (updated with the vendor's
-bundle, docs/bare-metal.md). Each is located at the node group's ``bmc`` in the spec.
+memory, sockets); firmware that differs from the stack's pins with no image to update it
+from (docs/bare-metal.md). Each is located at the node group's ``bmc`` in the spec.
 """
 
 from __future__ import annotations
@@ -19,16 +22,12 @@ import difflib
 from collections.abc import Mapping
 from typing import Any
 
-from fleetspec.baremetal.redfish import Attribute, Observed
+from fleetspec.baremetal.redfish import INVENTORY_KEYS, Attribute, Observed
 from fleetspec.compile.ir import Fleet, NodeBmc
 from fleetspec.findings import Finding, Severity
 from fleetspec.plan.model import Action, Change, Disruption
 
 RULE = "baremetal"
-# Where the stack's firmware pin is read from in the BMC's report: ``bios`` is the system's
-# BiosVersion; a FirmwareInventory member whose Id names the component carries the others.
-INVENTORY_KEYS = {"bios": ("bios",), "bmc": ("bmc",), "vbios": ("gpu", "vbios"), "nvswitch": ("nvswitch",),
-                  "connectx": ("connectx", "nic", "cx")}
 
 
 def bmc_changes(fleet: Fleet, observed: Mapping[str, Observed]) -> tuple[list[Change], list[Finding]]:
@@ -42,22 +41,33 @@ def bmc_changes(fleet: Fleet, observed: Mapping[str, Observed]) -> tuple[list[Ch
             continue
         where = {"partition": node.partition, "rack": node.rack}
         staged = _bios_changes(bmc, seen, findings)
-        text = ", ".join(f"{k} {seen.bios.get(k)!r} -> {v!r}" for k, v in staged.items())
-        if seen.power != "On":
-            # off: it runs no work, and staged BIOS settings take effect as it starts
-            bios = f"; BIOS {text}" if staged else ""
-            changes.append(Change(f"node:{bmc.host}", Action.UPDATE, Disruption.NONE,
-                                  {"power": seen.power, "bios": {k: seen.bios.get(k) for k in staged}},
-                                  {"power": "On", "boot": "Pxe once", "bios": staged},
-                                  f"BMC: power {seen.power} -> On, booting once from the network (PXE){bios}",
-                                  **where))
-        elif staged:
-            changes.append(Change(f"node:{bmc.host}", Action.UPDATE, Disruption.DRAIN_REBOOT,
-                                  {"bios": {k: seen.bios.get(k) for k in staged}}, {"bios": staged},
-                                  f"BMC: BIOS {text} (takes effect at the reboot)", **where))
-        findings.extend(_inventory(bmc, node.gpu.count, node.memory_gb, node.sockets, seen))
         stack = fleet.stack(node.stack)
-        findings.extend(_firmware(bmc, dict(stack.firmware) if stack else {}, seen))
+        updates = _firmware(fleet, bmc, dict(stack.firmware) if stack else {}, seen, findings)
+        parts = []
+        if staged:
+            parts.append("BIOS " + ", ".join(f"{k} {seen.bios.get(k)!r} -> {v!r}" for k, v in staged.items()))
+        if updates:
+            parts.append("firmware " + ", ".join(f"{c} {firmware_reported(c, seen.firmware)} -> {u['version']}"
+                                                 for c, u in updates.items()) + " (Redfish UpdateService)")
+        before: dict[str, Any] = {}
+        after: dict[str, Any] = {}
+        if staged:
+            before["bios"] = {k: seen.bios.get(k) for k in staged}
+            after["bios"] = staged
+        if updates:
+            before["firmware"] = {c: firmware_reported(c, seen.firmware) for c in updates}
+            after["firmware"] = updates
+        if seen.power != "On":
+            # off: it runs no work, and staged BIOS settings and firmware take effect as it starts
+            text = "".join(f"; {p}" for p in parts)
+            changes.append(Change(f"node:{bmc.host}", Action.UPDATE, Disruption.NONE,
+                                  {"power": seen.power, **before}, {"power": "On", "boot": "Pxe once", **after},
+                                  f"BMC: power {seen.power} -> On, booting once from the network (PXE){text}",
+                                  **where))
+        elif parts:
+            changes.append(Change(f"node:{bmc.host}", Action.UPDATE, Disruption.DRAIN_REBOOT, before, after,
+                                  f"BMC: {'; '.join(parts)} (takes effect at the reboot)", **where))
+        findings.extend(_inventory(bmc, node.gpu.count, node.memory_gb, node.sockets, seen))
     return changes, findings
 
 
@@ -121,15 +131,25 @@ def firmware_reported(component: str, firmware: Mapping[str, str]) -> str | None
     return None
 
 
-def _firmware(bmc: NodeBmc, pinned: Mapping[str, str], seen: Observed) -> list[Finding]:
-    out = []
+def _firmware(fleet: Fleet, bmc: NodeBmc, pinned: Mapping[str, str], seen: Observed,
+              findings: list[Finding]) -> dict[str, dict[str, str]]:
+    """The firmware updates apply makes (component -> {version, image}); a differing
+    component without an image for its pinned version is a finding."""
+    assert fleet.baremetal is not None
+    updates = {}
     for component, want in sorted(pinned.items()):
         have = firmware_reported(component, seen.firmware)
         if have is None:
             if component in ("bios", "bmc"):
-                out.append(Finding(RULE, Severity.WARNING, f"{bmc.host}: the BMC reports no {component} firmware "
-                                   f"version, so the pin {want} is not attested over Redfish", bmc.path))
+                findings.append(Finding(RULE, Severity.WARNING, f"{bmc.host}: the BMC reports no {component} firmware "
+                                        f"version, so the pin {want} is not attested over Redfish", bmc.path))
         elif have != want:
-            out.append(Finding(RULE, Severity.ERROR, f"{bmc.host}: {component} firmware is {have}; the stack pins "
-                               f"{want}. Update it with the vendor's firmware bundle, then plan again", bmc.path))
-    return out
+            image = fleet.baremetal.firmware_image(component, want)
+            if image is None:
+                findings.append(Finding(RULE, Severity.ERROR, f"{bmc.host}: {component} firmware is {have}; the stack "
+                                        f"pins {want}. Give the image in baremetal.firmware_images.{component} "
+                                        f"(\"{want}\": URI) for apply to update it through Redfish, or update it "
+                                        "with the vendor's tool, then plan again", bmc.path))
+            else:
+                updates[component] = {"version": want, "image": image}
+    return updates

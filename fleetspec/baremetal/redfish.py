@@ -4,7 +4,8 @@
 processors, NICs, GPUs (PCIe devices, where the BMC exposes them), power state, boot source
 override, BIOS attributes with the attribute registry's rules, and the firmware inventory
 (UpdateService/FirmwareInventory, plus the system's BiosVersion). `Session` also acts:
-power, boot-once PXE, BIOS attributes. The credential is resolved from its secret reference
+power, boot-once PXE, BIOS attributes, and firmware updates (``UpdateService.SimpleUpdate``
+with the image's URI, its task monitor followed to the end). The credential is resolved from its secret reference
 only here, never logged: errors name the BMC and what failed, and every message goes through
 a `Redactor` that knows the password.
 
@@ -15,6 +16,7 @@ a connect and a read timeout, and sushy's server-side retries are bounded.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,15 @@ READ_TIMEOUT_S = 60
 RETRIES = 2  # sushy's retries on a BMC's 5xx (BMCs answer 503 while busy)
 # Power states a plan may ask for, and the Redfish ResetType that reaches each.
 RESET_FOR = {"On": "On", "Off": "ForceOff", "restart": "ForceRestart"}
+FIRMWARE_TASK_TIMEOUT_S = 3600  # a BMC or GPU baseboard image flashes in minutes, sometimes tens of them
+MAX_POLL_S = 30  # a task monitor's Retry-After is followed up to this
+# Task endings that mean the update is in (Redfish TaskState / TaskStatus, DSP0268 Task schema).
+TASK_DONE = {"Completed"}
+TASK_OK = {"OK", "Warning", None}
+# Where the stack's firmware pin is read from in the BMC's report: ``bios`` is the system's
+# BiosVersion; a FirmwareInventory member whose Id names the component carries the others.
+INVENTORY_KEYS = {"bios": ("bios",), "bmc": ("bmc",), "vbios": ("gpu", "vbios"), "nvswitch": ("nvswitch",),
+                  "connectx": ("connectx", "nic", "cx")}
 
 
 class BmcError(RuntimeError):
@@ -250,3 +261,77 @@ class Session:
             self._system.bios.set_attributes(attributes)
         except Exception as exc:
             raise self._error("setting BIOS attributes failed", exc) from None
+
+    def update_firmware(self, component: str, image: str, timeout_s: float = FIRMWARE_TASK_TIMEOUT_S) -> str:
+        """Have the BMC fetch ``image`` and update ``component`` with it (Redfish
+        ``UpdateService.SimpleUpdate``), following the task monitor until the task ends.
+        Returns the task's end in words; a task that ends in anything but ``Completed`` (or
+        outlives ``timeout_s``) is a `BmcError` with the BMC's messages. The new version is
+        read back by the caller after the reboot the update needs."""
+        from sushy import UpdateTransferProtocolType
+
+        protocol = UpdateTransferProtocolType.HTTPS if image.startswith("https://") else UpdateTransferProtocolType.HTTP
+        try:
+            service = self._conn.get_update_service()
+            monitor = service.simple_update(image, targets=self._update_targets(component, service),
+                                            transfer_protocol=protocol)
+        except BmcError:
+            raise
+        except Exception as exc:
+            raise self._error(f"the BMC refused the {component} firmware update (UpdateService.SimpleUpdate)",
+                              exc) from None
+        deadline = time.monotonic() + timeout_s
+        try:
+            while monitor.is_processing:
+                if time.monotonic() > deadline:
+                    raise BmcError(f"{self.bmc.host}: the {component} firmware update task "
+                                   f"{monitor.task_monitor_uri} was still running after {timeout_s:g} s: "
+                                   "look at the BMC before rebooting the node")
+                time.sleep(min(float(monitor.sleep_for), MAX_POLL_S))
+                monitor.refresh()
+            state, status, messages = self._task_end(monitor)
+        except BmcError:
+            raise
+        except Exception as exc:
+            raise self._error(f"following the {component} firmware update task failed", exc) from None
+        if state not in TASK_DONE or status not in TASK_OK:
+            detail = "; ".join(messages) or "the BMC gave no message"
+            raise BmcError(self.redactor(f"{self.bmc.host}: the {component} firmware update ended {state}/{status}: "
+                                         f"{detail}"[:600]))
+        return f"task {state}/{status or 'no status'}"
+
+    def _update_targets(self, component: str, service: Any) -> list[str] | None:
+        """What SimpleUpdate's ``Targets`` names: the System for the BIOS, the node's Manager
+        for the BMC; for the others the FirmwareInventory member that reports the component
+        (``None``, the BMC picks by the image, where it lists none)."""
+        if component == "bios":
+            return [self._system.path]
+        if component == "bmc":
+            managers = self._system.managers
+            if not managers:
+                raise BmcError(f"{self.bmc.host}: the system lists no Manager to update the BMC firmware of")
+            return [managers[0].path]
+        try:
+            members = service.firmware_inventory.get_members()
+        except Exception:
+            return None
+        words = INVENTORY_KEYS[component]
+        paths = [m.path for m in members
+                 if any(str(m.identity).lower().startswith(w) or f"_{w}" in str(m.identity).lower() for w in words)]
+        return paths or None
+
+    @staticmethod
+    def _task_end(monitor: Any) -> tuple[str | None, str | None, list[str]]:
+        """The finished task's state, status and messages: from the monitor's last answer
+        where it carries the Task, else from the Task resource it names."""
+        doc: dict[str, Any] = {}
+        try:
+            doc = monitor.response.json() if monitor.response.content else {}
+        except ValueError:
+            doc = {}
+        if "TaskState" not in doc:
+            task = monitor.get_task()
+            return (_value(task.task_state), _value(task.task_status),
+                    [str(m.message) for m in (task.messages or []) if m.message])
+        return (doc.get("TaskState"), doc.get("TaskStatus"),
+                [str(m.get("Message")) for m in doc.get("Messages") or [] if isinstance(m, dict) and m.get("Message")])

@@ -5,19 +5,24 @@ each reports, with the nodes whose BMC could not be read and why. ``plan_bmcs`` 
 into a `Plan` (changes with their disruption, the waves apply runs) and findings.
 ``apply_bmcs`` performs a plan's BMC changes wave by wave: in a drain-reboot wave each node
 is drained through its scheduler first (when a `NodeControl` is given), its BIOS attributes
-are staged, it is restarted, and it is resumed after; a node that is off is set to boot once
-from the network and powered on.
+are staged, its firmware updated (``UpdateService.SimpleUpdate``, the task followed to its
+end), it is restarted, the firmware inventory is read back and compared with the stack's
+pins, and it is resumed after; a node that is off gets the same BIOS and firmware, is set
+to boot once from the network and powered on, held drained (with a `NodeControl`) until
+`fleetspec.baremetal.join` has verified it.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from fleetspec.apply.control import NodeControl
-from fleetspec.baremetal.drift import bmc_changes
+from fleetspec.baremetal.drift import bmc_changes, firmware_reported
+from fleetspec.baremetal.join import JOIN_REASON
 from fleetspec.baremetal.redfish import BmcError, Observed, Session
 from fleetspec.compile.ir import Fleet, NodeBmc
 from fleetspec.findings import Finding
@@ -25,7 +30,9 @@ from fleetspec.plan.model import Change, Disruption, Plan
 from fleetspec.plan.waves import MaxUnavailable, plan_waves
 from fleetspec.secrets import Redactor
 
-DRAIN_REASON = "fleetspec: BMC change (BIOS, reboot)"
+DRAIN_REASON = "fleetspec: BMC change (BIOS, firmware, reboot)"
+READBACK_S = 900  # after the reboot, how long the BMC may take to report the new firmware version
+READBACK_POLL_S = 5
 
 
 @dataclass
@@ -80,7 +87,7 @@ class BmcApplyResult:
 
 def apply_bmcs(plan: Plan, base_dir: Path, control: NodeControl | None = None,
                on_line: Callable[[str], None] = lambda line: None, drain_deadline_s: float = 3600,
-               redactor: Redactor | None = None) -> BmcApplyResult:
+               redactor: Redactor | None = None, readback_s: float = READBACK_S) -> BmcApplyResult:
     """Apply the plan's BMC changes: nodes that are off first, then the drain-reboot waves.
     Without ``control`` a drain-reboot wave is refused (nothing restarts a node under running
     work); a node that fails stops the run, its wave left drained."""
@@ -97,8 +104,13 @@ def apply_bmcs(plan: Plan, base_dir: Path, control: NodeControl | None = None,
         on_line(f"{host}: {line}")
 
     in_waves = {h for wave in plan.waves for h in wave.hosts}
-    for host in sorted(set(by_host) - in_waves):  # nodes that are off: nothing to drain
-        if not _apply_one(plan, host, by_host[host], base_dir, redactor, result, note):
+    booting = sorted(set(by_host) - in_waves)
+    if booting and control is not None:  # out of service until `baremetal join` has verified them
+        control.drain(booting, JOIN_REASON)
+        for host in booting:
+            note(host, "held drained until it joins (fleetspec baremetal join)")
+    for host in booting:  # nodes that are off: nothing to drain
+        if not _apply_one(plan, host, by_host[host], base_dir, redactor, result, note, readback_s):
             return result
     for wave in plan.waves:
         hosts = [h for h in wave.hosts if h in by_host]
@@ -106,8 +118,8 @@ def apply_bmcs(plan: Plan, base_dir: Path, control: NodeControl | None = None,
             continue
         if control is None:
             for host in hosts:
-                result.failed[host] = ("a BIOS change needs a drain and a reboot: give the scheduler to drain "
-                                       "through (--slurm or --kubernetes)")
+                result.failed[host] = ("a BIOS or firmware change needs a drain and a reboot: give the scheduler "
+                                       "to drain through (--drain slurm or --drain kubernetes)")
             return result
         control.drain(hosts, DRAIN_REASON)
         busy = control.wait_drained(hosts, drain_deadline_s)
@@ -116,7 +128,7 @@ def apply_bmcs(plan: Plan, base_dir: Path, control: NodeControl | None = None,
                 result.failed[host] = f"still running work after {drain_deadline_s:g} s: not rebooted (left drained)"
             return result
         for host in hosts:
-            _apply_one(plan, host, by_host[host], base_dir, redactor, result, note)
+            _apply_one(plan, host, by_host[host], base_dir, redactor, result, note, readback_s)
         if result.failed:
             return result  # the wave's nodes stay drained: look before going on
         control.resume(hosts)
@@ -126,12 +138,12 @@ def apply_bmcs(plan: Plan, base_dir: Path, control: NodeControl | None = None,
 
 
 def _apply_one(plan: Plan, host: str, changes: list[Change], base_dir: Path, redactor: Redactor,
-               result: BmcApplyResult, note: Callable[[str, str], None]) -> bool:
+               result: BmcApplyResult, note: Callable[[str, str], None], readback_s: float) -> bool:
     assert plan.fleet.baremetal is not None
     bmc = plan.fleet.baremetal.bmc(host)
     assert bmc is not None
     try:
-        _apply_node(bmc, changes, base_dir, redactor, lambda line: note(host, line))
+        _apply_node(bmc, changes, base_dir, redactor, lambda line: note(host, line), readback_s)
     except BmcError as exc:
         result.failed[host] = str(exc)
         return False
@@ -139,22 +151,48 @@ def _apply_one(plan: Plan, host: str, changes: list[Change], base_dir: Path, red
 
 
 def _apply_node(bmc: NodeBmc, changes: list[Change], base_dir: Path, redactor: Redactor,
-                note: Callable[[str], None]) -> None:
+                note: Callable[[str], None], readback_s: float) -> None:
     with Session(bmc, base_dir, redactor) as session:
         power_on = any(c.disruption is Disruption.NONE and c.after.get("power") == "On" for c in changes)
         bios: dict = {}
+        firmware: dict[str, dict[str, str]] = {}
         for change in changes:
             bios.update(change.after.get("bios", {}))
+            firmware.update(change.after.get("firmware", {}))
         if bios:
             session.set_bios(bios)
             note(f"BIOS staged: {', '.join(f'{k}={v}' for k, v in sorted(bios.items()))}")
+        for component, update in sorted(firmware.items()):
+            note(f"{component} firmware {update['version']}: UpdateService.SimpleUpdate from {update['image']}")
+            ended = session.update_firmware(component, update["image"])
+            note(f"{component} firmware update {ended}")
         if power_on:
             session.boot_pxe_once()
             session.power("On")
             note("boot once from the network (PXE), powered on")
-        elif bios:
+        elif bios or firmware:
             session.power("restart")
-            note("restarted (the BIOS change takes effect)")
+            note("restarted (the BIOS or firmware change takes effect)")
+        if firmware:
+            _read_back(session, {c: u["version"] for c, u in firmware.items()}, readback_s, note)
+
+
+def _read_back(session: Session, wanted: dict[str, str], deadline_s: float, note: Callable[[str], None]) -> None:
+    """Read the firmware inventory until it reports every pinned version (a BMC may report the
+    old one until the node has finished its first boot on the new image)."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        seen = session.read()
+        have = {c: firmware_reported(c, seen.firmware) for c in wanted}
+        wrong = {c: v for c, v in have.items() if v != wanted[c]}
+        if not wrong:
+            note("firmware read back: " + ", ".join(f"{c} {v}" for c, v in sorted(have.items())))
+            return
+        if time.monotonic() >= deadline:
+            raise BmcError(f"{session.bmc.host}: after the update and the reboot the BMC reports "
+                           + ", ".join(f"{c} {v or 'no version'} (the stack pins {wanted[c]})" for c, v in sorted(wrong.items()))
+                           + ": the image did not carry the pinned version, or the update did not take. Left drained")
+        time.sleep(READBACK_POLL_S)
 
 
 def unreachable_lines(observation: Observation) -> list[str]:

@@ -52,7 +52,31 @@ def build_baremetal(body: m.FleetBody, nodes: Sequence[ir.Node], partitions: Seq
     bmcs = _bmcs(body, nodes, findings)
     spares = _spares(body, nodes, partitions, findings)
     tickets = _tickets(body, findings)
-    return ir.BareMetal(tuple(bmcs), spares, tickets, _pxe(body, findings))
+    return ir.BareMetal(tuple(bmcs), spares, tickets, _pxe(body, findings), _firmware_images(body, findings))
+
+
+def _firmware_images(body: m.FleetBody, findings: list[Finding]) -> tuple[tuple[str, str, str], ...]:
+    """The images a BMC fetches to update a component to a version. The BMC, not fleetspec,
+    downloads the image, and many BMCs fetch over plain HTTP only: http to a host other than
+    loopback warns (the vendor's signature, which the BMC checks, is then all that vouches for
+    it); a user or password in the URL is refused (it would be stored in the BMC's task log)."""
+    out = []
+    images = body.baremetal.firmware_images if body.baremetal else {}
+    for component, versions in sorted(images.items()):
+        for version, uri in sorted(versions.items()):
+            path = ("spec", "baremetal", "firmware_images", component, version)
+            problem = url_problem(uri, f"the {component} {version} firmware image")
+            parts = urlsplit(uri) if problem else None
+            if parts is not None and " must be https://" in problem and parts.scheme == "http":
+                findings.append(Finding(RULE, Severity.WARNING, f"{problem.split(' must ')[0]} is served over plain "
+                                        "http: the BMC fetches whatever answers there, and only the vendor's image "
+                                        "signature (which the BMC checks) vouches for it. Serve it over https where "
+                                        "the BMC can", path))
+            elif problem:
+                findings.append(Finding(RULE, Severity.ERROR, problem, path))
+                continue
+            out.append((component, version, uri))
+    return tuple(out)
 
 
 def _pxe(body: m.FleetBody, findings: list[Finding]) -> ir.PxeConfig | None:

@@ -379,9 +379,13 @@ class BareMetal(typing.NamedTuple):
     spares: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (partition, spare hostnames), sorted
     tickets: TicketWebhook | None = None
     pxe: PxeConfig | None = None
+    firmware_images: tuple[tuple[str, str, str], ...] = ()  # (component, version, image URI), sorted
 
     def bmc(self, host: str) -> NodeBmc | None:
         return next((b for b in self.bmcs if b.host == host), None)
+
+    def firmware_image(self, component: str, version: str) -> str | None:
+        return next((uri for c, v, uri in self.firmware_images if (c, v) == (component, version)), None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -365,19 +365,24 @@ class Cluster:
         self._save_daemons()
         return daemon
 
-    def start(self, wait_idle: bool = True, timeout: float = 30) -> None:
-        """Start slurmctld, then one slurmd per node; on failure stop what was started."""
+    def start(self, wait_idle: bool = True, timeout: float = 30, nodes: Collection[str] | None = None) -> None:
+        """Start slurmctld, then one slurmd per node (of ``nodes`` only, where given: the others
+        boot later, `start_node`); on failure stop what was started."""
         try:
             ctld = self._spawn("slurmctld", "slurmctld", "-D", "-i")
             self._wait(lambda: self._ctld_up(ctld), timeout, "slurmctld did not come up")
-            for node in self.nodes:
-                (self.root / "spool" / node).mkdir(parents=True, exist_ok=True)
-                self._spawn(f"slurmd-{node}", "slurmd", "-D", "-N", node)
+            for node in self.nodes if nodes is None else [n for n in self.nodes if n in nodes]:
+                self.start_node(node)
             if wait_idle:
                 self._wait(self._all_idle, timeout, "nodes did not reach IDLE")
         except BaseException:
             self.stop()
             raise
+
+    def start_node(self, node: str) -> Daemon:
+        """Start one node's slurmd (a node that boots later than the controller)."""
+        (self.root / "spool" / node).mkdir(parents=True, exist_ok=True)
+        return self._spawn(f"slurmd-{node}", "slurmd", "-D", "-N", node)
 
     def _ctld_up(self, ctld: Daemon) -> bool:
         if not ctld.alive:

@@ -700,6 +700,10 @@ class BareMetal(_Model):
         default_factory=dict, description="partition -> spare nodes (defined in racks) that join it on 'replace'")
     tickets: TicketWebhook | None = None
     pxe: Pxe | None = None
+    firmware_images: dict[Literal["vbios", "nvswitch", "connectx", "bmc", "bios"],
+                          dict[FirmwareVersion, strict(str, pattern=r"^https?://[^\s'\"]+$", max_length=2048)]] = Field(
+        default_factory=dict,
+        description="component -> firmware version -> the image URI the BMC fetches (Redfish SimpleUpdate)")
 
 
 class SiteGpuModel(_Model):

@@ -90,8 +90,8 @@ def test_inventory_and_firmware_that_disagree_with_the_spec_are_findings(bmc, tm
     _, findings = plan_bmcs(fleet, observe(fleet, tmp_path, hosts=["gpu-01"]))
     messages = sorted(f.message for f in findings)
     assert messages == [
-        "gpu-01: bios firmware is 2.4.1; the stack pins 2.5.0. Update it with the vendor's firmware bundle, then "
-        "plan again",
+        "gpu-01: bios firmware is 2.4.1; the stack pins 2.5.0. Give the image in baremetal.firmware_images.bios "
+        "(\"2.5.0\": URI) for apply to update it through Redfish, or update it with the vendor's tool, then plan again",
         "gpu-01: the BMC reports 2048 GiB of memory; the spec says memory_gb: 4096. Check the hardware or fix the spec",
     ]
 

@@ -131,3 +131,35 @@ def test_a_damaged_stored_bios_value_is_refused() -> None:
     del data["baremetal"]["bmcs"][0]["endpoint"]
     with pytest.raises(FleetDecodeError, match="NodeBmc lacks 'endpoint'"):
         fleet_from_dict(data)
+
+
+def test_firmware_images_compile_and_survive_the_state_round_trip() -> None:
+    import json
+
+    from fleetspec.state.codec import fleet_from_dict
+
+    extra = '  baremetal:\n    firmware_images: {bios: {"2.5.1": "https://fw.example.com/bios-2.5.1.bin"}}\n'
+    result = compiled(spec(LOCAL, extra=extra, stack_extra=', firmware: {bios: "2.5.1"}'))
+    assert result.valid, result.located()
+    assert result.fleet.baremetal.firmware_image("bios", "2.5.1") == "https://fw.example.com/bios-2.5.1.bin"
+    assert fleet_from_dict(json.loads(result.fleet.to_json())).to_json() == result.fleet.to_json()
+
+
+@pytest.mark.parametrize("component, uri, severity, message", [
+    ("bios", "http://fw.example.com/b.bin", "warning", "the bios 2.5.1 firmware image http://fw.example.com/b.bin is "
+     "served over plain http: the BMC fetches whatever answers there"),
+    ("bios", "https://u:p@fw.example.com/b.bin", "error", "the bios 2.5.1 firmware image carries a user or password "
+     "in the URL"),
+])
+def test_firmware_image_uris_are_checked_where_they_are_written(component, uri, severity, message) -> None:
+    extra = f'  baremetal:\n    firmware_images: {{{component}: {{"2.5.1": "{uri}"}}}}\n'
+    found = [f for f in compiled(spec(LOCAL, extra=extra)).located() if f.rule == "baremetal"]
+    assert [(str(f.severity), f.path, f.line) for f in found] == [
+        (severity, "spec.baremetal.firmware_images.bios.2.5.1", 31)], found
+    assert message in found[0].message and "u:p" not in found[0].message
+
+
+def test_a_firmware_component_the_tuple_does_not_know_is_refused() -> None:
+    extra = '  baremetal:\n    firmware_images: {gpu: {"2.5.1": "https://fw.example.com/b.bin"}}\n'
+    found = errors(spec(LOCAL, extra=extra))
+    assert found and "firmware_images" in found[0].path, found

@@ -71,6 +71,7 @@ FULL["spec"]["ansible"] = {"vars": {"site_nfs": "nfs-01"}, "hooks": {
     "after": [{"playbook": "site/check.yml", "disruption": "none", "partitions": ["nvidia-hopper"]}]}}
 FULL["spec"]["health"] = {"interval": 60, "checks": ["kernel-log"], "actions": {"gpu-lost": "drain"},
                           "slurm_node_state": ["ANY"], "min_healthy": "51%"}
+FULL["spec"]["baremetal"] = {"firmware_images": {"bios": {"2.5.1": "https://fw.example.com/bios-2.5.1.bin"}}}
 
 INJECTION = "{{ lookup('pipe', 'touch MARK') }}{{ 'tem' ~ 'plated' }}"
 

@@ -91,7 +91,7 @@ metadata: {{name: bios}}
 spec:
   os: ubuntu-24.04
   stacks:
-    hopper: {{driver: "580.95.05", cuda: "13.0.2", nccl: "2.28.3"}}
+    hopper: {{driver: "580.95.05", cuda: "13.0.2", nccl: "2.28.3", firmware: {{bios: "2.5.1"}}}}
   racks:
     - name: r01
       bmc: {{endpoint: "{endpoint}", system: "{{host}}", username: admin, password: env:FLEETSPEC_TEST_BMC_PASSWORD,
@@ -104,19 +104,27 @@ spec:
           cpus: 2
           memory_gb: 1
   slurm: {{version: "22.05.8", controllers: ctl-01}}
+  baremetal:
+    firmware_images: {{bios: {{"2.5.1": "{image}"}}}}
 """
 
 
 def test_a_bios_change_drains_restarts_and_resumes_each_wave_through_slurm(tmp_path, monkeypatch) -> None:
+    """BIOS attributes and a BIOS firmware update (Redfish SimpleUpdate, image served on
+    127.0.0.1) in the same drain-reboot waves: each node is drained while its BMC updates and
+    restarts it, the new version is read back, and only then is the node resumed."""
     from fleetspec.apply.control import SlurmControl
     from fleetspec.baremetal.run import DRAIN_REASON, apply_bmcs, observe, plan_bmcs
     from tests.baremetal.emulator import PASSWORD, system
     from tests.baremetal.emulator import running as bmc_running
+    from tests.baremetal.images import serving as images_serving
 
     monkeypatch.setenv("FLEETSPEC_TEST_BMC_PASSWORD", PASSWORD)
     systems = [system("h200-01", 11, "52:54:00:bb:00:01"), system("h200-02", 12, "52:54:00:bb:00:02")]
-    with bmc_running(tmp_path / "bmc", systems) as bmc:
-        fleet = compile_text(BIOS_SPEC.format(endpoint=bmc.endpoint)).fleet
+    (tmp_path / "images").mkdir()
+    (tmp_path / "images" / "bios-2.5.1.bin").write_bytes(b"bios 2.5.1\n" * 100)
+    with images_serving(tmp_path / "images") as images, bmc_running(tmp_path / "bmc", systems) as bmc:
+        fleet = compile_text(BIOS_SPEC.format(endpoint=bmc.endpoint, image=images.url("bios-2.5.1.bin"))).fleet
         assert fleet is not None
         plan, findings = plan_bmcs(fleet, observe(fleet, tmp_path), canary=1, max_unavailable=1)
         assert not findings and [w.hosts for w in plan.waves] == [("h200-01",), ("h200-02",)]
@@ -124,19 +132,25 @@ def test_a_bios_change_drains_restarts_and_resumes_each_wave_through_slurm(tmp_p
             run = local_runner({"SLURM_CONF": str(cluster.conf)})
             control = SlurmControl(run)
             drained_during: list[tuple[str, str]] = []
+            lines: list[str] = []
 
             def on_line(line: str) -> None:
+                lines.append(line)
                 host = line.split(":", 1)[0]
-                if "restarted" in line:  # the node is out of service while its BMC restarts it
+                if "restarted" in line or "firmware update task" in line:  # out of service meanwhile
                     drained_during.append(control.states([host])[host])
 
             result = apply_bmcs(plan, tmp_path, control, on_line)
             assert result.ok, result.failed
-            assert [s[0].upper().startswith("DRAIN") for s in drained_during] == [True, True], drained_during
+            assert [s[0].upper().startswith("DRAIN") for s in drained_during] == [True] * 4, drained_during
             assert all(reason == DRAIN_REASON for _, reason in drained_during)
             states = control.states(["h200-01", "h200-02"])
             assert all(state.upper().startswith("IDLE") for state, _ in states.values()), states
         for name in ("h200-01", "h200-02"):
             assert bmc.system(name)["bios"]["ProcTurboMode"] == "Enabled"
+            assert bmc.system(name)["versions"] == {"BiosVersion": "2.5.1"}
+            assert [i["uri"] for i in bmc.system(name)["firmware_images"]] == [images.url("bios-2.5.1.bin")]
             assert bmc.system(name)["boots"] == ["Hdd"]  # one restart, from disk
+        assert [line for line in lines if line.startswith("h200-01")][-2:] == [
+            "h200-01: firmware read back: bios 2.5.1", "h200-01: resumed"]
         assert not plan_bmcs(fleet, observe(fleet, tmp_path))[0].changes

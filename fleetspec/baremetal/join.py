@@ -1,0 +1,94 @@
+"""The join step: a node that has booted (PXE into its golden image, or provisioned any other
+way) is let into Slurm only once ``verify`` passes for it.
+
+The node is already defined in the rendered slurm.conf (``State=UNKNOWN``: Slurm lists it
+DOWN and not responding until its slurmd registers). Because the rendered ``ReturnToService=1``
+would put a registering node straight into service, `hold` drains it first with
+`JOIN_REASON`; `baremetal apply` holds every node it powers on. `join` then waits for each
+node's slurmd to register (sinfo no longer marks it not responding), runs ``verify`` on the
+registered nodes, and resumes each that conforms; a node that does not stays drained with the
+first failing check as the reason, and one whose slurmd never registered stays drained saying
+so. Every reason starts with ``fleetspec: ``, so apply owns it and an operator's is never
+touched (fleetspec.apply.control.APPLY_REASON_PREFIX).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from fleetspec.apply.control import APPLY_REASON_PREFIX, SlurmControl
+from fleetspec.compile.ir import Fleet
+from fleetspec.verify.compare import Status, VerifyReport
+
+JOIN_REASON = f"{APPLY_REASON_PREFIX}joining: verify pending"
+REGISTER_TIMEOUT_S = 900  # a node PXE-boots, unpacks its image and starts slurmd in minutes
+REASON_MAX = 200  # Slurm keeps the whole reason; sinfo's column is what people read
+Verify = Callable[[Fleet, list[str]], VerifyReport]
+
+
+@dataclass(frozen=True)
+class Joined:
+    host: str
+    in_service: bool
+    reason: str  # why it stays out ("" when it joined)
+
+
+def hold(control: SlurmControl, hosts: Sequence[str]) -> None:
+    """Keep ``hosts`` out of service until `join` has verified them (drain with JOIN_REASON)."""
+    if hosts:
+        control.drain(hosts, JOIN_REASON)
+
+
+def registered(state: str) -> bool:
+    """Whether sinfo's long state shows the node's slurmd answering."""
+    base = state.lower()
+    return not base.endswith("*") and not base.startswith(("down", "unknown", "future", "no_respond"))
+
+
+def join(fleet: Fleet, hosts: Sequence[str], control: SlurmControl, verify: Verify,
+         on_line: Callable[[str], None] = lambda line: None, timeout_s: float = REGISTER_TIMEOUT_S,
+         poll_s: float = 2.0) -> list[Joined]:
+    """Hold ``hosts``, wait for their slurmd to register, verify them, resume those that pass."""
+    unknown = sorted(set(hosts) - {n.hostname for n in fleet.nodes if n.scheduler == "slurm"})
+    if unknown:
+        raise ValueError(f"not Slurm nodes of this spec: {', '.join(unknown)}")
+    hold(control, hosts)
+    waiting = list(hosts)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        states = control.states(waiting)
+        waiting = [h for h in waiting if not registered(states.get(h, ("unknown", ""))[0])]
+        if not waiting or time.monotonic() >= deadline:
+            break
+        time.sleep(poll_s)
+    results: dict[str, Joined] = {}
+    for host in waiting:
+        why = f"{APPLY_REASON_PREFIX}join: slurmd did not register within {timeout_s:g} s"
+        control.drain([host], why)
+        results[host] = Joined(host, False, why)
+        on_line(f"{host}: {why}")
+    up = [h for h in hosts if h not in results]
+    if up:
+        report = verify(fleet, up)
+        by_host = {n.hostname: n for n in report.nodes}
+        passed = []
+        for host in up:
+            node = by_host.get(host)
+            failed = [c for c in node.checks if c.status is Status.DRIFT] if node else []
+            if node is not None and not failed:
+                passed.append(host)
+                continue
+            detail = f"{failed[0].component}: {failed[0].message}" if failed else "no verify result"
+            more = f" (+{len(failed) - 1} more)" if len(failed) > 1 else ""
+            why = f"{APPLY_REASON_PREFIX}join: verify failed: {detail}"[: REASON_MAX - len(more)] + more
+            control.drain([host], why.replace("\n", " "))
+            results[host] = Joined(host, False, why)
+            on_line(f"{host}: stays drained, {why}")
+        if passed:
+            control.resume(passed)
+            for host in passed:
+                results[host] = Joined(host, True, "")
+                on_line(f"{host}: verify passed, resumed")
+    return [results[h] for h in hosts]
