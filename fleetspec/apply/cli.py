@@ -142,7 +142,8 @@ def apply(
                                                         max_unavailable=max_unavailable,
                                                         old_files=applied_tree(store, current)),
                                      lab, inventory, slurm_control)
-            _show(with_rollout_figures(_restricted(plan, only, why), batch_minutes, forks), format, emit, print_plan)
+            plan = _held_back(_restricted(plan, only, why), lab, inventory, slurm_control)
+            _show(with_rollout_figures(plan, batch_minutes, forks), format, emit, print_plan)
             err.print("refusing to apply without confirmation: no terminal to ask on. Pass --yes")
             raise typer.Exit(ERROR)
         with locked(store, "apply", lock_timeout):

@@ -10,6 +10,7 @@ real H200 node's facts (tests/data/fixtures), upgraded where the playbook ran.
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import signal
@@ -381,3 +382,24 @@ def test_a_health_policy_change_rolls_out_in_waves_without_a_drain(cluster, tmp_
     after = policy_digest(compile_file(new).fleet)
     assert after != before and {rollout.installed_policy(h) for h in HOSTS} == {after}
     assert plan_against_state(compile_file(new).fleet, rollout.store.read()).empty
+
+
+def test_the_plan_apply_shows_before_it_asks_already_holds_the_drained_nodes(rollout, monkeypatch):
+    """The plan shown for confirmation reads the nodes' drain state first: a node drained by
+    someone else is named as held and is never the canary there, so the plan confirmed is
+    the plan run (before, apply found it only after the confirmation and planned again)."""
+    from typer.testing import CliRunner
+
+    from fleetspec.cli import app
+
+    rollout.cluster.run("scontrol", "update", "nodename=h200-001", "state=drain", f"reason={RMA}")
+    monkeypatch.setenv("SLURM_CONF", str(rollout.cluster.conf))
+    result = CliRunner().invoke(app, ["apply", str(V2), "--state", str(rollout.store.directory), "--slurm-control",
+                                      "local", "--format", "json"])
+    assert result.exit_code == 1 and "refusing to apply without confirmation" in result.output
+    events = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    plan = json.loads(next(e["message"] for e in events if e["event"] == "plan"))
+    assert plan["held"] == [{"node": "h200-001", "reason": RMA}]
+    assert next(w for w in plan["waves"] if w["canary"])["hosts"] == ["h200-002"]
+    assert all("h200-001" not in w["hosts"] for w in plan["waves"])
+    assert rollout.sinfo()["h200-001"] == ("drained", RMA) and rollout.touched() == set()
