@@ -159,7 +159,7 @@ def apply_plan(plan: Plan, store: StateBackend, engines: Engines, options: Apply
         hosts = list(wave.hosts)
         say("wave-start", f"wave {name}: {len(hosts)} node(s), {wave.disruption.value}", name, hosts)
         if policy:  # a new health policy: checked on the wave's nodes before any of them gets it
-            refused = _policy_precheck(plan, name, hosts, engines, say, redact, done)
+            refused = _policy_precheck(plan, before.applied, name, hosts, engines, say, redact, done)
             if refused is not None:
                 failures[step.id] = refused
                 return False
@@ -303,10 +303,7 @@ def _converge_wave(plan: Plan, wave: Wave, name: str, hosts: list[str], control:
             return stop("verify failed: " + "; ".join(drift))
         say("verify", f"{', '.join(hosts)} run the partition's tuple", name, hosts)
     if engines.health is not None:
-        try:
-            sick = engines.health(fleet, hosts)
-        except Exception as exc:  # no verdict is a failed gate, never a pass
-            sick = {h: f"no verdict ({type(exc).__name__}: {exc})" for h in hosts}
+        sick = _gate(engines, fleet, hosts)
         if sick:
             return stop("unhealthy after the wave: " + "; ".join(f"{h}: {why}" for h, why in sorted(sick.items())))
         say("verify", f"{', '.join(hosts)} passed the node health check", name, hosts)
@@ -454,25 +451,41 @@ def _drains(plan: Plan) -> set[str]:
     return {c.host for c in plan.changes if c.host is not None and c.disruption.drains}
 
 
-def _policy_precheck(plan: Plan, name: str, hosts: list[str], engines: Engines, say: Callable[..., None],
-                     redact: Redactor, done: list[str]) -> ApplyResult | None:
+def _policy_precheck(plan: Plan, applied: Fleet | None, name: str, hosts: list[str], engines: Engines,
+                     say: Callable[..., None], redact: Redactor, done: list[str]) -> ApplyResult | None:
     """The node check under the plan's new health policy on the wave's nodes, before any of
     them gets it (the gate ships the new policy with the check, read-only): a node it would
-    drain stops the rollout there, no node drained and none given the policy. None: all pass."""
-    assert engines.health is not None
-    try:
-        sick = engines.health(plan.fleet, hosts)
-    except Exception as exc:  # no verdict is a failed check, never a pass
-        sick = {h: f"no verdict ({type(exc).__name__}: {exc})" for h in hosts}
+    drain stops the rollout there, no node drained and none given the policy. The nodes it
+    would drain are checked under the applied policy too, to say whose fault it is: the new
+    policy's (healthy under the old one) or the node's (sick under both). None: all pass."""
+    sick = _gate(engines, plan.fleet, hosts)
     if not sick:
         say("verify", f"{', '.join(hosts)} pass the node check under the new health policy", name, hosts)
         return None
-    why = redact("the new health policy would drain " + "; ".join(f"{h} ({why})" for h, why in sorted(sick.items()))
-                 + ": no node of this wave or later waves gets it, none was drained. If these nodes are healthy, "
-                 "the policy is wrong (a stricter action or check reads them as sick): fix spec.health; if they "
-                 "are sick, let the current check drain them, then apply again")
+    old = _gate(engines, applied, sorted(sick)) if applied is not None and applied.health is not None else {}
+    policy = {h: why for h, why in sick.items() if h not in old}
+    parts = []
+    if policy:
+        parts.append("the new health policy would drain " + "; ".join(f"{h} ({why})" for h, why in sorted(policy.items()))
+                     + (", which the current policy leaves in service: the policy is wrong for them (a stricter "
+                        "action or check reads healthy nodes as sick); fix spec.health" if applied is not None
+                        and applied.health is not None else ""))
+    if old:
+        parts.append("sick under the current policy too: " + "; ".join(
+            f"{h} ({sick[h]})" for h in sorted(old)) + "; let the current check drain them (or drain them), "
+            "then apply again: a held node is left out of the waves")
+    why = redact(". ".join(parts) + ". No node of this wave or a later one gets the new policy; none was drained")
     say("error", f"wave {name} stopped: {why}", name, hosts, ok=False)
     return ApplyResult(False, f"wave {name} failed: {why}", tuple(done), name, ())
+
+
+def _gate(engines: Engines, fleet: Fleet, hosts: list[str]) -> dict[str, str]:
+    """The health gate's verdict on ``hosts`` under ``fleet``'s policy: {host: why not healthy}."""
+    assert engines.health is not None
+    try:
+        return engines.health(fleet, hosts)
+    except Exception as exc:  # no verdict is a failed check, never a pass
+        return {h: f"no verdict ({type(exc).__name__}: {exc})" for h in hosts}
 
 
 def _reasons(plan: Plan) -> dict[str, str]:

@@ -360,6 +360,7 @@ def test_a_health_policy_whose_canary_would_drain_a_healthy_node_stops_before_th
     assert plan.waves[0].canary and plan.waves[0].hosts == ("h200-001",) and len(plan.waves) == 3
     assert not result.ok and result.failed_wave == "nvidia-hopper#1 (canary)" and result.drained == ()
     assert "the new health policy would drain h200-001 (sick: drain xid-application" in result.message
+    assert "which the current policy leaves in service: the policy is wrong for them" in result.message
     assert all(state == "idle" for state, _ in rollout.settled().values()), rollout.settled()
     assert not any(e.kind == "drain" for e in events) and rollout.touched() == set()
     assert {rollout.installed_policy(h) for h in HOSTS} == {before}
@@ -403,3 +404,18 @@ def test_the_plan_apply_shows_before_it_asks_already_holds_the_drained_nodes(rol
     assert next(w for w in plan["waves"] if w["canary"])["hosts"] == ["h200-002"]
     assert all("h200-001" not in w["hosts"] for w in plan["waves"])
     assert rollout.sinfo()["h200-001"] == ("drained", RMA) and rollout.touched() == set()
+
+
+def test_a_canary_sick_under_the_old_policy_too_is_named_as_the_nodes_fault(cluster, tmp_path):
+    """The canary's GPU fell off the bus (Xid 79) and a harmless policy change comes: the
+    rollout stops at the canary, says the node is sick under the current policy too (not
+    the policy's fault), drains nothing and gives no node the new policy."""
+    rollout, new, before = _policy_rollout(cluster, tmp_path, OLD_POLICY.replace("60", "120"))
+    with open(rollout.node_roots / "h200-001" / "dev" / "kmsg", "a") as log:
+        log.write(XID_79)
+    _, result, events = rollout.apply(new)
+    assert not result.ok and result.failed_wave == "nvidia-hopper#1 (canary)" and result.drained == ()
+    assert "sick under the current policy too: h200-001 (sick: drain-reboot gpu-lost" in result.message
+    assert "would drain" not in result.message
+    assert rollout.sinfo()["h200-001"][0] == "idle" and rollout.touched() == set()
+    assert {rollout.installed_policy(h) for h in HOSTS} == {before}
