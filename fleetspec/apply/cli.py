@@ -136,7 +136,8 @@ def apply(
                                                         max_unavailable=max_unavailable,
                                                         old_files=applied_tree(store, current)),
                                      lab, inventory, slurm_control)
-            _show(with_rollout_figures(_restricted(plan, only, why), batch_minutes, forks), format, emit, print_plan)
+            plan = _held_back(_restricted(plan, only, why), lab, inventory, slurm_control)
+            _show(with_rollout_figures(plan, batch_minutes, forks), format, emit, print_plan)
             err.print("refusing to apply without confirmation: no terminal to ask on. Pass --yes")
             raise typer.Exit(ERROR)
         with locked(store, "apply", lock_timeout):
@@ -148,7 +149,8 @@ def apply(
                                                         max_unavailable=max_unavailable,
                                                         old_files=applied_tree(store, current)),
                                      lab, inventory, slurm_control)
-            plan = with_rollout_figures(_restricted(plan, only, why), batch_minutes, forks)
+            plan = with_rollout_figures(_held_back(_restricted(plan, only, why), lab, inventory, slurm_control),
+                                        batch_minutes, forks)
             _show(plan, format, emit, print_plan)
             if plan.empty:
                 emit(ApplyEvent("done", "no changes"))
@@ -255,6 +257,33 @@ def _check_saved(saved: Plan, lab: Path | None, inventory: list[Path] | None, mo
     why = stale_news(saved, found)
     if why is not None:
         raise ApplyError(why)
+
+
+def _held_back(plan: Plan, lab: Path | None, inventory: list[Path] | None, mode: SlurmMode) -> Plan:
+    """The plan without the wave nodes someone else drained (an operator, the health
+    check), read before it is shown: the plan confirmed is the plan run, its canary never a
+    held node. apply reads the states again before its first wave. When Slurm or
+    Kubernetes cannot be asked here, the plan is shown as planned and apply says so."""
+    from fleetspec.apply.control import ControlError, KubernetesControl, foreign_drains, local_runner
+    from fleetspec.plan.planner import hold_back
+
+    fleet = plan.fleet
+    by_owner: dict[str, list[str]] = {}
+    for wave in plan.waves:
+        partition = fleet.partition(wave.partition)
+        by_owner.setdefault(partition.scheduler if partition else "slurm", []).extend(wave.hosts)
+    held: dict[str, str] = {}
+    try:
+        if by_owner.get("slurm") and fleet.slurm is not None and fleet.slurm.mode == "native":
+            with _slurm_control(fleet, lab, inventory, mode) as control:
+                held.update(foreign_drains(control.states(by_owner["slurm"])))
+        if by_owner.get("kubernetes") and shutil.which("kubectl"):
+            held.update(foreign_drains(KubernetesControl(local_runner()).states(by_owner["kubernetes"])))
+    except ControlError as exc:
+        err.print(f"warning: could not read the wave nodes' drain state before showing the plan ({exc}); "
+                  "apply reads it again before its first wave and leaves nodes someone else drained as found",
+                  markup=False)
+    return hold_back(plan, held) if held else plan
 
 
 def _restricted(plan: Plan, only: set[str] | None, why: str | None) -> Plan:

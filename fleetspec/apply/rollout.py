@@ -140,6 +140,8 @@ def apply_plan(plan: Plan, store: StateBackend, engines: Engines, options: Apply
     if held:
         plan = hold_back(plan, held)
         controls = [_control_for(fleet, wave, engines, plan.unowned) for wave in plan.waves]
+    held = {**dict(plan.held), **held}  # and those held back before the plan was shown (apply's CLI)
+    if held:
         say("held", f"{len(held)} node(s) drained by someone else are left exactly as found (not drained again, "
                     "not changed, not resumed; their changes stay pending): "
                     + "; ".join(f"{h} ({why})" for h, why in sorted(held.items())), None, sorted(held), ok=False)
@@ -148,22 +150,34 @@ def apply_plan(plan: Plan, store: StateBackend, engines: Engines, options: Apply
     carried: dict[str, Wave] = {}  # wave id -> the wave's nodes whose jobs outlived the drain timeout
     control_of = {wave_id(w): c for w, c in zip(plan.waves, controls, strict=True)}
 
+    drains = _drains(plan)
+    policy = any(c.disruption is Disruption.ROLLING for c in plan.changes) and engines.health is not None
+
     def run_wave(step: Step, cancel: Callable[[], bool]) -> bool:
         wave, control = step.wave, control_of[step.id]
         name = wave_name(wave)
         hosts = list(wave.hosts)
         say("wave-start", f"wave {name}: {len(hosts)} node(s), {wave.disruption.value}", name, hosts)
-        reason = f"{APPLY_REASON_PREFIX}{reasons.get(hosts[0], wave.disruption.value)}"
+        if policy:  # a new health policy: checked on the wave's nodes before any of them gets it
+            refused = _policy_precheck(plan, before.applied, name, hosts, engines, say, redact, done)
+            if refused is not None:
+                failures[step.id] = refused
+                return False
+        to_drain = [h for h in hosts if h in drains]
+        reason = f"{APPLY_REASON_PREFIX}{reasons.get(to_drain[0] if to_drain else hosts[0], wave.disruption.value)}"
         try:
-            control.drain(hosts, reason)
-            say("drain", f"drained {', '.join(hosts)}: {reason}", name, hosts)
-            busy = control.wait_drained(hosts, options.drain_timeout_s,
-                                        lambda b, n=name: say("busy", _busy_message(n, b, options), n, b))
+            if not to_drain:  # a rolling wave: the nodes keep their jobs
+                busy = []
+            else:
+                control.drain(to_drain, reason)
+                say("drain", f"drained {', '.join(to_drain)}: {reason}", name, to_drain)
+                busy = control.wait_drained(to_drain, options.drain_timeout_s,
+                                            lambda b, n=name: say("busy", _busy_message(n, b, options), n, b))
             if busy and wave.canary:  # the canary proves the change before the rest: never carried past
                 failures[step.id] = _stop(say, control, name, hosts,
                                           f"jobs still running on {', '.join(busy)} after "
                                           f"{options.drain_timeout_s:.0f}s: a canary must be idle before the "
-                                          "rest roll; apply again when it is", done, redact)
+                                          "rest roll; apply again when it is", done, redact, to_drain)
                 return False
             if busy:  # not a global stop: those nodes go back to work and wait for the carry round
                 busy = _carry(say, control, name, busy, options)
@@ -173,10 +187,10 @@ def apply_plan(plan: Plan, store: StateBackend, engines: Engines, options: Apply
                 if not hosts:
                     return True
         except ControlError as exc:
-            failures[step.id] = _stop(say, control, name, hosts, f"drain failed: {exc}", done, redact)
+            failures[step.id] = _stop(say, control, name, hosts, f"drain failed: {exc}", done, redact, to_drain)
             return False
         failure = _converge_wave(plan, wave, name, hosts, control, engines, store, options, say, redact, done, lock,
-                                 forks=step.parallel, cancel=cancel)
+                                 forks=step.parallel, cancel=cancel, drained=[h for h in hosts if h in drains])
         if failure is not None:
             failures[step.id] = failure
             return False
@@ -258,14 +272,20 @@ def apply_plan(plan: Plan, store: StateBackend, engines: Engines, options: Apply
 
 def _converge_wave(plan: Plan, wave: Wave, name: str, hosts: list[str], control: NodeControl, engines: Engines,
                    store: StateBackend, options: ApplyOptions, say: Callable[..., None], redact: Redactor, done: list[str],
-                   lock: Lock, forks: int | None = None,
-                   cancel: Callable[[], bool] | None = None) -> ApplyResult | None:
-    """Upgrade a drained wave, verify it, pass the health gate, resume it and record it;
-    None when it did, else the stopped rollout's result (its nodes stay drained)."""
+                   lock: Lock, forks: int | None = None, cancel: Callable[[], bool] | None = None,
+                   drained: list[str] | None = None) -> ApplyResult | None:
+    """Upgrade a wave, verify it, pass the health gate, resume the nodes it drained
+    (``drained``, default all: a rolling change's nodes were never drained) and record it;
+    None when it did, else the stopped rollout's result (the drained nodes stay drained)."""
     fleet = plan.fleet
-    # The wave's nodes are drained: a driver change may reload the kernel modules there
-    # (the nvidia_driver role) where no reboot is allowed; the converge run never does.
-    extravars = {**options.extravars, "fleetspec_allow_reboot": options.allow_reboot, "fleetspec_drained": True}
+    drained = list(hosts) if drained is None else drained
+    stop = functools.partial(_stop, say, control, name, hosts, done=done, redact=redact, drained=drained)
+    # Drained nodes may have their kernel modules reloaded by a driver change (the
+    # nvidia_driver role) where no reboot is allowed; only when every host of the wave is
+    # drained (a rolling change's nodes keep their jobs; an unowned node has no scheduler
+    # that drained it), and the converge run never reboots.
+    extravars = {**options.extravars, "fleetspec_allow_reboot": options.allow_reboot,
+                 "fleetspec_drained": set(hosts) <= set(drained) - set(plan.unowned)}
     runner = engines.run_playbook
     if forks is not None or cancel is not None:
         runner = functools.partial(runner, **({"forks": forks} if forks else {}),
@@ -278,39 +298,34 @@ def _converge_wave(plan: Plan, wave: Wave, name: str, hosts: list[str], control:
         failures = [f"{h}: {'; '.join(r.failures) or ('unreachable' if r.unreachable else 'failed')}"
                     for h, r in sorted(result.hosts.items()) if r.failed or r.unreachable]
         failures += [f"{h}: the playbook never reached it (not in the inventory?)" for h in unseen]
-        return _stop(say, control, name, hosts, "playbook failed: " + " | ".join(failures or [result.status]),
-                     done, redact)
+        return stop("playbook failed: " + " | ".join(failures or [result.status]))
     say("playbook", f"playbooks ran on {', '.join(hosts)} ({len(result.changed_hosts)} changed)", name, hosts)
 
     if engines.verify is not None:
         report = engines.verify(fleet, hosts)
         drift = _drift(report)
         if drift:
-            return _stop(say, control, name, hosts, "verify failed: " + "; ".join(drift), done, redact)
+            return stop("verify failed: " + "; ".join(drift))
         say("verify", f"{', '.join(hosts)} run the partition's tuple", name, hosts)
     if engines.health is not None:
-        try:
-            sick = engines.health(fleet, hosts)
-        except Exception as exc:  # no verdict is a failed gate, never a pass
-            sick = {h: f"no verdict ({type(exc).__name__}: {exc})" for h in hosts}
+        sick = _gate(engines, fleet, hosts)
         if sick:
-            return _stop(say, control, name, hosts, "unhealthy after the wave: " + "; ".join(
-                f"{h}: {why}" for h, why in sorted(sick.items())), done, redact)
+            return stop("unhealthy after the wave: " + "; ".join(f"{h}: {why}" for h, why in sorted(sick.items())))
         say("verify", f"{', '.join(hosts)} passed the node health check", name, hosts)
     try:
-        taken = foreign_drains(control.states(hosts))  # drained by someone else during the wave
+        taken = foreign_drains(control.states(drained)) if drained else {}  # drained by someone else meanwhile
         if taken:
             say("held", f"wave {name}: not resuming " + "; ".join(f"{h} (drained by someone else "
                         f"during the wave: {why})" for h, why in sorted(taken.items())), name, sorted(taken),
                 ok=False)
-        if [h for h in hosts if h not in taken]:
-            control.resume([h for h in hosts if h not in taken])
+        if [h for h in drained if h not in taken]:
+            control.resume([h for h in drained if h not in taken])
     except ControlError as exc:
-        return _stop(say, control, name, hosts, f"resume failed: {exc}", done, redact)
+        return stop(f"resume failed: {exc}")
     with lock:
         store.record_wave(fleet, hosts, f"wave {name}: {wave.disruption.value}")
         done.append(name)
-    say("wave-done", f"wave {name} done; nodes resumed", name, hosts)
+    say("wave-done", f"wave {name} done; " + ("nodes resumed" if drained else "no node was drained"), name, hosts)
     return None
 
 
@@ -365,22 +380,27 @@ def _carry(say: Callable[..., None], control: NodeControl, name: str, busy: list
 
 
 def _stop(say: Callable[..., None], control: NodeControl, name: str, hosts: list[str], why: str,
-          done: list[str], redact: Redactor) -> ApplyResult:
-    """Stop the rollout: the wave's nodes stay drained, with the reason Slurm shows."""
+          done: list[str], redact: Redactor, drained: list[str] | None = None) -> ApplyResult:
+    """Stop the rollout: the wave's nodes it drained (``drained``, default all) stay
+    drained, with the reason Slurm shows; a rolling change's nodes stay in service."""
     why = redact(why)
     reason = f"{APPLY_REASON_PREFIX}{why}"[:250]
+    drained = list(hosts) if drained is None else drained
     try:
         try:  # a node someone else drained meanwhile keeps their reason
-            ours = [h for h in hosts if h not in foreign_drains(control.states(hosts))]
+            ours = [h for h in drained if h not in foreign_drains(control.states(drained))] if drained else []
         except ControlError:
-            ours = hosts
+            ours = drained
         if ours:
             control.drain(ours, reason)
     except ControlError as exc:
         why += f" (and setting the drain reason failed: {exc})"
-    say("error", f"wave {name} stopped: {why}. Its nodes stay drained; the rest of the fleet keeps serving. "
+    kept = [h for h in hosts if h not in drained]
+    fate = ("Its nodes stay drained" if not kept else f"{compress(kept)} stay in service (never drained)" if not drained
+            else f"{compress(drained)} stay drained, {compress(kept)} in service (never drained)")
+    say("error", f"wave {name} stopped: {why}. {fate}; the rest of the fleet keeps serving. "
                  "Fix the cause, then run apply again", name, hosts, ok=False)
-    return ApplyResult(False, f"wave {name} failed: {why}", tuple(done), name, tuple(hosts))
+    return ApplyResult(False, f"wave {name} failed: {why}", tuple(done), name, tuple(drained))
 
 
 def _held(plan: Plan, controls: Sequence[NodeControl]) -> dict[str, str]:
@@ -435,6 +455,49 @@ def _control_for(fleet: Fleet, wave: Wave, engines: Engines, unowned: tuple[str,
         raise ApplyError(f"wave {wave_name(wave)} needs to drain {owner}-owned nodes, but no {owner} control is "
                          "configured")
     return control
+
+
+def _drains(plan: Plan) -> set[str]:
+    """The nodes whose changes need them drained; a node with only rolling changes (a new
+    health policy) keeps its jobs in its wave."""
+    return {c.host for c in plan.changes if c.host is not None and c.disruption.drains}
+
+
+def _policy_precheck(plan: Plan, applied: Fleet | None, name: str, hosts: list[str], engines: Engines,
+                     say: Callable[..., None], redact: Redactor, done: list[str]) -> ApplyResult | None:
+    """The node check under the plan's new health policy on the wave's nodes, before any of
+    them gets it (the gate ships the new policy with the check, read-only): a node it would
+    drain stops the rollout there, no node drained and none given the policy. The nodes it
+    would drain are checked under the applied policy too, to say whose fault it is: the new
+    policy's (healthy under the old one) or the node's (sick under both). None: all pass."""
+    sick = _gate(engines, plan.fleet, hosts)
+    if not sick:
+        say("verify", f"{', '.join(hosts)} pass the node check under the new health policy", name, hosts)
+        return None
+    old = _gate(engines, applied, sorted(sick)) if applied is not None and applied.health is not None else {}
+    policy = {h: why for h, why in sick.items() if h not in old}
+    parts = []
+    if policy:
+        parts.append("the new health policy would drain " + "; ".join(f"{h} ({why})" for h, why in sorted(policy.items()))
+                     + (", which the current policy leaves in service: the policy is wrong for them (a stricter "
+                        "action or check reads healthy nodes as sick); fix spec.health" if applied is not None
+                        and applied.health is not None else ""))
+    if old:
+        parts.append("sick under the current policy too: " + "; ".join(
+            f"{h} ({sick[h]})" for h in sorted(old)) + "; let the current check drain them (or drain them), "
+            "then apply again: a held node is left out of the waves")
+    why = redact(". ".join(parts) + ". No node of this wave or a later one gets the new policy; none was drained")
+    say("error", f"wave {name} stopped: {why}", name, hosts, ok=False)
+    return ApplyResult(False, f"wave {name} failed: {why}", tuple(done), name, ())
+
+
+def _gate(engines: Engines, fleet: Fleet, hosts: list[str]) -> dict[str, str]:
+    """The health gate's verdict on ``hosts`` under ``fleet``'s policy: {host: why not healthy}."""
+    assert engines.health is not None
+    try:
+        return engines.health(fleet, hosts)
+    except Exception as exc:  # no verdict is a failed check, never a pass
+        return {h: f"no verdict ({type(exc).__name__}: {exc})" for h in hosts}
 
 
 def _reasons(plan: Plan) -> dict[str, str]:

@@ -67,6 +67,10 @@ def _classify(path: PurePosixPath, before: str | None, after: str | None, old: F
     elif top == "ansible":
         yield _whole_file(f"ansible:{rest}", action, D.NONE, before, after,
                           "playbook input; what applying it does to nodes is in the node changes")
+    elif top == "health":
+        yield _whole_file(f"health:{rest}", action, D.NONE, before, after,
+                          "the node check's policy or program: on Slurm nodes it rolls out with the nodes' "
+                          "rolling changes (canary first, docs/health.md)")
     elif top == "kubernetes":
         yield _whole_file(f"kubernetes:{rest}", action, D.NONE, before, after, "helper file; nothing runs it by itself")
     else:

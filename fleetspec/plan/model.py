@@ -23,6 +23,9 @@ class Disruption(str, Enum):
     REPLACE = "replace"
     DRAIN_REBOOT = "drain-reboot"
     DRAIN = "drain"
+    # No drain, but in waves with a canary: the node check's policy changes (a new policy can
+    # drain healthy nodes), so the canary is checked under it before the rest get it.
+    ROLLING = "rolling"
     RESTART_DAEMON = "restart-daemon"
     RECONFIGURE = "reconfigure"
     NONE = "none"
@@ -34,7 +37,12 @@ class Disruption(str, Enum):
 
     @property
     def needs_wave(self) -> bool:
-        """Jobs must leave the node first: apply takes such nodes out in waves."""
+        """Apply takes such nodes in waves, a canary first (drained or not: ``drains``)."""
+        return _RANK[self] >= _RANK[Disruption.ROLLING]
+
+    @property
+    def drains(self) -> bool:
+        """Jobs must leave the node first: apply drains it through its owner."""
         return _RANK[self] >= _RANK[Disruption.DRAIN]
 
 

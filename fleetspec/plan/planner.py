@@ -24,6 +24,7 @@ from fleetspec.plan.diff import (
     residual_changes,
 )
 from fleetspec.plan.files import file_changes
+from fleetspec.plan.health_policy import policy_changes
 from fleetspec.plan.model import Action, Change, Disruption, Plan
 from fleetspec.plan.site_hooks import hook_changes, merge_hook_changes
 from fleetspec.plan.waves import MaxUnavailable, parse_max_unavailable, plan_waves
@@ -49,8 +50,10 @@ def make_plan(new: Fleet, old: Fleet | None, *, records: Mapping[str, NodeRecord
     if old is not None and not records and new == old:
         # Renderers are pure functions of the IR: the same fleet renders the same files.
         return Plan(new, (), **context)
-    changes = merge_hook_changes(chain(node_changes(new, baseline(old, records)), cpu_node_changes(new, old)),
-                                 hook_changes(new, old))
+    changes = merge_hook_changes(
+        merge_hook_changes(chain(node_changes(new, baseline(old, records)), cpu_node_changes(new, old)),
+                           hook_changes(new, old)),
+        policy_changes(new, old))
     converged = converged or {}
     changes.extend(c for c in partition_changes(new, old)
                    if not (c.target in converged and _partition_same(new, c.target, converged[c.target])))

@@ -27,6 +27,7 @@ WHAT_APPLY_DOES = {
     Disruption.REPLACE: "drain, remove from the old owner, provision anew",
     Disruption.DRAIN_REBOOT: "drain, upgrade the driver, reboot",
     Disruption.DRAIN: "drain, upgrade the user-space tuple",
+    Disruption.ROLLING: "no drain: canary checked under the new health policy first, then waves",
     Disruption.RESTART_DAEMON: "restart slurmctld/slurmd, jobs survive",
     Disruption.RECONFIGURE: "scontrol reconfigure / helm upgrade",
     Disruption.NONE: "nothing running notices",

@@ -13,7 +13,7 @@ from fleetspec.node_side.hostlist import compress
 from fleetspec.plan.model import Change, Disruption, Plan
 
 STYLES = {
-    Disruption.REPLACE: "bold red", Disruption.DRAIN_REBOOT: "red", Disruption.DRAIN: "yellow",
+    Disruption.REPLACE: "bold red", Disruption.DRAIN_REBOOT: "red", Disruption.DRAIN: "yellow", Disruption.ROLLING: "blue",
     Disruption.RESTART_DAEMON: "magenta", Disruption.RECONFIGURE: "cyan", Disruption.NONE: "dim",
 }
 MAX_WAVE_ROWS = 20

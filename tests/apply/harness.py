@@ -18,6 +18,7 @@ from fleetspec.apply.rollout import ApplyOptions, Engines, apply_plan
 from fleetspec.lab.slurm import Cluster
 from fleetspec.pipeline import compile_file, compile_text
 from fleetspec.plan import plan_against_state, restrict_to_hosts
+from fleetspec.plan.health_policy import policy_digest
 from fleetspec.state import StateStore, open_state, parse_location
 from fleetspec.verify.compare import compare
 from tests.verify.h200_facts import h200_facts
@@ -54,6 +55,7 @@ class Rollout:
             StateStore(tmp / "state", "rollout")
         self.broken_after_upgrade: set[str] = set()
         self.node_roots: Path | None = None  # with node_health(): each host's stand-in node root
+        self.policy: str | None = None  # the applied spec's health policy digest: what the playbook installs
         if initial:
             with self.store.lock("test"):
                 self.store.record_applied(compile_file(base).fleet, "initial fleet")
@@ -85,7 +87,8 @@ class Rollout:
         from fleetspec.render.health import node_config
 
         assert self.node_roots is not None
-        fleet = compile_text(V2.read_text() + "  health: {interval: 60, checks: [kernel-log, gpu-memory]}\n").fleet
+        if fleet.health is None:  # a spec without a policy: the gate's own
+            fleet = compile_text(V2.read_text() + "  health: {interval: 60, checks: [kernel-log, gpu-memory]}\n").fleet
         sick = {}
         for host in hosts:
             root = self.node_roots / host
@@ -103,6 +106,8 @@ class Rollout:
         def playbook(**kwargs):
             extra = {"fail_hosts": list(fail_hosts), "slow_hosts": list(slow_hosts),
                      "hook_fail_hosts": list(hook_fail_hosts), "slurm_conf": str(self.cluster.conf),
+                     **({"health_policy": self.policy, "node_roots": str(self.node_roots)}
+                        if self.policy and self.node_roots is not None else {}),
                      **({"fail_message": fail_message} if fail_message else {})}
             kwargs["extravars"] = {**kwargs.get("extravars", {}), **extra}
             return run_playbook(self.inventory, project_dir=HERE / "playbook", **kwargs)
@@ -118,6 +123,7 @@ class Rollout:
         ``report(plan)`` may return a second event sink (what 'apply' prints, `TextReport.emit`)."""
         events = []
         fleet = compile_file(spec).fleet
+        self.policy = policy_digest(fleet)
         with self.store.lock("apply"):
             plan = plan_against_state(fleet, self.store.read(), canary=1, max_unavailable=max_unavailable)
             engines = self.engines(fail_hosts, fail_message, slow_hosts, hook_fail_hosts)
@@ -145,6 +151,12 @@ class Rollout:
             if not any(state.endswith("*") for state, _ in states.values()) or time.monotonic() > end:
                 return states
             time.sleep(0.5)
+
+    def installed_policy(self, host: str) -> str | None:
+        """The health policy the playbook installed on ``host`` (its digest), None for none."""
+        assert self.node_roots is not None
+        path = self.node_roots / host / "etc" / "fleetspec" / "health.json"
+        return path.read_text().strip() if path.exists() else None
 
     def touched(self) -> set[str]:
         return {p.name for p in self.markers.iterdir()}

@@ -10,6 +10,7 @@ real H200 node's facts (tests/data/fixtures), upgraded where the playbook ran.
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import signal
@@ -313,3 +314,110 @@ def test_healthy_waves_pass_the_health_gate(rollout, tmp_path):
     _, result, events = rollout.apply(V2)
     assert result.ok, [e.message for e in events]
     assert sum("passed the node health check" in e.message for e in events) == 3
+
+
+# A user's job faulted on each GPU once (an application Xid: the job's fault, not the GPU's;
+# NVIDIA's catalog says restart the application): every node is healthy under the default policy.
+XID_13 = ("4,2002,6000000002,-;NVRM: Xid (PCI:0000:00:06): 13, pid=24521, name=python3, Graphics SM Warp "
+          "Exception on (GPC 1, TPC 3, SM 0): Out Of Range Address\n")
+OLD_POLICY = "  health: {interval: 60, checks: [kernel-log, gpu-memory]}\n"
+
+
+def _policy_change(rollout_tmp, new_policy: str):
+    """The spec before (v1 with a policy) and after (v1 with ``new_policy``): no package moves."""
+    old, new = rollout_tmp / "policy-v1.yaml", rollout_tmp / "policy-v2.yaml"
+    old.write_text(V1.read_text() + OLD_POLICY)
+    new.write_text(V1.read_text() + new_policy)
+    return old, new
+
+
+def _policy_rollout(cluster, tmp_path, new_policy: str):
+    from fleetspec.plan.health_policy import policy_digest
+    from fleetspec.verify.compare import compare
+    from tests.apply.harness import Rollout
+    from tests.verify.h200_facts import h200_facts
+
+    old, new = _policy_change(tmp_path, new_policy)
+    rollout = Rollout(cluster, tmp_path, base=old)
+    rollout.verify = lambda fleet, hosts: compare(fleet, {h: h200_facts(h) for h in hosts}, hosts=hosts)  # no package moved
+    roots = rollout.node_health(tmp_path)
+    before = policy_digest(compile_file(old).fleet)
+    for host in HOSTS:
+        with open(roots / host / "dev" / "kmsg", "a") as log:
+            log.write(XID_13)
+        (roots / host / "etc" / "fleetspec").mkdir(parents=True)
+        (roots / host / "etc" / "fleetspec" / "health.json").write_text(f"{before}\n")
+    return rollout, new, before
+
+
+def test_a_health_policy_whose_canary_would_drain_a_healthy_node_stops_before_the_rest(cluster, tmp_path):
+    """A stricter policy (application Xids drain) reads every healthy node as sick. It is
+    planned in waves with a canary, not at once; the canary is checked under it before it
+    gets it, so the rollout stops there and says why: no node is drained, none gets the new
+    policy (each keeps the old one), nothing is recorded."""
+    rollout, new, before = _policy_rollout(cluster, tmp_path, OLD_POLICY.replace(
+        "}", ", actions: {xid-application: drain}}"))
+    plan, result, events = rollout.apply(new)
+    assert [c.disruption.value for c in plan.changes if c.host] == ["rolling"] * 4
+    assert plan.waves[0].canary and plan.waves[0].hosts == ("h200-001",) and len(plan.waves) == 3
+    assert not result.ok and result.failed_wave == "nvidia-hopper#1 (canary)" and result.drained == ()
+    assert "the new health policy would drain h200-001 (sick: drain xid-application" in result.message
+    assert "which the current policy leaves in service: the policy is wrong for them" in result.message
+    assert all(state == "idle" for state, _ in rollout.settled().values()), rollout.settled()
+    assert not any(e.kind == "drain" for e in events) and rollout.touched() == set()
+    assert {rollout.installed_policy(h) for h in HOSTS} == {before}
+    assert rollout.store.read().serial == 1
+
+
+def test_a_health_policy_change_rolls_out_in_waves_without_a_drain(cluster, tmp_path):
+    """A policy the healthy nodes pass (a longer interval): canary, then the other waves;
+    no node is drained, every node ends with the new policy, the fleet is recorded."""
+    from fleetspec.plan.health_policy import policy_digest
+
+    rollout, new, before = _policy_rollout(cluster, tmp_path, OLD_POLICY.replace("60", "120"))
+    plan, result, events = rollout.apply(new)
+    assert result.ok, [e.message for e in events]
+    starts = [e for e in events if e.kind == "wave-start"]
+    assert [e.wave for e in starts] == ["nvidia-hopper#1 (canary)", "nvidia-hopper#2", "nvidia-hopper#3"]
+    assert sum("pass the node check under the new health policy" in e.message for e in events) == 3
+    assert not any(e.kind in ("drain", "resume") for e in events)
+    assert all(state == "idle" for state, _ in rollout.settled().values())
+    after = policy_digest(compile_file(new).fleet)
+    assert after != before and {rollout.installed_policy(h) for h in HOSTS} == {after}
+    assert plan_against_state(compile_file(new).fleet, rollout.store.read()).empty
+
+
+def test_the_plan_apply_shows_before_it_asks_already_holds_the_drained_nodes(rollout, monkeypatch):
+    """The plan shown for confirmation reads the nodes' drain state first: a node drained by
+    someone else is named as held and is never the canary there, so the plan confirmed is
+    the plan run (before, apply found it only after the confirmation and planned again)."""
+    from typer.testing import CliRunner
+
+    from fleetspec.cli import app
+
+    rollout.cluster.run("scontrol", "update", "nodename=h200-001", "state=drain", f"reason={RMA}")
+    monkeypatch.setenv("SLURM_CONF", str(rollout.cluster.conf))
+    result = CliRunner().invoke(app, ["apply", str(V2), "--state", str(rollout.store.directory), "--slurm-control",
+                                      "local", "--format", "json"])
+    assert result.exit_code == 1 and "refusing to apply without confirmation" in result.output
+    events = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    plan = json.loads(next(e["message"] for e in events if e["event"] == "plan"))
+    assert plan["held"] == [{"node": "h200-001", "reason": RMA}]
+    assert next(w for w in plan["waves"] if w["canary"])["hosts"] == ["h200-002"]
+    assert all("h200-001" not in w["hosts"] for w in plan["waves"])
+    assert rollout.sinfo()["h200-001"] == ("drained", RMA) and rollout.touched() == set()
+
+
+def test_a_canary_sick_under_the_old_policy_too_is_named_as_the_nodes_fault(cluster, tmp_path):
+    """The canary's GPU fell off the bus (Xid 79) and a harmless policy change comes: the
+    rollout stops at the canary, says the node is sick under the current policy too (not
+    the policy's fault), drains nothing and gives no node the new policy."""
+    rollout, new, before = _policy_rollout(cluster, tmp_path, OLD_POLICY.replace("60", "120"))
+    with open(rollout.node_roots / "h200-001" / "dev" / "kmsg", "a") as log:
+        log.write(XID_79)
+    _, result, events = rollout.apply(new)
+    assert not result.ok and result.failed_wave == "nvidia-hopper#1 (canary)" and result.drained == ()
+    assert "sick under the current policy too: h200-001 (sick: drain-reboot gpu-lost" in result.message
+    assert "would drain" not in result.message
+    assert rollout.sinfo()["h200-001"][0] == "idle" and rollout.touched() == set()
+    assert {rollout.installed_policy(h) for h in HOSTS} == {before}

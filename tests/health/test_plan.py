@@ -72,3 +72,52 @@ def test_a_health_report_of_the_wrong_shape_is_an_error_not_a_traceback(tmp_path
     report.write_text("[" * 200_000)
     deep = CliRunner().invoke(app, ["plan", str(new), "--base", str(old), "--health", str(report)])
     assert deep.exit_code == 1 and "nested too deeply" in deep.output, deep.output
+
+
+POLICY = "  health: {interval: 60, checks: [kernel-log, gpu-memory]}\n"
+
+
+def _policy_specs(tmp_path: Path, new_policy: str, nccl: str = "2.28.3") -> tuple[Path, Path]:
+    from tests.apply.harness import V1
+
+    old, new = tmp_path / "old.yaml", tmp_path / "new.yaml"
+    old.write_text(V1.read_text() + POLICY)
+    new.write_text(V1.read_text().replace('nccl: "2.28.3"', f'nccl: "{nccl}"') + new_policy)
+    return old, new
+
+
+def test_a_health_policy_change_is_planned_in_waves_with_a_canary_and_no_drain(tmp_path) -> None:
+    """#26 item 4: a new policy reaches Slurm nodes in waves, canary first, class 'rolling'
+    (no drain), with the waves' parallel and after in JSON and the reason in the text."""
+    old, new = _policy_specs(tmp_path, POLICY.replace("}", ", actions: {xid-application: drain}}"))
+    runner = CliRunner()
+    data = json.loads(runner.invoke(app, ["plan", str(new), "--base", str(old), "--format", "json",
+                                          "--max-unavailable", "2"]).output)
+    nodes = [c for c in data["changes"] if c["target"].startswith("node:")]
+    assert [c["disruption"] for c in nodes] == ["rolling"] * 4
+    assert "health policy change: actions xid-application none -> drain" in nodes[0]["reason"]
+    assert [(w["id"], w["canary"], w["disruption"], w["hosts"], w["parallel"], w["after"]) for w in data["waves"]] == [
+        ("nvidia-hopper#1", True, "rolling", ["h200-001"], 1, []),
+        ("nvidia-hopper#2", False, "rolling", ["h200-002"], 1, ["nvidia-hopper#1"]),
+        ("nvidia-hopper#3", False, "rolling", ["h200-003", "h200-004"], 2, ["nvidia-hopper#2"])]
+    text = runner.invoke(app, ["plan", str(new), "--base", str(old), "--max-unavailable", "2"])
+    assert text.exit_code == 0 and "most disruptive: rolling" in text.output, text.output
+    same = runner.invoke(app, ["plan", str(old), "--base", str(old)])
+    assert "No changes" in same.output
+
+
+def test_a_policy_change_beside_a_package_change_keeps_the_drain(tmp_path) -> None:
+    """A node with an NCCL bump and a new policy is drained (the worse class); turning the
+    policy on for the first time is a rolling change too; removing it is none."""
+    from fleetspec.plan.model import Disruption
+    from tests.apply.harness import V1
+
+    old, new = _policy_specs(tmp_path, POLICY.replace("60", "120"), nccl="2.28.9")
+    plan = make_plan(compile_file(new).fleet, compile_file(old).fleet)
+    assert {c.disruption for c in plan.changes if c.host} == {Disruption.DRAIN}
+    assert all("health policy change: interval 60 -> 120" in c.reason for c in plan.changes if c.host)
+    first = make_plan(compile_file(old).fleet, compile_file(V1).fleet)
+    assert {c.disruption for c in first.changes if c.host} == {Disruption.ROLLING}
+    assert "health policy installed" in next(c.reason for c in first.changes if c.host)
+    gone = make_plan(compile_file(V1).fleet, compile_file(old).fleet)
+    assert not [c for c in gone.changes if c.host] and not gone.waves
