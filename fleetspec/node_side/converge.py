@@ -59,10 +59,10 @@ def fetch(source: str, limit: int) -> bytes:
     """The bytes at ``source``: a local path, ``file://`` or ``https://`` URL (never plain http)."""
     if source.startswith("https://") or source.startswith("file://"):
         try:
-            with urllib.request.urlopen(source, timeout=FETCH_TIMEOUT_S) as response:  # noqa: S310 (scheme checked)
+            with urllib.request.urlopen(source, timeout=FETCH_TIMEOUT_S) as response:
                 data = response.read(limit + 1)
         except (OSError, ValueError) as exc:
-            raise ConvergeError("cannot fetch %s: %s" % (source, exc))
+            raise ConvergeError("cannot fetch %s: %s" % (source, exc)) from None
     elif "://" in source:
         raise ConvergeError("%s: only a path, file:// or https:// is fetched" % source)
     else:
@@ -70,7 +70,7 @@ def fetch(source: str, limit: int) -> bytes:
             with open(source, "rb") as handle:
                 data = handle.read(limit + 1)
         except OSError as exc:
-            raise ConvergeError("cannot read %s: %s" % (source, exc.strerror or exc))
+            raise ConvergeError("cannot read %s: %s" % (source, exc.strerror or exc)) from None
     if len(data) > limit:
         raise ConvergeError("%s is larger than %d bytes" % (source, limit))
     return data
@@ -90,9 +90,9 @@ def verify_signature(data: bytes, signature: bytes, allowed_signers: str) -> Non
                                    "-n", NAMESPACE, "-s", sig_path], input=data, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, timeout=VERIFY_TIMEOUT_S)
         except FileNotFoundError:
-            raise ConvergeError("ssh-keygen is not installed (openssh-client): cannot verify the bundle")
+            raise ConvergeError("ssh-keygen is not installed (openssh-client): cannot verify the bundle") from None
         except subprocess.TimeoutExpired:
-            raise ConvergeError("ssh-keygen -Y verify did not finish in %d s" % VERIFY_TIMEOUT_S)
+            raise ConvergeError("ssh-keygen -Y verify did not finish in %d s" % VERIFY_TIMEOUT_S) from None
     if proc.returncode != 0:
         why = (proc.stderr or proc.stdout).decode("utf-8", "replace").strip()
         raise ConvergeError("bad bundle signature (allowed signers %s): %s" % (allowed_signers, why))
@@ -105,7 +105,7 @@ def extract(data: bytes, dest: str) -> Dict[str, Any]:
     try:
         tar = tarfile.open(fileobj=io.BytesIO(data), mode="r:gz")
     except (tarfile.TarError, OSError, EOFError) as exc:
-        raise ConvergeError("the bundle is not a gzip'd tarball: %s" % exc)
+        raise ConvergeError("the bundle is not a gzip'd tarball: %s" % exc) from None
     contents = {}  # type: Dict[str, bytes]
     with tar:
         for member in tar:
@@ -122,7 +122,7 @@ def extract(data: bytes, dest: str) -> Dict[str, Any]:
     try:
         manifest = json.loads(raw.decode("utf-8"))
     except ValueError as exc:
-        raise ConvergeError("manifest.json is not JSON: %s" % exc)
+        raise ConvergeError("manifest.json is not JSON: %s" % exc) from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise ConvergeError("manifest.json: format %r is not %d" % (
             manifest.get("format") if isinstance(manifest, dict) else None, FORMAT))
@@ -160,7 +160,7 @@ def last_version(state_dir: str) -> Optional[int]:
         return None
     except (OSError, ValueError, AttributeError) as exc:
         raise ConvergeError("cannot read %s: %s (remove it only if you know which version ran)"
-                            % (os.path.join(state_dir, STATE_FILE), exc))
+                            % (os.path.join(state_dir, STATE_FILE), exc)) from None
     return value if isinstance(value, int) else None
 
 
@@ -182,7 +182,7 @@ def run_playbook(workdir: str, host: str, ansible_playbook: str, log_path: str) 
             rc = subprocess.call(command, cwd=workdir, stdout=log, stderr=subprocess.STDOUT,
                                  stdin=subprocess.DEVNULL, env=env)
         except OSError as exc:
-            raise ConvergeError("cannot run %s: %s" % (ansible_playbook, exc))
+            raise ConvergeError("cannot run %s: %s" % (ansible_playbook, exc)) from None
     if rc != 0:
         raise ConvergeError("ansible-playbook exited %d (log: %s)" % (rc, log_path))
 

@@ -16,8 +16,8 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from fleetspec.apply.bundle import BundleSignError, publish, read_sources
 from fleetspec.apply.ansible import PLAYBOOKS
+from fleetspec.apply.bundle import BundleSignError, publish, read_sources
 from fleetspec.node_side import converge
 from fleetspec.pipeline import compile_file
 from fleetspec.render.bundle import BundleError, render_bundle
