@@ -221,7 +221,8 @@ def converge(host: str, bundle: str, signature: Optional[str], allowed_signers: 
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description="Converge this node from a signed fleetspec bundle.")
-    parser.add_argument("--bundle", required=True, help="path, file:// or https:// URL of the bundle")
+    parser.add_argument("--bundle", required=True, help="path, file:// or https:// URL of the bundle "
+                        "(the unit passes $FLEETSPEC_BUNDLE from /etc/fleetspec/converge.env)")
     parser.add_argument("--signature", help="its .sig (default: the bundle's location + .sig)")
     parser.add_argument("--allowed-signers", default="/etc/fleetspec/allowed_signers")
     parser.add_argument("--host", default=socket.gethostname().split(".")[0], help="this node's inventory name")

@@ -184,3 +184,29 @@ def test_extract_refuses_a_member_outside_the_bundle(tmp_path) -> None:
     with pytest.raises(converge.ConvergeError, match="plain relative name"):
         converge.extract(gzip.compress(raw.getvalue()), str(tmp_path))
     assert not (tmp_path.parent / "escape").exists()
+
+
+def test_converge_units_order_the_converge_before_slurmd(tmp_path) -> None:
+    """systemd's own check of the rendered units (systemd-analyze verify), with a stand-in
+    slurmd.service and the converge unit's environment file, as on a node."""
+    from fleetspec.render.bundle import render_converge_units
+
+    units = render_converge_units()
+    unit = units[PurePosixPath("systemd/fleetspec-converge.service")]
+    drop_in = units[PurePosixPath("systemd/slurmd.service.d/10-fleetspec-converge.conf")]
+    assert "Before=slurmd.service" in unit and "Type=oneshot" in unit
+    assert "Requires=fleetspec-converge.service" in drop_in and "After=fleetspec-converge.service" in drop_in
+    (tmp_path / "fleetspec-converge.service").write_text(unit)
+    (tmp_path / "slurmd.service").write_text("[Service]\nExecStart=/bin/true\n")
+    (tmp_path / "slurmd.service.d").mkdir()
+    (tmp_path / "slurmd.service.d" / "10-fleetspec-converge.conf").write_text(drop_in)
+    proc = subprocess.run(["systemd-analyze", "verify", "--man=no", str(tmp_path / "fleetspec-converge.service")],
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "SYSTEMD_UNIT_PATH": f"{tmp_path}:"})
+    assert proc.returncode == 0, proc.stderr
+    broken = unit.replace("Type=oneshot", "Type=oneshoot")
+    (tmp_path / "fleetspec-converge.service").write_text(broken)
+    proc = subprocess.run(["systemd-analyze", "verify", "--man=no", str(tmp_path / "fleetspec-converge.service")],
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "SYSTEMD_UNIT_PATH": f"{tmp_path}:"})
+    assert "oneshoot" in proc.stderr  # the check can fail
