@@ -80,7 +80,9 @@ def sign(data: bytes, key: bytes) -> bytes:
 def publish(fleet: Fleet, partition: str, version: int, key_ref: str, base_dir: Path,
             playbooks_dir: Path, out_dir: Path) -> Published:
     """Render, sign and write ``<fleet>-<partition>-<version>.tar.gz`` and its ``.sig``
-    into ``out_dir`` (the site's mirror directory). Raises `BundleSignError`."""
+    into ``out_dir`` (the site's mirror directory), and the same two as
+    ``<fleet>-<partition>.tar.gz``: the name a node's converge unit fetches at every boot
+    (a node refuses it if it is older than what it ran). Raises `BundleSignError`."""
     try:
         key = resolve(SecretRef.parse("bundle_signing_key", key_ref), base_dir)
     except SecretError as exc:
@@ -90,7 +92,9 @@ def publish(fleet: Fleet, partition: str, version: int, key_ref: str, base_dir: 
     out_dir.mkdir(parents=True, exist_ok=True)
     name = bundle_name(fleet, partition, version)
     bundle, sig = out_dir / name, out_dir / (name + ".sig")
-    for path, blob in ((bundle, data), (sig, signature)):
+    latest = out_dir / f"{fleet.name}-{partition}.tar.gz"
+    for path, blob in ((bundle, data), (sig, signature), (latest, data),
+                       (latest.with_name(latest.name + ".sig"), signature)):
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_bytes(blob)
         os.replace(tmp, path)

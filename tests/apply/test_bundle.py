@@ -210,3 +210,19 @@ def test_converge_units_order_the_converge_before_slurmd(tmp_path) -> None:
                           capture_output=True, text=True, timeout=60,
                           env={**os.environ, "SYSTEMD_UNIT_PATH": f"{tmp_path}:"})
     assert "oneshoot" in proc.stderr  # the check can fail
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["--engine", "slurm-native"], "needs --bundle-key, --bundle-dir, --results"),
+    (["--engine", "slurm-native", "--bundle-key", "file:k", "--bundle-dir", "b"], "needs --results"),
+    (["--bundle-key", "file:k"], "go with --engine slurm-native"),
+])
+def test_apply_engine_options_are_checked_before_anything_runs(args, said, tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from fleetspec.cli import app
+
+    result = CliRunner().invoke(app, ["apply", str(ROOT / "examples" / "quickstart.yaml"), "--yes",
+                                      "--state", str(tmp_path / "state"), *args])
+    assert result.exit_code == 64 and said in " ".join(result.output.split()), result.output
+    assert not (tmp_path / "state").exists()
