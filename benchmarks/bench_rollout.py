@@ -10,7 +10,16 @@ the module run), without SSH. ``--model``: the modelled duration of the 20,000-n
 bump (benchmarks/fleetgen.py ``driver_bump_yaml``) at 12.75 min per batch, printed as
 minutes, with forks unlimited and at 50 (ansible.cfg's default).
 
+``--native N``: the controller's side of one Slurm-native wave (#30 item 2) over N nodes:
+``scontrol reboot`` once, ``sinfo`` polls, each node's result (the real H200 node's
+facts document, docs/facts.md shape, as the node's converge writes it) read and verified
+against the fleet (``fleetspec.verify.compare``): what ``apply --engine slurm-native``
+does per wave. The Slurm clients answer from canned output (no slurmctld with N nodes
+here): their own CPU is per wave, not per node, and is not counted. Prints the CPU of
+that work (process time) per node.
+
     python3 benchmarks/bench_rollout.py --wave 1000
+    python3 benchmarks/bench_rollout.py --native 1000
     python3 benchmarks/bench_rollout.py --model
 """
 
@@ -46,6 +55,48 @@ def wave(hosts: int, forks: int) -> None:
             raise SystemExit(f"the wave's run failed: {result.status} {result.failed_hosts[:5]}")
 
 
+def native(hosts: int) -> None:
+    import json
+    import subprocess
+    import time
+
+    sys.path.insert(0, str(ROOT))
+    from fleetspec.apply.slurm_native import NativeSlurm
+    from fleetspec.node_side.hostlist import compress
+    from fleetspec.pipeline import compile_text
+    from tests.apply.harness import upgraded
+    from tests.verify.h200_facts import h200_facts
+
+    spec = yaml.safe_load((ROOT / "tests" / "apply" / "specs" / "multi-v2.yaml").read_text())
+    template = spec["spec"]["racks"][0]["nodes"][0]
+    spec["spec"]["racks"] = [{"name": f"r{r:03d}", "leaf": "leaf-01", "nodes": [
+        {**template, "hosts": f"h200-[{r * 16 + 1:04d}-{min(hosts, r * 16 + 16):04d}]"}]}
+        for r in range((hosts + 15) // 16)]
+    fleet = compile_text(yaml.safe_dump(spec), "native.yaml").fleet
+    names = [n.hostname for n in fleet.nodes]
+    facts = upgraded(h200_facts(names[0]), "2.28.9")
+    with tempfile.TemporaryDirectory(prefix="fleetspec-bench-native-") as tmp:
+        results = Path(tmp)
+        sinfo = "".join(f"{h}|idle|none\n" for h in names)
+
+        def run(argv):  # the Slurm clients, canned
+            return subprocess.CompletedProcess(list(argv), 0, sinfo if argv[0] == "sinfo" else "", "")
+
+        engine = NativeSlurm(run, results, version=2, poll_s=0)
+        engine.reboot(names, "fleetspec: driver")
+        for h in names:  # the nodes' work: each writes its result
+            (results / f"{h}.json").write_text(json.dumps({"host": h, "ok": True, "version": 2, "error": None,
+                                                           "facts": {**facts, "hostname": h}}))
+        start = time.process_time()
+        outcome = engine.wait(names)
+        report = engine.verify(fleet, outcome.facts, names)
+        cpu = time.process_time() - start
+    drift = [c for n in report.nodes for c in n.checks if c.status.name == "DRIFT"]
+    if outcome.failed or drift or len(outcome.facts) != len(names):
+        raise SystemExit(f"the native wave failed: {list(outcome.failed.items())[:3]} {drift[:3]}")
+    print(f"native hosts={len(names)} cpu_s={cpu:.3f} per_node_s={cpu / len(names):.5f} ({compress(names[:32])}...)")
+
+
 def model() -> None:
     from fleetgen import driver_bump_yaml
 
@@ -66,10 +117,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--wave", type=int, metavar="HOSTS")
     parser.add_argument("--forks", type=int, default=0, help="default: the whole wave")
+    parser.add_argument("--native", type=int, metavar="HOSTS")
     parser.add_argument("--model", action="store_true")
     args = parser.parse_args()
     if args.wave:
         wave(args.wave, args.forks or args.wave)
+    if args.native:
+        native(args.native)
     if args.model:
         model()
     return 0

@@ -36,7 +36,10 @@ from fleetspec.console import lazy_consoles
 from fleetspec.exit_codes import ERROR, OK, USAGE
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from fleetspec.apply.rollout import ApplyEvent, Engines
+    from fleetspec.apply.slurm_native import NativeSlurm
     from fleetspec.compile.ir import Fleet
     from fleetspec.plan.model import Plan
     from fleetspec.state import StateBackend
@@ -47,6 +50,11 @@ out, err = lazy_consoles()
 class ApplyFormat(str, Enum):
     text = "text"
     json = "json"
+
+
+class Engine(str, Enum):
+    ssh = "ssh"
+    slurm_native = "slurm-native"
 
 
 def apply(
@@ -88,11 +96,29 @@ def apply(
                                                              "plan's estimate (default 12.75)")] = None,
     forks: Annotated[int | None, typer.Option("--forks", callback=forks_option, help="hosts a wave's Ansible run "
                                               "works on at once (default: the whole wave)")] = None,
+    engine: Annotated[Engine, typer.Option("--engine", help="ssh: Ansible from here, per wave; slurm-native: "
+                                           "Slurm reboots each wave and the nodes converge themselves from a "
+                                           "signed bundle (docs/scale.md)")] = Engine.ssh,
+    bundle_key: Annotated[str | None, typer.Option("--bundle-key", metavar="REF", help="slurm-native: the "
+                                                   "bundle signing key, a secret reference (file:PATH, env:NAME, "
+                                                   "ansible-vault:PATH#KEY, ...)")] = None,
+    bundle_dir: Annotated[Path | None, typer.Option("--bundle-dir", metavar="DIR", help="slurm-native: where "
+                                                    "the signed bundles are published (the mirror the nodes "
+                                                    "fetch from)")] = None,
+    results_dir: Annotated[Path | None, typer.Option("--results", metavar="DIR", help="slurm-native: the "
+                                                     "shared directory the nodes write their results to")] = None,
 ) -> None:
     """Apply the spec (or a saved plan) in rolling waves: drain, upgrade, verify, resume."""
     require_ansible(err)  # before the plan is shown or the lock taken: a missing extra stops nothing half-way
     if lab is not None and ansible_config is not None:
         raise UsageError("--ansible-config does not go with --lab: the lab runs with fleetspec's own ansible.cfg")
+    native_options = {"--bundle-key": bundle_key, "--bundle-dir": bundle_dir, "--results": results_dir}
+    if engine is Engine.slurm_native and None in native_options.values():
+        missing = ", ".join(k for k, v in native_options.items() if v is None)
+        raise UsageError(f"--engine slurm-native needs {missing}: the key that signs the nodes' bundles, where "
+                         "they are published and where the nodes write their results")
+    if engine is Engine.ssh and any(v is not None for v in native_options.values()):
+        raise UsageError("--bundle-key, --bundle-dir and --results go with --engine slurm-native")
     from fleetspec import secrets as sec
     from fleetspec.apply.rollout import ApplyError, ApplyEvent, ApplyOptions, apply_plan, wave_name
     from fleetspec.lab.fleet import LabSetupError
@@ -178,6 +204,10 @@ def apply(
             write_tree(rendered, build)
             inventories = [build / "ansible" / "inventory.yml", *_overlays(lab, inventory)]
             engines = _engines(fleet, inventories, lab, slurm_control, ansible_config)
+            if engine is Engine.slurm_native:
+                assert bundle_key is not None and bundle_dir is not None and results_dir is not None
+                engines.native = _native(fleet, plan, engines, max(1, current.serial), bundle_key, base_dir,
+                                         bundle_dir, results_dir, emit)
             if only is not None:
                 inventory_hosts = engines.all_hosts
                 engines.all_hosts = lambda: [h for h in inventory_hosts() if h in only]
@@ -200,6 +230,31 @@ def apply(
     if report is not None:
         report.finish(result)
     raise typer.Exit(OK if result.ok else ERROR)
+
+
+def _native(fleet: Fleet, plan: Plan, engines: Engines, version: int, key: str, base_dir: Path, bundle_dir: Path,
+            results: Path, emit: Callable[[ApplyEvent], None]) -> NativeSlurm:
+    """Publish the signed bundle of every partition a Slurm wave rolls (version: the state's
+    serial, which only grows), and the engine that hands those waves to Slurm."""
+    from fleetspec.apply.ansible import playbooks_dir
+    from fleetspec.apply.bundle import BundleSignError, publish
+    from fleetspec.apply.control import SlurmControl
+    from fleetspec.apply.rollout import ApplyError, ApplyEvent
+    from fleetspec.apply.slurm_native import NativeSlurm
+    from fleetspec.render.bundle import BundleError
+
+    if not isinstance(engines.slurm, SlurmControl):
+        raise ApplyError("--engine slurm-native needs Slurm: the fleet has no Slurm, or scontrol cannot be reached")
+    partitions = sorted({w.partition for w in plan.waves
+                         if (p := fleet.partition(w.partition)) is not None and p.scheduler == "slurm"})
+    for partition in partitions:
+        try:
+            published = publish(fleet, partition, version, key, base_dir, playbooks_dir(), bundle_dir)
+        except (BundleSignError, BundleError) as exc:
+            raise ApplyError(f"cannot publish the bundle of partition {partition}: {exc}; nothing was "
+                             "applied") from None
+        emit(ApplyEvent("converge", f"published {published.bundle} (signed: {published.signature.name})"))
+    return NativeSlurm(engines.slurm.run, results, version)
 
 
 def _restriction(fleet: Fleet, lab: Path | None, limit: str | None) -> tuple[set[str] | None, str | None]:

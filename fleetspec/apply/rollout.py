@@ -30,6 +30,7 @@ from fleetspec.apply.ansible import HostEvent, PlaybookResult
 from fleetspec.apply.control import APPLY_REASON_PREFIX, ControlError, NodeControl, OwnedOnly, foreign_drains
 from fleetspec.apply.hooks import run_with_hooks
 from fleetspec.apply.lanes import run_steps
+from fleetspec.apply.slurm_native import NativeSlurm
 from fleetspec.compile.ir import Fleet
 from fleetspec.node_side.hostlist import compress
 from fleetspec.plan.model import Disruption, Plan, Wave
@@ -76,6 +77,7 @@ class Engines:
     kubernetes: NodeControl | None
     all_hosts: Callable[[], list[str]]  # every host the inventory holds (nodes, controllers, db)
     health: HealthGate | None = None  # with spec.health: a wave whose nodes come back unhealthy stops
+    native: NativeSlurm | None = None  # Slurm waves go to Slurm and the nodes' own converge (#30 item 2)
 
 
 @dataclass(frozen=True)
@@ -165,6 +167,15 @@ def apply_plan(plan: Plan, store: StateBackend, engines: Engines, options: Apply
                 return False
         to_drain = [h for h in hosts if h in drains]
         reason = f"{APPLY_REASON_PREFIX}{reasons.get(to_drain[0] if to_drain else hosts[0], wave.disruption.value)}"
+        # Slurm-native waves: Slurm reboots the drained nodes and they converge from the signed
+        # bundle. A rolling wave (nodes keep their jobs) and unowned nodes (no Slurm to reboot
+        # them: an OwnedOnly control) take the SSH path.
+        if engines.native is not None and control is engines.slurm and to_drain == hosts:
+            failure = _native_wave(plan, wave, name, hosts, reason, control, engines, engines.native, store, say,
+                                   redact, done, lock)
+            if failure is not None:
+                failures[step.id] = failure
+            return failure is None
         try:
             if not to_drain:  # a rolling wave: the nodes keep their jobs
                 busy = []
@@ -326,6 +337,55 @@ def _converge_wave(plan: Plan, wave: Wave, name: str, hosts: list[str], control:
         store.record_wave(fleet, hosts, f"wave {name}: {wave.disruption.value}")
         done.append(name)
     say("wave-done", f"wave {name} done; " + ("nodes resumed" if drained else "no node was drained"), name, hosts)
+    return None
+
+
+def _native_wave(plan: Plan, wave: Wave, name: str, hosts: list[str], reason: str, control: NodeControl,
+                 engines: Engines, native: NativeSlurm, store: StateBackend, say: Callable[..., None],
+                 redact: Redactor, done: list[str], lock: Lock) -> ApplyResult | None:
+    """The wave handed to Slurm: ``scontrol reboot ASAP nextstate=RESUME``, each node
+    converges itself from the signed bundle at boot; then the same gates as the SSH path
+    (verify on the nodes' own facts, the health check) and the wave is recorded. A failed
+    gate stops the rollout with the wave's nodes drained, as there."""
+    fleet = plan.fleet
+    try:
+        native.reboot(hosts, reason)
+    except ControlError as exc:
+        return _stop(say, control, name, hosts, f"scontrol reboot failed: {exc}", done, redact)
+    say("drain", f"handed {compress(hosts)} to Slurm: reboot ASAP, nextstate=RESUME ({reason}); each node "
+                 f"converges itself to bundle version {native.version}", name, hosts)
+    told: list[list[str]] = [list(hosts)]
+
+    def progress(pending: list[str]) -> None:
+        if pending != told[0]:
+            told[0] = pending
+            say("playbook", f"wave {name}: {len(hosts) - len(pending)} of {len(hosts)} node(s) back"
+                            + (f"; waiting for {compress(pending)}" if pending else ""), name, hosts)
+
+    try:
+        outcome = native.wait(hosts, progress)
+    except ControlError as exc:
+        return _stop(say, control, name, hosts, f"cannot read the nodes' state: {exc}", done, redact)
+    if outcome.failed:
+        return _stop(say, control, name, hosts, "node converge failed: " + " | ".join(
+            f"{h}: {why}" for h, why in sorted(outcome.failed.items())), done, redact)
+    drift = _drift(native.verify(fleet, outcome.facts, hosts))
+    if drift:
+        return _stop(say, control, name, hosts, "verify failed: " + "; ".join(drift), done, redact)
+    say("verify", f"{compress(hosts)} run the partition's tuple (their own facts)", name, hosts)
+    if engines.health is not None:
+        try:
+            sick = engines.health(fleet, hosts)
+        except Exception as exc:  # no verdict is a failed gate, never a pass
+            sick = {h: f"no verdict ({type(exc).__name__}: {exc})" for h in hosts}
+        if sick:
+            return _stop(say, control, name, hosts, "unhealthy after the wave: " + "; ".join(
+                f"{h}: {why}" for h, why in sorted(sick.items())), done, redact)
+    with lock:
+        store.record_wave(fleet, hosts, f"wave {name}: {wave.disruption.value} (slurm-native, bundle "
+                                        f"version {native.version})")
+        done.append(name)
+    say("wave-done", f"wave {name} done; Slurm resumed the nodes", name, hosts)
     return None
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import PurePosixPath
@@ -270,6 +271,32 @@ def _namespaces(fleet: Fleet, releases: Iterable[HelmRelease]) -> list[Manifest]
     ]
 
 
+# The wave policy of apply's SSH path (plan --max-unavailable's default, apply's drain
+# timeout), handed to the GPU Operator's upgrade controller for the pools it upgrades
+# (#30 item 2): the operator drains, upgrades and uncordons per node on its own.
+WAVE_MAX_UNAVAILABLE = "25%"
+WAVE_DRAIN_TIMEOUT_S = 3600
+
+
+def upgrade_policy(pool_size: int, max_unavailable: int | str = WAVE_MAX_UNAVAILABLE,
+                   drain_timeout_s: int = WAVE_DRAIN_TIMEOUT_S) -> dict[str, Any]:
+    """An NVIDIADriver's ``spec.upgradePolicy`` (nvidia.com_nvidiadrivers.yaml, the operator's
+    UpgradePolicySpec) from the wave policy: ``maxUnavailable`` as the plan states it (an
+    absolute number or a share, which the operator rounds up), ``maxParallelUpgrades`` the
+    nodes one wave of the pool takes (plan/waves.py ``budget``: the share rounded down, at
+    least one), a drain (``kubectl drain`` semantics, as apply's KubernetesControl) with
+    apply's drain timeout. autoUpgrade on: the operator, not apply, rolls the driver."""
+    text = str(max_unavailable)
+    if text.endswith("%"):
+        parallel = max(1, math.floor(pool_size * float(text[:-1]) / 100))
+        unavailable: int | str = text
+    else:
+        parallel = unavailable = max(1, int(text))
+    return {"autoUpgrade": True, "maxParallelUpgrades": parallel, "maxUnavailable": unavailable,
+            "drain": {"enable": True, "force": False, "deleteEmptyDir": True, "timeoutSeconds": drain_timeout_s},
+            "podDeletion": {"force": False, "deleteEmptyDir": True, "timeoutSeconds": drain_timeout_s}}
+
+
 def _vendor_stacks(fleet: Fleet, vendor: str) -> list[str]:
     """The ``vendor`` stacks of every GPU node the cluster holds (Slinky hosts included)."""
     return sorted({n.stack for n in cluster_gpu_nodes(fleet) if n.gpu.vendor == vendor})
@@ -314,6 +341,8 @@ def _nvidia(fleet: Fleet, label_keys: tuple[str, ...]):
             if stack is not None and stack.driver:
                 spec["version"] = stack.driver
             spec["nodeSelector"] = {STACK_LABEL: name}
+            pool = sum(1 for n in cluster_gpu_nodes(fleet) if n.stack == name)
+            spec["upgradePolicy"] = upgrade_policy(pool)
             crs.append(Manifest(
                 obj("nvidia.com/v1alpha1", "NVIDIADriver", name, spec),
                 "10-nvidia-drivers",

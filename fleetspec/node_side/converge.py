@@ -1,0 +1,243 @@
+"""Converge this node from a signed bundle, before slurmd starts (#30 item 2).
+
+The Slurm-native rollout path: the controller hands a wave to Slurm
+(``scontrol reboot ASAP nextstate=RESUME reason="fleetspec: ..."``); at boot this entry
+(the ``fleetspec-converge.service`` unit, ordered ``Before=slurmd.service``) runs:
+
+1. read the bundle and its ``.sig`` (a path, or ``file://`` / ``https://`` URL: the mirror);
+2. verify the signature with ``ssh-keygen -Y verify -f ALLOWED_SIGNERS -I fleetspec
+   -n fleetspec-bundle`` (the allowed_signers file the site pins in the image) BEFORE the
+   tarball is opened: an unsigned, tampered or foreign-key bundle is refused;
+3. extract it into a fresh private directory, refusing any member that is not a regular
+   file with a plain relative name, and check every file against the signed manifest's
+   sha256 (no file missing, none extra);
+4. refuse a version older than the last one this node ran (a replayed old bundle), and
+   a bundle whose hosts do not include this node;
+5. run ``ansible-playbook -i ansible/inventory.yml -c local --limit HOST playbooks/local.yml``
+   (the fleet's own roles, on itself);
+6. write ``RESULT_DIR/HOST.json``: version, spec digest, ok, the error, and the facts of
+   ``collector.py`` (what verify compares), and exit non-zero on any failure. Slurmd does
+   not start after a failed converge (the unit is ``Requires=``'d by slurmd's drop-in), so
+   the node stays out of service and the controller reads why.
+
+Standard library only, Python 3.8+, like the rest of ``fleetspec.node_side``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import hashlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tarfile
+import tempfile
+import urllib.request
+from typing import Any, Dict, List, Optional
+
+from fleetspec.node_side import collector
+
+NAMESPACE = "fleetspec-bundle"
+SIGNER = "fleetspec"
+FORMAT = 1
+MAX_BUNDLE_BYTES = 256 * 1024 * 1024
+MAX_SIG_BYTES = 64 * 1024
+FETCH_TIMEOUT_S = 120
+VERIFY_TIMEOUT_S = 60
+STATE_FILE = "last-version.json"
+
+
+class ConvergeError(Exception):
+    """Why this node did not converge; written to the result and to stderr."""
+
+
+def fetch(source: str, limit: int) -> bytes:
+    """The bytes at ``source``: a local path, ``file://`` or ``https://`` URL (never plain http)."""
+    if source.startswith("https://") or source.startswith("file://"):
+        try:
+            with urllib.request.urlopen(source, timeout=FETCH_TIMEOUT_S) as response:
+                data = response.read(limit + 1)
+        except (OSError, ValueError) as exc:
+            raise ConvergeError("cannot fetch %s: %s" % (source, exc)) from None
+    elif "://" in source:
+        raise ConvergeError("%s: only a path, file:// or https:// is fetched" % source)
+    else:
+        try:
+            with open(source, "rb") as handle:
+                data = handle.read(limit + 1)
+        except OSError as exc:
+            raise ConvergeError("cannot read %s: %s" % (source, exc.strerror or exc)) from None
+    if len(data) > limit:
+        raise ConvergeError("%s is larger than %d bytes" % (source, limit))
+    return data
+
+
+def verify_signature(data: bytes, signature: bytes, allowed_signers: str) -> None:
+    """``ssh-keygen -Y verify`` of ``data``; raises `ConvergeError` unless the fleetspec
+    signer of ``allowed_signers`` signed exactly these bytes under our namespace."""
+    if not signature.strip():
+        raise ConvergeError("the bundle is not signed (empty signature)")
+    with tempfile.TemporaryDirectory(prefix="fleetspec-verify-") as tmp:
+        sig_path = os.path.join(tmp, "bundle.sig")
+        with open(sig_path, "wb") as handle:
+            handle.write(signature)
+        try:
+            proc = subprocess.run(["ssh-keygen", "-Y", "verify", "-f", allowed_signers, "-I", SIGNER,
+                                   "-n", NAMESPACE, "-s", sig_path], input=data, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, timeout=VERIFY_TIMEOUT_S)
+        except FileNotFoundError:
+            raise ConvergeError("ssh-keygen is not installed (openssh-client): cannot verify the bundle") from None
+        except subprocess.TimeoutExpired:
+            raise ConvergeError("ssh-keygen -Y verify did not finish in %d s" % VERIFY_TIMEOUT_S) from None
+    if proc.returncode != 0:
+        why = (proc.stderr or proc.stdout).decode("utf-8", "replace").strip()
+        raise ConvergeError("bad bundle signature (allowed signers %s): %s" % (allowed_signers, why))
+
+
+def extract(data: bytes, dest: str) -> Dict[str, Any]:
+    """Unpack the (already verified) bundle into ``dest``; return its checked manifest."""
+    import io
+
+    try:
+        tar = tarfile.open(fileobj=io.BytesIO(data), mode="r:gz")
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        raise ConvergeError("the bundle is not a gzip'd tarball: %s" % exc) from None
+    contents = {}  # type: Dict[str, bytes]
+    with tar:
+        for member in tar:
+            name = member.name
+            parts = name.split("/")
+            if (not member.isfile() or name.startswith("/") or ".." in parts or "" in parts
+                    or "." in parts or name in contents):
+                raise ConvergeError("bundle member %r is not a regular file with a plain relative name" % name)
+            handle = tar.extractfile(member)
+            contents[name] = handle.read() if handle is not None else b""
+    raw = contents.pop("manifest.json", None)
+    if raw is None:
+        raise ConvergeError("the bundle has no manifest.json")
+    try:
+        manifest = json.loads(raw.decode("utf-8"))
+    except ValueError as exc:
+        raise ConvergeError("manifest.json is not JSON: %s" % exc) from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise ConvergeError("manifest.json: format %r is not %d" % (
+            manifest.get("format") if isinstance(manifest, dict) else None, FORMAT))
+    version = manifest.get("version")
+    files = manifest.get("files")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1 or not isinstance(files, dict):
+        raise ConvergeError("manifest.json: version or files missing")
+    if sorted(files) != sorted(contents):
+        extra = sorted(set(contents) - set(files))
+        missing = sorted(set(files) - set(contents))
+        raise ConvergeError("bundle files differ from the manifest: extra %s, missing %s" % (extra, missing))
+    for name, blob in sorted(contents.items()):
+        if hashlib.sha256(blob).hexdigest() != files[name]:
+            raise ConvergeError("%s: sha256 does not match the manifest" % name)
+        path = os.path.join(dest, *name.split("/"))
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        with open(path, "wb") as out:
+            out.write(blob)
+    return manifest
+
+
+def check_version(manifest: Dict[str, Any], state_dir: str) -> None:
+    """Refuse a bundle older than the last one this node converged to."""
+    last = last_version(state_dir)
+    if last is not None and manifest["version"] < last:
+        raise ConvergeError("bundle version %d is older than version %d this node already ran (replay refused)"
+                            % (manifest["version"], last))
+
+
+def last_version(state_dir: str) -> Optional[int]:
+    try:
+        with open(os.path.join(state_dir, STATE_FILE), encoding="utf-8") as handle:
+            value = json.load(handle).get("version")
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, AttributeError) as exc:
+        raise ConvergeError("cannot read %s: %s (remove it only if you know which version ran)"
+                            % (os.path.join(state_dir, STATE_FILE), exc)) from None
+    return value if isinstance(value, int) else None
+
+
+def _write_json(path: str, doc: Dict[str, Any]) -> None:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def run_playbook(workdir: str, host: str, ansible_playbook: str, log_path: str) -> None:
+    command = [ansible_playbook, "-i", os.path.join(workdir, "ansible", "inventory.yml"), "-c", "local",
+               "-e", "ansible_connection=local", "--limit", host,
+               os.path.join(workdir, "playbooks", "local.yml")]
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(workdir, "playbooks", "ansible.cfg"))
+    with open(log_path, "wb") as log:
+        try:
+            rc = subprocess.call(command, cwd=workdir, stdout=log, stderr=subprocess.STDOUT,
+                                 stdin=subprocess.DEVNULL, env=env)
+        except OSError as exc:
+            raise ConvergeError("cannot run %s: %s" % (ansible_playbook, exc)) from None
+    if rc != 0:
+        raise ConvergeError("ansible-playbook exited %d (log: %s)" % (rc, log_path))
+
+
+def converge(host: str, bundle: str, signature: Optional[str], allowed_signers: str, state_dir: str,
+             result_dir: str, ansible_playbook: str = "ansible-playbook",
+             collect_root: str = "/") -> Dict[str, Any]:
+    """Verify, unpack and run the bundle for ``host``; always write the result, return it."""
+    result = {"host": host, "bundle": bundle, "ok": False, "error": None, "version": None,
+              "spec_digest": None}  # type: Dict[str, Any]
+    workdir = tempfile.mkdtemp(prefix="fleetspec-converge-")
+    try:
+        data = fetch(bundle, MAX_BUNDLE_BYTES)
+        verify_signature(data, fetch(signature or bundle + ".sig", MAX_SIG_BYTES), allowed_signers)
+        manifest = extract(data, workdir)
+        result["version"], result["spec_digest"] = manifest["version"], manifest.get("spec_digest")
+        if host not in (manifest.get("hosts") or []):
+            raise ConvergeError("this bundle (partition %s) is not for host %s" % (manifest.get("partition"), host))
+        check_version(manifest, state_dir)
+        os.makedirs(state_dir, mode=0o700, exist_ok=True)
+        run_playbook(workdir, host, ansible_playbook, os.path.join(state_dir, "converge.log"))
+        _write_json(os.path.join(state_dir, STATE_FILE), {"version": manifest["version"]})
+        result["ok"] = True
+    except ConvergeError as exc:
+        result["error"] = str(exc)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    try:
+        result["facts"] = collector.collect(collector.Host(collect_root))
+    except Exception as exc:  # the facts are evidence, never the reason a result is not written
+        result["facts"] = {"schema": collector.SCHEMA, "errors": ["collector failed: %s: %s" % (type(exc).__name__, exc)]}
+    result["finished_at"] = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
+    _write_json(os.path.join(result_dir, host + ".json"), result)
+    return result
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description="Converge this node from a signed fleetspec bundle.")
+    parser.add_argument("--bundle", required=True, help="path, file:// or https:// URL of the bundle "
+                        "(the unit passes $FLEETSPEC_BUNDLE from /etc/fleetspec/converge.env)")
+    parser.add_argument("--signature", help="its .sig (default: the bundle's location + .sig)")
+    parser.add_argument("--allowed-signers", default="/etc/fleetspec/allowed_signers")
+    parser.add_argument("--host", default=socket.gethostname().split(".")[0], help="this node's inventory name")
+    parser.add_argument("--state-dir", default="/var/lib/fleetspec")
+    parser.add_argument("--result-dir", default="/var/lib/fleetspec/results")
+    parser.add_argument("--ansible-playbook", default="ansible-playbook")
+    parser.add_argument("--collect-root", default="/")
+    args = parser.parse_args(argv)
+    result = converge(args.host, args.bundle, args.signature, args.allowed_signers, args.state_dir,
+                      args.result_dir, args.ansible_playbook, args.collect_root)
+    if not result["ok"]:
+        sys.stderr.write("fleetspec-converge: %s\n" % result["error"])
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,228 @@
+"""Node bundles (#30 item 2): deterministic render, real ``ssh-keygen -Y`` signatures, and the
+node-side converge refusing unsigned, tampered, foreign-key and replayed bundles, then running
+a real ``ansible-playbook -c local`` from a good one."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path, PurePosixPath
+
+import pytest
+
+from fleetspec.apply.ansible import PLAYBOOKS
+from fleetspec.apply.bundle import BundleSignError, publish, read_sources
+from fleetspec.node_side import converge
+from fleetspec.pipeline import compile_file
+from fleetspec.render.bundle import BundleError, render_bundle
+
+ROOT = Path(__file__).resolve().parents[2]
+ANSIBLE_PLAYBOOK = str(Path(sys.executable).parent / "ansible-playbook")
+
+STAND_IN_SITE = """\
+# The test's site.yml: proves the play runs on the node itself with the bundle's group_vars.
+- name: Converge
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Record the stack tuple this node was given
+      ansible.builtin.copy:
+        dest: "{{ lookup('env', 'FLEETSPEC_TEST_MARKERS') }}/{{ inventory_hostname }}"
+        content: "{{ fleetspec_stack.name }} {{ fleetspec_stack.driver | default('') }}\\n"
+        mode: "0644"
+    - name: Fail where the test says
+      ansible.builtin.fail:
+        msg: told to fail
+      when: lookup('env', 'FLEETSPEC_TEST_FAIL') == inventory_hostname
+"""
+
+
+@pytest.fixture(scope="module")
+def fleet():
+    return compile_file(ROOT / "examples" / "quickstart.yaml").fleet
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("keys")
+    for name in ("site", "other"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(d / name)], check=True)
+    pub = (d / "site.pub").read_text().split()
+    (d / "allowed_signers").write_text(f'fleetspec namespaces="fleetspec-bundle" {pub[0]} {pub[1]}\n')
+    return {"site": d / "site", "other": d / "other", "allowed": d / "allowed_signers"}
+
+
+def _sources(tmp: Path) -> dict[PurePosixPath, bytes]:
+    playbooks = tmp / "playbooks"
+    playbooks.mkdir(exist_ok=True)
+    (playbooks / "site.yml").write_text(STAND_IN_SITE)
+    (playbooks / "ansible.cfg").write_text("[defaults]\nretry_files_enabled = False\ninterpreter_python = /usr/bin/python3\n")
+    return read_sources(playbooks)
+
+
+def test_bundle_is_deterministic_and_carries_the_partition_only(fleet) -> None:
+    sources = read_sources(PLAYBOOKS)
+    one = render_bundle(fleet, "nvidia-hopper", 3, sources)
+    assert one == render_bundle(fleet, "nvidia-hopper", 3, dict(reversed(list(sources.items()))))
+    assert one != render_bundle(fleet, "nvidia-hopper", 4, sources)
+    with tarfile.open(fileobj=io.BytesIO(one), mode="r:gz") as tar:
+        members = tar.getmembers()
+        names = [m.name for m in members]
+        manifest = json.loads(tar.extractfile("manifest.json").read())
+    assert names == sorted(names) and all(m.mtime == 0 and m.uid == 0 and m.isfile() for m in members)
+    assert gzip.decompress(one) and one[4:8] == b"\0\0\0\0"  # gzip header mtime
+    assert manifest["version"] == 3 and manifest["partition"] == "nvidia-hopper"
+    assert manifest["hosts"] == sorted(n.hostname for n in fleet.nodes if n.partition == "nvidia-hopper")
+    assert "playbooks/roles/nvidia_driver/tasks/main.yml" in manifest["files"]
+    assert "fleetspec/node_side/collector.py" in manifest["files"] and "playbooks/local.yml" in manifest["files"]
+    assert "slurm/slurm.conf" in manifest["files"] and "slurm/slurmdbd.conf" not in manifest["files"]
+    assert set(manifest["files"]) == set(names) - {"manifest.json"}
+
+
+def test_bundle_refuses_bad_input(fleet) -> None:
+    with pytest.raises(BundleError, match="no GPU nodes"):
+        render_bundle(fleet, "nope", 1, {})
+    with pytest.raises(BundleError, match="positive integer"):
+        render_bundle(fleet, "nvidia-hopper", 0, {})
+    with pytest.raises(BundleError, match="relative path under"):
+        render_bundle(fleet, "nvidia-hopper", 1, {PurePosixPath("etc/passwd"): b""})
+
+
+def test_publish_resolves_the_key_reference(fleet, keys, tmp_path) -> None:
+    with pytest.raises(BundleSignError, match="MISSING_KEY is not set"):
+        publish(fleet, "nvidia-hopper", 1, "env:MISSING_KEY", tmp_path, PLAYBOOKS, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def _publish(fleet, keys, tmp: Path, version: int, key: str = "site") -> Path:
+    os.chmod(keys[key], 0o600)
+    published = publish(fleet, "nvidia-hopper", version, f"file:{keys[key]}", tmp, tmp / "playbooks",
+                        tmp / "mirror")
+    return published.bundle
+
+
+def _converge(tmp: Path, keys, bundle: Path, host: str = "h100-001") -> dict:
+    return converge.converge(host, str(bundle), None, str(keys["allowed"]), str(tmp / "state"),
+                             str(tmp / "results"), ANSIBLE_PLAYBOOK, collect_root=str(tmp / "noroot"))
+
+
+def test_converge_runs_a_signed_bundle_and_refuses_the_rest(fleet, keys, tmp_path, monkeypatch) -> None:
+    _sources(tmp_path)
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    monkeypatch.setenv("FLEETSPEC_TEST_MARKERS", str(markers))
+    v2 = _publish(fleet, keys, tmp_path, 2)
+    good = _converge(tmp_path, keys, v2)
+    assert good["ok"], good["error"]
+    assert good["version"] == 2 and good["spec_digest"].startswith("sha256:")
+    assert (markers / "h100-001").read_text().startswith("hopper-cu13 ")
+    assert [p.name for p in markers.iterdir()] == ["h100-001"]  # --limit: this node only
+    written = json.loads((tmp_path / "results" / "h100-001.json").read_text())
+    assert written["ok"] and written["facts"]["schema"]
+
+    # A replayed older bundle, though properly signed, is refused.
+    v1 = _publish(fleet, keys, tmp_path, 1)
+    old = _converge(tmp_path, keys, v1)
+    assert not old["ok"] and "older than version 2" in old["error"]
+    # The same version again (a second reboot) runs.
+    assert _converge(tmp_path, keys, v2)["ok"]
+
+    # Tampered: one byte of the tarball changed after signing.
+    tampered = tmp_path / "tampered.tar.gz"
+    data = bytearray(v2.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    tampered.write_bytes(bytes(data))
+    shutil.copy(str(v2) + ".sig", str(tampered) + ".sig")
+    bad = _converge(tmp_path, keys, tampered)
+    assert not bad["ok"] and "bad bundle signature" in bad["error"]
+
+    # Signed by a key the node does not allow.
+    other = tmp_path / "other"
+    other.mkdir()
+    _sources(other)
+    foreign = _publish(fleet, keys, other, 5, key="other")
+    bad = _converge(tmp_path, keys, foreign)
+    assert not bad["ok"] and "bad bundle signature" in bad["error"]
+
+    # Unsigned: no signature file.
+    unsigned = tmp_path / "unsigned.tar.gz"
+    shutil.copy(v2, unsigned)
+    bad = _converge(tmp_path, keys, unsigned)
+    assert not bad["ok"] and "cannot read" in bad["error"]
+
+    # A bundle for another partition's nodes.
+    bad = _converge(tmp_path, keys, v2, host="mi300-001")
+    assert not bad["ok"] and "not for host mi300-001" in bad["error"]
+
+
+def test_converge_exits_non_zero_when_the_play_fails(fleet, keys, tmp_path, monkeypatch) -> None:
+    _sources(tmp_path)
+    (tmp_path / "markers").mkdir()
+    monkeypatch.setenv("FLEETSPEC_TEST_MARKERS", str(tmp_path / "markers"))
+    monkeypatch.setenv("FLEETSPEC_TEST_FAIL", "h100-002")
+    bundle = _publish(fleet, keys, tmp_path, 7)
+    rc = converge.main(["--bundle", str(bundle), "--allowed-signers", str(keys["allowed"]), "--host", "h100-002",
+                        "--state-dir", str(tmp_path / "state"), "--result-dir", str(tmp_path / "results"),
+                        "--ansible-playbook", ANSIBLE_PLAYBOOK, "--collect-root", str(tmp_path / "noroot")])
+    result = json.loads((tmp_path / "results" / "h100-002.json").read_text())
+    assert rc == 1 and not result["ok"] and "ansible-playbook exited 2" in result["error"]
+    assert not (tmp_path / "state" / converge.STATE_FILE).exists()  # a failed run records no version
+
+
+def test_extract_refuses_a_member_outside_the_bundle(tmp_path) -> None:
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        info = tarfile.TarInfo("../escape")
+        info.size = 1
+        tar.addfile(info, io.BytesIO(b"x"))
+    with pytest.raises(converge.ConvergeError, match="plain relative name"):
+        converge.extract(gzip.compress(raw.getvalue()), str(tmp_path))
+    assert not (tmp_path.parent / "escape").exists()
+
+
+def test_converge_units_order_the_converge_before_slurmd(tmp_path) -> None:
+    """systemd's own check of the rendered units (systemd-analyze verify), with a stand-in
+    slurmd.service and the converge unit's environment file, as on a node."""
+    from fleetspec.render.bundle import render_converge_units
+
+    units = render_converge_units()
+    unit = units[PurePosixPath("systemd/fleetspec-converge.service")]
+    drop_in = units[PurePosixPath("systemd/slurmd.service.d/10-fleetspec-converge.conf")]
+    assert "Before=slurmd.service" in unit and "Type=oneshot" in unit
+    assert "Requires=fleetspec-converge.service" in drop_in and "After=fleetspec-converge.service" in drop_in
+    (tmp_path / "fleetspec-converge.service").write_text(unit)
+    (tmp_path / "slurmd.service").write_text("[Service]\nExecStart=/bin/true\n")
+    (tmp_path / "slurmd.service.d").mkdir()
+    (tmp_path / "slurmd.service.d" / "10-fleetspec-converge.conf").write_text(drop_in)
+    proc = subprocess.run(["systemd-analyze", "verify", "--man=no", str(tmp_path / "fleetspec-converge.service")],
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "SYSTEMD_UNIT_PATH": f"{tmp_path}:"})
+    assert proc.returncode == 0, proc.stderr
+    broken = unit.replace("Type=oneshot", "Type=oneshoot")
+    (tmp_path / "fleetspec-converge.service").write_text(broken)
+    proc = subprocess.run(["systemd-analyze", "verify", "--man=no", str(tmp_path / "fleetspec-converge.service")],
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "SYSTEMD_UNIT_PATH": f"{tmp_path}:"})
+    assert "oneshoot" in proc.stderr  # the check can fail
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["--engine", "slurm-native"], "needs --bundle-key, --bundle-dir, --results"),
+    (["--engine", "slurm-native", "--bundle-key", "file:k", "--bundle-dir", "b"], "needs --results"),
+    (["--bundle-key", "file:k"], "go with --engine slurm-native"),
+])
+def test_apply_engine_options_are_checked_before_anything_runs(args, said, tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from fleetspec.cli import app
+
+    result = CliRunner().invoke(app, ["apply", str(ROOT / "examples" / "quickstart.yaml"), "--yes",
+                                      "--state", str(tmp_path / "state"), *args])
+    assert result.exit_code == 64 and said in " ".join(result.output.split()), result.output
+    assert not (tmp_path / "state").exists()

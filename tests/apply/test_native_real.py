@@ -1,0 +1,207 @@
+"""Issue #30 item 2 on a real slurmctld: the Slurm-native path.
+
+apply hands each wave to Slurm with a real ``scontrol reboot ASAP nextstate=RESUME
+reason="fleetspec: ..."``; the six real slurmd's run a ``RebootProgram`` that does what a
+node's boot does: slurmd stops, ``fleetspec.node_side.converge`` verifies the partition's
+signed bundle (real ``ssh-keygen -Y``) and runs it with a real ``ansible-playbook -c local``,
+writes its result, and only a converged node starts slurmd again (``slurmd -b``: "report
+node rebooted", so slurmctld sees the reboot done and resumes it). The controller reads
+``sinfo`` and the results, verifies, and records the waves.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fleetspec.apply.bundle import publish
+from fleetspec.apply.control import local_runner
+from fleetspec.apply.rollout import ApplyOptions, apply_plan
+from fleetspec.apply.slurm_native import NativeSlurm
+from fleetspec.lab.slurm import Cluster, Daemon, process_start_time
+from fleetspec.pipeline import compile_file
+from fleetspec.plan import plan_against_state
+from fleetspec.render.slurm import render_slurm
+from fleetspec.state import StateStore
+from fleetspec.verify.compare import compare
+from tests.apply.harness import HERE, upgraded
+from tests.verify.h200_facts import h200_facts
+
+pytestmark = pytest.mark.slurm
+
+ROOT = HERE.parents[1]
+MULTI_V1, MULTI_V2 = HERE / "specs" / "multi-v1.yaml", HERE / "specs" / "multi-v2.yaml"
+HOSTS = [f"h200-00{i}" for i in range(1, 7)]
+PARTITION = {h: ("hopper-b" if h in ("h200-005", "h200-006") else "nvidia-hopper") for h in HOSTS}
+
+SITE = """\
+- name: Converge (stand-in for the roles, records the NCCL its bundle pins)
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Record
+      ansible.builtin.copy:
+        dest: "{{ lookup('env', 'FLEETSPEC_TEST_MARKERS') }}/{{ inventory_hostname }}"
+        content: "{{ fleetspec_stack.nccl }}"
+        mode: "0644"
+"""
+
+# RebootProgram: slurmd runs it (through sh -c); it finds its slurmd and the node's name,
+# and leaves the "boot" to a detached script, as a real reboot leaves slurmd behind.
+REBOOT = """#!/bin/bash
+pid=$PPID
+while [ "$pid" -gt 1 ]; do
+  case "$(tr '\\0' ' ' < /proc/$pid/cmdline)" in slurmd\\ *) break;; esac
+  pid=$(awk '{{print $4}}' /proc/$pid/stat)
+done
+node=$(tr '\\0' '\\n' < /proc/$pid/cmdline | sed -n '/^-N$/{{n;p}}')
+setsid {boot} "$pid" "$node" </dev/null >>{work}/boot.log 2>&1 &
+exit 0
+"""
+
+# The node's boot: slurmd is gone, the converge unit runs (Before=slurmd), and slurmd
+# starts only when it converged (the unit is Requires='d by slurmd's drop-in).
+BOOT = """#!/bin/bash
+pid=$1 node=$2
+kill "$pid" 2>/dev/null
+while [ "$(awk '{{print $3}}' /proc/$pid/stat 2>/dev/null || echo Z)" != Z ]; do sleep 0.1; done
+export PYTHONPATH={root} FLEETSPEC_TEST_MARKERS={work}/markers SLURM_CONF={conf}
+{python} -m fleetspec.node_side.converge --host "$node" --bundle "$(cat {work}/bundle-of/$node)" \\
+    --allowed-signers {work}/allowed_signers --state-dir {work}/state/$node --result-dir {work}/results \\
+    --ansible-playbook {ansible_playbook} --collect-root {work}/noroot || exit 1
+echo $$ > {work}/booted/$node
+exec slurmd -b -D -N "$node"
+"""
+
+
+@pytest.fixture(scope="module")
+def native(slurm_installed, tmp_path_factory):
+    work = tmp_path_factory.mktemp("native")
+    for sub in ("markers", "results", "booted", "bundle-of", "playbooks", "state"):
+        (work / sub).mkdir()
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(work / "key")], check=True)
+    kind, key = (work / "key.pub").read_text().split()[:2]
+    (work / "allowed_signers").write_text(f'fleetspec namespaces="fleetspec-bundle" {kind} {key}\n')
+    (work / "playbooks" / "site.yml").write_text(SITE)
+    (work / "playbooks" / "ansible.cfg").write_text("[defaults]\ninterpreter_python = /usr/bin/python3\n")
+    cluster = Cluster(work / "slurm", render_slurm(compile_file(MULTI_V1).fleet))
+    fmt = {"root": ROOT, "work": work, "conf": cluster.conf, "python": sys.executable, "boot": work / "boot.sh",
+           "ansible_playbook": Path(sys.executable).parent / "ansible-playbook"}
+    (work / "reboot.sh").write_text(REBOOT.format(**fmt))
+    (work / "boot.sh").write_text(BOOT.format(**fmt))
+    for script in ("reboot.sh", "boot.sh"):
+        (work / script).chmod(0o755)
+    with open(cluster.conf, "a") as conf:
+        conf.write(f"RebootProgram={work / 'reboot.sh'}\nResumeTimeout=120\n")
+    cluster.start()
+    try:
+        yield cluster, work
+    finally:
+        _adopt_booted(cluster, work)
+        cluster.stop()
+
+
+def _adopt_booted(cluster: Cluster, work: Path) -> None:
+    """The slurmd's the boot script started are this test's: stop() ends them by pid."""
+    for marker in (work / "booted").iterdir():
+        pid = int(marker.read_text())
+        start = process_start_time(pid)
+        if start is not None and all(d.pid != pid for d in cluster.daemons):
+            cluster.daemons.append(Daemon(f"slurmd-{marker.name}", pid, start))
+    cluster._save_daemons()
+
+
+def _verify_from_results(work: Path):
+    """Verify on the nodes' results: each result carries real collector facts of this
+    machine (no GPU), so the H200 node's facts stand in, upgraded to the NCCL the node's
+    own play recorded from its bundle."""
+    def verify(fleet, facts, hosts):
+        assert set(facts) == set(hosts) and all(facts[h].get("schema") for h in hosts)
+        return compare(fleet, {h: upgraded(h200_facts(h), (work / "markers" / h).read_text()) for h in hosts},
+                       hosts=hosts)
+    return verify
+
+
+def _apply(cluster: Cluster, work: Path, store: StateStore, version: int, override: dict | None = None):
+    """Publish both partitions' bundles, point each node at its own (or ``override``'s), apply."""
+    fleet = compile_file(MULTI_V2).fleet
+    for partition in ("nvidia-hopper", "hopper-b"):
+        published = publish(fleet, partition, version, f"file:{work / 'key'}", work, work / "playbooks",
+                            work / "mirror")
+        for host in HOSTS:
+            if PARTITION[host] == partition:
+                (work / "bundle-of" / host).write_text(str((override or {}).get(host, published.bundle)))
+    os.chmod(work / "key", 0o600)
+    events: list = []
+    with store.lock("apply"):
+        plan = plan_against_state(fleet, store.read(), canary=1, max_unavailable=2)
+        run = local_runner({"SLURM_CONF": str(cluster.conf)})
+        from fleetspec.apply.control import SlurmControl
+        from fleetspec.apply.rollout import Engines
+
+        engines = Engines(run_playbook=_no_ssh, verify=None, slurm=SlurmControl(run, poll_s=0.2), kubernetes=None,
+                          all_hosts=lambda: list(HOSTS),
+                          native=NativeSlurm(run, work / "results", version, timeout_s=150, poll_s=0.3,
+                                             verify=_verify_from_results(work)))
+        result = apply_plan(plan, store, engines, ApplyOptions(drain_timeout_s=20), events.append)
+    return plan, result, events
+
+
+def _no_ssh(**kwargs):
+    raise AssertionError(f"the Slurm-native path ran an Ansible play from the controller: {kwargs.get('limit')}")
+
+
+def test_waves_go_to_slurm_and_the_nodes_converge_themselves(native, tmp_path):
+    cluster, work = native
+    store = StateStore(tmp_path / "state", "rollout")
+    with store.lock("test"):
+        store.record_applied(compile_file(MULTI_V1).fleet, "initial fleet")
+    plan, result, events = _apply(cluster, work, store, version=2)
+    _adopt_booted(cluster, work)
+    assert result.ok, [e.message for e in events if not e.ok]
+    assert sorted(p.name for p in (work / "markers").iterdir()) == HOSTS
+    assert {(work / "markers" / h).read_text() for h in HOSTS} == {"2.28.9"}  # the bundle's pinned tuple
+    for host in HOSTS:
+        doc = json.loads((work / "results" / f"{host}.json").read_text())
+        assert doc["ok"] and doc["version"] == 2 and doc["spec_digest"].startswith("sha256:")
+    log = cluster.log("slurmctld.log")
+    assert log.count("reboot request queued for nodes") == len(plan.waves)
+    handed = [e for e in events if e.kind == "drain"]
+    assert len(handed) == len(plan.waves) and all("reboot ASAP, nextstate=RESUME" in e.message for e in handed)
+    states = {line.split("|")[0]: line.split("|")[1] for line in
+              cluster.run("sinfo", "-h", "-N", "-o", "%N|%T").stdout.split()}
+    assert all(states[h] == "idle" for h in HOSTS), states  # Slurm resumed every node
+    assert not plan_against_state(
+        compile_file(MULTI_V2).fleet, store.read(), canary=1, max_unavailable=2).waves
+
+
+def test_a_node_that_refuses_its_bundle_stops_the_rollout_and_stays_out(native, tmp_path):
+    cluster, work = native
+    store = StateStore(tmp_path / "state", "rollout")
+    with store.lock("test"):
+        store.record_applied(compile_file(MULTI_V1).fleet, "initial fleet")
+    # The nvidia-hopper canary gets a bundle whose signature does not match (tampered after signing).
+    fleet = compile_file(MULTI_V2).fleet
+    published = publish(fleet, "nvidia-hopper", 3, f"file:{work / 'key'}", work, work / "playbooks", work / "mirror")
+    bad = work / "mirror" / "tampered.tar.gz"
+    data = bytearray(published.bundle.read_bytes())
+    data[100] ^= 1
+    bad.write_bytes(bytes(data))
+    shutil.copy(str(published.signature), str(bad) + ".sig")
+    plan = plan_against_state(fleet, store.read(), canary=1, max_unavailable=2)
+    canary = next(w for w in plan.waves if w.canary and w.partition == "nvidia-hopper").hosts[0]
+    _, result, events = _apply(cluster, work, store, 3, {canary: bad})
+    _adopt_booted(cluster, work)
+    assert not result.ok and canary in result.drained
+    doc = json.loads((work / "results" / f"{canary}.json").read_text())
+    assert not doc["ok"] and "bad bundle signature" in doc["error"]
+    assert any("bad bundle signature" in e.message for e in events if not e.ok)
+    state = cluster.run("sinfo", "-h", "-N", "-n", canary, "-o", "%T").stdout.strip()
+    assert state != "idle"  # not back in service: it never converged
+
