@@ -330,7 +330,9 @@ def _held_back(plan: Plan, lab: Path | None, inventory: list[Path] | None, mode:
     held: dict[str, str] = {}
     try:
         if by_owner.get("slurm") and fleet.slurm is not None and fleet.slurm.mode == "native":
-            with _slurm_control(fleet, lab, inventory, mode) as control:
+            from fleetspec.apply.membership import slurm_control
+
+            with slurm_control(fleet, lab, inventory, mode) as control:
                 held.update(foreign_drains(control.states(by_owner["slurm"])))
         if by_owner.get("kubernetes") and shutil.which("kubectl"):
             held.update(foreign_drains(KubernetesControl(local_runner()).states(by_owner["kubernetes"])))

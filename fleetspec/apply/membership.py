@@ -27,7 +27,7 @@ import dataclasses
 import json
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -245,6 +245,24 @@ def stale_news(plan: Plan, membership: Membership) -> str | None:
 def _scheduler(fleet: Fleet, host: str) -> str | None:
     node = fleet.node(host)
     return node.scheduler if node is not None else None
+
+
+@contextlib.contextmanager
+def slurm_control(fleet: Fleet, lab: Path | None, inventory: Sequence[Path] | None,
+                  mode: str) -> Iterator[SlurmControl]:
+    """:func:`_slurm_control` with its own temporary render, made only when the control
+    runs on the controller through the rendered inventory."""
+    with tempfile.TemporaryDirectory(prefix="fleetspec-slurm-control-") as tmp:
+        def rendered() -> Path:
+            tree = Path(tmp) / "tree"
+            if not tree.exists():
+                from fleetspec.render import render_all
+                from fleetspec.render.writer import write_tree
+
+                write_tree(render_all(fleet), tree)
+            return tree / "ansible" / "inventory.yml"
+
+        yield _slurm_control(fleet, lab, inventory, mode, rendered)
 
 
 def _slurm_control(fleet: Fleet, lab: Path | None, inventory: Sequence[Path] | None, mode: str,
