@@ -170,9 +170,11 @@ def _kubernetes_resources(fleet: Fleet) -> KubernetesLayer:
     for rel, objs in releases_and_crs:
         releases.extend(rel)
         manifests.extend(objs)
-    from fleetspec.render.kubernetes.admission import scheduler_gate
+    from fleetspec.render.kubernetes.admission import queue_gate, scheduler_gate
 
-    manifests.extend(scheduler_gate(fleet, {r.name: r.key for r in releases}))
+    release_keys = {r.name: r.key for r in releases}
+    manifests.extend(scheduler_gate(fleet, release_keys))
+    manifests.extend(queue_gate(fleet, release_keys))
     releases, manifests = with_health(fleet, releases, manifests, NAMESPACES)
     releases, manifests = _from_site_sources(fleet, releases, manifests)
     if fleet.site is not None and fleet.site.helm_values:  # kubernetes.values: the site's overlays
