@@ -391,6 +391,7 @@ def _kubernetes(k: m.Kubernetes | None, catalog: Catalog) -> ir.KubernetesConfig
         volcano_version=k.volcano.version if k.volcano else (
             str(catalog.component("volcano")["latest"]) if k.queueing == "volcano" or gang == "volcano" else None),
         gang_timeout=k.gang_policy.timeout,
+        gang_recovery_timeout=k.gang_policy.recovery_timeout,
         gang_requeue_limit=k.gang_policy.requeue_limit,
         kai_version=k.kai.version if k.kai else (
             str(catalog.component("kai")["latest"]) if "kai" in (k.queueing, gang) else None),

@@ -459,7 +459,14 @@ class Tenant(_Model):
 
 
 class Gang(_Model):
-    timeout: strict(str, pattern=r"^[0-9]+(s|m|h)$") = "10m"
+    """Kueue's ``waitForPodsReady``: cluster-wide, for every workload Kueue admits, model
+    servers (pod, deployment, statefulset integrations) as well as batch gangs. ``timeout``:
+    from admission to all pods ready (default Kueue's own, 30m); ``recovery_timeout``: from
+    a running workload losing a pod to its replacement ready (default: ``timeout``, as
+    Kueue's; ``0s`` never evicts a workload that was once ready)."""
+
+    timeout: strict(str, pattern=r"^[0-9]+(s|m|h)$") = "30m"
+    recovery_timeout: strict(str, pattern=r"^[0-9]+(s|m|h)$") | None = None
     requeue_limit: strict(int, ge=0) | None = None
 
 

@@ -524,11 +524,16 @@ def kueue_configuration(fleet: Fleet) -> str:
         # pods are ready, serialising admission for the whole cluster (KEP-349), and Kueue
         # documents false with topology-aware scheduling.
         # https://kueue.sigs.k8s.io/docs/tasks/manage/setup_wait_for_pods_ready/
+        # Cluster-wide: Kueue has no per-namespace or per-kind scope for it, so model
+        # servers (pod, deployment, statefulset integrations) get the same timeouts.
+        # recoveryTimeout (v1beta2: defaults to timeout, "0s" turns it off; kueue-config
+        # v1beta2 reference) is written out so what evicts a running server is visible.
         requeue: dict[str, Any] = {"timestamp": "Eviction"}
         if k8s.gang_requeue_limit is not None:
             requeue["backoffLimitCount"] = k8s.gang_requeue_limit
         config["waitForPodsReady"] = {
             "timeout": k8s.gang_timeout,
+            "recoveryTimeout": k8s.gang_recovery_timeout or k8s.gang_timeout,
             "blockAdmission": False,
             "requeuingStrategy": requeue,
         }
