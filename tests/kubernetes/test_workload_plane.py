@@ -373,12 +373,12 @@ def test_dra_gpus_without_a_driver_is_a_schema_error() -> None:
 
 
 def test_dra_pulumi_order(run_program) -> None:
-    """The driver after the GPU Operator (its driver root) and the labels of the nodes its
-    kubelet plugin selects; DeviceClasses after the driver; claim templates after their
-    class and namespace."""
+    """The driver after the labels of the nodes its kubelet plugin selects (and before the
+    GPU Operator: the ComputeDomain CRD test below); DeviceClasses after the driver; claim
+    templates after their class and namespace."""
     res = run_program(fleets.dra_gpus(fleets.museum()))
     deps = {name: set(r.depends_on) for name, r in res.items()}
-    assert {"release/gpu-operator", "Namespace/dra-driver-nvidia-gpu", "node/gb200-r07-01"} <= \
+    assert {"Namespace/dra-driver-nvidia-gpu", "node/gb200-r07-01"} <= \
         deps["release/dra-driver-nvidia-gpu"]
     assert "release/dra-driver-nvidia-gpu" in deps["DeviceClass/nvidia-blackwell"]
     assert {"DeviceClass/nvidia-blackwell-arm64", "Namespace/research"} <= \
@@ -386,6 +386,53 @@ def test_dra_pulumi_order(run_program) -> None:
     assert res["DeviceClass/nvidia-blackwell"].type == "kubernetes:resource.k8s.io/v1:DeviceClass"
     assert res["node/b200-01"].inputs["metadata"]["labels"][
         "nvidia.com/gpu.deploy.device-plugin"] == "false"
+
+
+def _crd(path: str) -> dict:
+    from tests.conftest import require_shared
+
+    return yaml.safe_load((require_shared("crds") / path).read_text())
+
+
+@pytest.mark.parametrize("make,awaited", [
+    (lambda: fleets.dra_gpus(fleets.museum()), False),
+    (lambda: fleets.host_driver(fleets.dra_gpus(fleets.museum())), True),
+], ids=["operator-driver", "host-driver"])
+def test_compute_domain_crd_is_the_dra_drivers(make, awaited, run_program) -> None:
+    """Both charts ship computedomains.resource.nvidia.com in crds/, the GPU Operator's an
+    older schema (numNodes required); Helm creates a crds/ CRD only when it is absent and
+    never upgrades it, so the first release installed decides. The program installs the
+    DRA driver's release first (not awaited while its plugin waits for the operator's
+    driver), and both releases keep their crds/ (skipCrds on the GPU Operator would drop
+    ClusterPolicy and NVIDIADriver) and the GPU Operator its CRD upgrade hook."""
+    name = "computedomains.resource.nvidia.com"
+    ours = _crd("nvidia-dra-driver-gpu/resource.nvidia.com_computedomains.yaml")
+    theirs = _crd("nvidia-gpu-operator/resource.nvidia.com_computedomains.yaml")
+    assert ours["metadata"]["name"] == theirs["metadata"]["name"] == name
+
+    def spec_required(crd: dict) -> list[str]:
+        schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        return schema["properties"]["spec"].get("required", [])
+
+    assert "numNodes" in spec_required(theirs) and "numNodes" not in spec_required(ours)
+    res = run_program(make())
+    deps = {n: set(r.depends_on) for n, r in res.items()}
+    assert "release/dra-driver-nvidia-gpu" in deps["release/gpu-operator"]
+    assert "release/gpu-operator" not in deps["release/dra-driver-nvidia-gpu"]
+    names = list(res)
+    assert names.index("release/dra-driver-nvidia-gpu") < names.index("release/gpu-operator")
+    for release in ("release/dra-driver-nvidia-gpu", "release/gpu-operator"):
+        assert not res[release].inputs.get("skipCrds")
+    assert res["release/gpu-operator"].inputs["values"].get("operator", {}).get(
+        "upgradeCRD", True) is True
+    assert bool(res["release/dra-driver-nvidia-gpu"].inputs.get("skipAwait")) is not awaited
+    # The same order, and the same wait, in the helm/install.sh written for a manual install.
+    script = next(t for p, t in render_kubernetes(make()).items() if p.name == "install.sh")
+    lines = [ln for ln in script.splitlines() if ln.startswith("$HELM upgrade --install ")]
+    order = [ln.split()[3] for ln in lines]
+    assert order.index("dra-driver-nvidia-gpu") < order.index("gpu-operator")
+    dra_line = lines[order.index("dra-driver-nvidia-gpu")]
+    assert dra_line.endswith("--wait") is awaited
 
 
 @pytest.mark.parametrize("make", [fleets.museum, lambda: fleets.kai(fleets.museum()),

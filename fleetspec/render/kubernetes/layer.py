@@ -149,6 +149,14 @@ def _kubernetes_resources(fleet: Fleet) -> KubernetesLayer:
     releases: list[HelmRelease] = []
     manifests: list[Manifest] = []
     nvidia_releases, nvidia_crs = _nvidia(fleet, all_label_keys)
+    dra_releases, dra_objs = dra.dra(fleet, label_keys)
+    if dra_releases:
+        # The ComputeDomain CRD is in both charts' crds/ and Helm creates it only when
+        # absent: the DRA driver's release goes first, so its copy is the one installed
+        # (dra.py).
+        nvidia_releases = [dataclasses.replace(
+            r, depends_on=(*r.depends_on, *(d.key for d in dra_releases)))
+            for r in nvidia_releases]
     nfd_from = nvidia_releases[0] if nvidia_releases else None
     engines = [
         _kueue(fleet, "kueue" in owners, label_keys),
@@ -157,9 +165,9 @@ def _kubernetes_resources(fleet: Fleet) -> KubernetesLayer:
     ]
     engine_keys = {r.name: r.key for rel, _ in engines for r in rel}
     releases_and_crs = [
+        (dra_releases, dra_objs),
         (nvidia_releases, nvidia_crs),
         _amd(fleet, all_label_keys, nfd_from=nfd_from),
-        dra.dra(fleet, tuple(r.key for r in nvidia_releases), label_keys),
         *engines,
         operators.operators(fleet, {
             engine: engine_keys[name] for engine, name in
@@ -889,8 +897,10 @@ def _install_script(releases: Iterable[HelmRelease]) -> str:
     ]
     for r in releases:
         chart = r.chart if r.repo is None else f"{r.chart} --repo {r.repo}"
+        # --wait, except for a release whose pods wait for a later one (HelmRelease.skip_await).
+        wait = "" if r.skip_await else " --wait"
         lines.append(f"$HELM upgrade --install {r.name} {chart} --version {r.version} "
-                     f"--namespace {r.namespace} --values {r.name}.values.yaml --wait")
+                     f"--namespace {r.namespace} --values {r.name}.values.yaml{wait}")
     return "\n".join(lines) + "\n"
 
 
