@@ -231,6 +231,7 @@ class SlurmConfig:
     containers: Literal["none", "pyxis"]
     partition_settings: tuple[SlurmPartitionSettings, ...] = ()
     slinky_version: str | None = None  # slurm-operator chart version when mode == "slinky"
+    slinky_database_clients: tuple[str, ...] = ()  # CIDRs slurmdbd pods reach MariaDB from
     enroot_version: str | None = None  # containers == "pyxis"
     pyxis_version: str | None = None
     state_save_location: str = DEFAULT_STATE_SAVE_LOCATION
