@@ -12,6 +12,7 @@ MariaDB with its grant tables, so the server itself decides who may log in.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -64,9 +65,9 @@ def _apply(socket: Path, clients: list[str]) -> bool:
 
 def _login(port: int) -> subprocess.CompletedProcess[str]:
     """slurmdbd's login as the pod makes it: user slurm over TCP, from 127.0.0.1."""
-    return subprocess.run(["mariadb", "--host=127.0.0.1", f"--port={port}", "--user=slurm", f"--password={PASSWORD}",
-                           "--batch", "--execute=SELECT 1", "slurm_acct_db"],
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(["mariadb", "--host=127.0.0.1", f"--port={port}", "--user=slurm",
+                           "--batch", "--skip-column-names", "--execute=SELECT 1", "slurm_acct_db"],
+                          env={**os.environ, "MYSQL_PWD": PASSWORD}, capture_output=True, text=True, timeout=60)
 
 
 def _hosts(socket: Path) -> set[str]:
