@@ -249,7 +249,10 @@ def test_dra_driver_with_compute_domains_for_nvl72() -> None:
     assert terms == [{"matchExpressions": [{
         "key": "fleetspec.io/partition", "operator": "In",
         "values": ["nvidia-blackwell", "nvidia-blackwell-arm64"]}]}]
-    assert "release/gpu-operator" in dra.depends_on
+    # Before the GPU Operator: its ComputeDomain CRD is the one installed
+    # (test_compute_domain_crd_is_the_dra_drivers).
+    assert "release/gpu-operator" not in dra.depends_on
+    assert dra.key in _releases(museum)["gpu-operator"].depends_on
     # GPUs stay with the device plugin: no DeviceClass, no claim templates, plugin on.
     assert not _objs(museum, "DeviceClass")
     assert not any("nvidia.com/gpu.deploy.device-plugin" in n.labels
