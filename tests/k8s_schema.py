@@ -150,7 +150,8 @@ class CrdLoadError(ValueError):
 # A cluster holds one CRD per kind. The GPU Operator chart (v26.7.0) bundles a copy of the
 # DRA driver's ComputeDomain CRD for its experimental DRA path (GPUCluster CR), older than the
 # one nvidia-dra-driver-gpu installs (tests/data/crds/SOURCES.md, sections 4 and 9). fleetspec
-# installs the DRA driver's, so the bundled copy is not what objects are checked against.
+# installs the DRA driver's (its release goes first: test_compute_domain_crd_is_the_dra_drivers),
+# so the bundled copy is not what objects are checked against.
 NOT_INSTALLED = ("nvidia-gpu-operator/resource.nvidia.com_computedomains.yaml",)
 
 

@@ -338,6 +338,7 @@ def _slurm(s: m.Slurm | None, findings: list[Finding], catalog: Catalog,
         version=s.version, mode=s.mode, controllers=tuple(controllers),
         accounting_host=s.accounting.host if s.accounting else None,
         containers=s.containers, partition_settings=settings, slinky_version=slinky_version,
+        slinky_database_clients=tuple(s.slinky.database_clients) if s.slinky else (),
         enroot_version=s.pyxis.enroot if s.pyxis else None, pyxis_version=s.pyxis.pyxis if s.pyxis else None,
         state_save_location=s.state_save_location, gres_autodetect=s.gres_autodetect,
         gpu_billing_weights=tuple(sorted(s.gpu_billing_weights.items())),
@@ -404,6 +405,7 @@ def _kubernetes(k: m.Kubernetes | None, catalog: Catalog) -> ir.KubernetesConfig
         volcano_version=k.volcano.version if k.volcano else (
             str(catalog.component("volcano")["latest"]) if k.queueing == "volcano" or gang == "volcano" else None),
         gang_timeout=k.gang_policy.timeout,
+        gang_recovery_timeout=k.gang_policy.recovery_timeout,
         gang_requeue_limit=k.gang_policy.requeue_limit,
         kai_version=k.kai.version if k.kai else (
             str(catalog.component("kai")["latest"]) if "kai" in (k.queueing, gang) else None),

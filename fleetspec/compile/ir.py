@@ -234,6 +234,7 @@ class SlurmConfig:
     containers: Literal["none", "pyxis"]
     partition_settings: tuple[SlurmPartitionSettings, ...] = ()
     slinky_version: str | None = None  # slurm-operator chart version when mode == "slinky"
+    slinky_database_clients: tuple[str, ...] = ()  # CIDRs slurmdbd pods reach MariaDB from
     enroot_version: str | None = None  # containers == "pyxis"
     pyxis_version: str | None = None
     state_save_location: str = DEFAULT_STATE_SAVE_LOCATION
@@ -279,7 +280,8 @@ class KubernetesConfig:
     tenants: tuple[Tenant, ...] = ()
     kueue_version: str | None = None  # chart/app version, from the spec or the catalog
     volcano_version: str | None = None
-    gang_timeout: str = "10m"  # waitForPodsReady.timeout / Volcano job timeout
+    gang_timeout: str = "30m"  # waitForPodsReady.timeout
+    gang_recovery_timeout: str | None = None  # waitForPodsReady.recoveryTimeout; None: timeout
     gang_requeue_limit: int | None = None
     kai_version: str | None = None  # KAI Scheduler chart version (queueing or gang: kai)
     ray_version: str | None = None  # KubeRay operator chart version: None, no KubeRay

@@ -303,6 +303,16 @@ def slinky_problems(fleet: Fleet) -> list[Problem]:
                     owned[odd].path + ("slurm_settings",),
                 ))
     problems += _slinky_autodetect_problems(fleet)
+    if fleet.slurm.accounting_host and not fleet.slurm.slinky_database_clients:
+        problems.append((
+            f"Slinky's slurmdbd runs in a pod and logs in to the MariaDB on "
+            f"{fleet.slurm.accounting_host} over the network, from addresses the spec does not "
+            "name; its database user is made for named networks only, never for any host ('%'). "
+            "Set slurm.slinky.database_clients to the CIDRs it connects from: the pod network "
+            "(e.g. [10.244.0.0/16]), or the nodes' network where pod traffic leaving the "
+            "cluster is masqueraded",
+            fleet.slurm.path + ("accounting",),
+        ))
     from fleetspec.versions import major_minor
 
     if major_minor(fleet.slurm.version) not in SLINKY_IMAGE_SERIES:

@@ -281,9 +281,22 @@ def _all_vars(fleet: Fleet, mirror: PackageSource | None) -> dict[str, Any]:
                 "munge": {"uid": slurm.munge_ids[0], "gid": slurm.munge_ids[1]},
             },
         }
+        if slurm.mode == "slinky":
+            # The hosts of the network database user of Slinky's slurmdbd (slinky_database).
+            data["fleetspec_slurm"]["slinky_database_clients"] = [
+                mariadb_host(c) for c in slurm.slinky_database_clients]
         common = [p for p in slurm_packages(slurm.version, []) if p.name in _SLURM_COMMON]
         data["fleetspec_slurm_common_packages"] = _pins(common)
     return data
+
+
+def mariadb_host(cidr: str) -> str:
+    """The host part of a MariaDB account for the IPv4 network ``cidr``: ``base/netmask``
+    (MariaDB's account names take an IP address with a netmask, not a prefix length)."""
+    import ipaddress
+
+    net = ipaddress.IPv4Network(cidr)
+    return f"{net.network_address}/{net.netmask}"
 
 
 def _stack_vars(fleet: Fleet, stack: StackTuple, nodes: Iterable[Node]) -> dict[str, Any]:

@@ -785,6 +785,15 @@ def render_slinky_values(fleet: Fleet) -> str:
             },
             "slurmdbd": {"image": slinky_image(fleet, "slurmdbd")},
         }
+    # A submit host: users need somewhere to run sbatch/srun (chart `loginsets`, a LoginSet
+    # with sackd, sshd and sssd), on the spec's Slurm series (Pyxis variant with Pyxis).
+    # Who may log in is the site's directory: the chart's sssd.conf (`sssd`, a values
+    # overlay); the chart's default lists no users.
+    values["loginsets"] = {"login": {
+        "enabled": True,
+        "replicas": 1,
+        "login": {"image": slinky_image(fleet, "login")},
+    }}
     values["nodesets"] = nodesets
     values["partitions"] = partitions
     header = _header(fleet).replace("Do not edit", "Helm values for slurm-operator v1.2 `slurm` chart. Do not edit")

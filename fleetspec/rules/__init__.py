@@ -67,6 +67,8 @@ RULES: tuple[Rule, ...] = (
          workload_plane.check_nvlink_domain_dra),
     Rule("kuberay-needs-k8s-1.23", E, "kubernetes.ray below KubeRay's Kubernetes floor",
          workload_plane.check_kuberay_k8s_version),
+    Rule("kueue-pods-ready-timeout", W, "Kueue's waitForPodsReady shorter than a model server's start",
+         scheduling.check_pods_ready_timeout),
     Rule("gang-needs-k8s-1.37", E, "gang: workload-api below Kubernetes 1.37", scheduling.check_gang_k8s_version),
     Rule("slurm-security-release", W, "a Slurm release below its security fix release",
          scheduling.check_slurm_security),

@@ -102,6 +102,44 @@ def check_quota_owner(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
         )
 
 
+KUEUE_DEFAULT_READY_TIMEOUT_S = 30 * 60  # DefaultWaitForPodsReadyTimeout (apis/config/v1beta2, v0.19.2)
+_UNIT_S = {"s": 1, "m": 60, "h": 3600}
+
+
+def _seconds(duration: str) -> int:
+    """A spec duration (``[0-9]+(s|m|h)``, the schema's pattern) in seconds."""
+    return int(duration[:-1]) * _UNIT_S[duration[-1]]
+
+
+def check_pods_ready_timeout(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
+    """Kueue's waitForPodsReady is cluster-wide: a model server that takes longer than the
+    timeout to load is evicted and requeued, again and again."""
+    k = fleet.kubernetes
+    if k is None or k.gang != "kueue" or "kueue" not in k.quota_owners:
+        return
+    floor = KUEUE_DEFAULT_READY_TIMEOUT_S
+    short = [(field, value) for field, value in (
+        ("timeout", k.gang_timeout),
+        ("recovery_timeout", k.gang_recovery_timeout or k.gang_timeout))
+        if 0 < _seconds(value) < floor]
+    if not short:
+        return
+    field, value = short[0]
+    again = ("forever" if k.gang_requeue_limit is None
+             else f"up to {k.gang_requeue_limit} times, then deactivated")
+    yield warning(
+        "kueue-pods-ready-timeout",
+        f"gang_policy.{field} is {value}: Kueue's waitForPodsReady applies to every workload it "
+        "admits, model servers too (pod, deployment and statefulset integrations; it has no "
+        f"per-namespace scope), so a server not ready within {value} is evicted and requeued "
+        f"{again}. Size gang_policy.timeout and recovery_timeout for the slowest model-server "
+        "start, at least Kueue's own default 30m (recovery_timeout: 0s never evicts a workload "
+        "that was once ready)",
+        k.path + ("gang_policy", field if k.gang_recovery_timeout or field == "timeout"
+                  else "timeout"),
+    )
+
+
 def check_gang_k8s_version(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
     k = fleet.kubernetes
     if k is None or k.gang != "workload-api" or not parse_version(k.version):

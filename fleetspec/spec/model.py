@@ -317,8 +317,30 @@ class Pyxis(_Model):
     pyxis: Version
 
 
+Ipv4Cidr = strict(str, pattern=r"^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}"
+                  r"(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])/([1-9]|[12][0-9]|3[0-2])$")
+
+
 class Slinky(_Model):
     version: Version = "1.2.1"
+    # Slinky's slurmdbd runs in a pod and reaches the accounting host's MariaDB over the
+    # network: its database user is made for these networks only, never for any host ('%').
+    database_clients: list[Ipv4Cidr] = Field(
+        default_factory=list, max_length=16,
+        description="CIDRs slurmdbd pods connect to the accounting database from: the pod "
+                    "network, or the nodes' addresses where pod traffic leaving the cluster is "
+                    "masqueraded (/1 to /32)")
+
+    @field_validator("database_clients")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        import ipaddress
+
+        for cidr in value:
+            net = ipaddress.IPv4Network(cidr, strict=False)
+            if str(net) != cidr:
+                raise ValueError(f"'{cidr}' has host bits set: write the network, {net}")
+        return value
 
 
 # An absolute path with nothing a config file, shell or template could misread.
@@ -477,7 +499,14 @@ class Tenant(_Model):
 
 
 class Gang(_Model):
-    timeout: strict(str, pattern=r"^[0-9]+(s|m|h)$") = "10m"
+    """Kueue's ``waitForPodsReady``: cluster-wide, for every workload Kueue admits, model
+    servers (pod, deployment, statefulset integrations) as well as batch gangs. ``timeout``:
+    from admission to all pods ready (default Kueue's own, 30m); ``recovery_timeout``: from
+    a running workload losing a pod to its replacement ready (default: ``timeout``, as
+    Kueue's; ``0s`` never evicts a workload that was once ready)."""
+
+    timeout: strict(str, pattern=r"^[0-9]+(s|m|h)$") = "30m"
+    recovery_timeout: strict(str, pattern=r"^[0-9]+(s|m|h)$") | None = None
     requeue_limit: strict(int, ge=0) | None = None
 
 

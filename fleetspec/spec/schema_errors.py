@@ -68,7 +68,8 @@ def _message(err: dict[str, Any], path: SpecPath, root: type[BaseModel], source:
             return f"{where} is not a secret reference. {_pattern_hint(str(key))}"
         if str(key) in URL_KEYS:  # it may carry a user and password: never echoed
             return f"{where} is not a URL fleetspec accepts here. {_pattern_hint(str(key))}"
-        return f"{where} is {_shown(err.get('input'))}, which is not allowed here. {_pattern_hint(str(key))}"
+        hint = _pattern_hint("database_clients" if path[-2:-1] == ("database_clients",) else str(key))
+        return f"{where} is {_shown(err.get('input'))}, which is not allowed here. {hint}"
     if kind in ("string_type", "int_type", "bool_type", "dict_type", "list_type", "model_type", "model_attributes_type"):
         expected = {
             "string_type": "a string",
@@ -110,8 +111,11 @@ def _pattern_hint(key: str) -> str:
         return "Use an https:// or file:/ URL: plain http lets anyone on the path swap packages"
     if key == "state_save_location":
         return "Write an absolute path of letters, digits, '.', '_' and '-', like /var/spool/slurmctld"
-    if key == "timeout":
+    if key in ("timeout", "recovery_timeout"):
         return "Use a duration like 10m, 600s or 1h"
+    if key == "database_clients":
+        return ("Write an IPv4 network with a prefix length from /1 to /32, like 10.244.0.0/16 "
+                "(never /0: the database user would be open to any host)")
     return "Use lower-case letters, digits and '-' (a DNS label, at most 63 characters)"
 
 

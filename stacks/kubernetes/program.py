@@ -148,6 +148,7 @@ def _release(rel: HelmRelease, opts: pulumi.ResourceOptions) -> pulumi.Resource:
             repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=rel.repo) if rel.repo else None,
             values=dict(rel.values),
             create_namespace=False,
+            skip_await=rel.skip_await or None,
         ),
         opts=opts,
     )

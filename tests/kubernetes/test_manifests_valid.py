@@ -98,10 +98,42 @@ def test_kueue_configuration_is_v1beta2_with_gang() -> None:
     assert config["kind"] == "Configuration"
     wfpr = config["waitForPodsReady"]
     assert "enable" not in wfpr  # removed in v1beta2
-    assert wfpr["timeout"] == "10m"
+    # Kueue's own default, and written out: it is cluster-wide, model servers included.
+    assert wfpr["timeout"] == "30m"
+    assert wfpr["recoveryTimeout"] == "30m"  # v1beta2: defaults to timeout; shown, not implied
     # true would admit one workload at a time cluster-wide until its pods are ready.
     assert wfpr["blockAdmission"] is False
     assert wfpr["requeuingStrategy"]["timestamp"] in ("Eviction", "Creation")
+
+
+def test_kueue_pods_ready_sized_for_serving() -> None:
+    """waitForPodsReady has no per-namespace scope: a model server (pod/deployment
+    integrations) slower than the timeout is evicted and requeued forever. The spec sizes
+    both timeouts; ``recovery_timeout: 0s`` stops evicting a workload that was once ready;
+    a timeout below Kueue's own default is a warning naming serving."""
+    import dataclasses
+
+    from fleetspec.rules.scheduling import check_pods_ready_timeout
+
+    from . import fleets
+
+    museum = fleets.museum()
+
+    def config(**gang):
+        k8s = dataclasses.replace(museum.kubernetes, **gang)
+        fleet = dataclasses.replace(museum, kubernetes=k8s)
+        kueue = next(r for r in kubernetes_resources(fleet).releases if r.name == "kueue")
+        text = kueue.values["managerConfig"]["controllerManagerConfigYaml"]
+        return yaml.safe_load(text)["waitForPodsReady"], list(
+            check_pods_ready_timeout(fleet, None))  # type: ignore[arg-type]
+
+    wfpr, findings = config(gang_timeout="45m", gang_recovery_timeout="0s")
+    assert (wfpr["timeout"], wfpr["recoveryTimeout"]) == ("45m", "0s") and not findings
+    assert not config()[1]  # the defaults: Kueue's 30m
+    for gang in ({"gang_timeout": "10m"}, {"gang_recovery_timeout": "5m"}):
+        (finding,) = config(**gang)[1]
+        assert finding.rule == "kueue-pods-ready-timeout"
+        assert "model servers" in finding.message and "requeued forever" in finding.message
 
 
 def test_kueue_gates_every_workload_in_tenant_namespaces_and_only_installed_kinds() -> None:

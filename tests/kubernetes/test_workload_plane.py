@@ -249,7 +249,10 @@ def test_dra_driver_with_compute_domains_for_nvl72() -> None:
     assert terms == [{"matchExpressions": [{
         "key": "fleetspec.io/partition", "operator": "In",
         "values": ["nvidia-blackwell", "nvidia-blackwell-arm64"]}]}]
-    assert "release/gpu-operator" in dra.depends_on
+    # Before the GPU Operator: its ComputeDomain CRD is the one installed
+    # (test_compute_domain_crd_is_the_dra_drivers).
+    assert "release/gpu-operator" not in dra.depends_on
+    assert dra.key in _releases(museum)["gpu-operator"].depends_on
     # GPUs stay with the device plugin: no DeviceClass, no claim templates, plugin on.
     assert not _objs(museum, "DeviceClass")
     assert not any("nvidia.com/gpu.deploy.device-plugin" in n.labels
@@ -373,12 +376,12 @@ def test_dra_gpus_without_a_driver_is_a_schema_error() -> None:
 
 
 def test_dra_pulumi_order(run_program) -> None:
-    """The driver after the GPU Operator (its driver root) and the labels of the nodes its
-    kubelet plugin selects; DeviceClasses after the driver; claim templates after their
-    class and namespace."""
+    """The driver after the labels of the nodes its kubelet plugin selects (and before the
+    GPU Operator: the ComputeDomain CRD test below); DeviceClasses after the driver; claim
+    templates after their class and namespace."""
     res = run_program(fleets.dra_gpus(fleets.museum()))
     deps = {name: set(r.depends_on) for name, r in res.items()}
-    assert {"release/gpu-operator", "Namespace/dra-driver-nvidia-gpu", "node/gb200-r07-01"} <= \
+    assert {"Namespace/dra-driver-nvidia-gpu", "node/gb200-r07-01"} <= \
         deps["release/dra-driver-nvidia-gpu"]
     assert "release/dra-driver-nvidia-gpu" in deps["DeviceClass/nvidia-blackwell"]
     assert {"DeviceClass/nvidia-blackwell-arm64", "Namespace/research"} <= \
@@ -386,6 +389,53 @@ def test_dra_pulumi_order(run_program) -> None:
     assert res["DeviceClass/nvidia-blackwell"].type == "kubernetes:resource.k8s.io/v1:DeviceClass"
     assert res["node/b200-01"].inputs["metadata"]["labels"][
         "nvidia.com/gpu.deploy.device-plugin"] == "false"
+
+
+def _crd(path: str) -> dict:
+    from tests.conftest import require_shared
+
+    return yaml.safe_load((require_shared("crds") / path).read_text())
+
+
+@pytest.mark.parametrize("make,awaited", [
+    (lambda: fleets.dra_gpus(fleets.museum()), False),
+    (lambda: fleets.host_driver(fleets.dra_gpus(fleets.museum())), True),
+], ids=["operator-driver", "host-driver"])
+def test_compute_domain_crd_is_the_dra_drivers(make, awaited, run_program) -> None:
+    """Both charts ship computedomains.resource.nvidia.com in crds/, the GPU Operator's an
+    older schema (numNodes required); Helm creates a crds/ CRD only when it is absent and
+    never upgrades it, so the first release installed decides. The program installs the
+    DRA driver's release first (not awaited while its plugin waits for the operator's
+    driver), and both releases keep their crds/ (skipCrds on the GPU Operator would drop
+    ClusterPolicy and NVIDIADriver) and the GPU Operator its CRD upgrade hook."""
+    name = "computedomains.resource.nvidia.com"
+    ours = _crd("nvidia-dra-driver-gpu/resource.nvidia.com_computedomains.yaml")
+    theirs = _crd("nvidia-gpu-operator/resource.nvidia.com_computedomains.yaml")
+    assert ours["metadata"]["name"] == theirs["metadata"]["name"] == name
+
+    def spec_required(crd: dict) -> list[str]:
+        schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        return schema["properties"]["spec"].get("required", [])
+
+    assert "numNodes" in spec_required(theirs) and "numNodes" not in spec_required(ours)
+    res = run_program(make())
+    deps = {n: set(r.depends_on) for n, r in res.items()}
+    assert "release/dra-driver-nvidia-gpu" in deps["release/gpu-operator"]
+    assert "release/gpu-operator" not in deps["release/dra-driver-nvidia-gpu"]
+    names = list(res)
+    assert names.index("release/dra-driver-nvidia-gpu") < names.index("release/gpu-operator")
+    for release in ("release/dra-driver-nvidia-gpu", "release/gpu-operator"):
+        assert not res[release].inputs.get("skipCrds")
+    assert res["release/gpu-operator"].inputs["values"].get("operator", {}).get(
+        "upgradeCRD", True) is True
+    assert bool(res["release/dra-driver-nvidia-gpu"].inputs.get("skipAwait")) is not awaited
+    # The same order, and the same wait, in the helm/install.sh written for a manual install.
+    script = next(t for p, t in render_kubernetes(make()).items() if p.name == "install.sh")
+    lines = [ln for ln in script.splitlines() if ln.startswith("$HELM upgrade --install ")]
+    order = [ln.split()[3] for ln in lines]
+    assert order.index("dra-driver-nvidia-gpu") < order.index("gpu-operator")
+    dra_line = lines[order.index("dra-driver-nvidia-gpu")]
+    assert dra_line.endswith("--wait") is awaited
 
 
 @pytest.mark.parametrize("make", [fleets.museum, lambda: fleets.kai(fleets.museum()),
@@ -442,6 +492,137 @@ def test_gpu_pods_in_tenant_namespaces_must_name_the_quota_engine(make, schedule
     assert _cel(expr, object=_pod("default-scheduler", None))
     # Kueue gates its namespaces itself: no policy there.
     assert not _objs(fleets.museum(), "ValidatingAdmissionPolicy")
+
+
+def test_gpu_gate_sees_init_containers_and_native_sidecars() -> None:
+    """A GPU in a native sidecar (an init container with ``restartPolicy: Always``) or a
+    plain init container is held by the pod like a container's: it needs the engine too."""
+    for make, scheduler in ((lambda: fleets.kai(fleets.museum()), "kai-scheduler"),
+                            (lambda: fleets.volcano(fleets.museum()), "volcano")):
+        policy = _objs(make(), "ValidatingAdmissionPolicy")[
+            f"fleetspec-gpu-pods-use-{scheduler}"]
+        expr = policy["spec"]["validations"][0]["expression"]
+        for restart in ({"restartPolicy": "Always"}, {}):
+            pod = _pod("default-scheduler", {"cpu": "1"})
+            pod["spec"]["initContainers"] = [{"name": "side", "image": "x", **restart,
+                                              "resources": {"limits": {"nvidia.com/gpu": 1}}}]
+            assert not _cel(expr, object=pod)
+            pod["spec"]["schedulerName"] = scheduler
+            assert _cel(expr, object=pod)
+        pod = _pod("default-scheduler", {"cpu": "1"})
+        pod["spec"]["initContainers"] = [{"name": "setup", "image": "x"}]
+        assert _cel(expr, object=pod)
+
+
+def _admit(policy: dict, obj: dict, namespace_labels: dict[str, str]) -> tuple[bool, str]:
+    """Run a ValidatingAdmissionPolicy as the API server does: its object selector and match
+    conditions, then its variables in order (each may use the ones before), then each
+    validation; the message of the first that fails (``messageExpression`` evaluated)."""
+    import celpy
+
+    env = celpy.Environment()
+    spec = policy["spec"]
+    selector = spec["matchConstraints"].get("objectSelector", {"matchExpressions": []})
+    assert set(selector) == {"matchExpressions"}
+    for expr in selector["matchExpressions"]:
+        assert expr["operator"] == "Exists"
+        if expr["key"] not in obj["metadata"].get("labels", {}):
+            return True, "not matched"
+    act = {"object": celpy.json_to_cel(obj),
+           "namespaceObject": celpy.json_to_cel({"metadata": {"labels": namespace_labels}})}
+    for cond in spec.get("matchConditions", []):
+        if not env.program(env.compile(cond["expression"])).evaluate(act):
+            return True, "not matched"
+    variables: dict = {}
+    for var in spec.get("variables", []):
+        act["variables"] = celpy.celtypes.MapType(variables)
+        variables[celpy.celtypes.StringType(var["name"])] = env.program(
+            env.compile(var["expression"])).evaluate(act)
+    act["variables"] = celpy.celtypes.MapType(variables)
+    for v in spec["validations"]:
+        if not env.program(env.compile(v["expression"])).evaluate(act):
+            return False, str(env.program(env.compile(v["messageExpression"])).evaluate(act))
+    return True, ""
+
+
+_TENANT = {"fleetspec.io/tenant": "research"}  # research holds research-nvidia-blackwell-arm64
+
+
+def _volcano_carriers(queue: str | None) -> dict[str, dict]:
+    """A Volcano PodGroup, Job and pod naming ``queue`` (None: the field left out)."""
+    meta = {"name": "train", "namespace": "research"}
+    spec = {} if queue is None else {"queue": queue}
+    pod: dict = {"apiVersion": "v1", "kind": "Pod", "metadata": dict(meta), "spec": {
+        "schedulerName": "volcano", "containers": [{"name": "main", "image": "x"}]}}
+    if queue is not None:
+        pod["metadata"]["annotations"] = {"scheduling.volcano.sh/queue-name": queue}
+    return {
+        "podgroups-jobs/PodGroup": {"apiVersion": "scheduling.volcano.sh/v1beta1",
+                                    "kind": "PodGroup", "metadata": meta,
+                                    "spec": {"minMember": 2, **spec}},
+        "podgroups-jobs/Job": {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+                               "metadata": meta, "spec": {"minAvailable": 2, **spec, "tasks": [{
+                                   "name": "worker", "replicas": 2,
+                                   "template": {"spec": pod["spec"]}}]}},
+        "pods/Pod": pod,
+    }
+
+
+def _kai_carriers(queue: str | None) -> dict[str, dict]:
+    """A KAI PodGroup and a top owner (a batch Job) naming ``queue``."""
+    meta = {"name": "train", "namespace": "research"}
+    labels = {} if queue is None else {"kai.scheduler/queue": queue}
+    return {
+        "podgroups/PodGroup": {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+                               "metadata": meta,
+                               "spec": {"minMember": 1, **({} if queue is None
+                                                           else {"queue": queue})}},
+        "labelled/Job": {"apiVersion": "batch/v1", "kind": "Job",
+                         "metadata": {**meta, "labels": labels}, "spec": {"template": {"spec": {
+                             "schedulerName": "kai-scheduler", "restartPolicy": "Never",
+                             "containers": [{"name": "main", "image": "x"}]}}}},
+    }
+
+
+@pytest.mark.parametrize("engine,make,carriers", [
+    ("volcano", lambda: fleets.volcano(fleets.museum()), _volcano_carriers),
+    ("kai", lambda: fleets.kai(fleets.museum()), _kai_carriers),
+], ids=["volcano", "kai"])
+def test_a_tenant_runs_only_in_its_own_queues(engine, make, carriers, crd_index) -> None:
+    """Volcano and KAI queues are cluster-scoped and neither engine checks who submits: the
+    policies refuse, in each object that carries a queue, a queue of another tenant, a
+    queue that is no tenant's from a tenant namespace, and a tenant's queue from a namespace
+    with no tenant. Sample objects pass the engines' real CRDs; the CEL runs in cel-python."""
+    fleet = make()
+    policies = {n: p for n, p in _objs(fleet, "ValidatingAdmissionPolicy").items()
+                if "queues-of-tenant" in n}
+    bindings = _objs(fleet, "ValidatingAdmissionPolicyBinding")
+    prefix = f"fleetspec-{engine}-queues-of-tenant-"
+    assert {n.removeprefix(prefix) for n in policies} == \
+        {k.split("/")[0] for k in carriers("x")}
+    for name, policy in policies.items():
+        assert bindings[name]["spec"] == {"policyName": name, "validationActions": ["Deny"]}
+        for obj in (policy, bindings[name]):
+            assert validate_object(obj, crd_index, "1.30") == []
+    mine, theirs = "research-nvidia-blackwell-arm64", "inference-nvidia-blackwell-arm64"
+    for queue, ns_labels, allowed in (
+        (mine, _TENANT, True),
+        (theirs, _TENANT, False),  # another tenant's quota
+        ("default", _TENANT, False),  # outside quota
+        (theirs, {}, False),  # a namespace of no tenant, spending a tenant's quota
+        ("default", {}, True),  # not fleetspec's business
+    ):
+        for key, obj in carriers(queue).items():
+            assert validate_object(obj, crd_index, "1.36") == [], key
+            ok, message = _admit(policies[prefix + key.split("/")[0]], obj, ns_labels)
+            assert ok is allowed, (key, queue, ns_labels, message)
+            if not allowed:
+                assert queue in message, message
+    # No queue named: a Volcano PodGroup/Job gets the CRDs' default queue ("default"),
+    # refused in a tenant namespace; a pod without the annotation is left to its PodGroup.
+    for key, obj in carriers(None).items():
+        ok, _ = _admit(policies[prefix + key.split("/")[0]], obj, _TENANT)
+        assert ok is (key in ("pods/Pod", "labelled/Job")), key
 
 
 def test_deviceclass_cel_selects_exactly_its_partitions_gpus() -> None:

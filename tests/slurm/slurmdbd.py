@@ -47,28 +47,43 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 @contextmanager
+def mariadb(root: Path, grants: bool = False) -> Iterator[tuple[int, Path]]:
+    """(port, socket) of a scratch MariaDB under ``root`` on 127.0.0.1. ``grants``: with its
+    grant tables (root over the socket without a password, accounts checked as a real
+    server checks them); without, any client may do anything."""
+    if shutil.which("mariadbd") is None or shutil.which("mariadb-install-db") is None:
+        unavailable("mariadb-server is needed for the database tests (scripts/test installs it)")
+    for sub in ("db", "run", "log"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    (db_port,) = free_ports(1)
+    done = subprocess.run(["mariadb-install-db", f"--datadir={root}/db", "--user=root", "--skip-test-db",
+                           "--auth-root-authentication-method=normal"], capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        raise SlurmError(f"mariadb-install-db failed: {done.stderr[-1000:]}")
+    log = root / "log" / "mariadb.out"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            ["mariadbd", "--no-defaults", f"--datadir={root}/db", "--user=root", "--bind-address=127.0.0.1",
+             f"--port={db_port}", f"--socket={root}/run/mysqld.sock", f"--pid-file={root}/run/mysqld.pid",
+             *(() if grants else ("--skip-grant-tables",)), "--innodb-buffer-pool-size=32M",
+             "--innodb-lock-wait-timeout=900"],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        _wait(lambda: "ready for connections" in log.read_text(), "MariaDB", log)
+        yield db_port, root / "run" / "mysqld.sock"
+    finally:
+        _stop(proc)
+
+
+@contextmanager
 def slurmdbd(root: Path, cluster: str) -> Iterator[tuple[int, Path]]:
     """(slurmdbd's port, a slurm.conf for sacctmgr) while MariaDB and slurmdbd run under
     ``root``, with ``cluster`` registered (``sacctmgr add cluster``, as the slurm role does)."""
     if shutil.which("mariadbd") is None or shutil.which("slurmdbd") is None or shutil.which("sacctmgr") is None:
         unavailable("mariadb-server and slurmdbd are needed for the accounting tests (scripts/test installs them)")
-    for sub in ("db", "run", "log", "etc"):
-        (root / sub).mkdir(parents=True, exist_ok=True)
-    db_port, dbd_port = free_ports(2)
-    done = subprocess.run(["mariadb-install-db", f"--datadir={root}/db", "--user=root", "--skip-test-db",
-                           "--auth-root-authentication-method=normal"], capture_output=True, text=True, timeout=120)
-    if done.returncode != 0:
-        raise SlurmError(f"mariadb-install-db failed: {done.stderr[-1000:]}")
-    procs: list[subprocess.Popen[bytes]] = []
-    try:
-        with open(root / "log" / "mariadb.out", "w") as out:
-            procs.append(subprocess.Popen(
-                ["mariadbd", "--no-defaults", f"--datadir={root}/db", "--user=root", "--bind-address=127.0.0.1",
-                 f"--port={db_port}", f"--socket={root}/run/mysqld.sock", f"--pid-file={root}/run/mysqld.pid",
-                 "--skip-grant-tables", "--innodb-buffer-pool-size=32M", "--innodb-lock-wait-timeout=900"],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True))
-        _wait(lambda: "ready for connections" in (root / "log" / "mariadb.out").read_text(), "MariaDB",
-              root / "log" / "mariadb.out")
+    (root / "etc").mkdir(parents=True, exist_ok=True)
+    (dbd_port,) = free_ports(1)
+    with mariadb(root) as (db_port, _socket):
         dbd_conf = root / "etc" / "slurmdbd.conf"
         dbd_conf.write_text(
             "AuthType=auth/none\nDbdHost=localhost\nDbdAddr=127.0.0.1\n"
@@ -82,15 +97,14 @@ def slurmdbd(root: Path, cluster: str) -> Iterator[tuple[int, Path]]:
                         f"AccountingStoragePort={dbd_port}\n")
         env = {**os.environ, "SLURM_CONF": str(conf)}
         with open(root / "log" / "slurmdbd.out", "w") as out:
-            procs.append(subprocess.Popen(["slurmdbd", "-D"], env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                          stderr=subprocess.STDOUT, start_new_session=True))
-
-        def registered() -> bool:
-            add = subprocess.run(["sacctmgr", "-i", "add", "cluster", cluster], env=env, capture_output=True,
-                                 text=True, timeout=30)
-            return add.returncode == 0
-        _wait(registered, "slurmdbd", root / "log" / "slurmdbd.out")
-        yield dbd_port, conf
-    finally:
-        for proc in reversed(procs):
+            proc = subprocess.Popen(["slurmdbd", "-D"], env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            def registered() -> bool:
+                add = subprocess.run(["sacctmgr", "-i", "add", "cluster", cluster], env=env, capture_output=True,
+                                     text=True, timeout=30)
+                return add.returncode == 0
+            _wait(registered, "slurmdbd", root / "log" / "slurmdbd.out")
+            yield dbd_port, conf
+        finally:
             _stop(proc)

@@ -278,6 +278,48 @@ def test_slinky_values_use_the_chart_keys():
         assert "fleetspec.io/partition" in nodeset["podSpec"]["nodeSelector"]
     for name, partition in values["partitions"].items():
         assert set(partition) <= set(chart["partitions"]["all"]), name
+    for name, loginset in values["loginsets"].items():
+        assert set(loginset) <= set(chart["loginsetDefaults"]), name
+        assert set(loginset["login"]) <= set(chart["loginsetDefaults"]["login"])
+
+
+def test_slinky_has_a_submit_host():
+    """Users need somewhere to run sbatch: a LoginSet (sackd, sshd, sssd) on the spec's
+    series, its Pyxis variant with Pyxis (the chart's default login image is 26.05)."""
+    museum = _slinky(fleets.museum())  # Slurm 25.11, containers: pyxis
+    values = yaml.safe_load(_text(render_slurm(museum), "slinky-values.yaml"))
+    (login,) = values["loginsets"].values()
+    assert login["enabled"] is True and login["replicas"] >= 1
+    assert login["login"]["image"] == {"repository": "ghcr.io/slinkyproject/login-pyxis",
+                                       "tag": "25.11-ubuntu24.04"}
+    assert museum.slurm is not None
+    plain = dataclasses.replace(museum, slurm=dataclasses.replace(museum.slurm, containers="none"))
+    (login,) = yaml.safe_load(_text(render_slurm(plain), "slinky-values.yaml"))["loginsets"].values()
+    assert login["login"]["image"]["repository"] == "ghcr.io/slinkyproject/login"
+
+
+def test_slinky_database_user_needs_named_networks():
+    """Slinky's slurmdbd logs in to MariaDB over the network: validate refuses accounting
+    without slurm.slinky.database_clients (the role used to make 'slurm'@'%'), and the
+    node layer gets the networks as MariaDB account hosts."""
+    from fleetspec.pipeline import compile_text
+    from fleetspec.render.ansible import render_ansible
+
+    museum = _slinky(fleets.museum())
+    assert museum.slurm is not None and museum.slurm.accounting_host
+    problems = [(m, p) for m, p in slinky_problems(museum) if "database_clients" in m]
+    assert len(problems) == 1 and problems[0][1][-1] == "accounting" and "'%'" in problems[0][0]
+    named = dataclasses.replace(museum, slurm=dataclasses.replace(
+        museum.slurm, slinky_database_clients=("10.244.0.0/16", "192.0.2.0/24")))
+    assert not [m for m, _ in slinky_problems(named) if "database_clients" in m]
+    group_vars = yaml.safe_load(next(t for p, t in render_ansible(named).items() if p.name == "all.yml"))
+    assert group_vars["fleetspec_slurm"]["slinky_database_clients"] == [
+        "10.244.0.0/255.255.0.0", "192.0.2.0/255.255.255.0"]
+    text = (fleets.ROOT / "examples" / "quickstart.yaml").read_text()
+    for bad, why in (("10.244.0.1/16", "host bits"), ("0.0.0.0/0", "never /0")):
+        spec = text.replace("    mode: native\n", f"    mode: slinky\n    slinky: {{database_clients: [{bad}]}}\n", 1)
+        result = compile_text(spec)
+        assert any(f.rule == "schema" and why in f.message for f in result.findings), bad
 
 
 def test_slinky_maps_partitions_to_nodesets():

@@ -71,6 +71,9 @@ class HelmRelease:
     version: str
     values: Mapping[str, Any]
     depends_on: tuple[str, ...] = ()
+    # Declared done once Helm applied it, without waiting for its pods to be ready (they
+    # wait for something a later release brings).
+    skip_await: bool = False
 
     @property
     def key(self) -> str:

@@ -5,9 +5,19 @@
 
 * **NVIDIA's DRA driver for GPUs** (kubernetes-sigs/dra-driver-nvidia-gpu, chart
   ``dra-driver-nvidia-gpu``, values in tests/data/crds/nvidia-dra-driver-gpu) is installed
-  and pinned, after the GPU Operator (its driver container is the driver root), on the
-  Kubernetes-owned NVIDIA partitions only (``kubeletPlugin.affinity``; never on Slinky's
-  Slurm-owned hosts).
+  and pinned on the Kubernetes-owned NVIDIA partitions only (``kubeletPlugin.affinity``;
+  never on Slinky's Slurm-owned hosts), *before* the GPU Operator: both charts ship the
+  ``computedomains.resource.nvidia.com`` CRD in ``crds/``, the GPU Operator's (v26.7.0) an
+  older copy (``numNodes`` required, DRA driver v25.12.0's), and Helm creates a ``crds/``
+  CRD only when it is absent and never upgrades it (helm.sh, chart best practices, Custom
+  Resource Definitions), so the release installed first decides the schema. The DRA
+  driver's goes first and its copy is the one installed, once; the GPU Operator's install
+  skips it and keeps its own CRDs (``skipCrds`` on it would drop ClusterPolicy and
+  NVIDIADriver too; ``operator.upgradeCRD: false`` would stop their upgrades, and its hook
+  applies only those and NFD's, not ComputeDomain: gpu-operator
+  ``templates/upgrade_crd.yaml``, ``docker/Dockerfile``). With the operator's driver the
+  kubelet plugin waits for the driver root the GPU Operator brings, so the release is not
+  awaited (``skip_await``).
 * **ComputeDomains** (multi-node NVLink, IMEX channels) are on when Kubernetes owns an
   NVLink-domain rack (GB200 NVL72). A ComputeDomain belongs to one workload, so fleetspec
   writes an example per tenant and NVLink partition (``kubernetes/examples``), not a
@@ -109,8 +119,8 @@ def kueue_device_class_mappings(fleet: Fleet) -> list[dict[str, Any]]:
     return out
 
 
-def dra(fleet: Fleet, after: tuple[str, ...], label_keys: tuple[str, ...]):
-    """([release], [objects]). ``after``: the GPU Operator release key, when there is one."""
+def dra(fleet: Fleet, label_keys: tuple[str, ...]):
+    """([release], [objects]). The GPU Operator's release comes after this one (layer.py)."""
     cfg = fleet.kubernetes
     assert cfg is not None
     nvidia_nodes = [n for n in kubernetes_nodes(fleet) if n.gpu.vendor == "nvidia"]
@@ -140,7 +150,10 @@ def dra(fleet: Fleet, after: tuple[str, ...], label_keys: tuple[str, ...]):
         repo=None,
         version=k8s.v_stripped(cfg.dra_nvidia_version),
         values=values,
-        depends_on=(k8s.namespace_key(DRA_NAMESPACE), *after, *label_keys),
+        depends_on=(k8s.namespace_key(DRA_NAMESPACE), *label_keys),
+        # Its kubelet plugin waits for /run/nvidia/driver, which the GPU Operator (after
+        # this release) brings: awaiting its pods would wait for ever.
+        skip_await=cfg.gpu_operator is not None and driver == "operator",
     )
     objs: list[k8s.Manifest] = []
     class_keys: dict[str, str] = {}

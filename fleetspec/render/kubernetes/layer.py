@@ -150,6 +150,14 @@ def _kubernetes_resources(fleet: Fleet) -> KubernetesLayer:
     releases: list[HelmRelease] = []
     manifests: list[Manifest] = []
     nvidia_releases, nvidia_crs = _nvidia(fleet, all_label_keys)
+    dra_releases, dra_objs = dra.dra(fleet, label_keys)
+    if dra_releases:
+        # The ComputeDomain CRD is in both charts' crds/ and Helm creates it only when
+        # absent: the DRA driver's release goes first, so its copy is the one installed
+        # (dra.py).
+        nvidia_releases = [dataclasses.replace(
+            r, depends_on=(*r.depends_on, *(d.key for d in dra_releases)))
+            for r in nvidia_releases]
     nfd_from = nvidia_releases[0] if nvidia_releases else None
     engines = [
         _kueue(fleet, "kueue" in owners, label_keys),
@@ -158,9 +166,9 @@ def _kubernetes_resources(fleet: Fleet) -> KubernetesLayer:
     ]
     engine_keys = {r.name: r.key for rel, _ in engines for r in rel}
     releases_and_crs = [
+        (dra_releases, dra_objs),
         (nvidia_releases, nvidia_crs),
         _amd(fleet, all_label_keys, nfd_from=nfd_from),
-        dra.dra(fleet, tuple(r.key for r in nvidia_releases), label_keys),
         *engines,
         operators.operators(fleet, {
             engine: engine_keys[name] for engine, name in
@@ -171,9 +179,11 @@ def _kubernetes_resources(fleet: Fleet) -> KubernetesLayer:
     for rel, objs in releases_and_crs:
         releases.extend(rel)
         manifests.extend(objs)
-    from fleetspec.render.kubernetes.admission import scheduler_gate
+    from fleetspec.render.kubernetes.admission import queue_gate, scheduler_gate
 
-    manifests.extend(scheduler_gate(fleet, {r.name: r.key for r in releases}))
+    release_keys = {r.name: r.key for r in releases}
+    manifests.extend(scheduler_gate(fleet, release_keys))
+    manifests.extend(queue_gate(fleet, release_keys))
     releases, manifests = with_health(fleet, releases, manifests, NAMESPACES)
     releases, manifests = _from_site_sources(fleet, releases, manifests)
     if fleet.site is not None and fleet.site.helm_values:  # kubernetes.values: the site's overlays
@@ -551,11 +561,16 @@ def kueue_configuration(fleet: Fleet) -> str:
         # pods are ready, serialising admission for the whole cluster (KEP-349), and Kueue
         # documents false with topology-aware scheduling.
         # https://kueue.sigs.k8s.io/docs/tasks/manage/setup_wait_for_pods_ready/
+        # Cluster-wide: Kueue has no per-namespace or per-kind scope for it, so model
+        # servers (pod, deployment, statefulset integrations) get the same timeouts.
+        # recoveryTimeout (v1beta2: defaults to timeout, "0s" turns it off; kueue-config
+        # v1beta2 reference) is written out so what evicts a running server is visible.
         requeue: dict[str, Any] = {"timestamp": "Eviction"}
         if k8s.gang_requeue_limit is not None:
             requeue["backoffLimitCount"] = k8s.gang_requeue_limit
         config["waitForPodsReady"] = {
             "timeout": k8s.gang_timeout,
+            "recoveryTimeout": k8s.gang_recovery_timeout or k8s.gang_timeout,
             "blockAdmission": False,
             "requeuingStrategy": requeue,
         }
@@ -911,8 +926,10 @@ def _install_script(releases: Iterable[HelmRelease]) -> str:
     ]
     for r in releases:
         chart = r.chart if r.repo is None else f"{r.chart} --repo {r.repo}"
+        # --wait, except for a release whose pods wait for a later one (HelmRelease.skip_await).
+        wait = "" if r.skip_await else " --wait"
         lines.append(f"$HELM upgrade --install {r.name} {chart} --version {r.version} "
-                     f"--namespace {r.namespace} --values {r.name}.values.yaml --wait")
+                     f"--namespace {r.namespace} --values {r.name}.values.yaml{wait}")
     return "\n".join(lines) + "\n"
 
 

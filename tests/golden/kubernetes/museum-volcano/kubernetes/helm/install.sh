@@ -4,9 +4,9 @@
 set -eu
 HELM="${HELM:-helm}"
 
+$HELM upgrade --install dra-driver-nvidia-gpu oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu --version 0.4.1 --namespace dra-driver-nvidia-gpu --values dra-driver-nvidia-gpu.values.yaml
 $HELM upgrade --install gpu-operator gpu-operator --repo https://helm.ngc.nvidia.com/nvidia --version v26.7.0 --namespace gpu-operator --values gpu-operator.values.yaml --wait
 $HELM upgrade --install amd-gpu-operator gpu-operator-charts --repo https://rocm.github.io/gpu-operator --version v1.5.1 --namespace kube-amd-gpu --values amd-gpu-operator.values.yaml --wait
-$HELM upgrade --install dra-driver-nvidia-gpu oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu --version 0.4.1 --namespace dra-driver-nvidia-gpu --values dra-driver-nvidia-gpu.values.yaml --wait
 $HELM upgrade --install volcano volcano --repo https://volcano-sh.github.io/helm-charts --version 1.15.1 --namespace volcano-system --values volcano.values.yaml --wait
 $HELM upgrade --install jobset oci://registry.k8s.io/jobset/charts/jobset --version 0.12.0 --namespace jobset-system --values jobset.values.yaml --wait
 $HELM upgrade --install kuberay-operator kuberay-operator --repo https://ray-project.github.io/kuberay-helm/ --version 1.7.0 --namespace kuberay-system --values kuberay-operator.values.yaml --wait
