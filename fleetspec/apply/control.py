@@ -117,6 +117,11 @@ class SlurmControl:
     def resume(self, hosts: Sequence[str]) -> None:
         self._ok(["scontrol", "update", f"nodename={compress(hosts)}", "state=resume"])
 
+    def queue(self) -> list[str]:
+        """Every job slurmctld holds, in any state (``squeue -h``): "JOBID STATE" per job."""
+        out = self._ok(["squeue", "-h", "-o", "%i %T"])
+        return [line.strip() for line in out.splitlines() if line.strip()]
+
     def reconfigure(self) -> None:
         self._ok(["scontrol", "reconfigure"])
 

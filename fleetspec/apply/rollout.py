@@ -33,6 +33,7 @@ from fleetspec.apply.lanes import run_steps
 from fleetspec.apply.slurm_native import NativeSlurm
 from fleetspec.compile.ir import Fleet
 from fleetspec.node_side.hostlist import compress
+from fleetspec.plan.files import needs_empty_queue
 from fleetspec.plan.model import Disruption, Plan, Wave
 from fleetspec.plan.planner import converged_parts, hold_back
 from fleetspec.plan.saved import SavedPlanError, check_plan_current
@@ -132,6 +133,10 @@ def apply_plan(plan: Plan, store: StateBackend, engines: Engines, options: Apply
         return ApplyResult(True, "no changes")
 
     fleet = plan.fleet
+    busy_queue = _queue_not_empty(plan, engines)
+    if busy_queue is not None:
+        say("error", busy_queue, ok=False)
+        return ApplyResult(False, busy_queue)
     reasons = _reasons(plan)
     controls = [_control_for(fleet, wave, engines, plan.unowned) for wave in plan.waves]  # refuse before draining anything
     try:
@@ -570,6 +575,33 @@ def _reasons(plan: Plan) -> dict[str, str]:
         if change.host not in best or rank > best[change.host][0]:
             best[change.host] = (rank, change.reason.split(":")[0] if change.reason else change.disruption.value)
     return {h: r for h, (_, r) in best.items()}
+
+
+def _queue_not_empty(plan: Plan, engines: Engines) -> str | None:
+    """Why apply must not start, or None. A SwitchType change restarts slurmctld and the slurmds,
+    and slurm.conf(5) SwitchType: "If running jobs exist at the time slurmctld is restarted with a
+    new value of SwitchType, records of all jobs in any state may be lost." So the plan says
+    ``drain`` (plan/files.py) and apply checks the queue (``squeue -h``) before touching anything."""
+    changes = needs_empty_queue(plan.changes)
+    if not changes:
+        return None
+    what = ", ".join(c.target for c in changes)
+    queue = getattr(engines.slurm, "queue", None)
+    try:
+        jobs = queue() if queue is not None else None
+    except ControlError as exc:
+        return f"{what} changes SwitchType, which needs an empty queue, and squeue failed: {exc}; nothing was changed"
+    if jobs is None:
+        return f"{what} changes SwitchType, which needs an empty queue, and apply has no Slurm control to read " \
+               "the queue with; nothing was changed"
+    if not jobs:
+        return None
+    shown = ", ".join(jobs[:10]) + (f" and {len(jobs) - 10} more" if len(jobs) > 10 else "")
+    return (f"{what} changes SwitchType: slurmctld and the slurmds restart with it, and slurm.conf(5) SwitchType "
+            "says the records of all jobs may be lost when jobs exist at that restart. squeue shows "
+            f"{len(jobs)} job(s) ({shown}). Drain every partition (scontrol update PartitionName=<each> "
+            "State=DRAIN), wait until 'squeue -h' prints nothing (let the jobs finish, or requeue or cancel "
+            "them), then apply again. Nothing was drained, changed or restarted")
 
 
 def _slurm_config_changed(plan: Plan) -> bool:

@@ -140,6 +140,13 @@ def _slurm_conf(path: PurePosixPath, action: Action, before: str | None, after: 
                   f"{path.name}: {len(removed)} line(s) removed, {len(added)} added; {why}")
 
 
+def needs_empty_queue(changes: list[Change]) -> list[Change]:
+    """The slurm.conf changes that restart the daemons only with an empty queue (a SwitchType
+    change: the one slurm.conf change planned as ``drain``); apply refuses them while jobs exist."""
+    return [c for c in changes if c.target.startswith("slurm:") and c.target.endswith(".conf")
+            and c.target != "slurm:slurmdbd.conf" and c.disruption is D.DRAIN]
+
+
 def _settings(text: str | None) -> list[str]:
     if text is None:
         return []

@@ -421,3 +421,33 @@ def test_a_canary_sick_under_the_old_policy_too_is_named_as_the_nodes_fault(clus
     assert "would drain" not in result.message
     assert rollout.sinfo()["h200-001"][0] == "idle" and rollout.touched() == set()
     assert {rollout.installed_policy(h) for h in HOSTS} == {before}
+
+
+def test_a_switch_type_change_is_refused_while_jobs_exist(rollout, tmp_path):
+    """#25 item 9: the plan said a SwitchType change needs an empty queue (slurm.conf(5): restarted
+    with jobs, slurmctld may lose the records of all jobs), but apply drained and restarted anyway.
+    Now apply reads the queue (squeue -h) first and, with a job running, refuses: nothing drained,
+    no playbook run (no daemon restarted), nothing recorded."""
+    from fleetspec.apply.rollout import _queue_not_empty
+
+    spec = tmp_path / "switch.yaml"
+    spec.write_text(V1.read_text().replace("    controllers: ctl-01\n",
+                                           "    controllers: ctl-01\n    settings: {SwitchType: switch/none}\n"))
+    job = rollout.cluster.sbatch("-p", "nvidia-hopper", "-w", "h200-001", "-N", "1", script="#!/bin/sh\nsleep 60\n")
+    job_id = job.stdout.split()[-1]
+    rollout.cluster.wait_job(job_id, {"RUNNING"})
+    before = rollout.store.read().applied
+    plan, result, events = rollout.apply(spec)
+    assert [c.disruption.value for c in plan.changes if c.target == "slurm:slurm.conf"] == ["drain"]
+    assert not result.ok
+    assert "changes SwitchType" in result.message and f"{job_id} RUNNING" in result.message
+    assert "Drain every partition" in result.message and "squeue -h" in result.message
+    assert rollout.touched() == set()  # no playbook ran: no daemon restarted
+    assert all(state in ("idle", "mixed", "allocated") for state, _ in rollout.sinfo().values()), rollout.sinfo()
+    assert rollout.store.read().applied == before
+    assert rollout.cluster.job(job_id)["JobState"] == "RUNNING"
+    rollout.cluster.run("scancel", job_id)
+    end = time.monotonic() + 20
+    while rollout.cluster.run("squeue", "-h").stdout.strip() and time.monotonic() < end:
+        time.sleep(0.3)
+    assert _queue_not_empty(plan, rollout.engines()) is None  # an empty queue: apply goes ahead
