@@ -263,7 +263,7 @@ def _files(modules: set[str]) -> list[str]:
 
 
 @pytest.mark.parametrize(("entry", "shipped"), [
-    ("fleetspec.node_side.node_check", "fleetspec.render.health:NODE_MODULES"),
+    ("fleetspec.node_side.node_check fleetspec.node_side.prolog", "fleetspec.render.health:NODE_MODULES"),
     ("fleetspec.node_side.k8s_remediator", "fleetspec.render.kubernetes.health:REMEDIATOR_MODULES"),
 ])
 def test_each_shipped_program_carries_exactly_the_modules_it_imports(entry: str, shipped: str) -> None:
@@ -272,4 +272,5 @@ def test_each_shipped_program_carries_exactly_the_modules_it_imports(entry: str,
     import importlib
 
     module, name = shipped.split(":")
-    assert sorted(getattr(importlib.import_module(module), name)) == _files(_closure(entry))
+    closure = set().union(*(_closure(e) for e in entry.split()))
+    assert sorted(getattr(importlib.import_module(module), name)) == _files(closure)

@@ -165,6 +165,7 @@ def parse_gpu_health_xml(text: str) -> Optional[List[Dict[str, Any]]]:
             "index": index,
             "bus_id": gpu.get("id") or xml_text(gpu, "pci/pci_bus_id") or str(index),
             "uuid": xml_text(gpu, "uuid"),
+            "minor": _int(xml_text(gpu, "minor_number")),  # N of /dev/nvidiaN (the prolog's job GPUs)
             "name": xml_text(gpu, "product_name"),
             "remap_pending": xml_text(gpu, "remapped_rows/remapped_row_pending"),
             "remap_failure": xml_text(gpu, "remapped_rows/remapped_row_failure"),

@@ -269,7 +269,7 @@ def render_slurm_conf(fleet: Fleet, topology: TopologyPlan | None = None) -> str
         "# Scheduling: cores, memory and typed GPUs are consumable; jobs that can never",
         "# fit a partition are refused at submission instead of pending forever.",
         "SchedulerType=sched/backfill",
-        f"SchedulerParameters={','.join(scheduler_parameters(fleet))}",
+        f"SchedulerParameters={','.join(scheduler_parameters(fleet) + _prolog_requeue(fleet))}",
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core_Memory",
         f"GresTypes={','.join(gres_types(fleet))}",
@@ -324,6 +324,14 @@ def backfill_window(fleet: Fleet) -> int:
             return BF_WINDOW_MAX
         longest = max(longest, minutes)
     return min(longest, BF_WINDOW_MAX)
+
+
+def _prolog_requeue(fleet: Fleet) -> list[str]:
+    """``nohold_on_prolog_fail`` with the GPU prolog (spec.health): slurm.conf(5) Prolog, a failed
+    prolog requeues the job "in a held state unless nohold_on_prolog_fail is configured in
+    SchedulerParameters"; with it "the job will be requeued but not held so that the scheduler
+    can dispatch it to another host" (slurm.conf(5), Slurm 22.05)."""
+    return ["nohold_on_prolog_fail"] if fleet.health is not None else []
 
 
 def scheduler_parameters(fleet: Fleet) -> list[str]:

@@ -8,7 +8,7 @@ from pathlib import PurePosixPath
 import yaml
 
 from fleetspec.pipeline import compile_text
-from fleetspec.render.health import HEALTH_CHECK_PROGRAM, NODE_MODULES, render_health
+from fleetspec.render.health import HEALTH_CHECK_PROGRAM, NODE_MODULES, PROLOG_PROGRAM, render_health
 from fleetspec.render.slurm import render_slurm
 from tests.conftest import ROOT
 
@@ -32,13 +32,18 @@ def test_policy_file_and_program() -> None:
     assert "-m fleetspec.node_side.node_check" in program and "--slurm" in program
     conf = render_slurm(fleet)[PurePosixPath("slurm/slurm.conf")]
     assert f"HealthCheckProgram={HEALTH_CHECK_PROGRAM}\nHealthCheckInterval=120\nHealthCheckNodeState=ANY\n" in conf
+    # The GPU check before each job (#25 item 12): rendered, installed, requeued jobs not held.
+    assert f"\nProlog={PROLOG_PROGRAM}\n" in conf and ",nohold_on_prolog_fail\n" in conf
+    assert "-m fleetspec.node_side.prolog --config /etc/fleetspec/health.json" in files[
+        PurePosixPath("health/fleetspec-prolog")]
 
 
 def test_no_health_section_renders_nothing() -> None:
     fleet = compile_text(SPEC.replace("  health: {interval: 60}\n", "")).fleet
     assert fleet.health is None
     assert render_health(fleet) == {}
-    assert "HealthCheck" not in render_slurm(fleet)[PurePosixPath("slurm/slurm.conf")]
+    conf = render_slurm(fleet)[PurePosixPath("slurm/slurm.conf")]
+    assert "HealthCheck" not in conf and "Prolog=" not in conf and "nohold_on_prolog_fail" not in conf
 
 
 def test_unknown_fault_class_is_a_located_error() -> None:

@@ -22,7 +22,7 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from fleetspec.pipeline import compile_text
-from fleetspec.render.health import HEALTH_CHECK_PROGRAM, node_config
+from fleetspec.render.health import HEALTH_CHECK_PROGRAM, PROLOG_PROGRAM, node_config
 from fleetspec.render.slurm import render_slurm
 from tests.health.nodes import FIXTURES, H200_XML, make_node, set_boot_id, set_ib, set_tool_output
 
@@ -71,7 +71,9 @@ def sickbay(tmp_path_factory):
     files = render_slurm(fleet)
     conf = files[PurePosixPath("slurm/slurm.conf")]
     assert f"HealthCheckProgram={HEALTH_CHECK_PROGRAM}\nHealthCheckInterval={INTERVAL}\nHealthCheckNodeState=ANY" in conf
-    files[PurePosixPath("slurm/slurm.conf")] = conf.replace(HEALTH_CHECK_PROGRAM, str(wrapper))
+    # The GPU prolog has its own tests (test_prolog_real.py); here every job starts.
+    files[PurePosixPath("slurm/slurm.conf")] = conf.replace(HEALTH_CHECK_PROGRAM, str(wrapper)).replace(
+        PROLOG_PROGRAM, "/bin/true")
     cluster_root = base / "slurm"
     wrapper.write_text(
         "#!/bin/sh\n"
