@@ -18,7 +18,6 @@ import contextlib
 import hashlib
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -27,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fleetspec.lab.base import SUITE, LabUnavailable, default_cache_dir
+from fleetspec.lab.slurm import free_ports
 
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 # A node Ansible can drive (python3-apt), with a kernel, its headers and a compiler to
@@ -149,12 +149,6 @@ class KvmUnusable(LabUnavailable):
     """KVM is absent, or present but boots no guest kernel (a machine property, like a GPU)."""
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @dataclass
 class Vm:
     """A running VM: ``ssh(...)`` runs a command as root in it."""
@@ -247,7 +241,7 @@ def running_vm(image: VmImage, workdir: Path, memory_mb: int = 1024, cpus: int =
         raise LabUnavailable(f"FLEETSPEC_VM_ACCEL={accel!r}: use kvm or tcg")
     if accel == "kvm" and not os.access("/dev/kvm", os.R_OK | os.W_OK):
         raise KvmUnusable("/dev/kvm is missing or not accessible")
-    port = free_port()
+    port = free_ports(1)[0]
     process = _start(_qemu_argv(image, workdir, accel, port, memory_mb, cpus), workdir)
     if accel == "kvm" and not _kernel_started(process, workdir / "serial.log", 20):
         _stop(process)
