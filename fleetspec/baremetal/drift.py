@@ -7,8 +7,12 @@ Changes are what apply can do over Redfish, each with its disruption class:
 - a BIOS attribute the site pins that differs is staged and takes effect at the next reboot:
   ``drain-reboot``, in the waves every drain-reboot change runs in;
 - firmware that differs from the stack's pin, where ``baremetal.firmware_images`` gives the
-  image for the pinned version, is updated through Redfish ``UpdateService.SimpleUpdate``
-  and takes effect at the reboot: ``drain-reboot`` too (``none`` for a node that is off).
+  image for the pinned version, is updated through Redfish ``UpdateService`` (pushed where
+  the BMC takes pushed images, else fetched by the BMC) and takes effect at the reboot:
+  ``drain-reboot`` too (``none`` for a node that is off);
+- the BMC's own firmware alone takes effect as the BMC resets itself: the host and its jobs
+  keep running, only out-of-band management (power control, sensors, console) is gone for
+  minutes, so it is ``rolling``: in waves after a canary, with no drain and no reboot.
 
 Findings are what apply cannot do: a pinned attribute the BMC's attribute registry does not
 know, is read-only or does not allow; inventory that disagrees with the spec (GPU count,
@@ -22,7 +26,7 @@ import difflib
 from collections.abc import Mapping
 from typing import Any
 
-from fleetspec.baremetal.redfish import INVENTORY_KEYS, Attribute, Observed
+from fleetspec.baremetal.redfish import Attribute, Observed, names_component
 from fleetspec.compile.ir import Fleet, NodeBmc
 from fleetspec.findings import Finding, Severity
 from fleetspec.plan.model import Action, Change, Disruption
@@ -64,6 +68,10 @@ def bmc_changes(fleet: Fleet, observed: Mapping[str, Observed]) -> tuple[list[Ch
                                   {"power": seen.power, **before}, {"power": "On", "boot": "Pxe once", **after},
                                   f"BMC: power {seen.power} -> On, booting once from the network (PXE){text}",
                                   **where))
+        elif parts and not staged and set(updates) == {"bmc"}:
+            changes.append(Change(f"node:{bmc.host}", Action.UPDATE, Disruption.ROLLING, before, after,
+                                  f"BMC: {'; '.join(parts)} (the BMC resets itself: out-of-band management is away "
+                                  "for minutes, the host keeps running its work; no drain, no reboot)", **where))
         elif parts:
             changes.append(Change(f"node:{bmc.host}", Action.UPDATE, Disruption.DRAIN_REBOOT, before, after,
                                   f"BMC: {'; '.join(parts)} (takes effect at the reboot)", **where))
@@ -125,8 +133,7 @@ def _inventory(bmc: NodeBmc, gpus: int, memory_gb: int | None, sockets: int | No
 def firmware_reported(component: str, firmware: Mapping[str, str]) -> str | None:
     """The version the BMC's inventory reports for a stack's firmware ``component``."""
     for key, version in sorted(firmware.items()):
-        lowered = key.lower()
-        if any(lowered == word or lowered.startswith(word) or f"_{word}" in lowered for word in INVENTORY_KEYS[component]):
+        if names_component(component, key):
             return version
     return None
 
@@ -150,6 +157,13 @@ def _firmware(fleet: Fleet, bmc: NodeBmc, pinned: Mapping[str, str], seen: Obser
                                         f"pins {want}. Give the image in baremetal.firmware_images.{component} "
                                         f"(\"{want}\": URI) for apply to update it through Redfish, or update it "
                                         "with the vendor's tool, then plan again", bmc.path))
+            elif seen.push and not fleet.baremetal.firmware_sha256(component, want):
+                findings.append(Finding(RULE, Severity.ERROR, f"{bmc.host}: {component} firmware is {have}; the stack "
+                                        f"pins {want}. This BMC takes pushed images (MultipartHttpPushUri): fleetspec "
+                                        "fetches the image and checks it before sending it, so give its sha256 "
+                                        f"(baremetal.firmware_images.{component}: {{\"{want}\": {{url: ..., sha256: "
+                                        "...}})", bmc.path))
             else:
-                updates[component] = {"version": want, "image": image}
+                sha256 = fleet.baremetal.firmware_sha256(component, want)
+                updates[component] = {"version": want, "image": image, **({"sha256": sha256} if sha256 else {})}
     return updates

@@ -4,8 +4,12 @@
 processors, NICs, GPUs (PCIe devices, where the BMC exposes them), power state, boot source
 override, BIOS attributes with the attribute registry's rules, and the firmware inventory
 (UpdateService/FirmwareInventory, plus the system's BiosVersion). `Session` also acts:
-power, boot-once PXE, BIOS attributes, and firmware updates (``UpdateService.SimpleUpdate``
-with the image's URI, its task monitor followed to the end). The credential is resolved from its secret reference
+power, boot-once PXE, BIOS attributes, and firmware updates: where the UpdateService
+advertises ``MultipartHttpPushUri`` the image is fetched from the site's image store, bounded
+and checked against the SHA-256 the spec pins, and pushed (DSP0266 "Multipart HTTP push
+updates"), else the BMC is told to fetch it (``UpdateService.SimpleUpdate``); either way the
+task monitor is followed to the end, and after a BMC (Manager) update the BMC's own reset is
+waited out. The credential is resolved from its secret reference
 only here, never logged: errors name the BMC and what failed, and every message goes through
 a `Redactor` that knows the password.
 
@@ -16,10 +20,14 @@ a connect and a read timeout, and sushy's server-side retries are bounded.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import tempfile
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from pathlib import Path, PurePosixPath
+from typing import IO, Any
+from urllib.parse import urlsplit
 
 from fleetspec.compile.ir import NodeBmc
 from fleetspec.secrets import Redactor, SecretError, SecretRef, file_path, resolve
@@ -38,6 +46,49 @@ TASK_OK = {"OK", "Warning", None}
 # BiosVersion; a FirmwareInventory member whose Id names the component carries the others.
 INVENTORY_KEYS = {"bios": ("bios",), "bmc": ("bmc",), "vbios": ("gpu", "vbios"), "nvswitch": ("nvswitch",),
                   "connectx": ("connectx", "nic", "cx")}
+# A pushed image: fleetspec's own bound on what it downloads and sends (the BMC's
+# UpdateService.MaxImageSizeBytes, "the maximum size in bytes of the software update image
+# that this service supports" (DMTF UpdateService schema), lowers it where given), and how
+# long the upload may take.
+IMAGE_MAX_BYTES = 4 << 30
+IMAGE_FETCH_TIMEOUT_S = 60  # between two reads from the image store
+PUSH_TIMEOUT_S = 1800
+# @Redfish.OperationApplyTime in a push's UpdateParameters (DMTF UpdateService schema,
+# UpdateParameters; values from the Settings schema's OperationApplyTime): the BMC's own
+# firmware applies at once (the BMC resets itself, the host keeps running); everything
+# on the host side is staged and applies at the reboot of the node's wave.
+APPLY_TIME = {"bmc": "Immediate"}
+APPLY_TIME_DEFAULT = "OnReset"
+# After its own update a BMC resets: how long it may take to go away, then to answer again.
+BMC_GONE_S = 60
+BMC_BACK_S = 600
+BMC_PROBE_S = 1.0
+
+
+def names_component(component: str, key: str) -> bool:
+    """Whether a FirmwareInventory member's Id names a stack's firmware ``component``."""
+    lowered = key.lower()
+    return any(lowered == w or lowered.startswith(w) or f"_{w}" in lowered for w in INVENTORY_KEYS[component])
+
+
+@dataclass(frozen=True)
+class Updated:
+    """How a firmware update went: the route, the apply time asked for, the task's end."""
+
+    route: str  # "MultipartHttpPushUri" or "SimpleUpdate"
+    apply_time: str | None  # what the push asked for; None: SimpleUpdate (the BMC's default)
+    task: str  # "task Completed/OK"
+    pushed: int | None = None  # bytes sent (a push)
+
+    @property
+    def staged(self) -> bool:
+        """Applies at the node's next reset."""
+        return self.apply_time == "OnReset"
+
+    def line(self) -> str:
+        how = (f"pushed {self.pushed} bytes (sha256 checked), {self.apply_time}" if self.route != "SimpleUpdate"
+               else "fetched by the BMC")
+        return f"{self.task} ({self.route}: {how})"
 
 
 class BmcError(RuntimeError):
@@ -75,13 +126,14 @@ class Observed:
     registry: dict[str, Attribute] | None  # None: the BMC publishes no attribute registry
     firmware: dict[str, str]  # component -> version (FirmwareInventory, BiosVersion as "bios")
     notes: tuple[str, ...] = field(default=())  # what could not be read, in words
+    push: bool = False  # the UpdateService takes pushed images (MultipartHttpPushUri)
 
     def to_dict(self) -> dict[str, Any]:
         return {"host": self.host, "system": self.system, "manufacturer": self.manufacturer, "model": self.model,
                 "power": self.power, "boot": {"target": self.boot_target, "enabled": self.boot_enabled},
                 "memory_gib": self.memory_gib, "processors": self.processors, "nics": list(self.nics),
                 "gpus": None if self.gpus is None else list(self.gpus), "bios": self.bios,
-                "firmware": self.firmware, "notes": list(self.notes)}
+                "firmware": self.firmware, "notes": list(self.notes), "push": self.push}
 
 
 def _value(enum_or_text: Any) -> str | None:
@@ -99,6 +151,8 @@ class Session:
         self.redactor = redactor or Redactor()
         self._conn: Any = None
         self._system: Any = None
+        self._verify: bool | str = True
+        self._shared = False  # the service serves several systems (a chassis manager, an emulator)
 
     def __enter__(self) -> Session:
         import sushy
@@ -111,6 +165,7 @@ class Session:
         verify: bool | str = True
         if self.bmc.ca_file:
             verify = str(file_path(SecretRef("ca_file", "file", self.bmc.ca_file), self.base_dir))
+        self._verify = verify
         try:
             self._conn = sushy.Sushy(f"{self.bmc.endpoint}/redfish/v1", username=self.bmc.username,
                                      password=password.decode(errors="replace"), verify=verify,
@@ -137,6 +192,7 @@ class Session:
     def _find_system(self) -> Any:
         collection = self._conn.get_system_collection()
         paths = list(collection.members_identities)
+        self._shared = len(paths) > 1
         wanted = self.bmc.system
         if wanted is None:
             if len(paths) != 1:
@@ -161,8 +217,9 @@ class Session:
             raise self._error("cannot read the system", exc) from None
 
     def _read(self) -> Observed:
-        s = self._system
-        s.refresh(force=True)
+        # afresh each time: a second refresh(force=True) of a sushy System whose PCIeDevices
+        # could not be read fails inside sushy (its half-built collection stays cached)
+        s = self._system = self._find_system()
         notes: list[str] = []
         processors = None
         try:
@@ -188,7 +245,7 @@ class Session:
             boot_enabled=_value(s.boot.enabled),
             memory_gib=s.memory_summary.size_gib if s.memory_summary is not None else None,
             processors=processors, nics=tuple(nics), gpus=self._gpus(notes), bios=bios, registry=registry,
-            firmware=self._firmware(notes), notes=tuple(notes))
+            firmware=self._firmware(notes), notes=tuple(notes), push=self._push_uri() is not None)
 
     def _registry(self, notes: list[str]) -> dict[str, Attribute] | None:
         try:
@@ -226,7 +283,7 @@ class Session:
         if self._system.bios_version:
             firmware["bios"] = str(self._system.bios_version)
         try:
-            inventory = self._conn.get_update_service().firmware_inventory.get_members()
+            inventory = self._inventory(self._conn.get_update_service())
         except Exception:
             notes.append("no UpdateService/FirmwareInventory")
             return firmware
@@ -234,6 +291,30 @@ class Session:
             if item.version:
                 firmware[str(item.identity)] = str(item.version)
         return firmware
+
+    def _inventory(self, service: Any) -> list[Any]:
+        """The FirmwareInventory members of this node: those whose ``RelatedItem`` names its
+        System or one of its Managers; a member naming none counts only where the service
+        serves this one system (on a shared service it could be any node's)."""
+        mine = {self._system.path.rstrip("/")}
+        try:
+            mine |= {m.path.rstrip("/") for m in self._system.managers}
+        except Exception:
+            pass
+        out = []
+        for member in service.firmware_inventory.get_members():
+            related = {str(r.get("@odata.id", "")).rstrip("/") for r in (member.json.get("RelatedItem") or [])
+                       if isinstance(r, dict)}
+            if (related and related & mine) or (not related and not self._shared):
+                out.append(member)
+        return out
+
+    def _push_uri(self) -> str | None:
+        try:
+            uri = self._conn.get_update_service().json.get("MultipartHttpPushUri")
+        except Exception:
+            return None
+        return str(uri) if uri else None
 
     # --- acting ------------------------------------------------------------------------
 
@@ -262,24 +343,117 @@ class Session:
         except Exception as exc:
             raise self._error("setting BIOS attributes failed", exc) from None
 
-    def update_firmware(self, component: str, image: str, timeout_s: float = FIRMWARE_TASK_TIMEOUT_S) -> str:
-        """Have the BMC fetch ``image`` and update ``component`` with it (Redfish
-        ``UpdateService.SimpleUpdate``), following the task monitor until the task ends.
-        Returns the task's end in words; a task that ends in anything but ``Completed`` (or
-        outlives ``timeout_s``) is a `BmcError` with the BMC's messages. The new version is
-        read back by the caller after the reboot the update needs."""
+    def update_firmware(self, component: str, image: str, sha256: str | None = None,
+                        timeout_s: float = FIRMWARE_TASK_TIMEOUT_S, max_bytes: int = IMAGE_MAX_BYTES) -> Updated:
+        """Update ``component`` with ``image`` and follow the task monitor until the task ends.
+
+        Where the UpdateService advertises ``MultipartHttpPushUri`` (preferred), fleetspec
+        fetches the image from the site's image store (at most ``max_bytes``, and the BMC's
+        ``MaxImageSizeBytes``), refuses it unless its SHA-256 is ``sha256``, and pushes it with
+        ``UpdateParameters`` naming the ``Targets`` and ``@Redfish.OperationApplyTime``
+        (Immediate for the BMC's own firmware, OnReset for the rest: staged for the wave's
+        reboot). Otherwise ``UpdateService.SimpleUpdate`` has the BMC fetch ``image``. The
+        target is chosen from what the BMC lists, never guessed. A task that ends in anything
+        but ``Completed`` (or outlives ``timeout_s``) is a `BmcError` with the BMC's messages.
+        The new version is read back by the caller (after the reboot, or the BMC's reset)."""
         from sushy import UpdateTransferProtocolType
 
-        protocol = UpdateTransferProtocolType.HTTPS if image.startswith("https://") else UpdateTransferProtocolType.HTTP
         try:
             service = self._conn.get_update_service()
-            monitor = service.simple_update(image, targets=self._update_targets(component, service),
-                                            transfer_protocol=protocol)
+            push_uri = service.json.get("MultipartHttpPushUri")
+            targets = self._update_targets(component, service)
         except BmcError:
             raise
         except Exception as exc:
+            raise self._error(f"cannot read the UpdateService for the {component} firmware update", exc) from None
+        if push_uri:
+            apply_time = APPLY_TIME.get(component, APPLY_TIME_DEFAULT)
+            limit = min(max_bytes, int(service.json.get("MaxImageSizeBytes") or max_bytes))
+            monitor, size = self._push(component, str(push_uri), image, sha256, targets, apply_time, limit, service)
+            return Updated("MultipartHttpPushUri", apply_time, self._follow(component, monitor, timeout_s), size)
+        protocol = UpdateTransferProtocolType.HTTPS if image.startswith("https://") else UpdateTransferProtocolType.HTTP
+        try:
+            monitor = service.simple_update(image, targets=targets, transfer_protocol=protocol)
+        except Exception as exc:
             raise self._error(f"the BMC refused the {component} firmware update (UpdateService.SimpleUpdate)",
                               exc) from None
+        return Updated("SimpleUpdate", None, self._follow(component, monitor, timeout_s))
+
+    def _push(self, component: str, push_uri: str, image: str, sha256: str | None, targets: list[str],
+              apply_time: str, limit: int, service: Any) -> tuple[Any, int]:
+        """Fetch, check and push the image (DSP0266 "Multipart HTTP push updates": a
+        multipart/form-data POST to MultipartHttpPushUri with an ``UpdateParameters`` part,
+        application/json, and an ``UpdateFile`` part, application/octet-stream); the task
+        monitor the BMC answers with, and the bytes sent."""
+        import requests
+        from sushy import exceptions, taskmonitor
+
+        if not sha256:
+            raise BmcError(f"{self.bmc.host}: the BMC takes pushed images (UpdateService.MultipartHttpPushUri), so "
+                           f"fleetspec sends the {component} image itself and checks it first: give its sha256 in "
+                           f"baremetal.firmware_images.{component} ({{url: ..., sha256: ...}})")
+        with tempfile.TemporaryFile() as held:
+            size = self._fetch_image(component, image, sha256, limit, held)
+            held.seek(0)
+            params = {"Targets": targets, "@Redfish.OperationApplyTime": apply_time}
+            name = PurePosixPath(urlsplit(image).path).name or f"{component}.bin"
+            conn = service._conn  # sushy's connector: its session carries the BMC's authentication
+            url = push_uri if urlsplit(push_uri).netloc else f"{self.bmc.endpoint}{push_uri}"
+            try:
+                # one attempt: a retry would resend a half-read file
+                answer = conn._session.request(
+                    "POST", url, headers={"OData-Version": "4.0"}, verify=self._verify,
+                    timeout=(CONNECT_TIMEOUT_S, PUSH_TIMEOUT_S),
+                    files={"UpdateParameters": (None, json.dumps(params), "application/json"),
+                           "UpdateFile": (name, held, "application/octet-stream")})
+                if answer.status_code == 413:
+                    raise BmcError(self.redactor(
+                        f"{self.bmc.host}: the BMC refused the {component} image as too large (HTTP 413, {size} "
+                        f"bytes): {_messages(answer) or 'no message'}"[:600]))
+                exceptions.raise_for_response("POST", url, answer)
+                monitor = taskmonitor.TaskMonitor.from_response(conn, answer, push_uri,
+                                                                redfish_version=service.redfish_version,
+                                                                registries=service.registries)
+            except BmcError:
+                raise
+            except (requests.RequestException, exceptions.SushyError) as exc:
+                raise self._error(f"the BMC refused the pushed {component} image (MultipartHttpPushUri)",
+                                  exc) from None
+        return monitor, size
+
+    def _fetch_image(self, component: str, image: str, sha256: str, limit: int, into: IO[bytes]) -> int:
+        """Download ``image`` from the site's image store into ``into``: at most ``limit``
+        bytes, and its SHA-256 must be ``sha256``; nothing reaches the BMC otherwise."""
+        import requests
+
+        digest = hashlib.sha256()
+        size = 0
+        what = f"{self.bmc.host}: the {component} image {image}"
+        try:
+            with requests.get(image, stream=True, timeout=(CONNECT_TIMEOUT_S, IMAGE_FETCH_TIMEOUT_S),
+                              allow_redirects=False) as answer:
+                if answer.status_code != 200:
+                    raise BmcError(f"{what} could not be fetched: HTTP {answer.status_code}. Nothing was sent to "
+                                   "the BMC")
+                declared = answer.headers.get("Content-Length")
+                if declared and declared.isdigit() and int(declared) > limit:
+                    raise BmcError(f"{what} is {declared} bytes, over the {limit} bytes a push may carry. Nothing "
+                                   "was sent to the BMC")
+                for chunk in answer.iter_content(1 << 20):
+                    size += len(chunk)
+                    if size > limit:
+                        raise BmcError(f"{what} is over the {limit} bytes a push may carry. Nothing was sent to "
+                                       "the BMC")
+                    digest.update(chunk)
+                    into.write(chunk)
+        except requests.RequestException as exc:
+            raise BmcError(self.redactor(f"{what} could not be fetched: {type(exc).__name__}: {exc}"[:600])) from None
+        if digest.hexdigest() != sha256:
+            raise BmcError(f"{what} has sha256 {digest.hexdigest()}; the spec pins {sha256}. Refused: nothing was "
+                           "sent to the BMC")
+        return size
+
+    def _follow(self, component: str, monitor: Any, timeout_s: float) -> str:
         deadline = time.monotonic() + timeout_s
         try:
             while monitor.is_processing:
@@ -300,25 +474,62 @@ class Session:
                                          f"{detail}"[:600]))
         return f"task {state}/{status or 'no status'}"
 
-    def _update_targets(self, component: str, service: Any) -> list[str] | None:
-        """What SimpleUpdate's ``Targets`` names: the System for the BIOS, the node's Manager
-        for the BMC; for the others the FirmwareInventory member that reports the component
-        (``None``, the BMC picks by the image, where it lists none)."""
+    def wait_reset(self, gone_within_s: float = BMC_GONE_S, back_within_s: float = BMC_BACK_S) -> float:
+        """After the BMC's own firmware update: wait for it to reset (stop answering, within
+        ``gone_within_s``; one that never does is taken as having applied it without a reset)
+        and to answer again (within ``back_within_s``, else a `BmcError`). Returns the seconds
+        it was away. The probe is an unauthenticated GET of the service root."""
+        start = time.monotonic()
+        while self._answers():
+            if time.monotonic() - start > gone_within_s:
+                return 0.0
+            time.sleep(BMC_PROBE_S)
+        gone = time.monotonic()
+        while not self._answers():
+            if time.monotonic() - gone > back_within_s:
+                raise BmcError(f"{self.bmc.host}: the BMC at {self.bmc.endpoint} did not answer again within "
+                               f"{back_within_s:g} s of resetting after its firmware update: look at it (its "
+                               "console, its power) before anything else")
+            time.sleep(BMC_PROBE_S)
+        away = time.monotonic() - gone
+        try:  # what sushy cached of the system came from the BMC before its reset: read it afresh
+            self._system = self._find_system()
+        except BmcError:
+            raise
+        except Exception as exc:
+            raise self._error("cannot read the system after the BMC's reset", exc) from None
+        return away
+
+    def _answers(self) -> bool:
+        import requests
+
+        try:
+            answer = requests.get(f"{self.bmc.endpoint}/redfish/v1/", timeout=(2, 5), verify=self._verify,
+                                  allow_redirects=False)
+        except requests.RequestException:
+            return False
+        return answer.status_code < 500
+
+    def _update_targets(self, component: str, service: Any) -> list[str]:
+        """What the update's ``Targets`` names, chosen from what the BMC lists: the System for
+        the BIOS, the system's Manager for the BMC, and for the others every FirmwareInventory
+        member of this node whose Id names the component (eight GPUs: eight members). A
+        component the BMC lists nowhere is an error: fleetspec does not guess a target."""
         if component == "bios":
             return [self._system.path]
         if component == "bmc":
             managers = self._system.managers
-            if not managers:
-                raise BmcError(f"{self.bmc.host}: the system lists no Manager to update the BMC firmware of")
+            if len(managers) != 1:
+                raise BmcError(f"{self.bmc.host}: the system lists {len(managers)} Managers (ManagedBy); fleetspec "
+                               "updates the BMC firmware of exactly one")
             return [managers[0].path]
-        try:
-            members = service.firmware_inventory.get_members()
-        except Exception:
-            return None
-        words = INVENTORY_KEYS[component]
-        paths = [m.path for m in members
-                 if any(str(m.identity).lower().startswith(w) or f"_{w}" in str(m.identity).lower() for w in words)]
-        return paths or None
+        members = self._inventory(service)
+        paths = [m.path for m in members if names_component(component, str(m.identity))]
+        if not paths:
+            raise BmcError(f"{self.bmc.host}: the BMC's FirmwareInventory lists no member for {component} (it lists "
+                           f"{', '.join(sorted(str(m.identity) for m in members)) or 'none'}): fleetspec does not "
+                           "guess an update target. Update it with the vendor's tool")
+        return paths
 
     @staticmethod
     def _task_end(monitor: Any) -> tuple[str | None, str | None, list[str]]:
@@ -335,3 +546,14 @@ class Session:
                     [str(m.message) for m in (task.messages or []) if m.message])
         return (doc.get("TaskState"), doc.get("TaskStatus"),
                 [str(m.get("Message")) for m in doc.get("Messages") or [] if isinstance(m, dict) and m.get("Message")])
+
+
+def _messages(answer: Any) -> str:
+    """The Redfish error messages in an HTTP answer's body."""
+    try:
+        doc = answer.json()
+    except ValueError:
+        return answer.text[:300]
+    error = doc.get("error", {}) if isinstance(doc, dict) else {}
+    found = [str(m.get("Message")) for m in error.get("@Message.ExtendedInfo") or [] if isinstance(m, dict)]
+    return "; ".join(found) or str(error.get("message") or "")

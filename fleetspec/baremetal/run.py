@@ -4,10 +4,12 @@
 each reports, with the nodes whose BMC could not be read and why. ``plan_bmcs`` turns that
 into a `Plan` (changes with their disruption, the waves apply runs) and findings.
 ``apply_bmcs`` performs a plan's BMC changes wave by wave: in a drain-reboot wave each node
-is drained through its scheduler first (when a `NodeControl` is given), its BIOS attributes
-are staged, its firmware updated (``UpdateService.SimpleUpdate``, the task followed to its
-end), it is restarted, the firmware inventory is read back and compared with the stack's
-pins, and it is resumed after; a node that is off gets the same BIOS and firmware, is set
+is drained through its scheduler first (when a `NodeControl` is given), its BMC's own
+firmware updated first (the BMC's reset waited out), its BIOS attributes staged, its other
+firmware updated (pushed, or fetched by the BMC; staged for the reboot; each task followed to
+its end), it is restarted, the firmware inventory is read back and compared with the stack's
+pins, and it is resumed after; a node whose only change is the BMC's firmware is not drained
+nor rebooted (``rolling``: the host keeps its work); a node that is off gets the same BIOS and firmware, is set
 to boot once from the network and powered on, held drained (with a `NodeControl`) until
 `fleetspec.baremetal.join` has verified it.
 """
@@ -23,7 +25,7 @@ from pathlib import Path
 from fleetspec.apply.control import NodeControl
 from fleetspec.baremetal.drift import bmc_changes, firmware_reported
 from fleetspec.baremetal.join import JOIN_REASON
-from fleetspec.baremetal.redfish import BmcError, Observed, Session
+from fleetspec.baremetal.redfish import BMC_BACK_S, BmcError, Observed, Session
 from fleetspec.compile.ir import Fleet, NodeBmc
 from fleetspec.findings import Finding
 from fleetspec.plan.model import Change, Disruption, Plan
@@ -87,7 +89,8 @@ class BmcApplyResult:
 
 def apply_bmcs(plan: Plan, base_dir: Path, control: NodeControl | None = None,
                on_line: Callable[[str], None] = lambda line: None, drain_deadline_s: float = 3600,
-               redactor: Redactor | None = None, readback_s: float = READBACK_S) -> BmcApplyResult:
+               redactor: Redactor | None = None, readback_s: float = READBACK_S,
+               bmc_back_s: float = BMC_BACK_S) -> BmcApplyResult:
     """Apply the plan's BMC changes: nodes that are off first, then the drain-reboot waves.
     Without ``control`` a drain-reboot wave is refused (nothing restarts a node under running
     work); a node that fails stops the run, its wave left drained."""
@@ -110,40 +113,44 @@ def apply_bmcs(plan: Plan, base_dir: Path, control: NodeControl | None = None,
         for host in booting:
             note(host, "held drained until it joins (fleetspec baremetal join)")
     for host in booting:  # nodes that are off: nothing to drain
-        if not _apply_one(plan, host, by_host[host], base_dir, redactor, result, note, readback_s):
+        if not _apply_one(plan, host, by_host[host], base_dir, redactor, result, note, readback_s, bmc_back_s):
             return result
     for wave in plan.waves:
         hosts = [h for h in wave.hosts if h in by_host]
-        if not hosts:
-            continue
-        if control is None:
-            for host in hosts:
+        draining = [h for h in hosts if any(c.disruption.drains for c in by_host[h])]
+        if draining and control is None:
+            for host in draining:
                 result.failed[host] = ("a BIOS or firmware change needs a drain and a reboot: give the scheduler "
                                        "to drain through (--drain slurm or --drain kubernetes)")
             return result
-        control.drain(hosts, DRAIN_REASON)
-        busy = control.wait_drained(hosts, drain_deadline_s)
-        if busy:
-            for host in busy:
-                result.failed[host] = f"still running work after {drain_deadline_s:g} s: not rebooted (left drained)"
-            return result
+        if draining:
+            assert control is not None
+            control.drain(draining, DRAIN_REASON)
+            busy = control.wait_drained(draining, drain_deadline_s)
+            if busy:
+                for host in busy:
+                    result.failed[host] = f"still running work after {drain_deadline_s:g} s: not rebooted (left drained)"
+                return result
         for host in hosts:
-            _apply_one(plan, host, by_host[host], base_dir, redactor, result, note, readback_s)
+            _apply_one(plan, host, by_host[host], base_dir, redactor, result, note, readback_s, bmc_back_s)
         if result.failed:
-            return result  # the wave's nodes stay drained: look before going on
-        control.resume(hosts)
-        for host in hosts:
-            note(host, "resumed")
+            return result  # the wave's drained nodes stay drained: look before going on
+        if draining:
+            assert control is not None
+            control.resume(draining)
+            for host in draining:
+                note(host, "resumed")
     return result
 
 
 def _apply_one(plan: Plan, host: str, changes: list[Change], base_dir: Path, redactor: Redactor,
-               result: BmcApplyResult, note: Callable[[str, str], None], readback_s: float) -> bool:
+               result: BmcApplyResult, note: Callable[[str, str], None], readback_s: float,
+               bmc_back_s: float) -> bool:
     assert plan.fleet.baremetal is not None
     bmc = plan.fleet.baremetal.bmc(host)
     assert bmc is not None
     try:
-        _apply_node(bmc, changes, base_dir, redactor, lambda line: note(host, line), readback_s)
+        _apply_node(bmc, changes, base_dir, redactor, lambda line: note(host, line), readback_s, bmc_back_s)
     except BmcError as exc:
         result.failed[host] = str(exc)
         return False
@@ -151,7 +158,7 @@ def _apply_one(plan: Plan, host: str, changes: list[Change], base_dir: Path, red
 
 
 def _apply_node(bmc: NodeBmc, changes: list[Change], base_dir: Path, redactor: Redactor,
-                note: Callable[[str], None], readback_s: float) -> None:
+                note: Callable[[str], None], readback_s: float, bmc_back_s: float) -> None:
     with Session(bmc, base_dir, redactor) as session:
         power_on = any(c.disruption is Disruption.NONE and c.after.get("power") == "On" for c in changes)
         bios: dict = {}
@@ -159,22 +166,33 @@ def _apply_node(bmc: NodeBmc, changes: list[Change], base_dir: Path, redactor: R
         for change in changes:
             bios.update(change.after.get("bios", {}))
             firmware.update(change.after.get("firmware", {}))
+        if "bmc" in firmware:  # first: its reset would drop what is staged before it
+            _update(session, "bmc", firmware["bmc"], note)
+            away = session.wait_reset(back_within_s=bmc_back_s)
+            note(f"the BMC reset after its update and answers again ({away:.0f} s away)" if away
+                 else "the BMC did not reset after its update")
+            _read_back(session, {"bmc": firmware["bmc"]["version"]}, readback_s, note)
+        host_side = {c: u for c, u in firmware.items() if c != "bmc"}
         if bios:
             session.set_bios(bios)
             note(f"BIOS staged: {', '.join(f'{k}={v}' for k, v in sorted(bios.items()))}")
-        for component, update in sorted(firmware.items()):
-            note(f"{component} firmware {update['version']}: UpdateService.SimpleUpdate from {update['image']}")
-            ended = session.update_firmware(component, update["image"])
-            note(f"{component} firmware update {ended}")
+        for component, update in sorted(host_side.items()):
+            _update(session, component, update, note)
         if power_on:
             session.boot_pxe_once()
             session.power("On")
             note("boot once from the network (PXE), powered on")
-        elif bios or firmware:
+        elif bios or host_side:
             session.power("restart")
             note("restarted (the BIOS or firmware change takes effect)")
-        if firmware:
-            _read_back(session, {c: u["version"] for c, u in firmware.items()}, readback_s, note)
+        if host_side:
+            _read_back(session, {c: u["version"] for c, u in host_side.items()}, readback_s, note)
+
+
+def _update(session: Session, component: str, update: dict[str, str], note: Callable[[str], None]) -> None:
+    note(f"{component} firmware {update['version']}: UpdateService from {update['image']}")
+    done = session.update_firmware(component, update["image"], update.get("sha256"))
+    note(f"{component} firmware update {done.line()}")
 
 
 def _read_back(session: Session, wanted: dict[str, str], deadline_s: float, note: Callable[[str], None]) -> None:

@@ -55,15 +55,18 @@ def build_baremetal(body: m.FleetBody, nodes: Sequence[ir.Node], partitions: Seq
     return ir.BareMetal(tuple(bmcs), spares, tickets, _pxe(body, findings), _firmware_images(body, findings))
 
 
-def _firmware_images(body: m.FleetBody, findings: list[Finding]) -> tuple[tuple[str, str, str], ...]:
+def _firmware_images(body: m.FleetBody, findings: list[Finding]) -> tuple[tuple[str, str, str, str], ...]:
     """The images a BMC fetches to update a component to a version. The BMC, not fleetspec,
     downloads the image, and many BMCs fetch over plain HTTP only: http to a host other than
     loopback warns (the vendor's signature, which the BMC checks, is then all that vouches for
-    it); a user or password in the URL is refused (it would be stored in the BMC's task log)."""
+    it); a user or password in the URL is refused (it would be stored in the BMC's task log).
+    An image given as ``{url, sha256}`` is one fleetspec may push itself (Redfish
+    MultipartHttpPushUri): it is fetched and checked against the SHA-256 before it is sent."""
     out = []
     images = body.baremetal.firmware_images if body.baremetal else {}
     for component, versions in sorted(images.items()):
-        for version, uri in sorted(versions.items()):
+        for version, image in sorted(versions.items()):
+            uri, sha256 = (image, "") if isinstance(image, str) else (image.url, image.sha256)
             path = ("spec", "baremetal", "firmware_images", component, version)
             problem = url_problem(uri, f"the {component} {version} firmware image")
             parts = urlsplit(uri) if problem else None
@@ -75,7 +78,7 @@ def _firmware_images(body: m.FleetBody, findings: list[Finding]) -> tuple[tuple[
             elif problem:
                 findings.append(Finding(RULE, Severity.ERROR, problem, path))
                 continue
-            out.append((component, version, uri))
+            out.append((component, version, uri, sha256))
     return tuple(out)
 
 

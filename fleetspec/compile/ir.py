@@ -381,13 +381,18 @@ class BareMetal(typing.NamedTuple):
     spares: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (partition, spare hostnames), sorted
     tickets: TicketWebhook | None = None
     pxe: PxeConfig | None = None
-    firmware_images: tuple[tuple[str, str, str], ...] = ()  # (component, version, image URI), sorted
+    # (component, version, image URI, its SHA-256 or ""), sorted
+    firmware_images: tuple[tuple[str, str, str, str], ...] = ()
 
     def bmc(self, host: str) -> NodeBmc | None:
         return next((b for b in self.bmcs if b.host == host), None)
 
     def firmware_image(self, component: str, version: str) -> str | None:
-        return next((uri for c, v, uri in self.firmware_images if (c, v) == (component, version)), None)
+        return next((uri for c, v, uri, _ in self.firmware_images if (c, v) == (component, version)), None)
+
+    def firmware_sha256(self, component: str, version: str) -> str | None:
+        """The SHA-256 the spec pins for the image (None: none given)."""
+        return next((sha or None for c, v, _, sha in self.firmware_images if (c, v) == (component, version)), None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -722,6 +722,17 @@ class Pxe(_Model):
         description="where the golden images are served: <image_url>/<stack>/{vmlinuz,initrd.img,rootfs.squashfs}")
 
 
+ImageUri = strict(str, pattern=r"^https?://[^\s'\"]+$", max_length=2048)
+
+
+class FirmwareImage(_Model):
+    """A firmware image with the SHA-256 it must have: fleetspec fetches it and checks it
+    before pushing it to a BMC that takes pushed images (Redfish MultipartHttpPushUri)."""
+
+    url: ImageUri = Field(description="where the image is served (the site's image store)")
+    sha256: strict(str, pattern=r"^[0-9a-f]{64}$") = Field(description="the image's SHA-256, lowercase hex")
+
+
 class BareMetal(_Model):
     """Hot spares, break-fix and the boot chain (docs/bare-metal.md)."""
 
@@ -730,9 +741,10 @@ class BareMetal(_Model):
     tickets: TicketWebhook | None = None
     pxe: Pxe | None = None
     firmware_images: dict[Literal["vbios", "nvswitch", "connectx", "bmc", "bios"],
-                          dict[FirmwareVersion, strict(str, pattern=r"^https?://[^\s'\"]+$", max_length=2048)]] = Field(
+                          dict[FirmwareVersion, ImageUri | FirmwareImage]] = Field(
         default_factory=dict,
-        description="component -> firmware version -> the image URI the BMC fetches (Redfish SimpleUpdate)")
+        description="component -> firmware version -> the image: its URI (the BMC fetches it: Redfish SimpleUpdate), "
+                    "or {url, sha256} (a BMC that takes pushed images gets it from fleetspec, checked first)")
 
 
 class SiteGpuModel(_Model):

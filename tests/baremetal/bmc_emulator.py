@@ -12,15 +12,47 @@ completed task), so this harness answers the action as a BMC does: it downloads 
 (recording its URI, size and SHA-256 in the system's state), answers 202 with a task monitor
 that reports ``Running`` for two polls, then runs the emulator's own SimpleUpdate (the
 version bump) and reports ``Completed``/``OK``, or ``Exception``/``Critical`` with the
-reason when the download or the emulator's update failed. Run as
-``python bmc_emulator.py --config FILE --interface 127.0.0.1 --port N``.
+reason when the download or the emulator's update failed.
+
+With ``FLEETSPEC_PUSH = True`` in the emulator's config it is also a BMC that takes pushed
+images, which sushy-emulator does not model at all (its UpdateService names no
+``MultipartHttpPushUri`` and it serves no FirmwareInventory):
+
+- the UpdateService advertises ``MultipartHttpPushUri`` ("the URI used to perform a Redfish
+  Specification-defined Multipart HTTP or HTTPS push update to the Update Service", DMTF
+  UpdateService schema) and serves ``FirmwareInventory``: per system with an ``inventory``,
+  one SoftwareInventory member per component (``BMC_<tail>``, ``GPU_SXM_<i>_<tail>``,
+  ``NVSwitch_<i>_<tail>``), each with ``RelatedItem`` naming the Manager (the BMC) or the
+  System it belongs to, as a service serving several systems must;
+- the push (DSP0266 "Multipart HTTP push updates": a multipart/form-data POST with an
+  ``UpdateParameters`` part, JSON with ``Targets`` and ``@Redfish.OperationApplyTime``, and an
+  ``UpdateFile`` part) answers 202 and a task monitor, as SimpleUpdate's does. What is awkward
+  on real BMCs is here too: a body over ``FLEETSPEC_PUSH_MAX_BYTES`` is answered 413 before it
+  is read, without the service advertising ``MaxImageSizeBytes`` (Lenovo XCC3's REST API
+  documents "returns code 413 when file size is too large" for its MultipartHttpPushUri); an
+  image for another component than its target ends the task ``Exception``/``Critical`` with the
+  reason; a target the service does not list is a 400;
+- an image carries its version (its first line ``FIRMWARE <component> <version>``, as a
+  vendor image carries its own) and that is what the component reports afterwards, never a
+  version the client names;
+- ``OnReset`` stages the image: the component reports its old version until the System is
+  next restarted or powered on, then the new one. ``Immediate`` applies at the task's end;
+- the BMC's own firmware (a Manager target) applies ``Immediate`` only, and the BMC then
+  resets: the process re-executes itself, so its port refuses connections for
+  ``FLEETSPEC_BMC_RESET_S`` seconds plus its start, as a BMC rebooting into new firmware is
+  unreachable (its state, in the driver's sqlite, survives).
+
+Run as ``python bmc_emulator.py --config FILE --interface 127.0.0.1 --port N``.
 """
 
 import hashlib
 import itertools
 import json
+import os
+import re
 import sys
 import threading
+import time
 import urllib.request
 
 import flask
@@ -66,14 +98,29 @@ class GpuNodeFakeDriver(fakedriver.FakeDriver):
         boot = (flask.request.get_json(silent=True) or {}).get("Boot") or {} if flask.has_request_context() else {}
         self._update(identity, boot_device=boot_source, boot_once=boot.get("BootSourceOverrideEnabled") == "Once")
 
+    def set_inventory(self, identity, key, version):
+        system = self._get(identity)
+        if key == "BIOS":
+            self._update(system, versions={**system.get("versions", {}), "BiosVersion": version})
+        else:
+            self._update(system, inventory={**system.get("inventory", {}), key: version})
+
+    def stage(self, identity, key, version):
+        system = self._get(identity)
+        self._update(system, staged={**system.get("staged", {}), key: version})
+
     def set_power_state(self, identity, state):
         system = self._get(identity)
         if state in ("On", "ForceOn", "ForceRestart", "GracefulRestart", "PowerCycle"):
             pending = system.get("bios_pending") or {}
             boots = system.get("boots", [])
             target = system.get("boot_device", "Hdd")
+            staged = system.get("staged") or {}  # OnReset images take effect as the system starts
+            versions = {**system.get("versions", {}), **({"BiosVersion": staged["BIOS"]} if "BIOS" in staged else {})}
+            inventory = {**system.get("inventory", {}), **{k: v for k, v in staged.items() if k != "BIOS"}}
             self._update(system, power_state="On", bios={**system.get("bios", {}), **pending}, bios_pending={},
-                         boots=[*boots, target])
+                         boots=[*boots, target], staged={}, versions=versions,
+                         **({"inventory": inventory} if "inventory" in system else {}))
             if system.get("boot_once"):
                 self._update(system, boot_device="Hdd", boot_once=False)
         elif state in ("ForceOff", "GracefulShutdown"):
@@ -136,18 +183,187 @@ def task_monitor(task_id):
             return flask.Response(_task(task_id, "Running", "OK"), status=202, content_type="application/json",
                                   headers={"Location": f"/redfish/v1/TaskService/TaskMonitors/{task_id}"})
         if "done" not in task:
-            if task["failure"] is None:  # the emulator's own SimpleUpdate does the update
+            if task["failure"] is None and "finish" in task:  # a push: apply or stage it now
+                task["failure"] = task["finish"]()
+            elif task["failure"] is None:  # the emulator's own SimpleUpdate does the update
                 with flask.current_app.test_request_context(json=task["body"]):
                     answer = update_service.update_service_simple_update()
                 if answer.status_code >= 400:
                     task["failure"] = f"the update failed: {answer.get_data(as_text=True)[:300]}"
             task["done"] = (_task(task_id, "Exception", "Critical", task["failure"]) if task["failure"]
                             else _task(task_id, "Completed", "OK"))
+            if task["failure"] is None and task.get("resets_bmc"):
+                threading.Timer(0.3, _reset_bmc).start()  # after this answer has gone out
         return flask.Response(task["done"], status=200, content_type="application/json")
 
 
+# --- MultipartHttpPushUri, FirmwareInventory, the BMC's reset ------------------------------
+
+PUSH_URI = "/redfish/v1/UpdateService/upload"
+INVENTORY = "/redfish/v1/UpdateService/FirmwareInventory"
+IMAGE_HEADER = re.compile(rb"FIRMWARE (\S+) (\S+)")
+# inventory key prefix -> the stack component an image for it names
+COMPONENT_OF = {"BMC": "bmc", "GPU": "vbios", "NVSwitch": "nvswitch", "BIOS": "bios"}
+
+
+def _push_enabled():
+    return bool(main.app.config.get("FLEETSPEC_PUSH"))
+
+
+def _error(message, status):
+    return flask.Response(json.dumps({"error": {"code": "Base.1.0.GeneralError", "message": message,
+                                                "@Message.ExtendedInfo": [{"MessageId": "Base.1.0.GeneralError",
+                                                                           "Message": message}]}}),
+                          status=status, content_type="application/json")
+
+
+def _systems_with_inventory():
+    driver = flask.current_app.systems
+    for uuid in driver.systems:
+        system = driver._get(uuid)
+        if "inventory" in system:
+            yield uuid, system
+
+
+def _member_id(key, uuid):
+    return f"{key}_{uuid[-4:]}"
+
+
+def update_service_resource():
+    doc = json.loads(original_update_service().get_data(as_text=True))
+    if _push_enabled():
+        doc["MultipartHttpPushUri"] = PUSH_URI
+        doc.pop("MaxImageSizeBytes", None)  # a BMC that says nothing of its limit, and answers 413
+    return flask.Response(json.dumps(doc), content_type="application/json")
+
+
+def inventory_collection():
+    members = [{"@odata.id": f"{INVENTORY}/{_member_id(key, uuid)}"}
+               for uuid, system in _systems_with_inventory() for key in sorted(system["inventory"])]
+    return flask.Response(json.dumps({
+        "@odata.type": "#SoftwareInventoryCollection.SoftwareInventoryCollection", "@odata.id": INVENTORY,
+        "Name": "Firmware Inventory Collection", "Members@odata.count": len(members), "Members": members}),
+        content_type="application/json")
+
+
+def _find_member(member_id):
+    for uuid, system in _systems_with_inventory():
+        for key, version in system["inventory"].items():
+            if _member_id(key, uuid) == member_id:
+                return uuid, key, version
+    return None
+
+
+def inventory_member(member_id):
+    found = _find_member(member_id)
+    if found is None:
+        return _error(f"no firmware inventory member {member_id}", 404)
+    uuid, key, version = found
+    related = f"/redfish/v1/Managers/{uuid}" if key == "BMC" else f"/redfish/v1/Systems/{uuid}"
+    return flask.Response(json.dumps({
+        "@odata.type": "#SoftwareInventory.v1_10_0.SoftwareInventory", "@odata.id": f"{INVENTORY}/{member_id}",
+        "Id": member_id, "Name": f"{key} firmware", "Version": version, "Updateable": True,
+        "RelatedItem": [{"@odata.id": related}], "Status": {"State": "Enabled", "Health": "OK"}}),
+        content_type="application/json")
+
+
+def _target(path):
+    """A push target -> (system uuid, inventory key), or None when the service lists no such resource."""
+    kind, _, ident = path.rstrip("/").rpartition("/")
+    driver = flask.current_app.systems
+    try:
+        if kind.endswith("/Systems"):
+            return driver.uuid(ident), "BIOS"
+        if kind.endswith("/Managers"):
+            uuid = driver.uuid(ident)
+            return (uuid, "BMC") if "BMC" in driver._get(uuid).get("inventory", {}) else None
+    except Exception:
+        return None
+    found = _find_member(ident) if kind == INVENTORY else None
+    return None if found is None else (found[0], found[1])
+
+
+def push_update():
+    limit = int(main.app.config.get("FLEETSPEC_PUSH_MAX_BYTES", 1 << 30))
+    if (flask.request.content_length or 0) > limit:  # refused before the body is read
+        return _error(f"The request body is {flask.request.content_length} bytes; this service takes images of at "
+                      f"most {limit} bytes", 413)
+    try:
+        params = json.loads(flask.request.form["UpdateParameters"])
+        upload = flask.request.files["UpdateFile"]
+    except (KeyError, ValueError):
+        return _error("a multipart push needs an UpdateParameters part (JSON) and an UpdateFile part", 400)
+    data = upload.read()
+    apply_time = params.get("@Redfish.OperationApplyTime", "Immediate")
+    if apply_time not in ("Immediate", "OnReset"):
+        return _error(f"@Redfish.OperationApplyTime {apply_time} is not supported by this service", 400)
+    targets = []
+    for path in params.get("Targets") or []:
+        target = _target(str(path))
+        if target is None:
+            return _error(f"the target {path} is not a resource of this service", 400)
+        if target[1] == "BMC" and apply_time != "Immediate":
+            return _error("this BMC applies its own firmware Immediate only", 400)
+        targets.append(target)
+    if not targets:
+        return _error("this service needs Targets", 400)
+    header = IMAGE_HEADER.search(data[:256])
+    failure = None
+    if header is None:
+        failure = "the image is not one this BMC can install (no FIRMWARE header)"
+    else:
+        component, version = header.group(1).decode(), header.group(2).decode()
+        wrong = [key for _, key in targets if COMPONENT_OF[key.split("_")[0]] != component]
+        if wrong:
+            failure = f"the image is a {component} image; the target {wrong[0]} takes another component's image"
+    driver = flask.current_app.systems
+    for uuid, _ in targets:
+        driver.record_image(uuid, {"uri": f"push:{upload.filename}", "size": len(data),
+                                   "sha256": hashlib.sha256(data).hexdigest(), "protocol": "MultipartHttpPush",
+                                   "apply_time": apply_time})
+
+    def finish():
+        for uuid, key in targets:
+            (driver.set_inventory if apply_time == "Immediate" else driver.stage)(uuid, key, version)
+        return None
+
+    task_id = str(next(_IDS))
+    with _LOCK:
+        _TASKS[task_id] = {"polls": 0, "failure": failure, "finish": finish,
+                           "resets_bmc": any(key == "BMC" for _, key in targets)}
+    return flask.Response(_task(task_id, "Running", "OK"), status=202, content_type="application/json",
+                          headers={"Location": f"/redfish/v1/TaskService/TaskMonitors/{task_id}"})
+
+
+def _reset_bmc():
+    """The BMC reboots into its new firmware: this process re-executes itself and waits
+    FLEETSPEC_BMC_RESET_S before it listens again (its listening socket closes on exec)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    down = str(main.app.config.get("FLEETSPEC_BMC_RESET_S", 3))
+    # werkzeug leaves its listening socket inheritable (for its reloader): close every
+    # descriptor but stdio so that the port really closes
+    for fd in sorted(int(name) for name in os.listdir("/proc/self/fd")):
+        if fd > 2:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    env = {k: v for k, v in os.environ.items() if k != "WERKZEUG_SERVER_FD"}
+    os.execve(sys.executable, [sys.executable, *sys.argv], {**env, "FLEETSPEC_BMC_DOWN_S": down})
+
+
+original_update_service = main.app.view_functions["UpdateService.update_service_resource"]
+main.app.view_functions["UpdateService.update_service_resource"] = update_service_resource
 main.app.view_functions["UpdateService.update_service_simple_update"] = simple_update
 main.app.add_url_rule("/redfish/v1/TaskService/TaskMonitors/<task_id>", "firmware_task_monitor", task_monitor)
+main.app.add_url_rule(INVENTORY, "firmware_inventory", inventory_collection)
+main.app.add_url_rule(f"{INVENTORY}/<member_id>", "firmware_inventory_member", inventory_member)
+main.app.add_url_rule(PUSH_URI, "multipart_push", push_update, methods=["POST"])
 
 if __name__ == "__main__":
+    down = os.environ.pop("FLEETSPEC_BMC_DOWN_S", None)
+    if down:
+        print(f"BMC reset: away for {down} s", flush=True)
+        time.sleep(float(down))
     sys.exit(main.main())

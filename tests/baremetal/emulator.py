@@ -24,8 +24,11 @@ PASSWORD = "bmc-test-pw-7Qx"
 USER = "admin"
 
 
-def system(name: str, uuid_tail: int, mac: str, power: str = "On") -> dict:
-    return {"uuid": f"6f0d5e2a-0000-4000-8000-{uuid_tail:012d}", "name": name, "power_state": power,
+def system(name: str, uuid_tail: int, mac: str, power: str = "On", inventory: dict | None = None) -> dict:
+    """One fake system; ``inventory`` (key -> version: ``BMC``, ``GPU_SXM_1``, ``NVSwitch_0``)
+    gives it FirmwareInventory members (bmc_emulator.py, with ``FLEETSPEC_PUSH``)."""
+    extra = {"inventory": dict(inventory)} if inventory is not None else {}
+    return {**extra, "uuid": f"6f0d5e2a-0000-4000-8000-{uuid_tail:012d}", "name": name, "power_state": power,
             "external_notifier": False, "nics": [{"mac": mac, "ip": "10.0.0.1"}],
             "bios": {"ProcTurboMode": "Disabled", "BootMode": "Uefi", "NicBoot1": "NetworkBoot"},
             "versions": {"BiosVersion": "2.4.1"}, "memory_gib": 2048, "cpus": 224, "sockets": 2}
@@ -64,18 +67,20 @@ class Emulator:
 
 
 @contextlib.contextmanager
-def running(root: Path, systems: list[dict] = SYSTEMS):
+def running(root: Path, systems: list[dict] = SYSTEMS, config: str = ""):
+    """``config``: more lines for the emulator's config (the harness's FLEETSPEC_PUSH,
+    FLEETSPEC_PUSH_MAX_BYTES, FLEETSPEC_BMC_RESET_S)."""
     import bcrypt
 
     root.mkdir(parents=True, exist_ok=True)
     auth = root / "htpasswd"
     auth.write_text(f"{USER}:{bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=4)).decode()}\n")
-    config = root / "emulator.conf"
-    config.write_text(f"SUSHY_EMULATOR_FAKE_DRIVER = True\nSUSHY_EMULATOR_STATE_DIR = {str(root / 'state')!r}\n"
-                      f"SUSHY_EMULATOR_AUTH_FILE = {str(auth)!r}\nSUSHY_EMULATOR_FAKE_SYSTEMS = {systems!r}\n")
+    conf = root / "emulator.conf"
+    conf.write_text(f"SUSHY_EMULATOR_FAKE_DRIVER = True\nSUSHY_EMULATOR_STATE_DIR = {str(root / 'state')!r}\n"
+                    f"SUSHY_EMULATOR_AUTH_FILE = {str(auth)!r}\nSUSHY_EMULATOR_FAKE_SYSTEMS = {systems!r}\n{config}")
     port = free_port()
     log = open(root / "emulator.log", "wb")
-    process = subprocess.Popen([sys.executable, str(HARNESS), "--config", str(config), "--interface", "127.0.0.1",
+    process = subprocess.Popen([sys.executable, str(HARNESS), "--config", str(conf), "--interface", "127.0.0.1",
                                 "--port", str(port)], stdout=log, stderr=subprocess.STDOUT, cwd=root,
                                env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
     emulator = Emulator(root, port, process)

@@ -82,7 +82,7 @@ def test_the_bmc_fetches_the_image_and_the_task_is_followed_to_its_end(lab, tmp_
     bmc, images = lab
     fleet = fleet_with(bmc, images)
     with Session(fleet.baremetal.bmc("gpu-01"), tmp_path) as session:
-        assert session.update_firmware("bios", images.url("bios-2.5.1.bin")) == "task Completed/OK"
+        assert session.update_firmware("bios", images.url("bios-2.5.1.bin")).task == "task Completed/OK"
         assert session.read().firmware == {"bios": "2.5.1"}
     state = bmc.system("gpu-01")
     assert state["firmware_images"] == [{"uri": images.url("bios-2.5.1.bin"), "size": len(IMAGE),
@@ -109,8 +109,8 @@ def test_apply_updates_a_node_that_is_off_before_powering_it_on(lab, tmp_path) -
     lines: list[str] = []
     result = apply_bmcs(plan, tmp_path, control=None, on_line=lines.append, readback_s=0)
     assert [line for line in lines if line.startswith("gpu-02")] == [
-        f"gpu-02: bios firmware 2.5.1: UpdateService.SimpleUpdate from {images.url('bios-2.5.1.bin')}",
-        "gpu-02: bios firmware update task Completed/OK",
+        f"gpu-02: bios firmware 2.5.1: UpdateService from {images.url('bios-2.5.1.bin')}",
+        "gpu-02: bios firmware update task Completed/OK (SimpleUpdate: fetched by the BMC)",
         "gpu-02: boot once from the network (PXE), powered on",
         "gpu-02: firmware read back: bios 2.5.1"]
     # the nodes that are on need a drain first: refused without a scheduler, untouched
