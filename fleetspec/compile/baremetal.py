@@ -66,7 +66,7 @@ def _firmware_images(body: m.FleetBody, findings: list[Finding]) -> tuple[tuple[
     images = body.baremetal.firmware_images if body.baremetal else {}
     for component, versions in sorted(images.items()):
         for version, image in sorted(versions.items()):
-            uri, sha256 = (image, "") if isinstance(image, str) else (image.url, image.sha256)
+            uri, sha256 = image.url, image.sha256 or ""
             path = ("spec", "baremetal", "firmware_images", component, version)
             problem = url_problem(uri, f"the {component} {version} firmware image")
             parts = urlsplit(uri) if problem else None

@@ -726,11 +726,18 @@ ImageUri = strict(str, pattern=r"^https?://[^\s'\"]+$", max_length=2048)
 
 
 class FirmwareImage(_Model):
-    """A firmware image with the SHA-256 it must have: fleetspec fetches it and checks it
-    before pushing it to a BMC that takes pushed images (Redfish MultipartHttpPushUri)."""
+    """A firmware image: its URI alone (the BMC fetches it: Redfish SimpleUpdate), or
+    ``{url, sha256}``: fleetspec fetches it and checks the SHA-256 before pushing it to a BMC
+    that takes pushed images (Redfish MultipartHttpPushUri)."""
 
     url: ImageUri = Field(description="where the image is served (the site's image store)")
-    sha256: strict(str, pattern=r"^[0-9a-f]{64}$") = Field(description="the image's SHA-256, lowercase hex")
+    sha256: strict(str, pattern=r"^[0-9a-f]{64}$") | None = Field(
+        default=None, description="the image's SHA-256, 64 lower-case hex digits")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _uri_alone(cls, data: Any) -> Any:
+        return {"url": data} if isinstance(data, str) else data
 
 
 class BareMetal(_Model):
@@ -741,7 +748,7 @@ class BareMetal(_Model):
     tickets: TicketWebhook | None = None
     pxe: Pxe | None = None
     firmware_images: dict[Literal["vbios", "nvswitch", "connectx", "bmc", "bios"],
-                          dict[FirmwareVersion, ImageUri | FirmwareImage]] = Field(
+                          dict[FirmwareVersion, FirmwareImage]] = Field(
         default_factory=dict,
         description="component -> firmware version -> the image: its URI (the BMC fetches it: Redfish SimpleUpdate), "
                     "or {url, sha256} (a BMC that takes pushed images gets it from fleetspec, checked first)")

@@ -109,6 +109,8 @@ def _pattern_hint(key: str) -> str:
                 "give the credential as a secret reference")
     if key in ("uri", "key_url"):
         return "Use an https:// or file:/ URL: plain http lets anyone on the path swap packages"
+    if key == "sha256":
+        return "Write the SHA-256 as 64 lower-case hex digits, as sha256sum prints it"
     if key == "state_save_location":
         return "Write an absolute path of letters, digits, '.', '_' and '-', like /var/spool/slurmctld"
     if key in ("timeout", "recovery_timeout"):

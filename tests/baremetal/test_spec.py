@@ -163,3 +163,22 @@ def test_a_firmware_component_the_tuple_does_not_know_is_refused() -> None:
     extra = '  baremetal:\n    firmware_images: {gpu: {"2.5.1": "https://fw.example.com/b.bin"}}\n'
     found = errors(spec(LOCAL, extra=extra))
     assert found and "firmware_images" in found[0].path, found
+
+
+def test_an_image_with_its_sha256_compiles_and_a_bad_sha256_is_refused_where_written() -> None:
+    import json
+
+    from fleetspec.state.codec import fleet_from_dict
+
+    digest = "ab" * 32
+    extra = (f'  baremetal:\n    firmware_images: {{bmc: {{"1.20": {{url: "https://fw.example.com/bmc.bin", '
+             f'sha256: "{digest}"}}}}}}\n')
+    result = compiled(spec(LOCAL, extra=extra))
+    assert result.valid, result.located()
+    assert result.fleet.baremetal.firmware_image("bmc", "1.20") == "https://fw.example.com/bmc.bin"
+    assert result.fleet.baremetal.firmware_sha256("bmc", "1.20") == digest
+    assert fleet_from_dict(json.loads(result.fleet.to_json())).to_json() == result.fleet.to_json()
+    found = errors(spec(LOCAL, extra=extra.replace(digest, "AB" * 32)))
+    assert [f.path for f in found] == ["spec.baremetal.firmware_images.bmc.1.20.sha256"], found
+    assert "64 lower-case hex digits" in found[0].message
+    assert found[0].line == 31, found
