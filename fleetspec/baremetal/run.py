@@ -8,10 +8,10 @@ is drained through its scheduler first (when a `NodeControl` is given), its BMC'
 firmware updated first (the BMC's reset waited out), its BIOS attributes staged, its other
 firmware updated (pushed, or fetched by the BMC; staged for the reboot; each task followed to
 its end), it is restarted, the firmware inventory is read back and compared with the stack's
-pins, and it is resumed after; a node whose only change is the BMC's firmware is not drained
-nor rebooted (``rolling``: the host keeps its work); a node that is off gets the same BIOS and firmware, is set
-to boot once from the network and powered on, held drained (with a `NodeControl`) until
-`fleetspec.baremetal.join` has verified it.
+pins, and it is resumed after; a node whose only change is the BMC's firmware is neither
+drained nor rebooted (``rolling``: the host keeps its work); a node that is off gets the same
+BIOS and firmware, is set to boot once from the network and powered on, held drained (with a
+`NodeControl`) until `fleetspec.baremetal.join` has verified it.
 """
 
 from __future__ import annotations
@@ -91,8 +91,9 @@ def apply_bmcs(plan: Plan, base_dir: Path, control: NodeControl | None = None,
                on_line: Callable[[str], None] = lambda line: None, drain_deadline_s: float = 3600,
                redactor: Redactor | None = None, readback_s: float = READBACK_S,
                bmc_back_s: float = BMC_BACK_S) -> BmcApplyResult:
-    """Apply the plan's BMC changes: nodes that are off first, then the drain-reboot waves.
-    Without ``control`` a drain-reboot wave is refused (nothing restarts a node under running
+    """Apply the plan's BMC changes: nodes that are off first, then the waves (drain-reboot,
+    and rolling for BMC-only updates, which drain nothing). Without ``control`` a drain-reboot
+    change is refused (nothing restarts a node under running
     work); a node that fails stops the run, its wave left drained."""
     assert plan.fleet.baremetal is not None
     result = BmcApplyResult()
@@ -118,13 +119,12 @@ def apply_bmcs(plan: Plan, base_dir: Path, control: NodeControl | None = None,
     for wave in plan.waves:
         hosts = [h for h in wave.hosts if h in by_host]
         draining = [h for h in hosts if any(c.disruption.drains for c in by_host[h])]
-        if draining and control is None:
-            for host in draining:
-                result.failed[host] = ("a BIOS or firmware change needs a drain and a reboot: give the scheduler "
-                                       "to drain through (--drain slurm or --drain kubernetes)")
-            return result
         if draining:
-            assert control is not None
+            if control is None:
+                for host in draining:
+                    result.failed[host] = ("a BIOS or firmware change needs a drain and a reboot: give the scheduler "
+                                           "to drain through (--drain slurm or --drain kubernetes)")
+                return result
             control.drain(draining, DRAIN_REASON)
             busy = control.wait_drained(draining, drain_deadline_s)
             if busy:
@@ -135,8 +135,7 @@ def apply_bmcs(plan: Plan, base_dir: Path, control: NodeControl | None = None,
             _apply_one(plan, host, by_host[host], base_dir, redactor, result, note, readback_s, bmc_back_s)
         if result.failed:
             return result  # the wave's drained nodes stay drained: look before going on
-        if draining:
-            assert control is not None
+        if draining and control is not None:
             control.resume(draining)
             for host in draining:
                 note(host, "resumed")
