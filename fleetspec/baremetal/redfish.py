@@ -454,6 +454,11 @@ class Session:
         return size
 
     def _follow(self, component: str, monitor: Any, timeout_s: float) -> str:
+        """Follow the task monitor to the task's end. A BMC updating its own firmware may
+        reset before it reports the end (its task monitor gone with it): that is said, and
+        the version read back after the reset decides."""
+        from sushy import exceptions
+
         deadline = time.monotonic() + timeout_s
         try:
             while monitor.is_processing:
@@ -466,6 +471,11 @@ class Session:
             state, status, messages = self._task_end(monitor)
         except BmcError:
             raise
+        except (exceptions.ConnectionError, exceptions.ResourceNotFoundError):  # gone, or back without the task
+            if component != "bmc":
+                raise self._error(f"the BMC went away while following the {component} firmware update task",
+                                  RuntimeError("connection lost")) from None
+            return "task lost: the BMC reset before reporting its end"
         except Exception as exc:
             raise self._error(f"following the {component} firmware update task failed", exc) from None
         if state not in TASK_DONE or status not in TASK_OK:

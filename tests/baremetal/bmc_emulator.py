@@ -40,7 +40,9 @@ images, which sushy-emulator does not model at all (its UpdateService names no
 - the BMC's own firmware (a Manager target) applies ``Immediate`` only, and the BMC then
   resets: the process re-executes itself, so its port refuses connections for
   ``FLEETSPEC_BMC_RESET_S`` seconds plus its start, as a BMC rebooting into new firmware is
-  unreachable (its state, in the driver's sqlite, survives).
+  unreachable (its state, in the driver's sqlite, survives). With
+  ``FLEETSPEC_BMC_RESET_EARLY`` it resets before answering the task monitor's last poll, so
+  the client never sees the task's end, as a BMC that reboots into its new image at once does.
 
 Run as ``python bmc_emulator.py --config FILE --interface 127.0.0.1 --port N``.
 """
@@ -185,6 +187,8 @@ def task_monitor(task_id):
         if "done" not in task:
             if task["failure"] is None and "finish" in task:  # a push: apply or stage it now
                 task["failure"] = task["finish"]()
+                if task["failure"] is None and task["resets_bmc"] and main.app.config.get("FLEETSPEC_BMC_RESET_EARLY"):
+                    _reset_bmc()  # before answering: the task monitor goes with the BMC
             elif task["failure"] is None:  # the emulator's own SimpleUpdate does the update
                 with flask.current_app.test_request_context(json=task["body"]):
                     answer = update_service.update_service_simple_update()

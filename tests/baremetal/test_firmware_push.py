@@ -196,3 +196,16 @@ def test_a_bmc_that_does_not_come_back_in_time_fails_the_node(lab, tmp_path) -> 
     assert result.failed == {"spare-01": f"spare-01: the BMC at {bmc.endpoint} did not answer again within 3 s of "
                                          "resetting after its firmware update: look at it (its console, its power) "
                                          "before anything else"}
+
+
+@pytest.mark.parametrize("lab", ["FLEETSPEC_BMC_RESET_EARLY = True\n"], indirect=True)
+def test_a_bmc_that_resets_before_reporting_the_task_end_is_judged_by_the_version_read_back(lab, tmp_path) -> None:
+    bmc, images = lab
+    fleet = fleet_with(bmc, images)
+    plan, _ = plan_bmcs(fleet, observe(fleet, tmp_path, hosts=["spare-01"]))
+    lines: list[str] = []
+    result = apply_bmcs(plan, tmp_path, control=None, on_line=lines.append, readback_s=30, bmc_back_s=60)
+    assert result.ok, result.failed
+    assert lines[1] == ("spare-01: bmc firmware update task lost: the BMC reset before reporting its end "
+                        f"(MultipartHttpPushUri: pushed {len(BMC_IMAGE)} bytes (sha256 checked), Immediate)")
+    assert lines[-1] == "spare-01: firmware read back: bmc 1.20"
