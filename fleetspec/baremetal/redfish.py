@@ -471,10 +471,9 @@ class Session:
             state, status, messages = self._task_end(monitor)
         except BmcError:
             raise
-        except (exceptions.ConnectionError, exceptions.ResourceNotFoundError):  # gone, or back without the task
+        except (exceptions.ConnectionError, exceptions.ResourceNotFoundError) as exc:  # gone, or back without it
             if component != "bmc":
-                raise self._error(f"the BMC went away while following the {component} firmware update task",
-                                  RuntimeError("connection lost")) from None
+                raise self._error(f"following the {component} firmware update task failed", exc) from None
             return "task lost: the BMC reset before reporting its end"
         except Exception as exc:
             raise self._error(f"following the {component} firmware update task failed", exc) from None
