@@ -368,7 +368,8 @@ class Session:
             raise self._error(f"cannot read the UpdateService for the {component} firmware update", exc) from None
         if push_uri:
             apply_time = APPLY_TIME.get(component, APPLY_TIME_DEFAULT)
-            limit = min(max_bytes, int(service.json.get("MaxImageSizeBytes") or max_bytes))
+            advertised = service.json.get("MaxImageSizeBytes")
+            limit = min(max_bytes, advertised) if type(advertised) is int and advertised > 0 else max_bytes
             monitor, size = self._push(component, str(push_uri), image, sha256, targets, apply_time, limit, service)
             return Updated("MultipartHttpPushUri", apply_time, self._follow(component, monitor, timeout_s), size)
         protocol = UpdateTransferProtocolType.HTTPS if image.startswith("https://") else UpdateTransferProtocolType.HTTP
