@@ -32,17 +32,19 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fleetspec import __version__
 from fleetspec.state.lock import LockHeld, LockInfo, current_holder
 from fleetspec.state.store import (
     _SAFE_NAME,
-    Change,
+    FORMAT_VERSION,
+    Delta,
     DocumentWrites,
     State,
     StateError,
     _check_document,
     _new_document,
     _state_from_document,
-    next_document,
+    journal_entry,
 )
 from fleetspec.state.urls import redact_message, redact_url
 
@@ -76,6 +78,46 @@ CREATE TABLE IF NOT EXISTS fleetspec_state (
     document   jsonb       NOT NULL,
     written_at timestamptz NOT NULL DEFAULT now(),
     written_by text        NOT NULL,
+    PRIMARY KEY (fleet, serial)
+);
+CREATE TABLE IF NOT EXISTS fleetspec_head (
+    fleet       text    PRIMARY KEY,
+    lineage     text    NOT NULL,
+    serial      integer NOT NULL CHECK (serial > 0),
+    base_serial integer NOT NULL CHECK (base_serial >= 0),
+    header      jsonb   NOT NULL,
+    applied     jsonb
+);
+CREATE TABLE IF NOT EXISTS fleetspec_node (
+    fleet    text    NOT NULL,
+    host     text    NOT NULL,
+    position integer,
+    applied  jsonb,
+    moved    boolean NOT NULL DEFAULT false,
+    record   jsonb,
+    PRIMARY KEY (fleet, host)
+);
+CREATE TABLE IF NOT EXISTS fleetspec_serial (
+    fleet      text        NOT NULL,
+    serial     integer     NOT NULL CHECK (serial > 0),
+    lineage    text        NOT NULL,
+    written_at timestamptz NOT NULL DEFAULT now(),
+    written_by text        NOT NULL,
+    entry      jsonb       NOT NULL,
+    PRIMARY KEY (fleet, serial)
+);
+CREATE TABLE IF NOT EXISTS fleetspec_change (
+    fleet  text    NOT NULL,
+    serial integer NOT NULL,
+    part   text    NOT NULL CHECK (part IN ('header', 'fleet', 'node', 'progress')),
+    host   text    NOT NULL,
+    value  jsonb,
+    PRIMARY KEY (fleet, serial, part, host)
+);
+CREATE TABLE IF NOT EXISTS fleetspec_base (
+    fleet    text    NOT NULL,
+    serial   integer NOT NULL,
+    document jsonb   NOT NULL,
     PRIMARY KEY (fleet, serial)
 );
 CREATE TABLE IF NOT EXISTS fleetspec_fleet (
@@ -179,50 +221,68 @@ class PostgresStore(DocumentWrites):
     # -- reading ---------------------------------------------------------------------
 
     def read(self) -> State:
-        row = self._query("SELECT document FROM fleetspec_state WHERE fleet = %s ORDER BY serial DESC LIMIT 1",
-                          (self.fleet_name,))
-        if not row:
+        document = self.export_document()
+        if document is None:
             return State(self.fleet_name, None, 0, None)
-        return self._state(row[0][0])
+        return self._state(document)
 
     def read_serial(self, serial: int) -> State:
-        """The state as it was at ``serial`` (history is kept)."""
-        row = self._query("SELECT document FROM fleetspec_state WHERE fleet = %s AND serial = %s",
-                          (self.fleet_name, serial))
-        if not row:
+        """The state as it was at ``serial``: rebuilt from the change log (from where the
+        rows began: 0, or the serial a copy or a migration started them at), or, before
+        that, a whole document of the format 1 table."""
+        def rebuild(conn: psycopg.Connection[Any]) -> dict[str, Any] | None:
+            head = _head(conn, self.fleet_name)
+            if head is None or serial < head.base_serial:
+                return _legacy_document(conn, self.fleet_name, serial)
+            if serial > head.serial:
+                return None
+            return _rebuild(conn, self.fleet_name, head, serial)
+
+        document = self._reading(rebuild)
+        if document is None:
             raise StateError(f"{self.location} has no serial {serial}")
-        return self._state(row[0][0])
+        return self._state(document)
 
     def history(self) -> list[dict[str, Any]]:
-        """One entry per serial kept, oldest first: its journal entry plus when and by whom it was written."""
-        rows = self._query("SELECT serial, written_at, written_by, lineage, document->'journal'->-1 "
-                           "FROM fleetspec_state WHERE fleet = %s ORDER BY serial", (self.fleet_name,))
+        """One entry per serial, oldest first: its journal entry plus when and by whom it was written."""
+        def rows(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
+            if _head(conn, self.fleet_name) is not None:
+                return conn.execute("SELECT serial, written_at, written_by, lineage, entry FROM fleetspec_serial "
+                                    "WHERE fleet = %s ORDER BY serial", (self.fleet_name,)).fetchall()
+            return conn.execute("SELECT serial, written_at, written_by, lineage, document->'journal'->-1 "
+                                "FROM fleetspec_state WHERE fleet = %s ORDER BY serial", (self.fleet_name,)).fetchall()
+
         return [{**(entry or {}), "serial": serial, "written_at": written_at.isoformat(), "written_by": by,
-                 "lineage": lineage} for serial, written_at, by, lineage, entry in rows]
+                 "lineage": lineage} for serial, written_at, by, lineage, entry in self._reading(rows) or []]
 
     def export_document(self) -> dict[str, Any] | None:
-        """The latest stored document as it is (``state copy``); None when there is no state."""
-        row = self._query("SELECT document FROM fleetspec_state WHERE fleet = %s ORDER BY serial DESC LIMIT 1",
-                          (self.fleet_name,))
-        return row[0][0] if row else None
+        """The latest state as one document (``read``, ``state copy``); None when there is none."""
+        def latest(conn: psycopg.Connection[Any]) -> dict[str, Any] | None:
+            head = _head(conn, self.fleet_name)
+            if head is None:
+                return _legacy_document(conn, self.fleet_name, None)
+            return _assemble(conn, self.fleet_name, head)
+
+        return self._reading(latest)
 
     def import_document(self, document: dict[str, Any]) -> State:
-        """Store another store's document unchanged (lineage, serial, journal) as this fleet's
-        first row: only into an empty state, and only under the lock (``state copy``)."""
+        """Store another store's document (lineage, serial, journal) as this fleet's rows:
+        only into an empty state, and only under the lock (``state copy``). The document is
+        kept whole once, as the base the change log starts from."""
         if self._lock is None or self._conn is None:
             raise StateError("state writes need the lock: use 'with store.lock(command):'")
         state = self._state(document)
         psycopg = _psycopg()
+        by = f"state copy by {self._lock.holder.user if self._lock.holder else 'unknown'}"
         try:
             with self._conn.transaction():
-                if self._conn.execute("SELECT 1 FROM fleetspec_state WHERE fleet = %s LIMIT 1",
-                                      (self.fleet_name,)).fetchone():
+                if _head(self._conn, self.fleet_name) is not None or _legacy_document(
+                        self._conn, self.fleet_name, None) is not None:
                     raise StateError(f"{self.location} already holds a state: a copy goes only into an empty "
                                      f"location")
-                self._conn.execute("INSERT INTO fleetspec_state (fleet, serial, lineage, document, written_by) "
-                                   "VALUES (%s, %s, %s, %s, %s)",
-                                   (self.fleet_name, document["serial"], document["lineage"], json.dumps(document),
-                                    f"state copy by {self._lock.holder.user if self._lock.holder else 'unknown'}"))
+                _store_base(self._conn, self.fleet_name, document, by)
+                self._conn.execute("INSERT INTO fleetspec_base (fleet, serial, document) VALUES (%s, %s, %s)",
+                                   (self.fleet_name, document["serial"], json.dumps(document)))
         except psycopg.Error as exc:
             raise StateError(f"the copy into {self.location} failed and was not made: {str(exc).strip()}") from None
         return state
@@ -231,14 +291,17 @@ class PostgresStore(DocumentWrites):
         _check_document(document, self.location, self.fleet_name)
         return _state_from_document(document, self.location)
 
-    def _query(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        """Rows of a read; no table yet reads as no rows (nothing was ever written)."""
+    def _reading(self, read: Any) -> Any:
+        """``read(conn)`` in one repeatable-read transaction (a write is one transaction: the
+        reader sees all of it or none); no tables yet reads as None (nothing was written)."""
         psycopg = _psycopg()
         conn = self._conn or connect(self.url, "read")
         try:
-            return conn.execute(sql, params).fetchall()
+            with conn.transaction():
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                return read(conn)
         except psycopg.errors.UndefinedTable:
-            return []
+            return None
         except psycopg.Error as exc:
             raise StateError(f"cannot read the state at {self.location}: {str(exc).strip()}") from None
         finally:
@@ -366,28 +429,311 @@ class PostgresStore(DocumentWrites):
 
     # -- writing ---------------------------------------------------------------------
 
-    def _write(self, change: Change, kind: str, hosts: list[str], summary: str) -> State:
+    def _write(self, delta: Delta, kind: str, hosts: list[str], summary: str) -> State:
+        """One write, one transaction: the rows of the nodes it changed, the fleet's head row
+        (serial + 1, checked against the serial read), a serial row (its journal entry) and
+        the change log's rows. A format 1 state is migrated to rows first, in the same
+        transaction."""
         if self._lock is None or self._conn is None:
             raise StateError("state writes need the lock: use 'with store.lock(command):'")
         psycopg = _psycopg()
         conn = self._conn
+        holder = self._lock.holder
+        by = f"{holder.user}@{holder.host} pid {holder.pid}" if holder else "unknown"
         try:
             with conn.transaction():
-                row = conn.execute("SELECT document FROM fleetspec_state WHERE fleet = %s "
-                                   "ORDER BY serial DESC LIMIT 1", (self.fleet_name,)).fetchone()
-                if row is not None:
-                    _check_document(row[0], self.location, self.fleet_name)
-                document = row[0] if row is not None else _new_document(self.fleet_name)
-                next_document(document, change, kind, hosts, summary, self._lock.command)
-                holder = self._lock.holder
-                by = f"{holder.user}@{holder.host} pid {holder.pid}" if holder else "unknown"
-                conn.execute("INSERT INTO fleetspec_state (fleet, serial, lineage, document, written_by) "
-                             "VALUES (%s, %s, %s, %s, %s)",
-                             (self.fleet_name, document["serial"], document["lineage"], json.dumps(document), by))
+                head = _head(conn, self.fleet_name, for_update=True)
+                if head is None:
+                    legacy = _legacy_document(conn, self.fleet_name, None)
+                    if legacy is not None:
+                        _check_document(legacy, self.location, self.fleet_name)
+                        head = _migrate(conn, self.fleet_name, legacy)
+                if head is not None:
+                    _check_document({**head.header, "nodes": {}, "journal": []}, self.location, self.fleet_name)
+                entry = journal_entry((head.serial if head else 0) + 1, kind, hosts, summary, self._lock.command)
+                serial = _write_rows(conn, self.fleet_name, head, delta, entry)
+                conn.execute("INSERT INTO fleetspec_serial (fleet, serial, lineage, written_by, entry) "
+                             "VALUES (%s, %s, (SELECT lineage FROM fleetspec_head WHERE fleet = %s), %s, %s)",
+                             (self.fleet_name, serial, self.fleet_name, by, json.dumps(entry)))
+                document = _assemble(conn, self.fleet_name, _head(conn, self.fleet_name))
         except psycopg.Error as exc:
             raise StateError(f"the state write to {self.location} failed and was not made: "
                              f"{str(exc).strip()}") from None
-        return _state_from_document(document, self.location)
+        return self._state(document)
+
+
+@dataclass(frozen=True)
+class _Head:
+    lineage: str
+    serial: int
+    base_serial: int
+    header: dict[str, Any]  # the document without applied, nodes, journal
+    applied: dict[str, Any] | None  # the applied fleet without its nodes
+
+
+_VOLATILE = ("serial", "updated", "fleetspec_version", "format_version")  # the serial row says them
+
+
+def _head(conn: psycopg.Connection[Any], fleet: str, *, for_update: bool = False) -> _Head | None:
+    """The fleet's head row; None before its first format 2 write (a database that only an
+    older release has used has no such table yet: its state is in ``fleetspec_state``)."""
+    try:
+        with conn.transaction():  # a savepoint, so a missing table leaves the caller's transaction usable
+            row = conn.execute("SELECT lineage, serial, base_serial, header, applied FROM fleetspec_head "
+                               "WHERE fleet = %s" + (" FOR UPDATE" if for_update else ""), (fleet,)).fetchone()
+    except _psycopg().errors.UndefinedTable:
+        return None
+    return None if row is None else _Head(*row)
+
+
+def _legacy_document(conn: psycopg.Connection[Any], fleet: str, serial: int | None) -> dict[str, Any] | None:
+    """A whole document of the format 1 table (``fleetspec_state``): the latest, or ``serial``'s.
+    The marker row a migration leaves (format 2: it stops older releases) is not a state."""
+    sql = ("SELECT document FROM fleetspec_state WHERE fleet = %s "
+           "AND coalesce((document->>'format_version')::int, 1) < 2")
+    try:
+        with conn.transaction():  # a savepoint: a database without the table reads as no rows
+            row = (conn.execute(sql + " ORDER BY serial DESC LIMIT 1", (fleet,)) if serial is None
+                   else conn.execute(sql + " AND serial = %s", (fleet, serial))).fetchone()
+    except _psycopg().errors.UndefinedTable:
+        return None
+    return None if row is None else row[0]
+
+
+def _assemble(conn: psycopg.Connection[Any], fleet: str, head: _Head | None) -> dict[str, Any] | None:
+    """The latest state as one document, from its rows."""
+    if head is None:
+        return None
+    applied: list[Any] = []
+    progress: dict[str, Any] = {}
+    for _host, node, moved, record in conn.execute(
+            "SELECT host, applied, moved, record FROM fleetspec_node WHERE fleet = %s "
+            "ORDER BY position NULLS LAST, host", (fleet,)):
+        if node is not None:
+            applied.append(node)
+        if moved:
+            progress[_host] = record
+    journal = [r[0] for r in conn.execute("SELECT entry FROM fleetspec_serial WHERE fleet = %s ORDER BY serial",
+                                          (fleet,))]
+    return {**head.header, "serial": head.serial, "lineage": head.lineage,
+            "applied": None if head.applied is None else _with_nodes(head.applied, applied),
+            "nodes": progress, "journal": journal}
+
+
+def _with_nodes(part: dict[str, Any], nodes: list[Any]) -> dict[str, Any]:
+    """The applied fleet from its part without nodes, the nodes in their place (``Fleet.to_dict``'s order)."""
+    out: dict[str, Any] = {}
+    for key, value in part.items():
+        out[key] = value
+        if key == "racks":
+            out["nodes"] = nodes
+    out.setdefault("nodes", nodes)
+    return out
+
+
+def _split_applied(applied: dict[str, Any] | None) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    if applied is None:
+        return None, []
+    return {k: v for k, v in applied.items() if k != "nodes"}, list(applied.get("nodes") or [])
+
+
+def _diff(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any] | None:
+    """The top-level keys of ``new`` that differ from ``old`` (None: none do)."""
+    old = old or {}
+    changed = {k: v for k, v in new.items() if k not in old or old[k] != v}
+    gone = [k for k in old if k not in new]
+    return {"set": changed, "unset": gone} if changed or gone else None
+
+
+def _patch(old: dict[str, Any] | None, change: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in (old or {}).items() if k not in change.get("unset", ())}
+    out.update(change.get("set", {}))
+    return out
+
+
+def _rows(conn: psycopg.Connection[Any], sql: str, params: tuple[Any, ...], rows: list[dict[str, Any]]) -> None:
+    """One statement for many rows: ``sql`` reads them from ``x``, the jsonb_to_recordset of its
+    last parameter (a JSON array); ``params`` are the ones before it."""
+    if rows:
+        conn.execute(sql, (*params, json.dumps(rows)))
+
+
+_NODE_COLUMNS = "x(host text, position integer, applied jsonb, moved boolean, record jsonb)"
+
+
+def _write_rows(conn: psycopg.Connection[Any], fleet: str, head: _Head | None, delta: Delta,
+                entry: dict[str, Any]) -> int:
+    """The rows ``delta`` changes, and their change log at ``entry``'s serial; returns that serial."""
+    serial = entry["serial"]
+    changes: list[dict[str, Any]] = []
+    header = {} if head is None else dict(head.header)
+    new_header = {**header, "format_version": FORMAT_VERSION, "serial": serial, "updated": entry["time"],
+                  "fleetspec_version": __version__}
+    if head is None:
+        fresh = _new_document(fleet)
+        new_header.update({k: v for k, v in fresh.items() if k not in ("applied", "nodes", "journal")},
+                          serial=serial, updated=entry["time"])
+    if delta.set_limited:
+        if delta.limited is None:
+            new_header.pop("limited", None)
+        else:
+            new_header["limited"] = delta.limited
+    if {k: v for k, v in new_header.items() if k not in _VOLATILE} != \
+            {k: v for k, v in header.items() if k not in _VOLATILE}:
+        changes.append({"part": "header", "host": "", "value": {k: v for k, v in new_header.items()
+                                                               if k not in _VOLATILE}})
+    applied_part = None if head is None else head.applied
+    if delta.applied is not None:
+        part, nodes = _split_applied(delta.applied)
+        assert part is not None
+        if (change := _diff(applied_part, part)) is not None:
+            changes.append({"part": "fleet", "host": "", "value": change})
+        applied_part = part
+        current = {host: (position, node) for host, position, node in conn.execute(
+            "SELECT host, position, applied FROM fleetspec_node WHERE fleet = %s AND applied IS NOT NULL", (fleet,))}
+        upserts = []
+        for position, node in enumerate(nodes):
+            host = node["hostname"]
+            old_position, old = current.pop(host, (None, None))
+            change = _diff(old, node)
+            if change is None and old_position == position:
+                continue
+            changes.append({"part": "node", "host": host,
+                            "value": {**(change or {"set": {}, "unset": []}), "position": position}})
+            upserts.append({"host": host, "position": position, "applied": node})
+        for (host,) in conn.execute("SELECT host FROM fleetspec_node WHERE fleet = %s AND moved", (fleet,)):
+            changes.append({"part": "progress", "host": host, "value": None})
+        conn.execute("UPDATE fleetspec_node SET moved = false, record = NULL WHERE fleet = %s AND moved", (fleet,))
+        _rows(conn, f"INSERT INTO fleetspec_node (fleet, host, position, applied) SELECT %s, host, position, applied "
+                    f"FROM jsonb_to_recordset(%s::jsonb) AS {_NODE_COLUMNS} ON CONFLICT (fleet, host) DO UPDATE "
+                    f"SET position = EXCLUDED.position, applied = EXCLUDED.applied", (fleet,), upserts)
+        removed = sorted(current)
+        for host in removed:
+            changes.append({"part": "node", "host": host, "value": None})
+        if removed:
+            conn.execute("UPDATE fleetspec_node SET applied = NULL, position = NULL WHERE fleet = %s "
+                         "AND host = ANY(%s)", (fleet, removed))
+    if delta.progress:
+        hosts = sorted(delta.progress)
+        before = {host: record for host, record in conn.execute(
+            "SELECT host, record FROM fleetspec_node WHERE fleet = %s AND moved AND host = ANY(%s)", (fleet, hosts))}
+        records = []
+        for host in hosts:
+            record = delta.progress[host]
+            if host in before and before[host] == record:
+                continue
+            changes.append({"part": "progress", "host": host, "value": {"record": record}})
+            records.append({"host": host, "moved": True, "record": record})
+        _rows(conn, f"INSERT INTO fleetspec_node (fleet, host, moved, record) SELECT %s, host, moved, "
+                    f"CASE WHEN jsonb_typeof(record) = 'null' THEN NULL ELSE record END "
+                    f"FROM jsonb_to_recordset(%s::jsonb) AS {_NODE_COLUMNS} "
+                    f"ON CONFLICT (fleet, host) DO UPDATE SET moved = true, record = EXCLUDED.record", (fleet,), records)
+    conn.execute("DELETE FROM fleetspec_node WHERE fleet = %s AND applied IS NULL AND NOT moved", (fleet,))
+    if head is None:
+        conn.execute("INSERT INTO fleetspec_head (fleet, lineage, serial, base_serial, header, applied) "
+                     "VALUES (%s, %s, %s, 0, %s, %s)",
+                     (fleet, new_header["lineage"], serial, json.dumps(new_header),
+                      None if applied_part is None else json.dumps(applied_part)))
+    else:
+        updated = conn.execute(
+            "UPDATE fleetspec_head SET serial = %s, header = %s"
+            + (", applied = %s" if delta.applied is not None else "") + " WHERE fleet = %s AND serial = %s",
+            (serial, json.dumps(new_header), *([json.dumps(applied_part)] if delta.applied is not None else []),
+             fleet, head.serial))
+        if updated.rowcount != 1:
+            raise StateError(f"the state of {fleet} moved past serial {head.serial} during this write: "
+                             "it was not made")
+    _rows(conn, "INSERT INTO fleetspec_change (fleet, serial, part, host, value) SELECT %s, %s, part, host, value "
+                "FROM jsonb_to_recordset(%s::jsonb) AS x(part text, host text, value jsonb)", (fleet, serial), changes)
+    return serial
+
+
+def _store_base(conn: psycopg.Connection[Any], fleet: str, document: dict[str, Any], by: str) -> _Head:
+    """A whole document as this fleet's rows (a copy, a migration): head, nodes, a serial row per
+    journal entry; the change log starts after its serial."""
+    header = {k: v for k, v in document.items() if k not in ("applied", "nodes", "journal")}
+    header["format_version"] = FORMAT_VERSION
+    part, nodes = _split_applied(document.get("applied"))
+    conn.execute("INSERT INTO fleetspec_head (fleet, lineage, serial, base_serial, header, applied) "
+                 "VALUES (%s, %s, %s, %s, %s, %s)",
+                 (fleet, document["lineage"], document["serial"], document["serial"], json.dumps(header),
+                  None if part is None else json.dumps(part)))
+    rows: dict[str, dict[str, Any]] = {}
+    for position, node in enumerate(nodes):
+        rows[node["hostname"]] = {"host": node["hostname"], "position": position, "applied": node, "moved": False,
+                                  "record": None}
+    for host, record in document.get("nodes", {}).items():
+        rows.setdefault(host, {"host": host, "position": None, "applied": None})
+        rows[host].update(moved=True, record=record)
+    _rows(conn, "INSERT INTO fleetspec_node (fleet, host, position, applied, moved, record) SELECT %s, host, "
+                "position, applied, moved, CASE WHEN jsonb_typeof(record) = 'null' THEN NULL ELSE record END "
+                f"FROM jsonb_to_recordset(%s::jsonb) AS {_NODE_COLUMNS}", (fleet,), list(rows.values()))
+    entries = [e for e in document.get("journal", []) if isinstance(e.get("serial"), int) and e["serial"] > 0]
+    _rows(conn, "INSERT INTO fleetspec_serial (fleet, serial, lineage, written_by, entry) SELECT %s, "
+                "(entry->>'serial')::int, %s, %s, entry FROM jsonb_to_recordset(%s::jsonb) AS x(entry jsonb) "
+                "ON CONFLICT DO NOTHING", (fleet, document["lineage"], by), [{"entry": e} for e in entries])
+    return _Head(document["lineage"], document["serial"], document["serial"], header, part)
+
+
+def _migrate(conn: psycopg.Connection[Any], fleet: str, document: dict[str, Any]) -> _Head:
+    """A format 1 state (a whole document per serial in ``fleetspec_state``) moved to rows, in
+    the caller's transaction. Its serial rows keep when and by whom each serial was written;
+    its documents stay where they are (``read_serial`` reads them), and a format 2 marker
+    row after them makes an older release refuse the state instead of writing beside it."""
+    head = _store_base(conn, fleet, document, "migrated")
+    conn.execute("UPDATE fleetspec_serial s SET written_at = l.written_at, written_by = l.written_by "
+                 "FROM fleetspec_state l WHERE s.fleet = %s AND l.fleet = s.fleet AND l.serial = s.serial",
+                 (fleet,))
+    conn.execute("INSERT INTO fleetspec_state (fleet, serial, lineage, document, written_by) VALUES (%s, %s, %s, %s, %s)",
+                 (fleet, document["serial"] + 1, document["lineage"],
+                  json.dumps({"format_version": FORMAT_VERSION, "fleet": fleet, "lineage": document["lineage"],
+                              "serial": document["serial"] + 1, "nodes": {}, "journal": [],
+                              "moved_to": "fleetspec_head, fleetspec_node (state format 2)"}),
+                  f"fleetspec {__version__}: state moved to per-node rows"))
+    return head
+
+
+def _rebuild(conn: psycopg.Connection[Any], fleet: str, head: _Head, serial: int) -> dict[str, Any]:
+    """The document at ``serial`` (base_serial <= serial <= head.serial): the base, then the
+    change log up to ``serial``."""
+    if head.base_serial == 0:
+        base: dict[str, Any] = {"applied": None, "nodes": {}}
+    else:
+        row = conn.execute("SELECT document FROM fleetspec_base WHERE fleet = %s AND serial = %s",
+                           (fleet, head.base_serial)).fetchone()
+        base = row[0] if row is not None else _legacy_document(conn, fleet, head.base_serial)
+        if base is None:
+            raise StateError(f"the state of {fleet}: the document its change log starts from (serial "
+                             f"{head.base_serial}) is missing, so serial {serial} cannot be rebuilt")
+    header = {k: v for k, v in base.items() if k not in ("applied", "nodes", "journal")}
+    part, nodes = _split_applied(base.get("applied"))
+    by_host = {n["hostname"]: (i, n) for i, n in enumerate(nodes)}
+    progress = dict(base.get("nodes") or {})
+    for part_name, host, value in conn.execute(
+            "SELECT part, host, value FROM fleetspec_change WHERE fleet = %s AND serial > %s AND serial <= %s "
+            "ORDER BY serial, part, host", (fleet, head.base_serial, serial)):
+        if part_name == "header":
+            header = {**{k: v for k, v in header.items() if k in _VOLATILE}, **value}
+        elif part_name == "fleet":
+            part = _patch(part, value)
+        elif part_name == "node":
+            if value is None:
+                by_host.pop(host, None)
+            else:
+                _, old = by_host.get(host, (None, None))
+                by_host[host] = (value["position"], _patch(old, value))
+        elif value is None:
+            progress.pop(host, None)
+        else:
+            progress[host] = value["record"]
+    journal = [r[0] for r in conn.execute("SELECT entry FROM fleetspec_serial WHERE fleet = %s AND serial <= %s "
+                                          "ORDER BY serial", (fleet, serial))]
+    header.update(serial=serial, lineage=head.lineage, format_version=FORMAT_VERSION)
+    if journal and journal[-1].get("serial") == serial:
+        header["updated"] = journal[-1].get("time")
+    ordered = [n for _, n in sorted(by_host.values(), key=lambda item: item[0])]
+    return {**header, "applied": None if part is None else _with_nodes(part, ordered), "nodes": progress,
+            "journal": journal}
 
 
 def _ensure_tables(conn: psycopg.Connection[Any]) -> None:
@@ -408,8 +754,8 @@ def list_fleets(url: str) -> list[str]:
     psycopg = _psycopg()
     conn = connect(url, "state list")
     try:
-        rows = conn.execute("SELECT fleet FROM fleetspec_state UNION SELECT fleet FROM fleetspec_lock "
-                            "ORDER BY 1").fetchall()
+        rows = conn.execute("SELECT fleet FROM fleetspec_head UNION SELECT fleet FROM fleetspec_state "
+                            "UNION SELECT fleet FROM fleetspec_lock ORDER BY 1").fetchall()
     except psycopg.errors.UndefinedTable:
         return []
     except psycopg.Error as exc:
