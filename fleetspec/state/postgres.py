@@ -85,17 +85,22 @@ CREATE TABLE IF NOT EXISTS fleetspec_head (
     lineage     text    NOT NULL,
     serial      integer NOT NULL CHECK (serial > 0),
     base_serial integer NOT NULL CHECK (base_serial >= 0),
+    cleared     integer NOT NULL DEFAULT 0,
     header      jsonb   NOT NULL,
     applied     jsonb
 );
 CREATE TABLE IF NOT EXISTS fleetspec_node (
     fleet    text    NOT NULL,
     host     text    NOT NULL,
-    position integer,
-    applied  jsonb,
-    moved    boolean NOT NULL DEFAULT false,
-    record   jsonb,
+    position integer NOT NULL,
+    applied  jsonb   NOT NULL,
     PRIMARY KEY (fleet, host)
+);
+CREATE TABLE IF NOT EXISTS fleetspec_progress (
+    fleet   text    NOT NULL,
+    serial  integer NOT NULL,
+    records jsonb   NOT NULL,
+    PRIMARY KEY (fleet, serial)
 );
 CREATE TABLE IF NOT EXISTS fleetspec_serial (
     fleet      text        NOT NULL,
@@ -109,16 +114,10 @@ CREATE TABLE IF NOT EXISTS fleetspec_serial (
 CREATE TABLE IF NOT EXISTS fleetspec_change (
     fleet  text    NOT NULL,
     serial integer NOT NULL,
-    part   text    NOT NULL CHECK (part IN ('header', 'fleet', 'node', 'progress')),
+    part   text    NOT NULL CHECK (part IN ('header', 'fleet', 'node')),
     host   text    NOT NULL,
-    value  jsonb,
+    before jsonb,
     PRIMARY KEY (fleet, serial, part, host)
-);
-CREATE TABLE IF NOT EXISTS fleetspec_base (
-    fleet    text    NOT NULL,
-    serial   integer NOT NULL,
-    document jsonb   NOT NULL,
-    PRIMARY KEY (fleet, serial)
 );
 CREATE TABLE IF NOT EXISTS fleetspec_fleet (
     fleet   text    PRIMARY KEY,
@@ -281,8 +280,6 @@ class PostgresStore(DocumentWrites):
                     raise StateError(f"{self.location} already holds a state: a copy goes only into an empty "
                                      f"location")
                 _store_base(self._conn, self.fleet_name, document, by)
-                self._conn.execute("INSERT INTO fleetspec_base (fleet, serial, document) VALUES (%s, %s, %s)",
-                                   (self.fleet_name, document["serial"], json.dumps(document)))
         except psycopg.Error as exc:
             raise StateError(f"the copy into {self.location} failed and was not made: {str(exc).strip()}") from None
         return state
@@ -466,12 +463,14 @@ class PostgresStore(DocumentWrites):
 class _Head:
     lineage: str
     serial: int
-    base_serial: int
+    base_serial: int  # the serial the rows began at (0; a copy's or a migration's): older ones are not rebuilt
+    cleared: int  # the last serial that recorded the whole fleet: node records after it are current
     header: dict[str, Any]  # the document without applied, nodes, journal
     applied: dict[str, Any] | None  # the applied fleet without its nodes
 
 
 _VOLATILE = ("serial", "updated", "fleetspec_version", "format_version")  # the serial row says them
+_NO_CHANGE: dict[str, Any] = {"set": {}, "unset": []}
 
 
 def _head(conn: psycopg.Connection[Any], fleet: str, *, for_update: bool = False) -> _Head | None:
@@ -479,7 +478,7 @@ def _head(conn: psycopg.Connection[Any], fleet: str, *, for_update: bool = False
     older release has used has no such table yet: its state is in ``fleetspec_state``)."""
     try:
         with conn.transaction():  # a savepoint, so a missing table leaves the caller's transaction usable
-            row = conn.execute("SELECT lineage, serial, base_serial, header, applied FROM fleetspec_head "
+            row = conn.execute("SELECT lineage, serial, base_serial, cleared, header, applied FROM fleetspec_head "
                                "WHERE fleet = %s" + (" FOR UPDATE" if for_update else ""), (fleet,)).fetchone()
     except _psycopg().errors.UndefinedTable:
         return None
@@ -500,24 +499,30 @@ def _legacy_document(conn: psycopg.Connection[Any], fleet: str, serial: int | No
     return None if row is None else row[0]
 
 
+def _progress(conn: psycopg.Connection[Any], fleet: str, after: int, upto: int) -> dict[str, Any]:
+    """The node records current at ``upto``: each host's latest after the serial ``after``
+    that recorded the whole fleet (null: a removed node)."""
+    records: dict[str, Any] = {}
+    for (wave,) in conn.execute("SELECT records FROM fleetspec_progress WHERE fleet = %s AND serial > %s "
+                                "AND serial <= %s ORDER BY serial", (fleet, after, upto)):
+        records.update(wave)
+    return records
+
+
+def _journal(conn: psycopg.Connection[Any], fleet: str, upto: int) -> list[Any]:
+    return [r[0] for r in conn.execute("SELECT entry FROM fleetspec_serial WHERE fleet = %s AND serial <= %s "
+                                       "ORDER BY serial", (fleet, upto))]
+
+
 def _assemble(conn: psycopg.Connection[Any], fleet: str, head: _Head | None) -> dict[str, Any] | None:
     """The latest state as one document, from its rows."""
     if head is None:
         return None
-    applied: list[Any] = []
-    progress: dict[str, Any] = {}
-    for _host, node, moved, record in conn.execute(
-            "SELECT host, applied, moved, record FROM fleetspec_node WHERE fleet = %s "
-            "ORDER BY position NULLS LAST, host", (fleet,)):
-        if node is not None:
-            applied.append(node)
-        if moved:
-            progress[_host] = record
-    journal = [r[0] for r in conn.execute("SELECT entry FROM fleetspec_serial WHERE fleet = %s ORDER BY serial",
-                                          (fleet,))]
+    nodes = [r[0] for r in conn.execute("SELECT applied FROM fleetspec_node WHERE fleet = %s ORDER BY position",
+                                        (fleet,))]
     return {**head.header, "serial": head.serial, "lineage": head.lineage,
-            "applied": None if head.applied is None else _with_nodes(head.applied, applied),
-            "nodes": progress, "journal": journal}
+            "applied": None if head.applied is None else _with_nodes(head.applied, nodes),
+            "nodes": _progress(conn, fleet, head.cleared, head.serial), "journal": _journal(conn, fleet, head.serial)}
 
 
 def _with_nodes(part: dict[str, Any], nodes: list[Any]) -> dict[str, Any]:
@@ -537,16 +542,16 @@ def _split_applied(applied: dict[str, Any] | None) -> tuple[dict[str, Any] | Non
     return {k: v for k, v in applied.items() if k != "nodes"}, list(applied.get("nodes") or [])
 
 
-def _diff(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any] | None:
-    """The top-level keys of ``new`` that differ from ``old`` (None: none do)."""
-    old = old or {}
-    changed = {k: v for k, v in new.items() if k not in old or old[k] != v}
-    gone = [k for k in old if k not in new]
-    return {"set": changed, "unset": gone} if changed or gone else None
+def _undo(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any] | None:
+    """What turns ``new`` back into ``old`` (``_patch``): the old values of the top-level keys
+    that changed or went, and the keys that are new. None: nothing changed."""
+    back = {k: v for k, v in old.items() if k not in new or new[k] != v}
+    added = [k for k in new if k not in old]
+    return {"set": back, "unset": added} if back or added else None
 
 
-def _patch(old: dict[str, Any] | None, change: dict[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in (old or {}).items() if k not in change.get("unset", ())}
+def _patch(value: dict[str, Any], change: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in value.items() if k not in change.get("unset", ())}
     out.update(change.get("set", {}))
     return out
 
@@ -558,12 +563,23 @@ def _rows(conn: psycopg.Connection[Any], sql: str, params: tuple[Any, ...], rows
         conn.execute(sql, (*params, json.dumps(rows)))
 
 
-_NODE_COLUMNS = "x(host text, position integer, applied jsonb, moved boolean, record jsonb)"
+_INSERT_NODES = ("INSERT INTO fleetspec_node (fleet, host, position, applied) SELECT %s, host, position, applied "
+                 "FROM jsonb_to_recordset(%s::jsonb) AS x(host text, position integer, applied jsonb) "
+                 "ON CONFLICT (fleet, host) DO UPDATE SET position = EXCLUDED.position, applied = EXCLUDED.applied")
+
+
+def _insert_progress(conn: psycopg.Connection[Any], fleet: str, serial: int, records: dict[str, Any]) -> None:
+    """One serial's node records, one row: PostgreSQL compresses it whole (TOAST), where a row
+    per node (a few hundred bytes each) would be stored as it is."""
+    if records:
+        conn.execute("INSERT INTO fleetspec_progress (fleet, serial, records) VALUES (%s, %s, %s)",
+                     (fleet, serial, json.dumps(records, separators=(",", ":"))))
 
 
 def _write_rows(conn: psycopg.Connection[Any], fleet: str, head: _Head | None, delta: Delta,
                 entry: dict[str, Any]) -> int:
-    """The rows ``delta`` changes, and their change log at ``entry``'s serial; returns that serial."""
+    """The rows ``delta`` changes at ``entry``'s serial, and the change log (what each changed
+    row was before); returns that serial. A wave inserts its nodes' records and nothing else."""
     serial = entry["serial"]
     changes: list[dict[str, Any]] = []
     header = {} if head is None else dict(head.header)
@@ -571,108 +587,89 @@ def _write_rows(conn: psycopg.Connection[Any], fleet: str, head: _Head | None, d
                   "fleetspec_version": __version__}
     if head is None:
         fresh = _new_document(fleet)
-        new_header.update({k: v for k, v in fresh.items() if k not in ("applied", "nodes", "journal")},
-                          serial=serial, updated=entry["time"])
+        new_header.update({k: v for k, v in fresh.items() if k not in ("applied", "nodes", "journal", *_VOLATILE)})
     if delta.set_limited:
         if delta.limited is None:
             new_header.pop("limited", None)
         else:
             new_header["limited"] = delta.limited
-    if {k: v for k, v in new_header.items() if k not in _VOLATILE} != \
-            {k: v for k, v in header.items() if k not in _VOLATILE}:
-        changes.append({"part": "header", "host": "", "value": {k: v for k, v in new_header.items()
-                                                               if k not in _VOLATILE}})
+    steady = {k: v for k, v in header.items() if k not in _VOLATILE}
+    if {k: v for k, v in new_header.items() if k not in _VOLATILE} != steady:
+        changes.append({"part": "header", "host": "", "before": steady if head is not None else None})
     applied_part = None if head is None else head.applied
+    cleared = 0 if head is None else head.cleared
     if delta.applied is not None:
         part, nodes = _split_applied(delta.applied)
         assert part is not None
-        if (change := _diff(applied_part, part)) is not None:
-            changes.append({"part": "fleet", "host": "", "value": change})
-        applied_part = part
+        back = None if applied_part is None else _undo(applied_part, part)
+        if applied_part is None or back is not None:
+            changes.append({"part": "fleet", "host": "", "before": back})
+        applied_part, cleared = part, serial
         current = {host: (position, node) for host, position, node in conn.execute(
-            "SELECT host, position, applied FROM fleetspec_node WHERE fleet = %s AND applied IS NOT NULL", (fleet,))}
+            "SELECT host, position, applied FROM fleetspec_node WHERE fleet = %s", (fleet,))}
         upserts = []
         for position, node in enumerate(nodes):
             host = node["hostname"]
-            old_position, old = current.pop(host, (None, None))
-            change = _diff(old, node)
-            if change is None and old_position == position:
-                continue
-            changes.append({"part": "node", "host": host,
-                            "value": {**(change or {"set": {}, "unset": []}), "position": position}})
+            if host not in current:
+                if head is not None and head.applied is not None:  # before the first: no applied fleet to rebuild
+                    changes.append({"part": "node", "host": host, "before": None})
+            else:
+                old_position, old = current.pop(host)
+                back = _undo(old, node)
+                if back is None and old_position == position:
+                    continue
+                changes.append({"part": "node", "host": host, "before": {**(back or _NO_CHANGE),
+                                                                         "position": old_position}})
             upserts.append({"host": host, "position": position, "applied": node})
-        for (host,) in conn.execute("SELECT host FROM fleetspec_node WHERE fleet = %s AND moved", (fleet,)):
-            changes.append({"part": "progress", "host": host, "value": None})
-        conn.execute("UPDATE fleetspec_node SET moved = false, record = NULL WHERE fleet = %s AND moved", (fleet,))
-        _rows(conn, f"INSERT INTO fleetspec_node (fleet, host, position, applied) SELECT %s, host, position, applied "
-                    f"FROM jsonb_to_recordset(%s::jsonb) AS {_NODE_COLUMNS} ON CONFLICT (fleet, host) DO UPDATE "
-                    f"SET position = EXCLUDED.position, applied = EXCLUDED.applied", (fleet,), upserts)
-        removed = sorted(current)
-        for host in removed:
-            changes.append({"part": "node", "host": host, "value": None})
-        if removed:
-            conn.execute("UPDATE fleetspec_node SET applied = NULL, position = NULL WHERE fleet = %s "
-                         "AND host = ANY(%s)", (fleet, removed))
+        _rows(conn, _INSERT_NODES, (fleet,), upserts)
+        for host, (old_position, old) in sorted(current.items()):  # removed from the fleet
+            changes.append({"part": "node", "host": host, "before": {"set": old, "unset": [],
+                                                                     "position": old_position}})
+        if current:
+            conn.execute("DELETE FROM fleetspec_node WHERE fleet = %s AND host = ANY(%s)", (fleet, sorted(current)))
     if delta.progress:
-        hosts = sorted(delta.progress)
-        before = {host: record for host, record in conn.execute(
-            "SELECT host, record FROM fleetspec_node WHERE fleet = %s AND moved AND host = ANY(%s)", (fleet, hosts))}
-        records = []
-        for host in hosts:
-            record = delta.progress[host]
-            if host in before and before[host] == record:
-                continue
-            changes.append({"part": "progress", "host": host, "value": {"record": record}})
-            records.append({"host": host, "moved": True, "record": record})
-        _rows(conn, f"INSERT INTO fleetspec_node (fleet, host, moved, record) SELECT %s, host, moved, "
-                    f"CASE WHEN jsonb_typeof(record) = 'null' THEN NULL ELSE record END "
-                    f"FROM jsonb_to_recordset(%s::jsonb) AS {_NODE_COLUMNS} "
-                    f"ON CONFLICT (fleet, host) DO UPDATE SET moved = true, record = EXCLUDED.record", (fleet,), records)
-    conn.execute("DELETE FROM fleetspec_node WHERE fleet = %s AND applied IS NULL AND NOT moved", (fleet,))
+        now = _progress(conn, fleet, cleared, serial - 1)
+        _insert_progress(conn, fleet, serial, {h: record for h, record in sorted(delta.progress.items())
+                                               if h not in now or now[h] != record})
     if head is None:
-        conn.execute("INSERT INTO fleetspec_head (fleet, lineage, serial, base_serial, header, applied) "
-                     "VALUES (%s, %s, %s, 0, %s, %s)",
-                     (fleet, new_header["lineage"], serial, json.dumps(new_header),
+        conn.execute("INSERT INTO fleetspec_head (fleet, lineage, serial, base_serial, cleared, header, applied) "
+                     "VALUES (%s, %s, %s, 0, %s, %s, %s)",
+                     (fleet, new_header["lineage"], serial, cleared, json.dumps(new_header),
                       None if applied_part is None else json.dumps(applied_part)))
     else:
         updated = conn.execute(
-            "UPDATE fleetspec_head SET serial = %s, header = %s"
+            "UPDATE fleetspec_head SET serial = %s, cleared = %s, header = %s"
             + (", applied = %s" if delta.applied is not None else "") + " WHERE fleet = %s AND serial = %s",
-            (serial, json.dumps(new_header), *([json.dumps(applied_part)] if delta.applied is not None else []),
-             fleet, head.serial))
+            (serial, cleared, json.dumps(new_header),
+             *([json.dumps(applied_part)] if delta.applied is not None else []), fleet, head.serial))
         if updated.rowcount != 1:
             raise StateError(f"the state of {fleet} moved past serial {head.serial} during this write: "
                              "it was not made")
-    _rows(conn, "INSERT INTO fleetspec_change (fleet, serial, part, host, value) SELECT %s, %s, part, host, value "
-                "FROM jsonb_to_recordset(%s::jsonb) AS x(part text, host text, value jsonb)", (fleet, serial), changes)
+    _rows(conn, "INSERT INTO fleetspec_change (fleet, serial, part, host, before) SELECT %s, %s, part, host, "
+                "CASE WHEN jsonb_typeof(before) = 'null' THEN NULL ELSE before END "
+                "FROM jsonb_to_recordset(%s::jsonb) AS x(part text, host text, before jsonb)", (fleet, serial), changes)
     return serial
 
 
 def _store_base(conn: psycopg.Connection[Any], fleet: str, document: dict[str, Any], by: str) -> _Head:
-    """A whole document as this fleet's rows (a copy, a migration): head, nodes, a serial row per
-    journal entry; the change log starts after its serial."""
+    """A whole document as this fleet's rows (a copy, a migration): head, nodes, records, a
+    serial row per journal entry. Serials before it are not rebuilt from these rows."""
     header = {k: v for k, v in document.items() if k not in ("applied", "nodes", "journal")}
     header["format_version"] = FORMAT_VERSION
     part, nodes = _split_applied(document.get("applied"))
-    conn.execute("INSERT INTO fleetspec_head (fleet, lineage, serial, base_serial, header, applied) "
-                 "VALUES (%s, %s, %s, %s, %s, %s)",
-                 (fleet, document["lineage"], document["serial"], document["serial"], json.dumps(header),
+    serial = document["serial"]
+    conn.execute("INSERT INTO fleetspec_head (fleet, lineage, serial, base_serial, cleared, header, applied) "
+                 "VALUES (%s, %s, %s, %s, 0, %s, %s)",
+                 (fleet, document["lineage"], serial, serial, json.dumps(header),
                   None if part is None else json.dumps(part)))
-    rows: dict[str, dict[str, Any]] = {}
-    for position, node in enumerate(nodes):
-        rows[node["hostname"]] = {"host": node["hostname"], "position": position, "applied": node, "moved": False,
-                                  "record": None}
-    for host, record in document.get("nodes", {}).items():
-        rows.setdefault(host, {"host": host, "position": None, "applied": None})
-        rows[host].update(moved=True, record=record)
-    _rows(conn, "INSERT INTO fleetspec_node (fleet, host, position, applied, moved, record) SELECT %s, host, "
-                "position, applied, moved, CASE WHEN jsonb_typeof(record) = 'null' THEN NULL ELSE record END "
-                f"FROM jsonb_to_recordset(%s::jsonb) AS {_NODE_COLUMNS}", (fleet,), list(rows.values()))
+    _rows(conn, _INSERT_NODES, (fleet,), [{"host": n["hostname"], "position": i, "applied": n}
+                                          for i, n in enumerate(nodes)])
+    _insert_progress(conn, fleet, serial, dict(document.get("nodes", {})))
     entries = [e for e in document.get("journal", []) if isinstance(e.get("serial"), int) and e["serial"] > 0]
     _rows(conn, "INSERT INTO fleetspec_serial (fleet, serial, lineage, written_by, entry) SELECT %s, "
                 "(entry->>'serial')::int, %s, %s, entry FROM jsonb_to_recordset(%s::jsonb) AS x(entry jsonb) "
                 "ON CONFLICT DO NOTHING", (fleet, document["lineage"], by), [{"entry": e} for e in entries])
-    return _Head(document["lineage"], document["serial"], document["serial"], header, part)
+    return _Head(document["lineage"], serial, serial, 0, header, part)
 
 
 def _migrate(conn: psycopg.Connection[Any], fleet: str, document: dict[str, Any]) -> _Head:
@@ -694,46 +691,33 @@ def _migrate(conn: psycopg.Connection[Any], fleet: str, document: dict[str, Any]
 
 
 def _rebuild(conn: psycopg.Connection[Any], fleet: str, head: _Head, serial: int) -> dict[str, Any]:
-    """The document at ``serial`` (base_serial <= serial <= head.serial): the base, then the
-    change log up to ``serial``."""
-    if head.base_serial == 0:
-        base: dict[str, Any] = {"applied": None, "nodes": {}}
-    else:
-        row = conn.execute("SELECT document FROM fleetspec_base WHERE fleet = %s AND serial = %s",
-                           (fleet, head.base_serial)).fetchone()
-        base = row[0] if row is not None else _legacy_document(conn, fleet, head.base_serial)
-        if base is None:
-            raise StateError(f"the state of {fleet}: the document its change log starts from (serial "
-                             f"{head.base_serial}) is missing, so serial {serial} cannot be rebuilt")
-    header = {k: v for k, v in base.items() if k not in ("applied", "nodes", "journal")}
-    part, nodes = _split_applied(base.get("applied"))
-    by_host = {n["hostname"]: (i, n) for i, n in enumerate(nodes)}
-    progress = dict(base.get("nodes") or {})
-    for part_name, host, value in conn.execute(
-            "SELECT part, host, value FROM fleetspec_change WHERE fleet = %s AND serial > %s AND serial <= %s "
-            "ORDER BY serial, part, host", (fleet, head.base_serial, serial)):
-        if part_name == "header":
-            header = {**{k: v for k, v in header.items() if k in _VOLATILE}, **value}
-        elif part_name == "fleet":
-            part = _patch(part, value)
-        elif part_name == "node":
-            if value is None:
-                by_host.pop(host, None)
-            else:
-                _, old = by_host.get(host, (None, None))
-                by_host[host] = (value["position"], _patch(old, value))
-        elif value is None:
-            progress.pop(host, None)
+    """The document at ``serial`` (base_serial <= serial <= head.serial): the current rows with
+    the changes after ``serial`` undone, newest first; the node records current then."""
+    header = dict(head.header)
+    part = head.applied
+    nodes = {host: (position, node) for host, position, node in conn.execute(
+        "SELECT host, position, applied FROM fleetspec_node WHERE fleet = %s", (fleet,))}
+    for kind, host, before in conn.execute(
+            "SELECT part, host, before FROM fleetspec_change WHERE fleet = %s AND serial > %s "
+            "ORDER BY serial DESC, part, host", (fleet, serial)):
+        if kind == "header":
+            header = {**{k: v for k, v in header.items() if k in _VOLATILE}, **(before or {})}
+        elif kind == "fleet":
+            part = None if before is None or part is None else _patch(part, before)
+        elif before is None:
+            nodes.pop(host, None)
         else:
-            progress[host] = value["record"]
-    journal = [r[0] for r in conn.execute("SELECT entry FROM fleetspec_serial WHERE fleet = %s AND serial <= %s "
-                                          "ORDER BY serial", (fleet, serial))]
+            _, node = nodes.get(host, (None, {}))
+            nodes[host] = (before["position"], _patch(node, before))
+    (cleared,) = conn.execute("SELECT coalesce(max(serial), 0) FROM fleetspec_serial WHERE fleet = %s "
+                              "AND serial <= %s AND entry->>'kind' = 'apply'", (fleet, serial)).fetchone()
+    journal = _journal(conn, fleet, serial)
     header.update(serial=serial, lineage=head.lineage, format_version=FORMAT_VERSION)
     if journal and journal[-1].get("serial") == serial:
         header["updated"] = journal[-1].get("time")
-    ordered = [n for _, n in sorted(by_host.values(), key=lambda item: item[0])]
-    return {**header, "applied": None if part is None else _with_nodes(part, ordered), "nodes": progress,
-            "journal": journal}
+    ordered = [node for _, node in sorted(nodes.values(), key=lambda item: item[0])]
+    return {**header, "applied": None if part is None else _with_nodes(part, ordered),
+            "nodes": _progress(conn, fleet, cleared, serial), "journal": journal}
 
 
 def _ensure_tables(conn: psycopg.Connection[Any]) -> None:

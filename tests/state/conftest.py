@@ -52,8 +52,10 @@ def latest_document(store: StateBackend) -> Any:
     with psycopg.connect(store.url) as conn:
         return (conn.execute("SELECT serial, header, applied FROM fleetspec_head WHERE fleet = %s",
                              (store.fleet_name,)).fetchall(),
-                conn.execute("SELECT host, position, applied, moved, record FROM fleetspec_node WHERE fleet = %s "
-                             "ORDER BY host", (store.fleet_name,)).fetchall(),
+                conn.execute("SELECT host, position, applied FROM fleetspec_node WHERE fleet = %s ORDER BY host",
+                             (store.fleet_name,)).fetchall(),
+                conn.execute("SELECT serial, records FROM fleetspec_progress WHERE fleet = %s ORDER BY serial",
+                             (store.fleet_name,)).fetchall(),
                 conn.execute("SELECT serial, entry FROM fleetspec_serial WHERE fleet = %s ORDER BY serial",
                              (store.fleet_name,)).fetchall())
 

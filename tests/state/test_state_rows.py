@@ -157,21 +157,24 @@ def pg(store: PostgresStore) -> psycopg.Connection[Any]:
     return psycopg.connect(store.url, autocommit=True)
 
 
-def test_a_wave_updates_only_its_nodes_rows_and_logs_only_their_change(postgres_url: str, fleet: Fleet,
-                                                                       tmp_path: Path) -> None:
+def test_a_wave_writes_only_its_nodes_records(postgres_url: str, fleet: Fleet, tmp_path: Path) -> None:
     store = PostgresStore(postgres_url, fleet.name, tmp_path)
     with store.lock("apply"):
         store.record_applied(fleet, "first")
         with pg(store) as conn:
-            versions = dict(conn.execute("SELECT host, xmin::text FROM fleetspec_node").fetchall())
+            versions = conn.execute("SELECT host, xmin::text FROM fleetspec_node ORDER BY host").fetchall()
+            head = conn.execute("SELECT applied, xmin::text FROM fleetspec_head").fetchone()
         store.record_wave(fleet, ["h100-001", "h100-002"], "wave 1")
+        store.record_wave(fleet, ["h100-002", "h100-003"], "wave 2")  # h100-002 again, unchanged: no new row
     with pg(store) as conn:
-        after = dict(conn.execute("SELECT host, xmin::text FROM fleetspec_node").fetchall())
-        changed = sorted(h for h in after if after[h] != versions[h])
-        log = conn.execute("SELECT part, host FROM fleetspec_change WHERE serial = 2 ORDER BY host").fetchall()
-        (copies,) = conn.execute("SELECT count(*) FROM fleetspec_base").fetchone()
-    assert changed == ["h100-001", "h100-002"] and log == [("progress", "h100-001"), ("progress", "h100-002")]
-    assert copies == 0  # no whole document is stored anywhere
+        assert conn.execute("SELECT host, xmin::text FROM fleetspec_node ORDER BY host").fetchall() == versions
+        new_head = conn.execute("SELECT applied, xmin::text FROM fleetspec_head").fetchone()
+        records = conn.execute("SELECT serial, jsonb_object_keys(records) FROM fleetspec_progress "
+                               "ORDER BY 1, 2").fetchall()
+        log = conn.execute("SELECT count(*) FROM fleetspec_change WHERE serial > 1").fetchone()
+    assert new_head[0] == head[0] and new_head[1] != head[1]  # the head row moved on, its fleet part as it was
+    assert records == [(2, "h100-001"), (2, "h100-002"), (3, "h100-003")] and log == (0,)
+    assert set(store.read().nodes) == {"h100-001", "h100-002", "h100-003"}
 
 
 def test_every_serial_is_rebuilt_from_the_change_log(postgres_url: str, fleet: Fleet, tmp_path: Path) -> None:
@@ -206,12 +209,12 @@ def test_a_write_that_fails_leaves_nothing_half_written(postgres_url: str, fleet
         with pg(store) as conn:
             conn.execute("INSERT INTO fleetspec_serial (fleet, serial, lineage, written_by, entry) "
                          "VALUES ('quickstart', 2, 'x', 'someone else', '{\"serial\": 2}')")
-            rows = conn.execute("SELECT host, xmin::text, moved FROM fleetspec_node ORDER BY host").fetchall()
+            rows = conn.execute("SELECT host, xmin::text FROM fleetspec_node ORDER BY host").fetchall()
         with pytest.raises(StateError, match="failed and was not made"):
             store.record_wave(fleet, ["h100-001"], "wave 1")
     with pg(store) as conn:
-        assert conn.execute("SELECT host, xmin::text, moved FROM fleetspec_node ORDER BY host").fetchall() == rows
-        assert conn.execute("SELECT count(*) FROM fleetspec_change WHERE serial = 2").fetchone() == (0,)
+        assert conn.execute("SELECT host, xmin::text FROM fleetspec_node ORDER BY host").fetchall() == rows
+        assert conn.execute("SELECT count(*) FROM fleetspec_progress").fetchone() == (0,)
         conn.execute("DELETE FROM fleetspec_serial WHERE written_by = 'someone else'")
     assert store.read().serial == 1 and not store.read().nodes
 
