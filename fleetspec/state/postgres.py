@@ -4,11 +4,18 @@ Modelled on Terraform's ``pg`` backend (https://developer.hashicorp.com/terrafor
 "This backend creates one table states in the automatically-managed Postgres schema ...
 Locking is supported using Postgres advisory locks"), with history kept:
 
-- ``fleetspec_state``: one row per fleet and serial holding the same JSON document as the
-  file store (``store``), so a state moves between backends unchanged. A write reads the
-  latest row and inserts the next serial in one transaction; the primary key (fleet,
-  serial) means two writers can never both write serial N. Rows are never updated or
-  deleted: every serial stays readable (``history``, ``read_serial``).
+- State format 2 (issue 30 item 4): the state in rows, so a wave writes its nodes' records
+  and not the whole document. ``fleetspec_head``: the fleet-level part (the document's
+  small fields, the applied fleet without its nodes); ``fleetspec_node``: a row per node of
+  the applied fleet, updated only where a node changed; ``fleetspec_progress``: the node
+  records each write set, one row per serial (compressed whole by TOAST), never updated;
+  ``fleetspec_change``: what each other changed row was before, so ``read_serial`` rebuilds
+  any serial from the current rows; ``fleetspec_serial``: a row per serial with its journal
+  entry, whose primary key (fleet, serial) means two writers can never both write serial
+  N. A write is one transaction. ``read()`` assembles the same document as the file store
+  (``store``), so a state moves between backends unchanged.
+- Format 1, ``fleetspec_state`` (a whole document per fleet and serial), is read as it is
+  and migrated by the first write (``_migrate``); its rows stay for ``read_serial``.
 - The lock is a session advisory lock (``pg_try_advisory_lock``) on the connection that
   then makes every write, plus a row in ``fleetspec_lock`` naming the holder (user, host,
   pid, command, since when, database session pid). The server drops the advisory lock
