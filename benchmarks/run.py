@@ -86,10 +86,46 @@ def main() -> int:
     parser.add_argument("--rollout", type=int, nargs="?", const=1000, metavar="HOSTS",
                         help="also the rollout row: one wave's Ansible run over HOSTS (default 1,000) "
                              "local-connection hosts; about 0.7 s of CPU per host, so ~12 min on 2 cores")
+    parser.add_argument("--state", action="store_true",
+                        help="also the state rows: bytes and time per wave-write at 20,000 nodes, file and "
+                             "PostgreSQL (a local server from Debian's postgresql package), against format 1's "
+                             "whole-document write; about a minute")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="fleetspec-bench-pycache-") as pycache:
         ENV["PYTHONPYCACHEPREFIX"] = pycache
-        return measure(quick=args.quick, rollout=args.rollout)
+        return measure(quick=args.quick, rollout=args.rollout, state=args.state)
+
+
+def state_rows() -> list[bool]:
+    """Per wave-write at 20,000 nodes (10 waves of 500): bytes written and wall time, against
+    the whole-document write of state format 1 (issue #30 item 4: a wave writes its nodes,
+    not the state). Target: at most a tenth of the bytes; and for PostgreSQL a history that
+    grows by at most a tenth of format 1's per wave."""
+    out = subprocess.run([sys.executable, str(HERE / "bench_state.py")], env=ENV, cwd=ROOT, capture_output=True,
+                         text=True, check=True).stdout.splitlines()
+    got = {line.split()[0]: dict(kv.split("=") for kv in line.split()[1:]) for line in out}
+    verdicts = []
+    for new, old, what in (("file", "file-format1", "file store"), ("postgresql", "postgresql-format1", "PostgreSQL")):
+        if "skipped" in got.get(new, {}):
+            print(f"{f'state wave-write, {what}':<44} skipped: {got[new]['skipped']}", flush=True)
+            continue
+        n, o = got[new], got[old]
+        ratio = float(n["bytes"]) / float(o["bytes"])
+        extra = f"wall {float(n['wall']):.2f}s vs {float(o['wall']):.2f}s"
+        if "history" in n:
+            grows = (int(n["history"]) - int(n["history_applied"])) / 10
+            grows_old = (int(o["history"]) - int(o["history_applied"])) / 10
+            extra += (f", history +{grows / 1024:.0f} KB/wave vs +{grows_old / 1024:.0f} KB "
+                      f"(rows {int(n['history_applied']) / 2**20:.1f} MB once)")
+            ok = ratio <= 0.1 and grows <= grows_old / 10
+        else:
+            ok = ratio <= 0.1
+        label = f"state wave-write, {what}, bytes"
+        reference = f"whole document ({float(o['bytes']) / 1024:.0f}K)"
+        print(f"{label:<44} {float(n['bytes']) / 1024:>7.0f}K  {ratio:>5.2f}x {reference:<34} "
+              f"target <= 0.1  {'ok' if ok else 'MISSED'}  {extra}", flush=True)
+        verdicts.append(ok)
+    return verdicts
 
 
 def rollout_rows(hosts: int) -> list[bool]:
@@ -117,7 +153,7 @@ def rollout_rows(hosts: int) -> list[bool]:
     return [ok, native_ok, fits]
 
 
-def measure(quick: bool, rollout: int | None = None) -> int:
+def measure(quick: bool, rollout: int | None = None, state: bool = False) -> int:
     # The startup rows take a third of a second a run, and their fastest run is what counts:
     # on a 2-core machine with neighbours, 7 runs left the minimum a few percent off
     # from run to run, so they get 25 (both commands alike, alternating); the fleet rows, a
@@ -171,6 +207,8 @@ def measure(quick: bool, rollout: int | None = None) -> int:
         verdicts.append(row("plan --base OLD, same bump", times["base"][0], f"render 20,000 ({r:.2f}s)", r, 2.0))
     if rollout:
         verdicts.extend(rollout_rows(rollout))
+    if state:
+        verdicts.extend(state_rows())
     print(f"{sum(verdicts)} of {len(verdicts)} targets met")
     return 0 if all(verdicts) else 1
 

@@ -50,22 +50,27 @@ def latest_document(store: StateBackend) -> Any:
     import psycopg
 
     with psycopg.connect(store.url) as conn:
-        return conn.execute("SELECT serial, document FROM fleetspec_state WHERE fleet = %s ORDER BY serial",
-                            (store.fleet_name,)).fetchall()
+        return (conn.execute("SELECT serial, header, applied FROM fleetspec_head WHERE fleet = %s",
+                             (store.fleet_name,)).fetchall(),
+                conn.execute("SELECT host, position, applied FROM fleetspec_node WHERE fleet = %s ORDER BY host",
+                             (store.fleet_name,)).fetchall(),
+                conn.execute("SELECT serial, records FROM fleetspec_progress WHERE fleet = %s ORDER BY serial",
+                             (store.fleet_name,)).fetchall(),
+                conn.execute("SELECT serial, entry FROM fleetspec_serial WHERE fleet = %s ORDER BY serial",
+                             (store.fleet_name,)).fetchall())
 
 
 def tamper(store: StateBackend, edit: Callable[[dict[str, Any]], None]) -> None:
     """Change the latest stored document behind fleetspec's back (another tool, a newer fleetspec)."""
-    if isinstance(store, StateStore):
-        document = json.loads(store.path.read_text())
+    if isinstance(store, StateStore):  # the whole state as the snapshot, the journal folded into it
+        document = store.export_document()
         edit(document)
         store.path.write_text(json.dumps(document))
+        store.journal_path.unlink(missing_ok=True)
         return
     import psycopg
 
-    with psycopg.connect(store.url, autocommit=True) as conn:
-        serial, document = conn.execute("SELECT serial, document FROM fleetspec_state WHERE fleet = %s "
-                                        "ORDER BY serial DESC LIMIT 1", (store.fleet_name,)).fetchone()
-        edit(document)
-        conn.execute("UPDATE fleetspec_state SET document = %s WHERE fleet = %s AND serial = %s",
-                     (json.dumps(document), store.fleet_name, serial))
+    with psycopg.connect(store.url, autocommit=True) as conn:  # the fleet-level part: its head row
+        header = conn.execute("SELECT header FROM fleetspec_head WHERE fleet = %s", (store.fleet_name,)).fetchone()[0]
+        edit(header)
+        conn.execute("UPDATE fleetspec_head SET header = %s WHERE fleet = %s", (json.dumps(header), store.fleet_name))

@@ -77,7 +77,8 @@ def test_a_read_only_role_plans_but_cannot_lock(postgres_url: str, fleet, tmp_pa
     role = "ro_" + postgres_url.rsplit("/", 1)[1].split("?")[0]
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         conn.execute(f'CREATE ROLE "{role}" LOGIN')
-        conn.execute(f'GRANT SELECT ON fleetspec_state, fleetspec_lock, fleetspec_fleet TO "{role}"')
+        conn.execute(f'GRANT SELECT ON fleetspec_state, fleetspec_head, fleetspec_node, fleetspec_progress, fleetspec_serial, '
+                     f'fleetspec_change, fleetspec_lock, fleetspec_fleet TO "{role}"')
     user = postgres_url.split("://", 1)[1].split("@", 1)[0]
     readonly = postgres_url.replace(f"://{user}@", f"://{role}@", 1)
     reader = PostgresStore(readonly, fleet.name, tmp_path)

@@ -37,8 +37,9 @@ def test_writes_advance_the_serial_keep_the_lineage_and_journal(store: StateStor
     assert [e["serial"] for e in entries] == [1, 2] and entries[1]["hosts"] == "h100-[001-002]"
     assert entries[1]["kind"] == "wave" and entries[1]["summary"] == "wave 1" and entries[1]["pid"] == os.getpid()
     assert {"time", "user", "host", "command"} <= set(entries[0])
-    if isinstance(store, StateStore):
-        assert json.loads(store.backup_path.read_text())["serial"] == 1  # the previous document is kept
+    if isinstance(store, StateStore):  # the wave is a journal line beside the snapshot, not a new document
+        assert json.loads(store.path.read_text())["serial"] == 1
+        assert [json.loads(line)["serial"] for line in store.journal_path.read_text().splitlines()] == [2]
     else:
         assert [h["serial"] for h in store.history()] == [1, 2]  # every serial is kept
         assert store.read_serial(1).nodes == {} and store.read_serial(1).applied == fleet
