@@ -118,6 +118,26 @@ def test_the_driver_revision_follows_the_build_0ubuntu1_then_1ubuntu1(repos, tmp
     assert not [n for n, (_, to) in moves.items() if to.startswith("580.159.03")]
 
 
+def test_the_museums_580_95_to_580_173_upgrade_moves_the_family_and_the_tools_at_1ubuntu1(repos, tmp_path):
+    """Done-when of #24: the museum's blackwell-cu13 stack (580.173.02) over nodes on
+    580.95.05. From 580.159.04 NVIDIA's fabric manager and IMEX carry the driver packages'
+    revision (nvidia-fabricmanager=580.173.02-1ubuntu1, nvidia-imex_580.159.04-1ubuntu1):
+    a pin at `-1` is "Version not found" on every HGX node and NVL72 tray."""
+    for gpu, tool in (("h100-sxm", "nvidia-fabricmanager"), ("gb200", "nvidia-imex")):
+        new = replace(HOPPER, name=f"{gpu}-cu12", driver="580.173.02")
+        pref, specs, urls = rendered(lab(new, ROCM, nvidia_gpu=gpu), new.name)
+        apt = node_apt(tmp_path / gpu, repos, urls)
+        apt.installed(installed(CUDA_REPO, versions={"580.95.05-0ubuntu1", "580.95.05-1"}))
+        apt.preferences(pref)
+        done, moves = apt.simulate(specs)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"{tool}=580.173.02-1ubuntu1" in specs
+        assert moves[tool] == ("580.95.05-1", "580.173.02-1ubuntu1")
+        assert moves["nvidia-driver-580-open"] == ("580.95.05-0ubuntu1", "580.173.02-1ubuntu1")
+        assert moves["libnvidia-gl-580"] == ("580.95.05-0ubuntu1", "580.173.02-1ubuntu1")
+        assert "/^580\\.173\\.02-(1ubuntu1)$/" in pref
+
+
 def test_a_version_glob_on_the_command_line_takes_the_highest_match_whatever_the_preferences(tmp_path):
     """Why the pins carry per-build revisions and not `name=<build>-*`: apt 2.6 accepts the
     glob, but installs the highest matching version, so Canonical's build of the same
