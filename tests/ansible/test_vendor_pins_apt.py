@@ -100,6 +100,27 @@ def test_570_tools_keep_the_branch_in_the_name():
         assert (name, family[name]) in published
 
 
+def test_a_570_stack_installs_its_family_and_its_branch_named_fabric_manager(repos, tmp_path):
+    """Done-when of #24 (a museum-like fleet's 570 stack): the 570.172.08 family at NVIDIA's
+    0ubuntu1 and nvidia-fabricmanager-570 at -1 resolve beside 580's unsuffixed tools and
+    Canonical's -580 builds; nothing of the 580 family comes with it."""
+    stack = replace(HOPPER, name="hopper-570", driver="570.172.08")
+    pref, specs, urls = rendered(lab(stack, ROCM), stack.name)
+    apt = node_apt(tmp_path, repos, urls)
+    apt.preferences(pref)
+    done, moves = apt.simulate(specs)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "nvidia-fabricmanager-570=570.172.08-1" in specs
+    assert moves["nvidia-fabricmanager-570"][1] == "570.172.08-1"
+    assert {n: to for n, (_, to) in moves.items() if n.endswith("-570") or n.endswith("-570-open")} == dict.fromkeys(
+        ("nvidia-driver-570-open", "nvidia-dkms-570-open", "nvidia-kernel-source-570-open", "nvidia-utils-570",
+         "libnvidia-compute-570", "nvidia-kernel-common-570", "nvidia-firmware-570", "nvidia-compute-utils-570",
+         "libnvidia-decode-570", "libnvidia-encode-570", "libnvidia-extra-570", "libnvidia-fbc1-570",
+         "libnvidia-gl-570", "xserver-xorg-video-nvidia-570"), "570.172.08-0ubuntu1") | {
+        "nvidia-fabricmanager-570": "570.172.08-1"}
+    assert not [n for n in moves if "-580" in n or n == "nvidia-fabricmanager"]
+
+
 def test_the_driver_revision_follows_the_build_0ubuntu1_then_1ubuntu1(repos, tmp_path):
     """Item 2: 580.126.20 is published at 1ubuntu1; the rendered pins name it, and the
     upgrade from 580.95.05 (0ubuntu1) moves the whole family, the fabric manager with it."""
