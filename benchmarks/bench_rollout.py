@@ -16,7 +16,7 @@ facts document, docs/facts.md shape, as the node's converge writes it) read and 
 against the fleet (``fleetspec.verify.compare``): what ``apply --engine slurm-native``
 does per wave. The Slurm clients answer from canned output (no slurmctld with N nodes
 here): their own CPU is per wave, not per node, and is not counted. Prints the CPU of
-that work (process time) per node.
+that work (process time) per node and how many Slurm client calls the wave made.
 
     python3 benchmarks/bench_rollout.py --wave 1000
     python3 benchmarks/bench_rollout.py --native 1000
@@ -79,7 +79,10 @@ def native(hosts: int) -> None:
         results = Path(tmp)
         sinfo = "".join(f"{h}|idle|none\n" for h in names)
 
-        def run(argv):  # the Slurm clients, canned
+        calls: list[str] = []
+
+        def run(argv):  # the Slurm clients, canned (counted: per wave, never per node)
+            calls.append(argv[0])
             return subprocess.CompletedProcess(list(argv), 0, sinfo if argv[0] == "sinfo" else "", "")
 
         engine = NativeSlurm(run, results, version=2, poll_s=0)
@@ -94,7 +97,8 @@ def native(hosts: int) -> None:
     drift = [c for n in report.nodes for c in n.checks if c.status.name == "DRIFT"]
     if outcome.failed or drift or len(outcome.facts) != len(names):
         raise SystemExit(f"the native wave failed: {list(outcome.failed.items())[:3]} {drift[:3]}")
-    print(f"native hosts={len(names)} cpu_s={cpu:.3f} per_node_s={cpu / len(names):.5f} ({compress(names[:32])}...)")
+    print(f"native hosts={len(names)} cpu_s={cpu:.3f} per_node_s={cpu / len(names):.5f} ({compress(names[:32])}...) "
+          f"slurm_calls={len(calls)}")
 
 
 def model() -> None:

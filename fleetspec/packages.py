@@ -184,7 +184,7 @@ def driver_family(driver: str, os: str, flavor: str) -> dict[str, str]:
     """
     scheme = driver_packaging(driver, os)
     branch = str(version_key(driver)[0])
-    version, tools = f"{driver}-{scheme.revision_for(driver)}", f"{driver}-{scheme.tools_revision}"
+    version, tools = f"{driver}-{scheme.revision_for(driver)}", f"{driver}-{scheme.tools_revision_for(driver)}"
     # From 580 NVIDIA names the fabric manager, NSCQ and IMEX without the branch
     # (nvidia-fabricmanager_580.95.05-1); nvidia-fabricmanager-580 there is only a virtual
     # package, and Canonical's real one is another build (gpu-driver-container#451).
@@ -470,6 +470,11 @@ def unconfirmed_pins(stack: StackTuple, os: str) -> list[tuple[str, str]]:
         elif scheme.revision_seen_to and version_key(stack.driver) > version_key(scheme.revision_seen_to):
             found.append(("driver", f"driver {stack.driver} is newer than the last build a published listing shows "
                                     f"({scheme.revision_seen_to}): its revision {revision} is extrapolated"))
+        if scheme.tools_revision_unseen and scheme.tools_revision_unconfirmed(stack.driver):
+            low, high = scheme.tools_revision_unseen
+            found.append(("driver", f"no published artefact shows the fabric manager's and IMEX's revision of driver "
+                                    f"{stack.driver} (1 up to {low}, 1ubuntu1 from {high}): "
+                                    f"{scheme.tools_revision_for(stack.driver)} is extrapolated"))
     if stack.vendor == "amd" and stack.amdgpu and stack.amdgpu not in AMDGPU_FIRMWARE:
         found.append(("amdgpu", f"amdgpu-dkms-firmware of amdgpu {stack.amdgpu} is versioned apart and no published "
                                 f"capture shows its version: it is locked by the pattern {stack.amdgpu}.*"))

@@ -115,15 +115,35 @@ class DriverPackaging(NamedTuple):
     tools_branch_in_name: bool = True
     revision_from: tuple[tuple[str, str], ...] = ()
     revision_seen_to: str | None = None
+    tools_revision_from: tuple[tuple[str, str], ...] = ()
+    tools_revision_unseen: tuple[str, str] | None = None
 
     def revision_for(self, driver: str) -> str:
         """The driver packages' Debian revision of build ``driver``: ``revision``, or the last
         ``revision_from`` entry at or below the build (580.126.09 on: ``1ubuntu1``)."""
-        found = self.revision
-        for first, revision in sorted(self.revision_from, key=lambda kv: version_key(kv[0])):
-            if version_key(first) <= version_key(driver):
-                found = revision
-        return found
+        return _revision_at(driver, self.revision, self.revision_from)
+
+    def tools_revision_for(self, driver: str) -> str:
+        """The fabric manager's, NSCQ's and IMEX's Debian revision of build ``driver``
+        (580.159.04 on: ``1ubuntu1``, before: ``1``)."""
+        return _revision_at(driver, self.tools_revision, self.tools_revision_from)
+
+    def tools_revision_unconfirmed(self, driver: str) -> bool:
+        """Whether ``driver`` lies strictly between the last build an artefact shows with the
+        tools' old revision and the first it shows with the new one."""
+        if self.tools_revision_unseen is None:
+            return False
+        low, high = self.tools_revision_unseen
+        return version_key(low) < version_key(driver) < version_key(high)
+
+
+def _revision_at(driver: str, revision: str, changes: tuple[tuple[str, str], ...]) -> str:
+    """``revision``, or the last of ``changes`` ({first build: revision}) at or below ``driver``."""
+    found = revision
+    for first, changed in sorted(changes, key=lambda kv: version_key(kv[0])):
+        if version_key(first) <= version_key(driver):
+            found = changed
+    return found
 
 
 class Nvlink5Packages(NamedTuple):
@@ -241,7 +261,9 @@ class Catalog:
         return DriverPackaging(e["branch"], e["branch_in_name"], e["revision"], e["tools_revision"], _sources(e),
                                tuple(e.get("unconfirmed", ())), e["tools_branch_in_name"],
                                tuple((str(k), str(v)) for k, v in (e.get("revision_from") or {}).items()),
-                               e.get("revision_seen_to"))
+                               e.get("revision_seen_to"),
+                               tuple((str(k), str(v)) for k, v in (e.get("tools_revision_from") or {}).items()),
+                               _pair(e.get("tools_revision_unseen")))
 
     def nvlink5_packages(self) -> Nvlink5Packages:
         e = self._data["nvidia"]["nvlink5"]
@@ -353,6 +375,14 @@ class Catalog:
 
 def _norm(name: str) -> str:
     return " ".join(name.lower().replace("_", "-").split())
+
+
+def _pair(values: list[Any] | None) -> tuple[str, str] | None:
+    """A catalog list of two versions as a tuple, or None."""
+    if not values:
+        return None
+    low, high = values
+    return str(low), str(high)
 
 
 def _sources(entry: dict[str, Any]) -> tuple[str, ...]:
@@ -490,7 +520,7 @@ def _collect_drivers(node: Any, sources: tuple[str, ...], found: dict[str, set[s
         source = node.get("source")
         here = tuple(source) if isinstance(source, list) else (source,) if isinstance(source, str) else sources
         for k, v in node.items():
-            if k == "revision_from" and isinstance(v, dict):
+            if k in ("revision_from", "tools_revision_from") and isinstance(v, dict):
                 for version in v:
                     found.setdefault(str(version), set()).update(here)
             _collect_drivers(v, here, found, str(k))

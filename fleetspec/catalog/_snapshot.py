@@ -3,7 +3,7 @@
 this is used only while CHECKSUM matches the YAML's bytes (fleetspec.catalog.catalog_data).
 """
 
-CHECKSUM = 0x1825ddcb
+CHECKSUM = 0x69bc48f9
 
 DATA = {'sources': {'CUDA_RN': 'https://docs.nvidia.com/cuda/archive/13.2.2/cuda-toolkit-release-notes/index.html',
                     'CUDA_FEAT': 'https://docs.nvidia.com/cuda/cuda-features-archive/index.html',
@@ -55,6 +55,8 @@ DATA = {'sources': {'CUDA_RN': 'https://docs.nvidia.com/cuda/archive/13.2.2/cuda
                     'GDC_PR451': 'https://github.com/NVIDIA/gpu-driver-container/pull/451',
                     'GDC_PR246': 'https://github.com/NVIDIA/gpu-driver-container/pull/246',
                     'CUDA_SBSA_580': 'https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/sbsa/',
+                    'CUDA_2204_580': 'https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64/',
+                    'AGENTBAKER': 'https://github.com/Azure/AgentBaker',
                     'SLURM_CONF': 'https://slurm.schedmd.com/slurm.conf.html#OPT_switch/nvidia_imex',
                     'K8S_134_DRA': 'https://kubernetes.io/blog/2025/09/01/kubernetes-v1-34-dra-updates',
                     'KAI': 'https://github.com/kai-scheduler/KAI-Scheduler',
@@ -497,12 +499,16 @@ DATA = {'sources': {'CUDA_RN': 'https://docs.nvidia.com/cuda/archive/13.2.2/cuda
                                                     'tools_branch_in_name': False,
                                                     'revision': '0ubuntu1',
                                                     'revision_from': {'580.126.09': '1ubuntu1'},
-                                                    'revision_seen_to': '580.159.04',
+                                                    'revision_seen_to': '580.173.02',
                                                     'tools_revision': '1',
+                                                    'tools_revision_from': {'580.159.04': '1ubuntu1'},
+                                                    'tools_revision_unseen': ['580.126.20', '580.159.04'],
                                                     'source': ['CUDA_REPO',
                                                                'GDC_INSTALL',
                                                                'GDC_PR451',
-                                                               'CUDA_SBSA_580']},
+                                                               'CUDA_SBSA_580',
+                                                               'CUDA_2204_580',
+                                                               'AGENTBAKER']},
                                                    {'branch': 590,
                                                     'branch_in_name': False,
                                                     'tools_branch_in_name': False,

@@ -100,6 +100,27 @@ def test_570_tools_keep_the_branch_in_the_name():
         assert (name, family[name]) in published
 
 
+def test_a_570_stack_installs_its_family_and_its_branch_named_fabric_manager(repos, tmp_path):
+    """Done-when of #24 (a museum-like fleet's 570 stack): the 570.172.08 family at NVIDIA's
+    0ubuntu1 and nvidia-fabricmanager-570 at -1 resolve beside 580's unsuffixed tools and
+    Canonical's -580 builds; nothing of the 580 family comes with it."""
+    stack = replace(HOPPER, name="hopper-570", driver="570.172.08")
+    pref, specs, urls = rendered(lab(stack, ROCM), stack.name)
+    apt = node_apt(tmp_path, repos, urls)
+    apt.preferences(pref)
+    done, moves = apt.simulate(specs)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "nvidia-fabricmanager-570=570.172.08-1" in specs
+    assert moves["nvidia-fabricmanager-570"][1] == "570.172.08-1"
+    assert {n: to for n, (_, to) in moves.items() if n.endswith("-570") or n.endswith("-570-open")} == dict.fromkeys(
+        ("nvidia-driver-570-open", "nvidia-dkms-570-open", "nvidia-kernel-source-570-open", "nvidia-utils-570",
+         "libnvidia-compute-570", "nvidia-kernel-common-570", "nvidia-firmware-570", "nvidia-compute-utils-570",
+         "libnvidia-decode-570", "libnvidia-encode-570", "libnvidia-extra-570", "libnvidia-fbc1-570",
+         "libnvidia-gl-570", "xserver-xorg-video-nvidia-570"), "570.172.08-0ubuntu1") | {
+        "nvidia-fabricmanager-570": "570.172.08-1"}
+    assert not [n for n in moves if "-580" in n or n == "nvidia-fabricmanager"]
+
+
 def test_the_driver_revision_follows_the_build_0ubuntu1_then_1ubuntu1(repos, tmp_path):
     """Item 2: 580.126.20 is published at 1ubuntu1; the rendered pins name it, and the
     upgrade from 580.95.05 (0ubuntu1) moves the whole family, the fabric manager with it."""
@@ -116,6 +137,26 @@ def test_the_driver_revision_follows_the_build_0ubuntu1_then_1ubuntu1(repos, tmp
     assert moves["nvidia-fabricmanager"] == ("580.95.05-1", "580.126.20-1")
     # Nothing of the family at the newer 580.159.03 the repository also carries.
     assert not [n for n, (_, to) in moves.items() if to.startswith("580.159.03")]
+
+
+def test_the_museums_580_95_to_580_173_upgrade_moves_the_family_and_the_tools_at_1ubuntu1(repos, tmp_path):
+    """Done-when of #24: the museum's blackwell-cu13 stack (580.173.02) over nodes on
+    580.95.05. From 580.159.04 NVIDIA's fabric manager and IMEX carry the driver packages'
+    revision (nvidia-fabricmanager=580.173.02-1ubuntu1, nvidia-imex_580.159.04-1ubuntu1):
+    a pin at `-1` is "Version not found" on every HGX node and NVL72 tray."""
+    for gpu, tool in (("h100-sxm", "nvidia-fabricmanager"), ("gb200", "nvidia-imex")):
+        new = replace(HOPPER, name=f"{gpu}-cu12", driver="580.173.02")
+        pref, specs, urls = rendered(lab(new, ROCM, nvidia_gpu=gpu), new.name)
+        apt = node_apt(tmp_path / gpu, repos, urls)
+        apt.installed(installed(CUDA_REPO, versions={"580.95.05-0ubuntu1", "580.95.05-1"}))
+        apt.preferences(pref)
+        done, moves = apt.simulate(specs)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"{tool}=580.173.02-1ubuntu1" in specs
+        assert moves[tool] == ("580.95.05-1", "580.173.02-1ubuntu1")
+        assert moves["nvidia-driver-580-open"] == ("580.95.05-0ubuntu1", "580.173.02-1ubuntu1")
+        assert moves["libnvidia-gl-580"] == ("580.95.05-0ubuntu1", "580.173.02-1ubuntu1")
+        assert "/^580\\.173\\.02-(1ubuntu1)$/" in pref
 
 
 def test_a_version_glob_on_the_command_line_takes_the_highest_match_whatever_the_preferences(tmp_path):

@@ -427,8 +427,12 @@ def test_an_extrapolated_driver_revision_and_an_unpublished_firmware_version_war
     from fleetspec.compile.ir import StackTuple
     from fleetspec.packages import unconfirmed_pins
 
-    assert [k for k, _ in unconfirmed_pins(StackTuple("s", "nvidia", driver="580.173.02"), "ubuntu-24.04")] == ["driver"]
-    assert unconfirmed_pins(StackTuple("s", "nvidia", driver="580.126.20"), "ubuntu-24.04") == []
+    assert [k for k, _ in unconfirmed_pins(StackTuple("s", "nvidia", driver="580.178.04"), "ubuntu-24.04")] == ["driver"]
+    for seen in ("580.126.20", "580.159.04", "580.173.02"):
+        assert unconfirmed_pins(StackTuple("s", "nvidia", driver=seen), "ubuntu-24.04") == [], seen
+    # Between the last build seen with the tools at `1` and the first seen at `1ubuntu1`.
+    [(key, why)] = unconfirmed_pins(StackTuple("s", "nvidia", driver="580.150.01"), "ubuntu-24.04")
+    assert key == "driver" and "fabric manager" in why and "580.126.20" in why and "580.159.04" in why
     assert unconfirmed_pins(StackTuple("s", "amd", rocm="7.0.2", amdgpu="30.10.2"), "ubuntu-24.04") == []
     [(key, why)] = unconfirmed_pins(StackTuple("s", "amd", rocm="7.0.2", amdgpu="30.30.3"), "ubuntu-24.04")
     assert key == "amdgpu" and "30.30.3.*" in why
