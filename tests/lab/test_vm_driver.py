@@ -13,7 +13,6 @@ module at boot, and the real driver's own refusals. Issue #24 items 8, 9, 10.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import shutil
 import subprocess
@@ -25,7 +24,7 @@ import pytest
 from fleetspec.lab import LabUnavailable
 from fleetspec.lab.kmods import build_modules, dkms_standin
 from fleetspec.lab.repo import StandInPackage, build_repo
-from fleetspec.lab.vm import KvmUnusable, Vm, ensure_vm_image, running_vm
+from fleetspec.lab.vm import Vm, ensure_vm_image, running_vm
 from fleetspec.verify.compare import Status, _loaded_module_check
 from tests.conftest import ROOT
 from tests.lab.conftest import lab_unavailable
@@ -45,6 +44,28 @@ ExecStart=/usr/bin/nvidia-persistenced --user nvidia-persistenced --no-persisten
 """
 # Holds the control device open as the real daemon holds the GPUs: nvidia is in use while it runs.
 DAEMON = "#!/bin/sh\nexec sleep infinity < /dev/nvidiactl\n"
+# udev's part at boot, for the fixture's GPUs: the kmod builtin loads what matches each display
+# device's modalias (pci:v<vendor>d<device>sv..sd..bc<class>sc<subclass>i<interface>), as
+# "modprobe -b" does: blacklists apply. Without the nouveau blacklist nouveau takes the GPU at
+# every boot (its alias pci:v000010DEd*sv*sd*bc03sc*i*), so the reboot proves the blacklist.
+# It also notes each boot's id, so a test counts the boots a run caused.
+BOOTS = "/var/lib/fleetspec-lab-boots"
+COLDPLUG = f"""#!/bin/sh
+cat /proc/sys/kernel/random/boot_id >> {BOOTS}
+for dev in {SYSFS}/bus/pci/devices/*; do
+  class=$(cat "$dev/class"); [ $((class >> 16)) -eq 3 ] || continue
+  modprobe -b -q "$(printf 'pci:v%08Xd%08Xsv00000000sd00000000bc%02Xsc%02Xi%02X' "$(cat "$dev/vendor")" \\
+    "$(cat "$dev/device")" $((class >> 16)) $(((class >> 8) & 255)) $((class & 255)))" || true
+done
+"""
+COLDPLUG_UNIT = """[Unit]
+Description=Load the fixture GPUs' modules by modalias (fleetspec lab stand-in for udev coldplug)
+[Service]
+Type=oneshot
+ExecStart=/usr/local/sbin/fleetspec-coldplug
+[Install]
+WantedBy=multi-user.target
+"""
 
 PLAY = """\
 - hosts: vm
@@ -77,17 +98,18 @@ def vm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Vm]:
         image = ensure_vm_image()
     except (LabUnavailable, OSError, subprocess.CalledProcessError) as exc:
         lab_unavailable(str(exc))
-    with contextlib.ExitStack() as stack:
-        try:
-            machine = stack.enter_context(running_vm(image, tmp_path_factory.mktemp("vm")))
-        except KvmUnusable as exc:
-            pytest.skip(f"no working KVM: {exc}")
+    with running_vm(image, tmp_path_factory.mktemp("vm")) as machine:
         repo = build_repo(_packages(image.kernel_release, image.build_tree), tmp_path_factory.mktemp("vm-repo"))
         tree = ROOT / "tests/data/fixtures/sysfs/pcie-h100/sys"
         for source, dest in ((repo, REPO), (tree, SYSFS)):
             tar = subprocess.run(["tar", "-C", str(source), "-c", "."], capture_output=True, check=True)
             subprocess.run([*machine.ssh_argv(), f"mkdir -p {dest} && tar -C {dest} -x"], input=tar.stdout,
                            check=True, capture_output=True)
+        for path, text in (("/usr/local/sbin/fleetspec-coldplug", COLDPLUG),
+                           ("/etc/systemd/system/fleetspec-coldplug.service", COLDPLUG_UNIT)):
+            subprocess.run([*machine.ssh_argv(), f"cat > {path} && chmod +x {path}"], input=text, text=True,
+                           check=True, capture_output=True)
+        machine.ssh("systemctl enable fleetspec-coldplug.service")
         yield machine
 
 
@@ -154,11 +176,12 @@ def test_first_install_over_nouveau_reboots_mid_role_and_starts_the_daemons_in_t
         vm: Vm, tmp_path: Path) -> None:
     """#24 item 8: nouveau is loaded, the first driver install needs the reboot (--allow-reboot);
     the reboot fires mid-role and the daemons still start in that same run, on facts read after it."""
-    vm.ssh("modprobe nouveau && test -d /sys/module/nouveau")
+    vm.ssh("systemctl start fleetspec-coldplug.service && test -d /sys/module/nouveau")  # as at boot
     boot = vm.boot_id()
     result = play(vm, tmp_path, OLD, fleetspec_allow_reboot=True)
     assert result.returncode == 0, result.stdout[-4000:]
-    assert vm.boot_id() != boot, "the driver role never rebooted the VM"
+    boots = vm.ssh(f"cat {BOOTS}").stdout.split()
+    assert boots[0] == boot and len(boots) == 2 and vm.boot_id() == boots[1], f"{boot} -> {boots}: one reboot expected"
     assert "Reboot for the new driver" in result.stdout
     assert loaded(vm) == OLD
     assert vm.ssh("test ! -d /sys/module/nouveau && cat /etc/modprobe.d/blacklist-nouveau.conf").stdout.count(
