@@ -20,9 +20,10 @@ into a directory only it writes and the nodes read (next to the bundles it publi
 6. the result (``RESULT_DIR/HOST.json``) carries the request's ID; the controller reads it,
    verifies the facts and resumes the node. A failed converge leaves it drained.
 
-Why a timer and not a ``.path`` unit: systemd path units watch with inotify, which does
-not see files written by another NFS client (the controller), so the trigger would never
-fire on the shared filesystems a fleet uses. Why not SSH: the controller would hold an SSH
+Why a timer and not a ``.path`` unit: systemd.path(5) says path units use inotify and
+"cannot be used to monitor files or directories changed by other machines on remote NFS
+file systems" (freedesktop.org/software/systemd/man/devel/systemd.path.html): the
+controller's write would never fire it on the shared filesystems a fleet uses. Why not SSH: the controller would hold an SSH
 connection (and a key that reaches every node) per node; here it writes a file.
 
 Standard library only, Python 3.8+, like the rest of ``fleetspec.node_side``.
