@@ -27,9 +27,10 @@ Pure: the plan and the engine name in, one `WaveEngine` per wave out.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fleetspec.plan.model import Action, Disruption, Plan, Wave
+if TYPE_CHECKING:  # plan.model shows each wave's engine (Plan.to_dict)
+    from fleetspec.plan.model import Plan, Wave
 
 SSH = "ssh"
 SLURM_NATIVE = "slurm-native"
@@ -64,7 +65,7 @@ def wave_engines(plan: Plan, engine: str | None = None) -> dict[tuple[str, int],
     (``engine`` None: the plan's ``settings['engine']``, default ssh)."""
     chosen = parse_engine(engine if engine is not None else plan.settings.get("engine"))
     drains = {c.host for c in plan.changes if c.host is not None and c.disruption.drains}
-    removed = {c.host for c in plan.changes if c.host is not None and c.action is Action.DELETE}
+    removed = {c.host for c in plan.changes if c.host is not None and c.action.value == "delete"}
     return {(w.partition, w.index): wave_engine(plan, w, chosen, drains, removed) for w in plan.waves}
 
 
@@ -80,7 +81,7 @@ def wave_engine(plan: Plan, wave: Wave, engine: str, drains: set[str], removed: 
     fallback = _native_blocker(plan, wave, hosts, drains, removed)
     if fallback is not None:
         return WaveEngine(SSH, None, f"falls back to SSH: {fallback}")
-    if wave.disruption.rank >= Disruption.DRAIN_REBOOT.rank:
+    if wave.disruption.value in ("replace", "drain-reboot"):
         return WaveEngine(SLURM_NATIVE, REBOOT, "a kernel-module change: scontrol reboot ASAP nextstate=RESUME, "
                                                 "each node converges from its signed bundle at boot")
     return WaveEngine(SLURM_NATIVE, IN_PLACE, "no reboot needed: drained through Slurm, each node converges "
@@ -99,7 +100,7 @@ def _native_blocker(plan: Plan, wave: Wave, hosts: list[str], drains: set[str], 
     gone = sorted(set(hosts) & removed)
     if gone:
         return f"{', '.join(gone[:5])} leave the fleet: nothing to converge"
-    if wave.disruption is Disruption.REPLACE:
+    if wave.disruption.value == "replace":
         return "a replaced node (new hardware or owner) is provisioned anew, not converged in place"
     cpu = sorted(h for h in hosts if fleet.node(h) is None)
     if cpu:

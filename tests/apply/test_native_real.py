@@ -145,7 +145,7 @@ def _verify_from_results(work: Path):
 
 
 def _apply(cluster: Cluster, work: Path, store: StateStore, version: int, override: dict | None = None,
-           spec: Path = MULTI_V3):
+           spec: Path = MULTI_V3, drain_timeout: float = 20, on_event=None):
     """Publish both partitions' bundles, point each node at its own (or ``override``'s), apply."""
     fleet = compile_file(spec).fleet
     for partition in ("nvidia-hopper", "hopper-b"):
@@ -172,7 +172,12 @@ def _apply(cluster: Cluster, work: Path, store: StateStore, version: int, overri
                           all_hosts=lambda: list(HOSTS),
                           native=NativeSlurm(run, work / "results", version, timeout_s=150, poll_s=0.3,
                                              verify=_verify_from_results(work), requests=work / "requests"))
-        result = apply_plan(plan, store, engines, ApplyOptions(drain_timeout_s=20), events.append)
+        def emit(event):
+            events.append(event)
+            if on_event is not None:
+                on_event(event)
+
+        result = apply_plan(plan, store, engines, ApplyOptions(drain_timeout_s=drain_timeout), emit)
     return plan, result, events, commands
 
 
@@ -316,6 +321,42 @@ def test_a_failed_converge_in_place_leaves_the_node_drained_with_the_reason(nati
         assert not (work / "requests" / f"{canary}.json").exists()
     finally:  # the next test's nodes start in service
         cluster.run("scontrol", "update", f"nodename={','.join(HOSTS)}", "state=resume", check=False)
+
+
+def test_an_in_place_node_whose_job_outlives_the_drain_timeout_is_carried(native, tmp_path):
+    """Item 5 on the in-place path: a job on h200-004 outlives the drain timeout, so its
+    wave goes on without it (h200-004 resumed, at work); the job ends (cancelled when the
+    carry is announced), and the round after the last wave drains it again and converges it
+    in place. No reboot."""
+    cluster, work = native
+    store = StateStore(tmp_path / "state", "rollout")
+    with store.lock("test"):
+        store.record_applied(compile_file(MULTI_V1).fleet, "initial fleet")
+    job = cluster.sbatch("-p", "nvidia-hopper", "-w", "h200-004", "-N", "1", script="#!/bin/sh\nsleep 300\n")
+    job_id = job.stdout.strip().split(";")[0]
+    assert job.returncode == 0 and job_id, job.stderr
+    end = time.monotonic() + 30
+    while cluster.run("squeue", "-h", "-j", job_id, "-o", "%T").stdout.strip() != "RUNNING":
+        assert time.monotonic() < end, "the job never started"
+        time.sleep(0.3)
+
+    def cancel(event):
+        if event.kind == "carried" and "h200-004" in event.hosts:
+            cluster.run("scancel", job_id)
+
+    try:
+        with _converge_timers(cluster, work):
+            _, result, events, commands = _apply(cluster, work, store, 5, spec=MULTI_V2, drain_timeout=3,
+                                                 on_event=cancel)
+    finally:
+        cluster.run("scancel", job_id, check=False)
+    assert result.ok and result.carried == (), [e.message for e in events if not e.ok]
+    assert any(e.kind == "carried" and e.hosts == ("h200-004",) for e in events)
+    assert any(e.kind == "wave-start" and e.wave == "nvidia-hopper#3 (carried)" for e in events)
+    assert not [c for c in commands if c[:2] == ["scontrol", "reboot"]]
+    doc = json.loads((work / "results" / "h200-004.json").read_text())
+    assert doc["ok"] and doc["version"] == 5 and doc["request"].startswith("5-")
+    assert _idle_soon(cluster) == {h: "idle" for h in HOSTS}
 
 
 def test_a_request_for_a_node_in_service_is_refused_by_the_node(native):
