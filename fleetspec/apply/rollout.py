@@ -308,14 +308,10 @@ def _converge_wave(plan: Plan, wave: Wave, name: str, hosts: list[str], control:
     fleet = plan.fleet
     drained = list(hosts) if drained is None else drained
     stop = functools.partial(_stop, say, control, name, hosts, done=done, redact=redact, drained=drained)
-    if native is not None:
-        why = _native_in_place(fleet, name, hosts, native, say)
-        if why is not None:
-            return stop(why)
-    else:
-        why = _ansible_wave(plan, name, hosts, engines, options, say, redact, forks, cancel, drained)
-        if why is not None:
-            return stop(why)
+    why = (_native_in_place(fleet, name, hosts, native, say) if native is not None
+           else _ansible_wave(plan, name, hosts, engines, options, say, redact, forks, cancel, drained))
+    if why is not None:
+        return stop(why)
     if engines.health is not None:
         sick = _gate(engines, fleet, hosts)
         if sick:
@@ -332,7 +328,8 @@ def _converge_wave(plan: Plan, wave: Wave, name: str, hosts: list[str], control:
     except ControlError as exc:
         return stop(f"resume failed: {exc}")
     with lock:
-        store.record_wave(fleet, hosts, f"wave {name}: {wave.disruption.value}")
+        how = f" (slurm-native in place, bundle version {native.version})" if native is not None else ""
+        store.record_wave(fleet, hosts, f"wave {name}: {wave.disruption.value}{how}")
         done.append(name)
     say("wave-done", f"wave {name} done; " + ("nodes resumed" if drained else "no node was drained"), name, hosts)
     return None
