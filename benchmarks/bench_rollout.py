@@ -17,9 +17,14 @@ against the fleet (``fleetspec.verify.compare``): what ``apply --engine slurm-na
 does per wave. The Slurm clients answer from canned output (no slurmctld with N nodes
 here): their own CPU is per wave, not per node, and is not counted. Prints the CPU of
 that work (process time) per node and how many Slurm client calls the wave made.
+``--native-in-place N``: the same for a wave whose change
+needs no reboot: ``scontrol update ... state=drain`` once, ``squeue``/``sinfo`` polls until
+drained, one converge request written per node, the results read (each answering its
+request) and verified, the requests withdrawn, ``scontrol update ... state=resume`` once.
 
     python3 benchmarks/bench_rollout.py --wave 1000
     python3 benchmarks/bench_rollout.py --native 1000
+    python3 benchmarks/bench_rollout.py --native-in-place 1000
     python3 benchmarks/bench_rollout.py --model
 """
 
@@ -55,12 +60,13 @@ def wave(hosts: int, forks: int) -> None:
             raise SystemExit(f"the wave's run failed: {result.status} {result.failed_hosts[:5]}")
 
 
-def native(hosts: int) -> None:
+def native(hosts: int, in_place: bool = False) -> None:
     import json
     import subprocess
     import time
 
     sys.path.insert(0, str(ROOT))
+    from fleetspec.apply.control import SlurmControl
     from fleetspec.apply.slurm_native import NativeSlurm
     from fleetspec.node_side.hostlist import compress
     from fleetspec.pipeline import compile_text
@@ -80,25 +86,40 @@ def native(hosts: int) -> None:
         sinfo = "".join(f"{h}|idle|none\n" for h in names)
 
         calls: list[str] = []
+        if in_place:
+            sinfo = sinfo.replace("|idle|none", "|drained|fleetspec: NCCL")
 
         def run(argv):  # the Slurm clients, canned (counted: per wave, never per node)
             calls.append(argv[0])
             return subprocess.CompletedProcess(list(argv), 0, sinfo if argv[0] == "sinfo" else "", "")
 
-        engine = NativeSlurm(run, results, version=2, poll_s=0)
-        engine.reboot(names, "fleetspec: driver")
+        engine = NativeSlurm(run, results, version=2, poll_s=0, requests=results / "requests")
+        control = SlurmControl(run, poll_s=0)
+        cpu = 0.0
+        request = None
+        if in_place:  # drained until Slurm shows it, then asked
+            start = time.process_time()
+            control.drain(names, "fleetspec: NCCL 2.28.3 -> 2.28.9")
+            assert not control.wait_drained(names, 60) and not engine.settled(names)
+            request = engine.request(names)
+            cpu += time.process_time() - start
+        else:
+            engine.reboot(names, "fleetspec: driver")
         for h in names:  # the nodes' work: each writes its result
             (results / f"{h}.json").write_text(json.dumps({"host": h, "ok": True, "version": 2, "error": None,
-                                                           "facts": {**facts, "hostname": h}}))
+                                                           "request": request, "facts": {**facts, "hostname": h}}))
         start = time.process_time()
-        outcome = engine.wait(names)
+        outcome = engine.wait(names, request=request)
         report = engine.verify(fleet, outcome.facts, names)
-        cpu = time.process_time() - start
+        if in_place:
+            engine.withdraw(names)
+            control.resume(names)
+        cpu += time.process_time() - start
     drift = [c for n in report.nodes for c in n.checks if c.status.name == "DRIFT"]
     if outcome.failed or drift or len(outcome.facts) != len(names):
         raise SystemExit(f"the native wave failed: {list(outcome.failed.items())[:3]} {drift[:3]}")
-    print(f"native hosts={len(names)} cpu_s={cpu:.3f} per_node_s={cpu / len(names):.5f} ({compress(names[:32])}...) "
-          f"slurm_calls={len(calls)}")
+    print(f"{'native-in-place' if in_place else 'native'} hosts={len(names)} cpu_s={cpu:.3f} "
+          f"per_node_s={cpu / len(names):.5f} ({compress(names[:32])}...) slurm_calls={len(calls)}")
 
 
 def model() -> None:
@@ -122,12 +143,15 @@ def main() -> int:
     parser.add_argument("--wave", type=int, metavar="HOSTS")
     parser.add_argument("--forks", type=int, default=0, help="default: the whole wave")
     parser.add_argument("--native", type=int, metavar="HOSTS")
+    parser.add_argument("--native-in-place", type=int, metavar="HOSTS")
     parser.add_argument("--model", action="store_true")
     args = parser.parse_args()
     if args.wave:
         wave(args.wave, args.forks or args.wave)
     if args.native:
         native(args.native)
+    if args.native_in_place:
+        native(args.native_in_place, in_place=True)
     if args.model:
         model()
     return 0

@@ -144,13 +144,20 @@ def rollout_rows(hosts: int) -> list[bool]:
     native_ok = native_per_node < 0.2
     print(f"{f'slurm-native wave, {hosts:,} nodes, per node':<44} {native_per_node:>8.4f}s  {'':>6} "
           f"{'(sinfo + result + verify)':<34} target < 0.2s {'ok' if native_ok else 'MISSED'}", flush=True)
+    in_place = subprocess.run([sys.executable, str(HERE / "bench_rollout.py"), "--native-in-place", str(hosts)],
+                              env=ENV, cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    in_place_per_node = float(in_place[3].split("=")[1])
+    in_place_ok = in_place_per_node < 0.2
+    print(f"{f'slurm-native in-place wave, {hosts:,} nodes, per node':<44} {in_place_per_node:>8.4f}s  {'':>6} "
+          f"{'(drain + request + result + resume)':<34} target < 0.2s {'ok' if in_place_ok else 'MISSED'}",
+          flush=True)
     out = subprocess.run([sys.executable, str(HERE / "bench_rollout.py"), "--model"], env=ENV, cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout.split()
     minutes = float(out[1].split("=")[1])
     fits = minutes <= 8 * 60
     print(f"{'modelled 20,000-node driver bump':<44} {minutes / 60:>7.2f}h  {'':>6} "
           f"{'12.75 min/batch, forks = wave':<34} target <= 8h  {'ok' if fits else 'MISSED'}", flush=True)
-    return [ok, native_ok, fits]
+    return [ok, native_ok, in_place_ok, fits]
 
 
 def measure(quick: bool, rollout: int | None = None, state: bool = False) -> int:

@@ -26,7 +26,7 @@ except ImportError:  # pragma: no cover - older typer on plain click
 
 from fleetspec import exit_codes
 
-__all__ = ["BadParameter", "ChartsOpt", "SigningKeyOpt", "UsageError", "UsageExitGroup", "batch_minutes_option",
+__all__ = ["BadParameter", "ChartsOpt", "Engine", "EngineOpt", "SigningKeyOpt", "UsageError", "UsageExitGroup", "batch_minutes_option",
            "canary_option", "forks_option", "hostlist_option", "max_unavailable_option", "require_ansible"]
 
 
@@ -137,6 +137,17 @@ class SlurmMode(str, Enum):
     controller = "controller"
 
 
+class Engine(str, Enum):
+    """What rolls the waves (``plan/engines.py``): Ansible from here, or Slurm and the nodes."""
+
+    ssh = "ssh"
+    slurm_native = "slurm-native"
+
+
+EngineOpt = Annotated[Engine | None, typer.Option(
+    "--engine", help="ssh: Ansible from here, per wave (the default); slurm-native: Slurm drains (or reboots) "
+    "each wave and the nodes converge themselves from a signed bundle; the plan shows each wave's engine and "
+    "why a wave falls back to SSH (docs/scale.md)")]
 SlurmControlOpt = Annotated[SlurmMode, typer.Option(
     "--slurm-control", help="run scontrol/sinfo here (local), on the first controller through Ansible, or auto")]
 InventoryOpt = Annotated[list[Path] | None, typer.Option(

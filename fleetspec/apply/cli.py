@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from fleetspec.cli_usage import (
+    Engine,
+    EngineOpt,
     InventoryOpt,
     SigningKeyOpt,
     SlurmControlOpt,
@@ -50,11 +52,6 @@ out, err = lazy_consoles()
 class ApplyFormat(str, Enum):
     text = "text"
     json = "json"
-
-
-class Engine(str, Enum):
-    ssh = "ssh"
-    slurm_native = "slurm-native"
 
 
 def apply(
@@ -96,9 +93,7 @@ def apply(
                                                              "plan's estimate (default 12.75)")] = None,
     forks: Annotated[int | None, typer.Option("--forks", callback=forks_option, help="hosts a wave's Ansible run "
                                               "works on at once (default: the whole wave)")] = None,
-    engine: Annotated[Engine, typer.Option("--engine", help="ssh: Ansible from here, per wave; slurm-native: "
-                                           "Slurm reboots each wave and the nodes converge themselves from a "
-                                           "signed bundle (docs/scale.md)")] = Engine.ssh,
+    engine: EngineOpt = None,
     bundle_key: Annotated[str | None, typer.Option("--bundle-key", metavar="REF", help="slurm-native: the "
                                                    "bundle signing key, a secret reference (file:PATH, env:NAME, "
                                                    "ansible-vault:PATH#KEY, ...)")] = None,
@@ -113,6 +108,8 @@ def apply(
     if lab is not None and ansible_config is not None:
         raise UsageError("--ansible-config does not go with --lab: the lab runs with fleetspec's own ansible.cfg")
     native_options = {"--bundle-key": bundle_key, "--bundle-dir": bundle_dir, "--results": results_dir}
+    if engine is None and target.suffix != ".json":
+        engine = Engine.ssh  # a saved plan says which engine it was reviewed with
     if engine is Engine.slurm_native and None in native_options.values():
         missing = ", ".join(k for k, v in native_options.items() if v is None)
         raise UsageError(f"--engine slurm-native needs {missing}: the key that signs the nodes' bundles, where "
@@ -141,6 +138,7 @@ def apply(
     try:
         if target.suffix == ".json":
             saved = load_saved_plan(target, signing_key_from(signing_key, target))
+            engine = _saved_engine(saved, engine, native_options)
             fleet = saved.fleet
         else:
             compiled = compile_file(target)
@@ -163,7 +161,7 @@ def apply(
                                                         old_files=applied_tree(store, current)),
                                      lab, inventory, slurm_control)
             plan = _held_back(_restricted(plan, only, why), lab, inventory, slurm_control)
-            _show(with_rollout_figures(plan, batch_minutes, forks), format, emit, print_plan)
+            _show(with_rollout_figures(plan, batch_minutes, forks, engine.value), format, emit, print_plan)
             err.print("refusing to apply without confirmation: no terminal to ask on. Pass --yes")
             raise typer.Exit(ERROR)
         with locked(store, "apply", lock_timeout):
@@ -176,7 +174,7 @@ def apply(
                                                         old_files=applied_tree(store, current)),
                                      lab, inventory, slurm_control)
             plan = with_rollout_figures(_held_back(_restricted(plan, only, why), lab, inventory, slurm_control),
-                                        batch_minutes, forks)
+                                        batch_minutes, forks, engine.value)
             _show(plan, format, emit, print_plan)
             if plan.empty:
                 emit(ApplyEvent("done", "no changes"))
@@ -232,6 +230,21 @@ def apply(
     raise typer.Exit(OK if result.ok else ERROR)
 
 
+def _saved_engine(saved: Plan, engine: Engine | None, native_options: dict[str, Any]) -> Engine:
+    """The engine a saved plan was reviewed with (its waves' engines were shown); an
+    --engine that differs is refused: the plan confirmed is the plan run."""
+    planned = Engine(saved.settings.get("engine") or Engine.ssh.value)
+    if engine is not None and engine is not planned:
+        raise UsageError(f"the saved plan was made for --engine {planned.value}, not {engine.value}: plan again with "
+                         f"--engine {engine.value} to review its waves' engines")
+    if planned is Engine.slurm_native and None in native_options.values():
+        missing = ", ".join(k for k, v in native_options.items() if v is None)
+        raise UsageError(f"the saved plan runs its Slurm waves with --engine slurm-native, which needs {missing}")
+    if planned is Engine.ssh and any(v is not None for v in native_options.values()):
+        raise UsageError("--bundle-key, --bundle-dir and --results go with --engine slurm-native")
+    return planned
+
+
 def _native(fleet: Fleet, plan: Plan, engines: Engines, version: int, key: str, base_dir: Path, bundle_dir: Path,
             results: Path, emit: Callable[[ApplyEvent], None]) -> NativeSlurm:
     """Publish the signed bundle of every partition a Slurm wave rolls (version: the state's
@@ -245,8 +258,10 @@ def _native(fleet: Fleet, plan: Plan, engines: Engines, version: int, key: str, 
 
     if not isinstance(engines.slurm, SlurmControl):
         raise ApplyError("--engine slurm-native needs Slurm: the fleet has no Slurm, or scontrol cannot be reached")
-    partitions = sorted({w.partition for w in plan.waves
-                         if (p := fleet.partition(w.partition)) is not None and p.scheduler == "slurm"})
+    from fleetspec.plan.engines import SLURM_NATIVE, wave_engines
+
+    routes = wave_engines(plan, SLURM_NATIVE)  # only the waves the plan shows as slurm-native get a bundle
+    partitions = sorted({w.partition for w in plan.waves if routes[(w.partition, w.index)].native})
     for partition in partitions:
         try:
             published = publish(fleet, partition, version, key, base_dir, playbooks_dir(), bundle_dir)
@@ -254,7 +269,7 @@ def _native(fleet: Fleet, plan: Plan, engines: Engines, version: int, key: str, 
             raise ApplyError(f"cannot publish the bundle of partition {partition}: {exc}; nothing was "
                              "applied") from None
         emit(ApplyEvent("converge", f"published {published.bundle} (signed: {published.signature.name})"))
-    return NativeSlurm(engines.slurm.run, results, version)
+    return NativeSlurm(engines.slurm.run, results, version, requests=bundle_dir / "requests")
 
 
 def _restriction(fleet: Fleet, lab: Path | None, limit: str | None) -> tuple[set[str] | None, str | None]:

@@ -33,6 +33,7 @@ from fleetspec.apply.lanes import run_steps
 from fleetspec.apply.slurm_native import NativeSlurm
 from fleetspec.compile.ir import Fleet
 from fleetspec.node_side.hostlist import compress
+from fleetspec.plan.engines import REBOOT, SLURM_NATIVE, SSH, wave_engines
 from fleetspec.plan.files import needs_empty_queue
 from fleetspec.plan.model import Disruption, Plan, Wave
 from fleetspec.plan.planner import converged_parts, hold_back
@@ -158,13 +159,19 @@ def apply_plan(plan: Plan, store: StateBackend, engines: Engines, options: Apply
     control_of = {wave_id(w): c for w, c in zip(plan.waves, controls, strict=True)}
 
     drains = _drains(plan)
+    by_wave = wave_engines(plan, SLURM_NATIVE if engines.native is not None else SSH)
+    routes = {wave_id(w): by_wave[(w.partition, w.index)] for w in plan.waves}
+    native_of = {wid: engines.native for wid, r in routes.items()
+                 if r.native and engines.native is not None and control_of[wid] is engines.slurm}
     policy = any(c.disruption is Disruption.ROLLING for c in plan.changes) and engines.health is not None
 
     def run_wave(step: Step, cancel: Callable[[], bool]) -> bool:
         wave, control = step.wave, control_of[step.id]
         name = wave_name(wave)
         hosts = list(wave.hosts)
-        say("wave-start", f"wave {name}: {len(hosts)} node(s), {wave.disruption.value}", name, hosts)
+        route = routes[step.id]
+        engine = f", {route.engine} ({route.method})" if route.native else ""
+        say("wave-start", f"wave {name}: {len(hosts)} node(s), {wave.disruption.value}{engine}", name, hosts)
         if policy:  # a new health policy: checked on the wave's nodes before any of them gets it
             refused = _policy_precheck(plan, before.applied, name, hosts, engines, say, redact, done)
             if refused is not None:
@@ -172,10 +179,12 @@ def apply_plan(plan: Plan, store: StateBackend, engines: Engines, options: Apply
                 return False
         to_drain = [h for h in hosts if h in drains]
         reason = f"{APPLY_REASON_PREFIX}{reasons.get(to_drain[0] if to_drain else hosts[0], wave.disruption.value)}"
-        # Slurm-native waves: Slurm reboots the drained nodes and they converge from the signed
-        # bundle. A rolling wave (nodes keep their jobs) and unowned nodes (no Slurm to reboot
-        # them: an OwnedOnly control) take the SSH path.
-        if engines.native is not None and control is engines.slurm and to_drain == hosts:
+        # Slurm-native waves (plan/engines.py, the rule the plan showed): a reboot change goes to
+        # Slurm's reboot and the nodes' boot-time converge; a drain-only change is drained here
+        # (drain timeout, carry round) and the nodes converge in place on a request. The rest
+        # (rolling, unowned, CPU-only, ...) take the SSH path.
+        native = native_of.get(step.id)
+        if native is not None and route.method == REBOOT:
             failure = _native_wave(plan, wave, name, hosts, reason, control, engines, engines.native, store, say,
                                    redact, done, lock)
             if failure is not None:
@@ -206,7 +215,8 @@ def apply_plan(plan: Plan, store: StateBackend, engines: Engines, options: Apply
             failures[step.id] = _stop(say, control, name, hosts, f"drain failed: {exc}", done, redact, to_drain)
             return False
         failure = _converge_wave(plan, wave, name, hosts, control, engines, store, options, say, redact, done, lock,
-                                 forks=step.parallel, cancel=cancel, drained=[h for h in hosts if h in drains])
+                                 forks=step.parallel, cancel=cancel, drained=[h for h in hosts if h in drains],
+                                 native=native)
         if failure is not None:
             failures[step.id] = failure
             return False
@@ -217,7 +227,8 @@ def apply_plan(plan: Plan, store: StateBackend, engines: Engines, options: Apply
         return replace(failures[stopped], waves_done=tuple(done))
     left: list[str] = []
     if carried:
-        leftover = _carry_round(plan, carried, control_of, engines, store, options, say, redact, done, lock)
+        leftover = _carry_round(plan, carried, control_of, engines, store, options, say, redact, done, lock,
+                                native_of)
         if isinstance(leftover, ApplyResult):
             return leftover
         left = leftover
@@ -289,13 +300,47 @@ def apply_plan(plan: Plan, store: StateBackend, engines: Engines, options: Apply
 def _converge_wave(plan: Plan, wave: Wave, name: str, hosts: list[str], control: NodeControl, engines: Engines,
                    store: StateBackend, options: ApplyOptions, say: Callable[..., None], redact: Redactor, done: list[str],
                    lock: Lock, forks: int | None = None, cancel: Callable[[], bool] | None = None,
-                   drained: list[str] | None = None) -> ApplyResult | None:
+                   drained: list[str] | None = None, native: NativeSlurm | None = None) -> ApplyResult | None:
     """Upgrade a wave, verify it, pass the health gate, resume the nodes it drained
     (``drained``, default all: a rolling change's nodes were never drained) and record it;
-    None when it did, else the stopped rollout's result (the drained nodes stay drained)."""
+    None when it did, else the stopped rollout's result (the drained nodes stay drained).
+    ``native``: the drained nodes converge in place on a request (no Ansible from here)."""
     fleet = plan.fleet
     drained = list(hosts) if drained is None else drained
     stop = functools.partial(_stop, say, control, name, hosts, done=done, redact=redact, drained=drained)
+    why = (_native_in_place(fleet, name, hosts, native, say) if native is not None
+           else _ansible_wave(plan, name, hosts, engines, options, say, redact, forks, cancel, drained))
+    if why is not None:
+        return stop(why)
+    if engines.health is not None:
+        sick = _gate(engines, fleet, hosts)
+        if sick:
+            return stop("unhealthy after the wave: " + "; ".join(f"{h}: {why}" for h, why in sorted(sick.items())))
+        say("verify", f"{', '.join(hosts)} passed the node health check", name, hosts)
+    try:
+        taken = foreign_drains(control.states(drained)) if drained else {}  # drained by someone else meanwhile
+        if taken:
+            say("held", f"wave {name}: not resuming " + "; ".join(f"{h} (drained by someone else "
+                        f"during the wave: {why})" for h, why in sorted(taken.items())), name, sorted(taken),
+                ok=False)
+        if [h for h in drained if h not in taken]:
+            control.resume([h for h in drained if h not in taken])
+    except ControlError as exc:
+        return stop(f"resume failed: {exc}")
+    with lock:
+        how = f" (slurm-native in place, bundle version {native.version})" if native is not None else ""
+        store.record_wave(fleet, hosts, f"wave {name}: {wave.disruption.value}{how}")
+        done.append(name)
+    say("wave-done", f"wave {name} done; " + ("nodes resumed" if drained else "no node was drained"), name, hosts)
+    return None
+
+
+def _ansible_wave(plan: Plan, name: str, hosts: list[str], engines: Engines, options: ApplyOptions,
+                  say: Callable[..., None], redact: Redactor, forks: int | None, cancel: Callable[[], bool] | None,
+                  drained: list[str]) -> str | None:
+    """The wave's playbooks from here (Ansible, limited to the wave) and verify over SSH;
+    why it failed, or None."""
+    fleet = plan.fleet
     # Drained nodes may have their kernel modules reloaded by a driver change (the
     # nvidia_driver role) where no reboot is allowed; only when every host of the wave is
     # drained (a rolling change's nodes keep their jobs; an unowned node has no scheduler
@@ -314,34 +359,55 @@ def _converge_wave(plan: Plan, wave: Wave, name: str, hosts: list[str], control:
         failures = [f"{h}: {'; '.join(r.failures) or ('unreachable' if r.unreachable else 'failed')}"
                     for h, r in sorted(result.hosts.items()) if r.failed or r.unreachable]
         failures += [f"{h}: the playbook never reached it (not in the inventory?)" for h in unseen]
-        return stop("playbook failed: " + " | ".join(failures or [result.status]))
+        return "playbook failed: " + " | ".join(failures or [result.status])
     say("playbook", f"playbooks ran on {', '.join(hosts)} ({len(result.changed_hosts)} changed)", name, hosts)
 
     if engines.verify is not None:
         report = engines.verify(fleet, hosts)
         drift = _drift(report)
         if drift:
-            return stop("verify failed: " + "; ".join(drift))
+            return "verify failed: " + "; ".join(drift)
         say("verify", f"{', '.join(hosts)} run the partition's tuple", name, hosts)
-    if engines.health is not None:
-        sick = _gate(engines, fleet, hosts)
-        if sick:
-            return stop("unhealthy after the wave: " + "; ".join(f"{h}: {why}" for h, why in sorted(sick.items())))
-        say("verify", f"{', '.join(hosts)} passed the node health check", name, hosts)
+    return None
+
+
+def _native_in_place(fleet: Fleet, name: str, hosts: list[str], native: NativeSlurm,
+                     say: Callable[..., None]) -> str | None:
+    """The drained nodes converge themselves in place, no reboot: one request file each,
+    then the results; verify compares their own facts. Why it failed, or None. The
+    requests are withdrawn either way (a node never runs a stale one later)."""
     try:
-        taken = foreign_drains(control.states(drained)) if drained else {}  # drained by someone else meanwhile
-        if taken:
-            say("held", f"wave {name}: not resuming " + "; ".join(f"{h} (drained by someone else "
-                        f"during the wave: {why})" for h, why in sorted(taken.items())), name, sorted(taken),
-                ok=False)
-        if [h for h in drained if h not in taken]:
-            control.resume([h for h in drained if h not in taken])
+        late = native.settled(hosts)
     except ControlError as exc:
-        return stop(f"resume failed: {exc}")
-    with lock:
-        store.record_wave(fleet, hosts, f"wave {name}: {wave.disruption.value}")
-        done.append(name)
-    say("wave-done", f"wave {name} done; " + ("nodes resumed" if drained else "no node was drained"), name, hosts)
+        return f"cannot read the nodes' state: {exc}"
+    if late:
+        return f"Slurm does not show {compress(late)} drained, though no job runs there: not asked to converge"
+    try:
+        request = native.request(hosts)
+    except OSError as exc:
+        return f"cannot write the converge requests to {native.requests}: {exc.strerror or exc}"
+    say("playbook", f"wave {name}: asked {compress(hosts)} to converge in place to bundle version "
+                    f"{native.version} (request {request}; no reboot)", name, hosts)
+    told: list[list[str]] = [list(hosts)]
+
+    def progress(pending: list[str]) -> None:
+        if pending != told[0]:
+            told[0] = pending
+            say("playbook", f"wave {name}: {len(hosts) - len(pending)} of {len(hosts)} node(s) converged"
+                            + (f"; waiting for {compress(pending)}" if pending else ""), name, hosts)
+
+    try:
+        outcome = native.wait(hosts, progress, request=request)
+    except ControlError as exc:
+        return f"cannot read the nodes' state: {exc}"
+    finally:
+        native.withdraw(hosts)
+    if outcome.failed:
+        return "node converge failed: " + " | ".join(f"{h}: {why}" for h, why in sorted(outcome.failed.items()))
+    drift = _drift(native.verify(fleet, outcome.facts, hosts))
+    if drift:
+        return "verify failed: " + "; ".join(drift)
+    say("verify", f"{compress(hosts)} run the partition's tuple (their own facts, converged in place)", name, hosts)
     return None
 
 
@@ -396,7 +462,8 @@ def _native_wave(plan: Plan, wave: Wave, name: str, hosts: list[str], reason: st
 
 def _carry_round(plan: Plan, carried: dict[str, Wave], control_of: dict[str, NodeControl], engines: Engines,
                  store: StateBackend, options: ApplyOptions, say: Callable[..., None], redact: Redactor,
-                 done: list[str], lock: Lock) -> list[str] | ApplyResult:
+                 done: list[str], lock: Lock, native_of: Mapping[str, NativeSlurm] | None = None,
+                 ) -> list[str] | ApplyResult:
     """After the last wave: each carried wave's nodes drained again (never more than their
     wave was, so within its partition's budget), one after another; those idle by the drain
     timeout are upgraded as their wave was, the others stay at work, unchanged (returned)."""
@@ -423,7 +490,7 @@ def _carry_round(plan: Plan, carried: dict[str, Wave], control_of: dict[str, Nod
             return replace(_stop(say, control, name, hosts, f"drain failed: {exc}", done, redact), waves_done=tuple(done))
         if hosts:
             failure = _converge_wave(plan, replace(wave, hosts=tuple(hosts)), name, hosts, control, engines, store,
-                                     options, say, redact, done, lock)
+                                     options, say, redact, done, lock, native=(native_of or {}).get(wid))
             if failure is not None:
                 return replace(failure, waves_done=tuple(done))
     return sorted(left)

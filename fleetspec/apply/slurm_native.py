@@ -12,11 +12,22 @@ A node is done when its result carries this rollout's bundle version and Slurm n
 shows a reboot pending for it; failed when its result says so, when Slurm marks it down or
 failed, or when the deadline passes. Verify then compares the results' facts with the
 fleet, as the SSH path compares what it collected.
+
+A wave whose change needs no reboot (CUDA toolkit, NCCL: ``plan/engines.py`` ``in-place``)
+is drained by the rollout through Slurm (its drain timeout and carry round hold), then
+`request` writes ``<requests>/<host>.json`` (``{"format": 1, "request": ID, "version":
+V}``) for each drained node: the node's ``fleetspec-converge-request.timer`` finds it,
+checks that Slurm shows it drained with fleetspec's reason, runs the same converge from
+its own configured bundle and writes its result with the request's ID; `wait` with
+``request=ID`` reads those, and the rollout resumes the nodes. The requests directory is
+written only by the controller and read by the nodes (docs/security.md).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +40,7 @@ from fleetspec.node_side.hostlist import compress
 from fleetspec.verify.compare import VerifyReport, compare
 
 MAX_RESULT_BYTES = 4 * 1024 * 1024
+REQUEST_FORMAT = 1  # fleetspec.node_side.converge_request reads it
 FactsVerifier = Callable[[Fleet, Mapping[str, Mapping[str, Any]], list[str]], VerifyReport]
 
 
@@ -51,6 +63,40 @@ class NativeSlurm:
     poll_s: float = 5.0
     verify: FactsVerifier = _compare
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
+    requests: Path | None = None  # in-place waves: where the converge requests go (the nodes read it)
+
+    def request(self, hosts: Sequence[str]) -> str:
+        """Ask each (drained) node of ``hosts`` to converge in place, without a reboot:
+        clear its earlier result, write its request; returns the request's ID."""
+        if self.requests is None:
+            raise ValueError("no requests directory: in-place waves need one")
+        request = f"{self.version}-{secrets.token_hex(8)}"
+        self.requests.mkdir(parents=True, exist_ok=True)
+        body = json.dumps({"format": REQUEST_FORMAT, "request": request, "version": self.version}) + "\n"
+        for host in hosts:
+            (self.results / f"{host}.json").unlink(missing_ok=True)
+            tmp = self.requests / f".{host}.json.tmp"
+            tmp.write_text(body)
+            os.replace(tmp, self.requests / f"{host}.json")  # a node never reads half a request
+        return request
+
+    def settled(self, hosts: Sequence[str], timeout_s: float = 120.0) -> list[str]:
+        """Wait until Slurm shows every node of ``hosts`` DRAINED (its jobs gone, the drain
+        done: what the node itself checks before it acts on a request); the nodes that are
+        not by ``timeout_s``."""
+        end = time.monotonic() + timeout_s
+        while True:
+            states = self._states(hosts)
+            late = [h for h in hosts if states.get(h, ("", ""))[0] != "drained"]
+            if not late or time.monotonic() >= end:
+                return late
+            self.sleep(self.poll_s)
+
+    def withdraw(self, hosts: Sequence[str]) -> None:
+        """Remove the nodes' requests once the wave is over (done or stopped)."""
+        if self.requests is not None:
+            for host in hosts:
+                (self.requests / f"{host}.json").unlink(missing_ok=True)
 
     def reboot(self, hosts: Sequence[str], reason: str) -> None:
         """Clear the nodes' earlier results (any result after this is this wave's), then
@@ -59,8 +105,11 @@ class NativeSlurm:
             (self.results / f"{host}.json").unlink(missing_ok=True)
         checked(self.run, ["scontrol", "reboot", "ASAP", "nextstate=RESUME", f"reason={reason}", compress(hosts)])
 
-    def wait(self, hosts: Sequence[str], on_progress: Callable[[list[str]], None] | None = None) -> WaveOutcome:
-        """Poll until every node of ``hosts`` converged or failed, or the deadline."""
+    def wait(self, hosts: Sequence[str], on_progress: Callable[[list[str]], None] | None = None,
+             request: str | None = None) -> WaveOutcome:
+        """Poll until every node of ``hosts`` converged or failed, or the deadline. With
+        ``request`` (an in-place wave): a node is done when its result answers that
+        request; it stays drained (the rollout resumes it after the gates)."""
         end = time.monotonic() + self.timeout_s
         pending = set(hosts)
         facts: dict[str, dict[str, Any]] = {}
@@ -70,9 +119,12 @@ class NativeSlurm:
             for host in sorted(pending):
                 state, reason = states.get(host, ("", ""))
                 result = self._result(host)
-                if result is not None and not result.get("ok"):
+                if result is not None and request is not None and result.get("request") != request:
+                    failed[host] = (f"its result answers request {result.get('request')!r}, not this wave's "
+                                    f"{request!r}: {result.get('error') or 'another run wrote it'}")
+                elif result is not None and not result.get("ok"):
                     failed[host] = f"converge failed: {result.get('error') or 'no reason given'}"
-                elif result is not None and not _reboot_pending(state) and _in_service(state):
+                elif result is not None and request is not None or result is not None and not _reboot_pending(state) and _in_service(state):
                     facts[host] = result.get("facts") or {}
                 elif any(word in state for word in ("down", "fail")) and not _reboot_pending(state):
                     failed[host] = f"Slurm shows {state}: {reason or 'no reason'}"

@@ -189,10 +189,12 @@ def run_playbook(workdir: str, host: str, ansible_playbook: str, log_path: str) 
 
 def converge(host: str, bundle: str, signature: Optional[str], allowed_signers: str, state_dir: str,
              result_dir: str, ansible_playbook: str = "ansible-playbook",
-             collect_root: str = "/") -> Dict[str, Any]:
-    """Verify, unpack and run the bundle for ``host``; always write the result, return it."""
+             collect_root: str = "/", extra: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """Verify, unpack and run the bundle for ``host``; always write the result, return it.
+    ``extra``: keys the result carries besides (``converge_request``: the request's ID)."""
     result = {"host": host, "bundle": bundle, "ok": False, "error": None, "version": None,
               "spec_digest": None}  # type: Dict[str, Any]
+    result.update(extra or {})
     workdir = tempfile.mkdtemp(prefix="fleetspec-converge-")
     try:
         data = fetch(bundle, MAX_BUNDLE_BYTES)

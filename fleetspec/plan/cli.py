@@ -21,6 +21,7 @@ import typer
 from fleetspec import exit_codes
 from fleetspec.cli_usage import (
     ChartsOpt,
+    EngineOpt,
     InventoryOpt,
     SigningKeyOpt,
     SlurmControlOpt,
@@ -85,6 +86,7 @@ def plan(
                                                              "(default 12.75)")] = None,
     forks: Annotated[int | None, typer.Option("--forks", callback=forks_option, help="hosts one wave works on at "
                                               "once (default: the whole wave)")] = None,
+    engine: EngineOpt = None,
     live: Annotated[bool, typer.Option("--live", help="ask Slurm (sinfo), Kubernetes (kubectl) and the nodes "
                                        "(SSH) which nodes new to the state already run, as apply does before it "
                                        "starts: those are planned as adoptions, drained in waves. Without it the "
@@ -122,7 +124,7 @@ def plan(
             result = _with_facts(result, facts, errors)
         if limit is not None:
             result = _limited(result, limit, errors)
-        result = with_rollout_figures(result, batch_minutes, forks)
+        result = with_rollout_figures(result, batch_minutes, forks, engine.value if engine else None)
         if out is not None:
             save_plan(result, out, signing_key_from(signing_key, spec))
     except (PlanError, UnsafePathError, SavedPlanError) as exc:

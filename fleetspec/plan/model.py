@@ -200,9 +200,12 @@ class Plan:
     def _waves_with_schedule(self) -> list[dict[str, Any]]:
         """Each wave with its id, the hosts it works on at once and the waves it waits for."""
         fields = self.schedule.wave_fields()
+        from fleetspec.plan.engines import wave_engines
         from fleetspec.plan.schedule import wave_id
 
-        return [{**w.to_dict(), **fields[wave_id(w)]} for w in self.waves]
+        engines = wave_engines(self)  # which engine apply uses for it, and why (settings['engine'])
+        return [{**w.to_dict(), **fields[wave_id(w)], **engines[(w.partition, w.index)].to_dict()}
+                for w in self.waves]
 
 
 def _ordered(counts: Counter[str]) -> dict[str, int]:

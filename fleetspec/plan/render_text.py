@@ -51,6 +51,8 @@ def print_plan(plan: Plan, console: Console, detail: int = 0) -> None:
     if plan.waves:
         console.print(_waves_table(plan, None if detail > 0 else MAX_WAVE_ROWS))
         console.print(escape(schedule_line(plan)))
+        for line in engine_lines(plan):
+            console.print(escape(line))
     else:
         console.print("No node has to leave service: no waves.")
 
@@ -76,6 +78,23 @@ def schedule_line(plan: Plan) -> str:
     return (f"Modelled rollout: {int(minutes // 60)} h {minutes % 60:02.0f} min ({sched.critical_batches()} "
             f"batch(es) on the longest path of {len(sched.steps)} wave(s)), assuming {sched.assumptions()}. "
             "Waves of different lanes run side by side ('plan --format json': each wave's 'after').")
+
+
+def engine_lines(plan: Plan) -> list[str]:
+    """Which engine rolls the waves (``plan/engines.py``) and why each kind of wave does,
+    one line per engine and reason, with the waves it covers."""
+    from fleetspec.plan.engines import wave_engines
+
+    routes = wave_engines(plan)
+    by_why: dict[tuple[str, str | None, str], list[str]] = {}
+    for w in plan.waves:
+        route = routes[(w.partition, w.index)]
+        by_why.setdefault((route.engine, route.method, route.why), []).append(f"{w.partition}#{w.index}")
+    lines = [f"Engine (apply --engine {plan.settings.get('engine') or 'ssh'}):"]
+    for (engine, method, why), ids in by_why.items():
+        shown = ", ".join(ids[:8]) + (f" and {len(ids) - 8} more" if len(ids) > 8 else "")
+        lines.append(f"  {engine}{f' ({method})' if method else ''}: {shown}: {why}")
+    return lines
 
 
 def grouped(changes: tuple[Change, ...]) -> list[tuple[Change, str, int]]:
@@ -120,12 +139,17 @@ def _waves_table(plan: Plan, rows: int | None) -> Table:
     title = (f"waves apply would run (canary {settings.get('canary')}, max unavailable "
              f"{settings.get('max_unavailable')} per partition)")
     table = Table(title=title, title_justify="left")
-    for column in ("partition", "wave", "nodes", "hosts", "racks", "disruption"):
+    from fleetspec.plan.engines import wave_engines
+
+    routes = wave_engines(plan)
+    for column in ("partition", "wave", "nodes", "hosts", "racks", "disruption", "engine"):
         table.add_column(column, overflow="fold")
     for w in plan.waves[:rows]:
         label = f"{w.index} (canary)" if w.canary else str(w.index)
+        route = routes[(w.partition, w.index)]
         table.add_row(escape(w.partition), label, str(len(w.hosts)), escape(compress(w.hosts)),
-                      escape(",".join(w.racks)), f"[{STYLES[w.disruption]}]{w.disruption.value}[/]")
+                      escape(",".join(w.racks)), f"[{STYLES[w.disruption]}]{w.disruption.value}[/]",
+                      route.engine + (f" ({route.method})" if route.method else ""))
     if rows is not None and len(plan.waves) > rows:
-        table.add_row("...", f"{len(plan.waves) - rows} more (-v: all)", "", "", "", "")
+        table.add_row("...", f"{len(plan.waves) - rows} more (-v: all)", "", "", "", "", "")
     return table

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetspec.compile.ir import Fleet
+from fleetspec.plan.engines import parse_engine
 from fleetspec.plan.model import PLAN_FORMAT_VERSION, Change, Plan, Wave
 from fleetspec.safe_io import UnsafePathError, loads_json, read_bounded, write_output
 from fleetspec.state.backend import StateBackend
@@ -105,6 +106,7 @@ def load_saved_plan(path: Path, key: bytes | None = None) -> Plan:
         fleet = fleet_from_dict(data["ir"])
         plan = _plan_from_dict(data, fleet)
         plan.schedule  # noqa: B018 - checks the rollout figures in its settings (issue #30)
+        parse_engine(plan.settings.get("engine"))
     except (FleetDecodeError, KeyError, TypeError, ValueError) as exc:
         raise SavedPlanError(f"{path} is damaged: {exc}") from None
     expected = "sha256:" + hashlib.sha256(fleet.to_json().encode()).hexdigest()

@@ -194,12 +194,17 @@ def _lanes(waves: Sequence[Wave], member_of: dict[str, list[str]]) -> dict[str, 
     return lanes
 
 
-def with_rollout_figures(plan: Any, batch_minutes: float | None = None, forks: int | None = None) -> Any:
+def with_rollout_figures(plan: Any, batch_minutes: float | None = None, forks: int | None = None,
+                         engine: str | None = None) -> Any:
     """``plan`` with the figures its schedule assumes in its settings (saved plans carry
-    them to apply): minutes per install+reboot batch, hosts a wave works on at once."""
+    them to apply): minutes per install+reboot batch, hosts a wave works on at once, and
+    the engine apply runs the waves with (``plan/engines.py``)."""
     import dataclasses
+
+    from fleetspec.plan.engines import parse_engine
 
     settings = {**plan.settings, "batch_minutes": parse_batch_minutes(
         batch_minutes if batch_minutes is not None else plan.settings.get("batch_minutes", DEFAULT_BATCH_MINUTES))}
     settings["forks"] = parse_forks(forks if forks is not None else plan.settings.get("forks"))
+    settings["engine"] = parse_engine(engine if engine is not None else plan.settings.get("engine"))
     return dataclasses.replace(plan, settings=settings)

@@ -212,6 +212,46 @@ def test_converge_units_order_the_converge_before_slurmd(tmp_path) -> None:
     assert "oneshoot" in proc.stderr  # the check can fail
 
 
+def test_converge_request_units_pass_systemd_analyze(tmp_path) -> None:
+    """The in-place converge's timer and oneshot service (no reboot), checked by systemd."""
+    from fleetspec.render.bundle import REQUEST_TIMER, REQUEST_UNIT, render_converge_units
+
+    units = render_converge_units()
+    assert "OnUnitInactiveSec=30s" in units[REQUEST_TIMER] and "Type=oneshot" in units[REQUEST_UNIT]
+    assert "fleetspec.node_side.converge_request" in units[REQUEST_UNIT]
+    for path in (REQUEST_UNIT, REQUEST_TIMER):
+        (tmp_path / path.name).write_text(units[path])
+    (tmp_path / "slurmd.service").write_text("[Service]\nExecStart=/bin/true\n")
+    (tmp_path / "fleetspec-converge.service").write_text(units[PurePosixPath("systemd/fleetspec-converge.service")])
+    proc = subprocess.run(["systemd-analyze", "verify", "--man=no", str(tmp_path / REQUEST_TIMER.name),
+                           str(tmp_path / REQUEST_UNIT.name)], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "SYSTEMD_UNIT_PATH": f"{tmp_path}:"})
+    assert proc.returncode == 0, proc.stderr
+    (tmp_path / REQUEST_TIMER.name).write_text(units[REQUEST_TIMER].replace("OnUnitInactiveSec", "OnUnitInactivSec"))
+    proc = subprocess.run(["systemd-analyze", "verify", "--man=no", str(tmp_path / REQUEST_TIMER.name)],
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "SYSTEMD_UNIT_PATH": f"{tmp_path}:"})
+    assert "OnUnitInactivSec" in proc.stderr  # the check can fail
+
+
+@pytest.mark.parametrize(("raw", "said"), [
+    (b"not json", "not JSON"),
+    (b'{"format": 1, "request": "1-0123456789abcdef", "version": 1, "bundle": "https://evil/x"}', "not {format"),
+    (b'{"format": 1, "request": "../../etc", "version": 1}', "ID is not"),
+    (b'{"format": 1, "request": "1-0123456789abcdef", "version": true}', "version is not"),
+    (b'{"format": 2, "request": "1-0123456789abcdef", "version": 1}', "not {format"),
+    (b"x" * 5000, "larger than"),
+])
+def test_a_converge_request_is_refused_unless_well_formed(raw, said) -> None:
+    """A request names nothing but an ID and a version: anything else is refused."""
+    from fleetspec.node_side.converge_request import Refused, parse_request
+
+    with pytest.raises(Refused, match=said):
+        parse_request(raw)
+    assert parse_request(b'{"format": 1, "request": "12-0123456789abcdef", "version": 12}') == \
+        ("12-0123456789abcdef", 12)
+
+
 @pytest.mark.parametrize(("args", "said"), [
     (["--engine", "slurm-native"], "needs --bundle-key, --bundle-dir, --results"),
     (["--engine", "slurm-native", "--bundle-key", "file:k", "--bundle-dir", "b"], "needs --results"),

@@ -1,21 +1,31 @@
 """Issue #30 item 2 on a real slurmctld: the Slurm-native path.
 
-apply hands each wave to Slurm with a real ``scontrol reboot ASAP nextstate=RESUME
-reason="fleetspec: ..."``; the six real slurmd's run a ``RebootProgram`` that does what a
+A driver change (multi-v3): apply hands each wave to Slurm with a real ``scontrol reboot
+ASAP nextstate=RESUME reason="fleetspec: ..."``; the six real slurmd's run a ``RebootProgram`` that does what a
 node's boot does: slurmd stops, ``fleetspec.node_side.converge`` verifies the partition's
 signed bundle (real ``ssh-keygen -Y``) and runs it with a real ``ansible-playbook -c local``,
 writes its result, and only a converged node starts slurmd again (``slurmd -b``: "report
 node rebooted", so slurmctld sees the reboot done and resumes it). The controller reads
 ``sinfo`` and the results, verifies, and records the waves.
+
+An NCCL change (multi-v2, no reboot needed): apply drains each wave through Slurm, waits
+until Slurm shows the nodes drained, writes one converge request per node; each node's
+``fleetspec-converge-request.timer`` (here a loop calling the same entry every 0.3 s, with
+a real ``sinfo``) finds it, checks it is drained by fleetspec, converges from its signed
+bundle and answers; apply verifies and resumes. No ``scontrol reboot``, slurmd never
+restarts.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -37,6 +47,7 @@ pytestmark = pytest.mark.slurm
 
 ROOT = HERE.parents[1]
 MULTI_V1, MULTI_V2 = HERE / "specs" / "multi-v1.yaml", HERE / "specs" / "multi-v2.yaml"
+MULTI_V3 = HERE / "specs" / "multi-v3.yaml"  # v2 and a driver bump: the waves reboot
 HOSTS = [f"h200-00{i}" for i in range(1, 7)]
 PARTITION = {h: ("hopper-b" if h in ("h200-005", "h200-006") else "nvidia-hopper") for h in HOSTS}
 
@@ -83,7 +94,7 @@ exec slurmd -b -D -N "$node"
 @pytest.fixture(scope="module")
 def native(slurm_installed, tmp_path_factory):
     work = tmp_path_factory.mktemp("native")
-    for sub in ("markers", "results", "booted", "bundle-of", "playbooks", "state"):
+    for sub in ("markers", "results", "booted", "bundle-of", "playbooks", "state", "requests"):
         (work / sub).mkdir()
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(work / "key")], check=True)
     kind, key = (work / "key.pub").read_text().split()[:2]
@@ -120,17 +131,23 @@ def _adopt_booted(cluster: Cluster, work: Path) -> None:
 def _verify_from_results(work: Path):
     """Verify on the nodes' results: each result carries real collector facts of this
     machine (no GPU), so the H200 node's facts stand in, upgraded to the NCCL the node's
-    own play recorded from its bundle."""
+    own play recorded from its bundle (and to the fleet's driver: a driver change's reboot)."""
     def verify(fleet, facts, hosts):
         assert set(facts) == set(hosts) and all(facts[h].get("schema") for h in hosts)
-        return compare(fleet, {h: upgraded(h200_facts(h), (work / "markers" / h).read_text()) for h in hosts},
-                       hosts=hosts)
+        found = {}
+        for h in hosts:
+            doc = upgraded(h200_facts(h), (work / "markers" / h).read_text())
+            driver = fleet.stack(fleet.node(h).stack).driver
+            doc["nvidia"]["driver_version"] = doc["nvidia"]["smi_driver_version"] = driver
+            found[h] = doc
+        return compare(fleet, found, hosts=hosts)
     return verify
 
 
-def _apply(cluster: Cluster, work: Path, store: StateStore, version: int, override: dict | None = None):
+def _apply(cluster: Cluster, work: Path, store: StateStore, version: int, override: dict | None = None,
+           spec: Path = MULTI_V3, drain_timeout: float = 20, on_event=None):
     """Publish both partitions' bundles, point each node at its own (or ``override``'s), apply."""
-    fleet = compile_file(MULTI_V2).fleet
+    fleet = compile_file(spec).fleet
     for partition in ("nvidia-hopper", "hopper-b"):
         published = publish(fleet, partition, version, f"file:{work / 'key'}", work, work / "playbooks",
                             work / "mirror")
@@ -139,18 +156,29 @@ def _apply(cluster: Cluster, work: Path, store: StateStore, version: int, overri
                 (work / "bundle-of" / host).write_text(str((override or {}).get(host, published.bundle)))
     os.chmod(work / "key", 0o600)
     events: list = []
+    commands: list[list[str]] = []
+    local = local_runner({"SLURM_CONF": str(cluster.conf)})
+
+    def run(argv):
+        commands.append(list(argv))
+        return local(argv)
+
     with store.lock("apply"):
         plan = plan_against_state(fleet, store.read(), canary=1, max_unavailable=2)
-        run = local_runner({"SLURM_CONF": str(cluster.conf)})
         from fleetspec.apply.control import SlurmControl
         from fleetspec.apply.rollout import Engines
 
         engines = Engines(run_playbook=_no_ssh, verify=None, slurm=SlurmControl(run, poll_s=0.2), kubernetes=None,
                           all_hosts=lambda: list(HOSTS),
                           native=NativeSlurm(run, work / "results", version, timeout_s=150, poll_s=0.3,
-                                             verify=_verify_from_results(work)))
-        result = apply_plan(plan, store, engines, ApplyOptions(drain_timeout_s=20), events.append)
-    return plan, result, events
+                                             verify=_verify_from_results(work), requests=work / "requests"))
+        def emit(event):
+            events.append(event)
+            if on_event is not None:
+                on_event(event)
+
+        result = apply_plan(plan, store, engines, ApplyOptions(drain_timeout_s=drain_timeout), emit)
+    return plan, result, events, commands
 
 
 def _no_ssh(**kwargs):
@@ -162,7 +190,7 @@ def test_waves_go_to_slurm_and_the_nodes_converge_themselves(native, tmp_path):
     store = StateStore(tmp_path / "state", "rollout")
     with store.lock("test"):
         store.record_applied(compile_file(MULTI_V1).fleet, "initial fleet")
-    plan, result, events = _apply(cluster, work, store, version=2)
+    plan, result, events, _ = _apply(cluster, work, store, version=2)
     _adopt_booted(cluster, work)
     assert result.ok, [e.message for e in events if not e.ok]
     assert sorted(p.name for p in (work / "markers").iterdir()) == HOSTS
@@ -178,7 +206,188 @@ def test_waves_go_to_slurm_and_the_nodes_converge_themselves(native, tmp_path):
               cluster.run("sinfo", "-h", "-N", "-o", "%N|%T").stdout.split()}
     assert all(states[h] == "idle" for h in HOSTS), states  # Slurm resumed every node
     assert not plan_against_state(
-        compile_file(MULTI_V2).fleet, store.read(), canary=1, max_unavailable=2).waves
+        compile_file(MULTI_V3).fleet, store.read(), canary=1, max_unavailable=2).waves
+
+
+@contextlib.contextmanager
+def _converge_timers(cluster: Cluster, work: Path):
+    """Each node's ``fleetspec-converge-request.timer``: the same entry the unit runs
+    (``converge_request.main``), every 0.3 s for each node, with a real ``sinfo`` against
+    the test's slurmctld; one process for the six nodes (ended by pid)."""
+    loop = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from fleetspec.node_side import converge_request\n"
+        "work = Path(sys.argv[1])\n"
+        "while True:\n"
+        "    for host in sys.argv[2:]:\n"
+        "        converge_request.main(['--host', host, '--requests', str(work / 'requests'),\n"
+        "            '--bundle', (work / 'bundle-of' / host).read_text(),\n"
+        "            '--allowed-signers', str(work / 'allowed_signers'), '--state-dir', str(work / 'state' / host),\n"
+        "            '--result-dir', str(work / 'results'),\n"
+        "            '--ansible-playbook', str(Path(sys.executable).parent / 'ansible-playbook'),\n"
+        "            '--collect-root', str(work / 'noroot')])\n"
+        "    time.sleep(0.3)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "FLEETSPEC_TEST_MARKERS": str(work / "markers"),
+           "SLURM_CONF": str(cluster.conf)}
+    with open(work / "timers.log", "ab") as log:
+        proc = subprocess.Popen([sys.executable, "-c", loop, str(work), *HOSTS], env=env, stdout=log,
+                                stderr=subprocess.STDOUT)
+    try:
+        yield
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _slurmd_started(cluster: Cluster) -> dict[str, str]:
+    """Each node's SlurmdStartTime: it changes when slurmd restarts (a reboot)."""
+    out = cluster.run("scontrol", "-o", "show", "node").stdout
+    return {re.search(r"NodeName=(\S+)", line).group(1): re.search(r"SlurmdStartTime=(\S+)", line).group(1)
+            for line in out.splitlines() if "NodeName=" in line}
+
+
+def _idle_soon(cluster: Cluster, timeout_s: float = 30.0) -> dict[str, str]:
+    """The nodes' states once all are idle, or at the timeout. A resumed node reads
+    ``idle*`` until slurmctld's ping right after the resume answers (slurmctld.log: "Node
+    h200-003 now responding" within a second)."""
+    end = time.monotonic() + timeout_s
+    while True:
+        states = {line.split("|")[0]: line.split("|")[1] for line in
+                  cluster.run("sinfo", "-h", "-N", "-o", "%N|%T").stdout.split()}
+        if all(states.get(h) == "idle" for h in HOSTS) or time.monotonic() >= end:
+            return {h: states.get(h, "") for h in HOSTS}
+        time.sleep(0.5)
+
+
+def test_a_change_without_reboot_drains_converges_in_place_and_resumes(native, tmp_path):
+    cluster, work = native
+    store = StateStore(tmp_path / "state", "rollout")
+    with store.lock("test"):
+        store.record_applied(compile_file(MULTI_V1).fleet, "initial fleet")
+    booted = {p.name: p.read_text() for p in (work / "booted").iterdir()}
+    started = _slurmd_started(cluster)
+    reboots = cluster.log("slurmctld.log").count("reboot request queued for nodes")
+    with _converge_timers(cluster, work):
+        plan, result, events, commands = _apply(cluster, work, store, 3, spec=MULTI_V2)
+    assert result.ok, [e.message for e in events if not e.ok]
+    assert all(e.message.endswith("slurm-native (in-place)") for e in events if e.kind == "wave-start")
+    assert not [c for c in commands if c[:2] == ["scontrol", "reboot"]]  # no reboot issued
+    assert cluster.log("slurmctld.log").count("reboot request queued for nodes") == reboots
+    assert {p.name: p.read_text() for p in (work / "booted").iterdir()} == booted  # no boot ran
+    assert _slurmd_started(cluster) == started  # no slurmd restarted
+    drains = [c for c in commands if c[:2] == ["scontrol", "update"] and "state=drain" in c]
+    assert len(drains) == len(plan.waves) and all(c[-1].startswith("reason=fleetspec: ") for c in drains)
+    assert len([c for c in commands if "state=resume" in c]) == len(plan.waves)
+    for host in HOSTS:
+        doc = json.loads((work / "results" / f"{host}.json").read_text())
+        assert doc["ok"] and doc["version"] == 3 and doc["request"].startswith("3-"), doc
+        assert not (work / "requests" / f"{host}.json").exists()  # withdrawn after the wave
+    assert {(work / "markers" / h).read_text() for h in HOSTS} == {"2.28.9"}
+    assert _idle_soon(cluster) == {h: "idle" for h in HOSTS}  # apply resumed every node
+    assert not plan_against_state(compile_file(MULTI_V2).fleet, store.read(), canary=1, max_unavailable=2).waves
+
+
+def test_a_failed_converge_in_place_leaves_the_node_drained_with_the_reason(native, tmp_path):
+    cluster, work = native
+    store = StateStore(tmp_path / "state", "rollout")
+    with store.lock("test"):
+        store.record_applied(compile_file(MULTI_V1).fleet, "initial fleet")
+    fleet = compile_file(MULTI_V2).fleet
+    published = publish(fleet, "nvidia-hopper", 4, f"file:{work / 'key'}", work, work / "playbooks", work / "mirror")
+    bad = work / "mirror" / "tampered-4.tar.gz"
+    data = bytearray(published.bundle.read_bytes())
+    data[100] ^= 1
+    bad.write_bytes(bytes(data))
+    shutil.copy(str(published.signature), str(bad) + ".sig")
+    plan = plan_against_state(fleet, store.read(), canary=1, max_unavailable=2)
+    canary = next(w for w in plan.waves if w.canary and w.partition == "nvidia-hopper").hosts[0]
+    try:
+        with _converge_timers(cluster, work):
+            _, result, events, commands = _apply(cluster, work, store, 4, {canary: bad}, spec=MULTI_V2)
+        assert not result.ok and canary in result.drained
+        assert not [c for c in commands if c[:2] == ["scontrol", "reboot"]]
+        doc = json.loads((work / "results" / f"{canary}.json").read_text())
+        assert not doc["ok"] and "bad bundle signature" in doc["error"] and doc["request"].startswith("4-")
+        line = cluster.run("sinfo", "-h", "-N", "-n", canary, "-o", "%T|%E").stdout.strip()
+        state, reason = line.split("|", 1)
+        assert state == "drained" and reason.startswith("fleetspec: node converge failed"), line
+        assert "bad bundle signature" in reason
+        assert not (work / "requests" / f"{canary}.json").exists()
+    finally:  # the next test's nodes start in service
+        cluster.run("scontrol", "update", f"nodename={','.join(HOSTS)}", "state=resume", check=False)
+
+
+def test_an_in_place_node_whose_job_outlives_the_drain_timeout_is_carried(native, tmp_path):
+    """Item 5 on the in-place path: a job on h200-004 outlives the drain timeout, so its
+    wave goes on without it (h200-004 resumed, at work); the job ends (cancelled when the
+    carry is announced), and the round after the last wave drains it again and converges it
+    in place. No reboot."""
+    cluster, work = native
+    store = StateStore(tmp_path / "state", "rollout")
+    with store.lock("test"):
+        store.record_applied(compile_file(MULTI_V1).fleet, "initial fleet")
+    job = cluster.sbatch("-p", "nvidia-hopper", "-w", "h200-004", "-N", "1", script="#!/bin/sh\nsleep 300\n")
+    job_id = job.stdout.strip().split(";")[0]
+    assert job.returncode == 0 and job_id, job.stderr
+    end = time.monotonic() + 30
+    while cluster.run("squeue", "-h", "-j", job_id, "-o", "%T").stdout.strip() != "RUNNING":
+        assert time.monotonic() < end, "the job never started"
+        time.sleep(0.3)
+
+    def cancel(event):
+        if event.kind == "carried" and "h200-004" in event.hosts:
+            cluster.run("scancel", job_id)
+
+    try:
+        with _converge_timers(cluster, work):
+            _, result, events, commands = _apply(cluster, work, store, 5, spec=MULTI_V2, drain_timeout=3,
+                                                 on_event=cancel)
+    finally:
+        cluster.run("scancel", job_id, check=False)
+    assert result.ok and result.carried == (), [e.message for e in events if not e.ok]
+    assert any(e.kind == "carried" and e.hosts == ("h200-004",) for e in events)
+    assert any(e.kind == "wave-start" and e.wave == "nvidia-hopper#3 (carried)" for e in events)
+    assert not [c for c in commands if c[:2] == ["scontrol", "reboot"]]
+    doc = json.loads((work / "results" / "h200-004.json").read_text())
+    assert doc["ok"] and doc["version"] == 5 and doc["request"].startswith("5-")
+    assert _idle_soon(cluster) == {h: "idle" for h in HOSTS}
+
+
+def test_a_request_for_a_node_in_service_is_refused_by_the_node(native):
+    """Whoever writes a request: the node converges only when Slurm shows it drained by
+    fleetspec. Here h200-006 is idle (in service): its converge entry refuses, runs no play,
+    and says so in its result; the request counts as handled (it never runs later)."""
+    from fleetspec.node_side import converge_request
+
+    cluster, work = native
+    host = "h200-006"
+    marker = (work / "markers" / host).read_text() if (work / "markers" / host).exists() else None
+    (work / "results" / f"{host}.json").unlink(missing_ok=True)
+    (work / "requests" / f"{host}.json").write_text(json.dumps({"format": 1, "request": "9-0123456789abcdef",
+                                                                "version": 9}))
+    argv = ["--host", host, "--requests", str(work / "requests"), "--bundle", str(work / "mirror" / "nowhere"),
+            "--allowed-signers", str(work / "allowed_signers"), "--state-dir", str(work / "state" / host),
+            "--result-dir", str(work / "results"), "--collect-root", str(work / "noroot")]
+    old = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = str(cluster.conf)
+    try:
+        assert converge_request.main(argv) == 1
+        doc = json.loads((work / "results" / f"{host}.json").read_text())
+        assert not doc["ok"] and doc["request"] == "9-0123456789abcdef"
+        assert "not drained by fleetspec" in doc["error"] and "idle" in doc["error"], doc
+        (work / "results" / f"{host}.json").unlink()
+        assert converge_request.main(argv) == 0  # handled once: nothing written again
+        assert not (work / "results" / f"{host}.json").exists()
+    finally:
+        os.environ.pop("SLURM_CONF") if old is None else os.environ.__setitem__("SLURM_CONF", old)
+        (work / "requests" / f"{host}.json").unlink(missing_ok=True)
+    assert ((work / "markers" / host).read_text() if (work / "markers" / host).exists() else None) == marker
 
 
 def test_a_node_that_refuses_its_bundle_stops_the_rollout_and_stays_out(native, tmp_path):
@@ -187,8 +396,8 @@ def test_a_node_that_refuses_its_bundle_stops_the_rollout_and_stays_out(native, 
     with store.lock("test"):
         store.record_applied(compile_file(MULTI_V1).fleet, "initial fleet")
     # The nvidia-hopper canary gets a bundle whose signature does not match (tampered after signing).
-    fleet = compile_file(MULTI_V2).fleet
-    published = publish(fleet, "nvidia-hopper", 3, f"file:{work / 'key'}", work, work / "playbooks", work / "mirror")
+    fleet = compile_file(MULTI_V3).fleet
+    published = publish(fleet, "nvidia-hopper", 6, f"file:{work / 'key'}", work, work / "playbooks", work / "mirror")
     bad = work / "mirror" / "tampered.tar.gz"
     data = bytearray(published.bundle.read_bytes())
     data[100] ^= 1
@@ -196,7 +405,7 @@ def test_a_node_that_refuses_its_bundle_stops_the_rollout_and_stays_out(native, 
     shutil.copy(str(published.signature), str(bad) + ".sig")
     plan = plan_against_state(fleet, store.read(), canary=1, max_unavailable=2)
     canary = next(w for w in plan.waves if w.canary and w.partition == "nvidia-hopper").hosts[0]
-    _, result, events = _apply(cluster, work, store, 3, {canary: bad})
+    _, result, events, _ = _apply(cluster, work, store, 6, {canary: bad})
     _adopt_booted(cluster, work)
     assert not result.ok and canary in result.drained
     doc = json.loads((work / "results" / f"{canary}.json").read_text())
