@@ -14,7 +14,17 @@ from typing import NoReturn
 
 import pytest
 
-from fleetspec.lab import Lab, LabNode, LabUnavailable, build_repo, ensure_base, ensure_host_packages, vendor_standins
+from fleetspec.lab import (
+    Lab,
+    LabNode,
+    LabUnavailable,
+    StandInPackage,
+    build_repo,
+    ensure_base,
+    ensure_host_packages,
+    vendor_standins,
+)
+from fleetspec.packages import slurm_packages
 from tests.conftest import unavailable
 
 # Two tuples, so the repo carries two versions of libnccl2 (up/downgrade paths).
@@ -24,6 +34,10 @@ LAB_TUPLES = [
     {"rocm": "7.0.2", "rccl": "2.26.6", "amdgpu": "30.10.2"},
 ]
 LAB_NODE_NAMES = ["node-a", "node-b"]
+# A Slurm node's packages (tests/lab/test_converge.py runs the slurm role on node-a from
+# its bundle): SchedMD's packaging at this release, and PMIx's -dev package at Debian 12's
+# version (bookworm archive: libpmix-dev 4.2.2-1+deb12u1), as bare stand-ins.
+LAB_SLURM = "25.11.8"
 
 
 def lab_unavailable(reason: str) -> NoReturn:
@@ -56,7 +70,9 @@ def lab_base() -> Path:
 @pytest.fixture(scope="session")
 def lab_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A flat apt repo with stand-ins for LAB_TUPLES."""
-    return build_repo(vendor_standins(LAB_TUPLES), tmp_path_factory.mktemp("lab-repo"))
+    slurm = [StandInPackage(p.name, p.version) for p in slurm_packages(LAB_SLURM, ["slurm_node"])]
+    pmix = [StandInPackage("libpmix-dev", "4.2.2-1+deb12u1")]
+    return build_repo(vendor_standins(LAB_TUPLES) + slurm + pmix, tmp_path_factory.mktemp("lab-repo"))
 
 
 def namespaces_problem() -> str | None:
