@@ -27,12 +27,12 @@ from fleetspec.apply.bundle import publish
 from fleetspec.compile.ir import Fleet
 from fleetspec.lab import Lab
 from fleetspec.lab.fleet import LAB_MIRROR
-from fleetspec.packages import packages_for
+from fleetspec.packages import packages_for, slurm_packages
 from fleetspec.pipeline import compile_file
 from fleetspec.render.ansible import render_ansible
 from fleetspec.render.converge import render_converge
 from fleetspec.render.slurm import render_slurm
-from tests.lab.conftest import LAB_SLURM, lab, lab_base, lab_mode, lab_nodes, lab_repo  # noqa: F401 (fixtures)
+from tests.lab.conftest import LAB_CONVERGE_STACK, LAB_SLURM, lab, lab_base, lab_mode, lab_nodes, lab_repo  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.lab
 
@@ -40,8 +40,7 @@ NODE = "node-a"
 BUNDLES = "/var/lib/fleetspec-bundles"
 RESULT = f"/var/lib/fleetspec/results/{NODE}.json"
 LOG = "/var/lib/fleetspec/converge.log"
-# The lab repository's ROCm tuple (tests/lab/conftest.py LAB_TUPLES), without amdgpu: a lab
-# host has no kernel to build a driver for.
+# tests/lab/conftest.py LAB_CONVERGE_STACK: the session repository carries its pins.
 SPEC = """\
 apiVersion: fleetspec.io/v1alpha1
 kind: Fleet
@@ -49,7 +48,7 @@ metadata: {{name: lab}}
 spec:
   os: ubuntu-24.04
   stacks:
-    cdna3: {{rocm: "7.0.2", rccl: "2.26.6"}}
+    {stack}: {{rocm: "{rocm}", rccl: "{rccl}"}}
   slurm:
     version: "{slurm}"
     controllers: ctl-01
@@ -59,7 +58,7 @@ spec:
   racks:
     - name: r01
       nodes:
-        - {{hosts: {node}, gpu: {{model: mi300x, count: 1}}, stack: cdna3, scheduler: slurm}}
+        - {{hosts: {node}, gpu: {{model: mi300x, count: 1}}, stack: {stack}, scheduler: slurm}}
 """
 # Stand-in slurmd: what the role's drop-in guards (the stand-in Slurm packages ship no unit).
 SLURMD_UNIT = "[Unit]\nDescription=stand-in slurmd\n[Service]\nExecStart=/bin/sleep infinity\n"
@@ -119,7 +118,9 @@ def node(lab: Lab, lab_nodes, tmp_path_factory: pytest.TempPathFactory) -> Node:
     work = tmp_path_factory.mktemp("converge")
     key = keygen(work / "site-key")
     spec = work / "lab.yaml"
-    spec.write_text(SPEC.format(slurm=LAB_SLURM, bundles=BUNDLES, node=NODE,
+    stack = LAB_CONVERGE_STACK
+    spec.write_text(SPEC.format(slurm=LAB_SLURM, bundles=BUNDLES, node=NODE, stack=stack.name, rocm=stack.rocm,
+                                rccl=stack.rccl,
                                 key=(work / "site-key.pub").read_text().strip()))
     compiled = compile_file(spec)
     assert compiled.valid and compiled.fleet is not None, compiled.findings
@@ -147,8 +148,10 @@ def node(lab: Lab, lab_nodes, tmp_path_factory: pytest.TempPathFactory) -> Node:
 
 
 def pins(fleet: Fleet) -> dict[str, str]:
+    """The tuple's pins and the Slurm node's (the slurm role ran from the bundle too)."""
     n = fleet.nodes[0]
-    return {p.name: p.version for p in packages_for(fleet.stack(n.stack), fleet.os, [n.gpu]) if p.condition is None}
+    tuple_pins = [p for p in packages_for(fleet.stack(n.stack), fleet.os, [n.gpu]) if p.condition is None]
+    return {p.name: p.version for p in (*tuple_pins, *slurm_packages(LAB_SLURM, ["slurm_node"]))}
 
 
 def test_the_role_installs_the_node_side(node: Node) -> None:
