@@ -26,7 +26,7 @@ PACKAGE = ROOT / "fleetspec"
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("node_side", ("fleetspec.node_side",)),
     ("base", ("fleetspec", "fleetspec.exit_codes", "fleetspec.config", "fleetspec.markdown", "fleetspec.slurm_syntax",
-              "fleetspec.versions", "fleetspec.safe_io", "fleetspec.console", "fleetspec.text")),
+              "fleetspec.ssh_keys", "fleetspec.versions", "fleetspec.safe_io", "fleetspec.console", "fleetspec.text")),
     ("model", ("fleetspec.findings", "fleetspec.spec", "fleetspec.catalog")),
     ("compile", ("fleetspec.compile",)),
     ("facts", ("fleetspec.packages", "fleetspec.layout", "fleetspec.secrets")),
@@ -265,6 +265,7 @@ def _files(modules: set[str]) -> list[str]:
 @pytest.mark.parametrize(("entry", "shipped"), [
     ("fleetspec.node_side.node_check fleetspec.node_side.prolog", "fleetspec.render.health:NODE_MODULES"),
     ("fleetspec.node_side.k8s_remediator", "fleetspec.render.kubernetes.health:REMEDIATOR_MODULES"),
+    ("fleetspec.node_side.converge fleetspec.node_side.converge_request", "fleetspec.render.bundle:CONVERGE_MODULES"),
 ])
 def test_each_shipped_program_carries_exactly_the_modules_it_imports(entry: str, shipped: str) -> None:
     """A module the node check or the remediator imports but its list leaves out would fail on

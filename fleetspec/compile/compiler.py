@@ -331,6 +331,12 @@ def _slurm(s: m.Slurm | None, findings: list[Finding], catalog: Catalog,
             f"gpu_billing_weights names '{gres_type}', which is no GPU's GRES type. Use the types Slurm "
             f"sees (gres.conf Type=): {', '.join(sorted(gres_types))}",
             path + ("gpu_billing_weights", gres_type), "key"))
+    if s.converge is not None and s.mode != "native":
+        findings.append(Finding(
+            "schema", Severity.ERROR,
+            "converge: nodes converge themselves before slurmd starts, which needs slurmd on the host "
+            "(mode: native); on Slinky the GPU Operator rolls the driver. Remove slurm.converge",
+            path + ("converge",), "key"))
     slinky_version = None
     if s.mode == "slinky":
         slinky_version = s.slinky.version if s.slinky else str(catalog.component("slinky")["latest"])
@@ -347,6 +353,9 @@ def _slurm(s: m.Slurm | None, findings: list[Finding], catalog: Catalog,
             ir.SlurmTenant(t.name, tuple(t.users), tuple(t.groups), tuple(sorted(t.quota.items())), t.fairshare,
                            path + ("tenants", i))
             for i, t in enumerate(s.tenants)),
+        converge=ir.SlurmConverge(s.converge.bundles.rstrip("/"), s.converge.public_key,
+                                  s.converge.results.rstrip("/") or "/", path + ("converge",))
+        if s.converge is not None and s.mode == "native" else None,
         path=path,
     )
 

@@ -224,6 +224,18 @@ class SlurmTenant:
 
 
 @dataclass(frozen=True, slots=True)
+class SlurmConverge:
+    """How Slurm nodes converge themselves at boot (the fleetspec_converge role, #30 item 2):
+    the directory they fetch their partition's signed bundle from, the one public key they
+    accept its signature from, and where they write their result."""
+
+    bundles: str
+    public_key: str
+    results: str
+    path: SpecPath = _loc()
+
+
+@dataclass(frozen=True, slots=True)
 class SlurmConfig:
     """The Slurm cluster: release, mode, controllers, accounting and site settings."""
 
@@ -243,6 +255,7 @@ class SlurmConfig:
     slurm_ids: tuple[int, int] = (64030, 64030)  # (uid, gid) of SlurmUser on every host
     munge_ids: tuple[int, int] = (64031, 64031)
     tenants: tuple[SlurmTenant, ...] = ()  # accounts made with sacctmgr at apply
+    converge: SlurmConverge | None = None  # nodes converge from a signed bundle at boot
     path: SpecPath = _loc()
 
 

@@ -18,7 +18,8 @@ from pathlib import Path
 SUITE = "bookworm"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 # Everything a node needs to be driven by Ansible (apt module: python3-apt) and checked
-# by testinfra (procps for ps, iproute2 for addresses), plus ping/nc for fabric checks.
+# by testinfra (procps for ps, iproute2 for addresses), plus ping/nc for fabric checks,
+# and ansible-core for the node's own converge run.
 BASE_PACKAGES: tuple[str, ...] = (
     "systemd-sysv",
     "dbus",
@@ -30,6 +31,9 @@ BASE_PACKAGES: tuple[str, ...] = (
     "iputils-ping",
     "netcat-openbsd",
     "procps",
+    # The boot-time converge (fleetspec_converge role) runs ansible-playbook on the node;
+    # the role installs it from the archive, which a lab node cannot reach.
+    "ansible-core",
 )
 # Units that would only slow boot or fight the lab (timers hitting the network, a getty
 # on a console nobody reads).

@@ -14,7 +14,9 @@ The Slurm-native rollout path: the controller hands a wave to Slurm
 4. refuse a version older than the last one this node ran (a replayed old bundle), and
    a bundle whose hosts do not include this node;
 5. run ``ansible-playbook -i ansible/inventory.yml -c local --limit HOST playbooks/local.yml``
-   (the fleet's own roles, on itself);
+   (the fleet's own roles, on itself), with ``fleetspec_converge_run=true``: the slurm role
+   then keeps the munge key the node has (a bundle carries no secret) and leaves slurmd to
+   systemd (starting it from here would wait on this very unit);
 6. write ``RESULT_DIR/HOST.json``: version, spec digest, ok, the error, and the facts of
    ``collector.py`` (what verify compares), and exit non-zero on any failure. Slurmd does
    not start after a failed converge (the unit is ``Requires=``'d by slurmd's drop-in), so
@@ -174,7 +176,7 @@ def _write_json(path: str, doc: Dict[str, Any]) -> None:
 
 def run_playbook(workdir: str, host: str, ansible_playbook: str, log_path: str) -> None:
     command = [ansible_playbook, "-i", os.path.join(workdir, "ansible", "inventory.yml"), "-c", "local",
-               "-e", "ansible_connection=local", "--limit", host,
+               "-e", "ansible_connection=local", "-e", "fleetspec_converge_run=true", "--limit", host,
                os.path.join(workdir, "playbooks", "local.yml")]
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(workdir, "playbooks", "ansible.cfg"))
     with open(log_path, "wb") as log:
@@ -224,7 +226,8 @@ def converge(host: str, bundle: str, signature: Optional[str], allowed_signers: 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description="Converge this node from a signed fleetspec bundle.")
     parser.add_argument("--bundle", required=True, help="path, file:// or https:// URL of the bundle "
-                        "(the unit passes $FLEETSPEC_BUNDLE from /etc/fleetspec/converge.env)")
+                        "(the unit passes $FLEETSPEC_BUNDLE from /etc/fleetspec/converge.env, which the "
+                        "fleetspec_converge role writes)")
     parser.add_argument("--signature", help="its .sig (default: the bundle's location + .sig)")
     parser.add_argument("--allowed-signers", default="/etc/fleetspec/allowed_signers")
     parser.add_argument("--host", default=socket.gethostname().split(".")[0], help="this node's inventory name")

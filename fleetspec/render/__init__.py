@@ -21,11 +21,13 @@ def render_fleet_json(fleet: Fleet) -> dict[PurePosixPath, str]:
 def renderers() -> tuple[Renderer, ...]:
     from fleetspec.render.ansible import render_ansible
     from fleetspec.render.baremetal import render_baremetal
+    from fleetspec.render.converge import render_converge
     from fleetspec.render.health import render_health
     from fleetspec.render.kubernetes import render_kubernetes
     from fleetspec.render.slurm import render_slurm
 
-    return (render_fleet_json, render_slurm, render_ansible, render_kubernetes, render_health, render_baremetal)
+    return (render_fleet_json, render_slurm, render_ansible, render_kubernetes, render_health, render_baremetal,
+            render_converge)
 
 
 def render_all(fleet: Fleet, fleet_json: bool = True) -> dict[PurePosixPath, str]:

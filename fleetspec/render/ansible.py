@@ -240,6 +240,9 @@ def _group_vars(fleet: Fleet, members: dict[str, set[str]], mirror: PackageSourc
                 data: dict[str, Any] = {var: _pins(daemon)}
                 if group == "slurm_node":
                     data["fleetspec_components"] = list(NVIDIA_COMPONENTS + AMD_COMPONENTS)
+                    if fleet.slurm.converge is not None:  # the fleetspec_converge role (render/converge.py)
+                        data["fleetspec_converge"] = {"bundles": fleet.slurm.converge.bundles,
+                                                      "results": fleet.slurm.converge.results}
                     if fleet.slurm.enroot_version and fleet.slurm.pyxis_version:
                         data["fleetspec_container_packages"] = _pins(
                             container_packages(fleet.slurm.enroot_version, fleet.slurm.pyxis_version))

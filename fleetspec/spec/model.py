@@ -409,6 +409,54 @@ class SlurmTenant(_Model):
     fairshare: strict(int, ge=1, le=1_000_000) = Field(default=1, description="the account's fair-share shares")
 
 
+# Where a node fetches its partition's bundle (#30 item 2): an https:// mirror directory,
+# file:// or an absolute path (shared storage). Plain http is refused: the signature keeps
+# the bundle honest, but not private, and nothing here needs a clear-text fetch.
+_BUNDLE_SOURCE = re.compile(r"^(https://[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]{1,5})?|file://)?"
+                            r"(/[A-Za-z0-9._-]+)+/?$")
+
+
+class SlurmConverge(_Model):
+    """Slurm nodes converge themselves at boot from their partition's signed bundle
+    (``apply --engine slurm-native``, docs/scale.md): the ``fleetspec_converge`` role installs
+    the converge unit, this public key as the node's only allowed bundle signer, where the
+    node fetches its bundle and where it writes its result."""
+
+    bundles: strict(str, max_length=1024) = Field(description="directory the nodes fetch <fleet>-<partition>.tar.gz and its .sig "
+                                              "from: https://mirror/dir, file:///dir or /shared/dir (apply's "
+                                              "--bundle-dir publishes there)")
+    public_key: StrictStr = Field(description="the bundle signing key's public half, one OpenSSH line "
+                                              "(ssh-ed25519 AAAA... comment): the private half is apply's --bundle-key")
+    results: AbsolutePath = Field(default="/var/lib/fleetspec/results",
+                                  description="directory each node writes HOST.json into (apply's --results reads "
+                                              "it: shared storage on a fleet)")
+
+    @field_validator("bundles")
+    @classmethod
+    def _bundle_source(cls, value: str) -> str:
+        if not _BUNDLE_SOURCE.match(value):
+            raise ValueError(f"'{value}' is not a bundle location: write an https://host/dir URL, file:///dir or "
+                             "an absolute /dir (letters, digits and ._- in its names; plain http is refused)")
+        return cls._plain_path(value)
+
+    @field_validator("results")
+    @classmethod
+    def _plain_path(cls, value: str) -> str:
+        if any(part in (".", "..") for part in value.split("/")):
+            raise ValueError(f"'{value}' has '.' or '..' segments: write the plain location")
+        return value
+
+    @field_validator("public_key")
+    @classmethod
+    def _public_key(cls, value: str) -> str:
+        from fleetspec.ssh_keys import public_key_problem  # here: only a spec with converge pays for it
+
+        problem = public_key_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+
 class Slurm(_Model):
     version: Version
     mode: Literal["native", "slinky"] = "native"
@@ -433,6 +481,8 @@ class Slurm(_Model):
     slurmdbd_settings: Settings = Field(default_factory=dict, description="site slurmdbd.conf parameters")
     tenants: list[SlurmTenant] = Field(
         default_factory=empty_list, description="accounts made with sacctmgr at apply (needs accounting)")
+    converge: SlurmConverge | None = Field(
+        default=None, description="nodes converge themselves at boot from a signed bundle (apply --engine slurm-native)")
 
     @field_validator("state_save_location")
     @classmethod

@@ -14,7 +14,19 @@ from typing import NoReturn
 
 import pytest
 
-from fleetspec.lab import Lab, LabNode, LabUnavailable, build_repo, ensure_base, ensure_host_packages, vendor_standins
+from fleetspec.compile.ir import StackTuple
+from fleetspec.lab import (
+    Lab,
+    LabNode,
+    LabUnavailable,
+    StandInPackage,
+    build_repo,
+    ensure_base,
+    ensure_host_packages,
+    vendor_standins,
+)
+from fleetspec.lab.repo import pin_standins
+from fleetspec.packages import packages_for, slurm_packages
 from tests.conftest import unavailable
 
 # Two tuples, so the repo carries two versions of libnccl2 (up/downgrade paths).
@@ -24,6 +36,13 @@ LAB_TUPLES = [
     {"rocm": "7.0.2", "rccl": "2.26.6", "amdgpu": "30.10.2"},
 ]
 LAB_NODE_NAMES = ["node-a", "node-b"]
+# tests/lab/test_converge.py converges node-a from its bundle with the real roles: a ROCm
+# user-space tuple (the third one above, without amdgpu: a lab host has no kernel to build
+# a driver for) and a Slurm node's packages: SchedMD's packaging at this release, and
+# PMIx's -dev package at Debian 12's version (bookworm archive: libpmix-dev
+# 4.2.2-1+deb12u1), as stand-ins of exactly the pinned names.
+LAB_SLURM = "25.11.8"
+LAB_CONVERGE_STACK = StackTuple("cdna3-rocm7", "amd", rocm="7.0.2", rccl="2.26.6")
 
 
 def lab_unavailable(reason: str) -> NoReturn:
@@ -56,7 +75,13 @@ def lab_base() -> Path:
 @pytest.fixture(scope="session")
 def lab_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A flat apt repo with stand-ins for LAB_TUPLES."""
-    return build_repo(vendor_standins(LAB_TUPLES), tmp_path_factory.mktemp("lab-repo"))
+    vendor = vendor_standins(LAB_TUPLES)
+    have = {(p.name, p.version) for p in vendor}
+    pins = [(p.name, p.version) for p in (*packages_for(LAB_CONVERGE_STACK, "ubuntu-24.04", []),
+                                          *slurm_packages(LAB_SLURM, ["slurm_node"]))]
+    converge = [p for p in pin_standins(pins) if (p.name, p.version) not in have]
+    pmix = [StandInPackage("libpmix-dev", "4.2.2-1+deb12u1")]
+    return build_repo(vendor + converge + pmix, tmp_path_factory.mktemp("lab-repo"))
 
 
 def namespaces_problem() -> str | None:
