@@ -106,7 +106,8 @@ def test_a_node_boots_the_golden_image_already_holding_its_tuple(golden, tmp_pat
     pins = [p for p in packages_for(fleet.stacks[0], fleet.os, [fleet.nodes[0].gpu]) if p.condition is None]
     assert pins
     for pin in pins:
-        assert versions.get(pin.name) == [pin.version, "ii"], (pin.name, versions.get(pin.name))
+        # "hi": the selection is hold, the package installed at the pinned version
+        assert versions.get(pin.name) == [pin.version, "hi"], (pin.name, versions.get(pin.name))
     assert sorted(held.split()) == sorted(p.name for p in pins)
     assert preferences == files[PurePosixPath("baremetal/golden/hopper.pref")]
     print(f"PXE to SSH in the golden image: {booted:.0f} s")
