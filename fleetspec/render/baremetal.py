@@ -104,12 +104,15 @@ def node_script_for_mac(host: str) -> str:
 def _recipe(fleet: Fleet, stack: StackTuple, gpus: list) -> str:
     pins = packages_for(stack, fleet.os, gpus)
     suite, mirror = SUITES[fleet.os], MIRRORS[fleet.os]
+    local: str | None = None  # a file: mirror: the build host's directory, bound into the root for apt
     if fleet.package_mirror is not None:
         m = fleet.package_mirror
         trusted = "[trusted=yes] " if m.trusted else f"[signed-by=/etc/apt/keyrings/{fleet.name}-mirror.asc] "
         repo = [f"deb {trusted}{m.uri} {m.suite} {m.components}".rstrip()]
         key = [] if m.trusted or m.key_url is None else [f"curl -fsSL {shlex.quote(m.key_url)} -o "
                                                           f'"$1/etc/apt/keyrings/{fleet.name}-mirror.asc"']
+        if m.uri.startswith("file:"):
+            local = "/" + m.uri[len("file:"):].lstrip("/")
     elif stack.vendor == "nvidia":
         base = f"https://developer.download.nvidia.com/compute/cuda/repos/{CUDA_REPO_OS[fleet.os]}/x86_64/"
         repo = [f"deb [signed-by=/etc/apt/keyrings/cuda.asc] {base} /"]
@@ -120,21 +123,39 @@ def _recipe(fleet: Fleet, stack: StackTuple, gpus: list) -> str:
     install = " ".join(shlex.quote(p.spec) for p in pins if p.condition is None)
     hooks = ['mkdir -p "$1/etc/apt/keyrings" "$1/etc/apt/preferences.d"', *key]
     hooks += ["echo " + shlex.quote(r) + ' > "$1/etc/apt/sources.list.d/fleetspec.list"' for r in repo]
-    hooks += ['cp "$PREF" "$1/etc/apt/preferences.d/fleetspec"', 'chroot "$1" apt-get update',
-              'chroot "$1" apt-get install -y --no-install-recommends ' + install,
-              'chroot "$1" apt-mark hold ' + names,
-              'cp "$1"/boot/vmlinuz-* "$1/vmlinuz.out"; cp "$1"/boot/initrd.img-* "$1/initrd.out"']
+    hooks += ['cp "$PREF" "$1/etc/apt/preferences.d/fleetspec"']
+    if local is not None:
+        hooks += [f'mkdir -p "$1{local}" && mount --bind {shlex.quote(local)} "$1{local}" && '
+                  f'mount -o remount,bind,ro "$1{local}"']
+    hooks += ['chroot "$1" apt-get update',
+              'DEBIAN_FRONTEND=noninteractive chroot "$1" apt-get install -y --no-install-recommends ' + install,
+              'chroot "$1" apt-mark hold ' + names]
+    if local is not None:
+        hooks += [f'umount "$1{local}"']
+    hooks += [
+        # every node gets its own SSH host keys at boot, not the image's copy
+        'rm -f "$1"/etc/ssh/ssh_host_*_key "$1"/etc/ssh/ssh_host_*_key.pub; mkdir -p "$1/etc/systemd/system/ssh.service.d"',
+        r'printf "[Service]\nExecStartPre=\nExecStartPre=/usr/bin/ssh-keygen -A\nExecStartPre=/usr/sbin/sshd -t\n" '
+        r'> "$1/etc/systemd/system/ssh.service.d/host-keys.conf"',
+        'if [ -n "$KEYS" ]; then mkdir -m 700 -p "$1/root/.ssh"; cp "$KEYS" "$1/root/.ssh/authorized_keys"; fi',
+        f'echo {shlex.quote(f"fleetspec-{stack.name}")} > "$1/etc/hostname"',
+        'cp "$1"/boot/vmlinuz-* "$1/vmlinuz.out"; cp "$1"/boot/initrd.img-* "$1/initrd.out"',
+    ]
     lines = [
         "#!/bin/sh",
         f"# fleetspec golden image for stack {stack.name} ({stack.fingerprint()}) on {fleet.os}.",
         "# Run as root on a Debian/Ubuntu build host with mmdebstrap, squashfs-tools and curl:",
-        f"#   sh {stack.name}.sh OUT  ->  OUT/vmlinuz, OUT/initrd.img, OUT/rootfs.squashfs",
+        f"#   sh {stack.name}.sh OUT [AUTHORIZED_KEYS]  ->  OUT/vmlinuz, OUT/initrd.img, OUT/rootfs.squashfs",
+        "# AUTHORIZED_KEYS: root's keys in the image (what Ansible, verify and the join step log in with).",
+        *([f"# The mirror {local} is read on the build host (bound into the image's root while apt runs)."]
+          if local is not None else []),
         f"# Serve OUT as <image_url>/{stack.name}/. Packages only some nodes need (nvswitch, imex)",
         "# are left to the Ansible roles at join.",
         "set -eu",
         'out="$1"; root="$(mktemp -d)"',
         f'PREF="$(cd "$(dirname "$0")" && pwd)/{stack.name}.pref"; export PREF',
-        'trap \'rm -rf "$root"\' EXIT',
+        'KEYS=""; if [ -n "${2:-}" ]; then KEYS="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"; fi; export KEYS',
+        'trap \'rm -rf --one-file-system "$root"\' EXIT',
         "mmdebstrap --variant=apt --mode=root \\",
         f"  --include={','.join((*BASE, KERNEL[fleet.os], 'curl'))} \\",
         *[f"  --customize-hook={shlex.quote(hook)} \\" for hook in hooks],

@@ -45,3 +45,28 @@ def test_the_golden_recipe_installs_and_holds_every_unconditional_pin() -> None:
     assert "developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/" in recipe
     if shutil.which("sh"):
         assert subprocess.run(["sh", "-n"], input=recipe, text=True).returncode == 0  # it parses as shell
+
+
+def test_a_file_mirror_is_bound_read_only_into_the_image_root_only_while_apt_runs() -> None:
+    # The recipe's apt runs chrooted in the image's root, which does not see the build host's
+    # file: mirror: bound there read-only (a failed build's cleanup cannot delete through it)
+    # and unbound before the root is packed (the image must not hold the mirror).
+    mirror = '  packages:\n    mirror: {uri: "file:/srv/site-mirror", trusted: true}\n'
+    fleet = compiled(spec("http://127.0.0.1:8000", extra=mirror + PXE)).fleet
+    recipe = render_baremetal(fleet)[PurePosixPath("baremetal/golden/hopper.sh")]
+    bind = recipe.index('mount --bind /srv/site-mirror "$1/srv/site-mirror" && mount -o remount,bind,ro')
+    assert bind < recipe.index("apt-get update") < recipe.index('umount "$1/srv/site-mirror"') < recipe.index(
+        "mksquashfs")
+    assert "rm -rf --one-file-system" in recipe
+    assert "deb [trusted=yes] file:/srv/site-mirror ./" in recipe
+    plain = render_baremetal(compiled(spec("http://127.0.0.1:8000", extra=PXE)).fleet)
+    assert "mount --bind" not in plain[PurePosixPath("baremetal/golden/hopper.sh")]
+
+
+def test_the_image_takes_root_s_keys_from_its_second_argument_and_makes_host_keys_at_boot() -> None:
+    recipe = render_baremetal(compiled(spec("http://127.0.0.1:8000", extra=PXE)).fleet)[
+        PurePosixPath("baremetal/golden/hopper.sh")]
+    assert 'cp "$KEYS" "$1/root/.ssh/authorized_keys"' in recipe
+    assert 'rm -f "$1"/etc/ssh/ssh_host_*_key' in recipe
+    # sshd -t (Debian's ExecStartPre) fails without host keys: the drop-in makes them first
+    assert r"ExecStartPre=\nExecStartPre=/usr/bin/ssh-keygen -A\nExecStartPre=/usr/sbin/sshd -t" in recipe

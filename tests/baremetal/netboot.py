@@ -1,0 +1,89 @@
+"""A provisioning network for virtual nodes: a network namespace with a tap device the node's
+QEMU NIC plugs into, and the processes (dnsmasq, an HTTP server, QEMU) started in it
+(tests/baremetal/test_pxe_boot.py, test_golden_boot.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import unavailable
+
+ADDRESS = "10.77.0.1"
+
+
+def need_netboot() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root (network namespaces, tap devices)")
+    missing = [tool for tool in ("qemu-system-x86_64", "dnsmasq", "ip") if shutil.which(tool) is None]
+    if missing or not Path("/usr/lib/ipxe/qemu/pxe-e1000.rom").exists():
+        unavailable(f"the boot chain test needs qemu-system-x86, ipxe-qemu and dnsmasq-base (missing: {missing})")
+
+
+@contextlib.contextmanager
+def namespace(name: str):
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        for argv in (["ip", "link", "set", "lo", "up"], ["ip", "tuntap", "add", "dev", "fsboot0", "mode", "tap"],
+                     ["ip", "addr", "add", f"{ADDRESS}/24", "dev", "fsboot0"], ["ip", "link", "set", "fsboot0", "up"]):
+            subprocess.run(["ip", "netns", "exec", name, *argv], check=True)
+        yield name
+    finally:
+        subprocess.run(["ip", "netns", "delete", name], check=False)
+
+
+@contextlib.contextmanager
+def started(argv: list[str], log: Path):
+    with open(log, "wb") as out:
+        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        yield process
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def wait_for(path: Path, text: str, timeout: float, what: str, logs: list[Path]) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if path.exists() and text in path.read_text(errors="replace"):
+            return
+        time.sleep(0.3)
+    shown = "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-1500:]}" for p in logs if p.exists())
+    raise AssertionError(f"{what}: '{text}' never appeared in {path.name}\n{shown}")
+
+
+@contextlib.contextmanager
+def provisioning(name: str, conf: Path, tftp: Path, images: Path, workdir: Path):
+    """The namespace ``name`` with the rendered dnsmasq (``conf``, TFTP from ``tftp``) and an
+    HTTP server for ``images`` on ADDRESS:8089 running; yields the namespace's command prefix
+    and the logs: dnsmasq's and the HTTP server's."""
+    dhcp, http = workdir / "dnsmasq.log", workdir / "http.log"
+    with namespace(name):
+        run = ["ip", "netns", "exec", name]
+        dnsmasq = [*run, "dnsmasq", "--keep-in-foreground", f"--conf-file={conf}", f"--tftp-root={tftp}",
+                   "--user=root", f"--pid-file={workdir / 'dnsmasq.pid'}", f"--dhcp-leasefile={workdir / 'leases'}",
+                   f"--log-facility={dhcp}"]
+        server = [*run, sys.executable, "-m", "http.server", "--bind", ADDRESS, "--directory", str(images), "8089"]
+        with started(dnsmasq, workdir / "dnsmasq.out"), started(server, http):
+            wait_for(dhcp, "started, version", 10, "dnsmasq", [dhcp])
+            yield run, dhcp, http
+
+
+def qemu_node(run: list[str], mac: str, serial: Path, memory_mb: int = 128) -> list[str]:
+    """A virtual node on the namespace's tap: PXE first (its e1000's ROM is iPXE), serial to a file.
+    TCG, not KVM: on this machine's nested KVM the NIC's iPXE ROM never gets to DHCP."""
+    return [*run, "qemu-system-x86_64", "-accel", "tcg", "-m", str(memory_mb), "-display", "none", "-no-reboot",
+            "-netdev", "tap,id=n0,ifname=fsboot0,script=no,downscript=no", "-device", f"e1000,netdev=n0,mac={mac}",
+            "-boot", "n", "-serial", f"file:{serial}"]
