@@ -1547,8 +1547,13 @@ def collect_secure_boot(host: Host, kernel_release: Optional[str] = None) -> Dic
             modules[name] = UNKNOWN
             continue
         key = host.run(["modinfo"] + base + ["-k", release, "-F", "sig_key", name])
+        filename = host.run(["modinfo"] + base + ["-k", release, "-F", "filename", name])
+        path = filename.stdout.strip() if filename.ok else ""
         taint = host.read("/sys/module/%s/taint" % name)
+        # DKMS installs into updates/dkms (DEST_MODULE_LOCATION, overridden so on Debian and
+        # Ubuntu); the kernel's own amdgpu, signed by the kernel's build key, is not DKMS's.
         modules[name] = {"signer": signer.stdout.strip(), "sig_key": key.stdout.strip().upper() if key.ok else UNKNOWN,
+                         "filename": path, "dkms": "/updates/dkms/" in path,
                          "loaded": taint is not None, "unsigned_loaded": taint is not None and "E" in taint}
     return {"enabled": enabled, "dkms_mok_certificate": certificate, "certificate": identity,
             "kernel": release, "modules": modules, "errors": errors}
