@@ -1434,20 +1434,23 @@ DKMS_FRAMEWORK = "/etc/dkms/framework.conf"
 DKMS_FRAMEWORK_DIR = "/etc/dkms/framework.conf.d"
 DKMS_DEFAULT_CERTIFICATE = "/var/lib/dkms/mok.pub"
 _SECURE_BOOT_VAR = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
-_DKMS_SETTING = re.compile(r"^\s*(mok_certificate|mok_signing_key)=([\"']?)([^\"'\s]*)\2\s*(?:#.*)?$")
+_DKMS_SETTING = re.compile(r"^\s*(mok_certificate|mok_signing_key)=(.*)$")
+_DKMS_PLAIN = re.compile(r"^([\"']?)([A-Za-z0-9._+/:-]*)\1\s*(?:#.*)?$")
 SIGNED_MODULES = ("nvidia", "amdgpu")
 
 
 @_safe(dict)
 def parse_dkms_signing(texts: List[str]) -> Dict[str, str]:
     """``mok_certificate``/``mok_signing_key`` as DKMS sources them from its framework files
-    (in DKMS's order: a later file wins). Plain assignments only; anything else is skipped."""
+    (in DKMS's order: a later file wins). A value that is not a plain path (quoted or not)
+    is shell DKMS would evaluate: ``unknown``."""
     found: Dict[str, str] = {}
     for text in texts:
         for line in text.splitlines():
             match = _DKMS_SETTING.match(line)
             if match:
-                found[match.group(1)] = match.group(3)
+                plain = _DKMS_PLAIN.match(match.group(2))
+                found[match.group(1)] = plain.group(2) if plain else UNKNOWN
     return found
 
 
