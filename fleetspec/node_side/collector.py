@@ -1429,10 +1429,12 @@ def collect_standins(host: Host) -> List[str]:
 
 # DKMS 3 reads its signing settings from these, the last one that sets a variable winning
 # (dkms read_framework_conf: /etc/dkms/framework.conf, then framework.conf.d/*.conf);
-# without one it signs with /var/lib/dkms/mok.key and mok.pub (dkms prepare_signing).
+# without one it signs with Ubuntu's shim-signed MOK on Ubuntu and /var/lib/dkms/mok.key
+# and mok.pub elsewhere (dkms prepare_signing).
 DKMS_FRAMEWORK = "/etc/dkms/framework.conf"
 DKMS_FRAMEWORK_DIR = "/etc/dkms/framework.conf.d"
 DKMS_DEFAULT_CERTIFICATE = "/var/lib/dkms/mok.pub"
+DKMS_UBUNTU_CERTIFICATE = "/var/lib/shim-signed/mok/MOK.der"
 _SECURE_BOOT_VAR = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
 _DKMS_SETTING = re.compile(r"^\s*(mok_certificate|mok_signing_key)=(.*)$")
 _DKMS_PLAIN = re.compile(r"^([\"']?)([A-Za-z0-9._+/:-]*)\1\s*(?:#.*)?$")
@@ -1526,7 +1528,8 @@ def collect_secure_boot(host: Host, kernel_release: Optional[str] = None) -> Dic
     enabled: Any = False if raw is None else (len(raw) >= 5 and raw[4] == 1)
     texts = [host.read(DKMS_FRAMEWORK) or ""]
     texts += [host.read(p) or "" for p in host.glob(DKMS_FRAMEWORK_DIR + "/*.conf")]
-    certificate = parse_dkms_signing(texts).get("mok_certificate") or DKMS_DEFAULT_CERTIFICATE
+    default = DKMS_UBUNTU_CERTIFICATE if collect_os(host).get("id") == "ubuntu" else DKMS_DEFAULT_CERTIFICATE
+    certificate = parse_dkms_signing(texts).get("mok_certificate") or default
     identity: Any = ABSENT
     try:
         with open(host.path(certificate), "rb") as handle:

@@ -75,6 +75,9 @@ def test_the_collector_reads_secure_boot_dkms_and_the_certificate_under_root(tmp
     section = collect_secure_boot(Host(str(root), commands=False, load=False))
     assert section["enabled"] is False and section["dkms_mok_certificate"] == "/var/lib/dkms/mok.pub"
     assert section["certificate"] == "absent"
+    (root / "etc").joinpath("os-release").write_text("ID=ubuntu\nVERSION_ID=\"24.04\"\n")
+    section = collect_secure_boot(Host(str(root), commands=False, load=False))
+    assert section["dkms_mok_certificate"] == "/var/lib/shim-signed/mok/MOK.der"  # DKMS's Ubuntu default
     # the role's entry point prints only this section, one JSON document, exit 0
     out = subprocess.run([sys.executable, collector.__file__, "--root", str(root), "--no-commands", "--secure-boot",
                           "6.8.0-2-generic"], capture_output=True, text=True, check=True).stdout
