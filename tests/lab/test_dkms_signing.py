@@ -140,7 +140,9 @@ class Node:
             binds=(VENV, BASE_PYTHON, ROOT, self.tmp))
 
     def file(self, path: str) -> Path:
-        return self.upper / path.lstrip("/")
+        """Where the node wrote ``path`` (bookworm is merged-/usr: /lib is usr/lib)."""
+        relative = path.lstrip("/")
+        return self.upper / ("usr/" + relative if relative.startswith("lib/") else relative)
 
 
 def _vars(release: str, mok: Path, secure_boot: bool = False) -> dict:
