@@ -301,6 +301,8 @@ def _stack(name: str, s: m.Stack, catalog: Catalog, findings: list[Finding]) -> 
         driver=s.driver, cuda=s.cuda, cudnn=s.cudnn, nccl=s.nccl,
         amdgpu=amdgpu, rocm=s.rocm, rccl=rccl, resolved=tuple(resolved),
         firmware=tuple((k, v) for k, v in s.firmware if v is not None) if s.firmware else (), path=path, dcgm=s.dcgm,
+        mok_certificate=s.secure_boot.mok_certificate if s.secure_boot else None,
+        mok_signing_key=s.secure_boot.mok_signing_key if s.secure_boot else None,
     )
 
 

@@ -66,6 +66,10 @@ class StackTuple:
     # written before it decodes with None.
     dcgm: str | None = None
     path: SpecPath = _loc()
+    # The site's Machine Owner Key on Secure Boot nodes (spec stacks.<name>.secure_boot):
+    # paths on the node, DKMS signs with them. Last, like dcgm.
+    mok_certificate: str | None = None
+    mok_signing_key: str | None = None
 
     def versions(self) -> dict[str, str]:
         """The pinned component versions, in canonical order, without empty ones."""

@@ -1423,6 +1423,148 @@ def collect_standins(host: Host) -> List[str]:
     return sorted(p.split("/")[-2] for p in host.glob(marker))
 
 
+# ---------------------------------------------------------------------------
+# Secure Boot: the Machine Owner Key DKMS signs with, and who signed the modules.
+# ---------------------------------------------------------------------------
+
+# DKMS 3 reads its signing settings from these, the last one that sets a variable winning
+# (dkms read_framework_conf: /etc/dkms/framework.conf, then framework.conf.d/*.conf);
+# without one it signs with Ubuntu's shim-signed MOK on Ubuntu and /var/lib/dkms/mok.key
+# and mok.pub elsewhere (dkms prepare_signing).
+DKMS_FRAMEWORK = "/etc/dkms/framework.conf"
+DKMS_FRAMEWORK_DIR = "/etc/dkms/framework.conf.d"
+DKMS_DEFAULT_CERTIFICATE = "/var/lib/dkms/mok.pub"
+DKMS_UBUNTU_CERTIFICATE = "/var/lib/shim-signed/mok/MOK.der"
+_SECURE_BOOT_VAR = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
+_DKMS_SETTING = re.compile(r"^\s*(mok_certificate|mok_signing_key)=(.*)$")
+_DKMS_PLAIN = re.compile(r"^([\"']?)([A-Za-z0-9._+/:-]*)\1\s*(?:#.*)?$")
+SIGNED_MODULES = ("nvidia", "amdgpu")
+
+
+@_safe(dict)
+def parse_dkms_signing(texts: List[str]) -> Dict[str, str]:
+    """``mok_certificate``/``mok_signing_key`` as DKMS sources them from its framework files
+    (in DKMS's order: a later file wins). A value that is not a plain path (quoted or not)
+    is shell DKMS would evaluate: ``unknown``."""
+    found: Dict[str, str] = {}
+    for text in texts:
+        for line in text.splitlines():
+            match = _DKMS_SETTING.match(line)
+            if match:
+                plain = _DKMS_PLAIN.match(match.group(2))
+                found[match.group(1)] = plain.group(2) if plain else UNKNOWN
+    return found
+
+
+def _der_item(data: bytes, pos: int) -> Tuple[int, int, int]:
+    """(tag, start of contents, end of contents) of the DER element at ``pos``."""
+    tag = data[pos]
+    length = data[pos + 1]
+    pos += 2
+    if length & 0x80:
+        count = length & 0x7F
+        if count == 0 or count > 4:
+            raise ValueError("unsupported DER length")
+        length = int.from_bytes(data[pos:pos + count], "big")
+        pos += count
+    if pos + length > len(data):
+        raise ValueError("truncated DER")
+    return tag, pos, pos + length
+
+
+def _der_children(data: bytes, start: int, end: int) -> List[Tuple[int, int, int]]:
+    items = []
+    while start < end:
+        item = _der_item(data, start)
+        items.append(item)
+        start = item[2]
+    return items
+
+
+_OID_COMMON_NAME = bytes([0x55, 0x04, 0x03])  # 2.5.4.3
+
+
+@_safe(None)
+def parse_certificate_signer(der: bytes) -> Optional[Dict[str, str]]:
+    """What ``modinfo`` shows for a module this X.509 certificate (DER) signed: ``signer``,
+    the common name of the certificate's issuer, and ``sig_key``, its serial number as
+    colon-separated upper-case hex bytes without leading zero bytes (kmod reads both from
+    the PKCS#7 signature's issuer-and-serial; a MOK is self-signed, so issuer = subject).
+    None for anything that is not such a certificate."""
+    tag, start, end = _der_item(der, 0)
+    if tag != 0x30:
+        return None
+    tbs_tag, tbs_start, tbs_end = _der_item(der, start)
+    if tbs_tag != 0x30:
+        return None
+    fields = _der_children(der, tbs_start, tbs_end)
+    if fields and fields[0][0] == 0xA0:  # [0] version
+        fields = fields[1:]
+    if len(fields) < 3 or fields[0][0] != 0x02 or fields[2][0] != 0x30:
+        return None
+    serial = der[fields[0][1]:fields[0][2]].lstrip(b"\x00") or b"\x00"
+    common_name = None
+    for _set_tag, set_start, set_end in _der_children(der, fields[2][1], fields[2][2]):
+        for _tag, attr_start, attr_end in _der_children(der, set_start, set_end):
+            oid, value = _der_children(der, attr_start, attr_end)[:2]
+            if der[oid[1]:oid[2]] == _OID_COMMON_NAME:
+                common_name = der[value[1]:value[2]].decode("utf-8", "replace")
+    if common_name is None:
+        return None
+    return {"signer": common_name, "sig_key": ":".join("%02X" % b for b in serial)}
+
+
+def collect_secure_boot(host: Host, kernel_release: Optional[str] = None) -> Dict[str, Any]:
+    """The Secure Boot state (the UEFI SecureBoot variable, as gpu_facts reads it), the
+    certificate DKMS signs with (its framework files) and who it names as signer, and the
+    signer of each GPU driver module for ``kernel_release`` (default: the running kernel)."""
+    errors: List[str] = []
+    raw = None
+    try:
+        with open(host.path(_SECURE_BOOT_VAR), "rb") as handle:
+            raw = handle.read(16)
+    except OSError:
+        pass
+    enabled: Any = False if raw is None else (len(raw) >= 5 and raw[4] == 1)
+    texts = [host.read(DKMS_FRAMEWORK) or ""]
+    texts += [host.read(p) or "" for p in host.glob(DKMS_FRAMEWORK_DIR + "/*.conf")]
+    default = DKMS_UBUNTU_CERTIFICATE if collect_os(host).get("id") == "ubuntu" else DKMS_DEFAULT_CERTIFICATE
+    certificate = parse_dkms_signing(texts).get("mok_certificate") or default
+    identity: Any = ABSENT
+    try:
+        with open(host.path(certificate), "rb") as handle:
+            identity = parse_certificate_signer(handle.read(1 << 20)) or UNKNOWN
+        if identity == UNKNOWN:
+            errors.append("%s is not an X.509 certificate in DER form" % certificate)
+    except OSError as exc:
+        if os.path.exists(host.path(certificate)):
+            identity = UNKNOWN
+            errors.append("%s: %s" % (certificate, exc.strerror))
+    release = kernel_release or collect_kernel(host)
+    modules: Dict[str, Any] = {}
+    for name in SIGNED_MODULES:
+        base = [] if host.root == "/" else ["-b", host.root]
+        argv = ["modinfo"] + base + ["-k", release, "-F", "signer", name]
+        signer = host.run(argv)
+        if signer.state == "failed":
+            continue  # no such module for this kernel
+        if not signer.ok:
+            errors.append(signer.describe(argv))
+            modules[name] = UNKNOWN
+            continue
+        key = host.run(["modinfo"] + base + ["-k", release, "-F", "sig_key", name])
+        filename = host.run(["modinfo"] + base + ["-k", release, "-F", "filename", name])
+        path = filename.stdout.strip() if filename.ok else ""
+        taint = host.read("/sys/module/%s/taint" % name)
+        # DKMS installs into updates/dkms (DEST_MODULE_LOCATION, overridden so on Debian and
+        # Ubuntu); the kernel's own amdgpu, signed by the kernel's build key, is not DKMS's.
+        modules[name] = {"signer": signer.stdout.strip(), "sig_key": key.stdout.strip().upper() if key.ok else UNKNOWN,
+                         "filename": path, "dkms": "/updates/dkms/" in path,
+                         "loaded": taint is not None, "unsigned_loaded": taint is not None and "E" in taint}
+    return {"enabled": enabled, "dkms_mok_certificate": certificate, "certificate": identity,
+            "kernel": release, "modules": modules, "errors": errors}
+
+
 def collect(host: Host) -> Dict[str, Any]:
     """The whole facts document for one node."""
     index = LibraryIndex(host)
@@ -1444,6 +1586,7 @@ def collect(host: Host) -> Dict[str, Any]:
         "fabric": collect_fabric(host),
         "gpu_topology": collect_gpu_topology(host),
         "standin": collect_standins(host),
+        "secure_boot": collect_secure_boot(host),
         "errors": index.errors,
     }
 
@@ -1454,8 +1597,18 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--no-commands", action="store_true", help="run no external command")
     parser.add_argument("--no-load", action="store_true", help="load no library to ask its version")
     parser.add_argument("--with-time", action="store_true", help="add collected_at (UTC, ISO 8601)")
+    parser.add_argument("--secure-boot", metavar="KERNEL_RELEASE", default=None,
+                        help="print only the secure_boot section, for this kernel's modules (the "
+                             "stack_packages role's check after DKMS built them)")
     args = parser.parse_args(argv)
     host = Host(args.root, commands=not args.no_commands, load=not args.no_load)
+    if args.secure_boot is not None:
+        try:
+            section = collect_secure_boot(host, args.secure_boot or None)
+        except Exception as exc:  # one JSON document and exit 0, always
+            section = {"errors": ["collector failed: %s: %s" % (type(exc).__name__, exc)]}
+        sys.stdout.write(json.dumps({"schema": SCHEMA, "secure_boot": section}, indent=2, sort_keys=True) + "\n")
+        return 0
     try:
         facts = collect(host)
     except Exception as exc:  # the contract is one JSON document and exit 0, always

@@ -309,6 +309,9 @@ def _stack_vars(fleet: Fleet, stack: StackTuple, nodes: Iterable[Node]) -> dict[
         "fleetspec_packages": _pins(pins),
         "fleetspec_apt_sources": _vendor_sources(fleet.os, stack),
     }
+    if stack.mok_certificate and stack.mok_signing_key:  # the site's MOK: DKMS signs with it (Secure Boot)
+        out["fleetspec_dkms_mok_certificate"] = stack.mok_certificate
+        out["fleetspec_dkms_mok_signing_key"] = stack.mok_signing_key
     rdma = rdma_packages(fleet.fabric.type if fleet.fabric else None)
     if rdma:  # InfiniBand/RoCE: NCCL/RCCL's verbs transport, from the distribution
         out["fleetspec_rdma_userspace"] = list(rdma)

@@ -61,7 +61,7 @@ EXCERPT_CHARS = 160  # of a source line echoed under a finding
 # Keys that name a secret wherever they appear (a literal pasted in the wrong place).
 # "pass" alone only as a word or at the end of a key (Slurm's StoragePass and
 # AccountingStoragePass, JobCompPass, db_pass), never inside one (PassThrough, bypass).
-SECRET_NAME = re.compile(r"(?i:passw|passphrase|secret|token|credential|munge_key|private_key|api_key)"
+SECRET_NAME = re.compile(r"(?i:passw|passphrase|secret|token|credential|munge_key|private_key|signing_key|api_key)"
                          r"|(?:Pass|PASS)(?:$|[0-9_.-])|(?:^|[_.-])(?i:pass|pwd)(?:$|[0-9_.-])")
 
 

@@ -149,6 +149,38 @@ class Firmware(_Model):
     bios: FirmwareVersion | None = Field(default=None, description="system BIOS/UEFI (Redfish BiosVersion)")
 
 
+# A file on the node, by absolute path: letters, digits and . _ + - only, no '.'/'..'
+# segments (nothing a shell, a DKMS framework file or a template could misread).
+NODE_PATH = r"^(/[A-Za-z0-9._+-]+)+$"
+
+
+class SecureBoot(_Model):
+    """The site's Machine Owner Key that DKMS signs the driver's modules with on a Secure
+    Boot node (docs/security.md, "Secure Boot signing key"). Both are paths on the node,
+    provisioned by the site: the private key never passes through fleetspec."""
+
+    mok_certificate: strict(str, pattern=NODE_PATH, max_length=1024) = Field(
+        description="the MOK's X.509 certificate (DER, as mokutil --import takes it) on the node, e.g. "
+                    "/var/lib/shim-signed/mok/MOK.der")
+    mok_signing_key: strict(str, pattern=NODE_PATH, max_length=1024) = Field(
+        description="the path of the MOK's private key on the node, e.g. /var/lib/shim-signed/mok/MOK.priv; "
+                    "never the key itself")
+
+    @field_validator("mok_certificate", "mok_signing_key")
+    @classmethod
+    def _no_dot_segments(cls, value: str) -> str:
+        if any(part in (".", "..") for part in value.split("/")):
+            raise ValueError("write the path without '.' or '..' segments (DKMS reads it as written)")
+        return value
+
+    @model_validator(mode="after")
+    def _two_files(self) -> "SecureBoot":
+        if self.mok_certificate == self.mok_signing_key:
+            raise ValueError("mok_certificate and mok_signing_key name the same file; the certificate (DER) "
+                             "and the private key are two files")
+        return self
+
+
 class Stack(_Model):
     """A pinned tuple. NVIDIA: driver, cuda, cudnn (optional), nccl, dcgm (optional).
     AMD: rocm, rccl (optional: the one ROCm bundles), amdgpu (optional)."""
@@ -163,6 +195,9 @@ class Stack(_Model):
     rocm: Version | None = None
     rccl: Version | None = None
     firmware: Firmware | None = None
+    secure_boot: SecureBoot | None = Field(
+        default=None, description="the site's Machine Owner Key DKMS signs the driver's modules with on Secure Boot "
+                                  "nodes (paths on the node); none: a Secure Boot node needs DKMS's own key enrolled")
 
 
 class Fabric(_Model):

@@ -66,6 +66,8 @@ def _message(err: dict[str, Any], path: SpecPath, root: type[BaseModel], source:
         if path[-2:-1] == ("secrets",) or str(key) in SECRET_KEYS:
             # Never echo what was written there: it may be the secret itself.
             return f"{where} is not a secret reference. {_pattern_hint(str(key))}"
+        if str(key) == "mok_signing_key":  # a key pasted where its path belongs: never echoed
+            return f"{where} is not a path on the node. {_pattern_hint(str(key))}"
         if str(key) in URL_KEYS:  # it may carry a user and password: never echoed
             return f"{where} is not a URL fleetspec accepts here. {_pattern_hint(str(key))}"
         hint = _pattern_hint("database_clients" if path[-2:-1] == ("database_clients",) else str(key))
@@ -104,6 +106,10 @@ def _pattern_hint(key: str) -> str:
     if key in SECRET_KEYS:
         return ("Write a reference to the secret, never the secret itself: env:NAME, file:PATH, "
                 "ansible-vault:PATH#KEY, hashicorp-vault:MOUNT/PATH#KEY, sops:PATH#KEY or pulumi:KEY")
+    if key in ("mok_certificate", "mok_signing_key"):
+        return ("Write the absolute path of the file on the node, of letters, digits and . _ + - (like "
+                "/var/lib/shim-signed/mok/MOK.der and /var/lib/shim-signed/mok/MOK.priv); the site provisions "
+                "the key there, and the key itself never goes in the spec (docs/security.md)")
     if key in URL_KEYS:
         return ("Write an https:// URL with no user or password in it (a BMC: https://{host}-bmc.mgmt.example.com); "
                 "give the credential as a secret reference")

@@ -221,7 +221,8 @@ def check_node(fleet: Fleet, node: Node, facts: Mapping[str, Any], catalog: Cata
     else:
         checks = _amd_checks(fleet, node, stack, facts, catalog, found)
     checks = [collected, *checks, *_rdma_checks(fleet, facts), *_gpu_binding_checks(fleet, node, facts),
-              *slurm_layout_checks(node, facts), *_hold_checks(fleet, node, stack, facts), *firmware_checks(stack, facts)]
+              *slurm_layout_checks(node, facts), *_hold_checks(fleet, node, stack, facts), *firmware_checks(stack, facts),
+              *secure_boot_checks(stack, facts)]
     fingerprint = ",".join(f"{k}={found.get(k, '?')}" for k in stack.versions())
     return NodeReport(node.hostname, node.partition, node.stack, node.scheduler, tuple(checks), fingerprint)
 
@@ -454,6 +455,55 @@ def firmware_checks(stack: StackTuple, facts: Mapping[str, Any]) -> list[Check]:
                    if isinstance(d, Mapping) and str(d.get("device", "")).startswith("mlx5")]
         checks.append(_firmware_check("connectx", pins["connectx"],
                                       {str(d.get("device")): d.get("fw_ver") for d in devices}, "sysfs fw_ver"))
+    return checks
+
+
+def secure_boot_checks(stack: StackTuple, facts: Mapping[str, Any]) -> list[Check]:
+    """With Secure Boot on (the node's UEFI SecureBoot variable) and the site's MOK declared
+    (stacks.<name>.secure_boot): DKMS signs with the declared certificate, and each GPU driver
+    module for the running kernel names it as signer (modinfo's signer and sig_key: the
+    certificate's issuer common name and serial, parsed on the node by the collector). A
+    loaded module that tainted the kernel as unsigned ("E") is drift as well. Secure Boot off,
+    no MOK declared, or an older collector without the section: no check."""
+    section = _section(facts, "secure_boot")
+    if not stack.mok_certificate or section.get("enabled") is not True:
+        return []
+    expected = stack.mok_certificate
+    configured = section.get("dkms_mok_certificate")
+    if configured != expected:
+        return [Check("module-signer", Status.DRIFT, expected, _clip(str(configured)),
+                      f"DKMS signs with {_clip(str(configured))}, not the MOK the spec declares ({expected}): "
+                      "apply again to point DKMS at it")]
+    certificate = section.get("certificate")
+    if not isinstance(certificate, Mapping):
+        return [Check("module-signer", Status.DRIFT, expected, _clip(str(certificate)),
+                      f"the MOK certificate {expected} on the node is {_clip(str(certificate))}"
+                      + ("" if certificate == "absent" else " (not an X.509 certificate in DER form)"))]
+    want = f"{certificate.get('signer')} ({certificate.get('sig_key')})"
+    found = section.get("modules")
+    # DKMS's builds (updates/dkms); a module the collector could not read counts too.
+    modules = {name: module for name, module in (found.items() if isinstance(found, Mapping) else ())
+               if not isinstance(module, Mapping) or module.get("dkms") is not False}
+    if not modules:
+        return [Check("module-signer", Status.DRIFT, want, "no module",
+                      f"no GPU driver module built by DKMS for kernel {_clip(str(section.get('kernel')))} to check")]
+    checks = []
+    for name, module in sorted(modules.items()):
+        label = f"module-signer:{name}"
+        if not isinstance(module, Mapping):
+            checks.append(Check(label, Status.DRIFT, want, _clip(str(module)), f"modinfo could not read {name}"))
+            continue
+        got = f"{module.get('signer') or 'unsigned'} ({module.get('sig_key') or '-'})"
+        if (module.get("signer"), module.get("sig_key")) != (certificate.get("signer"), certificate.get("sig_key")):
+            checks.append(Check(label, Status.DRIFT, want, _clip(got),
+                                f"{name} is signed by {_clip(got)}, not by the declared MOK {expected}: under "
+                                "Secure Boot the kernel refuses it at the next load; rebuild it with DKMS "
+                                "(apply again)"))
+        elif module.get("unsigned_loaded"):
+            checks.append(Check(label, Status.DRIFT, want, "unsigned module loaded",
+                                f"the loaded {name} tainted the kernel as unsigned (E): it is not the signed build"))
+        else:
+            checks.append(Check(label, Status.OK, want, _clip(got), f"{name} is signed by the declared MOK {expected}"))
     return checks
 
 
