@@ -30,7 +30,7 @@ from fleetspec.render.writer import write_tree
 
 from .netboot import ADDRESS, need_netboot, provisioning, qemu_node, started, wait_for
 
-pytestmark = pytest.mark.lab
+pytestmark = [pytest.mark.lab, pytest.mark.vm]
 
 MAC = "52:54:00:aa:00:07"
 SPEC = f"""\

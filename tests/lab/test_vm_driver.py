@@ -29,7 +29,7 @@ from fleetspec.verify.compare import Status, _loaded_module_check
 from tests.conftest import ROOT
 from tests.lab.conftest import lab_unavailable
 
-pytestmark = pytest.mark.lab
+pytestmark = [pytest.mark.lab, pytest.mark.vm]
 
 # Two builds of NVIDIA's 580 family as its CUDA repository names them (evidence table,
 # fleetspec/lab/vendor_packages.yaml: 580.95.05-0ubuntu1, 580.105.08-0ubuntu1).
