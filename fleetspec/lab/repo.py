@@ -144,14 +144,43 @@ def build_repo(packages: Iterable[StandInPackage], out_dir: Path) -> Path:
     for stale in out.glob("*.deb"):
         if stale.name not in wanted:
             stale.unlink()
-    with tempfile.TemporaryDirectory(prefix="fleetspec-debs-") as tmp:
-        for pkg in pkgs.values():
-            tree = Path(tmp) / pkg.deb_name
-            _write_tree(pkg, tree)
-            _run(["dpkg-deb", "--root-owner-group", "-Zxz", "--build", str(tree), str(out / pkg.deb_name)])
+    _write_debs(pkgs.values(), out)
     (out / "Packages").write_text(_run(["apt-ftparchive", "packages", "."], cwd=out))
     release = _run(["apt-ftparchive", "-o", "APT::FTPArchive::Release::Origin=fleetspec-lab", "release", "."], cwd=out)
     (out / "Release").write_text(_fixed_date(release))
+    return out
+
+
+def _write_debs(packages: Iterable[StandInPackage], out: Path) -> None:
+    with tempfile.TemporaryDirectory(prefix="fleetspec-debs-") as tmp:
+        for pkg in packages:
+            tree = Path(tmp) / pkg.deb_name
+            _write_tree(pkg, tree)
+            _run(["dpkg-deb", "--root-owner-group", "-Zxz", "--build", str(tree), str(out / pkg.deb_name)])
+
+
+def build_suite_repo(packages: Iterable[StandInPackage], out_dir: Path, suite: str, component: str = "main") -> Path:
+    """Write the packages as an apt repository laid out as the vendors' are
+    (``deb <uri> <suite> <component>``: ``dists/<suite>/Release``,
+    ``dists/<suite>/<component>/binary-amd64/Packages``, the .debs under ``pool/<component>/``),
+    so a node's rendered source line is used as written, only its URI pointed at the lab.
+    ``out_dir`` must be new or empty. Same input, same bytes."""
+    out = Path(out_dir)
+    pool, index = out / "pool" / component, out / "dists" / suite / component / "binary-amd64"
+    if out.exists() and any(out.iterdir()):
+        raise ValueError(f"{out} is not empty")
+    pkgs = {(p.name, p.version): p for p in packages}
+    if len({p.deb_name for p in pkgs.values()}) != len(pkgs):
+        raise ValueError("two stand-ins map to the same .deb file name")
+    pool.mkdir(parents=True)
+    index.mkdir(parents=True)
+    _write_debs(pkgs.values(), pool)
+    (index / "Packages").write_text(_run(["apt-ftparchive", "packages", f"pool/{component}"], cwd=out))
+    fields = {"Origin": "fleetspec-lab", "Suite": suite, "Codename": suite, "Components": component,
+              "Architectures": "amd64"}
+    release = _run(["apt-ftparchive", *(a for k, v in fields.items() for a in ("-o", f"APT::FTPArchive::Release::{k}={v}")),
+                    "release", f"dists/{suite}"], cwd=out)
+    (out / "dists" / suite / "Release").write_text(_fixed_date(release))
     return out
 
 
@@ -796,6 +825,20 @@ def evidence_standins(path: Path = VENDOR_PACKAGES) -> dict[str, list[StandInPac
     return {url: [pkgs[k] for k in sorted(pkgs)] for url, pkgs in sorted(repos.items())}
 
 
+def evidence_repositories(urls: Iterable[str], out_dir: Path, suite: str) -> dict[str, Path]:
+    """{repository URL: directory}: one apt repository per evidence repository (``build_suite_repo``),
+    each serving only that repository's rows, as the vendor publishes them apart (ROCm's
+    ``rocm/apt/<release>`` and its graphics repository ``graphics/<release>/ubuntu``)."""
+    served = evidence_standins()
+    out = {}
+    for url in urls:
+        if url not in served or url == "installed":
+            raise ValueError(f"no evidence row serves {url} (fleetspec/lab/vendor_packages.yaml)")
+        slug = re.sub(r"[^A-Za-z0-9.]+", "-", url.split("://", 1)[-1]).strip("-")
+        out[url] = build_suite_repo(served[url], Path(out_dir) / slug, suite)
+    return out
+
+
 def pin_standins(pins: Iterable[tuple[str, str]]) -> list[StandInPackage]:
     """One stand-in per exact ``(name, version)`` pin, de-duplicated and sorted.
 
@@ -814,5 +857,5 @@ def pin_standins(pins: Iterable[tuple[str, str]]) -> list[StandInPackage]:
 
 
 __all__ = [
-    "StandInPackage", "build_repo", "nccl_code", "pin_standins", "rocm_int", "version_library", "vendor_standins",
+    "StandInPackage", "build_repo", "build_suite_repo", "evidence_repositories", "nccl_code", "pin_standins", "rocm_int", "version_library", "vendor_standins",
 ]
