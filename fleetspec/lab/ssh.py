@@ -91,11 +91,16 @@ class LabSSH:
         return ["ssh", "-F", str(self.config), name, "--", shlex.join(command)]
 
     def ansible_vars(self, name: str, ns: str) -> dict[str, str]:
-        """Inventory host vars that let Ansible reach node `name` without the ssh_config."""
+        """Inventory host vars that let Ansible reach node `name` without the ssh_config.
+
+        ControlPath is this lab's own: Ansible's default (~/.ansible/cp, keyed on host name,
+        port and user) would let a ControlPersist master left by another lab's node of the
+        same name (another namespace, behind another ProxyCommand) carry this run there."""
         opts = self.options(ns)
         common = " ".join(
             f"-o {k}={shlex.quote(opts[k])}"
-            for k in ("ProxyCommand", "StrictHostKeyChecking", "UserKnownHostsFile", "LogLevel", "IdentitiesOnly")
+            for k in ("ProxyCommand", "StrictHostKeyChecking", "UserKnownHostsFile", "LogLevel", "IdentitiesOnly",
+                      "ControlPath")
         )
         return {
             "ansible_host": name,
