@@ -388,16 +388,8 @@ def _native_in_place(fleet: Fleet, name: str, hosts: list[str], native: NativeSl
         return f"cannot write the converge requests to {native.requests}: {exc.strerror or exc}"
     say("playbook", f"wave {name}: asked {compress(hosts)} to converge in place to bundle version "
                     f"{native.version} (request {request}; no reboot)", name, hosts)
-    told: list[list[str]] = [list(hosts)]
-
-    def progress(pending: list[str]) -> None:
-        if pending != told[0]:
-            told[0] = pending
-            say("playbook", f"wave {name}: {len(hosts) - len(pending)} of {len(hosts)} node(s) converged"
-                            + (f"; waiting for {compress(pending)}" if pending else ""), name, hosts)
-
     try:
-        outcome = native.wait(hosts, progress, request=request)
+        outcome = native.wait(hosts, _progress(say, name, hosts, "converged"), request=request)
     except ControlError as exc:
         return f"cannot read the nodes' state: {exc}"
     finally:
@@ -409,6 +401,19 @@ def _native_in_place(fleet: Fleet, name: str, hosts: list[str], native: NativeSl
         return "verify failed: " + "; ".join(drift)
     say("verify", f"{compress(hosts)} run the partition's tuple (their own facts, converged in place)", name, hosts)
     return None
+
+
+def _progress(say: Callable[..., None], name: str, hosts: list[str], done: str) -> Callable[[list[str]], None]:
+    """A Slurm-native wave's progress line, said only when the pending nodes change."""
+    told: list[list[str]] = [list(hosts)]
+
+    def progress(pending: list[str]) -> None:
+        if pending != told[0]:
+            told[0] = pending
+            say("playbook", f"wave {name}: {len(hosts) - len(pending)} of {len(hosts)} node(s) {done}"
+                            + (f"; waiting for {compress(pending)}" if pending else ""), name, hosts)
+
+    return progress
 
 
 def _native_wave(plan: Plan, wave: Wave, name: str, hosts: list[str], reason: str, control: NodeControl,
@@ -425,16 +430,8 @@ def _native_wave(plan: Plan, wave: Wave, name: str, hosts: list[str], reason: st
         return _stop(say, control, name, hosts, f"scontrol reboot failed: {exc}", done, redact)
     say("drain", f"handed {compress(hosts)} to Slurm: reboot ASAP, nextstate=RESUME ({reason}); each node "
                  f"converges itself to bundle version {native.version}", name, hosts)
-    told: list[list[str]] = [list(hosts)]
-
-    def progress(pending: list[str]) -> None:
-        if pending != told[0]:
-            told[0] = pending
-            say("playbook", f"wave {name}: {len(hosts) - len(pending)} of {len(hosts)} node(s) back"
-                            + (f"; waiting for {compress(pending)}" if pending else ""), name, hosts)
-
     try:
-        outcome = native.wait(hosts, progress)
+        outcome = native.wait(hosts, _progress(say, name, hosts, "back"))
     except ControlError as exc:
         return _stop(say, control, name, hosts, f"cannot read the nodes' state: {exc}", done, redact)
     if outcome.failed:

@@ -223,10 +223,10 @@ def converge(host: str, bundle: str, signature: Optional[str], allowed_signers: 
     return result
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description="Converge this node from a signed fleetspec bundle.")
-    parser.add_argument("--bundle", required=True, help="path, file:// or https:// URL of the bundle "
-                        "(the unit passes $FLEETSPEC_BUNDLE from /etc/fleetspec/converge.env, which the "
+def add_bundle_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options both entry points take (this one at boot, converge_request on a request)."""
+    parser.add_argument("--bundle", required=True, help="path, file:// or https:// URL of this node's bundle "
+                        "(the units pass $FLEETSPEC_BUNDLE from /etc/fleetspec/converge.env, which the "
                         "fleetspec_converge role writes)")
     parser.add_argument("--signature", help="its .sig (default: the bundle's location + .sig)")
     parser.add_argument("--allowed-signers", default="/etc/fleetspec/allowed_signers")
@@ -235,6 +235,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--result-dir", default="/var/lib/fleetspec/results")
     parser.add_argument("--ansible-playbook", default="ansible-playbook")
     parser.add_argument("--collect-root", default="/")
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description="Converge this node from a signed fleetspec bundle.")
+    add_bundle_arguments(parser)
     args = parser.parse_args(argv)
     result = converge(args.host, args.bundle, args.signature, args.allowed_signers, args.state_dir,
                       args.result_dir, args.ansible_playbook, args.collect_root)

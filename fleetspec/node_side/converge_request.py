@@ -37,7 +37,6 @@ import hashlib
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import urllib.error
@@ -179,15 +178,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description="Converge this drained node in place when fleetspec asks.")
     parser.add_argument("--requests", required=True, help="directory (path, file:// or https:// URL) the "
                         "controller writes HOST.json requests to (the unit passes $FLEETSPEC_REQUESTS)")
-    parser.add_argument("--bundle", required=True, help="path, file:// or https:// URL of this node's bundle "
-                        "(the unit passes $FLEETSPEC_BUNDLE)")
-    parser.add_argument("--signature", help="its .sig (default: the bundle's location + .sig)")
-    parser.add_argument("--allowed-signers", default="/etc/fleetspec/allowed_signers")
-    parser.add_argument("--host", default=socket.gethostname().split(".")[0], help="this node's inventory name")
-    parser.add_argument("--state-dir", default="/var/lib/fleetspec")
-    parser.add_argument("--result-dir", default="/var/lib/fleetspec/results")
-    parser.add_argument("--ansible-playbook", default="ansible-playbook")
-    parser.add_argument("--collect-root", default="/")
+    converge.add_bundle_arguments(parser)
     parser.add_argument("--sinfo", default="sinfo")
     args = parser.parse_args(argv)
     result = handle(args.host, args.requests, args.bundle, args.signature, args.allowed_signers, args.state_dir,
