@@ -118,7 +118,11 @@ def apply(spec: SpecArg, hosts: HostsOpt = None,
           drain: Annotated[Drain, typer.Option("--drain", help="drain nodes before a BIOS or firmware reboot "
                                                "through this scheduler's client here (none: refuse reboots)")] = Drain.none,
           canary: Annotated[int, typer.Option("--canary", min=0)] = 1,
-          max_unavailable: Annotated[str, typer.Option("--max-unavailable")] = "25%") -> None:
+          max_unavailable: Annotated[str, typer.Option("--max-unavailable")] = "25%",
+          tftp: Annotated[Path | None, typer.Option("--tftp", file_okay=False, exists=True,
+                                                    help="the boot server's TFTP root (the rendered baremetal/tftp): "
+                                                    "write nodes/<mac>.ipxe there for every NIC each BMC reports, "
+                                                    "before any node is powered on")] = None) -> None:
     """Make the BMC changes: power on (boot once from the network), BIOS attributes and firmware updates
     (drain, stage or update, restart, read back, resume)."""
     from fleetspec.apply.control import KubernetesControl, SlurmControl, local_runner
@@ -131,6 +135,14 @@ def apply(spec: SpecArg, hosts: HostsOpt = None,
         _err.print("not applied: fix the errors above first", markup=False)
         raise typer.Exit(ERROR)
     print_plan(result, _out)
+    if tftp is not None:
+        from fleetspec.baremetal.run import mac_scripts
+        from fleetspec.safe_io import atomic_write
+
+        (tftp / "nodes").mkdir(exist_ok=True)
+        for path, text in sorted(mac_scripts(result.fleet, observation).items()):
+            atomic_write(tftp / "nodes" / path.name, text.encode())
+            _out.print(f"boot script {tftp / 'nodes' / path.name}", markup=False)
     run = local_runner(timeout=120)
     control = {Drain.slurm: SlurmControl(run), Drain.kubernetes: KubernetesControl(run), Drain.none: None}[drain]
     done = apply_bmcs(result, spec.resolve().parent, control, lambda line: _out.print(line, markup=False),
@@ -168,11 +180,18 @@ def join(spec: SpecArg,
          inventory: Annotated[list[Path], typer.Option("--inventory", "-i", help="Ansible inventory that reaches "
                                                        "the nodes (verify collects their facts through it)")],
          timeout: Annotated[float, typer.Option("--timeout", min=1, help="seconds to wait for each slurmd to "
-                                                "register")] = 900) -> None:
-    """Let booted nodes into Slurm only once verify passes: hold them drained, wait for their slurmd
-    to register, verify them, resume those that pass; the others stay drained with the failing check."""
+                                                "register")] = 900,
+         register: Annotated[bool, typer.Option("--register/--no-register", help="install the fleet's munge key and "
+                                                "start munge and slurmd on each node first (a golden image holds "
+                                                "no key)")] = True) -> None:
+    """Let booted nodes into Slurm only once verify passes: hold them drained, start their munge and
+    slurmd (the fleet's munge key), wait for slurmd to register, verify them, resume those that pass;
+    the others stay drained with the failing check."""
+    from fleetspec.ansible_adhoc import AdhocError, run_script
     from fleetspec.apply.control import ControlError, SlurmControl, local_runner
     from fleetspec.baremetal.join import join as join_nodes
+    from fleetspec.baremetal.join import check_hosts, register_script
+    from fleetspec.secrets import SecretError, refs, resolve
     from fleetspec.verify.compare import compare
     from fleetspec.verify.run import VerifyError, collect_inventory
 
@@ -183,10 +202,27 @@ def join(spec: SpecArg,
         facts, problems = collect_inventory(inventory, nodes, forks=20)
         return compare(fleet, facts, hosts=nodes, unreachable=problems)
 
+    start = None
+    if register:
+        try:
+            check_hosts(compiled.fleet, wanted)
+            ref = next((r for r in refs(compiled.fleet) if r.name == "munge_key"), None)
+            if ref is None:
+                raise SecretError("the spec has no native Slurm, so no munge key to install: join with --no-register")
+            script = register_script(resolve(ref, spec.resolve().parent))
+        except (SecretError, ValueError) as exc:
+            _err.print(f"error: {exc}", markup=False)
+            raise typer.Exit(ERROR) from None
+
+        def start(nodes):  # type: ignore[no-untyped-def]
+            answers = run_script(inventory, nodes, "fleetspec-join.sh", script, executable="/bin/sh")
+            return {h: (answers[h].last_line() if h in answers else "no answer from Ansible")
+                    for h in nodes if h not in answers or answers[h].status != "ok"}
+
     try:
         done = join_nodes(compiled.fleet, wanted, SlurmControl(local_runner(timeout=60)), verify,
-                          lambda line: _out.print(line, markup=False), timeout_s=timeout)
-    except (ValueError, ControlError, VerifyError) as exc:
+                          lambda line: _out.print(line, markup=False), timeout_s=timeout, register=start)
+    except (ValueError, ControlError, VerifyError, AdhocError) as exc:
         _err.print(f"error: {exc}", markup=False)
         raise typer.Exit(ERROR) from None
     raise typer.Exit(OK if all(j.in_service for j in done) else ERROR)

@@ -4,7 +4,11 @@ way) is let into Slurm only once ``verify`` passes for it.
 The node is already defined in the rendered slurm.conf (``State=UNKNOWN``: Slurm lists it
 DOWN and not responding until its slurmd registers). Because the rendered ``ReturnToService=1``
 would put a registering node straight into service, `hold` drains it first with
-`JOIN_REASON`; `baremetal apply` holds every node it powers on. `join` then waits for each
+`JOIN_REASON`; `baremetal apply` holds every node it powers on. Given ``register``, `join`
+first registers each node: a golden image holds slurmd but no munge key (the image is
+served to anyone on the provisioning network), so `register_script` installs the fleet's
+key and starts munge and slurmd, which fetches its configuration from slurmctld
+(configless). A node it could not register stays drained saying why. `join` then waits for each
 node's slurmd to register (sinfo no longer marks it not responding), runs ``verify`` on the
 registered nodes, and resumes each that conforms; a node that does not stays drained with the
 first failing check as the reason, and one whose slurmd never registered stays drained saying
@@ -14,6 +18,7 @@ touched (fleetspec.apply.control.APPLY_REASON_PREFIX).
 
 from __future__ import annotations
 
+import base64
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -26,6 +31,7 @@ JOIN_REASON = f"{APPLY_REASON_PREFIX}joining: verify pending"
 REGISTER_TIMEOUT_S = 900  # a node PXE-boots, unpacks its image and starts slurmd in minutes
 REASON_MAX = 200  # Slurm keeps the whole reason; sinfo's column is what people read
 Verify = Callable[[Fleet, list[str]], VerifyReport]
+Register = Callable[[list[str]], dict[str, str]]  # hosts -> {host: why it could not be registered}
 
 
 @dataclass(frozen=True)
@@ -47,15 +53,51 @@ def registered(state: str) -> bool:
     return not base.endswith("*") and not base.startswith(("down", "unknown", "future", "no_respond"))
 
 
-def join(fleet: Fleet, hosts: Sequence[str], control: SlurmControl, verify: Verify,
-         on_line: Callable[[str], None] = lambda line: None, timeout_s: float = REGISTER_TIMEOUT_S,
-         poll_s: float = 2.0) -> list[Joined]:
-    """Hold ``hosts``, wait for their slurmd to register, verify them, resume those that pass."""
+def check_hosts(fleet: Fleet, hosts: Sequence[str]) -> None:
+    """Raise ValueError naming the hosts that are not Slurm nodes of ``fleet``."""
     unknown = sorted(set(hosts) - {n.hostname for n in fleet.nodes if n.scheduler == "slurm"})
     if unknown:
         raise ValueError(f"not Slurm nodes of this spec: {', '.join(unknown)}")
+
+
+def register_script(munge_key: bytes) -> bytes:
+    """The shell script `join` runs on each booted node: the fleet's munge key in place
+    (owner munge, mode 0400, replaced only when it differs), munge and slurmd enabled and
+    (re)started. The key travels inside the script, which Ansible copies into its private
+    remote directory and deletes after the run; it is never an argument on a command line."""
+    encoded = base64.b64encode(munge_key).decode()
+    return f"""\
+#!/bin/sh
+set -eu
+umask 077
+key=/etc/munge/munge.key
+mkdir -p /etc/munge
+printf '%s' '{encoded}' | base64 -d > "$key.fleetspec"
+chown munge:munge "$key.fleetspec"
+chmod 0400 "$key.fleetspec"
+if cmp -s "$key.fleetspec" "$key" 2>/dev/null; then rm -f "$key.fleetspec"; verb=start; else mv "$key.fleetspec" "$key"; verb=restart; fi
+systemctl enable --quiet munge.service slurmd.service
+systemctl "$verb" munge.service
+systemctl "$verb" slurmd.service
+echo "fleetspec join: munge and slurmd ${{verb}}ed"
+""".encode()
+
+
+def join(fleet: Fleet, hosts: Sequence[str], control: SlurmControl, verify: Verify,
+         on_line: Callable[[str], None] = lambda line: None, timeout_s: float = REGISTER_TIMEOUT_S,
+         poll_s: float = 2.0, register: Register | None = None) -> list[Joined]:
+    """Hold ``hosts``, register them (``register``), wait for their slurmd to register with
+    slurmctld, verify them, resume those that pass."""
+    check_hosts(fleet, hosts)
     hold(control, hosts)
-    waiting = list(hosts)
+    results: dict[str, Joined] = {}
+    if register is not None:
+        for host, why in sorted(register(list(hosts)).items()):
+            reason = f"{APPLY_REASON_PREFIX}join: could not start munge and slurmd: {why}"[:REASON_MAX]
+            control.drain([host], reason.replace("\n", " "))
+            results[host] = Joined(host, False, reason)
+            on_line(f"{host}: stays drained, {reason}")
+    waiting = [h for h in hosts if h not in results]
     deadline = time.monotonic() + timeout_s
     while True:
         states = control.states(waiting)
@@ -63,7 +105,6 @@ def join(fleet: Fleet, hosts: Sequence[str], control: SlurmControl, verify: Veri
         if not waiting or time.monotonic() >= deadline:
             break
         time.sleep(poll_s)
-    results: dict[str, Joined] = {}
     for host in waiting:
         why = f"{APPLY_REASON_PREFIX}join: slurmd did not register within {timeout_s:g} s"
         control.drain([host], why)

@@ -91,7 +91,7 @@ def _pxe(body: m.FleetBody, findings: list[Finding]) -> ir.PxeConfig | None:
         findings.append(Finding(RULE, Severity.WARNING, f"golden images over plain http ({pxe.image_url}): a node boots "
                                 "whatever answers on the provisioning network. Use https (an iPXE built with TLS) or "
                                 "keep that network isolated", ("spec", "baremetal", "pxe", "image_url")))
-    return ir.PxeConfig(pxe.server, pxe.interface, pxe.dhcp_range, pxe.image_url.rstrip("/"))
+    return ir.PxeConfig(pxe.server, pxe.interface, pxe.dhcp_range, pxe.image_url.rstrip("/"), tuple(pxe.dns))
 
 
 def _bmcs(body: m.FleetBody, nodes: Sequence[ir.Node], findings: list[Finding]) -> list[ir.NodeBmc]:

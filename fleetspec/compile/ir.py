@@ -389,6 +389,7 @@ class PxeConfig(typing.NamedTuple):
     interface: str
     dhcp_range: str
     image_url: str  # no trailing slash
+    dns: tuple[str, ...] = ()  # the site's DNS servers, DHCP option 6
 
 
 class BareMetal(typing.NamedTuple):

@@ -10,6 +10,13 @@ so this machine's /srv is never touched.
 
 Cached like the VM image (vm.py): one build per recipe and preferences text, kept in the lab
 cache with the SSH key that logs into the booted image.
+
+A golden image's slurmd must be a real one, to register with the lab's slurmctld: the recipe
+installs SchedMD's ``slurm-smd-slurmd`` (fleetspec.packages.slurm_packages), which the lab has
+no build of, so `debian_slurm` makes the lab repository's ``slurm-smd*`` stand-ins depend on
+Debian's build of the same Slurm release, the one this machine's slurmctld is
+(``slurmd``/``slurm-client`` from bookworm's main, apt-cache policy: 22.05.8-4+deb12u3). The
+image then holds Debian's slurmd binary under SchedMD's package names.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from fleetspec.lab.base import REPO_MOUNT, LabUnavailable, default_cache_dir
+from fleetspec.lab.repo import StandInPackage
 
 LAYOUT = "golden-layout-1"
 
@@ -104,3 +112,26 @@ def ensure_golden_image(files: dict[PurePosixPath, str], stack: str, repo_dir: P
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return GoldenImage(final)
+
+
+# SchedMD's package -> Debian's package that carries the same programs (slurm-smd-slurmd:
+# slurmd; slurm-smd-client: sinfo, scontrol, ...; slurm-smd: the plugins, slurm-wlm-basic-plugins).
+DEBIAN_SLURM = {"slurm-smd": "slurm-wlm-basic-plugins", "slurm-smd-client": "slurm-client", "slurm-smd-slurmd": "slurmd"}
+
+
+def debian_slurm(packages: list[StandInPackage], release: str) -> list[StandInPackage]:
+    """``packages`` with each ``slurm-smd*`` stand-in of ``release`` depending on Debian's
+    package of the same release at the version this machine has installed."""
+    done = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "slurmd"], capture_output=True, text=True)
+    debian = done.stdout.strip()
+    if done.returncode != 0 or not debian.startswith(f"{release}-"):
+        raise LabUnavailable(f"the golden image's slurmd comes from Debian's build of Slurm {release}; this machine "
+                             f"has slurmd {debian or 'not installed'}")
+    out = []
+    for package in packages:
+        if package.name in DEBIAN_SLURM and package.version == f"{release}-1":
+            package = StandInPackage(package.name, package.version,
+                                     depends=(f"{DEBIAN_SLURM[package.name]} (= {debian})",),
+                                     description=f"SchedMD's {package.name} (lab: Debian's build of the same release).")
+        out.append(package)
+    return out

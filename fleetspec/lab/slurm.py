@@ -166,6 +166,48 @@ def restrict_slurm_files(files: Mapping[PurePosixPath, str], nodes: Collection[s
     return {p: restrict_conf(t, nodes) if p.name in INSTALLED_FILES else t for p, t in files.items()}
 
 
+def localize_for_machines(text: str, root: Path, controller: str, addresses: Mapping[str, str]) -> str:
+    """The rendered slurm.conf for a slurmctld here whose nodes are other machines (virtual
+    nodes booted from a golden image): every node at its address (``addresses``), the
+    controller at ``controller`` on the rendered ports, munge authentication as in production
+    (the nodes are other machines), the controller's paths under ``root`` and the nodes' as
+    rendered. Kept as rendered: SlurmctldParameters (configless), node and partition lines."""
+    out: list[str] = []
+    node_side = ("slurmdspooldir", "slurmdpidfile", "slurmdlogfile", "slurmctldport", "slurmdport", "authtype",
+                 "credtype", "mpidefault", "proctracktype", "taskplugin", "jobacctgathertype")
+    for line in text.splitlines():
+        key = _key(line)
+        if key in REPLACED_KEYS and key not in node_side:
+            continue
+        if key == "nodename":
+            first, _, rest = line.partition(" ")
+            out += [f"NodeName={h} NodeAddr={addresses[h]} {rest}" for h in expand(first.split("=", 1)[1])]
+            continue
+        if key == "partitionname":
+            line = _without_gres_weights(line)
+        if key in ("proctracktype", "taskplugin", "jobacctgathertype", "mpidefault"):
+            continue  # replaced below: no cgroup v2 delegation in the lab's virtual nodes
+        out.append(line)
+    out += [
+        "",
+        "# --- localized: the controller here, the nodes virtual machines ---",
+        f"SlurmctldHost=localhost({controller})",
+        "SlurmUser=root",
+        f"StateSaveLocation={root}/state",
+        f"SlurmctldPidFile={root}/run/slurmctld.pid",
+        f"SlurmctldLogFile={root}/log/slurmctld.log",
+        "ProctrackType=proctrack/linuxproc",
+        "TaskPlugin=task/none",
+        "JobAcctGatherType=jobacct_gather/none",
+        "AccountingStorageType=accounting_storage/none",
+        "MpiDefault=none",
+        "MailProg=/bin/true",
+        "SlurmdParameters=config_overrides",
+        "ReturnToService=1",
+    ]
+    return "\n".join(out) + "\n"
+
+
 def localize_slurm_conf(text: str, root: Path, ctld_port: int, node_ports: dict[str, int],
                         keep: Collection[str] = (), accounting_port: int | None = None) -> str:
     """The rendered slurm.conf made runnable here; node and partition lines kept.
@@ -300,11 +342,16 @@ class Cluster:
     """
 
     def __init__(self, root: Path, files: Mapping[PurePosixPath, str] | None = None,
-                 keep: Collection[str] = (), accounting_port: int | None = None) -> None:
+                 keep: Collection[str] = (), accounting_port: int | None = None,
+                 machines: tuple[str, Mapping[str, str]] | None = None) -> None:
+        """``machines``: (the controller's address, {node: address}) when the nodes are other
+        machines (`localize_for_machines`): only slurmctld runs here."""
         self.root = Path(root)
         self.conf = self.root / "etc" / "slurm.conf"
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
-        if files is not None:
+        if files is not None and machines is not None:
+            self._write_for_machines(files, *machines)
+        elif files is not None:
             self._write(files, keep, accounting_port)
         elif not self.conf.exists():
             raise SlurmError(f"no cluster under {self.root}: {self.conf} is missing")
@@ -331,6 +378,18 @@ class Cluster:
         for name, text in local.items():
             (self.root / "etc" / name).write_text(text)
         make_devices(local["gres.conf"])
+
+    def _write_for_machines(self, files: Mapping[PurePosixPath, str], controller: str,
+                            addresses: Mapping[str, str]) -> None:
+        rendered = {p.name: t for p, t in files.items()}
+        for sub in ("etc", "state", "log", "run", "out"):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        local = {"slurm.conf": localize_for_machines(rendered["slurm.conf"], self.root, controller, addresses)}
+        for name in ("gres.conf", "topology.conf", "cgroup.conf"):
+            if name in rendered:
+                local[name] = rendered[name]
+        for name, text in local.items():
+            (self.root / "etc" / name).write_text(text)
 
     @property
     def _daemons_file(self) -> Path:

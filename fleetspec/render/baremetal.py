@@ -20,7 +20,7 @@ import shlex
 from pathlib import PurePosixPath
 
 from fleetspec.compile.ir import Fleet, StackTuple
-from fleetspec.packages import apt_preferences, packages_for
+from fleetspec.packages import apt_preferences, packages_for, slurm_packages
 
 OUT = PurePosixPath("baremetal")
 SUITES = {"ubuntu-22.04": "jammy", "ubuntu-24.04": "noble", "debian-12": "bookworm"}
@@ -51,6 +51,7 @@ def render_baremetal(fleet: Fleet) -> dict[PurePosixPath, str]:
 def _dnsmasq(fleet: Fleet) -> str:
     assert fleet.baremetal is not None and fleet.baremetal.pxe is not None
     pxe = fleet.baremetal.pxe
+    dns = f"dhcp-option=option:dns-server,{','.join(pxe.dns)}\n" if pxe.dns else ""
     return f"""\
 # Rendered by fleetspec for fleet {fleet.name}: the boot chain of docs/bare-metal.md.
 # Run: dnsmasq --conf-file=dnsmasq.conf --tftp-root=$PWD/tftp (with iPXE's undionly.kpxe
@@ -60,7 +61,7 @@ interface={pxe.interface}
 bind-interfaces
 dhcp-range={pxe.dhcp_range}
 dhcp-option=option:router,{pxe.server}
-enable-tftp
+{dns}enable-tftp
 tftp-secure
 log-dhcp
 dhcp-match=set:ipxe,175
@@ -119,6 +120,9 @@ def _recipe(fleet: Fleet, stack: StackTuple, gpus: list) -> str:
         key = [f'curl -fsSL {base}3bf863cc.pub -o "$1/etc/apt/keyrings/cuda.asc"']
     else:
         repo, key = [], []
+    slurm = _slurm_node(fleet, stack)
+    if slurm:  # the node's Slurm daemon too, at the fleet's release, held like the tuple
+        pins = [*pins, *slurm_packages(fleet.slurm.version, ["slurm_node"])]  # type: ignore[union-attr]
     names = " ".join(p.name for p in pins if p.condition is None)
     install = " ".join(shlex.quote(p.spec) for p in pins if p.condition is None)
     hooks = ['mkdir -p "$1/etc/apt/keyrings" "$1/etc/apt/preferences.d"', *key]
@@ -139,8 +143,19 @@ def _recipe(fleet: Fleet, stack: StackTuple, gpus: list) -> str:
         r'> "$1/etc/systemd/system/ssh.service.d/host-keys.conf"',
         'if [ -n "$KEYS" ]; then mkdir -m 700 -p "$1/root/.ssh"; cp "$KEYS" "$1/root/.ssh/authorized_keys"; fi',
         f'echo {shlex.quote(f"fleetspec-{stack.name}")} > "$1/etc/hostname"',
+        # the node's own name, from the kernel command line its iPXE script gave it
+        'printf %s ' + shlex.quote(NODE_NAME_SCRIPT) + ' > "$1/usr/local/sbin/fleetspec-node-name"',
+        'chmod 0755 "$1/usr/local/sbin/fleetspec-node-name"',
+        'printf %s ' + shlex.quote(NODE_NAME_UNIT) + ' > "$1/etc/systemd/system/fleetspec-node-name.service"',
+        'mkdir -p "$1/etc/systemd/system/sysinit.target.wants" && ln -sf ../fleetspec-node-name.service '
+        '"$1/etc/systemd/system/sysinit.target.wants/fleetspec-node-name.service"',
+        *(_slurm_hooks(fleet) if slurm else ()),
+        # the site's resolvers come from DHCP: live-boot copies what its initramfs got into a
+        # resolv.conf that has no entry (9990-main.sh); the build host's must not stay
+        'echo "# fleetspec: filled from DHCP at boot (live-boot)" > "$1/etc/resolv.conf"',
         'cp "$1"/boot/vmlinuz-* "$1/vmlinuz.out"; cp "$1"/boot/initrd.img-* "$1/initrd.out"',
     ]
+    include = (*BASE, KERNEL[fleet.os], "curl", *(("munge",) if slurm else ()))
     lines = [
         "#!/bin/sh",
         f"# fleetspec golden image for stack {stack.name} ({stack.fingerprint()}) on {fleet.os}.",
@@ -151,13 +166,16 @@ def _recipe(fleet: Fleet, stack: StackTuple, gpus: list) -> str:
           if local is not None else []),
         f"# Serve OUT as <image_url>/{stack.name}/. Packages only some nodes need (nvswitch, imex)",
         "# are left to the Ansible roles at join.",
+        *(["# Slurm: slurmd fetches its configuration from the controller (configless); the image",
+           "# holds no munge key (it is served to anyone on the provisioning network): the join",
+           "# step (fleetspec baremetal join) installs it and starts munge and slurmd."] if slurm else []),
         "set -eu",
         'out="$1"; root="$(mktemp -d)"',
         f'PREF="$(cd "$(dirname "$0")" && pwd)/{stack.name}.pref"; export PREF',
         'KEYS=""; if [ -n "${2:-}" ]; then KEYS="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"; fi; export KEYS',
         'trap \'rm -rf --one-file-system "$root"\' EXIT',
         "mmdebstrap --variant=apt --mode=root \\",
-        f"  --include={','.join((*BASE, KERNEL[fleet.os], 'curl'))} \\",
+        f"  --include={','.join(include)} \\",
         *[f"  --customize-hook={shlex.quote(hook)} \\" for hook in hooks],
         f'  {suite} "$root" {mirror}',
         'mkdir -p "$out"',
@@ -166,3 +184,54 @@ def _recipe(fleet: Fleet, stack: StackTuple, gpus: list) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _slurm_node(fleet: Fleet, stack: StackTuple) -> bool:
+    """Whether the stack's nodes run a host slurmd (native Slurm)."""
+    return (fleet.slurm is not None and fleet.slurm.mode == "native"
+            and any(n.stack == stack.name and n.scheduler == "slurm" for n in fleet.nodes))
+
+
+def _slurm_hooks(fleet: Fleet) -> list[str]:
+    """slurmd configless from the spec's controllers (slurmd(8) --conf-server; its unit reads
+    SLURMD_OPTIONS from /etc/default/slurmd), no munge key in the image (munge's package makes
+    one at install: every node booted from the image would share it), and munge and slurmd
+    left stopped until the join step has installed the fleet's key."""
+    assert fleet.slurm is not None
+    servers = ",".join(fleet.slurm.controllers)
+    default = f'SLURMD_OPTIONS="--conf-server {servers}"\n'
+    dropin = "[Unit]\n# configless: no slurm.conf on the node\nConditionPathExists=\n"
+    return [
+        'printf ' + shlex.quote(default) + ' > "$1/etc/default/slurmd"',
+        'mkdir -p "$1/etc/systemd/system/slurmd.service.d" && printf ' + shlex.quote(dropin)
+        + ' > "$1/etc/systemd/system/slurmd.service.d/fleetspec-configless.conf"',
+        'rm -f "$1/etc/munge/munge.key"',
+        'chroot "$1" systemctl disable munge.service slurmd.service',
+    ]
+
+
+# A name is taken only when it is one a Slurm node or a Kubernetes node can have.
+NODE_NAME_SCRIPT = """\
+#!/bin/sh
+# fleetspec: the node name from the kernel command line (fleetspec.node=, set by its iPXE script)
+for word in $(cat /proc/cmdline); do
+  case "$word" in fleetspec.node=*) name="${word#fleetspec.node=}" ;; esac
+done
+[ -n "${name:-}" ] || exit 0
+echo "$name" | grep -Eq "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\\$" || { echo "fleetspec: bad node name: $name" >&2; exit 1; }
+echo "$name" > /etc/hostname
+hostname "$name"
+printf "127.0.0.1\\tlocalhost\\n127.0.1.1\\t%s\\n::1\\tlocalhost ip6-localhost ip6-loopback\\n" "$name" > /etc/hosts
+"""
+NODE_NAME_UNIT = """\
+[Unit]
+Description=fleetspec: the node name from the kernel command line
+DefaultDependencies=no
+After=local-fs.target
+Before=sysinit.target network-pre.target systemd-hostnamed.service
+
+[Service]
+Type=oneshot
+ExecStart=/usr/local/sbin/fleetspec-node-name
+RemainAfterExit=yes
+"""

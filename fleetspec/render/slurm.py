@@ -255,6 +255,10 @@ def render_slurm_conf(fleet: Fleet, topology: TopologyPlan | None = None) -> str
         "SlurmctldPort=6817",
         "SlurmdPort=6818",
     ]
+    if fleet.baremetal is not None and fleet.baremetal.pxe is not None:
+        out += ["# Nodes boot golden images whose slurmd fetches this configuration from slurmctld",
+                "# (slurmd --conf-server): nothing on a node to keep in step.",
+                "SlurmctldParameters=enable_configless"]
     if len(slurm.controllers) > 1:
         out.append("# HA controllers: StateSaveLocation must be storage every controller shares.")
     out += [

@@ -805,6 +805,10 @@ class Pxe(_Model):
         description="start,end[,lease] of the addresses dnsmasq hands out")
     image_url: strict(str, pattern=r"^https?://[^\s@'\"]+$", max_length=1024) = Field(
         description="where the golden images are served: <image_url>/<stack>/{vmlinuz,initrd.img,rootfs.squashfs}")
+    dns: list[IPv4] = Field(
+        default_factory=list, max_length=3,
+        description="the site's DNS servers, handed out with each lease (DHCP option 6): a golden image's slurmd "
+                    "finds slurm.controllers by name (configless)")
 
 
 ImageUri = strict(str, pattern=r"^https?://[^\s'\"]+$", max_length=2048)

@@ -44,6 +44,14 @@ images, which sushy-emulator does not model at all (its UpdateService names no
   ``FLEETSPEC_BMC_RESET_EARLY`` it resets before answering the task monitor's last poll, so
   the client never sees the task's end, as a BMC that reboots into its new image at once does.
 
+With ``FLEETSPEC_MACHINES = {name: argv}`` a system is a real virtual machine, as a
+libvirt domain is behind sushy-emulator's libvirt driver in Ironic's CI: powering it on (or
+restarting it) starts ``argv`` (a QEMU command line) with ``-boot n`` when the system's boot
+source is ``Pxe`` and ``-boot c`` otherwise, as the firmware's boot order would; powering it
+off ends that process. Its pid and kernel start time are kept in the system's state
+(``machine``), so a BMC reset (the re-exec) does not lose it and the tests end exactly it;
+the harness ends its machines when it is itself terminated.
+
 Run as ``python bmc_emulator.py --config FILE --interface 127.0.0.1 --port N``.
 """
 
@@ -52,6 +60,8 @@ import itertools
 import json
 import os
 import re
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -123,15 +133,69 @@ class GpuNodeFakeDriver(fakedriver.FakeDriver):
             self._update(system, power_state="On", bios={**system.get("bios", {}), **pending}, bios_pending={},
                          boots=[*boots, target], staged={}, versions=versions,
                          **({"inventory": inventory} if "inventory" in system else {}))
+            machine = _start_machine(system, target)
+            if machine is not None:
+                self._update(system, machine=machine)
             if system.get("boot_once"):
                 self._update(system, boot_device="Hdd", boot_once=False)
         elif state in ("ForceOff", "GracefulShutdown"):
-            self._update(system, power_state="Off")
+            _stop_machine(system)
+            self._update(system, power_state="Off", machine=None)
         else:
             raise fakedriver.error.NotSupportedError(f"Power state {state} is not supported")
 
 
 fakedriver.FakeDriver = GpuNodeFakeDriver
+
+
+def _start_time(pid):
+    try:
+        stat = open(f"/proc/{pid}/stat").read()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    return None if fields[0] in ("Z", "X") else int(fields[19])
+
+
+def _stop_machine(system):
+    """End the system's machine, if it is still the process this harness started."""
+    machine = system.get("machine")
+    if not machine or _start_time(machine["pid"]) != machine["start"]:
+        return
+    os.kill(machine["pid"], signal.SIGTERM)
+    for _ in range(100):
+        if _start_time(machine["pid"]) != machine["start"]:
+            return
+        try:
+            os.waitpid(machine["pid"], os.WNOHANG)
+        except ChildProcessError:
+            pass
+        time.sleep(0.1)
+    os.kill(machine["pid"], signal.SIGKILL)
+
+
+def _start_machine(system, target):
+    """Power the system's virtual machine on (again), booting from ``target``."""
+    argv = (main.app.config.get("FLEETSPEC_MACHINES") or {}).get(system["name"])
+    if not argv:
+        return None
+    _stop_machine(system)
+    log = open(f"machine-{system['name']}.log", "ab")
+    process = subprocess.Popen([*argv, "-boot", "n" if target == "Pxe" else "c"], stdin=subprocess.DEVNULL,
+                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    log.close()
+    return {"pid": process.pid, "start": _start_time(process.pid), "boot": target}
+
+
+def _end_machines(signum, frame):
+    driver = getattr(main.app, "systems", None)
+    if driver is not None:
+        for uuid in list(getattr(driver, "systems", [])):
+            try:
+                _stop_machine(driver._get(uuid))
+            except Exception:
+                pass
+    sys.exit(0)
 
 RUNNING_POLLS = 2
 _TASKS: dict[str, dict] = {}
@@ -366,6 +430,7 @@ main.app.add_url_rule(f"{INVENTORY}/<member_id>", "firmware_inventory_member", i
 main.app.add_url_rule(PUSH_URI, "multipart_push", push_update, methods=["POST"])
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _end_machines)
     down = os.environ.pop("FLEETSPEC_BMC_DOWN_S", None)
     if down:
         print(f"BMC reset: away for {down} s", flush=True)

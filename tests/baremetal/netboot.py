@@ -5,6 +5,7 @@ QEMU NIC plugs into, and the processes (dnsmasq, an HTTP server, QEMU) started i
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import shutil
 import subprocess
@@ -37,6 +38,43 @@ def namespace(name: str):
         yield name
     finally:
         subprocess.run(["ip", "netns", "delete", name], check=False)
+
+
+@contextlib.contextmanager
+def switched(name: str, taps: list[str]):
+    """The namespace ``name`` with a bridge ``fsboot0`` (ADDRESS) and ``taps`` plugged into it:
+    a provisioning network with several nodes on it."""
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        steps = [["ip", "link", "set", "lo", "up"], ["ip", "link", "add", "fsboot0", "type", "bridge"],
+                 ["ip", "addr", "add", f"{ADDRESS}/24", "dev", "fsboot0"], ["ip", "link", "set", "fsboot0", "up"]]
+        for tap in taps:
+            steps += [["ip", "tuntap", "add", "dev", tap, "mode", "tap"], ["ip", "link", "set", tap, "master", "fsboot0"],
+                      ["ip", "link", "set", tap, "up"]]
+        for argv in steps:
+            subprocess.run(["ip", "netns", "exec", name, *argv], check=True)
+        yield name
+    finally:
+        subprocess.run(["ip", "netns", "delete", name], check=False)
+
+
+CLONE_NEWNET = 0x40000000
+
+
+@contextlib.contextmanager
+def inside(name: str):
+    """This thread (and what it starts: processes, threads) in the network namespace ``name``;
+    back in its own namespace after. So the test and the fleetspec commands it runs reach the
+    provisioning network's addresses, and its loopback is the namespace's own."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    with open("/proc/thread-self/ns/net") as home, open(f"/run/netns/{name}") as there:
+        if libc.setns(there.fileno(), CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"setns into {name}")
+        try:
+            yield
+        finally:
+            if libc.setns(home.fileno(), CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), "setns back")
 
 
 @contextlib.contextmanager
