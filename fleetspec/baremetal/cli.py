@@ -173,15 +173,13 @@ def join(spec: SpecArg,
     to register, verify them, resume those that pass; the others stay drained with the failing check."""
     from fleetspec.apply.control import ControlError, SlurmControl, local_runner
     from fleetspec.baremetal.join import join as join_nodes
-    from fleetspec.verify.compare import compare
-    from fleetspec.verify.run import VerifyError, collect_inventory
+    from fleetspec.verify.run import VerifyError, verify_joining
 
     compiled = _compiled(spec, baremetal=False)
     wanted = _hosts(hosts) or []
 
     def verify(fleet, nodes):  # type: ignore[no-untyped-def]
-        facts, problems = collect_inventory(inventory, nodes, forks=20)
-        return compare(fleet, facts, hosts=nodes, unreachable=problems)
+        return verify_joining(fleet, nodes, inventory, spec.resolve().parent)
 
     try:
         done = join_nodes(compiled.fleet, wanted, SlurmControl(local_runner(timeout=60)), verify,
