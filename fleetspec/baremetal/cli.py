@@ -192,15 +192,13 @@ def join(spec: SpecArg,
     from fleetspec.baremetal.join import join as join_nodes
     from fleetspec.baremetal.join import check_hosts, register_script
     from fleetspec.secrets import SecretError, refs, resolve
-    from fleetspec.verify.compare import compare
-    from fleetspec.verify.run import VerifyError, collect_inventory
+    from fleetspec.verify.run import VerifyError, verify_joining
 
     compiled = _compiled(spec, baremetal=False)
     wanted = _hosts(hosts) or []
 
     def verify(fleet, nodes):  # type: ignore[no-untyped-def]
-        facts, problems = collect_inventory(inventory, nodes, forks=20)
-        return compare(fleet, facts, hosts=nodes, unreachable=problems)
+        return verify_joining(fleet, nodes, inventory, spec.resolve().parent)
 
     start = None
     if register:

@@ -64,11 +64,20 @@ def verify(
                                                dir_okay=False)] = None,
     detailed_exitcode: Annotated[bool, typer.Option("--detailed-exitcode", help="exit 2 on drift, 1 only on "
                                                     "errors")] = False,
+    bmc: Annotated[bool, typer.Option("--bmc", help="also read each node's BMC over Redfish and attest the "
+                                      "firmware it reports (BMC, BIOS, NVSwitch) against the stack's pins")] = False,
 ) -> None:
     """Check that every node runs its partition's stack tuple: exit 0 when all conform, 1 otherwise
     (with --detailed-exitcode: 0 conform, 1 error, 2 drift)."""
     from fleetspec.verify.report import to_junit
-    from fleetspec.verify.run import VerifyError, verify_facts_dir, verify_inventory, verify_lab, verify_local
+    from fleetspec.verify.run import (
+        VerifyError,
+        attest_bmcs,
+        verify_facts_dir,
+        verify_inventory,
+        verify_lab,
+        verify_local,
+    )
 
     out, err = _consoles()
     chosen = [name for name, on in (("--facts", facts is not None), ("--local", local),
@@ -93,6 +102,8 @@ def verify(
         else:
             assert inventory is not None
             report = verify_inventory(fleet, inventory, forks)
+        if bmc:
+            report = attest_bmcs(fleet, report, spec.resolve().parent)
     except VerifyError as exc:
         err.print(f"error: {exc}", markup=False)
         raise typer.Exit(ERROR) from None

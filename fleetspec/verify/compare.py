@@ -442,7 +442,7 @@ def slurm_layout_checks(node: Node, facts: Mapping[str, Any]) -> list[Check]:
 def firmware_checks(stack: StackTuple, facts: Mapping[str, Any]) -> list[Check]:
     """The stack's firmware pins against what the node reports: ``vbios`` against every GPU's
     vbios_version (nvidia-smi), ``connectx`` against every Mellanox device's fw_ver (sysfs).
-    BMC, BIOS and NVSwitch firmware are read from the BMC (fleetspec baremetal plan)."""
+    BMC, BIOS and NVSwitch firmware are read from the BMC (`fleetspec verify --bmc`: fleetspec.verify.bmc)."""
     pins = dict(stack.firmware)
     checks = []
     if "vbios" in pins:

@@ -117,6 +117,32 @@ def verify_lab(fleet: Fleet, lab_dir: Path, forks: int = 20) -> VerifyReport:
     return compare(fleet, facts, hosts=hosts, unreachable=problems)
 
 
+def attest_bmcs(fleet: Fleet, report: VerifyReport, base_dir: Path) -> VerifyReport:
+    """``report`` with the firmware each checked node's BMC reports over Redfish attested
+    against its stack's pins (`fleetspec.verify.bmc`); a BMC that cannot be read is a drift
+    of its node saying why. ``base_dir``: where the spec's secret and CA file paths start."""
+    from fleetspec.baremetal.run import observe
+    from fleetspec.verify.bmc import with_bmc
+
+    if fleet.baremetal is None or not fleet.baremetal.bmcs:
+        raise VerifyError("--bmc: the spec names no BMC (a bmc section on a rack or node group): "
+                          "there is no firmware to read over Redfish")
+    observation = observe(fleet, base_dir, [n.hostname for n in report.nodes])
+    return with_bmc(fleet, report, observation.seen, observation.unreachable)
+
+
+def verify_joining(fleet: Fleet, hosts: list[str], inventory: list[Path], base_dir: Path,
+                   forks: int = 20) -> VerifyReport:
+    """What ``fleetspec baremetal join`` asks of booted nodes: their facts, collected through
+    ``inventory``, against the tuple, and where the spec gives them a BMC the firmware it
+    reports (`attest_bmcs`)."""
+    facts, problems = collect_inventory(inventory, hosts, forks)
+    report = compare(fleet, facts, hosts=hosts, unreachable=problems)
+    if fleet.baremetal is None or not fleet.baremetal.bmcs:
+        return report
+    return attest_bmcs(fleet, report, base_dir)
+
+
 def collect_inventory(inventory: Path | list[Path], hosts: list[str], forks: int) -> tuple[Facts, dict[str, str]]:
     """The collector run once on every host of ``hosts`` (one ad-hoc ``script`` run)."""
     from fleetspec.ansible_adhoc import AdhocError, run_script
