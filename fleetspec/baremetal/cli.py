@@ -189,8 +189,8 @@ def join(spec: SpecArg,
     the others stay drained with the failing check."""
     from fleetspec.ansible_adhoc import AdhocError, run_script
     from fleetspec.apply.control import ControlError, SlurmControl, local_runner
-    from fleetspec.baremetal.join import join as join_nodes
     from fleetspec.baremetal.join import check_hosts, register_script
+    from fleetspec.baremetal.join import join as join_nodes
     from fleetspec.secrets import SecretError, refs, resolve
     from fleetspec.verify.run import VerifyError, verify_joining
 
