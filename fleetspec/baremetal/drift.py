@@ -131,11 +131,14 @@ def _inventory(bmc: NodeBmc, gpus: int, memory_gb: int | None, sockets: int | No
 
 
 def firmware_reported(component: str, firmware: Mapping[str, str]) -> str | None:
-    """The version the BMC's inventory reports for a stack's firmware ``component``."""
+    """The version the BMC's inventory reports for a stack's firmware ``component``; where its
+    members disagree (one GPU of eight behind), their versions joined with ", ", which no
+    pin equals: plan updates the component, and apply's read-back waits for every member."""
+    versions: list[str] = []
     for key, version in sorted(firmware.items()):
-        if names_component(component, key):
-            return version
-    return None
+        if names_component(component, key) and version not in versions:
+            versions.append(version)
+    return ", ".join(versions) if versions else None
 
 
 def _firmware(fleet: Fleet, bmc: NodeBmc, pinned: Mapping[str, str], seen: Observed,

@@ -155,7 +155,10 @@ def _recipe(fleet: Fleet, stack: StackTuple, gpus: list) -> str:
         'echo "# fleetspec: filled from DHCP at boot (live-boot)" > "$1/etc/resolv.conf"',
         'cp "$1"/boot/vmlinuz-* "$1/vmlinuz.out"; cp "$1"/boot/initrd.img-* "$1/initrd.out"',
     ]
-    include = (*BASE, KERNEL[fleet.os], "curl", *(("munge",) if slurm else ()))
+    # dbus for slurmd: its cgroup/v2 plugin creates slurmstepd's scope through systemd's D-Bus
+    # API ("cgroup/v2 needs to interact with systemd", slurm.schedmd.com/cgroup_v2.html;
+    # without it slurmd 22.05 stops: "cgroup_dbus_attach_to_scope: cannot connect to dbus")
+    include = (*BASE, KERNEL[fleet.os], "curl", *(("munge", "dbus") if slurm else ()))
     lines = [
         "#!/bin/sh",
         f"# fleetspec golden image for stack {stack.name} ({stack.fingerprint()}) on {fleet.os}.",

@@ -1,6 +1,6 @@
 """A provisioning network for virtual nodes: a network namespace with a tap device the node's
 QEMU NIC plugs into, and the processes (dnsmasq, an HTTP server, QEMU) started in it
-(tests/baremetal/test_pxe_boot.py, test_golden_boot.py)."""
+(tests/baremetal/test_pxe_boot.py, test_end_to_end.py)."""
 
 from __future__ import annotations
 

@@ -46,6 +46,7 @@ from fleetspec.lab import build_repo
 from fleetspec.lab.fleet import repo_packages
 from fleetspec.lab.golden import GoldenImage, debian_slurm, ensure_golden_image
 from fleetspec.lab.slurm import Cluster
+from fleetspec.packages import packages_for, slurm_packages
 from fleetspec.pipeline import compile_text
 from fleetspec.render.baremetal import render_baremetal
 from fleetspec.render.slurm import render_slurm
@@ -82,10 +83,10 @@ spec:
     - name: r01
       bmc: {{endpoint: "{bmc}", system: "{{host}}", username: admin, password: env:FLEETSPEC_TEST_BMC_PASSWORD}}
       nodes:
-        - {{hosts: gpu-01, gpu: {{model: h100-sxm, count: 1}}, stack: hopper, scheduler: slurm, cpus: 2, sockets: 2,
-           memory_gb: 2048, bmc: {{bios: {{ProcTurboMode: Enabled}}}}}}
-        - {{hosts: spare-01, gpu: {{model: h100-sxm, count: 1}}, stack: hopper, scheduler: slurm, cpus: 2, sockets: 2,
-           memory_gb: 2048, partition: spares, bmc: {{bios: {{ProcTurboMode: Enabled}}}}}}
+        - {{hosts: gpu-01, gpu: {{model: h100-sxm, count: 1}}, stack: hopper, scheduler: slurm, cpus: 1, sockets: 1,
+           memory_gb: 1, bmc: {{bios: {{ProcTurboMode: Enabled}}}}}}
+        - {{hosts: spare-01, gpu: {{model: h100-sxm, count: 1}}, stack: hopper, scheduler: slurm, cpus: 1, sockets: 1,
+           memory_gb: 1, partition: spares, bmc: {{bios: {{ProcTurboMode: Enabled}}}}}}
   slurm: {{version: "22.05.8", controllers: ctl-01}}
   baremetal:
     pxe: {{server: {ADDRESS}, interface: fsboot0, dhcp_range: "10.77.0.50,10.77.0.60,1h",
@@ -189,7 +190,9 @@ def test_two_virtual_nodes_are_powered_booted_joined_verified_and_a_spare_replac
         stack.enter_context(munged(key, work))
         hook = stack.enter_context(serving_webhook())
         images = stack.enter_context(serving_images(tmp_path / "images"))
-        systems = [system(n, 40 + i, mac, power="Off") for i, (n, (mac, _, _)) in enumerate(NODES.items())]
+        # the BMC reports what the virtual node is: one socket (the spec's sockets and slurmd -C agree)
+        systems = [{**system(n, 40 + i, mac, power="Off"), "sockets": 1, "cpus": 1}
+                   for i, (n, (mac, _, _)) in enumerate(NODES.items())]
         machines = {n: machine(n, work) for n in NODES}
         bmc = stack.enter_context(running(tmp_path / "bmc", systems, config=f"FLEETSPEC_MACHINES = {machines!r}\n"))
         stack.callback(end_machines, bmc)
@@ -252,6 +255,29 @@ def test_two_virtual_nodes_are_powered_booted_joined_verified_and_a_spare_replac
             assert probe.stdout.strip() == host  # its name from the kernel command line
         booted = time.monotonic() - started_at
         assert (work / "http.log").read_text().count("GET /hopper/rootfs.squashfs") == 2
+        # the image holds the tuple: every pin installed at its version and held, under the rendered preferences
+        inside_node = ssh(golden, NODES["gpu-01"][1], "cat /proc/cmdline; echo ---; "
+                          "dpkg-query -W -f='${Package} ${Version} ${db:Status-Abbrev}\\n'; echo ---; "
+                          "apt-mark showhold; echo ---; cat /etc/apt/preferences.d/fleetspec; echo ---; "
+                          "test -e /etc/munge/munge.key && echo key || echo no-key")
+        assert inside_node.returncode == 0, inside_node.stderr
+        cmdline, installed, held, preferences, key_before = inside_node.stdout.split("---\n")
+        assert "fleetspec.node=gpu-01 fleetspec.stack=hopper fleetspec.partition=nvidia-hopper" in cmdline
+        versions = {line.split()[0]: line.split()[1:] for line in installed.splitlines()}
+        pins = [p for p in (*packages_for(fleet.stacks[0], fleet.os, [fleet.nodes[0].gpu]),
+                            *slurm_packages("22.05.8", ["slurm_node"])) if p.condition is None]
+        for pin in pins:
+            assert versions.get(pin.name) == [pin.version, "hi"], (pin.name, versions.get(pin.name))
+        assert sorted(held.split()) == sorted(p.name for p in pins)
+        assert preferences == render_baremetal(fleet)[PurePosixPath("baremetal/golden/hopper.pref")]
+        assert key_before.strip() == "no-key"  # the image carries no secret
+
+        # The virtual nodes have no GPU: their gres.conf names /dev/nvidia0 (slurmd stops when a
+        # File= does not exist), so each gets the character device the driver would make (195, 0),
+        # as the lab's one-machine cluster does (fleetspec/lab/slurm.py, make_devices).
+        for host, (_, address, _) in NODES.items():
+            made = ssh(golden, address, "mknod -m 0666 /dev/nvidia0 c 195 0")
+            assert made.returncode == 0, (host, made.stderr)
 
         # 3. join: munge key, munge and slurmd started, registered, verified, resumed
         hosts = inventory(tmp_path / "inventory.yml", golden)
@@ -259,8 +285,11 @@ def test_two_virtual_nodes_are_powered_booted_joined_verified_and_a_spare_replac
                           "--timeout", "300")
         assert code == 0, shown + cluster.log("slurmctld.log")[-3000:]
         assert "gpu-01: verify passed, resumed" in shown and "spare-01: verify passed, resumed" in shown, shown
-        states = cluster.node_states()
-        assert states == {"gpu-01": "idle", "spare-01": "idle"}, states
+        # a resumed node is pinged before slurmctld counts it responding again ("idle*" until then)
+        end = time.monotonic() + 60
+        while (states := cluster.node_states()) != {"gpu-01": "idle", "spare-01": "idle"}:
+            assert time.monotonic() < end, states
+            time.sleep(1)
 
         # 4. it takes work
         job = cluster.run("srun", "-p", "nvidia-hopper", "-w", "gpu-01", "-t", "1", "cat", "/etc/hostname", timeout=120)

@@ -127,3 +127,15 @@ def test_a_version_read_back_other_than_the_pin_fails_the_node(lab, tmp_path) ->
     assert result.failed == {"gpu-02": "gpu-02: after the update and the reboot the BMC reports bios 2.5.1 (the "
                                        "stack pins 2.6.1): the image did not carry the pinned version, or the update "
                                        "did not take. Left drained"}
+
+
+def test_one_member_behind_is_reported_so_plan_updates_the_component() -> None:
+    """Eight GPUs, one on an older VBIOS: the component does not hold its pin (the first
+    member alone said it did, and plan left the node as it was)."""
+    from fleetspec.baremetal.drift import firmware_reported
+
+    inventory = {f"GPU_SXM_{i}_0001": "96.00.9F.00.01" for i in range(1, 9)} | {"BMC_0001": "1.2"}
+    assert firmware_reported("vbios", inventory) == "96.00.9F.00.01"
+    inventory["GPU_SXM_7_0001"] = "96.00.74.00.01"
+    assert firmware_reported("vbios", inventory) == "96.00.9F.00.01, 96.00.74.00.01"
+    assert firmware_reported("nvswitch", inventory) is None

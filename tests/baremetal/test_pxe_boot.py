@@ -3,7 +3,7 @@ reports (the sushy-emulator) PXE-boots in a network namespace this test makes, f
 rendered dnsmasq.conf. QEMU's NIC option ROM is iPXE (Debian's ipxe-qemu): it gets boot.ipxe
 over TFTP, which chains nodes/<mac>.ipxe (written from the BMC's inventory), which chains
 the node's script, which fetches its stack's golden image kernel over HTTP. Booting the built
-image itself is test_golden_boot.py (a lab test: it builds the image once per recipe)."""
+image itself is test_end_to_end.py (a lab test: it builds the image once per recipe)."""
 
 from __future__ import annotations
 
