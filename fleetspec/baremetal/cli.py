@@ -122,9 +122,14 @@ def apply(spec: SpecArg, hosts: HostsOpt = None,
           tftp: Annotated[Path | None, typer.Option("--tftp", file_okay=False, exists=True,
                                                     help="the boot server's TFTP root (the rendered baremetal/tftp): "
                                                     "write nodes/<mac>.ipxe there for every NIC each BMC reports, "
-                                                    "before any node is powered on")] = None) -> None:
+                                                    "before any node is powered on")] = None,
+          join: Annotated[list[Path] | None, typer.Option("--join", help="an Ansible inventory that reaches the "
+                                                          "nodes: join every node this run powers on, as "
+                                                          "'baremetal join' does, once it has booted")] = None,
+          join_timeout: Annotated[float, typer.Option("--join-timeout", min=1, help="seconds to wait for each "
+                                                      "powered-on node's slurmd to register")] = 900) -> None:
     """Make the BMC changes: power on (boot once from the network), BIOS attributes and firmware updates
-    (drain, stage or update, restart, read back, resume)."""
+    (drain, stage or update, restart, read back, resume); with --join, join the nodes it powered on."""
     from fleetspec.apply.control import KubernetesControl, SlurmControl, local_runner
     from fleetspec.baremetal.run import apply_bmcs
     from fleetspec.plan.render_text import print_plan
@@ -134,22 +139,29 @@ def apply(spec: SpecArg, hosts: HostsOpt = None,
     if not _report(located, observation):
         _err.print("not applied: fix the errors above first", markup=False)
         raise typer.Exit(ERROR)
+    joining = None
+    if join:
+        if drain is not Drain.slurm:
+            _err.print("--join lets nodes into Slurm: give --drain slurm (the nodes are held drained until they join)",
+                       markup=False)
+            raise typer.Exit(ERROR)
+        booting = sorted({c.host for c in result.changes if c.host and c.after.get("power") == "On"})
+        joining = _joining(result.fleet, spec, booting, join, register=True) if booting else None
     print_plan(result, _out)
     if tftp is not None:
-        from fleetspec.baremetal.run import mac_scripts
-        from fleetspec.safe_io import atomic_write
+        from fleetspec.baremetal.run import write_boot_scripts
 
-        (tftp / "nodes").mkdir(exist_ok=True)
-        for path, text in sorted(mac_scripts(result.fleet, observation).items()):
-            atomic_write(tftp / "nodes" / path.name, text.encode())
-            _out.print(f"boot script {tftp / 'nodes' / path.name}", markup=False)
+        for written in write_boot_scripts(tftp, result.fleet, observation):
+            _out.print(f"boot script {written}", markup=False)
     run = local_runner(timeout=120)
     control = {Drain.slurm: SlurmControl(run), Drain.kubernetes: KubernetesControl(run), Drain.none: None}[drain]
     done = apply_bmcs(result, spec.resolve().parent, control, lambda line: _out.print(line, markup=False),
                       redactor=Redactor())
     for host, why in sorted(done.failed.items()):
         _err.print(f"{host}: {why}", markup=False)
-    raise typer.Exit(OK if done.ok else ERROR)
+    if not done.ok:
+        raise typer.Exit(ERROR)
+    raise typer.Exit(OK if joining is None or joining(join_timeout) else ERROR)
 
 
 @baremetal_app.command("replace", cls=COMMAND)
@@ -187,6 +199,14 @@ def join(spec: SpecArg,
     """Let booted nodes into Slurm only once verify passes: hold them drained, start their munge and
     slurmd (the fleet's munge key), wait for slurmd to register, verify them, resume those that pass;
     the others stay drained with the failing check."""
+    compiled = _compiled(spec, baremetal=False)
+    joining = _joining(compiled.fleet, spec, _hosts(hosts) or [], inventory, register)
+    raise typer.Exit(OK if joining(timeout) else ERROR)
+
+
+def _joining(fleet, spec: Path, wanted: list[str], inventory: list[Path], register: bool):  # type: ignore[no-untyped-def]
+    """Check the hosts and resolve the munge key now (an error exits before anything is done);
+    return the join to run: timeout -> whether every node joined."""
     from fleetspec.ansible_adhoc import AdhocError, run_script
     from fleetspec.apply.control import ControlError, SlurmControl, local_runner
     from fleetspec.baremetal.join import check_hosts, register_script
@@ -194,33 +214,34 @@ def join(spec: SpecArg,
     from fleetspec.secrets import SecretError, refs, resolve
     from fleetspec.verify.run import VerifyError, verify_joining
 
-    compiled = _compiled(spec, baremetal=False)
-    wanted = _hosts(hosts) or []
-
     def verify(fleet, nodes):  # type: ignore[no-untyped-def]
         return verify_joining(fleet, nodes, inventory, spec.resolve().parent)
 
     start = None
-    if register:
-        try:
-            check_hosts(compiled.fleet, wanted)
-            ref = next((r for r in refs(compiled.fleet) if r.name == "munge_key"), None)
+    try:
+        check_hosts(fleet, wanted)
+        if register:
+            ref = next((r for r in refs(fleet) if r.name == "munge_key"), None)
             if ref is None:
                 raise SecretError("the spec has no native Slurm, so no munge key to install: join with --no-register")
             script = register_script(resolve(ref, spec.resolve().parent))
-        except (SecretError, ValueError) as exc:
-            _err.print(f"error: {exc}", markup=False)
-            raise typer.Exit(ERROR) from None
 
-        def start(nodes):  # type: ignore[no-untyped-def]
-            answers = run_script(inventory, nodes, "fleetspec-join.sh", script, executable="/bin/sh")
-            return {h: (answers[h].last_line() if h in answers else "no answer from Ansible")
-                    for h in nodes if h not in answers or answers[h].status != "ok"}
-
-    try:
-        done = join_nodes(compiled.fleet, wanted, SlurmControl(local_runner(timeout=60)), verify,
-                          lambda line: _out.print(line, markup=False), timeout_s=timeout, register=start)
-    except (ValueError, ControlError, VerifyError, AdhocError) as exc:
+            def start(nodes):  # type: ignore[no-untyped-def]
+                answers = run_script(inventory, nodes, "fleetspec-join.sh", script, executable="/bin/sh")
+                return {h: ((True, "no answer from Ansible") if h not in answers
+                            else (answers[h].status == "unreachable", answers[h].last_line()))
+                        for h in nodes if h not in answers or answers[h].status != "ok"}
+    except (SecretError, ValueError) as exc:
         _err.print(f"error: {exc}", markup=False)
         raise typer.Exit(ERROR) from None
-    raise typer.Exit(OK if all(j.in_service for j in done) else ERROR)
+
+    def run(timeout: float) -> bool:
+        try:
+            done = join_nodes(fleet, wanted, SlurmControl(local_runner(timeout=60)), verify,
+                              lambda line: _out.print(line, markup=False), timeout_s=timeout, register=start)
+        except (ValueError, ControlError, VerifyError, AdhocError) as exc:
+            _err.print(f"error: {exc}", markup=False)
+            return False
+        return all(j.in_service for j in done)
+
+    return run

@@ -31,7 +31,9 @@ JOIN_REASON = f"{APPLY_REASON_PREFIX}joining: verify pending"
 REGISTER_TIMEOUT_S = 900  # a node PXE-boots, unpacks its image and starts slurmd in minutes
 REASON_MAX = 200  # Slurm keeps the whole reason; sinfo's column is what people read
 Verify = Callable[[Fleet, list[str]], VerifyReport]
-Register = Callable[[list[str]], dict[str, str]]  # hosts -> {host: why it could not be registered}
+# hosts -> {host: (retry, why)} for each host not registered; retry: it could not be reached
+# (still booting), so it is tried again until the timeout
+Register = Callable[[list[str]], dict[str, tuple[bool, str]]]
 
 
 @dataclass(frozen=True)
@@ -91,20 +93,36 @@ def join(fleet: Fleet, hosts: Sequence[str], control: SlurmControl, verify: Veri
     check_hosts(fleet, hosts)
     hold(control, hosts)
     results: dict[str, Joined] = {}
-    if register is not None:
-        for host, why in sorted(register(list(hosts)).items()):
-            reason = f"{APPLY_REASON_PREFIX}join: could not start munge and slurmd: {why}"[:REASON_MAX]
-            control.drain([host], reason.replace("\n", " "))
-            results[host] = Joined(host, False, reason)
-            on_line(f"{host}: stays drained, {reason}")
-    waiting = [h for h in hosts if h not in results]
+
+    def stays_out(host: str, reason: str) -> None:
+        reason = reason[:REASON_MAX].replace("\n", " ")
+        control.drain([host], reason)
+        results[host] = Joined(host, False, reason)
+        on_line(f"{host}: stays drained, {reason}")
+
+    unstarted = list(hosts) if register is not None else []  # munge and slurmd not started yet
+    why_not: dict[str, str] = {}
+    waiting = list(hosts)
     deadline = time.monotonic() + timeout_s
     while True:
-        states = control.states(waiting)
-        waiting = [h for h in waiting if not registered(states.get(h, ("unknown", ""))[0])]
+        if unstarted and register is not None:  # a node still booting is unreachable: tried again
+            answers = register(unstarted)
+            for host, (retry, why) in sorted(answers.items()):
+                if not retry:
+                    stays_out(host, f"{APPLY_REASON_PREFIX}join: could not start munge and slurmd: {why}")
+                why_not[host] = why
+            unstarted = [h for h in unstarted if h in answers and answers[h][0]]
+            waiting = [h for h in waiting if h not in results]
+        asked = [h for h in waiting if h not in unstarted]
+        states = control.states(asked) if asked else {}
+        waiting = [h for h in waiting if h in unstarted or not registered(states.get(h, ("unknown", ""))[0])]
         if not waiting or time.monotonic() >= deadline:
             break
         time.sleep(poll_s)
+    for host in unstarted:
+        stays_out(host, f"{APPLY_REASON_PREFIX}join: not reachable within {timeout_s:g} s to start munge and "
+                        f"slurmd: {why_not.get(host, 'no answer')}")
+    waiting = [h for h in waiting if h not in results]
     for host in waiting:
         why = f"{APPLY_REASON_PREFIX}join: slurmd did not register within {timeout_s:g} s"
         control.drain([host], why)

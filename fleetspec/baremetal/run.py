@@ -216,9 +216,6 @@ def unreachable_lines(observation: Observation) -> list[str]:
     return [why for _, why in sorted(observation.unreachable.items())]
 
 
-__all__ = ["Observation", "apply_bmcs", "observe", "plan_bmcs", "unreachable_lines"]
-
-
 def mac_scripts(fleet: Fleet, observation: Observation) -> dict:
     """``baremetal/tftp/nodes/<mac>.ipxe`` for every NIC each BMC reported: the boot chain
     knows a node by its MAC before DHCP has given it a name (fleetspec/render/baremetal.py)."""
@@ -233,3 +230,22 @@ def mac_scripts(fleet: Fleet, observation: Observation) -> dict:
         for mac in seen.nics:
             files[OUT / "tftp" / "nodes" / f"{mac.replace(':', '-')}.ipxe"] = node_script_for_mac(host)
     return {PurePosixPath(p): t for p, t in files.items()}
+
+
+def write_boot_scripts(tftp: Path, fleet: Fleet, observation: Observation) -> list[Path]:
+    """``mac_scripts`` into the boot server's TFTP root (``tftp/nodes/<mac>.ipxe``), each
+    replaced whole (a node booting meanwhile reads the old script or the new) and readable by
+    the TFTP server's user (dnsmasq drops root)."""
+    from fleetspec.safe_io import atomic_write
+
+    (tftp / "nodes").mkdir(exist_ok=True)
+    written = []
+    for path, text in sorted(mac_scripts(fleet, observation).items()):
+        target = tftp / "nodes" / path.name
+        atomic_write(target, text.encode())
+        target.chmod(0o644)
+        written.append(target)
+    return written
+
+
+__all__ = ["Observation", "apply_bmcs", "mac_scripts", "observe", "plan_bmcs", "unreachable_lines", "write_boot_scripts"]

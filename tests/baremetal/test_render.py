@@ -70,3 +70,39 @@ def test_the_image_takes_root_s_keys_from_its_second_argument_and_makes_host_key
     assert 'rm -f "$1"/etc/ssh/ssh_host_*_key' in recipe
     # sshd -t (Debian's ExecStartPre) fails without host keys: the drop-in makes them first
     assert r"ExecStartPre=\nExecStartPre=/usr/bin/ssh-keygen -A\nExecStartPre=/usr/sbin/sshd -t" in recipe
+
+
+def test_a_slurm_node_image_holds_slurmd_configless_and_no_munge_key() -> None:
+    """SchedMD's packages at the fleet's release held with the tuple; slurmd told where its
+    configuration comes from (the spec's controllers); the key munge's package makes at install
+    deleted (every node booted from the image would share it) and munge and slurmd left for the
+    join step; dbus for slurmd's cgroup/v2 plugin."""
+    from fleetspec.packages import slurm_packages
+
+    fleet = compiled(spec("http://127.0.0.1:8000", extra=PXE)).fleet
+    recipe = render_baremetal(fleet)[PurePosixPath("baremetal/golden/hopper.sh")]
+    slurm = slurm_packages(fleet.slurm.version, ["slurm_node"])
+    assert [p.name for p in slurm] == ["slurm-smd", "slurm-smd-client", "slurm-smd-slurmd"]
+    assert all(p.spec in recipe for p in slurm) and " ".join(p.name for p in slurm) in recipe
+    assert "--include=" in recipe and ",munge,dbus " in recipe
+    assert 'SLURMD_OPTIONS="--conf-server ctl-01"' in recipe
+    assert "ConditionPathExists=\n" in recipe
+    assert recipe.index('rm -f "$1/etc/munge/munge.key"') > recipe.index("apt-get install")
+    assert 'chroot "$1" systemctl disable munge.service slurmd.service' in recipe
+    assert "fleetspec.node=" in recipe and "sysinit.target.wants/fleetspec-node-name.service" in recipe
+    assert 'echo "# fleetspec: filled from DHCP at boot (live-boot)" > "$1/etc/resolv.conf"' in recipe
+
+
+def test_configless_and_the_sites_dns_come_with_the_boot_chain() -> None:
+    from fleetspec.render.slurm import render_slurm
+
+    with_dns = PXE.replace('image_url: "https://', 'dns: [10.77.0.2, 10.77.0.3], image_url: "https://')
+    fleet = compiled(spec("http://127.0.0.1:8000", extra=with_dns)).fleet
+    assert "dhcp-option=option:dns-server,10.77.0.2,10.77.0.3\n" in render_baremetal(fleet)[
+        PurePosixPath("baremetal/dnsmasq.conf")]
+    conf = {p.name: t for p, t in render_slurm(fleet).items()}["slurm.conf"]
+    assert "SlurmctldParameters=enable_configless\n" in conf
+    plain = compiled(spec("http://127.0.0.1:8000")).fleet
+    assert "enable_configless" not in {p.name: t for p, t in render_slurm(plain).items()}["slurm.conf"]
+    assert "dns-server" not in render_baremetal(compiled(spec("http://127.0.0.1:8000", extra=PXE)).fleet)[
+        PurePosixPath("baremetal/dnsmasq.conf")]
