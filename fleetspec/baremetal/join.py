@@ -124,10 +124,7 @@ def join(fleet: Fleet, hosts: Sequence[str], control: SlurmControl, verify: Veri
                         f"slurmd: {why_not.get(host, 'no answer')}")
     waiting = [h for h in waiting if h not in results]
     for host in waiting:
-        why = f"{APPLY_REASON_PREFIX}join: slurmd did not register within {timeout_s:g} s"
-        control.drain([host], why)
-        results[host] = Joined(host, False, why)
-        on_line(f"{host}: {why}")
+        stays_out(host, f"{APPLY_REASON_PREFIX}join: slurmd did not register within {timeout_s:g} s")
     up = [h for h in hosts if h not in results]
     if up:
         report = verify(fleet, up)
@@ -141,10 +138,7 @@ def join(fleet: Fleet, hosts: Sequence[str], control: SlurmControl, verify: Veri
                 continue
             detail = f"{failed[0].component}: {failed[0].message}" if failed else "no verify result"
             more = f" (+{len(failed) - 1} more)" if len(failed) > 1 else ""
-            why = f"{APPLY_REASON_PREFIX}join: verify failed: {detail}"[: REASON_MAX - len(more)] + more
-            control.drain([host], why.replace("\n", " "))
-            results[host] = Joined(host, False, why)
-            on_line(f"{host}: stays drained, {why}")
+            stays_out(host, f"{APPLY_REASON_PREFIX}join: verify failed: {detail}"[: REASON_MAX - len(more)] + more)
         if passed:
             control.resume(passed)
             for host in passed:

@@ -72,6 +72,8 @@ from sushy_tools.emulator import main
 from sushy_tools.emulator.controllers import update_service
 from sushy_tools.emulator.resources.systems import fakedriver
 
+from fleetspec.lab.slurm import process_start_time
+
 
 class GpuNodeFakeDriver(fakedriver.FakeDriver):
     def get_bios(self, identity):
@@ -148,23 +150,14 @@ class GpuNodeFakeDriver(fakedriver.FakeDriver):
 fakedriver.FakeDriver = GpuNodeFakeDriver
 
 
-def _start_time(pid):
-    try:
-        stat = open(f"/proc/{pid}/stat").read()
-    except OSError:
-        return None
-    fields = stat.rsplit(")", 1)[1].split()
-    return None if fields[0] in ("Z", "X") else int(fields[19])
-
-
 def _stop_machine(system):
     """End the system's machine, if it is still the process this harness started."""
     machine = system.get("machine")
-    if not machine or _start_time(machine["pid"]) != machine["start"]:
+    if not machine or process_start_time(machine["pid"]) != machine["start"]:
         return
     os.kill(machine["pid"], signal.SIGTERM)
     for _ in range(100):
-        if _start_time(machine["pid"]) != machine["start"]:
+        if process_start_time(machine["pid"]) != machine["start"]:
             return
         try:
             os.waitpid(machine["pid"], os.WNOHANG)
@@ -184,7 +177,7 @@ def _start_machine(system, target):
     process = subprocess.Popen([*argv, "-boot", "n" if target == "Pxe" else "c"], stdin=subprocess.DEVNULL,
                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     log.close()
-    return {"pid": process.pid, "start": _start_time(process.pid), "boot": target}
+    return {"pid": process.pid, "start": process_start_time(process.pid), "boot": target}
 
 
 def _end_machines(signum, frame):

@@ -29,18 +29,6 @@ def need_netboot() -> None:
 
 
 @contextlib.contextmanager
-def namespace(name: str):
-    subprocess.run(["ip", "netns", "add", name], check=True)
-    try:
-        for argv in (["ip", "link", "set", "lo", "up"], ["ip", "tuntap", "add", "dev", "fsboot0", "mode", "tap"],
-                     ["ip", "addr", "add", f"{ADDRESS}/24", "dev", "fsboot0"], ["ip", "link", "set", "fsboot0", "up"]):
-            subprocess.run(["ip", "netns", "exec", name, *argv], check=True)
-        yield name
-    finally:
-        subprocess.run(["ip", "netns", "delete", name], check=False)
-
-
-@contextlib.contextmanager
 def switched(name: str, taps: list[str]):
     """The namespace ``name`` with a bridge ``fsboot0`` (ADDRESS) and ``taps`` plugged into it:
     a provisioning network with several nodes on it."""
@@ -104,11 +92,11 @@ def wait_for(path: Path, text: str, timeout: float, what: str, logs: list[Path])
 
 @contextlib.contextmanager
 def provisioning(name: str, conf: Path, tftp: Path, images: Path, workdir: Path):
-    """The namespace ``name`` with the rendered dnsmasq (``conf``, TFTP from ``tftp``) and an
+    """The namespace ``name`` (a bridge, one tap: ``fsnode1``) with the rendered dnsmasq (``conf``, TFTP from ``tftp``) and an
     HTTP server for ``images`` on ADDRESS:8089 running; yields the namespace's command prefix
     and the logs: dnsmasq's and the HTTP server's."""
     dhcp, http = workdir / "dnsmasq.log", workdir / "http.log"
-    with namespace(name):
+    with switched(name, ["fsnode1"]):
         run = ["ip", "netns", "exec", name]
         dnsmasq = [*run, "dnsmasq", "--keep-in-foreground", f"--conf-file={conf}", f"--tftp-root={tftp}",
                    "--user=root", f"--pid-file={workdir / 'dnsmasq.pid'}", f"--dhcp-leasefile={workdir / 'leases'}",
@@ -119,9 +107,9 @@ def provisioning(name: str, conf: Path, tftp: Path, images: Path, workdir: Path)
             yield run, dhcp, http
 
 
-def qemu_node(run: list[str], mac: str, serial: Path, memory_mb: int = 128) -> list[str]:
-    """A virtual node on the namespace's tap: PXE first (its e1000's ROM is iPXE), serial to a file.
+def qemu_node(run: list[str], mac: str, serial: Path, memory_mb: int = 128, tap: str = "fsnode1") -> list[str]:
+    """A virtual node on a tap of the namespace's bridge: PXE first (its e1000's ROM is iPXE), serial to a file.
     TCG, not KVM: on this machine's nested KVM the NIC's iPXE ROM never gets to DHCP."""
     return [*run, "qemu-system-x86_64", "-accel", "tcg", "-m", str(memory_mb), "-display", "none", "-no-reboot",
-            "-netdev", "tap,id=n0,ifname=fsboot0,script=no,downscript=no", "-device", f"e1000,netdev=n0,mac={mac}",
+            "-netdev", f"tap,id=n0,ifname={tap},script=no,downscript=no", "-device", f"e1000,netdev=n0,mac={mac}",
             "-boot", "n", "-serial", f"file:{serial}"]
