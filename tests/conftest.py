@@ -12,6 +12,10 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data"
 EXAMPLES = ROOT / "examples"
 GOLDEN = Path(__file__).resolve().parent / "golden"
+# The project's shared/ tree beside the checkout (CI lays a copy there): other people's
+# files the tests serve and read but the repository must not carry (real clusters' Slurm
+# files in brownfield/, real BMCs' Redfish captures in redfish/; each with its SOURCE).
+SHARED = ROOT.parent / "shared"
 
 
 def unavailable(reason: str) -> NoReturn:
@@ -57,6 +61,16 @@ def require_shared(relative: str) -> Path:
     path = DATA / relative
     if not path.exists():
         pytest.fail(f"tests/data/{relative} is missing: the repository carries its test data")
+    return path
+
+
+def shared_tree(relative: str) -> Path:
+    """A path under the shared/ tree beside the checkout (``brownfield/...``,
+    ``redfish/mockups/...``): read and served in place, never copied. Missing is a
+    failure: CI and every developer's machine have it."""
+    path = SHARED / relative
+    if not path.exists():
+        pytest.fail(f"{path} is missing: the tests read shared/{relative} beside the checkout")
     return path
 
 
