@@ -10,6 +10,7 @@ the module's checks on it (pytest orders the tests so that one is up at a time).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -133,23 +134,24 @@ def test_imex_switch_exactly_where_nvl72_racks_are(started: Started):
 
 @pytest.mark.parametrize("started", NVL72_CASES, ids=_id, indirect=True)
 def test_a_job_that_fits_an_nvlink_rack_is_not_split(started: Started):
-    """With 17 nodes of rack r07 busy, the first two free nodes in order straddle r07 and r08;
-    the block topology must give a two-node job both nodes in r08."""
+    """With 17 nodes of rack r07 drained, the first two free nodes in order straddle r07 and
+    r08; the block topology must place a two-node job on two nodes of r08 (asked of the
+    scheduler with ``sbatch --test-only``: its placement, without launching anything)."""
     cluster, blocks = started.cluster, nvlink_blocks(started.fleet)
     (_, hosts), (other, _) = blocks[0], blocks[1]
     partition = next(p for p in slurm_partitions(started.fleet) if set(hosts) <= set(p.nodes)).name
     if "slurm/topology.yaml" in map(str, started.files):  # the partition picks the block topology
         assert _show(cluster, "partition", partition)[0]["Topology"] == NVLINK_TOPOLOGY
-    blocker = cluster.sbatch("-p", partition, "-w", compress(hosts[:-1]), "--gres=gpu:4", script="sleep 60\n")
-    assert cluster.wait_job(blocker.stdout.strip(), {"RUNNING"})["JobState"] == "RUNNING", blocker.stderr
+    drained = compress(hosts[:-1])
+    cluster.run("scontrol", "update", f"nodename={drained}", "state=drain", "reason=test")
     try:
-        sub = cluster.sbatch("-p", partition, "-N", "2", "--gres=gpu:4", script="true\n")
-        job = cluster.wait_job(sub.stdout.strip(), {"COMPLETED", "FAILED", "CANCELLED"})
-        assert job["JobState"] == "COMPLETED", job
-        rack_of = {h: block for block, members in blocks for h in members}
-        assert {rack_of[h] for h in expand(job["NodeList"])} == {other}, job["NodeList"]
+        plan = cluster.run("sbatch", "--test-only", "-p", partition, "-N", "2", "--gres=gpu:4", "--wrap", "true")
     finally:
-        cluster.run("scancel", blocker.stdout.strip(), check=False)
+        cluster.run("scontrol", "update", f"nodename={drained}", "state=resume")
+    nodes = re.search(r" on nodes (\S+) in partition", plan.stderr)
+    assert nodes is not None, plan.stderr
+    rack_of = {h: block for block, members in blocks for h in members}
+    assert {rack_of[h] for h in expand(nodes[1])} == {other}, plan.stderr
 
 
 def test_a_newer_render_does_not_start_on_an_older_release(tmp_path: Path, slurm_release, slurm_installed):
