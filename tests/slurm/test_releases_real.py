@@ -47,10 +47,13 @@ NVL72_CASES = [
     # NVL72 racks beside a leaf tree: only topology.yaml (25.05+) holds both.
     Case("nvl72-tree-and-blocks", fleets.nvl72, None),
 ]
+# Below 25.05 the same fleet renders as a tree (and validate reports what is missing).
+NVL72_TREE_2411 = Case("nvl72-tree-and-blocks", fleets.nvl72, "24.11.5")
 # First in CASES, so that the NVLink tests' `started` (parametrised with NVL72_CASES) has the
 # same parameter indices and pytest reuses the clusters started for the others.
 CASES = [
     *NVL72_CASES,
+    NVL72_TREE_2411,
     # The museum declares 25.11.8: started on 26.05 (no 25.11 here); and at 24.11 and 22.05.
     Case("museum", fleets.museum, None),
     Case("museum", fleets.museum, "24.11.5"),
@@ -111,21 +114,22 @@ def test_every_node_is_idle_in_its_partitions(started: Started):
 
 
 def test_topology_is_the_fabric_and_the_nvlink_racks(started: Started):
-    """The leaf switches and the NVLink racks, as slurmctld read them: topology/tree for the
-    museum, topology/block where every rack is an NVLink rack, topology.yaml for both."""
-    blocks, cluster = started.blocks, started.cluster
-    plugin = started.config()["TopologyPlugin"]
-    if "slurm/topology.yaml" in map(str, started.files):
-        tree, shown = _show(cluster, "topology"), _show(cluster, "topology", NVLINK_TOPOLOGY)
-    elif blocks:
-        assert plugin == "topology/block"
-        tree, shown = [], _show(cluster, "topology")
+    """The leaf switches and the NVLink racks as slurmctld read them, in the form rendered for
+    the release: topology/tree (the museum; NVL72 racks beside a tree below 25.05),
+    topology/block (every rack an NVL72 rack), topology.yaml (both, 25.05+)."""
+    cluster = started.cluster
+    conf = started.files[PurePosixPath("slurm/slurm.conf")]
+    leaves = {leaf: set(hosts) for leaf, hosts in leaf_groups(started.fleet)}
+    if PurePosixPath("slurm/topology.yaml") in started.files:
+        tree, shown, blocks = _show(cluster, "topology"), _show(cluster, "topology", NVLINK_TOPOLOGY), started.blocks
+    elif "TopologyPlugin=topology/block" in conf:
+        assert started.config()["TopologyPlugin"] == "topology/block"
+        tree, shown, blocks, leaves = [], _show(cluster, "topology"), started.blocks, {}
     else:
-        assert plugin == "topology/tree"
-        tree, shown = _show(cluster, "topology"), []
+        assert started.config()["TopologyPlugin"] == "topology/tree"
+        tree, shown, blocks = _show(cluster, "topology"), [], {}
     assert {b["BlockName"]: set(expand(b["Nodes"])) for b in shown} == blocks
-    leaves = {s["SwitchName"]: set(expand(s["Nodes"])) for s in tree if s.get("Level") == "0"}
-    assert leaves == ({leaf: set(hosts) for leaf, hosts in leaf_groups(started.fleet)} if tree else {})
+    assert {s["SwitchName"]: set(expand(s["Nodes"])) for s in tree if s.get("Level") == "0"} == leaves
 
 
 def test_imex_switch_exactly_where_nvl72_racks_are(started: Started):
