@@ -443,15 +443,27 @@ class Cluster:
             for node in self.nodes if nodes is None else [n for n in self.nodes if n in nodes]:
                 self.start_node(node)
             if wait_idle:
-                self._wait(self._all_idle, timeout, "nodes did not reach IDLE")
+                self.wait_idle(timeout)
         except BaseException:
             self.stop()
             raise
 
-    def start_node(self, node: str) -> Daemon:
-        """Start one node's slurmd (a node that boots later than the controller)."""
+    def start_node(self, node: str, dynamic_conf: str | None = None) -> Daemon:
+        """Start one node's slurmd (a node that boots later than the controller).
+        ``dynamic_conf``: a dynamic node, absent from slurm.conf, that registers itself with
+        these NodeName parameters (``slurmd -Z --conf``, as Slinky's NodeSet pods run), on a
+        port of its own."""
         (self.root / "spool" / node).mkdir(parents=True, exist_ok=True)
-        return self._spawn(f"slurmd-{node}", "slurmd", "-D", "-N", node)
+        if dynamic_conf is None:
+            return self._spawn(f"slurmd-{node}", "slurmd", "-D", "-N", node)
+        if node not in self.nodes:
+            self.nodes.append(node)
+        conf = f"{dynamic_conf} Port={free_ports(1)[0]}"
+        return self._spawn(f"slurmd-{node}", "slurmd", "-D", "-Z", "-N", node, "--conf", conf)
+
+    def wait_idle(self, timeout: float = 30) -> None:
+        """Wait until every node (those of slurm.conf and the dynamic ones started) is IDLE."""
+        self._wait(self._all_idle, timeout, "nodes did not reach IDLE")
 
     def _ctld_up(self, ctld: Daemon) -> bool:
         if not ctld.alive:

@@ -16,15 +16,24 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 import pytest
+import yaml
 
 from fleetspec.compile.ir import Fleet
 from fleetspec.lab.slurm import Cluster, SlurmError
 from fleetspec.lab.slurm_releases import release_for, slurm_cluster
-from fleetspec.layout.slurm import NVLINK_TOPOLOGY, leaf_groups, nvlink_blocks, slurm_nodes, slurm_partitions
+from fleetspec.layout.slurm import (
+    NVLINK_TOPOLOGY,
+    leaf_groups,
+    nvlink_blocks,
+    slinky_nodesets,
+    slurm_nodes,
+    slurm_partitions,
+)
 from fleetspec.node_side.hostlist import compress, expand
 from fleetspec.render.slurm import render_slurm
 
-from . import fleets
+from ..kubernetes import fleets as k8s_fleets
+from . import fleets, slinky
 
 pytestmark = [pytest.mark.slurm]
 
@@ -165,3 +174,51 @@ def test_a_newer_render_does_not_start_on_an_older_release(tmp_path: Path, slurm
     files = render_slurm(fleets.nvl72(with_tree_nodes=False))
     with pytest.raises(SlurmError, match="slurmctld"), slurm_cluster(tmp_path, files, release="22.05"):
         pass
+
+
+def _fake_autodetect(values: dict) -> str:
+    """gres.conf for the NodeSets as ``AutoDetect=nvidia`` finds them on a GPU node: each pod's
+    GPUs as /dev/nvidia0..N-1 of its NodeSet's type. Here no driver answers (slurmd: "System
+    GPU detection failed ... Ignoring file-less GPU"), so the devices are made with mknod and
+    named per node, like the native harness's localized gres.conf."""
+    lines = []
+    for name, nodeset in slinky.nodesets(values).items():
+        (gres,) = nodeset["extraConfMap"]["Gres"]
+        _, kind, count = gres.split(":")
+        lines.append(f"NodeName={name}-[0-{nodeset['replicas'] - 1}] Name=gpu Type={kind} "
+                     f"File=/dev/nvidia[0-{int(count) - 1}]")
+    return "\n".join(lines) + "\n"
+
+
+def test_slinky_values_run_on_the_release_they_name(tmp_path: Path, slurm_release):
+    """Slinky (museum's Slurm pool under slurm-operator, Slurm 25.11): the slurm.conf the
+    operator builds from fleetspec's values (tests/slurm/slinky.py) runs on real 26.05, and
+    dynamic slurmds started as NodeSet pods start them (``slurmd -Z --conf``) join their
+    NodeSets' partitions IDLE, with the NodeSet's GRES type and fleetspec's features."""
+    fleet = k8s_fleets.slinky(fleets.museum())
+    assert fleet.slurm is not None
+    release = release_for(fleet.slurm.version).series
+    slurm_release(release)
+    values = yaml.safe_load(render_slurm(fleet)[PurePosixPath("slurm/slinky-values.yaml")])
+    files = {PurePosixPath("slurm") / name: text for name, text in values["configFiles"].items()}
+    assert files[PurePosixPath("slurm/gres.conf")] == "AutoDetect=nvidia\n"
+    files[PurePosixPath("slurm/gres.conf")] = _fake_autodetect(values)
+    files[PurePosixPath("slurm/slurm.conf")] = slinky.slurm_conf(values)
+    with slurm_cluster(tmp_path, files, release=release, wait_idle=False) as cluster:
+        pods = {f"{name}-{i}": (name, nodeset) for name, nodeset in slinky.nodesets(values).items()
+                for i in range(nodeset["replicas"])}
+        for pod, (name, nodeset) in pods.items():
+            cluster.start_node(pod, dynamic_conf=slinky.slurmd_conf(name, nodeset))
+        cluster.wait_idle()
+        out = cluster.run("sinfo", "-h", "-N", "-o", "%N|%R|%G|%f").stdout
+        seen: dict[str, set[str]] = {}
+        for line in out.splitlines():
+            pod, partition, gres, features = line.split("|")
+            name, nodeset = pods[pod]
+            assert gres == nodeset['extraConfMap']['Gres'][0], line
+            assert features.split(",") == [name, *nodeset["extraConfMap"]["Features"]], line
+            seen.setdefault(partition, set()).add(name)
+        partitions = {p: set(part["nodesets"]) for p, part in values["partitions"].items() if part["enabled"]}
+        assert seen == partitions == {p: {m[0] for m in members} for p, members in slinky_nodesets(fleet).items()}
+        hopper = _show(cluster, "partition", "nvidia-hopper")[0]
+        assert hopper["Default"] == "YES" and hopper["MaxTime"] == "2-00:00:00" and hopper["DefaultTime"] == "01:00:00"
