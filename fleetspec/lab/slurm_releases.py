@@ -169,15 +169,6 @@ def command_prefix(root: Path | None) -> tuple[str, ...]:
     return ("unshare", "--mount", "--propagation", "private", "--", "sh", "-c", RUN_SCRIPT, "sh", str(root))
 
 
-def installed_version(root: Path | None) -> str:
-    """``slurmctld -V`` of the release, e.g. ``26.05.5``."""
-    done = subprocess.run([*command_prefix(root), "slurmctld", "-V"], capture_output=True, text=True, timeout=30)
-    match = re.search(r"(\d+\.\d+\.\d+)", done.stdout)
-    if done.returncode != 0 or match is None:
-        raise SlurmUnavailable(f"slurmctld -V failed ({done.returncode}): {done.stderr}{done.stdout}")
-    return match[1]
-
-
 @contextmanager
 def slurm_cluster(scratch: Path, files: Mapping[PurePosixPath, str], release: str = "22.05",
                   wait_idle: bool = True, keep: Collection[str] = (), cache_dir: Path | None = None,
