@@ -20,7 +20,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
@@ -44,6 +44,8 @@ REPLACED_KEYS = frozenset(k.lower() for k in (
 # slurm.conf runs proctrack/linuxproc and task/none: cgroup/v2 is fatal in this container).
 # Not installed: plugstack.conf (no Pyxis here) and slurmdbd.conf (no slurmdbd runs).
 INSTALLED_FILES = ("slurm.conf", "gres.conf", "topology.conf", "cgroup.conf")
+# topology.yaml (Slurm 25.05+) is installed as rendered too, but not restricted to a lab's
+# subset (restrict_conf reads only the key=value files).
 STOP_GRACE_S = 10.0
 
 
@@ -343,11 +345,19 @@ class Cluster:
 
     def __init__(self, root: Path, files: Mapping[PurePosixPath, str] | None = None,
                  keep: Collection[str] = (), accounting_port: int | None = None,
-                 machines: tuple[str, Mapping[str, str]] | None = None) -> None:
+                 machines: tuple[str, Mapping[str, str]] | None = None, prefix: Sequence[str] | None = None) -> None:
         """``machines``: (the controller's address, {node: address}) when the nodes are other
-        machines (`localize_for_machines`): only slurmctld runs here."""
+        machines (`localize_for_machines`): only slurmctld runs here. ``prefix``: what runs
+        every daemon and client (another release's root, `fleetspec.lab.slurm_releases`);
+        kept in ``root/prefix.json`` for a later ``Cluster(root)``."""
         self.root = Path(root)
         self.conf = self.root / "etc" / "slurm.conf"
+        prefix_file = self.root / "prefix.json"
+        if prefix is not None:
+            self.root.mkdir(parents=True, exist_ok=True)
+            prefix_file.write_text(json.dumps(list(prefix)))
+        self.prefix: tuple[str, ...] = tuple(
+            prefix if prefix is not None else json.loads(prefix_file.read_text()) if prefix_file.exists() else ())
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
         if files is not None and machines is not None:
             self._write_for_machines(files, *machines)
@@ -372,7 +382,7 @@ class Cluster:
                                               accounting_port),
             "gres.conf": localize_gres_conf(rendered.get("gres.conf", ""), self.root),
         }
-        for name in ("topology.conf", "cgroup.conf"):
+        for name in ("topology.conf", "topology.yaml", "cgroup.conf"):
             if name in rendered:
                 local[name] = rendered[name]
         for name, text in local.items():
@@ -385,7 +395,7 @@ class Cluster:
         for sub in ("etc", "state", "log", "run", "out"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         local = {"slurm.conf": localize_for_machines(rendered["slurm.conf"], self.root, controller, addresses)}
-        for name in ("gres.conf", "topology.conf", "cgroup.conf"):
+        for name in ("gres.conf", "topology.conf", "topology.yaml", "cgroup.conf"):
             if name in rendered:
                 local[name] = rendered[name]
         for name, text in local.items():
@@ -408,7 +418,7 @@ class Cluster:
         return {**os.environ, "SLURM_CONF": str(self.conf)}
 
     def run(self, *args: str, check: bool = True, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(list(args), env=self.env, capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run([*self.prefix, *args], env=self.env, capture_output=True, text=True, timeout=timeout)
         if check and done.returncode != 0:
             raise SlurmError(f"{' '.join(args)} failed ({done.returncode}): {done.stderr}{done.stdout}")
         return done
@@ -416,7 +426,7 @@ class Cluster:
     def _spawn(self, name: str, *args: str) -> Daemon:
         with open(self.root / "log" / f"{name}.out", "w") as log:
             # A session of its own: a Ctrl-C at the terminal that ran `lab up` must not reach it.
-            proc = subprocess.Popen(list(args), env=self.env, stdin=subprocess.DEVNULL, stdout=log,
+            proc = subprocess.Popen([*self.prefix, *args], env=self.env, stdin=subprocess.DEVNULL, stdout=log,
                                     stderr=subprocess.STDOUT, start_new_session=True)
         self._procs[proc.pid] = proc
         daemon = Daemon(name, proc.pid, process_start_time(proc.pid) or 0)
@@ -433,15 +443,27 @@ class Cluster:
             for node in self.nodes if nodes is None else [n for n in self.nodes if n in nodes]:
                 self.start_node(node)
             if wait_idle:
-                self._wait(self._all_idle, timeout, "nodes did not reach IDLE")
+                self.wait_idle(timeout)
         except BaseException:
             self.stop()
             raise
 
-    def start_node(self, node: str) -> Daemon:
-        """Start one node's slurmd (a node that boots later than the controller)."""
+    def start_node(self, node: str, dynamic_conf: str | None = None) -> Daemon:
+        """Start one node's slurmd (a node that boots later than the controller).
+        ``dynamic_conf``: a dynamic node, absent from slurm.conf, that registers itself with
+        these NodeName parameters (``slurmd -Z --conf``, as Slinky's NodeSet pods run), on a
+        port of its own."""
         (self.root / "spool" / node).mkdir(parents=True, exist_ok=True)
-        return self._spawn(f"slurmd-{node}", "slurmd", "-D", "-N", node)
+        if dynamic_conf is None:
+            return self._spawn(f"slurmd-{node}", "slurmd", "-D", "-N", node)
+        if node not in self.nodes:
+            self.nodes.append(node)
+        conf = f"{dynamic_conf} Port={free_ports(1)[0]}"
+        return self._spawn(f"slurmd-{node}", "slurmd", "-D", "-Z", "-N", node, "--conf", conf)
+
+    def wait_idle(self, timeout: float = 30) -> None:
+        """Wait until every node (those of slurm.conf and the dynamic ones started) is IDLE."""
+        self._wait(self._all_idle, timeout, "nodes did not reach IDLE")
 
     def _ctld_up(self, ctld: Daemon) -> bool:
         if not ctld.alive:

@@ -245,6 +245,8 @@ class ParameterFile:
     known: dict[str, str]  # lower-case -> Slurm's spelling (every release from the verified one)
     added: dict[str, tuple[str, str]]  # lower-case -> (Slurm's spelling, release or "unconfirmed")
     defunct: dict[str, str]  # Slurm's spelling -> the release it went (or "unconfirmed")
+    # release -> lower-case `unconfirmed` keys a real slurmctld of that release refuses
+    refused_by: dict[str, frozenset[str]]
     restart_all: bool
     restart: frozenset[str]  # lower-case
     sources: tuple[str, ...]
@@ -286,6 +288,7 @@ def parameters() -> Parameters:
             known={k.lower(): k for k in entry["known"]},
             added={k.lower(): (k, str(v)) for k, v in (entry.get("added") or {}).items()},
             defunct={k: str(v) for k, v in (entry.get("defunct") or {}).items()},
+            refused_by={str(r): frozenset(k.lower() for k in keys) for r, keys in (entry.get("refused_by") or {}).items()},
             restart_all=restart == "all",
             restart=frozenset() if restart == "all" else frozenset(k.lower() for k in restart),
             sources=tuple(urls[s] for s in entry["source"]),
@@ -335,10 +338,12 @@ def check_settings(kind: str, settings: Mapping[str, Any], version: str, path: S
                                         "raise spec.slurm.version", where, "key"))
                 continue
             if since == UNCONFIRMED:
-                if not _after_verified(version, parameters().verified):
+                refusing = [r for r, keys in table.refused_by.items() if low in keys and _series(version) <= _series(r)]
+                if not _after_verified(version, parameters().verified) or refusing:
+                    seen_by = f": Slurm {max(refusing, key=_series)}'s slurmctld refuses it" if refusing else ""
                     findings.append(Finding(RULE, E, f"{spelling} is not a {_file_label(kind)} parameter of Slurm "
-                                            f"{version} (it came later); remove it or raise spec.slurm.version",
-                                            where, "key"))
+                                            f"{version} (it came later{seen_by}); remove it or raise "
+                                            "spec.slurm.version", where, "key"))
                     continue
                 findings.append(Finding(RULE, W, f"{spelling} is a {_file_label(kind)} parameter of recent Slurm, "
                                         f"but no SchedMD changelog says which release added it: check "

@@ -52,8 +52,9 @@ def test_owned_set_is_derived_per_release(version: str) -> None:
         assert not set(keys) & set(TUNABLE[kind]), kind
     assert "SlurmctldAddr" in owned_keys("slurm.conf", version)
     assert "PluginDir" in owned_keys("slurmdbd.conf", version)
-    # TLSType came with 25.05 (catalog `added`): owned where the release parses it.
-    assert ("TLSType" in owned_keys("slurm.conf", version)) == (version == "25.11.8")
+    # TLSType: Debian's slurmctld 24.11.5 parses it, 22.05.8 does not (catalog `added`,
+    # tests/slurm/test_parameters_real.py): owned where the release parses it.
+    assert ("TLSType" in owned_keys("slurm.conf", version)) == (version in ("24.11.6", "25.11.8"))
 
 
 def _rendered_keys(files: dict) -> dict[str, set[str]]:

@@ -139,6 +139,16 @@ def test_a_key_no_changelog_dates_warns_after_22_05() -> None:
     assert [sev for sev, _ in later] == ["WARNING"] and "no SchedMD changelog" in later[0][1]
 
 
+def test_a_key_a_real_release_refuses_is_an_error_there_and_before() -> None:
+    """catalog `refused_by`: Debian's slurmctld 24.11.5 stops on HealthCheckTimeout, 26.05.5
+    parses it (tests/slurm/test_parameters_real.py); no changelog dates it in between."""
+    for version in ("23.11.10", "24.11.6"):
+        found = _site("    settings: {HealthCheckTimeout: 60}\n", version)
+        assert [sev for sev, _ in found] == ["ERROR"] and "Slurm 24.11's slurmctld refuses it" in found[0][1], found
+    assert [sev for sev, _ in _site("    settings: {HealthCheckTimeout: 60}\n", "25.11.8")] == ["WARNING"]
+    assert [sev for sev, _ in _site("    settings: {SlurmstepdParameters: x}\n", "26.05.5")] == ["ERROR"]
+
+
 def test_the_same_key_twice_in_two_spellings_is_refused() -> None:
     errors = _errors(spec("    settings: {KillWait: 30, killwait: 40}\n"))
     assert len(errors) == 1 and "twice" in errors[0].message

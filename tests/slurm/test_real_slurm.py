@@ -196,11 +196,3 @@ def test_wrong_gres_conf_makes_the_node_invalid(tmp_path, slurm_installed):
         reason = c.run("sinfo", "-h", "-N", "-o", "%E").stdout
         assert "4 < 8" in reason, reason
 
-
-def test_museum_at_22_05_is_accepted_by_slurmctld(tmp_path, slurm_installed):
-    """The whole museum example (16 Slurm nodes, 4 partitions) comes up IDLE."""
-    museum = fleets.with_version(fleets.museum(), "22.05.8")
-    with running(tmp_path, render_slurm(museum)) as c:
-        states = c.node_states()
-        assert set(states) == {n.hostname for n in slurm_nodes(museum)}
-        assert set(states.values()) == {"idle"}
