@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fleetspec.importer.conf import Line, Pair, Problem, Where, read_lines
+from fleetspec.importer.removed import Implied, read_removed
 from fleetspec.node_side.hostlist import HostlistError, expand
 
 # The most hosts one import expands (all hostlists together): the spec's own bound
@@ -49,57 +50,6 @@ class SlurmConf:
     partitions: dict[str, PartitionRecord] = field(default_factory=dict)
     records: list[Line] = field(default_factory=list)  # DownNodes, NodeSet, ... (refused by the builder)
     warnings: list[Problem] = field(default_factory=list)  # obsolete keys mapped or dropped
-
-
-# slurm.conf keys old clusters still carry that current Slurm no longer takes. Evidence:
-# Debian 12's slurmctld 22.05.8 (tests/importer/test_brownfield.py starts it on each):
-# SchedulerPort, CacheGroups and DefaultStorage* stop it with "Parsing error at
-# unrecognized key"; FastSchedule=0 and =2 stop it with "The FastSchedule option has been
-# removed" (=2: "The FastSchedule=2 functionality is available through the
-# SlurmdParameters=config_overrides option"); FastSchedule=1 is logged as "Ignoring
-# obsolete FastSchedule=1 option" (read_config.c's messages, slurm-20.02 onwards).
-# DefaultStorage<X> was the default of AccountingStorage<X> (slurm.conf(5) of 17.11,
-# http://manpages.ubuntu.com/manpages/bionic/en/man5/slurm.conf.5.html): it is read as
-# that key where the site did not set it.
-_DEFAULT_STORAGE = {"defaultstoragetype": "AccountingStorageType", "defaultstoragehost": "AccountingStorageHost",
-                    "defaultstorageport": "AccountingStoragePort", "defaultstorageuser": "AccountingStorageUser",
-                    "defaultstoragepass": "AccountingStoragePass", "defaultstorageloc": "AccountingStorageLoc"}
-_DROPPED = {
-    "schedulerport": "the port of the long-removed sched/wiki plugins; nothing listens on it",
-    "cachegroups": "group caching was removed; slurmctld resolves groups itself (GroupUpdateTime)",
-}
-_UNRECOGNIZED = "the 22.05.8 slurmctld stops on it (\"Parsing error at unrecognized key\")"
-
-
-def _obsolete(pair: Pair, conf: SlurmConf, later: list[Pair]) -> bool:
-    """Map or drop an obsolete key (with a warning at it); False: not an obsolete key."""
-    low = pair.key.lower()
-    if low == "fastschedule":
-        if pair.value.strip() == "2":
-            later.append(Pair("SlurmdParameters", "config_overrides", pair.key_at, pair.value_at))
-            what = ("becomes SlurmdParameters=config_overrides: slurmctld stops on FastSchedule=2 (\"The "
-                    "FastSchedule option has been removed. The FastSchedule=2 functionality is available "
-                    "through the SlurmdParameters=config_overrides option\")")
-        else:
-            what = ("is dropped: Slurm 20.02 removed the option and schedules on the node lines as written "
-                    "(FastSchedule=1's behaviour); slurmctld ignores =1 and stops on =0")
-        conf.warnings.append(Problem(pair.key_at, f"{pair.key}={pair.value} {what}", "warning"))
-        return True
-    if low in _DEFAULT_STORAGE:
-        target = _DEFAULT_STORAGE[low]
-        value = pair.value
-        if target == "AccountingStorageType" and "/" not in value:
-            value = f"accounting_storage/{value}"
-        later.append(Pair(target, value, pair.key_at, pair.value_at))
-        conf.warnings.append(Problem(pair.key_at, f"{pair.key}={pair.value} is read as {target}={value} where "
-                                     f"the file does not set {target}: DefaultStorage* were the defaults of the "
-                                     f"accounting keys and are gone ({_UNRECOGNIZED})", "warning"))
-        return True
-    if low in _DROPPED:
-        conf.warnings.append(Problem(pair.key_at, f"{pair.key}={pair.value} is dropped: {_DROPPED[low]}; "
-                                     f"{_UNRECOGNIZED}", "warning"))
-        return True
-    return False
 
 
 def _spelling(kind: str, key: str) -> str | None:
@@ -140,18 +90,20 @@ def _clip(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def read_slurm_conf(path: Path, problems: list[Problem]) -> SlurmConf:
-    return slurm_conf_of(read_lines(path, problems, includes=True, display=str(path)), problems)
+def read_slurm_conf(path: Path, problems: list[Problem], release: str | None = None) -> SlurmConf:
+    """slurm.conf (and its Includes) as records; ``release`` is the site's Slurm release
+    where known: keys it still takes that later Slurm removed are kept (importer.removed)."""
+    return slurm_conf_of(read_lines(path, problems, includes=True, display=str(path)), problems, release)
 
 
-def slurm_conf_of(lines: list[Line], problems: list[Problem]) -> SlurmConf:
+def slurm_conf_of(lines: list[Line], problems: list[Problem], release: str | None = None) -> SlurmConf:
     """slurm.conf's records from its logical lines (`read_lines`, `text_lines`)."""
     conf = SlurmConf()
     budget = _HostBudget()
     node_default: dict[str, Pair] = {}
     part_default: dict[str, Pair] = {}
     part_lines: list[tuple[Line, dict[str, Pair]]] = []
-    implied: list[Pair] = []  # what obsolete keys stand for, where the file does not set it
+    implied: list[Implied] = []  # what removed keys stand for (importer.removed)
     for line in lines:
         head = line.first().key.lower()
         if head == "nodename":
@@ -169,7 +121,9 @@ def slurm_conf_of(lines: list[Line], problems: list[Problem]) -> SlurmConf:
                 if pair.key.lower() == "include":
                     problems.append(Problem(pair.key_at, "Include must start its own line: 'Include other.conf'"))
                     continue
-                if _obsolete(pair, conf, implied):
+                stands_for = read_removed(pair, release, conf.warnings)
+                if stands_for is not None:
+                    implied += stands_for
                     continue
                 canonical = _spelling("slurm.conf", pair.key)
                 if canonical is None:
@@ -178,12 +132,13 @@ def slurm_conf_of(lines: list[Line], problems: list[Problem]) -> SlurmConf:
                     conf.controllers.append(pair)
                 else:
                     conf.settings[canonical] = pair
-    for pair in implied:
+    for item in implied:
+        pair = item.pair
         if pair.key not in conf.settings:
             conf.settings[pair.key] = pair
-        elif pair.key == "SlurmdParameters" and "config_overrides" not in conf.settings[pair.key].value:
+        elif item.flag and pair.value.lower() not in conf.settings[pair.key].value.lower().split(","):
             old = conf.settings[pair.key]
-            conf.settings[pair.key] = Pair(old.key, f"{old.value},config_overrides", old.key_at, old.value_at)
+            conf.settings[pair.key] = Pair(old.key, f"{old.value},{pair.value}", old.key_at, old.value_at)
     # Partitions last: Nodes= may name hosts defined after the partition line (slurmctld
     # reads the whole file before it builds partitions).
     for line, attrs in part_lines:
