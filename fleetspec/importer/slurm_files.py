@@ -11,6 +11,7 @@ error at its place, with a did-you-mean, never a silent drop.
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +32,10 @@ class NodeRecord:
     name: str
     at: Where
     attrs: dict[str, Pair] = field(default_factory=dict)  # canonical key -> pair (DEFAULT ones included)
+    # NodeAddr / NodeHostname where they differ from the name (slurm.conf(5): "By default,
+    # the NodeAddr will be identical in value to NodeHostname", which defaults to NodeName).
+    address: Pair | None = None
+    hostname: Pair | None = None
 
 
 @dataclass
@@ -164,19 +169,75 @@ def _node_line(line: Line, conf: SlurmConf, default: dict[str, Pair], budget: _H
     if head.value.upper() == "DEFAULT":
         default.update(attrs)
         return
-    if "NodeHostname" in attrs or "NodeAddr" in attrs:
-        key = "NodeHostname" if "NodeHostname" in attrs else "NodeAddr"
-        problems.append(Problem(attrs[key].key_at, f"{key} is set: the node's Slurm name and its host differ. "
-                                "fleetspec names a node by its hostname; rename the node in slurm.conf to its "
-                                "hostname (or drop the key if it is only an address DNS resolves anyway)"))
     hosts = budget.expand(head, problems)
-    for host in hosts or []:
+    if hosts is None:
+        return
+    where_to = {key: _addresses(attrs.pop(key), hosts, budget, problems)
+                for key in ("NodeAddr", "NodeHostname") if key in attrs}
+    if any(v is None for v in where_to.values()):
+        return
+    node_default = {k: v for k, v in default.items() if k not in ("NodeAddr", "NodeHostname")}
+    for i, host in enumerate(hosts):
         if host in conf.nodes:
             problems.append(Problem(head.value_at, f"node {host} is defined twice (first at "
                                     f"{conf.nodes[host].at}); slurmctld refuses that. Keep one NodeName line "
                                     "for it"))
             continue
-        conf.nodes[host] = NodeRecord(host, head.value_at, {**default, **attrs})
+        rec = conf.nodes[host] = NodeRecord(host, head.value_at, {**node_default, **attrs})
+        for key, pairs in where_to.items():
+            pair = pairs[i]  # type: ignore[index]
+            if pair.value == host:
+                continue  # NodeAddr=gpu01 on gpu01: what Slurm assumes anyway
+            if key == "NodeAddr":
+                rec.address = pair
+            else:
+                rec.hostname = pair
+            conf.warnings.append(Problem(pair.value_at, f"{key}={pair.value}: slurmctld reaches node {host} "
+                                         f"{'at' if key == 'NodeAddr' else 'as'} {pair.value}, not by its name "
+                                         "(slurm.conf(5)). The spec has no field for a node's address yet: the "
+                                         f"rendered slurm.conf names {host} only, so make {host} resolve to "
+                                         f"{pair.value} (DNS or /etc/hosts) on the controller and nodes before the "
+                                         "first apply", "warning"))
+
+
+# A host as slurm.conf(5) lets NodeAddr/NodeHostname, controllers and the accounting
+# host name it: a short name, a fully qualified domain name or an IP address (v4 or v6).
+_HOST = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9._:-]*[A-Za-z0-9])?$")
+
+
+def is_host(text: str) -> bool:
+    """A short name, FQDN or IP address: what Slurm hands getaddrinfo()."""
+    return _HOST.match(text) is not None
+
+
+def _addresses(pair: Pair, hosts: list[str], budget: _HostBudget, problems: list[Problem]) -> list[Pair] | None:
+    """One address per host of the NodeName line. slurm.conf(5): "If a node range
+    expression is used to designate multiple nodes, they must exactly match the entries
+    in the NodeName"."""
+    values: list[str] = []
+    for part in _split_nodes(pair.value):
+        if "[" not in part:  # an FQDN or an IP address is not a hostlist: taken as written
+            values.append(part)
+            budget.left -= 1
+            if budget.left < 0:
+                problems.append(Problem(pair.value_at, f"{pair.key}: more than {MAX_IMPORT_HOSTS:,} hosts in one "
+                                        "import"))
+                return None
+            continue
+        more = budget.expand(Pair(pair.key, part, pair.key_at, pair.value_at), problems)
+        if more is None:
+            return None
+        values += more
+    if len(values) != len(hosts):
+        problems.append(Problem(pair.value_at, f"{pair.key}={_clip(pair.value)} names {len(values)} host(s) for "
+                                f"{len(hosts)} node(s); slurm.conf(5) wants one per node, in the NodeName's order"))
+        return None
+    bad = [v for v in values if not is_host(v)]
+    if bad:
+        problems.append(Problem(pair.value_at, f"{pair.key}={_clip(pair.value)}: {_clip(bad[0])} is not a host "
+                                "name, domain name or IP address"))
+        return None
+    return [Pair(pair.key, v, pair.key_at, pair.value_at) for v in values]
 
 
 def _partition(line: Line, attrs: dict[str, Pair], conf: SlurmConf, budget: _HostBudget,
@@ -241,9 +302,13 @@ class GresLine:
     autodetect: str | None
 
 
+# gres.conf(5) keys; "CPUs" is the older name of Cores: src/common/gres.c's option table
+# once read {"CPUs", S_P_STRING}, /* CPUs to bind to Gres resource */ and slurmd still
+# takes it (real files: yyuzhongpv/GPU-Cluster-Configuration's gres.conf, in
+# shared/brownfield/dgx1-cluster-2017).
 _GRES_KEYS = {"nodename": "NodeName", "name": "Name", "type": "Type", "file": "File", "count": "Count",
-              "cores": "Cores", "corespecs": "CoreSpecs", "autodetect": "AutoDetect", "links": "Links",
-              "flags": "Flags", "multiplefiles": "MultipleFiles"}
+              "cores": "Cores", "cpus": "Cores", "corespecs": "CoreSpecs", "autodetect": "AutoDetect",
+              "links": "Links", "flags": "Flags", "multiplefiles": "MultipleFiles"}
 # Device files a GPU's File= may name: NVIDIA character devices and AMD render nodes.
 _DEVICE_PREFIXES = ("/dev/nvidia", "/dev/dri/renderD")
 
