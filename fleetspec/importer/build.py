@@ -534,15 +534,25 @@ class _Builder:
 
     def _controllers(self) -> str:
         hosts = []
-        for pair in self.conf.controllers:
-            host = pair.value.split("(")[0]
+        for ctl in self.conf.controller_hosts:
+            host = ctl.name
+            short = host.split(".")[0]
+            if not is_valid_hostname(host) and "." in host and is_valid_hostname(short):
+                # slurm.conf(5) SlurmctldHost: "The short, or long, hostname of the machine".
+                self.warnings.append(Problem(ctl.at.value_at, f"controller {host} is a long hostname; the spec "
+                                             f"names it {short} (slurm.conf(5) takes the short or the long name "
+                                             f"for the same machine: `hostname -s` on it must say {short})",
+                                             "warning"))
+                host = short
             if not is_valid_hostname(host):
-                self.problems.append(Problem(pair.value_at, f"controller {host} is not a DNS label; rename it"))
+                self.problems.append(Problem(ctl.at.value_at, f"controller {host} is not a host name (letters, "
+                                             "digits and '-'); name the controller by its hostname"))
                 continue
             hosts.append(host)
-        if not hosts:
+        if not hosts and not self.conf.controller_hosts:
             self.problems.append(Problem(Where(str(self.path), 1, 1), "no SlurmctldHost (or ControlMachine) line: "
                                          "add the controller's hostname"))
+        if not hosts:
             return "controller"
         return ",".join(dict.fromkeys(hosts))
 
@@ -551,14 +561,23 @@ class _Builder:
         if kind is None or kind.value != "accounting_storage/slurmdbd":
             return None
         host = self.conf.settings.get("AccountingStorageHost")
-        if host is None:
+        if host is None:  # slurm_files._defaults sets Slurm's default; kept for records built by hand
             self.problems.append(Problem(kind.value_at, "accounting through slurmdbd without "
                                          "AccountingStorageHost: add the slurmdbd host"))
             return None
-        if not is_valid_hostname(host.value):
-            self.problems.append(Problem(host.value_at, f"AccountingStorageHost={host.value} is not a DNS label"))
-            return None
-        return host.value
+        if is_valid_hostname(host.value):
+            return host.value
+        for ctl in self.conf.controller_hosts:  # the controller's address or long name
+            if host.value in (ctl.address, ctl.name) and is_valid_hostname(ctl.name.split(".")[0]):
+                name = ctl.name.split(".")[0]
+                self.warnings.append(Problem(host.value_at, f"AccountingStorageHost={host.value} is the controller "
+                                             f"{ctl.name}'s {'address' if host.value == ctl.address else 'name'}: "
+                                             f"slurmdbd is read as running on {name}", "warning"))
+                return name
+        self.problems.append(Problem(host.value_at, f"AccountingStorageHost={host.value}: the spec names the "
+                                     "slurmdbd host by its hostname, and this address is no controller's; write "
+                                     "the host's name"))
+        return None
 
     def _partitions(self) -> dict[str, Any]:
         out: dict[str, Any] = {}

@@ -47,10 +47,21 @@ class PartitionRecord:
     attrs: dict[str, Pair] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Controller:
+    """A controller line: the host slurmctld runs on (short or long hostname, slurm.conf(5)
+    SlurmctldHost) and the address it is reached at, where the file gives one."""
+
+    name: str
+    address: str | None
+    at: Pair
+
+
 @dataclass
 class SlurmConf:
     settings: dict[str, Pair] = field(default_factory=dict)  # canonical key -> last pair
     controllers: list[Pair] = field(default_factory=list)
+    controller_hosts: list[Controller] = field(default_factory=list)  # the same lines, read
     nodes: dict[str, NodeRecord] = field(default_factory=dict)
     partitions: dict[str, PartitionRecord] = field(default_factory=dict)
     records: list[Line] = field(default_factory=list)  # DownNodes, NodeSet, ... (refused by the builder)
@@ -144,11 +155,47 @@ def slurm_conf_of(lines: list[Line], problems: list[Problem], release: str | Non
         elif item.flag and pair.value.lower() not in conf.settings[pair.key].value.lower().split(","):
             old = conf.settings[pair.key]
             conf.settings[pair.key] = Pair(old.key, f"{old.value},{pair.value}", old.key_at, old.value_at)
+    _defaults(conf)
     # Partitions last: Nodes= may name hosts defined after the partition line (slurmctld
     # reads the whole file before it builds partitions).
     for line, attrs in part_lines:
         _partition(line, attrs, conf, budget, problems)
     return conf
+
+
+# src/common/read_config.h: #define DEFAULT_STORAGE_HOST "localhost", which the slurmdbd
+# agent (src/plugins/accounting_storage/slurmdbd) connects to when AccountingStorageHost is
+# unset: "if (!slurmdbd_conn->rem_host) slurmdbd_conn->rem_host = xstrdup(DEFAULT_STORAGE_HOST)".
+DEFAULT_STORAGE_HOST = "localhost"
+
+
+def _defaults(conf: SlurmConf) -> None:
+    """What slurmctld assumes where the file is silent, and what it does to names, each
+    with a note at the line it follows from."""
+    kind = conf.settings.get("AccountingStorageType")
+    if kind is not None and kind.value == "accounting_storage/slurmdbd" and "AccountingStorageHost" not in conf.settings:
+        conf.settings["AccountingStorageHost"] = Pair("AccountingStorageHost", DEFAULT_STORAGE_HOST, kind.key_at,
+                                                      kind.value_at)
+        conf.warnings.append(Problem(kind.value_at, "accounting through slurmdbd without AccountingStorageHost: "
+                                     f"slurmctld connects to {DEFAULT_STORAGE_HOST} (Slurm's DEFAULT_STORAGE_HOST), "
+                                     "so slurmdbd runs on the controller; read as AccountingStorageHost="
+                                     f"{DEFAULT_STORAGE_HOST}", "warning"))
+    name = conf.settings.get("ClusterName")
+    if name is not None and name.value != name.value.lower():
+        conf.warnings.append(Problem(name.value_at, f"ClusterName={name.value}: slurmctld and slurmdbd know this "
+                                     f"cluster as {name.value.lower()} (slurm.conf(5): \"any upper case letters in "
+                                     "the name will be silently mapped to lower case\"); sacct -M and sacctmgr "
+                                     f"name it {name.value.lower()}", "warning"))
+    # SlurmctldHost=name(addr), or ControlMachine + ControlAddr, BackupController + BackupAddr.
+    addr = {"ControlMachine": conf.settings.get("ControlAddr"), "BackupController": conf.settings.get("BackupAddr")}
+    for pair in conf.controllers:
+        host, _, rest = pair.value.partition("(")
+        if rest:
+            given: str | None = rest.rstrip(")")
+        else:
+            beside = addr.get(_spelling("slurm.conf", pair.key) or "")
+            given = beside.value if beside is not None else None
+        conf.controller_hosts.append(Controller(host, given or None, pair))
 
 
 def _attrs(line: Line, kind: str, head: str, problems: list[Problem]) -> dict[str, Pair]:
@@ -172,18 +219,18 @@ def _node_line(line: Line, conf: SlurmConf, default: dict[str, Pair], budget: _H
     hosts = budget.expand(head, problems)
     if hosts is None:
         return
-    where_to = {key: _addresses(attrs.pop(key), hosts, budget, problems)
-                for key in ("NodeAddr", "NodeHostname") if key in attrs}
+    merged = {**default, **attrs}
+    where_to = {key: _addresses(merged.pop(key), hosts, budget, problems)
+                for key in ("NodeAddr", "NodeHostname") if key in merged}
     if any(v is None for v in where_to.values()):
         return
-    node_default = {k: v for k, v in default.items() if k not in ("NodeAddr", "NodeHostname")}
     for i, host in enumerate(hosts):
         if host in conf.nodes:
             problems.append(Problem(head.value_at, f"node {host} is defined twice (first at "
                                     f"{conf.nodes[host].at}); slurmctld refuses that. Keep one NodeName line "
                                     "for it"))
             continue
-        rec = conf.nodes[host] = NodeRecord(host, head.value_at, {**node_default, **attrs})
+        rec = conf.nodes[host] = NodeRecord(host, head.value_at, dict(merged))
         for key, pairs in where_to.items():
             pair = pairs[i]  # type: ignore[index]
             if pair.value == host:
