@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fleetspec.importer.conf import Line, Pair, Problem, Where, read_lines
+from fleetspec.importer.programs import check_programs
 from fleetspec.importer.removed import Implied, read_removed
 from fleetspec.node_side.hostlist import HostlistError, expand
 
@@ -156,6 +157,7 @@ def slurm_conf_of(lines: list[Line], problems: list[Problem], release: str | Non
             old = conf.settings[pair.key]
             conf.settings[pair.key] = Pair(old.key, f"{old.value},{pair.value}", old.key_at, old.value_at)
     _defaults(conf)
+    check_programs(conf.settings, problems, conf.warnings)
     # Partitions last: Nodes= may name hosts defined after the partition line (slurmctld
     # reads the whole file before it builds partitions).
     for line, attrs in part_lines:
