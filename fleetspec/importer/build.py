@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from fleetspec.importer import facts as factdoc
-from fleetspec.importer.conf import ImportRefused, Pair, Problem, Where
+from fleetspec.importer.conf import ImportRefused, Pair, Problem, Problems, Where
 from fleetspec.importer.slurm_files import (
     Block,
     GresLine,
@@ -68,7 +68,7 @@ def import_slurm(conf: Path, gres: Path | None = None, topology: Path | None = N
     """The spec for the cluster these files describe; raises `ImportRefused`."""
     from fleetspec.catalog import load_catalog
 
-    problems: list[Problem] = []
+    problems: list[Problem] = Problems()
     warnings: list[Problem] = []
     # The site's release decides which removed keys its file may still carry (importer.removed).
     reported = {factdoc.slurm_version(f) for f in (facts or {}).values()} - {None}

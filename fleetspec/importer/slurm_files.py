@@ -12,10 +12,21 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fleetspec.importer.conf import Line, Pair, Problem, Where, read_lines
+from fleetspec.importer.conf import (
+    Line,
+    Pair,
+    Problem,
+    Where,
+    is_full,
+    iter_lines,
+    read_lines,
+    shown_key,
+    source_refused,
+)
 from fleetspec.importer.programs import check_programs
 from fleetspec.importer.removed import Implied, read_removed
 from fleetspec.node_side.hostlist import HostlistError, expand
@@ -77,16 +88,17 @@ def _spelling(kind: str, key: str) -> str | None:
     return table.known.get(key.lower()) or (table.added.get(key.lower()) or (None,))[0] or owned.get(key.lower())
 
 
-def _unknown(kind: str, pair: Pair, what: str) -> Problem:
+def _unknown(kind: str, pair: Pair, what: str, problems: list[Problem]) -> Problem:
     from fleetspec.site.slurm import parameters
 
-    table = parameters().files[kind]
-    close = difflib.get_close_matches(pair.key.lower(), list(table.known) + list(table.added), n=1, cutoff=0.8)
     hint = ""
-    if close:
-        hint = f" Did you mean {table.known.get(close[0]) or table.added[close[0]][0]}?"
-    return Problem(pair.key_at, f"'{pair.key}' is not a {what} parameter Slurm knows (slurm.conf(5)); slurmctld "
-                   f"would stop on it.{hint} Fix or remove it, then import again")
+    if not is_full(problems):  # past the cap the problem is only counted: no did-you-mean
+        table = parameters().files[kind]
+        close = difflib.get_close_matches(pair.key.lower(), list(table.known) + list(table.added), n=1, cutoff=0.8)
+        if close:
+            hint = f" Did you mean {table.known.get(close[0]) or table.added[close[0]][0]}?"
+    return Problem(pair.key_at, f"{shown_key(pair.key)} is not a {what} parameter Slurm knows (slurm.conf(5)); "
+                   f"slurmctld would stop on it.{hint} Fix or remove it, then import again")
 
 
 class _HostBudget:
@@ -110,10 +122,10 @@ def _clip(text: str, limit: int = 60) -> str:
 def read_slurm_conf(path: Path, problems: list[Problem], release: str | None = None) -> SlurmConf:
     """slurm.conf (and its Includes) as records; ``release`` is the site's Slurm release
     where known: keys it still takes that later Slurm removed are kept (importer.removed)."""
-    return slurm_conf_of(read_lines(path, problems, includes=True, display=str(path)), problems, release)
+    return slurm_conf_of(iter_lines(path, problems, includes=True, display=str(path)), problems, release)
 
 
-def slurm_conf_of(lines: list[Line], problems: list[Problem], release: str | None = None) -> SlurmConf:
+def slurm_conf_of(lines: Iterable[Line], problems: list[Problem], release: str | None = None) -> SlurmConf:
     """slurm.conf's records from its logical lines (`read_lines`, `text_lines`)."""
     conf = SlurmConf()
     budget = _HostBudget()
@@ -122,6 +134,8 @@ def slurm_conf_of(lines: list[Line], problems: list[Problem], release: str | Non
     part_lines: list[tuple[Line, dict[str, Pair]]] = []
     implied: list[Implied] = []  # what removed keys stand for (importer.removed)
     for line in lines:
+        if is_full(problems):
+            break  # the cap (conf.MAX_PROBLEMS): stop reading, the rest is not looked at
         head = line.first().key.lower()
         if head == "nodename":
             _node_line(line, conf, node_default, budget, problems)
@@ -144,7 +158,7 @@ def slurm_conf_of(lines: list[Line], problems: list[Problem], release: str | Non
                     continue
                 canonical = _spelling("slurm.conf", pair.key)
                 if canonical is None:
-                    problems.append(_unknown("slurm.conf", pair, "slurm.conf"))
+                    problems.append(_unknown("slurm.conf", pair, "slurm.conf", problems))
                 elif canonical in ("SlurmctldHost", "ControlMachine", "BackupController"):
                     conf.controllers.append(pair)
                 else:
@@ -205,7 +219,7 @@ def _attrs(line: Line, kind: str, head: str, problems: list[Problem]) -> dict[st
     for pair in line.pairs[1:]:
         canonical = _spelling(kind, pair.key)
         if canonical is None:
-            problems.append(_unknown(kind, pair, f"{head}"))
+            problems.append(_unknown(kind, pair, f"{head}", problems))
             continue
         attrs[canonical] = pair
     return attrs
@@ -302,6 +316,15 @@ def _partition(line: Line, attrs: dict[str, Pair], conf: SlurmConf, budget: _Hos
     all_nodes = False
     if nodes_pair is not None:
         if nodes_pair.value.upper() == "ALL":
+            # Charged like any hostlist (#41 item 7): 300 Nodes=ALL partitions over 100,000
+            # nodes would otherwise make an 8.6 KB file cost 30 million memberships.
+            if len(conf.nodes) > budget.left:
+                problems.append(Problem(nodes_pair.value_at, f"Nodes=ALL: partition {name} takes all "
+                                        f"{len(conf.nodes):,} nodes, past the {MAX_IMPORT_HOSTS:,} hosts one import "
+                                        "expands (node and partition hostlists together); write fewer partitions "
+                                        "over all nodes"))
+                return
+            budget.left -= len(conf.nodes)
             members, all_nodes = list(conf.nodes), True
         else:
             members = []
@@ -370,7 +393,7 @@ def read_gres_conf(path: Path, problems: list[Problem]) -> list[GresLine]:
         for pair in line.pairs:
             canonical = _GRES_KEYS.get(pair.key.lower())
             if canonical is None:
-                problems.append(Problem(pair.key_at, f"'{pair.key}' is not a gres.conf parameter (gres.conf(5): "
+                problems.append(Problem(pair.key_at, f"{shown_key(pair.key)} is not a gres.conf parameter (gres.conf(5): "
                                         f"{', '.join(sorted(set(_GRES_KEYS.values())))}); fix or remove it"))
                 continue
             attrs[canonical] = pair
@@ -454,7 +477,7 @@ def read_topology_conf(path: Path, problems: list[Problem]) -> list[Switch]:
         unknown = [p for p in line.pairs if p.key.lower() not in ("switchname", "nodes", "switches", "linkspeed",
                                                                   "blockname", "blocksizes")]
         if unknown:
-            problems.append(Problem(unknown[0].key_at, f"'{unknown[0].key}' is not a topology.conf parameter "
+            problems.append(Problem(unknown[0].key_at, f"{shown_key(unknown[0].key)} is not a topology.conf parameter "
                                     "(SwitchName, Switches, Nodes, LinkSpeed); fix or remove it"))
             continue
         if "switchname" not in attrs:
@@ -483,6 +506,10 @@ def read_topology_yaml(path: Path, problems: list[Problem]) -> tuple[list[Switch
     from fleetspec.spec.loader import SpecLoadError, load_file
 
     name = str(path)
+    refused = source_refused(path, top=True, suffixes=(".yaml", ".yml"))
+    if refused:
+        problems.append(Problem(Where(name, 1, 1), refused))
+        return [], []
     try:
         loaded = load_file(path)
     except SpecLoadError as exc:
