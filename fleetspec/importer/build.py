@@ -537,7 +537,7 @@ class _Builder:
         for ctl in self.conf.controller_hosts:
             host = ctl.name
             short = host.split(".")[0]
-            if not is_valid_hostname(host) and "." in host and is_valid_hostname(short):
+            if not is_valid_hostname(host) and "." in host and is_valid_hostname(short) and not _is_ip(host):
                 # slurm.conf(5) SlurmctldHost: "The short, or long, hostname of the machine".
                 self.warnings.append(Problem(ctl.at.value_at, f"controller {host} is a long hostname; the spec "
                                              f"names it {short} (slurm.conf(5) takes the short or the long name "
@@ -568,7 +568,8 @@ class _Builder:
         if is_valid_hostname(host.value):
             return host.value
         for ctl in self.conf.controller_hosts:  # the controller's address or long name
-            if host.value in (ctl.address, ctl.name) and is_valid_hostname(ctl.name.split(".")[0]):
+            if host.value in (ctl.address, ctl.name) and is_valid_hostname(ctl.name.split(".")[0]) \
+                    and not _is_ip(ctl.name):
                 name = ctl.name.split(".")[0]
                 self.warnings.append(Problem(host.value_at, f"AccountingStorageHost={host.value} is the controller "
                                              f"{ctl.name}'s {'address' if host.value == ctl.address else 'name'}: "
@@ -674,3 +675,13 @@ class _HostsProblem(Problem):
     def __str__(self) -> str:
         hosts = compress(h for h in self.hosts if is_valid_hostname(h)) or ",".join(self.hosts)
         return f"{self.where}: error: {hosts}: {self.message}"
+
+
+def _is_ip(text: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True

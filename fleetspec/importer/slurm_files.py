@@ -28,7 +28,7 @@ from fleetspec.importer.conf import (
     source_refused,
 )
 from fleetspec.importer.programs import check_programs
-from fleetspec.importer.removed import Implied, read_removed
+from fleetspec.importer.removed import Implied, read_removed, removed
 from fleetspec.node_side.hostlist import HostlistError, expand
 
 # The most hosts one import expands (all hostlists together): the spec's own bound
@@ -152,9 +152,13 @@ def slurm_conf_of(lines: Iterable[Line], problems: list[Problem], release: str |
                 if pair.key.lower() == "include":
                     problems.append(Problem(pair.key_at, "Include must start its own line: 'Include other.conf'"))
                     continue
-                stands_for = read_removed(pair, release, conf.warnings)
-                if stands_for is not None:
-                    implied += stands_for
+                row = removed(pair.key)
+                if row is not None:
+                    stands_for = read_removed(pair, release, conf.warnings)
+                    if stands_for is None:  # the site's release still takes it: kept as written
+                        conf.settings[row.key] = pair
+                    else:
+                        implied += stands_for
                     continue
                 canonical = _spelling("slurm.conf", pair.key)
                 if canonical is None:
