@@ -278,9 +278,9 @@ def is_host(text: str) -> bool:
 
 
 def _addresses(pair: Pair, hosts: list[str], budget: _HostBudget, problems: list[Problem]) -> list[Pair] | None:
-    """One address per host of the NodeName line. slurm.conf(5): "If a node range
-    expression is used to designate multiple nodes, they must exactly match the entries
-    in the NodeName"."""
+    """One address per host of the NodeName line, in order. slurmctld stops on fewer
+    (src/common/read_config.c: fatal "At least as many NodeAddr are required as
+    NodeName", the same for NodeHostname) and takes the first ones of more."""
     values: list[str] = []
     for part in _split_nodes(pair.value):
         if "[" not in part:  # an FQDN or an IP address is not a hostlist: taken as written
@@ -295,9 +295,10 @@ def _addresses(pair: Pair, hosts: list[str], budget: _HostBudget, problems: list
         if more is None:
             return None
         values += more
-    if len(values) != len(hosts):
+    if len(values) < len(hosts):
         problems.append(Problem(pair.value_at, f"{pair.key}={_clip(pair.value)} names {len(values)} host(s) for "
-                                f"{len(hosts)} node(s); slurm.conf(5) wants one per node, in the NodeName's order"))
+                                f"{len(hosts)} node(s); slurmctld stops on that (\"At least as many {pair.key} are "
+                                "required as NodeName\"): give one per node, in the NodeName's order"))
         return None
     bad = [v for v in values if not is_host(v)]
     if bad:
