@@ -367,3 +367,47 @@ def test_a_site_prolog_is_a_warning_that_it_replaces_the_gpu_prolog(tmp_path: Pa
     said = {w.where.line: w.message for w in conf.warnings}
     assert "replaces fleetspec's GPU prolog" in said[3] and "root" in said[3]
     assert said[4].startswith("RebootProgram=/sbin/reboot: a site program")
+
+
+# --- cases the parser blocked, imported end to end ------------------------------------------
+
+# Illustrative facts (none of these clusters publishes its nodes'): the real H200 node's
+# collector output with a board per host; "Quadro RTX 6000" as nvidia-smi names that board
+# (architecture and memory from NVIDIA's Turing datasheet: 24 GB).
+QUADRO = {"architecture": "Turing", "memory_mib": 24576, "compute_capability": "7.5"}
+ENDS = {
+    # case: (GPU board named in the facts, what the spec must say)
+    "rainey-r2labs-2026": ("Quadro RTX 6000", ["controllers: control0\n", "host: control0\n", "gres: quadro_rtx_6000"]),
+    "dgx1-cluster-2017": ("NVIDIA H100 80GB HBM3", ["controllers: master\n", "host: master\n"]),
+    "janelia-turaga-2017": ("NVIDIA H100 80GB HBM3", ["controllers: c04u01,c04u12\n", "AccountingStoreFlags: job_comment"]),
+}
+
+
+@pytest.mark.slurm
+@pytest.mark.usefixtures("real_parser")
+@pytest.mark.parametrize("case", sorted(ENDS))
+def test_a_case_the_parser_blocked_imports_and_renders_what_2205_reads(case: str, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from fleetspec.pipeline import compile_text
+    from fleetspec.render.slurm import render_slurm_conf
+    from tests.importer import facts as factdocs
+
+    monkeypatch.setitem(factdocs.BOARDS, "Quadro RTX 6000", QUADRO)
+    directory = shared_tree(f"brownfield/{case}")
+    files = json.loads((directory / "case.json").read_text())["files"]
+    board, expected = ENDS[case]
+    nodes = read_slurm_conf(directory / files["conf"], Problems()).nodes
+    docs = {}
+    for host, rec in nodes.items():
+        gres = rec.attrs.get("Gres")
+        count = sum(int(g.split(":")[-1]) for g in gres.value.split(",") if g.startswith("gpu")) if gres else 0
+        docs[host] = nvidia_facts(host, board, count)
+    result = import_slurm(directory / files["conf"], directory / files["gres"] if "gres" in files else None, None,
+                          docs, "22.05.8")
+    for words in expected:
+        assert words in result.spec_text, (words, result.spec_text)
+    rendered = compile_text(result.spec_text, "imported.yaml")
+    assert rendered.valid
+    (tmp_path / "slurm.conf").write_text(render_slurm_conf(rendered.fleet))
+    ok, said = slurm_2205_reads(tmp_path / "slurm.conf")
+    assert ok, said
