@@ -116,6 +116,7 @@ class Pair:
     value: str
     key_at: Where
     value_at: Where
+    bare: bool = False  # a word without '=' (only "Include FILE" may have them)
 
 
 @dataclass
@@ -179,6 +180,11 @@ def iter_lines(path: Path, problems: list[Problem], *, includes: bool = False, d
         first = line.pairs[0] if line.pairs else None
         if includes and first is not None and first.key.lower() == "include" and first.value == "":
             yield from _include(path, line, problems, _stack + (path.resolve(),), count, name)
+            continue
+        bare = next((p for p in line.pairs if p.bare), None)
+        if bare is not None:  # SLURM_KEYVALUE matches key=value only: 22.05.8 "Parse error in file"
+            problems.append(Problem(bare.key_at, f"{shown_key(bare.key)} has no '=': slurmctld stops on that "
+                                    "(\"Parse error in file\"); write Key=value, or remove it"))
             continue
         yield line
 
@@ -322,7 +328,12 @@ def _pairs(pieces: list[tuple[int, str]], name: str, problems: list[Problem]) ->
             while i < n and chars[i][0] in " \t\r":  # and after it
                 i += 1
             value_at = Where(name, chars[i][1], chars[i][2]) if i < n else key_at
-            if i < n and chars[i][0] == '"':
+            if i >= n:  # SLURM_KEYVALUE wants a value: 22.05.8 says "Parse error in file ... line N"
+                problems.append(Problem(Where(name, chars[j][1], chars[j][2]), f"{shown_key(key)}= has no value, "
+                                        "and slurmctld stops on that (\"Parse error in file\"); write the value, "
+                                        "'\"\"' for an empty one, or remove the key"))
+                return None
+            if chars[i][0] == '"':
                 i += 1
                 while i < n and chars[i][0] != '"':
                     value += chars[i][0]
@@ -338,7 +349,7 @@ def _pairs(pieces: list[tuple[int, str]], name: str, problems: list[Problem]) ->
         if not key:
             problems.append(Problem(key_at, "'=' without a key before it"))
             return None
-        line.pairs.append(Pair(key, value.replace("\\#", "#"), key_at, value_at))
+        line.pairs.append(Pair(key, value.replace("\\#", "#"), key_at, value_at, bare=value_at is key_at))
     if line.pairs:
         line.at = line.pairs[0].key_at
     return line

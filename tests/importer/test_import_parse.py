@@ -224,6 +224,24 @@ def test_a_release_that_still_takes_a_removed_key_keeps_it(tmp_path: Path) -> No
     assert conf.settings["JobCheckpointDir"].value == "/var/ckpt"
 
 
+@pytest.mark.slurm
+@pytest.mark.usefixtures("real_parser")
+@pytest.mark.parametrize(("line", "place"), [("Epilog=\n", "3:7"), ("Epilog=   \n", "3:7"), ("Epilog\n", "3:1"),
+                                             ("NodeName=n9 CPUs=1 Weird\n", "3:20")])
+def test_what_2205_stops_on_in_the_syntax_is_a_located_error(line: str, place: str, tmp_path: Path) -> None:
+    _, problems = _parse(BASE + line + NODES, tmp_path)
+    ok, said = slurm_2205_reads(tmp_path / "slurm.conf")
+    assert not ok and "Parse error in file" in said
+    assert any(f"slurm.conf:{place}" in e for e in _errors(problems)), _errors(problems)
+
+
+def test_a_quoted_empty_value_and_a_value_after_blanks_read_as_slurm_reads_them(tmp_path: Path) -> None:
+    # 22.05.8 takes both: Epilog="" is empty; "Feature= CPUs=1" makes "CPUs=1" the feature.
+    conf, problems = _parse(BASE + 'Epilog=""\nNodeName=n9 Feature= CPUs=1\n' + NODES, tmp_path)
+    assert _errors(problems) == [] and conf.settings["Epilog"].value == ""
+    assert conf.nodes["n9"].attrs["Feature"].value == "CPUs=1"
+
+
 def test_a_misspelt_key_is_still_an_error_with_a_did_you_mean(tmp_path: Path) -> None:
     _, problems = _parse(BASE + "JobCheckpointDirr=/x\n", tmp_path)
     assert any("slurm.conf:3:1" in e and "'JobCheckpointDirr'" in e for e in _errors(problems))
@@ -276,7 +294,7 @@ def test_echoed_keys_are_clipped_to_slurm_key_characters(tmp_path: Path) -> None
     problems: list[Problem] = Problems()
     read_gres_conf(tmp_path / "gres.conf", problems)
     said = "\n".join(str(p) for p in problems)
-    assert "gres.conf:1:1: error: a 44-character token (not shown) is not a gres.conf parameter" in said
+    assert "gres.conf:1:1: error: a 44-character token (not shown) has no '='" in said
     assert "$6$" not in said and "hash" not in said
 
 
