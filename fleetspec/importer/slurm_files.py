@@ -175,6 +175,7 @@ def slurm_conf_of(lines: Iterable[Line], problems: list[Problem], release: str |
             old = conf.settings[pair.key]
             conf.settings[pair.key] = Pair(old.key, f"{old.value},{pair.value}", old.key_at, old.value_at)
     _defaults(conf)
+    _values(conf, release, problems)
     check_programs(conf.settings, problems, conf.warnings)
     # Partitions last: Nodes= may name hosts defined after the partition line (slurmctld
     # reads the whole file before it builds partitions).
@@ -216,6 +217,35 @@ def _defaults(conf: SlurmConf) -> None:
             beside = addr.get(_spelling("slurm.conf", pair.key) or "")
             given = beside.value if beside is not None else None
         conf.controller_hosts.append(Controller(host, given or None, pair))
+
+
+# slurm.conf(5) of 22.05.8, AccountingStorageEnforce: "Valid options are any combination of
+# associations, limits, nojobs, nosteps, qos, safe, and wckeys, or all"; 22.05.8 stops on
+# any other word ("Invalid parameter for AccountingStorageEnforce: limit", SLAC's 2020
+# file). Older releases are not checked: no artefact read here says what they took.
+_ENFORCE = ("associations", "limits", "nojobs", "nosteps", "qos", "safe", "wckeys", "all")
+_ENFORCE_FROM = (22, 5)
+
+
+def _values(conf: SlurmConf, release: str | None, problems: list[Problem]) -> None:
+    """Values the site's release refuses, where the importer knows the release's list."""
+    from fleetspec.versions import parse_version
+
+    pair = conf.settings.get("AccountingStorageEnforce")
+    if pair is None or (release and (parse_version(release) or (0,))[:2] < _ENFORCE_FROM):
+        return
+    for word in pair.value.split(","):
+        if word.strip().lower() not in _ENFORCE:
+            close = difflib.get_close_matches(word.strip().lower(), _ENFORCE, n=1, cutoff=0.6)
+            hint = f" Did you mean {close[0]}?" if close else ""
+            said = (f"AccountingStorageEnforce={_clip(pair.value)}: '{_clip(word, 20)}' is not one of "
+                    f"{', '.join(_ENFORCE)}; slurmctld 22.05 and later stop on it (\"Invalid parameter for "
+                    f"AccountingStorageEnforce\").{hint}")
+            if release:  # the site's release is 22.05 or later: it would not start
+                problems.append(Problem(pair.value_at, said))
+            else:
+                conf.warnings.append(Problem(pair.value_at, said + " Which release runs this file decides", "warning"))
+            return
 
 
 def _attrs(line: Line, kind: str, head: str, problems: list[Problem]) -> dict[str, Pair]:

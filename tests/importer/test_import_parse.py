@@ -89,6 +89,9 @@ def test_what_slurm_2205_reads_the_importer_reads_and_what_it_stops_on_is_said(c
     ok, said = slurm_2205_reads(directory / files["conf"])
     problems: list[Problem] = Problems()
     conf = read_slurm_conf(directory / files["conf"], problems, "22.05.8")
+    if not ok and "Invalid parameter for AccountingStorageEnforce" in said:  # SLAC's "limit": an error here too
+        assert [e for e in _errors(problems) if "AccountingStorageEnforce" in e] == _errors(problems) != []
+        return
     assert _errors(problems) == []
     if not ok and "AccountingStoreJobComment" in said:
         note = next(w for w in conf.warnings if w.message.startswith("AccountingStoreJobComment="))
@@ -429,3 +432,15 @@ def test_a_case_the_parser_blocked_imports_and_renders_what_2205_reads(case: str
     (tmp_path / "slurm.conf").write_text(render_slurm_conf(rendered.fleet))
     ok, said = slurm_2205_reads(tmp_path / "slurm.conf")
     assert ok, said
+
+
+@pytest.mark.parametrize(("release", "severity"), [("22.05.8", "error"), ("24.11.5", "error"), (None, "warning"),
+                                                   ("20.02.7", None)])
+def test_an_enforce_word_the_release_refuses_is_said_by_release(release: str | None, severity: str | None,
+                                                                tmp_path: Path) -> None:
+    # slac-sdf-2020: "AccountingStorageEnforce=associations,limit,qos"; 22.05.8 stops on
+    # "limit" ("Invalid parameter for AccountingStorageEnforce: limit").
+    conf, problems = _parse(BASE + "AccountingStorageEnforce=associations,limit,qos\n" + NODES, tmp_path, release)
+    said = [p for p in [*problems, *conf.warnings] if "AccountingStorageEnforce" in p.message]
+    assert [p.severity for p in said] == ([severity] if severity else [])
+    assert all("slurm.conf:3:26" in str(p) and "Did you mean limits?" in p.message for p in said)
