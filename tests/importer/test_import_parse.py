@@ -61,6 +61,12 @@ def real_parser(slurm_installed: None) -> None:
 # --- every real cluster's files parse (#39 item 1, tests) -------------------------------
 
 
+def test_the_sixteen_cases_are_read() -> None:
+    """The parametrised tests below are not silently empty: shared/brownfield/ is there."""
+    shared_tree("brownfield/README.md")
+    assert len(CASES) == 16, CASES
+
+
 @pytest.mark.parametrize("case", CASES)
 def test_every_brownfield_case_parses_without_a_parser_error(case: str) -> None:
     """Each of the sixteen real clusters' files: no error from the parser layer (what
