@@ -28,12 +28,14 @@ Standard library only, Python 3.8+, like the rest of ``fleetspec.node_side``.
 from __future__ import annotations
 
 import argparse
+import binascii
 import datetime
 import hashlib
 import json
 import os
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import tarfile
@@ -166,12 +168,77 @@ def last_version(state_dir: str) -> Optional[int]:
     return value if isinstance(value, int) else None
 
 
-def _write_json(path: str, doc: Dict[str, Any]) -> None:
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(json.dumps(doc, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+def _kind(mode: int) -> str:
+    for test, word in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device")):
+        if test(mode):
+            return word
+    return "not a regular file"
+
+
+def write_file(path: str, data: bytes, mode: int = 0o644) -> None:
+    """Put ``data`` at ``path`` as a new file, never writing through what is there (#41 item 2).
+
+    The results directory is shared by every node, so any node's root can plant a link, a
+    FIFO or a device under another node's names. The bytes go to a random temporary name
+    created exclusively and without following links (``O_CREAT|O_EXCL|O_NOFOLLOW``: a
+    planted ``HOST.json.tmp -> victim`` is never opened), are fsync'd, and the temporary file
+    is renamed over ``path`` (rename replaces a directory entry, it never writes into the
+    file an entry names); all relative to one open descriptor of the directory. A ``path``
+    that exists and is not a regular file is refused: something was planted there. Raises
+    `ConvergeError` saying which file and why."""
+    directory, name = os.path.split(path)
+    directory = directory or "."
+    try:
+        os.makedirs(directory, exist_ok=True)
+        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ConvergeError("cannot open the directory %s: %s" % (directory, exc.strerror or exc)) from None
+    tmp = None  # type: Optional[str]
+    try:
+        try:
+            there = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            there = None
+        if there is not None and not stat.S_ISREG(there.st_mode):
+            raise ConvergeError("%s is %s, not a regular file: something other than this node put it there; "
+                                "refusing to write through it (remove it)" % (path, _kind(there.st_mode)))
+        tmp = ".%s.%s.tmp" % (name, binascii.hexlify(os.urandom(8)).decode())
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        tmp = None
+        os.fsync(dir_fd)
+    except OSError as exc:
+        raise ConvergeError("cannot write %s: %s" % (path, exc.strerror or exc)) from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp, dir_fd=dir_fd)
+            except OSError:
+                pass
+        os.close(dir_fd)
+
+
+def _write_json(path: str, doc: Dict[str, Any], mode: int = 0o644) -> None:
+    write_file(path, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode("utf-8"), mode)
+
+
+def open_private(path: str, flags: int) -> int:
+    """A descriptor of ``path`` (this node's own state directory) opened without following a
+    link, created 0600; refused when it is not a regular file (a FIFO would block)."""
+    try:
+        fd = os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise ConvergeError("cannot open %s: %s" % (path, exc.strerror or exc)) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ConvergeError("%s is not a regular file: refusing to use it (remove it)" % path)
+    os.set_blocking(fd, True)
+    return fd
 
 
 def run_playbook(workdir: str, host: str, ansible_playbook: str, log_path: str) -> None:
@@ -179,7 +246,7 @@ def run_playbook(workdir: str, host: str, ansible_playbook: str, log_path: str) 
                "-e", "ansible_connection=local", "-e", "fleetspec_converge_run=true", "--limit", host,
                os.path.join(workdir, "playbooks", "local.yml")]
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(workdir, "playbooks", "ansible.cfg"))
-    with open(log_path, "wb") as log:
+    with os.fdopen(open_private(log_path, os.O_WRONLY | os.O_TRUNC), "wb") as log:
         try:
             rc = subprocess.call(command, cwd=workdir, stdout=log, stderr=subprocess.STDOUT,
                                  stdin=subprocess.DEVNULL, env=env)
@@ -208,7 +275,7 @@ def converge(host: str, bundle: str, signature: Optional[str], allowed_signers: 
         check_version(manifest, state_dir)
         os.makedirs(state_dir, mode=0o700, exist_ok=True)
         run_playbook(workdir, host, ansible_playbook, os.path.join(state_dir, "converge.log"))
-        _write_json(os.path.join(state_dir, STATE_FILE), {"version": manifest["version"]})
+        _write_json(os.path.join(state_dir, STATE_FILE), {"version": manifest["version"]}, 0o600)
         result["ok"] = True
     except ConvergeError as exc:
         result["error"] = str(exc)
@@ -219,8 +286,19 @@ def converge(host: str, bundle: str, signature: Optional[str], allowed_signers: 
     except Exception as exc:  # the facts are evidence, never the reason a result is not written
         result["facts"] = {"schema": collector.SCHEMA, "errors": ["collector failed: %s: %s" % (type(exc).__name__, exc)]}
     result["finished_at"] = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
-    _write_json(os.path.join(result_dir, host + ".json"), result)
+    write_result(result_dir, host, result)
     return result
+
+
+def write_result(result_dir: str, host: str, result: Dict[str, Any]) -> None:
+    """``RESULT_DIR/HOST.json``; when it cannot be written (something planted there), the
+    result says so and is not ok: the node stays out of service and its journal says why."""
+    try:
+        _write_json(os.path.join(result_dir, host + ".json"), result)
+    except ConvergeError as exc:
+        result["ok"] = False
+        result["error"] = "%s; and the result was not written: %s" % (result["error"], exc) if result["error"] \
+            else "the result was not written: %s" % exc
 
 
 def add_bundle_arguments(parser: argparse.ArgumentParser) -> None:

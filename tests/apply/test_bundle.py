@@ -175,6 +175,43 @@ def test_converge_exits_non_zero_when_the_play_fails(fleet, keys, tmp_path, monk
     assert not (tmp_path / "state" / converge.STATE_FILE).exists()  # a failed run records no version
 
 
+def test_a_link_planted_in_the_shared_results_directory_is_never_written_through(keys, tmp_path) -> None:
+    """#41 item 2: another node's root plants links and a FIFO under this node's names in the
+    results directory they share; this node's converge (as root) writes neither the victim
+    nor through the FIFO: its result goes to a fresh file, or is refused and says why."""
+    results = tmp_path / "results"
+    results.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_text("root's file\n")
+    os.symlink(victim, results / "h100-001.json.tmp")  # the name the old code wrote first
+    missing = str(tmp_path / "no-such-bundle.tar.gz")
+
+    def run(host: str) -> dict:
+        return converge.converge(host, missing, None, str(keys["allowed"]), str(tmp_path / "state" / host),
+                                 str(results), ANSIBLE_PLAYBOOK, collect_root=str(tmp_path / "noroot"))
+
+    first = run("h100-001")
+    assert victim.read_text() == "root's file\n"
+    written = results / "h100-001.json"
+    assert written.is_file() and not written.is_symlink()
+    assert json.loads(written.read_text())["error"] == first["error"] and "cannot read" in first["error"]
+    assert os.readlink(results / "h100-001.json.tmp") == str(victim)  # left as it was, and unused
+
+    os.symlink(victim, results / "h100-002.json")  # the result's own name, a link
+    os.mkfifo(results / "h100-003.json")  # a FIFO: opening it for writing would block
+    for host, kind in (("h100-002", "a symbolic link"), ("h100-003", "a FIFO")):
+        refused = run(host)
+        assert not refused["ok"] and f"h100-{host[-3:]}.json is {kind}, not a regular file" in refused["error"]
+        assert "the result was not written" in refused["error"]
+    assert victim.read_text() == "root's file\n"
+    assert sorted(p.name for p in results.iterdir()) == ["h100-001.json", "h100-001.json.tmp", "h100-002.json",
+                                                        "h100-003.json"]  # no temporary file left behind
+    rc = converge.main(["--bundle", missing, "--allowed-signers", str(keys["allowed"]), "--host", "h100-002",
+                        "--state-dir", str(tmp_path / "state" / "main"), "--result-dir", str(results),
+                        "--collect-root", str(tmp_path / "noroot")])
+    assert rc == 1 and victim.read_text() == "root's file\n"
+
+
 def test_extract_refuses_a_member_outside_the_bundle(tmp_path) -> None:
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w") as tar:
