@@ -11,8 +11,10 @@ The Slurm-native rollout path: the controller hands a wave to Slurm
 3. extract it into a fresh private directory, refusing any member that is not a regular
    file with a plain relative name, and check every file against the signed manifest's
    sha256 (no file missing, none extra);
-4. refuse a version older than the last one this node ran (a replayed old bundle), and
-   a bundle whose hosts do not include this node;
+4. refuse a bundle of another fleet or partition than this node's own (``--fleet``,
+   ``--partition``: fleets may share a signing key), a version older than the last one
+   this node ran in that fleet (a replayed old bundle), and a bundle whose hosts do not
+   include this node;
 5. run ``ansible-playbook -i ansible/inventory.yml -c local --limit HOST playbooks/local.yml``
    (the fleet's own roles, on itself), with ``fleetspec_converge_run=true``: the slurm role
    then keeps the munge key the node has (a bundle carries no secret) and leaves slurmd to
@@ -148,24 +150,59 @@ def extract(data: bytes, dest: str) -> Dict[str, Any]:
     return manifest
 
 
+def check_fleet(manifest: Dict[str, Any], fleet: str, partition: str) -> None:
+    """Refuse a bundle of another fleet or partition (#41 item 14): the first check after
+    the signature. Fleets may share a signing key (one site, staging and prod), so the
+    signature says only that the site made the bundle, not that it is this node's."""
+    if not fleet or not partition:
+        raise ConvergeError("this node does not know its fleet and partition (FLEETSPEC_FLEET, FLEETSPEC_PARTITION "
+                            "in /etc/fleetspec/converge.env): re-run the fleetspec_converge role; no bundle is run")
+    theirs = (manifest.get("fleet"), manifest.get("partition"))
+    if theirs != (fleet, partition):
+        raise ConvergeError("this bundle is for fleet %r, partition %r; this node is in fleet %r, partition %r: "
+                            "refused (a bundle signed for another fleet or partition never runs here)"
+                            % (theirs[0], theirs[1], fleet, partition))
+
+
 def check_version(manifest: Dict[str, Any], state_dir: str) -> None:
-    """Refuse a bundle older than the last one this node converged to."""
-    last = last_version(state_dir)
+    """Refuse a bundle older than the last one this node converged to, in the bundle's
+    fleet (each fleet counts its own versions)."""
+    last = last_version(state_dir, manifest["fleet"])
     if last is not None and manifest["version"] < last:
         raise ConvergeError("bundle version %d is older than version %d this node already ran (replay refused)"
                             % (manifest["version"], last))
 
 
-def last_version(state_dir: str) -> Optional[int]:
+def _read_versions(state_dir: str) -> Dict[str, Any]:
     try:
         with open(os.path.join(state_dir, STATE_FILE), encoding="utf-8") as handle:
-            value = json.load(handle).get("version")
+            doc = json.load(handle)
     except FileNotFoundError:
-        return None
-    except (OSError, ValueError, AttributeError) as exc:
+        return {}
+    except (OSError, ValueError) as exc:
         raise ConvergeError("cannot read %s: %s (remove it only if you know which version ran)"
                             % (os.path.join(state_dir, STATE_FILE), exc)) from None
-    return value if isinstance(value, int) else None
+    if not isinstance(doc, dict):
+        raise ConvergeError("%s is not a JSON object (remove it only if you know which version ran)"
+                            % os.path.join(state_dir, STATE_FILE))
+    return doc
+
+
+def last_version(state_dir: str, fleet: str) -> Optional[int]:
+    """The last bundle version of ``fleet`` this node ran. A file of the form before #41
+    (``{"version": N}``, one counter for any fleet) counts for every fleet: it cannot say
+    whose version it was, so it stays a floor until this node records its fleet's own."""
+    doc = _read_versions(state_dir)
+    fleets = doc.get("fleets")
+    value = fleets.get(fleet) if isinstance(fleets, dict) and fleet in fleets else doc.get("version")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def record_version(state_dir: str, fleet: str, version: int) -> None:
+    doc = _read_versions(state_dir)
+    fleets = doc.get("fleets") if isinstance(doc.get("fleets"), dict) else {}
+    fleets[fleet] = version
+    _write_json(os.path.join(state_dir, STATE_FILE), {"fleets": fleets}, 0o600)
 
 
 def _kind(mode: int) -> str:
@@ -258,9 +295,11 @@ def run_playbook(workdir: str, host: str, ansible_playbook: str, log_path: str) 
 
 def converge(host: str, bundle: str, signature: Optional[str], allowed_signers: str, state_dir: str,
              result_dir: str, ansible_playbook: str = "ansible-playbook",
-             collect_root: str = "/", extra: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-    """Verify, unpack and run the bundle for ``host``; always write the result, return it.
-    ``extra``: keys the result carries besides (``converge_request``: the request's ID)."""
+             collect_root: str = "/", extra: Optional[Dict[str, Any]] = None, *, fleet: str,
+             partition: str) -> Dict[str, Any]:
+    """Verify, unpack and run the bundle for ``host`` of ``fleet``'s ``partition``; always
+    write the result, return it. ``extra``: keys the result carries besides
+    (``converge_request``: the request's ID)."""
     result = {"host": host, "bundle": bundle, "ok": False, "error": None, "version": None,
               "spec_digest": None}  # type: Dict[str, Any]
     result.update(extra or {})
@@ -269,13 +308,14 @@ def converge(host: str, bundle: str, signature: Optional[str], allowed_signers: 
         data = fetch(bundle, MAX_BUNDLE_BYTES)
         verify_signature(data, fetch(signature or bundle + ".sig", MAX_SIG_BYTES), allowed_signers)
         manifest = extract(data, workdir)
+        check_fleet(manifest, fleet, partition)
         result["version"], result["spec_digest"] = manifest["version"], manifest.get("spec_digest")
         if host not in (manifest.get("hosts") or []):
             raise ConvergeError("this bundle (partition %s) is not for host %s" % (manifest.get("partition"), host))
         check_version(manifest, state_dir)
         os.makedirs(state_dir, mode=0o700, exist_ok=True)
         run_playbook(workdir, host, ansible_playbook, os.path.join(state_dir, "converge.log"))
-        _write_json(os.path.join(state_dir, STATE_FILE), {"version": manifest["version"]}, 0o600)
+        record_version(state_dir, fleet, manifest["version"])
         result["ok"] = True
     except ConvergeError as exc:
         result["error"] = str(exc)
@@ -306,6 +346,10 @@ def add_bundle_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bundle", required=True, help="path, file:// or https:// URL of this node's bundle "
                         "(the units pass $FLEETSPEC_BUNDLE from /etc/fleetspec/converge.env, which the "
                         "fleetspec_converge role writes)")
+    parser.add_argument("--fleet", required=True, help="this node's fleet (metadata.name; the units pass "
+                        "$FLEETSPEC_FLEET): a bundle of another fleet is refused")
+    parser.add_argument("--partition", required=True, help="this node's partition (the units pass "
+                        "$FLEETSPEC_PARTITION): a bundle of another partition is refused")
     parser.add_argument("--signature", help="its .sig (default: the bundle's location + .sig)")
     parser.add_argument("--allowed-signers", default="/etc/fleetspec/allowed_signers")
     parser.add_argument("--host", default=socket.gethostname().split(".")[0], help="this node's inventory name")
@@ -320,7 +364,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     add_bundle_arguments(parser)
     args = parser.parse_args(argv)
     result = converge(args.host, args.bundle, args.signature, args.allowed_signers, args.state_dir,
-                      args.result_dir, args.ansible_playbook, args.collect_root)
+                      args.result_dir, args.ansible_playbook, args.collect_root, fleet=args.fleet,
+                      partition=args.partition)
     if not result["ok"]:
         sys.stderr.write("fleetspec-converge: %s\n" % result["error"])
         return 1

@@ -141,7 +141,7 @@ def _handled(state_dir: str) -> Optional[str]:
 
 def handle(host: str, requests: str, bundle: str, signature: Optional[str], allowed_signers: str, state_dir: str,
            result_dir: str, ansible_playbook: str = "ansible-playbook", collect_root: str = "/",
-           sinfo: str = "sinfo") -> Optional[Dict[str, Any]]:
+           sinfo: str = "sinfo", *, fleet: str, partition: str) -> Optional[Dict[str, Any]]:
     """Act on this node's request, at most once; the result written, or None (nothing to do)."""
     os.makedirs(state_dir, mode=0o700, exist_ok=True)
     try:
@@ -184,7 +184,8 @@ def handle(host: str, requests: str, bundle: str, signature: Optional[str], allo
             converge.write_result(result_dir, host, result)
             return result
         return converge.converge(host, bundle, signature, allowed_signers, state_dir, result_dir, ansible_playbook,
-                                 collect_root, extra={"request": request, "requested_version": version})
+                                 collect_root, extra={"request": request, "requested_version": version},
+                                 fleet=fleet, partition=partition)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -195,7 +196,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--sinfo", default="sinfo")
     args = parser.parse_args(argv)
     result = handle(args.host, args.requests, args.bundle, args.signature, args.allowed_signers, args.state_dir,
-                    args.result_dir, args.ansible_playbook, args.collect_root, args.sinfo)
+                    args.result_dir, args.ansible_playbook, args.collect_root, args.sinfo, fleet=args.fleet,
+                    partition=args.partition)
     if result is not None and not result["ok"]:
         sys.stderr.write("fleetspec-converge-request: %s\n" % result["error"])
         return 1
