@@ -107,7 +107,10 @@ class NativeSlurm:
         others. Anyone else who can write it can forge requests and plant links."""
         assert self.requests is not None
         path = self.requests
-        path.mkdir(mode=0o755, parents=True, exist_ok=True)
+        try:
+            path.mkdir(mode=0o755, parents=True, exist_ok=True)
+        except FileExistsError:
+            pass  # a dangling link or a file: the open below says which
         try:
             fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError as exc:

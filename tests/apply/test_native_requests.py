@@ -50,6 +50,11 @@ def test_a_requests_directory_that_is_a_link_or_another_users_is_refused(tmp_pat
     with pytest.raises(RequestsError, match="is a symbolic link, not a directory"):
         _controller(tmp_path, requests).request([HOST])
     assert list(elsewhere.iterdir()) == []
+    requests.unlink()
+    os.symlink(tmp_path / "nowhere", requests)  # dangling: mkdir would create its target
+    with pytest.raises(RequestsError, match="is a symbolic link, not a directory"):
+        _controller(tmp_path, requests).request([HOST])
+    assert not (tmp_path / "nowhere").exists()
     if os.geteuid() != 0:
         pytest.skip("changing a directory's owner needs root")
     os.chown(elsewhere, 4242, -1)
