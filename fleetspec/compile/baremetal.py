@@ -77,6 +77,13 @@ def _firmware_images(body: m.FleetBody, findings: list[Finding]) -> tuple[tuple[
             uri, sha256 = image.url, image.sha256 or ""
             path = ("spec", "baremetal", "firmware_images", component, version)
             problem = url_problem(uri, f"the {component} {version} firmware image")
+            credential = None if problem else query_credential(uri, is_secret_name)
+            if credential:  # a presigned URL: its signature would be stored with the fleet (#41 item 8)
+                findings.append(Finding(RULE, Severity.ERROR, f"the {component} {version} firmware image URL carries "
+                                        f"a credential in its query ({credential}): it would be written to fleet.json, "
+                                        "the state, saved plans and the BMC's task log. Serve the image where the BMC "
+                                        "needs no credential in the URL", path))
+                continue
             parts = urlsplit(uri) if problem else None
             if parts is not None and " must be https://" in problem and parts.scheme == "http":
                 findings.append(Finding(RULE, Severity.WARNING, f"{problem.split(' must ')[0]} is served over plain "
@@ -93,6 +100,13 @@ def _firmware_images(body: m.FleetBody, findings: list[Finding]) -> tuple[tuple[
 def _pxe(body: m.FleetBody, findings: list[Finding]) -> ir.PxeConfig | None:
     pxe = body.baremetal.pxe if body.baremetal else None
     if pxe is None:
+        return None
+    credential = query_credential(pxe.image_url, is_secret_name)
+    if credential:  # every node's boot script would carry it, and fleet.json (#41 item 8)
+        findings.append(Finding(RULE, Severity.ERROR, f"the golden image URL carries a credential in its query "
+                                f"({credential}): it would be written to fleet.json, the state, saved plans and every "
+                                "node's boot script. Serve the images where a booting node needs no credential",
+                                ("spec", "baremetal", "pxe", "image_url")))
         return None
     parts = urlsplit(pxe.image_url)
     if parts.scheme == "http" and (parts.hostname or "") not in LOOPBACK:

@@ -192,6 +192,21 @@ def test_firmware_image_uris_are_checked_where_they_are_written(component, uri, 
     assert message in found[0].message and "u:p" not in found[0].message
 
 
+@pytest.mark.parametrize("extra, path", [
+    ('  baremetal:\n    firmware_images: {bios: {"2.5.1": "https://fw.example.com/b.bin?X-Amz-Date=20260101T000000Z'
+     '&X-Amz-Signature=Zm9vYmFyc2VjcmV0"}}\n', "spec.baremetal.firmware_images.bios.2.5.1"),
+    ('  baremetal:\n    pxe: {server: 10.0.0.1, interface: eth1, dhcp_range: "10.0.0.50,10.0.0.60",\n'
+     '          image_url: "https://img.example.com/golden?sv=2024-11-04&sig=Zm9vYmFyc2VjcmV0"}\n',
+     "spec.baremetal.pxe.image_url"),
+])
+def test_a_presigned_image_url_is_refused_unechoed(extra, path) -> None:
+    """#41 item 8: a presigned firmware or golden-image URL would store its signature with the fleet."""
+    found = errors(spec(LOCAL, extra=extra))
+    assert [f.path for f in found] == [path], found
+    assert "carries a credential in its query" in found[0].message
+    assert "Zm9vYmFyc2VjcmV0" not in found[0].message + found[0].source_line
+
+
 def test_a_firmware_component_the_tuple_does_not_know_is_refused() -> None:
     extra = '  baremetal:\n    firmware_images: {gpu: {"2.5.1": "https://fw.example.com/b.bin"}}\n'
     found = errors(spec(LOCAL, extra=extra))
