@@ -90,7 +90,7 @@ class NativeSlurm:
         `RequestsError` when the requests directory is not the controller's own."""
         if self.requests is None:
             raise ValueError("no requests directory: in-place waves need one")
-        self._check_requests_dir()
+        _check_requests_dir(self.requests)
         request = f"{self.version}-{secrets.token_hex(8)}"
         body = (json.dumps({"format": REQUEST_FORMAT, "request": request, "version": self.version}) + "\n").encode()
         for host in self._clear(hosts):
@@ -100,37 +100,6 @@ class NativeSlurm:
             except (OSError, UnsafePathError) as exc:  # e.g. a link at its name: refused, left as it is
                 self._uncleared[host] = f"its request could not be written: {getattr(exc, 'strerror', None) or exc}"
         return request
-
-    def _check_requests_dir(self) -> None:
-        """The requests directory must be written by the controller alone (docs/security.md):
-        a real directory, not a link, owned by this user or root, not writable by group or
-        others. Anyone else who can write it can forge requests and plant links."""
-        assert self.requests is not None
-        path = self.requests
-        try:
-            path.mkdir(mode=0o755, parents=True, exist_ok=True)
-        except FileExistsError:
-            pass  # a dangling link or a file: the open below says which
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError as exc:
-            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                raise RequestsError(f"the requests directory {path} is {kind_of(os.lstat(path).st_mode)}, not a "
-                                    "directory: requests go only into a directory of the controller's own. "
-                                    f"Remove it (fleetspec creates it, mode 0755)") from None
-            raise RequestsError(f"cannot open the requests directory {path}: {exc.strerror or exc}") from None
-        try:
-            st = os.fstat(fd)
-        finally:
-            os.close(fd)
-        if st.st_uid not in (os.geteuid(), 0):
-            raise RequestsError(f"the requests directory {path} is owned by uid {st.st_uid}, not by this user "
-                                f"(uid {os.geteuid()}) or root: whoever owns it can forge requests. "
-                                f"chown {os.geteuid()} {path}")
-        if st.st_mode & 0o022:
-            raise RequestsError(f"the requests directory {path} is writable by group or others (mode "
-                                f"{stat.S_IMODE(st.st_mode):04o}): anyone who can write it can forge requests "
-                                f"and plant links. chmod go-w {path}")
 
     def _clear(self, hosts: Sequence[str]) -> list[str]:
         """Remove the nodes' earlier results (any result after this is this wave's); the
@@ -185,7 +154,9 @@ class NativeSlurm:
              request: str | None = None) -> WaveOutcome:
         """Poll until every node of ``hosts`` converged or failed, or the deadline. With
         ``request`` (an in-place wave): a node is done when its result answers that
-        request; it stays drained (the rollout resumes it after the gates)."""
+        request; it stays drained (the rollout resumes it after the gates). A node that
+        `reboot` or `request` left out (its old result could not be cleared, its request not
+        written) fails at once with why."""
         end = time.monotonic() + self.timeout_s
         failed: dict[str, str] = {h: self._uncleared.pop(h) for h in hosts if h in self._uncleared}
         pending = set(hosts) - set(failed)
@@ -253,6 +224,36 @@ class NativeSlurm:
             return {"ok": False, "version": doc.get("version"),
                     "error": f"converged to bundle version {doc.get('version')}, not {self.version}"}
         return doc
+
+
+def _check_requests_dir(path: Path) -> None:
+    """The requests directory must be written by the controller alone (docs/security.md):
+    a real directory, not a link, owned by this user or root, not writable by group or
+    others. Anyone else who can write it can forge requests and plant links."""
+    try:
+        path.mkdir(mode=0o755, parents=True, exist_ok=True)
+    except FileExistsError:
+        pass  # a dangling link or a file: the open below says which
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise RequestsError(f"the requests directory {path} is {kind_of(os.lstat(path).st_mode)}, not a "
+                                "directory: requests go only into a directory of the controller's own. "
+                                f"Remove it (fleetspec creates it, mode 0755)") from None
+        raise RequestsError(f"cannot open the requests directory {path}: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
+    if st.st_uid not in (os.geteuid(), 0):
+        raise RequestsError(f"the requests directory {path} is owned by uid {st.st_uid}, not by this user "
+                            f"(uid {os.geteuid()}) or root: whoever owns it can forge requests. "
+                            f"chown {os.geteuid()} {path}")
+    if st.st_mode & 0o022:
+        raise RequestsError(f"the requests directory {path} is writable by group or others (mode "
+                            f"{stat.S_IMODE(st.st_mode):04o}): anyone who can write it can forge requests "
+                            f"and plant links. chmod go-w {path}")
 
 
 def _read_result(path: Path) -> tuple[bytes | None, str | None]:
