@@ -269,6 +269,32 @@ def test_deeply_nested_state_lock_plan_and_facts_json(tmp_path):
     assert result.exit_code == ERROR and "nested too deeply" in result.stdout
 
 
+@pytest.mark.parametrize(("table", "column"), [("fleetspec_node", "applied"), ("fleetspec_head", "header"),
+                                               ("fleetspec_serial", "entry")])
+def test_a_deeply_nested_value_in_a_postgresql_state_row_is_an_error_not_a_traceback(postgres_url, tmp_path, table,
+                                                                                    column):
+    """#41 item 11: whoever can write the state database nests a value 3,000 deep in one of
+    the rows plan reads (a real PostgreSQL stores it: its jsonb takes that depth); plan says
+    the state is nested too deeply, as the file store does, instead of a RecursionError."""
+    import psycopg
+
+    from fleetspec.pipeline import compile_file
+    from fleetspec.state.postgres import PostgresStore
+
+    store = PostgresStore(postgres_url, "quickstart", tmp_path)
+    with store.lock("test"):
+        store.record_applied(compile_file(QUICKSTART).fleet, "first")
+    deep = "[" * 3000 + "]" * 3000
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        changed = conn.execute(f"UPDATE {table} SET {column} = jsonb_set({column}, '{{deep}}', %s::jsonb) "
+                               "WHERE fleet = 'quickstart'", (deep,)).rowcount
+    assert changed >= 1
+    result = run("plan", QUICKSTART, "--state", postgres_url)
+    assert result.exit_code == ERROR and "nested too deeply" in result.output, result.output
+    result = run("state", "show", "quickstart", "--state", postgres_url)
+    assert result.exit_code == ERROR and "nested too deeply" in result.output, result.output
+
+
 @pytest.mark.parametrize("garbage", [
     b"\xff\xfe garbage", b"[1, 2]", b'"text"', b"{}", b"[" * 100_000,
     json.dumps({"host": "h", "pid": "12", "pid_started": None, "user": "u", "command": "c", "started": "s"}).encode(),

@@ -30,7 +30,7 @@ from fleetspec.apply.ansible import HostEvent, PlaybookResult
 from fleetspec.apply.control import APPLY_REASON_PREFIX, ControlError, NodeControl, OwnedOnly, foreign_drains
 from fleetspec.apply.hooks import run_with_hooks
 from fleetspec.apply.lanes import run_steps
-from fleetspec.apply.slurm_native import NativeSlurm
+from fleetspec.apply.slurm_native import NativeSlurm, RequestsError
 from fleetspec.compile.ir import Fleet
 from fleetspec.node_side.hostlist import compress
 from fleetspec.plan.engines import REBOOT, SLURM_NATIVE, SSH, wave_engines
@@ -39,6 +39,7 @@ from fleetspec.plan.model import Disruption, Plan, Wave
 from fleetspec.plan.planner import converged_parts, hold_back
 from fleetspec.plan.saved import SavedPlanError, check_plan_current
 from fleetspec.plan.schedule import Step, wave_id
+from fleetspec.safe_io import UnsafePathError
 from fleetspec.secrets import Redactor
 from fleetspec.state import LimitedApply, StateBackend
 from fleetspec.state.build import mark_applied
@@ -384,8 +385,10 @@ def _native_in_place(fleet: Fleet, name: str, hosts: list[str], native: NativeSl
         return f"Slurm does not show {compress(late)} drained, though no job runs there: not asked to converge"
     try:
         request = native.request(hosts)
-    except OSError as exc:
-        return f"cannot write the converge requests to {native.requests}: {exc.strerror or exc}"
+    except RequestsError as exc:
+        return f"{exc}; no node was asked to converge"
+    except (OSError, UnsafePathError) as exc:
+        return f"cannot write the converge requests to {native.requests}: {getattr(exc, 'strerror', None) or exc}"
     say("playbook", f"wave {name}: asked {compress(hosts)} to converge in place to bundle version "
                     f"{native.version} (request {request}; no reboot)", name, hosts)
     try:

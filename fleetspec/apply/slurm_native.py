@@ -21,13 +21,24 @@ checks that Slurm shows it drained with fleetspec's reason, runs the same conver
 its own configured bundle and writes its result with the request's ID; `wait` with
 ``request=ID`` reads those, and the rollout resumes the nodes. The requests directory is
 written only by the controller and read by the nodes (docs/security.md).
+
+Both directories face the nodes (#41 items 5 and 13). The results directory is written by
+every node, so a node's root can plant anything under another node's name: a result is
+read only when it is a regular file (opened without following a link, without blocking, its
+size bounded) and anything else is that node's failure with the reason, never a hang or a
+traceback; a stale result that cannot be cleared keeps its node out of the wave (it is not
+handed to Slurm nor asked) and fails it. The requests directory must be the controller's
+own: not a link, owned by this user or root, writable by nobody else; it is checked before
+every write, and requests go to a random exclusive temporary name renamed into place.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
+import stat
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +48,7 @@ from typing import Any
 from fleetspec.apply.control import Runner, checked
 from fleetspec.compile.ir import Fleet
 from fleetspec.node_side.hostlist import compress
+from fleetspec.safe_io import UnsafePathError, atomic_write, kind_of, loads_json
 from fleetspec.verify.compare import VerifyReport, compare
 
 MAX_RESULT_BYTES = 4 * 1024 * 1024
@@ -46,6 +58,10 @@ FactsVerifier = Callable[[Fleet, Mapping[str, Mapping[str, Any]], list[str]], Ve
 
 def _compare(fleet: Fleet, facts: Mapping[str, Mapping[str, Any]], hosts: list[str]) -> VerifyReport:
     return compare(fleet, facts, hosts=hosts)
+
+
+class RequestsError(Exception):
+    """The requests directory is not the controller's own: the message says what to fix."""
 
 
 @dataclass(frozen=True)
@@ -64,21 +80,46 @@ class NativeSlurm:
     verify: FactsVerifier = _compare
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
     requests: Path | None = None  # in-place waves: where the converge requests go (the nodes read it)
+    _uncleared: dict[str, str] = field(default_factory=dict, init=False, repr=False)  # host -> why
 
     def request(self, hosts: Sequence[str]) -> str:
         """Ask each (drained) node of ``hosts`` to converge in place, without a reboot:
-        clear its earlier result, write its request; returns the request's ID."""
+        clear its earlier result, write its request; returns the request's ID. A node whose
+        earlier result cannot be cleared, or whose request cannot be written (a link at its
+        name is refused, not followed), is not asked (`wait` fails it). Raises
+        `RequestsError` when the requests directory is not the controller's own."""
         if self.requests is None:
             raise ValueError("no requests directory: in-place waves need one")
+        _check_requests_dir(self.requests)
         request = f"{self.version}-{secrets.token_hex(8)}"
-        self.requests.mkdir(parents=True, exist_ok=True)
-        body = json.dumps({"format": REQUEST_FORMAT, "request": request, "version": self.version}) + "\n"
-        for host in hosts:
-            (self.results / f"{host}.json").unlink(missing_ok=True)
-            tmp = self.requests / f".{host}.json.tmp"
-            tmp.write_text(body)
-            os.replace(tmp, self.requests / f"{host}.json")  # a node never reads half a request
+        body = (json.dumps({"format": REQUEST_FORMAT, "request": request, "version": self.version}) + "\n").encode()
+        for host in self._clear(hosts):
+            path = self.requests / f"{host}.json"
+            try:
+                atomic_write(path, body)  # an O_EXCL|O_NOFOLLOW temporary file renamed: never half read
+            except (OSError, UnsafePathError) as exc:  # e.g. a link at its name: refused, left as it is
+                self._uncleared[host] = f"its request could not be written: {getattr(exc, 'strerror', None) or exc}"
         return request
+
+    def _clear(self, hosts: Sequence[str]) -> list[str]:
+        """Remove the nodes' earlier results (any result after this is this wave's); the
+        nodes whose result could not be removed are remembered with why, and left out."""
+        cleared = []
+        for host in hosts:
+            path = self.results / f"{host}.json"
+            try:
+                path.unlink(missing_ok=True)
+            except OSError as exc:
+                try:
+                    what = kind_of(os.lstat(path).st_mode)
+                except OSError:
+                    what = "there"
+                self._uncleared[host] = (f"its earlier result {path} ({what}) cannot be removed: "
+                                         f"{exc.strerror or exc}; remove it, then apply again")
+                continue
+            self._uncleared.pop(host, None)
+            cleared.append(host)
+        return cleared
 
     def settled(self, hosts: Sequence[str], timeout_s: float = 120.0) -> list[str]:
         """Wait until Slurm shows every node of ``hosts`` DRAINED (its jobs gone, the drain
@@ -96,29 +137,40 @@ class NativeSlurm:
         """Remove the nodes' requests once the wave is over (done or stopped)."""
         if self.requests is not None:
             for host in hosts:
-                (self.requests / f"{host}.json").unlink(missing_ok=True)
+                try:
+                    (self.requests / f"{host}.json").unlink(missing_ok=True)
+                except OSError:
+                    pass  # not a file it wrote (the directory was checked): the node's parse refuses it
 
     def reboot(self, hosts: Sequence[str], reason: str) -> None:
         """Clear the nodes' earlier results (any result after this is this wave's), then
-        hand the nodes to Slurm."""
-        for host in hosts:
-            (self.results / f"{host}.json").unlink(missing_ok=True)
-        checked(self.run, ["scontrol", "reboot", "ASAP", "nextstate=RESUME", f"reason={reason}", compress(hosts)])
+        hand the nodes to Slurm; a node whose result cannot be cleared is not handed over
+        (`wait` fails it with why)."""
+        cleared = self._clear(hosts)
+        if cleared:
+            checked(self.run, ["scontrol", "reboot", "ASAP", "nextstate=RESUME", f"reason={reason}", compress(cleared)])
 
     def wait(self, hosts: Sequence[str], on_progress: Callable[[list[str]], None] | None = None,
              request: str | None = None) -> WaveOutcome:
         """Poll until every node of ``hosts`` converged or failed, or the deadline. With
         ``request`` (an in-place wave): a node is done when its result answers that
-        request; it stays drained (the rollout resumes it after the gates)."""
+        request; it stays drained (the rollout resumes it after the gates). A node that
+        `reboot` or `request` left out (its old result could not be cleared, its request not
+        written) fails at once with why."""
         end = time.monotonic() + self.timeout_s
-        pending = set(hosts)
+        failed: dict[str, str] = {h: self._uncleared.pop(h) for h in hosts if h in self._uncleared}
+        pending = set(hosts) - set(failed)
         facts: dict[str, dict[str, Any]] = {}
-        failed: dict[str, str] = {}
+        states: dict[str, tuple[str, str]] = {}
         while True:
-            states = self._states(sorted(pending)) if pending else {}
+            results = {host: self._result(host) for host in sorted(pending)}
+            # A result decides alone when it failed or answers this wave's request; else Slurm's word counts.
+            undecided = sorted(h for h, r in results.items()
+                               if r is None or r.get("ok") and request is None)
+            states = self._states(undecided) if undecided else {}
             for host in sorted(pending):
                 state, reason = states.get(host, ("", ""))
-                result = self._result(host)
+                result = results[host]
                 if result is not None and request is not None and result.get("request") != request:
                     failed[host] = (f"its result answers request {result.get('request')!r}, not this wave's "
                                     f"{request!r}: {result.get('error') or 'another run wrote it'}")
@@ -152,17 +204,18 @@ class NativeSlurm:
         return states
 
     def _result(self, host: str) -> dict[str, Any] | None:
-        """The node's result for this rollout's bundle version; None while there is none."""
+        """The node's result for this rollout's bundle version; None while there is none.
+        Anything but a regular file of at most MAX_RESULT_BYTES (a link, FIFO, directory,
+        device another node planted) is a failed result that says why: read without
+        following a link and without blocking, so it can neither hang nor crash the wave."""
         path = self.results / f"{host}.json"
-        try:
-            with open(path, "rb") as handle:
-                raw = handle.read(MAX_RESULT_BYTES + 1)
-        except FileNotFoundError:
+        raw, problem = _read_result(path)
+        if problem is not None:
+            return {"ok": False, "error": problem, "version": self.version}
+        if raw is None:
             return None
-        except OSError as exc:
-            return {"ok": False, "error": f"cannot read {path}: {exc.strerror or exc}", "version": self.version}
         try:
-            doc = json.loads(raw) if len(raw) <= MAX_RESULT_BYTES else None
+            doc = loads_json(raw)
         except ValueError:
             doc = None
         if not isinstance(doc, dict):
@@ -171,6 +224,75 @@ class NativeSlurm:
             return {"ok": False, "version": doc.get("version"),
                     "error": f"converged to bundle version {doc.get('version')}, not {self.version}"}
         return doc
+
+
+def _check_requests_dir(path: Path) -> None:
+    """The requests directory must be written by the controller alone (docs/security.md):
+    a real directory, not a link, owned by this user or root, not writable by group or
+    others. Anyone else who can write it can forge requests and plant links."""
+    try:
+        path.mkdir(mode=0o755, parents=True, exist_ok=True)
+    except FileExistsError:
+        pass  # a dangling link or a file: the open below says which
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise RequestsError(f"the requests directory {path} is {kind_of(os.lstat(path).st_mode)}, not a "
+                                "directory: requests go only into a directory of the controller's own. "
+                                f"Remove it (fleetspec creates it, mode 0755)") from None
+        raise RequestsError(f"cannot open the requests directory {path}: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
+    if st.st_uid not in (os.geteuid(), 0):
+        raise RequestsError(f"the requests directory {path} is owned by uid {st.st_uid}, not by this user "
+                            f"(uid {os.geteuid()}) or root: whoever owns it can forge requests. "
+                            f"chown {os.geteuid()} {path}")
+    if st.st_mode & 0o022:
+        raise RequestsError(f"the requests directory {path} is writable by group or others (mode "
+                            f"{stat.S_IMODE(st.st_mode):04o}): anyone who can write it can forge requests "
+                            f"and plant links. chmod go-w {path}")
+
+
+def _read_result(path: Path) -> tuple[bytes | None, str | None]:
+    """(the bytes, None), (None, None) when there is no file, or (None, why it is refused)."""
+    try:
+        there = os.lstat(path)
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        return None, f"cannot read {path}: {exc.strerror or exc}"
+    if not stat.S_ISREG(there.st_mode):  # refused before it is opened: opening a device may act
+        return None, f"{path} is {kind_of(there.st_mode)}, not a regular file: not a result this node wrote"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        return None, f"cannot read {path}: {exc.strerror or exc}"
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # swapped since the lstat
+            return None, f"{path} is {kind_of(st.st_mode)}, not a regular file: not a result this node wrote"
+        if st.st_size > MAX_RESULT_BYTES:
+            return None, f"{path} is {st.st_size:,} bytes; a result is at most {MAX_RESULT_BYTES:,}"
+        chunks, total = [], 0
+        while total <= MAX_RESULT_BYTES:
+            chunk = os.read(fd, MAX_RESULT_BYTES + 1 - total)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        raw = b"".join(chunks)
+    except OSError as exc:
+        return None, f"cannot read {path}: {exc.strerror or exc}"
+    finally:
+        os.close(fd)
+    if len(raw) > MAX_RESULT_BYTES:
+        return None, f"{path} holds more than {MAX_RESULT_BYTES:,} bytes; a result is at most that"
+    return raw, None
 
 
 def _reboot_pending(state: str) -> bool:

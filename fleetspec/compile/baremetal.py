@@ -18,12 +18,20 @@ from fleetspec.findings import Finding, Severity
 from fleetspec.node_side.hostlist import HostlistError, expand
 from fleetspec.spec import model as m
 from fleetspec.spec.loader import is_secret_name
+from fleetspec.spec.url_credentials import query_credential
 
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 # Secret kinds a BMC credential may use: resolved by fleetspec at apply time. A Pulumi config
 # secret is readable only inside a Pulumi program, and Redfish is driven from fleetspec.
 BMC_SECRET_KINDS = ("env:", "file:", "vault:")
 RULE = "baremetal"
+# BIOS attributes whose names read like a password but whose registries declare an
+# Enumeration, not a Password (a state or a policy, no secret): Dell R750 BiosRegistry
+# (shared/redfish/mockups/dell-r750: PasswordStatus Unlocked|Locked, BootmanagerPassword
+# Always|Never). Every other attribute named like a secret is refused: the registries
+# declare AdminPassword, SetupPassword, SysPassword, UserPassword, OldSetupPassword,
+# AddBmcUserPassword (dell-r750, nvidia-dgx-h100) as Type Password.
+BIOS_NOT_SECRETS = frozenset({"PasswordStatus", "BootmanagerPassword"})
 
 
 def url_problem(url: str, what: str) -> str | None:
@@ -69,6 +77,13 @@ def _firmware_images(body: m.FleetBody, findings: list[Finding]) -> tuple[tuple[
             uri, sha256 = image.url, image.sha256 or ""
             path = ("spec", "baremetal", "firmware_images", component, version)
             problem = url_problem(uri, f"the {component} {version} firmware image")
+            credential = None if problem else query_credential(uri, is_secret_name)
+            if credential:  # a presigned URL: its signature would be stored with the fleet (#41 item 8)
+                findings.append(Finding(RULE, Severity.ERROR, f"the {component} {version} firmware image URL carries "
+                                        f"a credential in its query ({credential}): it would be written to fleet.json, "
+                                        "the state, saved plans and the BMC's task log. Serve the image where the BMC "
+                                        "needs no credential in the URL", path))
+                continue
             parts = urlsplit(uri) if problem else None
             if parts is not None and " must be https://" in problem and parts.scheme == "http":
                 findings.append(Finding(RULE, Severity.WARNING, f"{problem.split(' must ')[0]} is served over plain "
@@ -85,6 +100,13 @@ def _firmware_images(body: m.FleetBody, findings: list[Finding]) -> tuple[tuple[
 def _pxe(body: m.FleetBody, findings: list[Finding]) -> ir.PxeConfig | None:
     pxe = body.baremetal.pxe if body.baremetal else None
     if pxe is None:
+        return None
+    credential = query_credential(pxe.image_url, is_secret_name)
+    if credential:  # every node's boot script would carry it, and fleet.json (#41 item 8)
+        findings.append(Finding(RULE, Severity.ERROR, f"the golden image URL carries a credential in its query "
+                                f"({credential}): it would be written to fleet.json, the state, saved plans and every "
+                                "node's boot script. Serve the images where a booting node needs no credential",
+                                ("spec", "baremetal", "pxe", "image_url")))
         return None
     parts = urlsplit(pxe.image_url)
     if parts.scheme == "http" and (parts.hostname or "") not in LOOPBACK:
@@ -106,6 +128,8 @@ def _bmcs(body: m.FleetBody, nodes: Sequence[ir.Node], findings: list[Finding]) 
             if rack.bmc is None and group.bmc is None:
                 continue
             group_path = rack_path + ("nodes", g_i)
+            for bmc, at in ((rack.bmc, rack_path + ("bmc",)), (group.bmc, group_path + ("bmc",))):
+                problems.extend(_bios_secrets(bmc, at))
             merged, origin = _merge(((rack.bmc, rack_path + ("bmc",)), (group.bmc, group_path + ("bmc",))))
             path = group_path + ("bmc",) if group.bmc else rack_path + ("bmc",)
             if not _complete(merged, origin, rack_path + ("bmc",) if rack.bmc else path, problems):
@@ -122,6 +146,17 @@ def _bmcs(body: m.FleetBody, nodes: Sequence[ir.Node], findings: list[Finding]) 
 
 
 Path_ = tuple[str | int, ...]
+
+
+def _bios_secrets(bmc: m.Bmc | None, path: Path_) -> list[Finding]:
+    """A BIOS password pinned as a literal (#41 item 8): refused at its key, its value never shown."""
+    if bmc is None:
+        return []
+    return [Finding(RULE, Severity.ERROR, f"BIOS attribute {name} is a password: a literal here would be written to "
+                    "fleet.json, the state and saved plans. fleetspec does not pin BIOS passwords: remove it, keep "
+                    "the password in your secret store (a secret reference: env:, file:, vault:; docs/security.md) "
+                    "and set it through the BMC (Redfish Bios.ChangePassword)", path + ("bios", name), "key")
+            for name in sorted(bmc.bios) if is_secret_name(name) and name not in BIOS_NOT_SECRETS]
 
 
 def _merge(layers: Sequence[tuple[m.Bmc | None, Path_]]) -> tuple[dict, dict[str, Path_]]:
@@ -217,10 +252,11 @@ def _tickets(body: m.FleetBody, findings: list[Finding]) -> ir.TicketWebhook | N
         return None
     path = ("spec", "baremetal", "tickets", "url")
     problem = url_problem(hook.url, "the ticket webhook")
-    query = urlsplit(hook.url).query
-    if problem is None and any(is_secret_name(pair.partition("=")[0]) for pair in query.split("&") if pair):
-        problem = ("the ticket webhook URL carries a credential in its query: give it as tickets.token (a secret "
-                   "reference, sent as a bearer token) instead")
+    credential = None if problem else query_credential(hook.url, is_secret_name)
+    if credential:
+        problem = (f"the ticket webhook URL carries a credential in its query ({credential}): it would be written to "
+                   "fleet.json, the state and saved plans. Give the credential as tickets.token (a secret reference: "
+                   "env:, file: or vault:, sent as 'Authorization: Bearer ...') and use an endpoint that takes it")
     if problem:
         findings.append(Finding(RULE, Severity.ERROR, problem, path))
         return None

@@ -37,6 +37,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import subprocess
 import sys
 import urllib.error
@@ -67,7 +68,10 @@ def read_request(location: str) -> Optional[bytes]:
         elif "://" in location:
             raise Refused("%s: only a path, file:// or https:// is read" % location)
         else:
-            with open(location, "rb") as handle:
+            fd = os.open(location, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            with os.fdopen(fd, "rb") as handle:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise Refused("%s is not a regular file" % location)
                 data = handle.read(MAX_REQUEST_BYTES + 1)
     except FileNotFoundError:
         return None
@@ -137,10 +141,15 @@ def _handled(state_dir: str) -> Optional[str]:
 
 def handle(host: str, requests: str, bundle: str, signature: Optional[str], allowed_signers: str, state_dir: str,
            result_dir: str, ansible_playbook: str = "ansible-playbook", collect_root: str = "/",
-           sinfo: str = "sinfo") -> Optional[Dict[str, Any]]:
+           sinfo: str = "sinfo", *, fleet: str, partition: str) -> Optional[Dict[str, Any]]:
     """Act on this node's request, at most once; the result written, or None (nothing to do)."""
     os.makedirs(state_dir, mode=0o700, exist_ok=True)
-    with open(os.path.join(state_dir, LOCK_FILE), "a") as lock:
+    try:
+        lock_fd = converge.open_private(os.path.join(state_dir, LOCK_FILE), os.O_WRONLY | os.O_APPEND)
+    except converge.ConvergeError as exc:
+        sys.stderr.write("fleetspec-converge-request: %s\n" % exc)
+        return None
+    with os.fdopen(lock_fd, "a") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -160,7 +169,11 @@ def handle(host: str, requests: str, bundle: str, signature: Optional[str], allo
             request, version, problem = "invalid:sha256:" + hashlib.sha256(raw).hexdigest(), 0, str(exc)
         if request == _handled(state_dir):
             return None
-        converge._write_json(os.path.join(state_dir, HANDLED_FILE), {"request": request})
+        try:
+            converge._write_json(os.path.join(state_dir, HANDLED_FILE), {"request": request}, 0o600)
+        except converge.ConvergeError as exc:  # not recorded as handled: not acted on
+            sys.stderr.write("fleetspec-converge-request: %s\n" % exc)
+            return None
         try:
             if problem is not None:
                 raise Refused("%s: %s" % (location, problem))
@@ -168,10 +181,11 @@ def handle(host: str, requests: str, bundle: str, signature: Optional[str], allo
         except Refused as exc:
             result = {"host": host, "bundle": bundle, "ok": False, "error": str(exc), "version": None,
                       "request": None if problem else request, "requested_version": version or None}
-            converge._write_json(os.path.join(result_dir, host + ".json"), result)
+            converge.write_result(result_dir, host, result)
             return result
         return converge.converge(host, bundle, signature, allowed_signers, state_dir, result_dir, ansible_playbook,
-                                 collect_root, extra={"request": request, "requested_version": version})
+                                 collect_root, extra={"request": request, "requested_version": version},
+                                 fleet=fleet, partition=partition)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -182,7 +196,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--sinfo", default="sinfo")
     args = parser.parse_args(argv)
     result = handle(args.host, args.requests, args.bundle, args.signature, args.allowed_signers, args.state_dir,
-                    args.result_dir, args.ansible_playbook, args.collect_root, args.sinfo)
+                    args.result_dir, args.ansible_playbook, args.collect_root, args.sinfo, fleet=args.fleet,
+                    partition=args.partition)
     if result is not None and not result["ok"]:
         sys.stderr.write("fleetspec-converge-request: %s\n" % result["error"])
         return 1

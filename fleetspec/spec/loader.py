@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 import yaml
 
 from fleetspec.safe_io import UnsafePathError, read_bounded
+from fleetspec.spec.url_credentials import line_holds_credential
 
 try:  # libyaml: ~10x faster composition, same marks
     from yaml import CSafeLoader as _BaseLoader
@@ -127,7 +128,7 @@ class SourceMap:
         """The text of ``line`` around ``column``, at most `EXCERPT_CHARS` long, and the
         caret's 0-based offset in it. Lines that hold a secret come back empty."""
         text = self.source_line(line)
-        if not text or line in self.secret_lines():
+        if not text or line in self.secret_lines() or line_holds_credential(text, _secret_name):
             return "", 0
         caret = max(0, column - 1)
         if len(text) <= EXCERPT_CHARS:

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fleetspec import __version__
+from fleetspec.safe_io import loads_json
 from fleetspec.state.lock import LockHeld, LockInfo, current_holder
 from fleetspec.state.store import (
     _SAFE_NAME,
@@ -151,10 +152,29 @@ def connect(url: str, purpose: str) -> psycopg.Connection[Any]:
 
     psycopg = _psycopg()
     try:
-        return psycopg.connect(url, autocommit=True, connect_timeout=15, application_name=f"fleetspec {purpose}")
+        conn = psycopg.connect(url, autocommit=True, connect_timeout=15, application_name=f"fleetspec {purpose}")
     except psycopg.Error as exc:
         raise StateError(f"cannot open the state database {redact_url(url)}: "
                          f"{redact_message(str(exc).strip(), url)}") from None
+    from psycopg.types.json import set_json_loads
+
+    set_json_loads(_bounded_loads(redact_url(url)), conn)
+    return conn
+
+
+def _bounded_loads(where: str) -> Any:
+    """The json/jsonb loader of a state connection (#41 item 11): the file store's guard
+    (`loads_json`: nested too deeply, a number over 4,300 digits) for every value a row
+    holds, as a worded `StateError` naming the database, never a RecursionError. Whoever can
+    write the database can nest a value as deep as its jsonb takes (thousands of levels)."""
+    def loads(data: Any) -> Any:
+        try:
+            return loads_json(data)
+        except ValueError as exc:
+            raise StateError(f"the state database {where} holds a value fleetspec cannot read ({exc}): the rows "
+                             "were not written by fleetspec; restore them from a backup") from None
+
+    return loads
 
 
 def legacy_lock_keys(fleet_name: str) -> tuple[int, int]:

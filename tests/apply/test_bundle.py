@@ -4,6 +4,7 @@ a real ``ansible-playbook -c local`` from a good one."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import io
 import json
@@ -107,9 +108,11 @@ def _publish(fleet, keys, tmp: Path, version: int, key: str = "site") -> Path:
     return published.bundle
 
 
-def _converge(tmp: Path, keys, bundle: Path, host: str = "h100-001") -> dict:
+def _converge(tmp: Path, keys, bundle: Path, host: str = "h100-001", fleet: str = "quickstart",
+              partition: str = "nvidia-hopper") -> dict:
     return converge.converge(host, str(bundle), None, str(keys["allowed"]), str(tmp / "state"),
-                             str(tmp / "results"), ANSIBLE_PLAYBOOK, collect_root=str(tmp / "noroot"))
+                             str(tmp / "results"), ANSIBLE_PLAYBOOK, collect_root=str(tmp / "noroot"), fleet=fleet,
+                             partition=partition)
 
 
 def test_converge_runs_a_signed_bundle_and_refuses_the_rest(fleet, keys, tmp_path, monkeypatch) -> None:
@@ -157,6 +160,9 @@ def test_converge_runs_a_signed_bundle_and_refuses_the_rest(fleet, keys, tmp_pat
     assert not bad["ok"] and "cannot read" in bad["error"]
 
     # A bundle for another partition's nodes.
+    bad = _converge(tmp_path, keys, v2, host="mi300-001", partition="amd-cdna3")
+    assert not bad["ok"] and "partition 'nvidia-hopper'; this node is in fleet 'quickstart', partition 'amd-cdna3'" \
+        in bad["error"]
     bad = _converge(tmp_path, keys, v2, host="mi300-001")
     assert not bad["ok"] and "not for host mi300-001" in bad["error"]
 
@@ -168,11 +174,80 @@ def test_converge_exits_non_zero_when_the_play_fails(fleet, keys, tmp_path, monk
     monkeypatch.setenv("FLEETSPEC_TEST_FAIL", "h100-002")
     bundle = _publish(fleet, keys, tmp_path, 7)
     rc = converge.main(["--bundle", str(bundle), "--allowed-signers", str(keys["allowed"]), "--host", "h100-002",
+                        "--fleet", "quickstart", "--partition", "nvidia-hopper",
                         "--state-dir", str(tmp_path / "state"), "--result-dir", str(tmp_path / "results"),
                         "--ansible-playbook", ANSIBLE_PLAYBOOK, "--collect-root", str(tmp_path / "noroot")])
     result = json.loads((tmp_path / "results" / "h100-002.json").read_text())
     assert rc == 1 and not result["ok"] and "ansible-playbook exited 2" in result["error"]
     assert not (tmp_path / "state" / converge.STATE_FILE).exists()  # a failed run records no version
+
+
+def test_two_fleets_sharing_a_signing_key_never_run_each_others_bundles(fleet, keys, tmp_path, monkeypatch) -> None:
+    """#41 item 14: staging and prod are signed with the site's one key. A prod node handed
+    staging's (newer-numbered) bundle refuses it before anything runs, and prod's own next
+    version still runs: each fleet counts its own versions."""
+    _sources(tmp_path)
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    monkeypatch.setenv("FLEETSPEC_TEST_MARKERS", str(markers))
+    prod = dataclasses.replace(fleet, name="prod")
+    staging = dataclasses.replace(fleet, name="staging")
+    os.chmod(keys["site"], 0o600)
+
+    def bundle(of, version: int) -> Path:
+        return publish(of, "nvidia-hopper", version, f"file:{keys['site']}", tmp_path, tmp_path / "playbooks",
+                       tmp_path / "mirror").bundle
+
+    foreign = _converge(tmp_path, keys, bundle(staging, 9), fleet="prod")
+    assert not foreign["ok"] and foreign["version"] is None
+    assert "this bundle is for fleet 'staging', partition 'nvidia-hopper'; this node is in fleet 'prod'" \
+        in foreign["error"]
+    assert _converge(tmp_path, keys, bundle(prod, 4), fleet="prod")["ok"]  # prod's next version: no replay
+    # The same node, moved to staging, counts staging's versions apart from prod's.
+    assert _converge(tmp_path, keys, bundle(staging, 2), fleet="staging")["ok"]
+    back = _converge(tmp_path, keys, bundle(prod, 3), fleet="prod")
+    assert not back["ok"] and "older than version 4" in back["error"]
+    nowhere = _converge(tmp_path, keys, bundle(prod, 5), fleet="", partition="")
+    assert not nowhere["ok"] and "does not know its fleet and partition" in nowhere["error"]
+
+
+def test_a_link_planted_in_the_shared_results_directory_is_never_written_through(keys, tmp_path) -> None:
+    """#41 item 2: another node's root plants links and a FIFO under this node's names in the
+    results directory they share; this node's converge (as root) writes neither the victim
+    nor through the FIFO: its result goes to a fresh file, or is refused and says why."""
+    results = tmp_path / "results"
+    results.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_text("root's file\n")
+    os.symlink(victim, results / "h100-001.json.tmp")  # the name the old code wrote first
+    missing = str(tmp_path / "no-such-bundle.tar.gz")
+
+    def run(host: str) -> dict:
+        return converge.converge(host, missing, None, str(keys["allowed"]), str(tmp_path / "state" / host),
+                                 str(results), ANSIBLE_PLAYBOOK, collect_root=str(tmp_path / "noroot"),
+                                 fleet="quickstart", partition="nvidia-hopper")
+
+    first = run("h100-001")
+    assert victim.read_text() == "root's file\n"
+    written = results / "h100-001.json"
+    assert written.is_file() and not written.is_symlink()
+    assert json.loads(written.read_text())["error"] == first["error"] and "cannot read" in first["error"]
+    assert os.readlink(results / "h100-001.json.tmp") == str(victim)  # left as it was, and unused
+
+    os.symlink(victim, results / "h100-002.json")  # the result's own name, a link
+    os.mkfifo(results / "h100-003.json")  # a FIFO: opening it for writing would block
+    for host, kind in (("h100-002", "a symbolic link"), ("h100-003", "a FIFO")):
+        refused = run(host)
+        assert not refused["ok"] and f"h100-{host[-3:]}.json is {kind}, not a regular file" in refused["error"]
+        assert "the result was not written" in refused["error"]
+    assert victim.read_text() == "root's file\n"
+    assert sorted(p.name for p in results.iterdir()) == ["h100-001.json", "h100-001.json.tmp", "h100-002.json",
+                                                        "h100-003.json"]  # no temporary file left behind
+    rc = converge.main(["--bundle", missing, "--allowed-signers", str(keys["allowed"]), "--host", "h100-002",
+                        "--fleet", "quickstart", "--partition", "nvidia-hopper",
+                        "--state-dir", str(tmp_path / "state" / "main"), "--result-dir", str(results),
+                        "--collect-root", str(tmp_path / "noroot")])
+    assert rc == 1 and victim.read_text() == "root's file\n"
 
 
 def test_extract_refuses_a_member_outside_the_bundle(tmp_path) -> None:

@@ -84,6 +84,7 @@ kill "$pid" 2>/dev/null
 while [ "$(awk '{{print $3}}' /proc/$pid/stat 2>/dev/null || echo Z)" != Z ]; do sleep 0.1; done
 export PYTHONPATH={root} FLEETSPEC_TEST_MARKERS={work}/markers SLURM_CONF={conf}
 {python} -m fleetspec.node_side.converge --host "$node" --bundle "$(cat {work}/bundle-of/$node)" \\
+    --fleet rollout --partition "$(cat {work}/partition-of/$node)" \\
     --allowed-signers {work}/allowed_signers --state-dir {work}/state/$node --result-dir {work}/results \\
     --ansible-playbook {ansible_playbook} --collect-root {work}/noroot || exit 1
 echo $$ > {work}/booted/$node
@@ -96,6 +97,9 @@ def native(slurm_installed, tmp_path_factory):
     work = tmp_path_factory.mktemp("native")
     for sub in ("markers", "results", "booted", "bundle-of", "playbooks", "state", "requests"):
         (work / sub).mkdir()
+    for host in HOSTS:
+        (work / "partition-of" / host).parent.mkdir(exist_ok=True)
+        (work / "partition-of" / host).write_text(PARTITION[host])
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(work / "key")], check=True)
     kind, key = (work / "key.pub").read_text().split()[:2]
     (work / "allowed_signers").write_text(f'fleetspec namespaces="fleetspec-bundle" {kind} {key}\n')
@@ -223,6 +227,7 @@ def _converge_timers(cluster: Cluster, work: Path):
         "    for host in sys.argv[2:]:\n"
         "        converge_request.main(['--host', host, '--requests', str(work / 'requests'),\n"
         "            '--bundle', (work / 'bundle-of' / host).read_text(),\n"
+        "            '--fleet', 'rollout', '--partition', (work / 'partition-of' / host).read_text(),\n"
         "            '--allowed-signers', str(work / 'allowed_signers'), '--state-dir', str(work / 'state' / host),\n"
         "            '--result-dir', str(work / 'results'),\n"
         "            '--ansible-playbook', str(Path(sys.executable).parent / 'ansible-playbook'),\n"
@@ -371,7 +376,8 @@ def test_a_request_for_a_node_in_service_is_refused_by_the_node(native):
     (work / "results" / f"{host}.json").unlink(missing_ok=True)
     (work / "requests" / f"{host}.json").write_text(json.dumps({"format": 1, "request": "9-0123456789abcdef",
                                                                 "version": 9}))
-    argv = ["--host", host, "--requests", str(work / "requests"), "--bundle", str(work / "mirror" / "nowhere"),
+    argv = ["--host", host, "--fleet", "rollout", "--partition", PARTITION[host],
+            "--requests", str(work / "requests"), "--bundle", str(work / "mirror" / "nowhere"),
             "--allowed-signers", str(work / "allowed_signers"), "--state-dir", str(work / "state" / host),
             "--result-dir", str(work / "results"), "--collect-root", str(work / "noroot")]
     old = os.environ.get("SLURM_CONF")
@@ -414,3 +420,64 @@ def test_a_node_that_refuses_its_bundle_stops_the_rollout_and_stays_out(native, 
     state = cluster.run("sinfo", "-h", "-N", "-n", canary, "-o", "%T").stdout.strip()
     assert state != "idle"  # not back in service: it never converged
 
+
+
+def test_a_fifo_link_or_directory_planted_as_a_result_fails_that_node_never_the_wave(native):
+    """#41 item 5: every node writes the results directory, so one node's root plants a FIFO,
+    a link and a directory under other nodes' names. The controller's wait (real sinfo for
+    the node still converging) neither hangs on the FIFO nor follows the link past its
+    deadline; a directory it cannot clear keeps that node out of the reboot instead of
+    raising out of it. Each is that node's failure, with why."""
+    import threading
+
+    cluster, work = native
+    results = work / "results"
+    victim = work / "victim.json"
+    victim.write_text(json.dumps({"ok": True, "version": 99, "request": "99-0123456789abcdef", "facts": {}}))
+    hosts = ["h200-001", "h200-002", "h200-003", "h200-004"]
+    saved = {h: (results / f"{h}.json").read_bytes() for h in hosts if (results / f"{h}.json").is_file()}
+    for host in hosts:
+        (results / f"{host}.json").unlink(missing_ok=True)
+    os.mkfifo(results / "h200-002.json")
+    (results / "h200-003.json").mkdir()
+    (results / "h200-003.json" / "x").write_text("")  # not empty: no rmdir clears it either
+    os.symlink(victim, results / "h200-004.json")  # a result that would pass, planted for another node
+    commands: list[list[str]] = []
+    local = local_runner({"SLURM_CONF": str(cluster.conf)})
+
+    def run(argv):
+        commands.append(list(argv))
+        return local(argv)
+
+    controller = NativeSlurm(run, results, 99, timeout_s=1, poll_s=0.2)
+    outcome: list = []
+    waiter = threading.Thread(target=lambda: outcome.append(controller.wait(hosts, request="99-0123456789abcdef")),
+                              daemon=True)
+    started = time.monotonic()
+    try:
+        waiter.start()
+        waiter.join(30)
+        assert not waiter.is_alive(), "wait() hung on a planted result"
+        assert time.monotonic() - started < 15
+        failed = outcome[0].failed
+        assert set(failed) == set(hosts) and not outcome[0].facts
+        assert "h200-002.json is a FIFO (named pipe), not a regular file" in failed["h200-002"]
+        assert "h200-003.json is a directory, not a regular file" in failed["h200-003"]
+        assert "h200-004.json is a symbolic link, not a regular file" in failed["h200-004"]
+        assert "within 1s" in failed["h200-001"]  # no result: its deadline, with Slurm's word
+        assert any(c[0] == "sinfo" for c in commands)
+
+        commands.clear()
+        controller.reboot(["h200-003"], "fleetspec: test")  # its old result is a directory
+        assert not [c for c in commands if c[0] == "scontrol"]  # not handed to Slurm
+        back = controller.wait(["h200-003"])
+        assert "cannot be removed" in back.failed["h200-003"] and "a directory" in back.failed["h200-003"]
+    finally:
+        if waiter.is_alive():  # the FIFO blocked the reader: a writer releases it
+            os.close(os.open(results / "h200-002.json", os.O_WRONLY | os.O_NONBLOCK))
+        (results / "h200-002.json").unlink(missing_ok=True)
+        shutil.rmtree(results / "h200-003.json", ignore_errors=True)
+        (results / "h200-004.json").unlink(missing_ok=True)
+        for host, raw in saved.items():
+            (results / f"{host}.json").write_bytes(raw)
+    assert json.loads(victim.read_text())["version"] == 99

@@ -90,6 +90,39 @@ def test_spares_and_webhook_problems_are_located(hosts, url, message, path) -> N
     assert found[0].path == path
 
 
+@pytest.mark.parametrize("query, said", [
+    ("sv=2024-11-04&sp=w&sig=Zm9vYmFyc2VjcmV0", "'sig': an Azure shared access signature"),
+    ("code=Zm9vYmFyc2VjcmV0&clientId=default", "'code': an Azure Functions key"),
+    ("X-Amz-Date=20260101T000000Z&X-Amz-Signature=Zm9vYmFyc2VjcmV0", "'X-Amz-Signature': an AWS presigned signature"),
+    ("x-goog-signature=Zm9vYmFyc2VjcmV0", "'x-goog-signature': a Google signed-URL signature"),
+    ("%73ig=Zm9vYmFyc2VjcmV0", "'sig': an Azure shared access signature"),  # percent-encoded name
+    ("access_token=Zm9vYmFyc2VjcmV0", "'access_token'"),
+])
+def test_a_webhook_credential_in_any_known_query_parameter_is_refused_unechoed(query, said) -> None:
+    """#41 item 8: a credential in the webhook's query would land in fleet.json and plans."""
+    found = errors(spec(LOCAL, extra=SPARES.format(hosts="spare-01", url=f"https://hooks.example.com/api?{query}")))
+    assert len(found) == 1 and f"carries a credential in its query ({said})" in found[0].message, found
+    assert "tickets.token" in found[0].message and found[0].path == "spec.baremetal.tickets.url"
+    assert "Zm9vYmFyc2VjcmV0" not in found[0].message + found[0].source_line
+
+
+def test_a_bios_password_literal_is_refused_at_its_key_and_never_echoed() -> None:
+    """#41 item 8: the registries declare AdminPassword and SetupPassword as Type Password; a
+    literal pinned under them would be written to fleet.json, the state and saved plans.
+    PasswordStatus and BootmanagerPassword are Enumerations there (Dell R750): pinned freely."""
+    text = spec(LOCAL, bios="{ProcTurboMode: Enabled, AdminPassword: hunter2secret, PasswordStatus: Locked}",
+                rack_bmc="\n        bios: {SetupPassword: 0451x, BootmanagerPassword: Never}")
+    found = errors(text)
+    assert [f.path for f in found] == ["spec.racks[0].bmc.bios.SetupPassword",
+                                       "spec.racks[0].nodes[0].bmc.bios.AdminPassword"], found
+    for finding in found:
+        assert "is a password" in finding.message and "secret reference" in finding.message
+        assert "hunter2secret" not in finding.message + finding.source_line
+        assert "0451x" not in finding.message + finding.source_line
+    fine = compiled(spec(LOCAL, bios="{PasswordStatus: Locked, BootmanagerPassword: Never}"))
+    assert fine.valid, fine.located()
+
+
 def test_a_spare_of_another_model_is_refused() -> None:
     text = spec(LOCAL, extra=SPARES.format(hosts="spare-01", url="https://t.example.com"))
     text = text.replace("- hosts: spare-01\n          gpu: {model: h100-sxm, count: 8}",
@@ -157,6 +190,21 @@ def test_firmware_image_uris_are_checked_where_they_are_written(component, uri, 
     assert [(str(f.severity), f.path, f.line) for f in found] == [
         (severity, "spec.baremetal.firmware_images.bios.2.5.1", 31)], found
     assert message in found[0].message and "u:p" not in found[0].message
+
+
+@pytest.mark.parametrize("extra, path", [
+    ('  baremetal:\n    firmware_images: {bios: {"2.5.1": "https://fw.example.com/b.bin?X-Amz-Date=20260101T000000Z'
+     '&X-Amz-Signature=Zm9vYmFyc2VjcmV0"}}\n', "spec.baremetal.firmware_images.bios.2.5.1"),
+    ('  baremetal:\n    pxe: {server: 10.0.0.1, interface: eth1, dhcp_range: "10.0.0.50,10.0.0.60",\n'
+     '          image_url: "https://img.example.com/golden?sv=2024-11-04&sig=Zm9vYmFyc2VjcmV0"}\n',
+     "spec.baremetal.pxe.image_url"),
+])
+def test_a_presigned_image_url_is_refused_unechoed(extra, path) -> None:
+    """#41 item 8: a presigned firmware or golden-image URL would store its signature with the fleet."""
+    found = errors(spec(LOCAL, extra=extra))
+    assert [f.path for f in found] == [path], found
+    assert "carries a credential in its query" in found[0].message
+    assert "Zm9vYmFyc2VjcmV0" not in found[0].message + found[0].source_line
 
 
 def test_a_firmware_component_the_tuple_does_not_know_is_refused() -> None:

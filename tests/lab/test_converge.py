@@ -97,7 +97,8 @@ class Node:
             self.ssh("systemctl", "reset-failed", check=False)
             return self.ssh("systemctl", "start", "fleetspec-converge.service", check=False, timeout=900).returncode
         return self.ssh("sh", "-c", ". /etc/fleetspec/converge.env && PYTHONPATH=/usr/local/lib/fleetspec-converge "
-                        "python3 -s -m fleetspec.node_side.converge --host $FLEETSPEC_HOST --bundle "
+                        "python3 -s -m fleetspec.node_side.converge --host $FLEETSPEC_HOST --fleet $FLEETSPEC_FLEET "
+                        "--partition $FLEETSPEC_PARTITION --bundle "
                         "$FLEETSPEC_BUNDLE --result-dir $FLEETSPEC_RESULTS", check=False, timeout=900).returncode
 
     def result(self) -> dict:
@@ -160,6 +161,7 @@ def test_the_role_installs_the_node_side(node: Node) -> None:
         rendered / "allowed_signers").read_text()
     env = node.ssh("cat", "/etc/fleetspec/converge.env").stdout.decode()
     assert f"FLEETSPEC_HOST={NODE}\n" in env
+    assert f"FLEETSPEC_FLEET={node.fleet.name}\nFLEETSPEC_PARTITION={node.fleet.nodes[0].partition}\n" in env
     assert f"FLEETSPEC_BUNDLE={BUNDLES}/lab-{node.fleet.nodes[0].partition}.tar.gz\n" in env
     assert "FLEETSPEC_RESULTS=/var/lib/fleetspec/results\n" in env
     assert f"FLEETSPEC_REQUESTS={BUNDLES}/requests\n" in env  # where apply --bundle-dir puts requests
