@@ -48,11 +48,11 @@ def safe_relative(path: PurePosixPath | str) -> PurePosixPath:
 def write_tree(files: dict[PurePosixPath, str], out_dir: Path) -> None:
     out_dir = Path(out_dir)
     checked = {safe_relative(rel): text for rel, text in files.items()}
-    _check_target(out_dir)
+    check_target(out_dir)
     parent = out_dir.absolute().parent
     parent.mkdir(parents=True, exist_ok=True)
     with _renders_in(parent):
-        _check_target(out_dir)  # again, now that no other render can change it
+        check_target(out_dir)  # again, now that no other render can change it
         remove_leftovers(out_dir)
         staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=parent))
         try:
@@ -80,7 +80,7 @@ def _renders_in(parent: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _check_target(out_dir: Path) -> None:
+def check_target(out_dir: Path) -> None:
     try:
         st = os.lstat(out_dir)
     except FileNotFoundError:
