@@ -460,6 +460,14 @@ def partition_settings(fleet: Any, name: str) -> Pairs:
     return dict(site.partitions).get(name, ()) if site is not None else ()
 
 
+def state_pairs(state: Any) -> Pairs:
+    """``State=`` and ``Reason="..."`` for a node group's ``slurm_state`` (the spec's
+    pattern keeps quotes, '#' and control characters out of the reason); () without one."""
+    if state is None:
+        return ()
+    return (("State", state.state),) + ((("Reason", f'"{state.reason}"'),) if state.reason else ())
+
+
 def node_settings(fleet: Any) -> dict[str, Pairs]:
     """host -> the site's NodeName parameters for it."""
     return dict(fleet.site.nodes) if fleet.site is not None else {}
