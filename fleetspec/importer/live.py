@@ -36,7 +36,7 @@ from fleetspec.apply.control import ControlError
 from fleetspec.importer.conf import Pair, Problem, Where
 from fleetspec.importer.node_state import STATES, clean_reason
 from fleetspec.importer.slurm_files import MAX_IMPORT_HOSTS, NodeRecord, PartitionRecord, SlurmConf
-from fleetspec.node_side.hostlist import HostlistError, expand
+from fleetspec.node_side.hostlist import HostlistError, compress, expand
 
 MAX_OUTPUT = 64 * 1024 * 1024  # one client's answer: 100,000 nodes of ~1 KB each
 MAX_FIELD = 4096
@@ -258,11 +258,16 @@ def _nodes(conf: SlurmConf, live: LiveCluster, notes: list[Problem], path: Path)
         notes.append(Problem(Where(str(path), 1, 1), f"slurmctld runs {len(extra)} node(s) no NodeName line "
                              f"declares ({', '.join(extra[:5])}{', ...' if len(extra) > 5 else ''}: dynamic nodes "
                              "or `scontrol create`); not imported", "warning"))
+    said: dict[tuple[Where, str], list[str]] = {}  # one warning per place and difference, naming its hosts
+
+    def say(at: Where, host: str, text: str) -> None:
+        said.setdefault((at, text), []).append(host)
+
     for name, rec in conf.nodes.items():
         fields = live.nodes.get(name)
         if fields is None:
-            notes.append(Problem(rec.at, f"{name}: in the file, not in the running slurmctld (the file was "
-                                 "changed and not read since): imported from the file", "warning"))
+            say(rec.at, name, "in the file, not in the running slurmctld (the file was changed and not read "
+                "since): imported from the file")
             continue
         for key, shown in _NODE_FIELDS.items():
             pair = rec.attrs.get(key)
@@ -276,9 +281,11 @@ def _nodes(conf: SlurmConf, live: LiveCluster, notes: list[Problem], path: Path)
             if same or token is None:
                 continue
             rec.attrs[key] = replace(pair, value=token)
-            notes.append(Problem(pair.value_at, f"{name}: {key}={pair.value[:60]} in the file, {token[:60]} in the "
-                                 "running slurmctld: the spec takes what runs", "warning"))
-        _node_state(rec, fields, live.reasons.get(name), notes)
+            say(pair.value_at, name, f"{key}={pair.value[:60]} in the file, {token[:60]} in the running slurmctld: "
+                "the spec takes what runs")
+        _node_state(rec, fields, live.reasons.get(name), say)
+    for (at, text), hosts in said.items():
+        notes.append(Problem(at, f"{compress(hosts)}: {text}", "warning"))
 
 
 def live_state(shown: str) -> str | None:
@@ -299,7 +306,8 @@ def live_state(shown: str) -> str | None:
     return None
 
 
-def _node_state(rec: NodeRecord, fields: dict[str, str], reason: str | None, notes: list[Problem]) -> None:
+def _node_state(rec: NodeRecord, fields: dict[str, str], reason: str | None,
+                say: Callable[[Where, str, str], None]) -> None:
     shown = fields.get("State", "")
     state = live_state(shown)
     assert state is None or state in STATES
@@ -308,8 +316,8 @@ def _node_state(rec: NodeRecord, fields: dict[str, str], reason: str | None, not
     at = file_state.value_at if file_state is not None else rec.at
     if state is None:
         if file_value not in ("UNKNOWN", "CLOUD", "FUTURE"):
-            notes.append(Problem(at, f"{rec.name}: State={file_value} in the file, {shown[:40]} in the running "
-                                 "slurmctld (resumed since): the spec keeps it in service", "warning"))
+            say(at, rec.name, f"State={file_value} in the file, {shown[:40]} in the running slurmctld (resumed "
+                "since): the spec keeps it in service")
         rec.attrs.pop("State", None)
         rec.attrs.pop("Reason", None)
         return
@@ -322,9 +330,8 @@ def _node_state(rec: NodeRecord, fields: dict[str, str], reason: str | None, not
     else:
         rec.attrs.pop("Reason", None)
     if file_value != state:
-        notes.append(Problem(at, f"{rec.name}: {shown[:40]} in the running slurmctld"
-                             + (f" (Reason: {text[:80]})" if text else "")
-                             + f", State={file_value} in the file: the spec keeps it {state}", "warning"))
+        say(at, rec.name, f"{shown[:40]} in the running slurmctld" + (f" (Reason: {text[:80]})" if text else "")
+            + f", State={file_value} in the file: the spec keeps it {state}")
 
 
 # slurm.conf PartitionName key -> how scontrol shows it, compared where the file sets it

@@ -91,7 +91,8 @@ def test_what_runs_wins_over_the_edited_file_each_at_its_line(imported) -> None:
     assert spec["spec"]["slurm"]["settings"]["MessageTimeout"] == 20
     assert f"{edited}:4:16: warning: MessageTimeout=30 in the file, 20 in the running slurmctld" in stderr
     assert all(_group(spec, h)["real_memory_mb"] == 1000 for h in ("cpu01", "cpu02", "cpu03"))
-    assert f"{edited}:5:38: warning: cpu01: RealMemory=900 in the file, 1000 in the running slurmctld" in stderr
+    # one warning for the line's three hosts, not one per host
+    assert f"{edited}:5:38: warning: cpu[01-03]: RealMemory=900 in the file, 1000 in the running slurmctld" in stderr
     assert spec["spec"]["slurm"]["partitions"]["gpus"]["state"] == "DOWN"
     assert f"{edited}:8:57: warning: partition gpus: State=UP in the file, DOWN in the running slurmctld" in stderr
 
