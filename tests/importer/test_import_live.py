@@ -6,6 +6,7 @@ render, into a second real slurmctld started on that render."""
 
 from __future__ import annotations
 
+import copy
 import re
 import sys
 from pathlib import Path, PurePosixPath
@@ -137,3 +138,25 @@ def test_a_reason_with_blanks_and_equals_signs_is_read_whole() -> None:
     assert "see" not in fields
     ((fields, reason),) = parse_records("NodeName=n2 State=DOWN Reason=set in slurm.conf, x=1", "NodeName")
     assert (fields["State"], reason) == ("DOWN", "set in slurm.conf, x=1")  # no [user@time]: to the end
+
+
+@pytest.mark.slurm
+def test_adopted_with_its_drained_nodes_the_first_plan_is_empty(imported, tmp_path: Path) -> None:
+    from fleetspec.cli import app
+    from fleetspec.importer.adopt import adopt
+    from fleetspec.pipeline import compile_text
+    from fleetspec.state.backend import parse_location
+
+    spec, _, _ = imported
+    path = tmp_path / "fleet.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    adopt(compile_text(path.read_text(), str(path)).fleet, parse_location(str(tmp_path / "state")), "test")
+    plan = CliRunner().invoke(app, ["plan", str(path), "--state", str(tmp_path / "state"), "--detailed-exitcode"])
+    assert plan.exit_code == 0, plan.output
+    resumed = copy.deepcopy(spec)
+    del _group(resumed, "cpu02")["slurm_state"]
+    path.write_text(yaml.safe_dump(resumed))  # the site's edit that returns cpu02 to service: a change plan shows
+    plan = CliRunner().invoke(app, ["plan", str(path), "--state", str(tmp_path / "state"), "--detailed-exitcode",
+                                    "--diff"])
+    assert plan.exit_code == 2, plan.output
+    assert 'State=DRAIN Reason="disk replaced: RMA 4711"' in plan.stdout
