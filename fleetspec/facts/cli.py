@@ -72,7 +72,8 @@ def collect(
         show.stop()
         _err.print(f"error: {exc}", markup=False)
         raise typer.Exit(ERROR) from None
-    show.stop()
+    finally:
+        show.stop()  # a Ctrl-C during the run too: the terminal gets its cursor back
     for host, why in sorted(result.failed.items()):
         _err.print(f"[red]no facts[/] {escape(host)}: {escape(why)}")
     total = len(result.written) + len(result.failed)

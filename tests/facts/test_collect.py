@@ -3,6 +3,9 @@ and a run where no node answers (ansible-runner for real, against a closed loopb
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -46,13 +49,19 @@ def test_dir_is_refused_as_render_refuses_it(tmp_path: Path, kind: str) -> None:
     assert kind != "foreign" or (target / "notes.txt").read_text() == "someone's work"
 
 
-def test_no_node_answering_leaves_dir_as_it_was(tmp_path: Path) -> None:
+def test_no_node_answering_leaves_dir_as_it_was_with_a_bar_on_a_terminal(tmp_path: Path) -> None:
+    """A real process whose standard error Rich takes for a terminal (FORCE_COLOR): the bar,
+    not the per-node lines a pipe gets (tests/facts/test_collect_lab.py reads those)."""
     inventory = tmp_path / "hosts.ini"
     inventory.write_text("gpu-01 ansible_connection=ssh ansible_host=127.0.0.1 ansible_port=1 ansible_user=nobody\n")
     out = tmp_path / "facts"
-    result = fleetspec("facts", "collect", "-i", str(inventory), "--out", str(out), "--connect-timeout", "3")
-    assert result.exit_code == 1
-    assert "no facts gpu-01: unreachable:" in result.stderr and "left as it was" in result.stdout
+    done = subprocess.run([sys.executable, "-m", "fleetspec.cli", "facts", "collect", "-i", str(inventory), "--out",
+                           str(out), "--connect-timeout", "3"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "FORCE_COLOR": "1", "COLUMNS": "120"})
+    assert done.returncode == 1, done.stderr
+    assert "collecting facts" in done.stderr and "1/1 gpu-01" not in done.stderr
+    assert "no facts" in done.stderr and "gpu-01: unreachable:" in done.stderr
+    assert "left as it was" in done.stdout
     assert not out.exists()
 
 
