@@ -65,7 +65,13 @@ def site_settings(spec: m.FleetSpec, fleet: ir.Fleet, spec_dir: Path | None,
                     continue
                 where = ("spec", "racks", r_i, field, g_i, "slurm_settings")
                 pairs = site_slurm.check_settings("node", group.slurm_settings, s.version, where, findings)
-                pairs += site_slurm.state_pairs(group.slurm_state)
+                if group.slurm_state is not None and s.mode == "slinky":
+                    findings.append(Finding(site_slurm.RULE, Severity.ERROR, "slurm_state is written on native "
+                                            "Slurm's NodeName lines; a Slinky NodeSet's nodes are dynamic (slurmd "
+                                            "--conf): drain them with scontrol, or remove slurm_state",
+                                            ("spec", "racks", r_i, field, g_i, "slurm_state")))
+                else:
+                    pairs += site_slurm.state_pairs(group.slurm_state)
                 try:
                     hosts = expand(group.hosts)
                 except HostlistError:

@@ -112,7 +112,8 @@ OWNED: dict[str, dict[str, str]] = {
         "Gres": "spec.racks[].nodes[].gpu",
         "Feature": "spec.racks[].nodes[].features",
         "Features": "spec.racks[].nodes[].features",
-        "State": "fleetspec (apply drains and resumes through scontrol)",
+        "State": "spec.racks[].nodes[].slurm_state (apply drains and resumes through scontrol)",
+        "Reason": "spec.racks[].nodes[].slurm_state.reason",
     },
     "cgroup.conf": {
         "ConstrainDevices": "one allocation owner per GPU: a job sees only the GPUs Slurm granted it",
