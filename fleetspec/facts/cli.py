@@ -67,7 +67,7 @@ def collect(
     show = _Shower()
     try:
         result = run_collect(out, inventories=inventory or [], hosts=chosen, forks=forks,
-                             connect_timeout=connect_timeout, timeout=timeout, on_answer=show)
+                             connect_timeout=connect_timeout, timeout=timeout, on_answer=show, on_start=show.start)
     except CollectError as exc:
         show.stop()
         _err.print(f"error: {exc}", markup=False)
@@ -96,15 +96,18 @@ class _Shower:
         self._bar: Any = None
         self._task: Any = None
 
-    def __call__(self, answer: Answer) -> None:
-        self._done += 1
+    def start(self, total: int) -> None:
+        """Before the first node answers: the bar at 0 of ``total`` (a terminal only)."""
         if self._bar is None and _err.is_terminal:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
             self._bar = Progress(TextColumn("collecting facts"), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), console=_err, transient=True)
-            self._task = self._bar.add_task("facts", total=answer.total)
+            self._task = self._bar.add_task("facts", total=total)
             self._bar.start()
+
+    def __call__(self, answer: Answer) -> None:
+        self._done += 1
         if self._bar is not None:
             self._bar.update(self._task, completed=self._done)  # nodes without facts are listed at the end
             return

@@ -100,9 +100,11 @@ def inventory_hosts(inventories: Sequence[Path]) -> list[str]:
 
 def collect(out: Path, *, inventories: Sequence[Path] = (), hosts: Sequence[str] | None = None, forks: int = 20,
             connect_timeout: int = CONNECT_TIMEOUT_S, timeout: int = COLLECT_TIMEOUT_S,
-            on_answer: Callable[[Answer], None] | None = None) -> Collected:
+            on_answer: Callable[[Answer], None] | None = None,
+            on_start: Callable[[int], None] | None = None) -> Collected:
     """Run the collector on ``hosts`` (default: every host of ``inventories``) and write
-    ``out/<host>.json`` for each node that answered with a document within bounds."""
+    ``out/<host>.json`` for each node that answered with a document within bounds.
+    ``on_start`` gets the number of nodes the run reaches for, ``on_answer`` each one's outcome."""
     from fleetspec.ansible_adhoc import AdhocError, HostResult, run_script
     from fleetspec.render.writer import RenderWriteError, check_target, write_tree
     from fleetspec.verify.run import COLLECTOR, node_document
@@ -145,6 +147,8 @@ def collect(out: Path, *, inventories: Sequence[Path] = (), hosts: Sequence[str]
         inventory = list(inventories) or [_hostlist_inventory(runnable, Path(tmp))]
         try:
             if runnable:
+                if on_start is not None:
+                    on_start(len(runnable))
                 run_script(inventory, runnable, "fleetspec-collector.py", COLLECTOR.read_bytes(), forks=forks,
                            timeouts=(connect_timeout, timeout), on_result=answered)
         except AdhocError as exc:
