@@ -36,6 +36,8 @@ CONNECT_TIMEOUT_S = 10  # Ansible's own default (ansible-config list: DEFAULT_TI
 COLLECT_TIMEOUT_S = 300
 MAX_HOSTS = 100_000  # the importer's bound on the hosts of one cluster (docs/import.md)
 INVENTORY_TIMEOUT_S = 120
+MARKER = ("This directory is written by 'fleetspec facts collect' (one <host>.json per node that answered); it is "
+          "replaced as a whole.\n")
 _INVENTORY_NAME = re.compile(r"[A-Za-z0-9._-]{1,253}")
 
 
@@ -159,7 +161,7 @@ def collect(out: Path, *, inventories: Sequence[Path] = (), hosts: Sequence[str]
     result.written = sorted(documents)
     if documents:
         try:
-            write_tree({PurePosixPath(f"{host}.json"): text for host, text in documents.items()}, Path(out))
+            write_tree({PurePosixPath(f"{host}.json"): text for host, text in documents.items()}, Path(out), MARKER)
         except (RenderWriteError, OSError) as exc:
             raise CollectError(f"cannot write {out}: {exc}") from None
     return result

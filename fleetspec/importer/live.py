@@ -323,7 +323,10 @@ def _node_state(rec: NodeRecord, fields: dict[str, str], reason: str | None,
         return
     text = ""
     if reason:
-        text, _ = clean_reason(reason)
+        text, changed = clean_reason(reason)
+        if changed:
+            say(at, rec.name, "slurmctld's Reason holds characters a slurm.conf line cannot quote (a quote, '#', "
+                f"a backslash, a control character) or more than 256: kept as {text[:80]!r}")
     rec.attrs["State"] = Pair("State", state, at, at)
     if text:
         rec.attrs["Reason"] = Pair("Reason", text, at, at)

@@ -45,7 +45,9 @@ def safe_relative(path: PurePosixPath | str) -> PurePosixPath:
     return p
 
 
-def write_tree(files: dict[PurePosixPath, str], out_dir: Path) -> None:
+def write_tree(files: dict[PurePosixPath, str], out_dir: Path, marker_text: str = MARKER_TEXT) -> None:
+    """Write ``files`` as the whole of ``out_dir`` (the module's docstring says how);
+    ``marker_text``: what the marker says wrote the directory."""
     out_dir = Path(out_dir)
     checked = {safe_relative(rel): text for rel, text in files.items()}
     check_target(out_dir)
@@ -56,7 +58,7 @@ def write_tree(files: dict[PurePosixPath, str], out_dir: Path) -> None:
         remove_leftovers(out_dir)
         staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=parent))
         try:
-            (staging / MARKER).write_text(MARKER_TEXT)  # first: a killed render's staging is recognisable
+            (staging / MARKER).write_text(marker_text)  # first: a killed render's staging is recognisable
             for rel, text in checked.items():
                 target = staging.joinpath(*rel.parts)
                 target.parent.mkdir(parents=True, exist_ok=True)

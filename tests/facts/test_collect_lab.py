@@ -40,6 +40,7 @@ def test_collect_from_the_lab_with_one_host_unreachable(lab: Lab, lab_nodes, tmp
         in result.stderr
     assert "wrote facts of 2 of 3 node(s)" in result.stdout
     assert sorted(p.name for p in out.glob("*.json")) == ["node-a.json", "node-b.json"]
+    assert "written by 'fleetspec facts collect'" in (out / ".fleetspec-render").read_text()  # render's marker file
     for name in ("node-a", "node-b"):  # each node's own document, as the collector printed it
         doc = json.loads((out / f"{name}.json").read_text())
         assert (doc["schema"], doc["hostname"]) == ("fleetspec.io/facts/v1", name)

@@ -160,3 +160,28 @@ def test_adopted_with_its_drained_nodes_the_first_plan_is_empty(imported, tmp_pa
                                     "--diff"])
     assert plan.exit_code == 2, plan.output
     assert 'State=DRAIN Reason="disk replaced: RMA 4711"' in plan.stdout
+
+
+def test_what_slurmctld_says_is_bounded_and_cleaned(tmp_path: Path) -> None:
+    """Its answers are another machine's word: over 64 MB is refused; a Reason a slurm.conf
+    line cannot quote is cleaned, with a warning at the node's line."""
+    import subprocess
+
+    from fleetspec.importer.conf import Problem
+    from fleetspec.importer.live import MAX_OUTPUT, LiveCluster, LiveError, overlay, read_live
+    from fleetspec.importer.slurm_files import read_slurm_conf
+
+    def huge(argv):
+        return subprocess.CompletedProcess(argv, 0, "x" * (MAX_OUTPUT + 1), "")
+
+    with pytest.raises(LiveError, match="printed 67,108,865 characters"):
+        read_live(huge, "test")
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(SITE_CONF)
+    parsed = read_slurm_conf(conf, problems := [])
+    assert problems == []
+    live = LiveCluster("test", {"SLURM_VERSION": "22.05.8"}, {"cpu01": {"NodeName": "cpu01", "State": "IDLE+DRAIN"}},
+                       {"cpu01": 'fan "broken" # see\x1b[31m ticket'}, {})
+    warnings: list[Problem] = overlay(parsed, live, conf)
+    assert parsed.nodes["cpu01"].attrs["Reason"].value == "fan broken see [31m ticket"
+    assert any("cpu01: slurmctld's Reason holds characters" in str(w) for w in warnings)
