@@ -19,7 +19,7 @@ import shlex
 import signal
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,17 +82,23 @@ class HostResult:
 
 
 def run_script(inventory: Path | Sequence[Path], hosts: Sequence[str], name: str, content: bytes,
-               args: str = "", forks: int = 20, executable: str = "python3") -> dict[str, HostResult]:
+               args: str = "", forks: int = 20, executable: str = "python3",
+               timeouts: tuple[int, int] | None = None,
+               on_result: Callable[[HostResult], None] | None = None) -> dict[str, HostResult]:
     """Copy ``content`` to every host in ``hosts`` and run it there (Ansible's ``script``
     module: ``executable`` FILE ARGS, one round trip per host, ``forks`` hosts at a time).
-    ``args`` is templated by Ansible per host (``{{ inventory_hostname }}``)."""
+    ``args`` is templated by Ansible per host (``{{ inventory_hostname }}``). ``timeouts``:
+    (seconds to connect, seconds the script may run) per host, Ansible's ``TIMEOUT`` and
+    ``TASK_TIMEOUT`` (ansible-config list); ``on_result`` is called as each host answers."""
 
     def module_args(private: Path) -> str:
         script = private / name
         script.write_bytes(content)
         return " ".join(part for part in (shlex.quote(str(script)), args, f"executable={executable}") if part)
 
-    return _run(inventory, hosts, "ansible.builtin.script", module_args, forks)
+    envvars = None if timeouts is None else {"ANSIBLE_TIMEOUT": str(timeouts[0]),
+                                             "ANSIBLE_TASK_TIMEOUT": str(timeouts[1])}
+    return _run(inventory, hosts, "ansible.builtin.script", module_args, forks, envvars, on_result)
 
 
 def run_command(inventory: Path | Sequence[Path], host: str, argv: Sequence[str]) -> HostResult:
@@ -104,7 +110,8 @@ def run_command(inventory: Path | Sequence[Path], host: str, argv: Sequence[str]
 
 
 def _run(inventory: Path | Sequence[Path], hosts: Sequence[str], module: str, module_args: Any,
-         forks: int) -> dict[str, HostResult]:
+         forks: int, envvars: dict[str, str] | None = None,
+         on_result: Callable[[HostResult], None] | None = None) -> dict[str, HostResult]:
     """Run ``module`` on ``hosts``. The hosts go to Ansible as a ``--limit @FILE`` (one per
     line: ansible/inventory/manager.py ``subset``), never as one host-pattern argument: an
     argument over 128 KiB (the kernel's MAX_ARG_STRLEN) cannot be passed to a program at all,
@@ -135,6 +142,8 @@ def _run(inventory: Path | Sequence[Path], hosts: Sequence[str], module: str, mo
                 forks=max(1, forks),
                 cancel_callback=(lambda: bool(received)) if saved else None,
                 quiet=True,
+                **({"envvars": envvars} if envvars else {}),
+                **({"event_handler": _reporting(on_result)} if on_result else {}),
             )
             results = host_results(result.events)
             if not results and result.rc != 0 and not received:
@@ -178,6 +187,18 @@ def restore_stop_signals(saved: dict[int, Any]) -> None:
     for signum, handler in saved.items():
         if handler is not None and handler is not signal.SIG_IGN:
             signal.signal(signum, handler)
+
+
+def _reporting(on_result: Callable[[HostResult], None]) -> Callable[[dict[str, Any]], bool]:
+    """An ansible-runner event handler that hands each host's outcome to ``on_result``
+    as it arrives (and keeps every event: True)."""
+
+    def handle(event: dict[str, Any]) -> bool:
+        for result in host_results([event]).values():
+            on_result(result)
+        return True
+
+    return handle
 
 
 def host_results(events: Any) -> dict[str, HostResult]:

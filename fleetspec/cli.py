@@ -49,6 +49,7 @@ COMMANDS = {
     "lab": sub_app("lab", "fleetspec.lab.cli", "lab_app"),
     "state": sub_app("state", "fleetspec.state.cli", "state_app"),
     "import": sub_app("import", "fleetspec.importer.cli", "import_app"),
+    "facts": sub_app("facts", "fleetspec.facts.cli", "facts_app"),
     "secrets": sub_app("secrets", __name__, "secrets_app"),
     "baremetal": sub_app("baremetal", "fleetspec.baremetal.cli", "baremetal_app"),
 }

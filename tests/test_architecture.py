@@ -34,7 +34,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("render", ("fleetspec.render",)),
     ("after render", ("fleetspec.charts", "fleetspec.pipeline", "fleetspec.state")),
     ("operations", ("fleetspec.plan", "fleetspec.apply", "fleetspec.verify", "fleetspec.health", "fleetspec.importer",
-                    "fleetspec.lab", "fleetspec.ansible_adhoc", "fleetspec.baremetal")),
+                    "fleetspec.lab", "fleetspec.ansible_adhoc", "fleetspec.baremetal", "fleetspec.facts")),
     ("interface", ("fleetspec.cli", "fleetspec.cli_lazy", "fleetspec.cli_usage", "fleetspec.tasks",
                    "fleetspec.sarif", "fleetspec.precommit", "fleetspec.verify.pytest_plugin",
                    "fleetspec.verify.test_fleet_node", "fleetspec.verify.testinfra_checks")),

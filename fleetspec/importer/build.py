@@ -20,6 +20,7 @@ import yaml
 
 from fleetspec.importer import facts as factdoc
 from fleetspec.importer.conf import ImportRefused, Pair, Problem, Problems, Where
+from fleetspec.importer.node_state import node_state
 from fleetspec.importer.slurm_files import (
     Block,
     GresLine,
@@ -39,7 +40,7 @@ _FEATURE = re.compile(SLURM_FEATURE)
 _PARTITION = re.compile(SLURM_PARTITION)
 # NodeName keys the spec models itself; every other node key becomes slurm_settings.
 _NODE_MODELLED = {"NodeName", "CPUs", "Procs", "Boards", "SocketsPerBoard", "Sockets", "CoresPerSocket",
-                  "ThreadsPerCore", "RealMemory", "Gres", "Feature", "Features", "State"}
+                  "ThreadsPerCore", "RealMemory", "Gres", "Feature", "Features", "State", "Reason"}
 # PartitionName keys the spec models itself.
 _PART_MODELLED = {"Nodes", "Default", "MaxTime", "State"}
 # slurm.conf keys the importer reads into spec fields (not site settings).
@@ -64,8 +65,9 @@ class _Gpu:
 
 def import_slurm(conf: Path, gres: Path | None = None, topology: Path | None = None,
                  facts: Mapping[str, Mapping[str, Any]] | None = None, slurm_version: str | None = None,
-                 fabric: str | None = None) -> ImportResult:
-    """The spec for the cluster these files describe; raises `ImportRefused`."""
+                 fabric: str | None = None, live: Any = None) -> ImportResult:
+    """The spec for the cluster these files describe; raises `ImportRefused`. ``live``: a
+    `fleetspec.importer.live.LiveCluster`, whose values win over the files' (``--live``)."""
     from fleetspec.catalog import load_catalog
 
     problems: list[Problem] = Problems()
@@ -84,6 +86,10 @@ def import_slurm(conf: Path, gres: Path | None = None, topology: Path | None = N
     if problems:
         raise ImportRefused(problems)
     warnings += parsed.warnings
+    if live is not None:
+        from fleetspec.importer.live import overlay
+
+        warnings += overlay(parsed, live, conf)
     facts = dict(facts or {})
     catalog = load_catalog()
     builder = _Builder(parsed, gres_lines, switches, facts, catalog, problems, warnings, conf)
@@ -513,6 +519,9 @@ class _Builder:
                                              "operators). Rename them (and the jobs' --constraint)"))
             else:
                 out["features"] = feats.value.split(",")
+        state = node_state(a, self.problems, self.warnings)  # State/Reason: the file's, or what slurmctld runs
+        if state is not None:
+            out["slurm_state"] = state
         extra = {k: self._setting(p.value) for k, p in a.items() if k not in _NODE_MODELLED and k not in ("Boards", "SocketsPerBoard")}
         if extra:
             out["slurm_settings"] = extra

@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 
+from fleetspec.cli_usage import InventoryOpt, SlurmControlOpt, SlurmMode, UsageError
 from fleetspec.console import consoles
 from fleetspec.exit_codes import ERROR
 
@@ -21,9 +22,10 @@ MAX_FACTS_FILES = 100_000
 
 @import_app.command("slurm")
 def slurm(
-    conf: Annotated[Path, typer.Option("--conf", help="the cluster's slurm.conf (Include files beside it)",
-                                       dir_okay=False, show_default=False)],
     out: Annotated[Path, typer.Option("--out", help="the spec to write", dir_okay=False, show_default=False)],
+    conf: Annotated[Path | None, typer.Option("--conf", help="the cluster's slurm.conf (Include files beside it); "
+                                              "with --live on a controller: the file slurmctld read",
+                                              dir_okay=False, show_default=False)] = None,
     gres: Annotated[Path | None, typer.Option("--gres", help="gres.conf", dir_okay=False)] = None,
     topology: Annotated[Path | None, typer.Option("--topology", help="topology.conf (tree)", dir_okay=False)] = None,
     facts: Annotated[Path | None, typer.Option("--facts", help="a directory of <hostname>.json facts (the fact "
@@ -35,6 +37,11 @@ def slurm(
     state: Annotated[str | None, typer.Option("--state", help="also record the cluster as applied in this new "
                                               "state (directory, file:// or postgresql:// URL), so the first plan "
                                               "shows only real differences")] = None,
+    live: Annotated[bool, typer.Option("--live", help="also ask the running slurmctld (scontrol show config, "
+                                       "node, partition): its values win over the files', node State and Reason "
+                                       "included; gres.conf and topology.conf still come from the files")] = False,
+    slurm_control: SlurmControlOpt = SlurmMode.auto,
+    inventory: InventoryOpt = None,
 ) -> None:
     """Read a running Slurm cluster's files (and node facts) and write its fleet spec."""
     from fleetspec.importer.build import import_slurm
@@ -57,8 +64,26 @@ def slurm(
     if fabric is not None and fabric not in ("infiniband", "roce", "ethernet"):
         err.print(f"error: --fabric {fabric!r}: give infiniband, roce or ethernet", markup=False)
         raise typer.Exit(ERROR)
+    running = None
+    if live:
+        from fleetspec.importer.live import LiveError, read_live, runner
+
+        try:
+            running = read_live(*runner(slurm_control.value, inventory or [], conf))
+        except LiveError as exc:
+            err.print(f"error: --live: {exc}", markup=False)
+            raise typer.Exit(ERROR) from None
+        err.print(f"read slurmctld {running.slurm_version} ({running.where}): {len(running.nodes)} node(s), "
+                  f"{len(running.partitions)} partition(s)", markup=False)
+        if conf is None and running.slurm_conf and running.where == "scontrol here":
+            conf = Path(running.slurm_conf)
+        gres = gres if gres is not None or conf is None else _beside(conf, "gres.conf")
+        topology = topology if topology is not None or conf is None else _beside(conf, "topology.conf")
+        slurm_version = slurm_version or running.slurm_version
+    if conf is None:
+        raise UsageError("give --conf SLURM.CONF (or --live on a controller, where slurmctld names its file)")
     try:
-        result = import_slurm(conf, gres, topology, documents, slurm_version, fabric)
+        result = import_slurm(conf, gres, topology, documents, slurm_version, fabric, running)
     except ImportRefused as exc:
         for problem in exc.problems:
             err.print(str(problem), markup=False)
@@ -79,9 +104,15 @@ def slurm(
         from fleetspec.state.store import StateError
 
         try:
-            recorded = adopt(result.fleet, parse_location(state), str(conf))
+            recorded = adopt(result.fleet, parse_location(state), str(conf) + (" and the running slurmctld" if live else ""))
         except (StateError, LockHeld) as exc:
             err.print(f"error: {exc} ({out} is written; the state is not)", markup=False)
             raise typer.Exit(ERROR) from None
         err.print(f"recorded {len(result.fleet.nodes)} node(s) as applied in {state} (serial {recorded.serial})",
                   markup=False)
+
+
+def _beside(conf: Path, name: str) -> Path | None:
+    """``name`` in slurm.conf's directory, where slurmctld reads it, if it is there."""
+    path = conf.parent / name
+    return path if path.is_file() else None

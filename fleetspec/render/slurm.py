@@ -385,13 +385,19 @@ def _node_lines(fleet: Fleet) -> list[str]:
     extra = site.node_settings(fleet)  # the site's NodeName parameters (slurm_settings)
     for attrs, hosts in grouped(slurm_nodes(fleet), lambda n: _node_attributes(n) + extra.get(n.hostname, ())):
         fields = " ".join(f"{k}={v}" for k, v in attrs)  # type: ignore[union-attr]
-        lines.append(f"NodeName={compress(hosts)} {fields} State=UNKNOWN")
+        lines.append(f"NodeName={compress(hosts)} {fields}{_unknown_state(attrs)}")
     if fleet.cpu_nodes:
         lines.append("# Nodes without GPUs (login, service, CPU partitions): no GRES.")
     for attrs, hosts in grouped(fleet.cpu_nodes, lambda n: _cpu_attributes(n) + extra.get(n.hostname, ())):
         fields = " ".join(f"{k}={v}" for k, v in attrs)  # type: ignore[union-attr]
-        lines.append(f"NodeName={compress(hosts)} {fields} State=UNKNOWN".replace("  ", " "))
+        lines.append(f"NodeName={compress(hosts)} {fields}{_unknown_state(attrs)}".replace("  ", " "))
     return lines
+
+
+def _unknown_state(attrs: object) -> str:
+    """`` State=UNKNOWN`` (in service, as slurmctld finds it), unless the node group's
+    ``slurm_state`` already wrote the site's State (a drained or down node)."""
+    return "" if any(k == "State" for k, _ in attrs) else " State=UNKNOWN"  # type: ignore[attr-defined]
 
 
 def _cpu_attributes(node: CpuNode) -> tuple[tuple[str, str], ...]:

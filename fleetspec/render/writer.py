@@ -45,18 +45,20 @@ def safe_relative(path: PurePosixPath | str) -> PurePosixPath:
     return p
 
 
-def write_tree(files: dict[PurePosixPath, str], out_dir: Path) -> None:
+def write_tree(files: dict[PurePosixPath, str], out_dir: Path, marker_text: str = MARKER_TEXT) -> None:
+    """Write ``files`` as the whole of ``out_dir`` (the module's docstring says how);
+    ``marker_text``: what the marker says wrote the directory."""
     out_dir = Path(out_dir)
     checked = {safe_relative(rel): text for rel, text in files.items()}
-    _check_target(out_dir)
+    check_target(out_dir)
     parent = out_dir.absolute().parent
     parent.mkdir(parents=True, exist_ok=True)
     with _renders_in(parent):
-        _check_target(out_dir)  # again, now that no other render can change it
+        check_target(out_dir)  # again, now that no other render can change it
         remove_leftovers(out_dir)
         staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=parent))
         try:
-            (staging / MARKER).write_text(MARKER_TEXT)  # first: a killed render's staging is recognisable
+            (staging / MARKER).write_text(marker_text)  # first: a killed render's staging is recognisable
             for rel, text in checked.items():
                 target = staging.joinpath(*rel.parts)
                 target.parent.mkdir(parents=True, exist_ok=True)
@@ -80,7 +82,7 @@ def _renders_in(parent: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _check_target(out_dir: Path) -> None:
+def check_target(out_dir: Path) -> None:
     try:
         st = os.lstat(out_dir)
     except FileNotFoundError:

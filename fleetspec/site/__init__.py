@@ -61,10 +61,17 @@ def site_settings(spec: m.FleetSpec, fleet: ir.Fleet, spec_dir: Path | None,
             groups = [("nodes", g_i, g) for g_i, g in enumerate(rack.nodes)]
             groups += [("cpu_nodes", g_i, g) for g_i, g in enumerate(rack.cpu_nodes)]
             for field, g_i, group in groups:
-                if not group.slurm_settings:
+                if not group.slurm_settings and group.slurm_state is None:
                     continue
                 where = ("spec", "racks", r_i, field, g_i, "slurm_settings")
                 pairs = site_slurm.check_settings("node", group.slurm_settings, s.version, where, findings)
+                if group.slurm_state is not None and s.mode == "slinky":
+                    findings.append(Finding(site_slurm.RULE, Severity.ERROR, "slurm_state is written on native "
+                                            "Slurm's NodeName lines; a Slinky NodeSet's nodes are dynamic (slurmd "
+                                            "--conf): drain them with scontrol, or remove slurm_state",
+                                            ("spec", "racks", r_i, field, g_i, "slurm_state")))
+                else:
+                    pairs += site_slurm.state_pairs(group.slurm_state)
                 try:
                     hosts = expand(group.hosts)
                 except HostlistError:
@@ -93,7 +100,8 @@ def _has_slurm_settings(s: m.Slurm, body: m.FleetBody) -> bool:
     partition's or a node group's settings)."""
     return bool(s.settings or s.cgroup_settings or s.slurmdbd_settings
                 or any(p.settings for p in s.partitions.values())
-                or any(group.slurm_settings for rack in body.racks for group in (*rack.nodes, *rack.cpu_nodes)))
+                or any(group.slurm_settings or group.slurm_state is not None
+                       for rack in body.racks for group in (*rack.nodes, *rack.cpu_nodes)))
 
 
 def _key(settings: dict, canonical: str) -> str:

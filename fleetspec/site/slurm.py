@@ -112,7 +112,8 @@ OWNED: dict[str, dict[str, str]] = {
         "Gres": "spec.racks[].nodes[].gpu",
         "Feature": "spec.racks[].nodes[].features",
         "Features": "spec.racks[].nodes[].features",
-        "State": "fleetspec (apply drains and resumes through scontrol)",
+        "State": "spec.racks[].nodes[].slurm_state (apply drains and resumes through scontrol)",
+        "Reason": "spec.racks[].nodes[].slurm_state.reason",
     },
     "cgroup.conf": {
         "ConstrainDevices": "one allocation owner per GPU: a job sees only the GPUs Slurm granted it",
@@ -463,6 +464,14 @@ def conf_settings(fleet: Any, kind: str) -> Pairs:
 def partition_settings(fleet: Any, name: str) -> Pairs:
     site = fleet.site
     return dict(site.partitions).get(name, ()) if site is not None else ()
+
+
+def state_pairs(state: Any) -> Pairs:
+    """``State=`` and ``Reason="..."`` for a node group's ``slurm_state`` (the spec's
+    pattern keeps quotes, '#' and control characters out of the reason); () without one."""
+    if state is None:
+        return ()
+    return (("State", state.state),) + ((("Reason", f'"{state.reason}"'),) if state.reason else ())
 
 
 def node_settings(fleet: Any) -> dict[str, Pairs]:

@@ -240,6 +240,24 @@ class Bmc(_Model):
                                           "registry; a change needs a reboot")
 
 
+# A node's Slurm State as slurm.conf(5) writes it on a NodeName line (22.05.8, Debian's
+# slurm-client 22.05.8-4+deb12u3, /usr/share/man/man5/slurm.conf.5.gz: "Acceptable values are
+# CLOUD, DOWN, DRAIN, FAIL, FAILING, FUTURE and UNKNOWN"; UNKNOWN is what fleetspec writes
+# for a node in service). Its Reason is one quoted string ("Use quotes to enclose a reason
+# having more than one word"): no quote, '#' (Slurm ends the line there), backslash or
+# control character can be in it.
+SLURM_NODE_REASON = r'^[^"#\\\x00-\x1f\x7f]{1,256}$'
+
+
+class SlurmNodeState(_Model):
+    """A node the site keeps out of service (or in the cloud, or for the future), as its
+    NodeName line says: an adopted cluster's drained and down nodes stay so after the
+    first apply, whatever slurmctld's saved state holds."""
+
+    state: Literal["CLOUD", "DOWN", "DRAIN", "FAIL", "FUTURE"]
+    reason: strict(str, pattern=SLURM_NODE_REASON, max_length=256) | None = None  # type: ignore[valid-type]
+
+
 class NodeGroup(_Model):
     hosts: Hostlist
     gpu: GpuRef
@@ -267,6 +285,9 @@ class NodeGroup(_Model):
     bmc: Bmc | None = None
     slurm_settings: Settings = Field(
         default_factory=dict, description="site NodeName parameters for these nodes (docs/site-settings.md)")
+    slurm_state: SlurmNodeState | None = Field(
+        default=None, description="Slurm State and Reason written on these nodes' NodeName line (an adopted "
+                                  "cluster's drained or down nodes: import); without it, State=UNKNOWN")
 
     @model_validator(mode="after")
     def _one_memory(self) -> "NodeGroup":
@@ -296,6 +317,9 @@ class CpuNodeGroup(_Model):
     features: list[SlurmFeature] = Field(default_factory=empty_list, description="Slurm node features as written")
     slurm_settings: Settings = Field(
         default_factory=dict, description="site NodeName parameters for these nodes (docs/site-settings.md)")
+    slurm_state: SlurmNodeState | None = Field(
+        default=None, description="Slurm State and Reason written on these nodes' NodeName line (an adopted "
+                                  "cluster's drained or down nodes: import); without it, State=UNKNOWN")
 
     @model_validator(mode="after")
     def _one_memory(self) -> "CpuNodeGroup":

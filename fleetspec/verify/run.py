@@ -19,6 +19,7 @@ from fleetspec.compile.ir import Fleet
 from fleetspec.node_side import collector
 from fleetspec.safe_io import UnsafePathError, loads_json, read_bounded
 from fleetspec.verify.compare import VerifyReport, compare
+from fleetspec.verify.facts_bounds import facts_problem
 
 COLLECTOR = Path(collector.__file__).resolve()
 LOCAL_TIMEOUT_S = 300
@@ -56,10 +57,11 @@ def load_facts_dir(directory: Path) -> tuple[Facts, dict[str, str]]:
         except (OSError, UnsafePathError, ValueError) as exc:
             problems[path.stem] = f"{path}: unreadable facts file ({_clip(str(exc))})"
             continue
-        if isinstance(data, dict):
+        problem = facts_problem(data)
+        if problem is None:
             facts[path.stem] = data
         else:
-            problems[path.stem] = f"{path}: not a JSON object"
+            problems[path.stem] = f"{path}: {problem}: the node's facts are refused"
     return facts, problems
 
 
@@ -77,8 +79,9 @@ def collect_local(timeout: float = LOCAL_TIMEOUT_S, root: str = "/") -> dict[str
     except json.JSONDecodeError:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
         raise VerifyError(f"the fact collector printed no JSON (exit {proc.returncode}): {tail[0]}") from None
-    if not isinstance(data, dict):
-        raise VerifyError("the fact collector printed JSON that is not an object")
+    problem = facts_problem(data)
+    if problem is not None:
+        raise VerifyError(f"the fact collector's document is refused: {problem}")
     return data
 
 
@@ -159,8 +162,25 @@ def collect_inventory(inventory: Path | list[Path], hosts: list[str], forks: int
         elif res.status == "failed":
             problems[host] = "the collector failed: " + res.last_line()
         else:
-            try:
-                facts[host] = json.loads(res.stdout)
-            except json.JSONDecodeError:
-                problems[host] = "the collector printed no JSON: " + res.last_line()
+            data, why = node_document(res.stdout)
+            if data is None:
+                problems[host] = why if res.stdout.strip() else "the collector printed nothing: " + res.last_line()
+            else:
+                facts[host] = data
     return facts, problems
+
+
+def node_document(stdout: str) -> tuple[dict[str, Any] | None, str]:
+    """The collector's document from what a node printed, within `facts_bounds`; else
+    (None, why the node's facts are refused)."""
+    if len(stdout) > MAX_FACTS_BYTES:
+        return None, f"the collector printed {len(stdout):,} characters (at most {MAX_FACTS_BYTES:,})"
+    try:
+        data = loads_json(stdout)
+    except ValueError as exc:
+        return None, f"the collector printed no usable JSON ({_clip(str(exc))})"
+    problem = facts_problem(data)
+    if problem is not None:
+        return None, f"facts refused: {problem}"
+    return data, ""
+

@@ -65,6 +65,8 @@ FULL["spec"]["slurm"]["cgroup_settings"] = {"ConstrainSwapSpace": "yes", "Enable
 FULL["spec"]["slurm"]["slurmdbd_settings"] = {"PurgeJobAfter": "12month", "DebugFlags": ["DB_QUERY"]}
 FULL["spec"]["slurm"]["partitions"]["extra"]["settings"] = {"PriorityTier": "2", "AllowQos": ["normal"]}
 FULL["spec"]["racks"][0]["nodes"][0]["slurm_settings"] = {"Weight": "2", "CpuSpecList": ["0", "1"]}
+FULL["spec"]["racks"][0]["nodes"][0]["slurm_state"] = {"state": "DRAIN", "reason": "RMA 4711"}
+FULL["spec"]["racks"][0]["cpu_nodes"][0]["slurm_state"] = {"state": "DOWN", "reason": "PSU"}
 FULL["spec"]["kubernetes"]["values"] = {"kueue": {"enableCertManager": "false"}}
 FULL["spec"]["ansible"] = {"vars": {"site_nfs": "nfs-01"}, "hooks": {
     "before": [{"playbook": "site/mounts.yml", "disruption": "drain", "partitions": ["nvidia-hopper"]}],

@@ -1,0 +1,1 @@
+"""Node facts gathered from the fleet: ``fleetspec facts collect``."""
