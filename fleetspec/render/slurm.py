@@ -212,10 +212,19 @@ def _attributes_of(cpus: int | None, sockets: int | None, cores_per_socket: int 
             attrs.append((key, str(value)))
     if memory_mb is not None:
         attrs.append(("RealMemory", str(memory_mb)))
-    gpus = [f"gpu:{g.gres_type}:{g.count}" for g in (gpu, *other_gpus)]
+    gpus = [gres_item(g) for g in (gpu, *other_gpus)]
     attrs.append(("Gres", ",".join([*gpus, *(f"{k}:{v}" for k, v in other_gres)])))
     attrs.append(("Features", ",".join(_features(gpu, rack, stack, features, other_gpus))))
     return tuple(attrs)
+
+
+def gres_item(gpu: GpuSpec) -> str:
+    """``gpu:TYPE:N``, or ``gpu:N`` for untyped GRES (an adopted cluster's, spec ``typed: false``)."""
+    return f"gpu:{gpu.gres_type}:{gpu.count}" if gpu.gres_type else f"gpu:{gpu.count}"
+
+
+def _type_field(gres_type: str) -> str:
+    return f" Type={gres_type}" if gres_type else ""
 
 
 # ---------------------------------------------------------------------------------
@@ -451,7 +460,7 @@ def accounting_tres(fleet: Fleet) -> list[str]:
         types = {owned[h].gpu.gres_type for h in p.nodes if h in owned}
         if len(types) > 1:
             typed |= types
-    return ["gres/gpu", *(f"gres/gpu:{t}" for t in sorted(typed))]
+    return ["gres/gpu", *(f"gres/gpu:{t}" for t in sorted(typed - {""}))]
 
 
 def _weight(value: float, up: bool = False) -> str:
@@ -495,7 +504,7 @@ def tres_billing_weights(fleet: Fleet, nodes: list[Node]) -> str | None:
     if len(types) == 1:
         parts.append(f"GRES/gpu={_weight(per_gpu[types[0]])}")
     else:
-        parts += [f"GRES/gpu:{t}={_weight(per_gpu[t])}" for t in types]
+        parts += [f"GRES/gpu{':' + t if t else ''}={_weight(per_gpu[t])}" for t in types]
     return ",".join(parts)
 
 
@@ -606,18 +615,19 @@ def render_gres_conf(fleet: Fleet) -> str:
             start = 0
             for g_type, g_count in ((gres_type, count), *((g.gres_type, g.count) for g in more)):
                 for files in _file_patterns(vendor, numbers[start:start + g_count]):
-                    out.append(f"NodeName={hostlist} Name=gpu Type={g_type} File={files}")
+                    out.append(f"NodeName={hostlist} Name=gpu{_type_field(g_type)} File={files}")
                 start += g_count
             continue
         binding = None if plugin else gpu_core_ranges(count, sockets, cores)
         numbers = device_numbers(vendor, generation, count)
         if binding is None:
             for files in device_files(vendor, count, generation):
-                out.append(f"NodeName={hostlist} Name=gpu Type={gres_type} File={files}")
+                out.append(f"NodeName={hostlist} Name=gpu{_type_field(gres_type)} File={files}")
         else:
             for first, last, core_range in binding:
                 for files in _file_patterns(vendor, numbers[first:last + 1]):
-                    out.append(f"NodeName={hostlist} Name=gpu Type={gres_type} File={files} Cores={core_range}")
+                    out.append(f"NodeName={hostlist} Name=gpu{_type_field(gres_type)} File={files} "
+                               f"Cores={core_range}")
         # MPS and shards: each GPU's device file with its share of the node's count (gres.conf(5),
         # File: "For either of these GRES, each GPU would be identified by device file using the File
         # parameter and Count would specify the number of entries that would correspond to that GPU").
@@ -753,7 +763,7 @@ def render_slinky_values(fleet: Fleet) -> str:
                 # site's slurm_settings follow fleetspec's (slinky_problems refuses a
                 # NodeSet whose hosts disagree on them).
                 "extraConfMap": {
-                    "Gres": [f"gpu:{node.gpu.gres_type}:{node.gpu.count}"],
+                    "Gres": [gres_item(node.gpu)],
                     "Features": list(_without_rack(node)),
                     **dict(site.node_settings(fleet).get(hosts[0], ())),
                 },

@@ -205,9 +205,26 @@ class Fabric(_Model):
     spines: list[Name] = Field(default_factory=empty_list)
 
 
+# A GRES type as Slurm takes it (gres.conf(5) Type=: the site's own name, `volta`,
+# `tesla_v100-sxm2-32gb`, as NVML autodetection spells it); no `:` `,` `(` or blanks.
+GRES_TYPE = r"^[a-z0-9][a-z0-9_.-]{0,62}$"
+
+
 class GpuRef(_Model):
     model: strict(str, min_length=1, max_length=64)
     count: strict(int, ge=1, le=64)
+    gres: strict(str, pattern=GRES_TYPE) | None = Field(
+        default=None, description="the Slurm GRES type, where the site names it otherwise than the model's "
+                                  "(gpu:volta for v100): jobs' --gres and accounting keep the site's name")
+    typed: StrictBool = Field(
+        default=True, description="false: untyped Slurm GRES (Gres=gpu:8, gres.conf without Type=), as an "
+                                  "adopted cluster declares them")
+
+    @model_validator(mode="after")
+    def _one_type(self) -> "GpuRef":
+        if not self.typed and self.gres is not None:
+            raise ValueError("give gres (the Slurm type) or typed: false (untyped GRES), not both")
+        return self
 
 
 # Unbounded repeats plus max_length, not {1,4096}: a counted repeat makes the regex
@@ -852,15 +869,17 @@ class SiteGpuModel(_Model):
     name: strict(str, pattern=r"^[A-Za-z0-9][A-Za-z0-9 ._()/-]*$", max_length=128) = Field(
         description="the name nvidia-smi / amd-smi prints for it")
     generation: Name = Field(description="the architecture family that names its generated partition")
-    architecture: strict(str, pattern=r"^[A-Za-z0-9._-]+$", max_length=64) | None = None
+    architecture: strict(str, pattern=r"^[A-Za-z0-9._-]+( [A-Za-z0-9._-]+)*$", max_length=64) | None = Field(
+        default=None, description="as nvidia-smi prints it (Ada Lovelace)")
     memory_gb: PositiveInt
     form_factor: Literal["pcie", "sxm", "oam", "mxm", "other"] = "pcie"
-    gres: strict(str, pattern=r"^[a-z0-9][a-z0-9_]{0,62}$") = Field(description="the GRES type name Slurm uses")
+    gres: strict(str, pattern=GRES_TYPE) = Field(description="the GRES type name Slurm uses")
 
 
 class FleetBody(_Model):
     os: Literal["ubuntu-22.04", "ubuntu-24.04", "debian-12"]
-    stacks: dict[Name, Stack] = Field(min_length=1)
+    stacks: dict[Name, Stack] = Field(
+        default_factory=dict, description="pinned tuples by name; a fleet of CPU-only nodes has none")
     gpu_models: dict[Name, SiteGpuModel] = Field(
         default_factory=dict, description="GPU models the catalog does not know, declared by the site")
     fabric: Fabric | None = None

@@ -141,8 +141,8 @@ def test_a_gres_type_outside_the_catalog_without_facts_stops() -> None:
     with pytest.raises(ImportRefused, match="goedel,turing: the files say geforce_rtx_2080_ti but the node's facts report "
                        "NVIDIA H100 80GB HBM3, the catalog's h100-sxm"):
         _import("workstation-typed", facts=facts)
-    with pytest.raises(ImportRefused, match="turing: GRES type 'geforce_rtx_2080_ti' is not the GRES type of a "
-                       "catalog GPU model"):
+    with pytest.raises(ImportRefused, match="turing: GRES type 'geforce_rtx_2080_ti' names no catalog GPU model "
+                       "and the node's facts do not say which board it is"):
         _import("workstation-typed", facts={h: f for h, f in _facts(**CASES["workstation-typed"][0]).items()
                                             if h == "goedel"})
 
