@@ -100,7 +100,10 @@ def import_slurm(conf: Path, gres: Path | None = None, topology: Path | None = N
 
     problems: list[Problem] = []
     warnings: list[Problem] = []
-    parsed = read_slurm_conf(conf, problems)
+    # The site's release decides which removed keys its file may still carry (importer.removed).
+    reported = {factdoc.slurm_version(f) for f in (facts or {}).values()} - {None}
+    release = slurm_version or (reported.pop() if len(reported) == 1 else None)
+    parsed = read_slurm_conf(conf, problems, release)
     gres_lines = read_gres_conf(gres, problems) if gres else []
     switches: list[Switch] = []
     blocks: list[Block] = []

@@ -2,7 +2,10 @@
 
 slurm.conf(5), gres.conf(5) and topology.conf(5) share one syntax: ``#`` starts a
 comment, a line ending in ``\\`` continues on the next, pairs are separated by
-whitespace, keys ignore case, a value may be double-quoted. slurm.conf adds
+whitespace, keys ignore case, a value may be double-quoted (and then hold blanks), and
+blanks may stand on either side of ``=`` (``SlurmctldHost            = master1``, as
+Puppet-managed files write it). That is Slurm's own key/value pattern (SLURM_KEYVALUE
+below), so a file slurmctld reads is a file the importer reads. slurm.conf adds
 ``Include FILE``. Every record keeps where it came from (file, line, column), so
 each problem an importer finds is reported at its place in the site's own file.
 
@@ -21,6 +24,12 @@ from fleetspec.safe_io import UnsafePathError, read_bounded
 MAX_FILE_BYTES = 16 * 1024 * 1024  # the largest public slurm.conf seen is ~200 KB
 MAX_FILES = 64
 MAX_LINE_CHARS = 64 * 1024
+# src/common/parse_config.c (SchedMD/slurm), the pattern every Slurm daemon matches a
+# configuration pair with: blanks around '=', a quoted value may hold blanks, an unquoted
+# one ends at the next blank:
+#   "^[[:space:]]*([[:alnum:]_.]+)[[:space:]]*([-*+/]?)=[[:space:]]*"
+#   "((\"([^\"]*)\")|([^[:space:]]+))([[:space:]]|$)"
+# Checked against Debian 12's slurm 22.05.8 (tests/importer/test_import_parse.py).
 
 
 @dataclass(frozen=True)
@@ -201,8 +210,13 @@ def _pairs(pieces: list[tuple[int, str]], name: str, problems: list[Problem]) ->
             i += 1
         key_at = Where(name, chars[k0][1], chars[k0][2])
         value, value_at = "", key_at
-        if i < n and chars[i][0] == "=":
-            i += 1
+        j = i
+        while key and j < n and chars[j][0] in " \t\r":  # blanks before '=' (SLURM_KEYVALUE)
+            j += 1
+        if key and j < n and chars[j][0] == "=":
+            i = j + 1
+            while i < n and chars[i][0] in " \t\r":  # and after it
+                i += 1
             value_at = Where(name, chars[i][1], chars[i][2]) if i < n else key_at
             if i < n and chars[i][0] == '"':
                 i += 1

@@ -11,10 +11,12 @@ error at its place, with a did-you-mean, never a silent drop.
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from fleetspec.importer.conf import Line, Pair, Problem, Where, read_lines
+from fleetspec.importer.removed import Implied, read_removed
 from fleetspec.node_side.hostlist import HostlistError, expand
 
 # The most hosts one import expands (all hostlists together): the spec's own bound
@@ -30,6 +32,10 @@ class NodeRecord:
     name: str
     at: Where
     attrs: dict[str, Pair] = field(default_factory=dict)  # canonical key -> pair (DEFAULT ones included)
+    # NodeAddr / NodeHostname where they differ from the name (slurm.conf(5): "By default,
+    # the NodeAddr will be identical in value to NodeHostname", which defaults to NodeName).
+    address: Pair | None = None
+    hostname: Pair | None = None
 
 
 @dataclass
@@ -49,57 +55,6 @@ class SlurmConf:
     partitions: dict[str, PartitionRecord] = field(default_factory=dict)
     records: list[Line] = field(default_factory=list)  # DownNodes, NodeSet, ... (refused by the builder)
     warnings: list[Problem] = field(default_factory=list)  # obsolete keys mapped or dropped
-
-
-# slurm.conf keys old clusters still carry that current Slurm no longer takes. Evidence:
-# Debian 12's slurmctld 22.05.8 (tests/importer/test_brownfield.py starts it on each):
-# SchedulerPort, CacheGroups and DefaultStorage* stop it with "Parsing error at
-# unrecognized key"; FastSchedule=0 and =2 stop it with "The FastSchedule option has been
-# removed" (=2: "The FastSchedule=2 functionality is available through the
-# SlurmdParameters=config_overrides option"); FastSchedule=1 is logged as "Ignoring
-# obsolete FastSchedule=1 option" (read_config.c's messages, slurm-20.02 onwards).
-# DefaultStorage<X> was the default of AccountingStorage<X> (slurm.conf(5) of 17.11,
-# http://manpages.ubuntu.com/manpages/bionic/en/man5/slurm.conf.5.html): it is read as
-# that key where the site did not set it.
-_DEFAULT_STORAGE = {"defaultstoragetype": "AccountingStorageType", "defaultstoragehost": "AccountingStorageHost",
-                    "defaultstorageport": "AccountingStoragePort", "defaultstorageuser": "AccountingStorageUser",
-                    "defaultstoragepass": "AccountingStoragePass", "defaultstorageloc": "AccountingStorageLoc"}
-_DROPPED = {
-    "schedulerport": "the port of the long-removed sched/wiki plugins; nothing listens on it",
-    "cachegroups": "group caching was removed; slurmctld resolves groups itself (GroupUpdateTime)",
-}
-_UNRECOGNIZED = "the 22.05.8 slurmctld stops on it (\"Parsing error at unrecognized key\")"
-
-
-def _obsolete(pair: Pair, conf: SlurmConf, later: list[Pair]) -> bool:
-    """Map or drop an obsolete key (with a warning at it); False: not an obsolete key."""
-    low = pair.key.lower()
-    if low == "fastschedule":
-        if pair.value.strip() == "2":
-            later.append(Pair("SlurmdParameters", "config_overrides", pair.key_at, pair.value_at))
-            what = ("becomes SlurmdParameters=config_overrides: slurmctld stops on FastSchedule=2 (\"The "
-                    "FastSchedule option has been removed. The FastSchedule=2 functionality is available "
-                    "through the SlurmdParameters=config_overrides option\")")
-        else:
-            what = ("is dropped: Slurm 20.02 removed the option and schedules on the node lines as written "
-                    "(FastSchedule=1's behaviour); slurmctld ignores =1 and stops on =0")
-        conf.warnings.append(Problem(pair.key_at, f"{pair.key}={pair.value} {what}", "warning"))
-        return True
-    if low in _DEFAULT_STORAGE:
-        target = _DEFAULT_STORAGE[low]
-        value = pair.value
-        if target == "AccountingStorageType" and "/" not in value:
-            value = f"accounting_storage/{value}"
-        later.append(Pair(target, value, pair.key_at, pair.value_at))
-        conf.warnings.append(Problem(pair.key_at, f"{pair.key}={pair.value} is read as {target}={value} where "
-                                     f"the file does not set {target}: DefaultStorage* were the defaults of the "
-                                     f"accounting keys and are gone ({_UNRECOGNIZED})", "warning"))
-        return True
-    if low in _DROPPED:
-        conf.warnings.append(Problem(pair.key_at, f"{pair.key}={pair.value} is dropped: {_DROPPED[low]}; "
-                                     f"{_UNRECOGNIZED}", "warning"))
-        return True
-    return False
 
 
 def _spelling(kind: str, key: str) -> str | None:
@@ -140,18 +95,20 @@ def _clip(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def read_slurm_conf(path: Path, problems: list[Problem]) -> SlurmConf:
-    return slurm_conf_of(read_lines(path, problems, includes=True, display=str(path)), problems)
+def read_slurm_conf(path: Path, problems: list[Problem], release: str | None = None) -> SlurmConf:
+    """slurm.conf (and its Includes) as records; ``release`` is the site's Slurm release
+    where known: keys it still takes that later Slurm removed are kept (importer.removed)."""
+    return slurm_conf_of(read_lines(path, problems, includes=True, display=str(path)), problems, release)
 
 
-def slurm_conf_of(lines: list[Line], problems: list[Problem]) -> SlurmConf:
+def slurm_conf_of(lines: list[Line], problems: list[Problem], release: str | None = None) -> SlurmConf:
     """slurm.conf's records from its logical lines (`read_lines`, `text_lines`)."""
     conf = SlurmConf()
     budget = _HostBudget()
     node_default: dict[str, Pair] = {}
     part_default: dict[str, Pair] = {}
     part_lines: list[tuple[Line, dict[str, Pair]]] = []
-    implied: list[Pair] = []  # what obsolete keys stand for, where the file does not set it
+    implied: list[Implied] = []  # what removed keys stand for (importer.removed)
     for line in lines:
         head = line.first().key.lower()
         if head == "nodename":
@@ -169,7 +126,9 @@ def slurm_conf_of(lines: list[Line], problems: list[Problem]) -> SlurmConf:
                 if pair.key.lower() == "include":
                     problems.append(Problem(pair.key_at, "Include must start its own line: 'Include other.conf'"))
                     continue
-                if _obsolete(pair, conf, implied):
+                stands_for = read_removed(pair, release, conf.warnings)
+                if stands_for is not None:
+                    implied += stands_for
                     continue
                 canonical = _spelling("slurm.conf", pair.key)
                 if canonical is None:
@@ -178,12 +137,13 @@ def slurm_conf_of(lines: list[Line], problems: list[Problem]) -> SlurmConf:
                     conf.controllers.append(pair)
                 else:
                     conf.settings[canonical] = pair
-    for pair in implied:
+    for item in implied:
+        pair = item.pair
         if pair.key not in conf.settings:
             conf.settings[pair.key] = pair
-        elif pair.key == "SlurmdParameters" and "config_overrides" not in conf.settings[pair.key].value:
+        elif item.flag and pair.value.lower() not in conf.settings[pair.key].value.lower().split(","):
             old = conf.settings[pair.key]
-            conf.settings[pair.key] = Pair(old.key, f"{old.value},config_overrides", old.key_at, old.value_at)
+            conf.settings[pair.key] = Pair(old.key, f"{old.value},{pair.value}", old.key_at, old.value_at)
     # Partitions last: Nodes= may name hosts defined after the partition line (slurmctld
     # reads the whole file before it builds partitions).
     for line, attrs in part_lines:
@@ -209,19 +169,75 @@ def _node_line(line: Line, conf: SlurmConf, default: dict[str, Pair], budget: _H
     if head.value.upper() == "DEFAULT":
         default.update(attrs)
         return
-    if "NodeHostname" in attrs or "NodeAddr" in attrs:
-        key = "NodeHostname" if "NodeHostname" in attrs else "NodeAddr"
-        problems.append(Problem(attrs[key].key_at, f"{key} is set: the node's Slurm name and its host differ. "
-                                "fleetspec names a node by its hostname; rename the node in slurm.conf to its "
-                                "hostname (or drop the key if it is only an address DNS resolves anyway)"))
     hosts = budget.expand(head, problems)
-    for host in hosts or []:
+    if hosts is None:
+        return
+    where_to = {key: _addresses(attrs.pop(key), hosts, budget, problems)
+                for key in ("NodeAddr", "NodeHostname") if key in attrs}
+    if any(v is None for v in where_to.values()):
+        return
+    node_default = {k: v for k, v in default.items() if k not in ("NodeAddr", "NodeHostname")}
+    for i, host in enumerate(hosts):
         if host in conf.nodes:
             problems.append(Problem(head.value_at, f"node {host} is defined twice (first at "
                                     f"{conf.nodes[host].at}); slurmctld refuses that. Keep one NodeName line "
                                     "for it"))
             continue
-        conf.nodes[host] = NodeRecord(host, head.value_at, {**default, **attrs})
+        rec = conf.nodes[host] = NodeRecord(host, head.value_at, {**node_default, **attrs})
+        for key, pairs in where_to.items():
+            pair = pairs[i]  # type: ignore[index]
+            if pair.value == host:
+                continue  # NodeAddr=gpu01 on gpu01: what Slurm assumes anyway
+            if key == "NodeAddr":
+                rec.address = pair
+            else:
+                rec.hostname = pair
+            conf.warnings.append(Problem(pair.value_at, f"{key}={pair.value}: slurmctld reaches node {host} "
+                                         f"{'at' if key == 'NodeAddr' else 'as'} {pair.value}, not by its name "
+                                         "(slurm.conf(5)). The spec has no field for a node's address yet: the "
+                                         f"rendered slurm.conf names {host} only, so make {host} resolve to "
+                                         f"{pair.value} (DNS or /etc/hosts) on the controller and nodes before the "
+                                         "first apply", "warning"))
+
+
+# A host as slurm.conf(5) lets NodeAddr/NodeHostname, controllers and the accounting
+# host name it: a short name, a fully qualified domain name or an IP address (v4 or v6).
+_HOST = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9._:-]*[A-Za-z0-9])?$")
+
+
+def is_host(text: str) -> bool:
+    """A short name, FQDN or IP address: what Slurm hands getaddrinfo()."""
+    return _HOST.match(text) is not None
+
+
+def _addresses(pair: Pair, hosts: list[str], budget: _HostBudget, problems: list[Problem]) -> list[Pair] | None:
+    """One address per host of the NodeName line. slurm.conf(5): "If a node range
+    expression is used to designate multiple nodes, they must exactly match the entries
+    in the NodeName"."""
+    values: list[str] = []
+    for part in _split_nodes(pair.value):
+        if "[" not in part:  # an FQDN or an IP address is not a hostlist: taken as written
+            values.append(part)
+            budget.left -= 1
+            if budget.left < 0:
+                problems.append(Problem(pair.value_at, f"{pair.key}: more than {MAX_IMPORT_HOSTS:,} hosts in one "
+                                        "import"))
+                return None
+            continue
+        more = budget.expand(Pair(pair.key, part, pair.key_at, pair.value_at), problems)
+        if more is None:
+            return None
+        values += more
+    if len(values) != len(hosts):
+        problems.append(Problem(pair.value_at, f"{pair.key}={_clip(pair.value)} names {len(values)} host(s) for "
+                                f"{len(hosts)} node(s); slurm.conf(5) wants one per node, in the NodeName's order"))
+        return None
+    bad = [v for v in values if not is_host(v)]
+    if bad:
+        problems.append(Problem(pair.value_at, f"{pair.key}={_clip(pair.value)}: {_clip(bad[0])} is not a host "
+                                "name, domain name or IP address"))
+        return None
+    return [Pair(pair.key, v, pair.key_at, pair.value_at) for v in values]
 
 
 def _partition(line: Line, attrs: dict[str, Pair], conf: SlurmConf, budget: _HostBudget,
@@ -286,9 +302,13 @@ class GresLine:
     autodetect: str | None
 
 
+# gres.conf(5) keys; "CPUs" is the older name of Cores: src/common/gres.c's option table
+# once read {"CPUs", S_P_STRING}, /* CPUs to bind to Gres resource */ and slurmd still
+# takes it (real files: yyuzhongpv/GPU-Cluster-Configuration's gres.conf, in
+# shared/brownfield/dgx1-cluster-2017).
 _GRES_KEYS = {"nodename": "NodeName", "name": "Name", "type": "Type", "file": "File", "count": "Count",
-              "cores": "Cores", "corespecs": "CoreSpecs", "autodetect": "AutoDetect", "links": "Links",
-              "flags": "Flags", "multiplefiles": "MultipleFiles"}
+              "cores": "Cores", "cpus": "Cores", "corespecs": "CoreSpecs", "autodetect": "AutoDetect",
+              "links": "Links", "flags": "Flags", "multiplefiles": "MultipleFiles"}
 # Device files a GPU's File= may name: NVIDIA character devices and AMD render nodes.
 _DEVICE_PREFIXES = ("/dev/nvidia", "/dev/dri/renderD")
 
