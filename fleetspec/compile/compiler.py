@@ -127,6 +127,7 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
                     real_memory_mb=group.real_memory_mb,
                     other_gres=tuple(sorted(group.other_gres.items())),
                     other_gpus=other_gpus,
+                    slurm_state=group.state,
                 ))
         for g_i, cpu_group in enumerate(rack.cpu_nodes):
             group_path = rack_path + ("cpu_nodes", g_i)
@@ -136,7 +137,7 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
                 cpu_nodes.append(ir.CpuNode(
                     host, rack.name, cpu_group.cpus, cpu_group.sockets, cpu_group.cores_per_socket,
                     cpu_group.threads_per_core, cpu_group.memory_gb, cpu_group.real_memory_mb,
-                    tuple(cpu_group.features), group_path))
+                    tuple(cpu_group.features), group_path, cpu_group.state))
         racks.append(ir.Rack(rack.name, rack.leaf, rack.nvlink_domain == "rack", tuple(rack_nodes), rack_path))
 
     site_types = {ref.gres for r in body.racks for g in r.nodes for ref in (g.gpu, *g.other_gpus) if ref.gres}

@@ -20,6 +20,7 @@ import yaml
 
 from fleetspec.importer import facts as factdoc
 from fleetspec.importer.conf import ImportRefused, Pair, Problem, Where
+from fleetspec.importer.keep import adoption, gres_conf_lines, topology_conf_lines
 from fleetspec.importer.slurm_files import (
     Block,
     GresLine,
@@ -36,6 +37,8 @@ from fleetspec.spec.model import SLURM_FEATURE, SLURM_PARTITION
 
 _DNS = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 _FEATURE = re.compile(SLURM_FEATURE)
+# slurm.conf(5) NodeName State= (IDLE as older sites write it; slurmctld 22.05 reads it).
+_NODE_STATES = {"IDLE", "DRAIN", "DOWN", "FAIL", "FUTURE", "CLOUD"}
 _ARCH = re.compile(r"^[A-Za-z0-9._-]+( [A-Za-z0-9._-]+)*$")  # as nvidia-smi prints it: Ada Lovelace
 _PARTITION = re.compile(SLURM_PARTITION)
 # NodeName keys the spec models itself; every other node key becomes slurm_settings.
@@ -121,13 +124,29 @@ def import_slurm(conf: Path, gres: Path | None = None, topology: Path | None = N
     spec = builder.spec(slurm_version, fabric)
     if problems:
         raise ImportRefused(problems)
-    text = "# Imported by `fleetspec import slurm` from " + str(conf) + "; docs/import.md says how each key maps.\n"
-    text += yaml.dump(spec, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120)
+    head = "# Imported by `fleetspec import slurm` from " + str(conf) + "; docs/import.md says how each key maps.\n"
+    fleet = _check_spec(head + _dump(spec), problems)
+    if problems or fleet is None:
+        raise ImportRefused(problems)
+    kept_gres = gres_conf_lines(gres, problems)
+    kept_topology = topology_conf_lines(topology, problems)
+    if problems:
+        raise ImportRefused(problems)
+    from fleetspec.render.slurm import render_slurm_conf
+
+    spec["spec"]["slurm"]["adopted"] = adoption(
+        parsed, render_slurm_conf(fleet), fleet, builder.kept,
+        {k.lower() for k in spec["spec"]["slurm"].get("settings", {})}, kept_gres, kept_topology)
+    text = head + _dump(spec)
     fleet = _check_spec(text, problems)
     if problems or fleet is None:
         raise ImportRefused(problems)
-    warnings += _managed_differences(parsed, fleet)
+    warnings += _managed_differences(parsed, fleet, builder.dropped)
     return ImportResult(text, fleet, tuple(warnings), builder.tuples)
+
+
+def _dump(spec: dict[str, Any]) -> str:
+    return yaml.dump(spec, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120)
 
 
 class _Dumper(yaml.SafeDumper):
@@ -156,9 +175,10 @@ _MAPPED = {"ClusterName", "SlurmctldHost", "ControlMachine", "BackupController",
            "StateSaveLocation", "GresTypes"}
 
 
-def _managed_differences(source: SlurmConf, fleet: Any) -> list[Problem]:
-    """A warning for every slurm.conf key fleetspec manages whose rendered value is not the
-    site's: the first apply changes it (SelectType=select/linear becomes select/cons_tres)."""
+def _managed_differences(source: SlurmConf, fleet: Any, dropped: set[str]) -> list[Problem]:
+    """A warning for every slurm.conf key fleetspec manages whose rendered value is still not
+    the site's (the adoption keeps the site's value of each, keep.py; ``dropped``: keys the
+    release no longer takes, named by their own warning): the first apply changes it."""
     from fleetspec.importer.conf import text_lines
     from fleetspec.importer.slurm_files import slurm_conf_of
     from fleetspec.render.slurm import render_slurm_conf
@@ -168,7 +188,7 @@ def _managed_differences(source: SlurmConf, fleet: Any) -> list[Problem]:
     rendered = slurm_conf_of(text_lines(render_slurm_conf(fleet), "rendered slurm.conf", []), []).settings
     out = []
     for key, pair in source.settings.items():
-        if key not in owned or key in _MAPPED:
+        if key not in owned or key in _MAPPED or key in dropped:
             continue
         again = rendered.get(key)
         if again is not None and again.value.lower() == pair.value.lower():
@@ -190,6 +210,8 @@ class _Builder:
         self.site_models: dict[str, dict[str, Any]] = {}
         self.blocks: list[Block] = []
         self.other_gres: dict[str, dict[str, int]] = {}  # host -> mps/shard counts
+        self.kept: dict[str, str] = {}  # keys fleetspec manages, at the site's value (keep.py)
+        self.dropped: set[str] = set()  # keys the target release no longer takes
         self._declared_warned: set[str] = set()
 
     # -- the whole spec -------------------------------------------------------------
@@ -558,6 +580,13 @@ class _Builder:
                            ("real_memory_mb", self._int(a.get("RealMemory")))):
             if value is not None:
                 out[key] = value
+        state = a.get("State")
+        if state is not None and state.value.upper() != "UNKNOWN":
+            if state.value.upper() in _NODE_STATES:
+                out["state"] = state.value.upper()
+            else:
+                self.problems.append(Problem(state.value_at, f"State={state.value}: a slurm.conf node state is one "
+                                             f"of {', '.join(sorted(_NODE_STATES | {'UNKNOWN'}))}; fix it"))
         feats = a.get("Features") or a.get("Feature")
         if feats and feats.value:
             bad = [f for f in feats.value.split(",") if not _FEATURE.match(f)]
@@ -652,33 +681,33 @@ class _Builder:
         return f"{model.vendor}-{model.generation}" if model else None
 
     def _settings(self, version: str | None) -> dict[str, Any]:
-        """Every other key as a site setting, except the keys fleetspec manages (OWNED:
-        `_managed_differences` warns at each) and, with a warning at the site's line, keys
-        of a class fleetspec owns (plugins, ports, trust: site.slurm.owner) and keys the
-        target release no longer takes (the catalog's `defunct` list, dated by SchedMD's
-        changelog)."""
-        from fleetspec.site.slurm import OWNED, UNCONFIRMED, owner, owner_text, parameters
+        """Every other key as a site setting, except keys the target release no longer
+        takes (the catalog's `defunct` list, dated by SchedMD's changelog: dropped with a
+        warning at the site's line) and the keys fleetspec manages (OWNED, and the classes
+        site.slurm.owner names: plugins, ports, trust): those the adoption keeps at the
+        site's value (``self.kept``, keep.py), and validate proposes fleetspec's."""
+        from fleetspec.site.slurm import OWNED, UNCONFIRMED, owner, parameters
         from fleetspec.versions import parse_version
 
         owned = {k.lower() for k in OWNED["slurm.conf"]}
         defunct = parameters().files["slurm.conf"].defunct
         out: dict[str, Any] = {}
         for key, pair in self.conf.settings.items():
-            if key in _CONF_MODELLED or key.lower() in owned:
-                continue
-            found = owner("slurm.conf", key)
-            if found:
-                self.warnings.append(Problem(pair.key_at, f"{key}={pair.value} is not kept: fleetspec manages "
-                                             f"{key} ({owner_text(found[1])}); the first apply removes it",
-                                             "warning"))
+            if key == "TopologyPlugin":
+                self.kept[key] = pair.value  # the adoption keeps it where the render would not write it
+            if key in _CONF_MODELLED:
                 continue
             gone = defunct.get(key)
             if gone is not None and (gone == UNCONFIRMED or (parse_version(version or "") or (0,))[:2] >=
                                      (parse_version(gone) or (0,))[:2]):
+                self.dropped.add(key)
                 since = "in current Slurm" if gone == UNCONFIRMED else f"since Slurm {gone}"
                 self.warnings.append(Problem(pair.key_at, f"{key}={pair.value} is dropped: defunct {since} "
                                              f"(slurm_parameters.yaml, SchedMD's changelog); Slurm {version} "
                                              "ignores or refuses it", "warning"))
+                continue
+            if key.lower() in owned or owner("slurm.conf", key):
+                self.kept[key] = pair.value
                 continue
             out[key] = self._setting(pair.value)
         return out

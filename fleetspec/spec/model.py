@@ -281,6 +281,9 @@ class NodeGroup(_Model):
                     "`gpu` in device order; `gpu` (the primary model) names the generated partition and the "
                     "tuple rules' model; same vendor only (one NCCL or RCCL stack per node); native Slurm only")
     features: list[SlurmFeature] = Field(default_factory=empty_list, description="Slurm node features as written")
+    state: Literal["UNKNOWN", "IDLE", "DRAIN", "DOWN", "FAIL", "FUTURE", "CLOUD"] | None = Field(
+        default=None, description="the node's State= in slurm.conf as an adopted cluster wrote it (a drained node "
+                                  "stays drained; its Reason= in slurm_settings); default UNKNOWN")
     bmc: Bmc | None = None
     slurm_settings: Settings = Field(
         default_factory=dict, description="site NodeName parameters for these nodes (docs/site-settings.md)")
@@ -311,6 +314,9 @@ class CpuNodeGroup(_Model):
     memory_gb: PositiveInt | None = None
     real_memory_mb: PositiveInt | None = Field(default=None, description="Slurm RealMemory as written")
     features: list[SlurmFeature] = Field(default_factory=empty_list, description="Slurm node features as written")
+    state: Literal["UNKNOWN", "IDLE", "DRAIN", "DOWN", "FAIL", "FUTURE", "CLOUD"] | None = Field(
+        default=None, description="the node's State= in slurm.conf as an adopted cluster wrote it (a drained node "
+                                  "stays drained; its Reason= in slurm_settings); default UNKNOWN")
     slurm_settings: Settings = Field(
         default_factory=dict, description="site NodeName parameters for these nodes (docs/site-settings.md)")
 
@@ -509,6 +515,32 @@ class SlurmConverge(_Model):
         return value
 
 
+# fleetspec's defaults an adopted cluster declines (docs/import.md, rule adopted-declines-default).
+ADOPTED_DEFAULTS = ("default-time", "billing", "per-gpu-defaults", "generated-partitions", "node-features")
+SLURM_KEY = r"^[A-Za-z][A-Za-z0-9]{0,63}$"
+
+
+class SlurmAdopted(_Model):
+    """What an adopted cluster keeps of its own where fleetspec would decide otherwise
+    (`fleetspec import slurm` writes it; docs/import.md), so that the first plan changes
+    nothing. Every entry is a proposal declined, and validate says so (rules
+    adopted-site-value, adopted-declines-default, adopted-gres-conf); deleting an entry adopts
+    fleetspec's choice, which then plans as a change with its disruption."""
+
+    conf: dict[strict(str, pattern=SLURM_KEY), SettingValue | None] = Field(
+        default_factory=dict, description="slurm.conf keys at the site's value where fleetspec would write another "
+                                          "(SelectTypeParameters: CR_Core); null: the site leaves the key to Slurm's "
+                                          "default, so fleetspec writes none")
+    declines: list[Literal[ADOPTED_DEFAULTS]] = Field(  # type: ignore[valid-type]
+        default_factory=empty_list, description="fleetspec defaults not applied: " + ", ".join(ADOPTED_DEFAULTS))
+    gres_conf: list[strict(str, max_length=4096)] | None = Field(
+        default=None, max_length=100_000, description="gres.conf as the site wrote it, line by line ([]: the site "
+                                                      "wrote none); instead of fleetspec's device files and bindings")
+    topology_conf: list[strict(str, max_length=65536)] | None = Field(
+        default=None, max_length=100_000, description="topology.conf as the site wrote it, line by line; instead "
+                                                      "of the tree fleetspec draws from racks and spines")
+
+
 class Slurm(_Model):
     version: Version
     mode: Literal["native", "slinky"] = "native"
@@ -535,6 +567,9 @@ class Slurm(_Model):
         default_factory=empty_list, description="accounts made with sacctmgr at apply (needs accounting)")
     converge: SlurmConverge | None = Field(
         default=None, description="nodes converge themselves at boot from a signed bundle (apply --engine slurm-native)")
+    adopted: SlurmAdopted | None = Field(
+        default=None, description="an adopted cluster's own values where fleetspec would decide otherwise "
+                                  "(written by import; docs/import.md)")
 
     @field_validator("state_save_location")
     @classmethod
