@@ -129,6 +129,11 @@ def import_slurm(conf: Path, gres: Path | None = None, topology: Path | None = N
     if problems or fleet is None:
         raise ImportRefused(problems)
     kept_gres = gres_conf_lines(gres, problems)
+    if gres is None and fleet.nodes:
+        warnings.append(Problem(Where(str(conf), 1, 1), "no gres.conf given (--gres): the adopted spec keeps none "
+                                "(spec.slurm.adopted.gres_conf: []), as a site without one has; give --gres with the "
+                                "site's gres.conf, or delete gres_conf to have fleetspec write device files",
+                                "warning"))
     kept_topology = topology_conf_lines(topology, problems)
     if problems:
         raise ImportRefused(problems)

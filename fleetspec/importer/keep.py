@@ -18,9 +18,11 @@ from fleetspec.importer.conf import Problem, Where
 from fleetspec.importer.slurm_files import SlurmConf
 
 # Keys other spec fields carry, rendered from them (ClusterName is metadata.name, in lower
-# case; the controllers; the state directory): never pinned.
+# case; the controllers; the state directory; GresTypes, the GRES the node groups declare):
+# never pinned. A GresTypes the site left out while declaring GPUs would leave them
+# unscheduled (slurmctld shows Gres=(null)); the render writes the GRES the nodes have.
 _FROM_FIELDS = {"clustername", "slurmctldhost", "controlmachine", "controladdr", "backupcontroller", "backupaddr",
-                "statesavelocation", "nodename", "partitionname", "include"}
+                "statesavelocation", "nodename", "partitionname", "include", "grestypes"}
 # PartitionName keys each default adds (render/slurm.py _partition_lines).
 _PARTITION_DEFAULTS = {"default-time": ("DefaultTime",), "billing": ("TRESBillingWeights",),
                        "per-gpu-defaults": ("DefMemPerGPU", "DefCpuPerGPU")}

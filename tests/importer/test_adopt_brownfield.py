@@ -314,3 +314,64 @@ def test_slurmctld_shows_the_same_nodes_and_partitions_on_the_render(adopted: di
     site_nodes, site_partitions = _shown(tmp_path / "site", _site_files(a))
     assert nodes == site_nodes
     assert partitions == site_partitions
+
+
+# --- import --state, then plan -----------------------------------------------------------
+
+
+def _import_with_state(case: str, tmp_path: Path) -> tuple[Path, Path]:
+    """`fleetspec import slurm ... --state` through the CLI: (spec, state)."""
+    from typer.testing import CliRunner
+
+    from fleetspec.cli import app
+    from tests.importer.facts import write_facts
+
+    files = case_files(case)
+    facts = write_facts(tmp_path / "facts", case_facts(case, read_slurm_conf(files["conf"], [])))
+    out, state = tmp_path / "fleet.yaml", tmp_path / "state"
+    args = ["import", "slurm", "--conf", str(files["conf"]), "--facts", str(facts), "--out", str(out),
+            "--slurm-version", VERSION, "--state", str(state)]
+    for kind in ("gres", "topology"):
+        if kind in files:
+            args += [f"--{kind}", str(files[kind])]
+    if "topology" in files:
+        args += ["--fabric", "infiniband"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    return out, state
+
+
+def _plan(spec: Path, state: Path) -> tuple[int, str]:
+    from typer.testing import CliRunner
+
+    from fleetspec.cli import app
+
+    result = CliRunner().invoke(app, ["plan", str(spec), "--state", str(state), "--detailed-exitcode",
+                                      "--format", "json"])
+    return result.exit_code, result.output
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_first_plan_after_import_state_has_no_changes(case: str, tmp_path: Path) -> None:
+    spec, state = _import_with_state(case, tmp_path)
+    code, output = _plan(spec, state)
+    assert code == 0, output
+
+
+def test_taking_a_proposal_plans_as_a_change_with_its_disruption(tmp_path: Path) -> None:
+    """janelia keeps select/cons_res with CR_CPU_Memory and declines DefaultTime-like defaults:
+    deleting a pin or a decline is a change plan shows, with its disruption."""
+    spec, state = _import_with_state("janelia-turaga-2017", tmp_path)
+    text = spec.read_text()
+    assert "        SelectTypeParameters: CR_CPU_Memory\n" in text and "      - generated-partitions\n" in text
+    spec.write_text(text.replace("        SelectTypeParameters: CR_CPU_Memory\n", ""))
+    code, output = _plan(spec, state)
+    assert code == 2, output
+    changes = {c["target"]: c for c in json.loads(output)["changes"]}
+    conf = changes["slurm:slurm.conf"]
+    assert conf["disruption"] == "restart-daemon" and "SelectTypeParameters=CR_Core_Memory" in json.dumps(conf)
+    spec.write_text(text.replace("      - generated-partitions\n", ""))
+    code, output = _plan(spec, state)
+    assert code == 2, output
+    conf = {c["target"]: c for c in json.loads(output)["changes"]}["slurm:slurm.conf"]
+    assert conf["disruption"] == "reconfigure" and "PartitionName=nvidia-pascal " in json.dumps(conf), conf
