@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from fleetspec.importer import facts as factdoc
-from fleetspec.importer.conf import ImportRefused, Pair, Problem, Where
+from fleetspec.importer.conf import ImportRefused, Pair, Problem, Problems, Where
 from fleetspec.importer.keep import adoption, gres_conf_lines, topology_conf_lines
 from fleetspec.importer.slurm_files import (
     Block,
@@ -101,7 +101,7 @@ def import_slurm(conf: Path, gres: Path | None = None, topology: Path | None = N
     """The spec for the cluster these files describe; raises `ImportRefused`."""
     from fleetspec.catalog import load_catalog
 
-    problems: list[Problem] = []
+    problems: list[Problem] = Problems()
     warnings: list[Problem] = []
     # The site's release decides which removed keys its file may still carry (importer.removed).
     reported = {factdoc.slurm_version(f) for f in (facts or {}).values()} - {None}
@@ -622,15 +622,25 @@ class _Builder:
 
     def _controllers(self) -> str:
         hosts = []
-        for pair in self.conf.controllers:
-            host = pair.value.split("(")[0]
+        for ctl in self.conf.controller_hosts:
+            host = ctl.name
+            short = host.split(".")[0]
+            if not is_valid_hostname(host) and "." in host and is_valid_hostname(short) and not _is_ip(host):
+                # slurm.conf(5) SlurmctldHost: "The short, or long, hostname of the machine".
+                self.warnings.append(Problem(ctl.at.value_at, f"controller {host} is a long hostname; the spec "
+                                             f"names it {short} (slurm.conf(5) takes the short or the long name "
+                                             f"for the same machine: `hostname -s` on it must say {short})",
+                                             "warning"))
+                host = short
             if not is_valid_hostname(host):
-                self.problems.append(Problem(pair.value_at, f"controller {host} is not a DNS label; rename it"))
+                self.problems.append(Problem(ctl.at.value_at, f"controller {host} is not a host name (letters, "
+                                             "digits and '-'); name the controller by its hostname"))
                 continue
             hosts.append(host)
-        if not hosts:
+        if not hosts and not self.conf.controller_hosts:
             self.problems.append(Problem(Where(str(self.path), 1, 1), "no SlurmctldHost (or ControlMachine) line: "
                                          "add the controller's hostname"))
+        if not hosts:
             return "controller"
         return ",".join(dict.fromkeys(hosts))
 
@@ -639,14 +649,24 @@ class _Builder:
         if kind is None or kind.value != "accounting_storage/slurmdbd":
             return None
         host = self.conf.settings.get("AccountingStorageHost")
-        if host is None:
+        if host is None:  # slurm_files._defaults sets Slurm's default; kept for records built by hand
             self.problems.append(Problem(kind.value_at, "accounting through slurmdbd without "
                                          "AccountingStorageHost: add the slurmdbd host"))
             return None
-        if not is_valid_hostname(host.value):
-            self.problems.append(Problem(host.value_at, f"AccountingStorageHost={host.value} is not a DNS label"))
-            return None
-        return host.value
+        if is_valid_hostname(host.value):
+            return host.value
+        for ctl in self.conf.controller_hosts:  # the controller's address or long name
+            if host.value in (ctl.address, ctl.name) and is_valid_hostname(ctl.name.split(".")[0]) \
+                    and not _is_ip(ctl.name):
+                name = ctl.name.split(".")[0]
+                self.warnings.append(Problem(host.value_at, f"AccountingStorageHost={host.value} is the controller "
+                                             f"{ctl.name}'s {'address' if host.value == ctl.address else 'name'}: "
+                                             f"slurmdbd is read as running on {name}", "warning"))
+                return name
+        self.problems.append(Problem(host.value_at, f"AccountingStorageHost={host.value}: the spec names the "
+                                     "slurmdbd host by its hostname, and this address is no controller's; write "
+                                     "the host's name"))
+        return None
 
     def _partitions(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -743,3 +763,13 @@ class _HostsProblem(Problem):
     def __str__(self) -> str:
         hosts = compress(h for h in self.hosts if is_valid_hostname(h)) or ",".join(self.hosts)
         return f"{self.where}: error: {hosts}: {self.message}"
+
+
+def _is_ip(text: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True

@@ -12,11 +12,23 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fleetspec.importer.conf import Line, Pair, Problem, Where, read_lines
-from fleetspec.importer.removed import Implied, read_removed
+from fleetspec.importer.conf import (
+    Line,
+    Pair,
+    Problem,
+    Where,
+    is_full,
+    iter_lines,
+    read_lines,
+    shown_key,
+    source_refused,
+)
+from fleetspec.importer.programs import check_programs
+from fleetspec.importer.removed import Implied, read_removed, removed
 from fleetspec.node_side.hostlist import HostlistError, expand
 
 # The most hosts one import expands (all hostlists together): the spec's own bound
@@ -47,10 +59,21 @@ class PartitionRecord:
     attrs: dict[str, Pair] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Controller:
+    """A controller line: the host slurmctld runs on (short or long hostname, slurm.conf(5)
+    SlurmctldHost) and the address it is reached at, where the file gives one."""
+
+    name: str
+    address: str | None
+    at: Pair
+
+
 @dataclass
 class SlurmConf:
     settings: dict[str, Pair] = field(default_factory=dict)  # canonical key -> last pair
     controllers: list[Pair] = field(default_factory=list)
+    controller_hosts: list[Controller] = field(default_factory=list)  # the same lines, read
     nodes: dict[str, NodeRecord] = field(default_factory=dict)
     partitions: dict[str, PartitionRecord] = field(default_factory=dict)
     records: list[Line] = field(default_factory=list)  # DownNodes, NodeSet, ... (refused by the builder)
@@ -65,16 +88,17 @@ def _spelling(kind: str, key: str) -> str | None:
     return table.known.get(key.lower()) or (table.added.get(key.lower()) or (None,))[0] or owned.get(key.lower())
 
 
-def _unknown(kind: str, pair: Pair, what: str) -> Problem:
+def _unknown(kind: str, pair: Pair, what: str, problems: list[Problem]) -> Problem:
     from fleetspec.site.slurm import parameters
 
-    table = parameters().files[kind]
-    close = difflib.get_close_matches(pair.key.lower(), list(table.known) + list(table.added), n=1, cutoff=0.8)
     hint = ""
-    if close:
-        hint = f" Did you mean {table.known.get(close[0]) or table.added[close[0]][0]}?"
-    return Problem(pair.key_at, f"'{pair.key}' is not a {what} parameter Slurm knows (slurm.conf(5)); slurmctld "
-                   f"would stop on it.{hint} Fix or remove it, then import again")
+    if not is_full(problems):  # past the cap the problem is only counted: no did-you-mean
+        table = parameters().files[kind]
+        close = difflib.get_close_matches(pair.key.lower(), list(table.known) + list(table.added), n=1, cutoff=0.8)
+        if close:
+            hint = f" Did you mean {table.known.get(close[0]) or table.added[close[0]][0]}?"
+    return Problem(pair.key_at, f"{shown_key(pair.key)} is not a {what} parameter Slurm knows (slurm.conf(5)); "
+                   f"slurmctld would stop on it.{hint} Fix or remove it, then import again")
 
 
 class _HostBudget:
@@ -98,10 +122,10 @@ def _clip(text: str, limit: int = 60) -> str:
 def read_slurm_conf(path: Path, problems: list[Problem], release: str | None = None) -> SlurmConf:
     """slurm.conf (and its Includes) as records; ``release`` is the site's Slurm release
     where known: keys it still takes that later Slurm removed are kept (importer.removed)."""
-    return slurm_conf_of(read_lines(path, problems, includes=True, display=str(path)), problems, release)
+    return slurm_conf_of(iter_lines(path, problems, includes=True, display=str(path)), problems, release)
 
 
-def slurm_conf_of(lines: list[Line], problems: list[Problem], release: str | None = None) -> SlurmConf:
+def slurm_conf_of(lines: Iterable[Line], problems: list[Problem], release: str | None = None) -> SlurmConf:
     """slurm.conf's records from its logical lines (`read_lines`, `text_lines`)."""
     conf = SlurmConf()
     budget = _HostBudget()
@@ -110,6 +134,8 @@ def slurm_conf_of(lines: list[Line], problems: list[Problem], release: str | Non
     part_lines: list[tuple[Line, dict[str, Pair]]] = []
     implied: list[Implied] = []  # what removed keys stand for (importer.removed)
     for line in lines:
+        if is_full(problems):
+            break  # the cap (conf.MAX_PROBLEMS): stop reading, the rest is not looked at
         head = line.first().key.lower()
         if head == "nodename":
             _node_line(line, conf, node_default, budget, problems)
@@ -126,13 +152,17 @@ def slurm_conf_of(lines: list[Line], problems: list[Problem], release: str | Non
                 if pair.key.lower() == "include":
                     problems.append(Problem(pair.key_at, "Include must start its own line: 'Include other.conf'"))
                     continue
-                stands_for = read_removed(pair, release, conf.warnings)
-                if stands_for is not None:
-                    implied += stands_for
+                row = removed(pair.key)
+                if row is not None:
+                    stands_for = read_removed(pair, release, conf.warnings)
+                    if stands_for is None:  # the site's release still takes it: kept as written
+                        conf.settings[row.key] = pair
+                    else:
+                        implied += stands_for
                     continue
                 canonical = _spelling("slurm.conf", pair.key)
                 if canonical is None:
-                    problems.append(_unknown("slurm.conf", pair, "slurm.conf"))
+                    problems.append(_unknown("slurm.conf", pair, "slurm.conf", problems))
                 elif canonical in ("SlurmctldHost", "ControlMachine", "BackupController"):
                     conf.controllers.append(pair)
                 else:
@@ -144,6 +174,9 @@ def slurm_conf_of(lines: list[Line], problems: list[Problem], release: str | Non
         elif item.flag and pair.value.lower() not in conf.settings[pair.key].value.lower().split(","):
             old = conf.settings[pair.key]
             conf.settings[pair.key] = Pair(old.key, f"{old.value},{pair.value}", old.key_at, old.value_at)
+    _defaults(conf)
+    _values(conf, release, problems)
+    check_programs(conf.settings, problems, conf.warnings)
     # Partitions last: Nodes= may name hosts defined after the partition line (slurmctld
     # reads the whole file before it builds partitions).
     for line, attrs in part_lines:
@@ -151,12 +184,76 @@ def slurm_conf_of(lines: list[Line], problems: list[Problem], release: str | Non
     return conf
 
 
+# src/common/read_config.h: #define DEFAULT_STORAGE_HOST "localhost", which the slurmdbd
+# agent (src/plugins/accounting_storage/slurmdbd) connects to when AccountingStorageHost is
+# unset: "if (!slurmdbd_conn->rem_host) slurmdbd_conn->rem_host = xstrdup(DEFAULT_STORAGE_HOST)".
+DEFAULT_STORAGE_HOST = "localhost"
+
+
+def _defaults(conf: SlurmConf) -> None:
+    """What slurmctld assumes where the file is silent, and what it does to names, each
+    with a note at the line it follows from."""
+    kind = conf.settings.get("AccountingStorageType")
+    if kind is not None and kind.value == "accounting_storage/slurmdbd" and "AccountingStorageHost" not in conf.settings:
+        conf.settings["AccountingStorageHost"] = Pair("AccountingStorageHost", DEFAULT_STORAGE_HOST, kind.key_at,
+                                                      kind.value_at)
+        conf.warnings.append(Problem(kind.value_at, "accounting through slurmdbd without AccountingStorageHost: "
+                                     f"slurmctld connects to {DEFAULT_STORAGE_HOST} (Slurm's DEFAULT_STORAGE_HOST), "
+                                     "so slurmdbd runs on the controller; read as AccountingStorageHost="
+                                     f"{DEFAULT_STORAGE_HOST}", "warning"))
+    name = conf.settings.get("ClusterName")
+    if name is not None and name.value != name.value.lower():
+        conf.warnings.append(Problem(name.value_at, f"ClusterName={name.value}: slurmctld and slurmdbd know this "
+                                     f"cluster as {name.value.lower()} (slurm.conf(5): \"any upper case letters in "
+                                     "the name will be silently mapped to lower case\"); sacct -M and sacctmgr "
+                                     f"name it {name.value.lower()}", "warning"))
+    # SlurmctldHost=name(addr), or ControlMachine + ControlAddr, BackupController + BackupAddr.
+    addr = {"ControlMachine": conf.settings.get("ControlAddr"), "BackupController": conf.settings.get("BackupAddr")}
+    for pair in conf.controllers:
+        host, _, rest = pair.value.partition("(")
+        if rest:
+            given: str | None = rest.rstrip(")")
+        else:
+            beside = addr.get(_spelling("slurm.conf", pair.key) or "")
+            given = beside.value if beside is not None else None
+        conf.controller_hosts.append(Controller(host, given or None, pair))
+
+
+# slurm.conf(5) of 22.05.8, AccountingStorageEnforce: "Valid options are any combination of
+# associations, limits, nojobs, nosteps, qos, safe, and wckeys, or all"; 22.05.8 stops on
+# any other word ("Invalid parameter for AccountingStorageEnforce: limit", SLAC's 2020
+# file). Older releases are not checked: no artefact read here says what they took.
+_ENFORCE = ("associations", "limits", "nojobs", "nosteps", "qos", "safe", "wckeys", "all")
+_ENFORCE_FROM = (22, 5)
+
+
+def _values(conf: SlurmConf, release: str | None, problems: list[Problem]) -> None:
+    """Values the site's release refuses, where the importer knows the release's list."""
+    from fleetspec.versions import parse_version
+
+    pair = conf.settings.get("AccountingStorageEnforce")
+    if pair is None or (release and (parse_version(release) or (0,))[:2] < _ENFORCE_FROM):
+        return
+    for word in pair.value.split(","):
+        if word.strip().lower() not in _ENFORCE:
+            close = difflib.get_close_matches(word.strip().lower(), _ENFORCE, n=1, cutoff=0.6)
+            hint = f" Did you mean {close[0]}?" if close else ""
+            said = (f"AccountingStorageEnforce={_clip(pair.value)}: '{_clip(word, 20)}' is not one of "
+                    f"{', '.join(_ENFORCE)}; slurmctld 22.05 and later stop on it (\"Invalid parameter for "
+                    f"AccountingStorageEnforce\").{hint}")
+            if release:  # the site's release is 22.05 or later: it would not start
+                problems.append(Problem(pair.value_at, said))
+            else:
+                conf.warnings.append(Problem(pair.value_at, said + " Which release runs this file decides", "warning"))
+            return
+
+
 def _attrs(line: Line, kind: str, head: str, problems: list[Problem]) -> dict[str, Pair]:
     attrs: dict[str, Pair] = {}
     for pair in line.pairs[1:]:
         canonical = _spelling(kind, pair.key)
         if canonical is None:
-            problems.append(_unknown(kind, pair, f"{head}"))
+            problems.append(_unknown(kind, pair, f"{head}", problems))
             continue
         attrs[canonical] = pair
     return attrs
@@ -172,18 +269,18 @@ def _node_line(line: Line, conf: SlurmConf, default: dict[str, Pair], budget: _H
     hosts = budget.expand(head, problems)
     if hosts is None:
         return
-    where_to = {key: _addresses(attrs.pop(key), hosts, budget, problems)
-                for key in ("NodeAddr", "NodeHostname") if key in attrs}
+    merged = {**default, **attrs}
+    where_to = {key: _addresses(merged.pop(key), hosts, budget, problems)
+                for key in ("NodeAddr", "NodeHostname") if key in merged}
     if any(v is None for v in where_to.values()):
         return
-    node_default = {k: v for k, v in default.items() if k not in ("NodeAddr", "NodeHostname")}
     for i, host in enumerate(hosts):
         if host in conf.nodes:
             problems.append(Problem(head.value_at, f"node {host} is defined twice (first at "
                                     f"{conf.nodes[host].at}); slurmctld refuses that. Keep one NodeName line "
                                     "for it"))
             continue
-        rec = conf.nodes[host] = NodeRecord(host, head.value_at, {**node_default, **attrs})
+        rec = conf.nodes[host] = NodeRecord(host, head.value_at, dict(merged))
         for key, pairs in where_to.items():
             pair = pairs[i]  # type: ignore[index]
             if pair.value == host:
@@ -211,9 +308,9 @@ def is_host(text: str) -> bool:
 
 
 def _addresses(pair: Pair, hosts: list[str], budget: _HostBudget, problems: list[Problem]) -> list[Pair] | None:
-    """One address per host of the NodeName line. slurm.conf(5): "If a node range
-    expression is used to designate multiple nodes, they must exactly match the entries
-    in the NodeName"."""
+    """One address per host of the NodeName line, in order. slurmctld stops on fewer
+    (src/common/read_config.c: fatal "At least as many NodeAddr are required as
+    NodeName", the same for NodeHostname) and takes the first ones of more."""
     values: list[str] = []
     for part in _split_nodes(pair.value):
         if "[" not in part:  # an FQDN or an IP address is not a hostlist: taken as written
@@ -228,9 +325,10 @@ def _addresses(pair: Pair, hosts: list[str], budget: _HostBudget, problems: list
         if more is None:
             return None
         values += more
-    if len(values) != len(hosts):
+    if len(values) < len(hosts):
         problems.append(Problem(pair.value_at, f"{pair.key}={_clip(pair.value)} names {len(values)} host(s) for "
-                                f"{len(hosts)} node(s); slurm.conf(5) wants one per node, in the NodeName's order"))
+                                f"{len(hosts)} node(s); slurmctld stops on that (\"At least as many {pair.key} are "
+                                "required as NodeName\"): give one per node, in the NodeName's order"))
         return None
     bad = [v for v in values if not is_host(v)]
     if bad:
@@ -253,6 +351,15 @@ def _partition(line: Line, attrs: dict[str, Pair], conf: SlurmConf, budget: _Hos
     all_nodes = False
     if nodes_pair is not None:
         if nodes_pair.value.upper() == "ALL":
+            # Charged like any hostlist (#41 item 7): 300 Nodes=ALL partitions over 100,000
+            # nodes would otherwise make an 8.6 KB file cost 30 million memberships.
+            if len(conf.nodes) > budget.left:
+                problems.append(Problem(nodes_pair.value_at, f"Nodes=ALL: partition {name} takes all "
+                                        f"{len(conf.nodes):,} nodes, past the {MAX_IMPORT_HOSTS:,} hosts one import "
+                                        "expands (node and partition hostlists together); write fewer partitions "
+                                        "over all nodes"))
+                return
+            budget.left -= len(conf.nodes)
             members, all_nodes = list(conf.nodes), True
         else:
             members = []
@@ -321,7 +428,7 @@ def read_gres_conf(path: Path, problems: list[Problem]) -> list[GresLine]:
         for pair in line.pairs:
             canonical = _GRES_KEYS.get(pair.key.lower())
             if canonical is None:
-                problems.append(Problem(pair.key_at, f"'{pair.key}' is not a gres.conf parameter (gres.conf(5): "
+                problems.append(Problem(pair.key_at, f"{shown_key(pair.key)} is not a gres.conf parameter (gres.conf(5): "
                                         f"{', '.join(sorted(set(_GRES_KEYS.values())))}); fix or remove it"))
                 continue
             attrs[canonical] = pair
@@ -405,7 +512,7 @@ def read_topology_conf(path: Path, problems: list[Problem]) -> list[Switch]:
         unknown = [p for p in line.pairs if p.key.lower() not in ("switchname", "nodes", "switches", "linkspeed",
                                                                   "blockname", "blocksizes")]
         if unknown:
-            problems.append(Problem(unknown[0].key_at, f"'{unknown[0].key}' is not a topology.conf parameter "
+            problems.append(Problem(unknown[0].key_at, f"{shown_key(unknown[0].key)} is not a topology.conf parameter "
                                     "(SwitchName, Switches, Nodes, LinkSpeed); fix or remove it"))
             continue
         if "switchname" not in attrs:
@@ -434,6 +541,10 @@ def read_topology_yaml(path: Path, problems: list[Problem]) -> tuple[list[Switch
     from fleetspec.spec.loader import SpecLoadError, load_file
 
     name = str(path)
+    refused = source_refused(path, top=True, suffixes=(".yaml", ".yml"))
+    if refused:
+        problems.append(Problem(Where(name, 1, 1), refused))
+        return [], []
     try:
         loaded = load_file(path)
     except SpecLoadError as exc:
