@@ -34,6 +34,7 @@ BOARDS = {"NVIDIA GeForce RTX 2080 Ti": {"architecture": "Turing", "memory_mib":
           "NVIDIA GeForce GTX 1080": {"architecture": "Pascal", "memory_mib": 8192, "compute_capability": "6.1"},
           "Tesla K40m": {"architecture": "Kepler", "memory_mib": 11520, "compute_capability": "3.5"},
           "Tesla K20m": {"architecture": "Kepler", "memory_mib": 5120, "compute_capability": "3.5"},
+          "Tesla M2070-Q": {"architecture": "Fermi", "memory_mib": 6144, "compute_capability": "2.0"},
           "Tesla V100-PCIE-32GB": {"architecture": "Volta", "memory_mib": 32768, "compute_capability": "7.0"}}
 
 # A tuple Volta-to-Ada boards run (CUDA 13 dropped Volta and older: the catalog's
