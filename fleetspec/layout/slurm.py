@@ -389,8 +389,9 @@ RESERVED_ACCOUNTS = frozenset({"root"})
 
 
 def slurm_gpu_types(fleet: Fleet) -> list[str]:
-    """The GRES types of the GPUs Slurm owns, sorted."""
-    return sorted({n.gpu.gres_type for n in slurm_nodes(fleet) if n.gpu.count})
+    """The GRES types of the GPUs Slurm owns, sorted (untyped GPUs, an adopted cluster's
+    ``typed: false``, have none)."""
+    return sorted({n.gpu.gres_type for n in slurm_nodes(fleet) if n.gpu.count and n.gpu.gres_type})
 
 
 def _quota_types(fleet: Fleet, tenant: SlurmTenant, owned: dict[str, Node], types: list[str]

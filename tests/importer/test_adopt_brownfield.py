@@ -381,3 +381,34 @@ def test_taking_a_proposal_plans_as_a_change_with_its_disruption(tmp_path: Path)
     assert code == 2, output
     conf = {c["target"]: c for c in json.loads(output)["changes"]}["slurm:slurm.conf"]
     assert conf["disruption"] == "reconfigure" and "PartitionName=nvidia-pascal " in json.dumps(conf), conf
+
+
+def test_a_jetsons_render_device_and_a_node_without_gres_conf_lines_stay_as_written(tmp_path: Path) -> None:
+    """A home lab modelled on brownfield/hal9000-homelab-2026 (its slurm.conf and gres.conf, with
+    a ClusterName fleetspec takes and without the Intel iGPU node, which has no NVIDIA facts):
+    gres.conf names only the Orin's /dev/dri/renderD128 and nothing for the Nano. The render
+    keeps exactly that; fleetspec's own would invent /dev/nvidia0 for both."""
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=hal9000\nControlMachine=head\nSelectType=select/cons_tres\n"
+                    "SelectTypeParameters=CR_Core\nGresTypes=gpu\n"
+                    "NodeName=jetson-orin CPUs=6 Sockets=2 CoresPerSocket=3 ThreadsPerCore=1 RealMemory=7619 "
+                    "Gres=gpu:orin:1 State=UNKNOWN\n"
+                    "NodeName=jetson-nano CPUs=4 Sockets=1 CoresPerSocket=4 ThreadsPerCore=1 RealMemory=1979 "
+                    "Gres=gpu:nano:1 State=UNKNOWN\n"
+                    "PartitionName=all Nodes=jetson-orin,jetson-nano Default=YES MaxTime=INFINITE State=UP\n")
+    gres = tmp_path / "gres.conf"
+    gres.write_text("Name=gpu Type=orin File=/dev/dri/renderD128\n")
+    # What a Jetson's GPU reports (illustrative): Orin is Ampere, the Nano Maxwell; memory shared.
+    boards = {"jetson-orin": ("Orin (nvgpu)", "Ampere", 7619), "jetson-nano": ("NVIDIA Tegra X1", "Maxwell", 1979)}
+    facts = {}
+    for host, (name, arch, mib) in boards.items():
+        doc = with_tuple(nvidia_facts(host, name, 1), CUDA12)
+        doc["nvidia"]["gpus"][0].update(architecture=arch, memory_mib=mib)
+        facts[host] = doc
+    result = import_slurm(conf, gres, None, facts, VERSION)
+    rendered = render_slurm(result.fleet)
+    lines = [line for line in rendered[PurePosixPath("slurm/gres.conf")].splitlines() if not line.startswith("#")]
+    assert lines == ["Name=gpu Type=orin File=/dev/dri/renderD128"]
+    back = slurm_conf_of(text_lines(rendered[PurePosixPath("slurm/slurm.conf")], "rendered", []), [])
+    assert back.settings["SelectTypeParameters"].value == "CR_Core"
+    assert [back.nodes[h].attrs["Gres"].value for h in boards] == ["gpu:orin:1", "gpu:nano:1"]
