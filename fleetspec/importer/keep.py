@@ -59,7 +59,7 @@ def adoption(source: SlurmConf, rendered_conf: str, fleet: Any, kept: dict[str, 
     out: dict[str, Any] = {}
     if conf:
         out["conf"] = conf
-    out["declines"] = _declines(back, fleet)
+    out["declines"] = _declines(source, back, fleet)
     if gres_lines is not None:
         out["gres_conf"] = gres_lines
     if topology_lines is not None:
@@ -71,15 +71,20 @@ def _value(text: str) -> str | int:
     return int(text) if text.isdigit() and len(text) < 16 and str(int(text)) == text else text
 
 
-def _declines(back: SlurmConf, fleet: Any) -> list[str]:
-    """The defaults that would change the site's partitions or nodes."""
+def _declines(source: SlurmConf, back: SlurmConf, fleet: Any) -> list[str]:
+    """The defaults that would change the site's partitions or nodes: a partition key the
+    render adds where the site's partition (or its PartitionName=DEFAULT) has none."""
     out = []
     if any(p.generated and p.nodes for p in fleet.partitions):
         out.append("generated-partitions")
     for name, keys in _PARTITION_DEFAULTS.items():
         wanted = {k.lower() for k in keys}
-        if any(k.lower() in wanted for part in back.partitions.values() for k in part.attrs):
-            out.append(name)
+        for part_name, part in back.partitions.items():
+            site = source.partitions.get(part_name)
+            own = {k.lower() for k in site.attrs} if site is not None else set()
+            if any(k.lower() in wanted and k.lower() not in own for k in part.attrs):
+                out.append(name)
+                break
     out.append("node-features")  # fleetspec adds vendor, generation, model, rack and stack features
     return out
 
