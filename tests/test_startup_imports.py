@@ -104,7 +104,8 @@ def test_validate_imports_only_what_validation_needs():
     # out of comparisons, SourceMap is filled in place); value records elsewhere on its path
     # (findings, rules, results, catalog facts) are NamedTuples.
     ir = {n for n in report["dataclasses"] if n.startswith("fleetspec.compile.ir.")}
-    assert len(ir) == 19  # one per IR type (CpuNode: #29, SlurmTenant: #25 item 7, SlurmConverge: #30 item 2)
+    assert len(ir) == 20  # one per IR type (CpuNode: #29, SlurmTenant: #25 item 7, SlurmConverge: #30 item 2,
+    # Adoption: #39 item 3)
     assert sorted(set(report["dataclasses"]) - ir) == ["fleetspec.catalog.Release", "fleetspec.spec.loader.SourceMap"]
 
 

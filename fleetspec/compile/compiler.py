@@ -87,7 +87,7 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
             if hosts is None or gpu is None or group.stack not in stack_index:
                 dropped_hosts.update(hosts or ())  # reported already; do not cascade
                 continue
-            gpu_spec = gpu_spec_of(gpu, group.gpu.count)
+            gpu_spec = gpu_spec_of(gpu, group.gpu.count, group.gpu)
             other_gpus = _other_gpus(group, gpu, body, catalog, group_path, findings)
             if group.other_gres and (group.scheduler != "slurm" or (body.slurm and body.slurm.mode != "native")):
                 findings.append(Finding("schema", Severity.ERROR, "other_gres are Slurm GRES of host-mode nodes: "
@@ -139,7 +139,8 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
                     tuple(cpu_group.features), group_path))
         racks.append(ir.Rack(rack.name, rack.leaf, rack.nvlink_domain == "rack", tuple(rack_nodes), rack_path))
 
-    slurm = _slurm(body.slurm, findings, catalog, budget)
+    site_types = {ref.gres for r in body.racks for g in r.nodes for ref in (g.gpu, *g.other_gpus) if ref.gres}
+    slurm = _slurm(body.slurm, findings, catalog, budget, site_types)
     if cpu_nodes and (body.slurm is None or body.slurm.mode != "native"):
         findings.append(Finding(
             "schema", Severity.ERROR,
@@ -307,7 +308,7 @@ def _stack(name: str, s: m.Stack, catalog: Catalog, findings: list[Finding]) -> 
 
 
 def _slurm(s: m.Slurm | None, findings: list[Finding], catalog: Catalog,
-           budget: _HostBudget) -> ir.SlurmConfig | None:
+           budget: _HostBudget, site_types: set[str] | frozenset[str] = frozenset()) -> ir.SlurmConfig | None:
     if s is None:
         return None
     path = ("spec", "slurm")
@@ -326,7 +327,7 @@ def _slurm(s: m.Slurm | None, findings: list[Finding], catalog: Catalog,
             '{enroot: "3.5.0", pyxis: "0.20.0"} (the versions your package repository carries)',
             path + ("containers",),
         ))
-    gres_types = {g.gres for g in catalog.gpus.values()}
+    gres_types = {g.gres for g in catalog.gpus.values()} | site_types
     for gres_type in sorted(set(s.gpu_billing_weights) - gres_types):
         findings.append(Finding(
             "schema", Severity.ERROR,
@@ -461,9 +462,14 @@ def _other_gpus(group: m.NodeGroup, primary: GpuModel, body: m.FleetBody, catalo
                                     f"{primary.id} is {primary.vendor}: a node has one stack tuple, and NCCL and "
                                     "RCCL cannot share one. Move these GPUs to nodes of their own", where))
             continue
-        if gpu.gres == primary.gres or gpu.gres in {o.gres_type for o in out}:
-            findings.append(Finding("schema", Severity.ERROR, f"{gpu.id} has the GRES type '{gpu.gres}' of another "
-                                    "model of these nodes: Slurm could not tell them apart", where))
+        spec = gpu_spec_of(gpu, ref.count, ref)
+        if not spec.gres_type or not group.gpu.typed:
+            findings.append(Finding("schema", Severity.ERROR, "other_gpus are typed GRES: Slurm tells the models "
+                                    "of one node apart only by type. Type every GPU (gres:, or the model's)", where))
+            continue
+        if spec.gres_type in {ref_type(group.gpu, primary), *(o.gres_type for o in out)}:
+            findings.append(Finding("schema", Severity.ERROR, f"{gpu.id} has the GRES type '{spec.gres_type}' of "
+                                    "another model of these nodes: Slurm could not tell them apart", where))
             continue
         if gpu.generation != primary.generation:
             findings.append(Finding("schema", Severity.WARNING, f"{ref.count}x {gpu.id} ({gpu.generation}) beside "
@@ -471,7 +477,7 @@ def _other_gpus(group: m.NodeGroup, primary: GpuModel, body: m.FleetBody, catalo
                                     f"the {primary.generation} partition; jobs get the {gpu.id}s by asking for "
                                     f"gpu:{gpu.gres}, an untyped gpu:N may mix the two, and the stack rules check "
                                     f"{primary.id} only", where))
-        out.append(gpu_spec_of(gpu, ref.count))
+        out.append(spec)
     if out and (group.scheduler != "slurm" or (body.slurm and body.slurm.mode != "native")):
         findings.append(Finding("schema", Severity.ERROR, "other_gpus are typed Slurm GRES of host-mode nodes: "
                                 "Kubernetes device plugins give one resource per vendor. Schedule the group with "
@@ -483,10 +489,18 @@ def _other_gpus(group: m.NodeGroup, primary: GpuModel, body: m.FleetBody, catalo
     return tuple(out)
 
 
-def gpu_spec_of(gpu: GpuModel, count: int) -> ir.GpuSpec:
-    """A node group's ``count`` GPUs of catalog model ``gpu``, as the IR carries them."""
+def ref_type(ref: m.GpuRef, gpu: GpuModel) -> str:
+    """The Slurm GRES type a node group's ``gpu`` reference gives ("" for untyped)."""
+    return gpu_spec_of(gpu, ref.count, ref).gres_type
+
+
+def gpu_spec_of(gpu: GpuModel, count: int, ref: m.GpuRef | None = None) -> ir.GpuSpec:
+    """A node group's ``count`` GPUs of catalog model ``gpu``, as the IR carries them. The
+    Slurm GRES type is the model's, or the site's (``ref.gres``: an adopted cluster's
+    ``volta``), or "" for untyped GRES (``typed: false``)."""
+    gres = gpu.gres if ref is None else ("" if not ref.typed else ref.gres or gpu.gres)
     return ir.GpuSpec(model=gpu.id, count=count, vendor=gpu.vendor,  # type: ignore[arg-type]
-                      generation=gpu.generation, gres_type=gpu.gres, memory_gb=gpu.memory_gb, cpu_arch=gpu.cpu_arch)
+                      generation=gpu.generation, gres_type=gres, memory_gb=gpu.memory_gb, cpu_arch=gpu.cpu_arch)
 
 
 def _board_findings(catalog: Catalog, gpu: GpuModel, spelled: str, count: int,

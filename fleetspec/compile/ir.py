@@ -346,6 +346,19 @@ class Hook:
 
 
 @dataclass(frozen=True, slots=True)
+class Adoption:
+    """An adopted cluster's own values where fleetspec would decide otherwise (spec
+    ``slurm.adopted``, checked): slurm.conf keys at the site's value (None: not written,
+    Slurm's default), the defaults declined, and gres.conf as the site wrote it."""
+
+    conf: tuple[tuple[str, str | None], ...] = ()
+    declines: tuple[str, ...] = ()
+    gres_conf: tuple[str, ...] | None = None
+    topology_conf: tuple[str, ...] | None = None
+    path: SpecPath = _loc(("spec", "slurm", "adopted"))
+
+
+@dataclass(frozen=True, slots=True)
 class SiteSettings:
     """The site's escape hatches (fleetspec/site), checked: Slurm parameters with their
     canonical key spelling and the value as written, Helm values overlays and Ansible
@@ -359,6 +372,7 @@ class SiteSettings:
     helm_values: tuple[tuple[str, str], ...] = ()  # (release, overlay as JSON)
     ansible_vars: str = "{}"
     hooks: tuple[Hook, ...] = ()
+    adoption: Adoption | None = _optional(None)
 
 
 # The bare-metal records are NamedTuples, not dataclasses: each dataclass costs every start

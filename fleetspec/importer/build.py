@@ -20,6 +20,7 @@ import yaml
 
 from fleetspec.importer import facts as factdoc
 from fleetspec.importer.conf import ImportRefused, Pair, Problem, Problems, Where
+from fleetspec.importer.keep import adoption, gres_conf_lines, topology_conf_lines
 from fleetspec.importer.node_state import node_state
 from fleetspec.importer.slurm_files import (
     Block,
@@ -37,6 +38,8 @@ from fleetspec.spec.model import SLURM_FEATURE, SLURM_PARTITION
 
 _DNS = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 _FEATURE = re.compile(SLURM_FEATURE)
+# slurm.conf(5) NodeName State= (IDLE as older sites write it; slurmctld 22.05 reads it).
+_ARCH = re.compile(r"^[A-Za-z0-9._-]+( [A-Za-z0-9._-]+)*$")  # as nvidia-smi prints it: Ada Lovelace
 _PARTITION = re.compile(SLURM_PARTITION)
 # NodeName keys the spec models itself; every other node key becomes slurm_settings.
 _NODE_MODELLED = {"NodeName", "CPUs", "Procs", "Boards", "SocketsPerBoard", "Sockets", "CoresPerSocket",
@@ -60,7 +63,36 @@ class ImportResult:
 class _Gpu:
     model: str  # catalog id
     count: int
-    others: tuple[tuple[str, int], ...] = ()  # further models of a mixed node (spec other_gpus), device order
+    gres: str | bool | None = None  # the spec's gres: the site's type, False untyped, None the model's
+    others: tuple[tuple[str, int, Any], ...] = ()  # further models of a mixed node (other_gpus), device order
+
+
+def _gpu_ref(model: str, count: int, gres: str | bool | None) -> dict[str, Any]:
+    ref: dict[str, Any] = {"model": model, "count": count}
+    if gres is False:
+        ref["typed"] = False
+    elif gres:
+        ref["gres"] = gres
+    return ref
+
+
+def _may_name(gres_type: str, boards: list[str]) -> bool:
+    """Whether a site's GRES type can be its own name for these boards: a family nickname
+    without a model number (volta, titan), or a type whose letters and digits occur in the
+    board's name (tesla_v100-sxm2-32gb in Tesla V100-SXM2-32GB). geforce_rtx_2080_ti on an
+    H100 is neither: the file or the facts are wrong."""
+    if not re.search("[0-9]", gres_type):
+        return True
+    compact = re.sub("[^a-z0-9]", "", gres_type.lower())
+    return all(compact in re.sub("[^a-z0-9]", "", b.lower()) for b in boards)
+
+
+def _type_of_board(name: str) -> str:
+    """A GRES type for a board the site left untyped, as NVML autodetection would name it
+    (gres.conf(5), AutoDetect: the device name lower-cased, blanks as '_'), without the
+    vendor: NVIDIA GeForce GTX 1080 Ti -> geforce_gtx_1080_ti."""
+    bare = re.sub(r"^(nvidia|amd)\s+", "", name.strip(), flags=re.I)
+    return re.sub("[^a-z0-9]+", "_", bare.lower()).strip("_")
 
 
 def import_slurm(conf: Path, gres: Path | None = None, topology: Path | None = None,
@@ -97,13 +129,34 @@ def import_slurm(conf: Path, gres: Path | None = None, topology: Path | None = N
     spec = builder.spec(slurm_version, fabric)
     if problems:
         raise ImportRefused(problems)
-    text = "# Imported by `fleetspec import slurm` from " + str(conf) + "; docs/import.md says how each key maps.\n"
-    text += yaml.dump(spec, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120)
+    head = "# Imported by `fleetspec import slurm` from " + str(conf) + "; docs/import.md says how each key maps.\n"
+    fleet = _check_spec(head + _dump(spec), problems)
+    if problems or fleet is None:
+        raise ImportRefused(problems)
+    kept_gres = gres_conf_lines(gres, problems)
+    if gres is None and fleet.nodes:
+        warnings.append(Problem(Where(str(conf), 1, 1), "no gres.conf given (--gres): the adopted spec keeps none "
+                                "(spec.slurm.adopted.gres_conf: []), as a site without one has; give --gres with the "
+                                "site's gres.conf, or delete gres_conf to have fleetspec write device files",
+                                "warning"))
+    kept_topology = topology_conf_lines(topology, problems)
+    if problems:
+        raise ImportRefused(problems)
+    from fleetspec.render.slurm import render_slurm_conf
+
+    spec["spec"]["slurm"]["adopted"] = adoption(
+        parsed, render_slurm_conf(fleet), fleet, builder.kept,
+        {k.lower() for k in spec["spec"]["slurm"].get("settings", {})}, kept_gres, kept_topology)
+    text = head + _dump(spec)
     fleet = _check_spec(text, problems)
     if problems or fleet is None:
         raise ImportRefused(problems)
-    warnings += _managed_differences(parsed, fleet)
+    warnings += _managed_differences(parsed, fleet, builder.dropped)
     return ImportResult(text, fleet, tuple(warnings), builder.tuples)
+
+
+def _dump(spec: dict[str, Any]) -> str:
+    return yaml.dump(spec, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120)
 
 
 class _Dumper(yaml.SafeDumper):
@@ -132,9 +185,10 @@ _MAPPED = {"ClusterName", "SlurmctldHost", "ControlMachine", "BackupController",
            "StateSaveLocation", "GresTypes"}
 
 
-def _managed_differences(source: SlurmConf, fleet: Any) -> list[Problem]:
-    """A warning for every slurm.conf key fleetspec manages whose rendered value is not the
-    site's: the first apply changes it (SelectType=select/linear becomes select/cons_tres)."""
+def _managed_differences(source: SlurmConf, fleet: Any, dropped: set[str]) -> list[Problem]:
+    """A warning for every slurm.conf key fleetspec manages whose rendered value is still not
+    the site's (the adoption keeps the site's value of each, keep.py; ``dropped``: keys the
+    release no longer takes, named by their own warning): the first apply changes it."""
     from fleetspec.importer.conf import text_lines
     from fleetspec.importer.slurm_files import slurm_conf_of
     from fleetspec.render.slurm import render_slurm_conf
@@ -144,7 +198,7 @@ def _managed_differences(source: SlurmConf, fleet: Any) -> list[Problem]:
     rendered = slurm_conf_of(text_lines(render_slurm_conf(fleet), "rendered slurm.conf", []), []).settings
     out = []
     for key, pair in source.settings.items():
-        if key not in owned or key in _MAPPED:
+        if key not in owned or key in _MAPPED or key in dropped:
             continue
         again = rendered.get(key)
         if again is not None and again.value.lower() == pair.value.lower():
@@ -166,6 +220,8 @@ class _Builder:
         self.site_models: dict[str, dict[str, Any]] = {}
         self.blocks: list[Block] = []
         self.other_gres: dict[str, dict[str, int]] = {}  # host -> mps/shard counts
+        self.kept: dict[str, str] = {}  # keys fleetspec manages, at the site's value (keep.py)
+        self.dropped: set[str] = set()  # keys the target release no longer takes
         self._declared_warned: set[str] = set()
 
     # -- the whole spec -------------------------------------------------------------
@@ -197,7 +253,9 @@ class _Builder:
         settings = self._settings(version)
         if settings:
             slurm["settings"] = settings
-        body: dict[str, Any] = {"os": os_name or "ubuntu-24.04", "stacks": stacks or {"none": {}}}
+        body: dict[str, Any] = {"os": os_name or "ubuntu-24.04"}
+        if stacks:
+            body["stacks"] = stacks
         if self.site_models:
             body["gpu_models"] = self.site_models
         fab = self._fabric(fabric)
@@ -291,8 +349,8 @@ class _Builder:
                                              f"name {found} devices, slurm.conf {count} GPUs; Slurm schedules "
                                              f"{count}, and so does the spec (the render writes {count} files)",
                                              "warning"))
-        model = self._model(rec, gres_type, pair)  # type: ignore[arg-type]
-        return _Gpu(model, count) if model else None
+        found = self._model(rec, gres_type, pair)  # type: ignore[arg-type]
+        return _Gpu(found[0], count, found[1]) if found else None
 
     def _mixed(self, rec: NodeRecord, entries: list[tuple[str | None, int]], pair: Pair) -> _Gpu | None:
         """A node with several GPU models (gpu:a100:2,gpu:t4:1): each typed, one model per
@@ -316,88 +374,110 @@ class _Builder:
             self._defer("gres-files", rec, pair, f"slurm.conf gives {sum(counts.values())} GPU(s) but gres.conf's "
                         f"File= lines name {len(files)} device(s); make them agree")
             return None
-        known = {m for m in models if m is not None}
+        known = {m[0] for m in models if m is not None}
         reported = {m.id for m in (self.catalog.gpu(n) for n in (factdoc.gpu_names(self.facts[rec.name])
                                                                   if rec.name in self.facts else [])) if m}
         if reported - known:
             self._defer("gpu-disagree", rec, pair, f"the node's facts report {', '.join(sorted(reported - known))}, "
                         f"which Gres={pair.value} does not name; fix the file or the node")
             return None
-        return _Gpu(str(models[0]), counts[order[0]], tuple((str(m), counts[t]) for m, t in zip(models[1:],
-                                                                                               order[1:])))
+        return _Gpu(models[0][0], counts[order[0]], models[0][1],  # type: ignore[index]
+                    tuple((m[0], counts[t], m[1]) for m, t in zip(models[1:], order[1:])))  # type: ignore[index]
 
     def _first_device(self, host: str, gres_type: str) -> int | None:
         numbers = [int(m.group(1)) for g in self.gres if g.name == "gpu" and g.type == gres_type
                    and (g.hosts is None or host in g.hosts) for f in g.files if (m := re.search(r"([0-9]+)$", f))]
         return min(numbers) if numbers else None
 
-    def _declare(self, rec: NodeRecord, gres_type: str, pair: Pair) -> str | None:
-        """A site GPU model (``spec.gpu_models``) for a GRES type the catalog lacks, from
-        what the node's facts report (name, architecture, memory); None when they do not
-        describe one board, "" when they contradict the files (a problem says so)."""
-        gpu_id = gres_type.replace("_", "-")
+    def _declare(self, rec: NodeRecord, gres_type: str | None, pair: Pair | None) -> str | None:
+        """A site GPU model (``spec.gpu_models``) for a board the catalog lacks, from what the
+        node's facts report (name, architecture as nvidia-smi prints it, memory), named after
+        the site's GRES type (or, untyped, after the board); None when they do not describe
+        one board, "" when they contradict each other (a problem says so)."""
         entries = factdoc.gpu_entries(self.facts[rec.name]) if rec.name in self.facts else []
         described = {(v, e.get("name"), e.get("architecture"), e.get("memory_mib")) for v, e in entries}
-        if len(described) > 1:  # a mixed node: the board whose name carries the type (gtx970: GeForce GTX 970)
+        if len(described) > 1 and gres_type:  # a mixed node: the board whose name carries the type (gtx970)
             compact = re.sub("[^a-z0-9]", "", gres_type.lower())
             described = {d for d in described if isinstance(d[1], str)
                          and compact in re.sub("[^a-z0-9]", "", d[1].lower())}
-        if len(described) != 1 or not _DNS.match(gpu_id):
+        if len(described) != 1:
             return None
         vendor, name, arch, memory = described.pop()
-        if isinstance(name, str) and self.catalog.gpu(name) is not None:
-            self._defer("gpu-disagree", rec, pair, f"the files say {gres_type} but the node's facts report "
-                        f"{name}, the catalog's {self.catalog.gpu(name).id}: fix the GRES type (to "
-                        f"{self.catalog.gpu(name).gres}) or the facts")
-            return ""
-        if not (isinstance(name, str) and isinstance(arch, str) and re.fullmatch(r"[A-Za-z0-9._-]+", arch)
+        if not (isinstance(name, str) and isinstance(arch, str) and _ARCH.match(arch)
                 and isinstance(memory, int) and memory > 0):
             return None
-        entry = {"vendor": vendor, "name": name, "generation": arch.lower(), "architecture": arch,
-                 "memory_gb": max(1, round(memory / 1024)), "form_factor": "other", "gres": gres_type}
+        gres = gres_type or _type_of_board(name)
+        gpu_id = gres.replace("_", "-").replace(".", "-")
+        if not _DNS.match(gpu_id):
+            return None
+        entry = {"vendor": vendor, "name": name, "generation": re.sub("[^a-z0-9]+", "-", arch.lower()).strip("-"),
+                 "architecture": arch, "memory_gb": max(1, round(memory / 1024)), "form_factor": "other",
+                 "gres": gres}
         known = self.site_models.setdefault(gpu_id, entry)
         if known != entry:
-            self._defer("gpu-site-disagree", rec, pair, f"nodes typed {gres_type} report different GPUs in their "
+            self._defer("gpu-site-disagree", rec, pair, f"nodes typed {gres} report different GPUs in their "
                         f"facts ({known['name']} and {name}); give them different GRES types")
             return ""
         if gpu_id not in self._declared_warned:
             self._declared_warned.add(gpu_id)
-            self.warnings.append(Problem(pair.value_at, f"GRES type {gres_type} is not a catalog GPU model: declared "
-                                         f"as spec.gpu_models.{gpu_id} from the node's facts ({name}, {arch}, "
-                                         f"{entry['memory_gb']} GB); no sourced facts check its stack (rule "
-                                         "site-gpu-model)", "warning"))
+            what = f"GRES type {gres_type}" if gres_type else f"the untyped GPUs' board ({name})"
+            self.warnings.append(Problem(pair.value_at if pair else rec.at, f"{what} is not a catalog GPU model: "
+                                         f"declared as spec.gpu_models.{gpu_id} from the node's facts ({name}, "
+                                         f"{arch}, {entry['memory_gb']} GB); no sourced facts check its stack "
+                                         "(rule site-gpu-model)", "warning"))
         return gpu_id
 
     def _gres_conf_type(self, host: str) -> str | None:
         types = {g.type for g in self.gres if g.name == "gpu" and g.type and (g.hosts is None or host in g.hosts)}
         return types.pop() if len(types) == 1 else None
 
-    def _model(self, rec: NodeRecord, gres_type: str | None, pair: Pair, mixed: bool = False) -> str | None:
+    def _model(self, rec: NodeRecord, gres_type: str | None, pair: Pair,
+               mixed: bool = False) -> tuple[str, str | bool | None] | None:
+        """(model id, the spec's ``gres``: None where the site's type is the model's own, the
+        site's type where it names the model otherwise (``volta`` for v100), False for untyped
+        GRES). The site's name is kept: jobs' --gres and accounting use it."""
         names = factdoc.gpu_names(self.facts[rec.name]) if rec.name in self.facts else []
         from_facts = {m.id for m in (self.catalog.gpu(n) for n in names) if m is not None}
         unknown_facts = sorted({n for n in names if self.catalog.gpu(n) is None})
         if gres_type:
             model = self.catalog.gpu(gres_type)
-            if model is None and self.catalog.gpu(gres_type.replace("_", "-")) is None:
+            alias = None if model is not None and model.gres == gres_type else gres_type
+            if model is None and from_facts and not unknown_facts and len(from_facts) == 1 and not mixed:
+                board = self.catalog.gpu(from_facts.pop())
+                if board is not None and not _may_name(gres_type, names):
+                    self._defer("gpu-disagree", rec, pair, f"the files say {gres_type} but the node's facts report "
+                                f"{', '.join(sorted(set(names)))}, the catalog's {board.id}: fix the GRES type or "
+                                "the facts")
+                    return None
+                model = board  # volta: the board the facts name, the site's type kept beside it
+                from_facts = {model.id} if model else set()
+            if model is None:
                 declared = self._declare(rec, gres_type, pair)
                 if declared is not None:
-                    return declared or None  # "": refused, with its problem
-            if model is None or model.gres != gres_type:
-                self._defer("gpu-type", rec, pair, f"GRES type '{gres_type}' is not the GRES type of a catalog GPU "
-                            "model (fleetspec writes the catalog's type, e.g. h100, a100, v100, so jobs asking for "
-                            f"gpu:{gres_type} would stop matching). Rename the type in slurm.conf/gres.conf to the "
-                            "catalog's, or import without these nodes")
+                    return (declared, None) if declared else None  # "": refused, with its problem
+                self._defer("gpu-type", rec, pair, f"GRES type '{gres_type}' names no catalog GPU model and the "
+                            "node's facts do not say which board it is: collect them (python3 collector.py > "
+                            "HOST.json, docs/facts.md) into --facts. The type stays as the site wrote it")
                 return None
+            if len(from_facts) == 1 and from_facts != {model.id} and not mixed and _may_name(gres_type, names):
+                board = self.catalog.gpu(next(iter(from_facts)))
+                if board is not None:  # h100 on an H100 PCIe: the site's type, the board the facts name
+                    model, alias = board, (None if board.gres == gres_type else gres_type)
             if from_facts and from_facts != {model.id} and not mixed:
                 self._defer("gpu-disagree", rec, pair, f"the files say {gres_type} but the node's facts report "
                             f"{', '.join(sorted(names))}; fix the file or the node")
                 return None
-            return model.id
+            return model.id, alias
         if len(from_facts) == 1 and not unknown_facts:
-            return from_facts.pop()
+            return from_facts.pop(), False
+        if unknown_facts and not from_facts:
+            declared = self._declare(rec, None, pair)
+            if declared is not None:
+                return (declared, False) if declared else None
         if unknown_facts:
             self._defer("gpu-unknown", rec, pair, f"the facts report {', '.join(unknown_facts)}, not a GPU model "
-                        "in fleetspec's catalog (`fleetspec catalog`)")
+                        "in fleetspec's catalog (`fleetspec catalog`), and not one board (name, architecture, "
+                        "memory) a site model can be declared from")
         else:
             self._defer("gpu-untyped", rec, pair, "Gres=gpu:N has no type and no gres.conf Type= names one: the "
                         "GPU model needs the node's facts. Collect them (python3 collector.py > HOST.json, "
@@ -488,9 +568,9 @@ class _Builder:
         a = rec.attrs
         out: dict[str, Any] = {}
         if gpu is not None:
-            out = {"gpu": {"model": gpu.model, "count": gpu.count}, "stack": stack, "scheduler": "slurm"}
+            out = {"gpu": _gpu_ref(gpu.model, gpu.count, gpu.gres), "stack": stack, "scheduler": "slurm"}
             if gpu.others:
-                out["other_gpus"] = [{"model": m, "count": c} for m, c in gpu.others]
+                out["other_gpus"] = [_gpu_ref(m, c, g) for m, c, g in gpu.others]
             if rec.name in self.other_gres:
                 out["other_gres"] = dict(sorted(self.other_gres[rec.name].items()))
         cpus = a.get("CPUs") or a.get("Procs")
@@ -627,33 +707,33 @@ class _Builder:
         return f"{model.vendor}-{model.generation}" if model else None
 
     def _settings(self, version: str | None) -> dict[str, Any]:
-        """Every other key as a site setting, except the keys fleetspec manages (OWNED:
-        `_managed_differences` warns at each) and, with a warning at the site's line, keys
-        of a class fleetspec owns (plugins, ports, trust: site.slurm.owner) and keys the
-        target release no longer takes (the catalog's `defunct` list, dated by SchedMD's
-        changelog)."""
-        from fleetspec.site.slurm import OWNED, UNCONFIRMED, owner, owner_text, parameters
+        """Every other key as a site setting, except keys the target release no longer
+        takes (the catalog's `defunct` list, dated by SchedMD's changelog: dropped with a
+        warning at the site's line) and the keys fleetspec manages (OWNED, and the classes
+        site.slurm.owner names: plugins, ports, trust): those the adoption keeps at the
+        site's value (``self.kept``, keep.py), and validate proposes fleetspec's."""
+        from fleetspec.site.slurm import OWNED, UNCONFIRMED, owner, parameters
         from fleetspec.versions import parse_version
 
         owned = {k.lower() for k in OWNED["slurm.conf"]}
         defunct = parameters().files["slurm.conf"].defunct
         out: dict[str, Any] = {}
         for key, pair in self.conf.settings.items():
-            if key in _CONF_MODELLED or key.lower() in owned:
-                continue
-            found = owner("slurm.conf", key)
-            if found:
-                self.warnings.append(Problem(pair.key_at, f"{key}={pair.value} is not kept: fleetspec manages "
-                                             f"{key} ({owner_text(found[1])}); the first apply removes it",
-                                             "warning"))
+            if key == "TopologyPlugin":
+                self.kept[key] = pair.value  # the adoption keeps it where the render would not write it
+            if key in _CONF_MODELLED:
                 continue
             gone = defunct.get(key)
             if gone is not None and (gone == UNCONFIRMED or (parse_version(version or "") or (0,))[:2] >=
                                      (parse_version(gone) or (0,))[:2]):
+                self.dropped.add(key)
                 since = "in current Slurm" if gone == UNCONFIRMED else f"since Slurm {gone}"
                 self.warnings.append(Problem(pair.key_at, f"{key}={pair.value} is dropped: defunct {since} "
                                              f"(slurm_parameters.yaml, SchedMD's changelog); Slurm {version} "
                                              "ignores or refuses it", "warning"))
+                continue
+            if key.lower() in owned or owner("slurm.conf", key):
+                self.kept[key] = pair.value
                 continue
             out[key] = self._setting(pair.value)
         return out

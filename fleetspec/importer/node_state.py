@@ -6,7 +6,9 @@ DRAIN, FAIL, FAILING, FUTURE and UNKNOWN"; ``Reason``: "Identifies the reason fo
 in state DOWN, DRAINED, DRAINING, FAIL or FAILING. Use quotes to enclose a reason having more
 than one word." UNKNOWN (the default) is a node in service: fleetspec writes it itself.
 FAILING is FAIL with jobs still running: the spec keeps FAIL (no job survives a restart from
-the files anyway).
+the files anyway). IDLE is not in the man page's list, but 22.05.8's parser takes it (it reads
+any node state name) and real sites write it (TuragaLab/slurm_cluster's slurm.conf, shared
+brownfield janelia-turaga-2017): kept as written, so the render is the site's line.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 from fleetspec.importer.conf import Pair, Problem
 
-STATES = ("CLOUD", "DOWN", "DRAIN", "FAIL", "FUTURE")
+STATES = ("CLOUD", "DOWN", "DRAIN", "FAIL", "FUTURE", "IDLE")
 _SPELLED = {**{s: s for s in STATES}, "FAILING": "FAIL"}
 # The spec's pattern (fleetspec.spec.model.SLURM_NODE_REASON): one quoted string on a line.
 _REASON = re.compile(r'[^"#\\\x00-\x1f\x7f]{1,256}')
@@ -46,7 +48,7 @@ def node_state(attrs: Mapping[str, Pair], problems: list[Problem], warnings: lis
     if value not in _SPELLED:
         where = state.value_at if state is not None else None
         problems.append(Problem(where, f"State={value[:40]}: not a node state of slurm.conf(5) (CLOUD, DOWN, "
-                                "DRAIN, FAIL, FAILING, FUTURE, UNKNOWN). Fix the line"))
+                                "DRAIN, FAIL, FAILING, FUTURE, IDLE, UNKNOWN). Fix the line"))
         return None
     out: dict[str, Any] = {"state": _SPELLED[value]}
     if reason is not None and reason.value.strip():

@@ -69,13 +69,19 @@ class TopologyPlan(NamedTuple):
 
 
 def leaf_groups(fleet: Fleet) -> list[tuple[str, list[str]]]:
-    """(leaf, Slurm hostnames under it), leaves in fabric order; leafless racks left out."""
+    """(leaf, Slurm hostnames under it), leaves in fabric order; leafless racks left out.
+    CPU nodes sit under their rack's leaf too: a node no switch reaches is one slurmctld
+    cannot place beside others ("switches lack access to N nodes")."""
     rack_leaf = {r.name: r.leaf for r in fleet.racks}
     groups: dict[str, list[str]] = {}
     for node in slurm_nodes(fleet):
         leaf = node.leaf or rack_leaf.get(node.rack)
         if leaf:
             groups.setdefault(leaf, []).append(node.hostname)
+    for cpu in fleet.cpu_nodes:
+        leaf = rack_leaf.get(cpu.rack)
+        if leaf:
+            groups.setdefault(leaf, []).append(cpu.hostname)
     order = list(fleet.fabric.leaves) if fleet.fabric else []
     return sorted(groups.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order else len(order), kv[0]))
 
@@ -112,7 +118,7 @@ def plan_topology(fleet: Fleet) -> TopologyPlan:
     assert fleet.slurm is not None
     version = fleet.slurm.version
     path: SpecPath = fleet.slurm.path + ("version",)
-    if fleet.fabric is None or not slurm_nodes(fleet):
+    if fleet.fabric is None or not (slurm_nodes(fleet) or fleet.cpu_nodes):
         return TopologyPlan(("# No fabric in the spec: flat topology.",), None, None, {}, ())
     blocks = nvlink_blocks(fleet)
     in_blocks = {h for _, hosts in blocks for h in hosts}
@@ -383,8 +389,9 @@ RESERVED_ACCOUNTS = frozenset({"root"})
 
 
 def slurm_gpu_types(fleet: Fleet) -> list[str]:
-    """The GRES types of the GPUs Slurm owns, sorted."""
-    return sorted({n.gpu.gres_type for n in slurm_nodes(fleet) if n.gpu.count})
+    """The GRES types of the GPUs Slurm owns, sorted (untyped GPUs, an adopted cluster's
+    ``typed: false``, have none)."""
+    return sorted({n.gpu.gres_type for n in slurm_nodes(fleet) if n.gpu.count and n.gpu.gres_type})
 
 
 def _quota_types(fleet: Fleet, tenant: SlurmTenant, owned: dict[str, Node], types: list[str]

@@ -25,7 +25,7 @@ from pathlib import PurePosixPath
 
 import yaml
 
-from fleetspec.compile.ir import CpuNode, Fleet, GpuSpec, Node
+from fleetspec.compile.ir import Adoption, CpuNode, Fleet, GpuSpec, Node
 from fleetspec.layout.slurm import (
     SLINKY_AUTODETECT,
     TopologyPlan,
@@ -141,7 +141,10 @@ def _host_files(fleet: Fleet) -> dict[PurePosixPath, str]:
         ROOT / "cgroup.conf": header + site.apply_to_conf(
             render_cgroup_conf(), site.conf_settings(fleet, "cgroup.conf"), "spec.slurm.cgroup_settings"),
     }
-    if topology.conf_text is not None:
+    adopted = adoption(fleet)
+    if adopted is not None and adopted.topology_conf is not None:
+        files[ROOT / "topology.conf"] = header + "".join(f"{line}\n" for line in adopted.topology_conf)
+    elif topology.conf_text is not None:
         files[ROOT / "topology.conf"] = header + topology.conf_text
     if topology.yaml_text is not None:
         files[ROOT / "topology.yaml"] = header + topology.yaml_text
@@ -153,6 +156,39 @@ def _host_files(fleet: Fleet) -> dict[PurePosixPath, str]:
         if fleet.slurm.tenants:
             files[ROOT / "accounts.json"] = render_accounts(fleet)
     return files
+
+
+def adoption(fleet: Fleet) -> Adoption | None:
+    """The adopted cluster's own values (spec ``slurm.adopted``), or None."""
+    return fleet.site.adoption if fleet.site is not None else None
+
+
+def declines(fleet: Fleet, default: str) -> bool:
+    """Whether an adopted cluster declines one of fleetspec's defaults (model.ADOPTED_DEFAULTS)."""
+    adopted = adoption(fleet)
+    return adopted is not None and default in adopted.declines
+
+
+def _adopt_conf(text: str, adopted: Adoption | None) -> str:
+    """slurm.conf with the adopted cluster's values: each replaces fleetspec's line of that
+    key in place, a key the site leaves unset (None) is not written, and the site's keys
+    fleetspec does not write follow under a comment."""
+    if adopted is None or not adopted.conf:
+        return text
+    pinned = {k.lower(): (k, v) for k, v in adopted.conf}
+    lines = []
+    for line in text.splitlines():
+        key = line.split("=", 1)[0] if "=" in line and not line.startswith("#") else None
+        if key is not None and " " not in key and key.lower() in pinned:
+            k, v = pinned.pop(key.lower())
+            if v is not None:
+                lines.append(f"{k}={v}")
+        else:
+            lines.append(line)
+    rest = [f"{k}={v}" for k, v in pinned.values() if v is not None]
+    if rest:
+        lines += ["", "# The adopted cluster's own values (spec.slurm.adopted.conf)", *rest]
+    return "\n".join(lines) + "\n"
 
 
 def _header(fleet: Fleet) -> str:
@@ -188,19 +224,20 @@ def node_real_memory(node: Node) -> int | None:
     return real_memory_mb(node.memory_gb) if node.memory_gb is not None else None
 
 
-def _node_attributes(node: Node) -> tuple[tuple[str, str], ...]:
+def _node_attributes(node: Node, site_features: bool = False) -> tuple[tuple[str, str], ...]:
     """The NodeName attributes of one node, in slurm.conf's usual order (nodes of one
-    group share them: computed once per distinct shape)."""
+    group share them: computed once per distinct shape). ``site_features``: the node's
+    own features only (an adopted cluster that declines fleetspec's)."""
     return _attributes_of(node.cpus, node.sockets, node.cores_per_socket, node.threads_per_core,
                           node_real_memory(node), node.gpu, node.rack, node.stack, node.features, node.other_gres,
-                          node.other_gpus)
+                          node.other_gpus, site_features)
 
 
 @functools.lru_cache(maxsize=4096)
 def _attributes_of(cpus: int | None, sockets: int | None, cores_per_socket: int | None,
                    threads_per_core: int | None, memory_mb: int | None, gpu: GpuSpec, rack: str, stack: str,
                    features: tuple[str, ...], other_gres: tuple[tuple[str, int], ...] = (),
-                   other_gpus: tuple[GpuSpec, ...] = ()) -> tuple[tuple[str, str], ...]:
+                   other_gpus: tuple[GpuSpec, ...] = (), site_features: bool = False) -> tuple[tuple[str, str], ...]:
     attrs: list[tuple[str, str]] = []
     for key, value in (
         ("CPUs", cpus),
@@ -212,10 +249,22 @@ def _attributes_of(cpus: int | None, sockets: int | None, cores_per_socket: int 
             attrs.append((key, str(value)))
     if memory_mb is not None:
         attrs.append(("RealMemory", str(memory_mb)))
-    gpus = [f"gpu:{g.gres_type}:{g.count}" for g in (gpu, *other_gpus)]
+    gpus = [gres_item(g) for g in (gpu, *other_gpus)]
     attrs.append(("Gres", ",".join([*gpus, *(f"{k}:{v}" for k, v in other_gres)])))
-    attrs.append(("Features", ",".join(_features(gpu, rack, stack, features, other_gpus))))
+    if not site_features:
+        attrs.append(("Features", ",".join(_features(gpu, rack, stack, features, other_gpus))))
+    elif features:
+        attrs.append(("Features", ",".join(features)))
     return tuple(attrs)
+
+
+def gres_item(gpu: GpuSpec) -> str:
+    """``gpu:TYPE:N``, or ``gpu:N`` for untyped GRES (an adopted cluster's, spec ``typed: false``)."""
+    return f"gpu:{gpu.gres_type}:{gpu.count}" if gpu.gres_type else f"gpu:{gpu.count}"
+
+
+def _type_field(gres_type: str) -> str:
+    return f" Type={gres_type}" if gres_type else ""
 
 
 # ---------------------------------------------------------------------------------
@@ -276,7 +325,7 @@ def render_slurm_conf(fleet: Fleet, topology: TopologyPlan | None = None) -> str
         f"SchedulerParameters={','.join(scheduler_parameters(fleet) + _prolog_requeue(fleet))}",
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core_Memory",
-        f"GresTypes={','.join(gres_types(fleet))}",
+        *([f"GresTypes={','.join(gres_types(fleet))}"] if slurm_nodes(fleet) else []),  # none: CPU nodes only
         "EnforcePartLimits=ALL",
         "ReturnToService=1",
         f"MpiDefault={MPI_DEFAULT}",
@@ -301,7 +350,7 @@ def render_slurm_conf(fleet: Fleet, topology: TopologyPlan | None = None) -> str
     out += ["", *topology.slurm_conf_lines]
     out += ["", *_node_lines(fleet)]
     out += ["", *_partition_lines(fleet, topology)]
-    return "\n".join(out) + "\n"
+    return _adopt_conf("\n".join(out) + "\n", adoption(fleet))
 
 
 def gres_types(fleet: Fleet) -> list[str]:
@@ -383,12 +432,13 @@ def _node_lines(fleet: Fleet) -> list[str]:
         "# (slurmd sees less than the DIMM total; a node below RealMemory is drained).",
     ]
     extra = site.node_settings(fleet)  # the site's NodeName parameters (slurm_settings)
-    for attrs, hosts in grouped(slurm_nodes(fleet), lambda n: _node_attributes(n) + extra.get(n.hostname, ())):
+    own = declines(fleet, "node-features")
+    for attrs, hosts in grouped(slurm_nodes(fleet), lambda n: _node_attributes(n, own) + extra.get(n.hostname, ())):
         fields = " ".join(f"{k}={v}" for k, v in attrs)  # type: ignore[union-attr]
         lines.append(f"NodeName={compress(hosts)} {fields}{_unknown_state(attrs)}")
     if fleet.cpu_nodes:
         lines.append("# Nodes without GPUs (login, service, CPU partitions): no GRES.")
-    for attrs, hosts in grouped(fleet.cpu_nodes, lambda n: _cpu_attributes(n) + extra.get(n.hostname, ())):
+    for attrs, hosts in grouped(fleet.cpu_nodes, lambda n: _cpu_attributes(n, own) + extra.get(n.hostname, ())):
         fields = " ".join(f"{k}={v}" for k, v in attrs)  # type: ignore[union-attr]
         lines.append(f"NodeName={compress(hosts)} {fields}{_unknown_state(attrs)}".replace("  ", " "))
     return lines
@@ -400,7 +450,7 @@ def _unknown_state(attrs: object) -> str:
     return "" if any(k == "State" for k, _ in attrs) else " State=UNKNOWN"  # type: ignore[attr-defined]
 
 
-def _cpu_attributes(node: CpuNode) -> tuple[tuple[str, str], ...]:
+def _cpu_attributes(node: CpuNode, site_features: bool = False) -> tuple[tuple[str, str], ...]:
     attrs = [(key, str(value)) for key, value in (
         ("CPUs", node.cpus), ("Sockets", node.sockets), ("CoresPerSocket", node.cores_per_socket),
         ("ThreadsPerCore", node.threads_per_core)) if value is not None]
@@ -408,7 +458,9 @@ def _cpu_attributes(node: CpuNode) -> tuple[tuple[str, str], ...]:
         real_memory_mb(node.memory_gb) if node.memory_gb is not None else None)
     if memory is not None:
         attrs.append(("RealMemory", str(memory)))
-    attrs.append(("Features", ",".join(dict.fromkeys((node.rack, *node.features)))))
+    features = node.features if site_features else tuple(dict.fromkeys((node.rack, *node.features)))
+    if features:
+        attrs.append(("Features", ",".join(features)))
     return tuple(attrs)
 
 
@@ -421,20 +473,27 @@ def _partition_lines(fleet: Fleet, topology: TopologyPlan) -> list[str]:
         f"# DefaultTime: {DEFAULT_TIME_MINUTES} minutes (at most MaxTime) for a job without --time,",
         "# on every partition with a finite MaxTime.",
     ]
+    proposal = declines(fleet, "generated-partitions")
+    per_gpu = not declines(fleet, "per-gpu-defaults")
+    default_times = not declines(fleet, "default-time")
+    bills = not declines(fleet, "billing")
     for p in slurm_partitions(fleet):
+        if p.generated and proposal:
+            continue  # an adopted cluster's partitions are the site's (rule adopted-declines-default)
         nodes = [h for h in p.nodes if h in owned]
         fields = [f"PartitionName={p.name}"]
         if nodes or p.cpu_nodes:
             fields.append(f"Nodes={compress([*nodes, *p.cpu_nodes])}")
         if p.default:
             fields.append("Default=YES")
-        fields += [f"{k}={v}" for k, v in per_gpu_defaults([owned[h] for h in nodes])]
+        if per_gpu:
+            fields += [f"{k}={v}" for k, v in per_gpu_defaults([owned[h] for h in nodes])]
         fields.append(f"MaxTime={p.max_time or 'INFINITE'}")
-        default_time = default_time_for(p.max_time)
+        default_time = default_time_for(p.max_time) if default_times else None
         if default_time:
             fields.append(f"DefaultTime={default_time}")
         fields.append(f"State={(p.state or 'UP').upper()}")
-        billing = tres_billing_weights(fleet, [owned[h] for h in nodes])
+        billing = tres_billing_weights(fleet, [owned[h] for h in nodes]) if bills else None
         if billing:
             fields.append(f"TRESBillingWeights={billing}")
         if p.name in topology.partition_topology:
@@ -457,7 +516,7 @@ def accounting_tres(fleet: Fleet) -> list[str]:
         types = {owned[h].gpu.gres_type for h in p.nodes if h in owned}
         if len(types) > 1:
             typed |= types
-    return ["gres/gpu", *(f"gres/gpu:{t}" for t in sorted(typed))]
+    return ["gres/gpu", *(f"gres/gpu:{t}" for t in sorted(typed - {""}))]
 
 
 def _weight(value: float, up: bool = False) -> str:
@@ -501,7 +560,7 @@ def tres_billing_weights(fleet: Fleet, nodes: list[Node]) -> str | None:
     if len(types) == 1:
         parts.append(f"GRES/gpu={_weight(per_gpu[types[0]])}")
     else:
-        parts += [f"GRES/gpu:{t}={_weight(per_gpu[t])}" for t in types]
+        parts += [f"GRES/gpu{':' + t if t else ''}={_weight(per_gpu[t])}" for t in types]
     return ",".join(parts)
 
 
@@ -579,6 +638,10 @@ def render_gres_conf(fleet: Fleet) -> str:
     gpu/generic, that is, these File= lines. Explicit files work with every build.
     """
     assert fleet.slurm is not None
+    adopted = adoption(fleet)
+    if adopted is not None and adopted.gres_conf is not None:
+        return "".join(f"{line}\n" for line in ("# The adopted cluster's gres.conf as it wrote it "
+                                                "(spec.slurm.adopted.gres_conf).", *adopted.gres_conf))
     version = fleet.slurm.version
     if fleet.slurm.gres_autodetect:
         out = [
@@ -612,18 +675,19 @@ def render_gres_conf(fleet: Fleet) -> str:
             start = 0
             for g_type, g_count in ((gres_type, count), *((g.gres_type, g.count) for g in more)):
                 for files in _file_patterns(vendor, numbers[start:start + g_count]):
-                    out.append(f"NodeName={hostlist} Name=gpu Type={g_type} File={files}")
+                    out.append(f"NodeName={hostlist} Name=gpu{_type_field(g_type)} File={files}")
                 start += g_count
             continue
         binding = None if plugin else gpu_core_ranges(count, sockets, cores)
         numbers = device_numbers(vendor, generation, count)
         if binding is None:
             for files in device_files(vendor, count, generation):
-                out.append(f"NodeName={hostlist} Name=gpu Type={gres_type} File={files}")
+                out.append(f"NodeName={hostlist} Name=gpu{_type_field(gres_type)} File={files}")
         else:
             for first, last, core_range in binding:
                 for files in _file_patterns(vendor, numbers[first:last + 1]):
-                    out.append(f"NodeName={hostlist} Name=gpu Type={gres_type} File={files} Cores={core_range}")
+                    out.append(f"NodeName={hostlist} Name=gpu{_type_field(gres_type)} File={files} "
+                               f"Cores={core_range}")
         # MPS and shards: each GPU's device file with its share of the node's count (gres.conf(5),
         # File: "For either of these GRES, each GPU would be identified by device file using the File
         # parameter and Count would specify the number of entries that would correspond to that GPU").
@@ -759,7 +823,7 @@ def render_slinky_values(fleet: Fleet) -> str:
                 # site's slurm_settings follow fleetspec's (slinky_problems refuses a
                 # NodeSet whose hosts disagree on them).
                 "extraConfMap": {
-                    "Gres": [f"gpu:{node.gpu.gres_type}:{node.gpu.count}"],
+                    "Gres": [gres_item(node.gpu)],
                     "Features": list(_without_rack(node)),
                     **dict(site.node_settings(fleet).get(hosts[0], ())),
                 },

@@ -10,7 +10,7 @@ from __future__ import annotations
 from fleetspec.catalog import Catalog
 from fleetspec.compile.ir import Fleet
 from fleetspec.findings import Finding, Severity
-from fleetspec.rules import firmware, packaging, scheduling, stack_versions, topology, workload_plane
+from fleetspec.rules import adoption, firmware, packaging, scheduling, stack_versions, topology, workload_plane
 from fleetspec.rules.base import Rule
 
 E, W = Severity.ERROR, Severity.WARNING
@@ -90,6 +90,12 @@ RULES: tuple[Rule, ...] = (
          scheduling.check_slurm_tenants),
     Rule("tenant-quota", E, "tenant quota on a missing partition, or beyond the fleet", scheduling.check_tenant_quota,
          warns=True),
+    Rule("adopted-site-value", W, "an adopted cluster keeps its own value of a slurm.conf key fleetspec would set",
+         adoption.check_adopted_values),
+    Rule("adopted-declines-default", W, "an adopted cluster declines one of fleetspec's defaults (DefaultTime, "
+         "billing, per-GPU defaults, generated partitions, node features)", adoption.check_declined_defaults),
+    Rule("adopted-site-file", W, "an adopted cluster keeps its own gres.conf or topology.conf",
+         adoption.check_site_files),
     Rule("gpu-operator-unsupported", E, "NVIDIA and AMD GPU Operator releases vs Kubernetes version and drivers",
          scheduling.check_gpu_operator, warns=True),
 )

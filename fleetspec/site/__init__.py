@@ -91,7 +91,13 @@ def site_settings(spec: m.FleetSpec, fleet: ir.Fleet, spec_dir: Path | None,
         ansible_vars = site_ansible.check_vars(body.ansible.vars, path + ("vars",), findings)
         hooks = site_ansible.check_hooks(body.ansible.hooks, [p.name for p in fleet.partitions], spec_dir,
                                          path + ("hooks",), findings)
-    site = ir.SiteSettings(slurm_conf, tuple(partitions), tuple(nodes), cgroup, slurmdbd, helm, ansible_vars, hooks)
+    adoption = None
+    if s is not None and s.adopted is not None:
+        from fleetspec.site.adopted import check_adopted
+
+        adoption = check_adopted(s.adopted, s.version, findings)
+    site = ir.SiteSettings(slurm_conf, tuple(partitions), tuple(nodes), cgroup, slurmdbd, helm, ansible_vars, hooks,
+                           adoption)
     return (None if site == ir.SiteSettings() else site), findings
 
 

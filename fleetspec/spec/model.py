@@ -205,9 +205,26 @@ class Fabric(_Model):
     spines: list[Name] = Field(default_factory=empty_list)
 
 
+# A GRES type as Slurm takes it (gres.conf(5) Type=: the site's own name, `volta`,
+# `tesla_v100-sxm2-32gb`, as NVML autodetection spells it); no `:` `,` `(` or blanks.
+GRES_TYPE = r"^[a-z0-9][a-z0-9_.-]{0,62}$"
+
+
 class GpuRef(_Model):
     model: strict(str, min_length=1, max_length=64)
     count: strict(int, ge=1, le=64)
+    gres: strict(str, pattern=GRES_TYPE) | None = Field(
+        default=None, description="the Slurm GRES type, where the site names it otherwise than the model's "
+                                  "(gpu:volta for v100): jobs' --gres and accounting keep the site's name")
+    typed: StrictBool = Field(
+        default=True, description="false: untyped Slurm GRES (Gres=gpu:8, gres.conf without Type=), as an "
+                                  "adopted cluster declares them")
+
+    @model_validator(mode="after")
+    def _one_type(self) -> "GpuRef":
+        if not self.typed and self.gres is not None:
+            raise ValueError("give gres (the Slurm type) or typed: false (untyped GRES), not both")
+        return self
 
 
 # Unbounded repeats plus max_length, not {1,4096}: a counted repeat makes the regex
@@ -254,7 +271,7 @@ class SlurmNodeState(_Model):
     NodeName line says: an adopted cluster's drained and down nodes stay so after the
     first apply, whatever slurmctld's saved state holds."""
 
-    state: Literal["CLOUD", "DOWN", "DRAIN", "FAIL", "FUTURE"]
+    state: Literal["CLOUD", "DOWN", "DRAIN", "FAIL", "FUTURE", "IDLE"]
     reason: strict(str, pattern=SLURM_NODE_REASON, max_length=256) | None = None  # type: ignore[valid-type]
 
 
@@ -516,6 +533,32 @@ class SlurmConverge(_Model):
         return value
 
 
+# fleetspec's defaults an adopted cluster declines (docs/import.md, rule adopted-declines-default).
+ADOPTED_DEFAULTS = ("default-time", "billing", "per-gpu-defaults", "generated-partitions", "node-features")
+SLURM_KEY = r"^[A-Za-z][A-Za-z0-9]{0,63}$"
+
+
+class SlurmAdopted(_Model):
+    """What an adopted cluster keeps of its own where fleetspec would decide otherwise
+    (`fleetspec import slurm` writes it; docs/import.md), so that the first plan changes
+    nothing. Every entry is a proposal declined, and validate says so (rules
+    adopted-site-value, adopted-declines-default, adopted-gres-conf); deleting an entry adopts
+    fleetspec's choice, which then plans as a change with its disruption."""
+
+    conf: dict[strict(str, pattern=SLURM_KEY), SettingValue | None] = Field(
+        default_factory=dict, description="slurm.conf keys at the site's value where fleetspec would write another "
+                                          "(SelectTypeParameters: CR_Core); null: the site leaves the key to Slurm's "
+                                          "default, so fleetspec writes none")
+    declines: list[Literal[ADOPTED_DEFAULTS]] = Field(  # type: ignore[valid-type]
+        default_factory=empty_list, description="fleetspec defaults not applied: " + ", ".join(ADOPTED_DEFAULTS))
+    gres_conf: list[strict(str, max_length=4096)] | None = Field(
+        default=None, max_length=100_000, description="gres.conf as the site wrote it, line by line ([]: the site "
+                                                      "wrote none); instead of fleetspec's device files and bindings")
+    topology_conf: list[strict(str, max_length=65536)] | None = Field(
+        default=None, max_length=100_000, description="topology.conf as the site wrote it, line by line; instead "
+                                                      "of the tree fleetspec draws from racks and spines")
+
+
 class Slurm(_Model):
     version: Version
     mode: Literal["native", "slinky"] = "native"
@@ -542,6 +585,9 @@ class Slurm(_Model):
         default_factory=empty_list, description="accounts made with sacctmgr at apply (needs accounting)")
     converge: SlurmConverge | None = Field(
         default=None, description="nodes converge themselves at boot from a signed bundle (apply --engine slurm-native)")
+    adopted: SlurmAdopted | None = Field(
+        default=None, description="an adopted cluster's own values where fleetspec would decide otherwise "
+                                  "(written by import; docs/import.md)")
 
     @field_validator("state_save_location")
     @classmethod
@@ -876,15 +922,17 @@ class SiteGpuModel(_Model):
     name: strict(str, pattern=r"^[A-Za-z0-9][A-Za-z0-9 ._()/-]*$", max_length=128) = Field(
         description="the name nvidia-smi / amd-smi prints for it")
     generation: Name = Field(description="the architecture family that names its generated partition")
-    architecture: strict(str, pattern=r"^[A-Za-z0-9._-]+$", max_length=64) | None = None
+    architecture: strict(str, pattern=r"^[A-Za-z0-9._-]+( [A-Za-z0-9._-]+)*$", max_length=64) | None = Field(
+        default=None, description="as nvidia-smi prints it (Ada Lovelace)")
     memory_gb: PositiveInt
     form_factor: Literal["pcie", "sxm", "oam", "mxm", "other"] = "pcie"
-    gres: strict(str, pattern=r"^[a-z0-9][a-z0-9_]{0,62}$") = Field(description="the GRES type name Slurm uses")
+    gres: strict(str, pattern=GRES_TYPE) = Field(description="the GRES type name Slurm uses")
 
 
 class FleetBody(_Model):
     os: Literal["ubuntu-22.04", "ubuntu-24.04", "debian-12"]
-    stacks: dict[Name, Stack] = Field(min_length=1)
+    stacks: dict[Name, Stack] = Field(
+        default_factory=dict, description="pinned tuples by name; a fleet of CPU-only nodes has none")
     gpu_models: dict[Name, SiteGpuModel] = Field(
         default_factory=dict, description="GPU models the catalog does not know, declared by the site")
     fabric: Fabric | None = None

@@ -16,7 +16,30 @@ H200 = Path(__file__).parents[1] / "data" / "fixtures" / "h200-node" / "collecto
 BOARDS = {"NVIDIA GeForce RTX 2080 Ti": {"architecture": "Turing", "memory_mib": 11264, "compute_capability": "7.5"},
           "NVIDIA GeForce GTX 970": {"architecture": "Maxwell", "memory_mib": 4096, "compute_capability": "5.2"},
           "NVIDIA GeForce GTX 1060 6GB": {"architecture": "Pascal", "memory_mib": 6144, "compute_capability": "6.1"},
-          "Tesla T4": {"architecture": "Turing", "memory_mib": 15360, "compute_capability": "7.5"}}
+          "Tesla T4": {"architecture": "Turing", "memory_mib": 15360, "compute_capability": "7.5"},
+          # Boards of the brownfield clusters (../shared/brownfield/README.md), as nvidia-smi
+          # --query-gpu=name,memory.total and its architecture field print them (illustrative:
+          # none of those clusters publishes its facts).
+          "NVIDIA GeForce RTX 3090": {"architecture": "Ampere", "memory_mib": 24576, "compute_capability": "8.6"},
+          "NVIDIA GeForce RTX 2080": {"architecture": "Turing", "memory_mib": 8192, "compute_capability": "7.5"},
+          "NVIDIA GeForce RTX 4080 SUPER": {"architecture": "Ada Lovelace", "memory_mib": 16376,
+                                            "compute_capability": "8.9"},
+          "NVIDIA GeForce GTX 1080 Ti": {"architecture": "Pascal", "memory_mib": 11264, "compute_capability": "6.1"},
+          "NVIDIA TITAN Xp": {"architecture": "Pascal", "memory_mib": 12288, "compute_capability": "6.1"},
+          "NVIDIA TITAN RTX": {"architecture": "Turing", "memory_mib": 24576, "compute_capability": "7.5"},
+          "Quadro RTX 6000": {"architecture": "Turing", "memory_mib": 24576, "compute_capability": "7.5"},
+          "Quadro RTX 5000": {"architecture": "Turing", "memory_mib": 16384, "compute_capability": "7.5"},
+          "Tesla V100-SXM2-32GB": {"architecture": "Volta", "memory_mib": 32768, "compute_capability": "7.0"},
+          "NVIDIA GeForce GTX TITAN X": {"architecture": "Maxwell", "memory_mib": 12288, "compute_capability": "5.2"},
+          "NVIDIA GeForce GTX 1080": {"architecture": "Pascal", "memory_mib": 8192, "compute_capability": "6.1"},
+          "Tesla K40m": {"architecture": "Kepler", "memory_mib": 11520, "compute_capability": "3.5"},
+          "Tesla K20m": {"architecture": "Kepler", "memory_mib": 5120, "compute_capability": "3.5"},
+          "Tesla M2070-Q": {"architecture": "Fermi", "memory_mib": 6144, "compute_capability": "2.0"},
+          "Tesla V100-PCIE-32GB": {"architecture": "Volta", "memory_mib": 32768, "compute_capability": "7.0"}}
+
+# A tuple Volta-to-Ada boards run (CUDA 13 dropped Volta and older: the catalog's
+# cuda-unsupported-gpu): driver R535 with CUDA 12.2, NCCL 2.18.3, cuDNN 8.9.7.
+CUDA12 = {"driver": "535.183.01", "cuda": "12.2", "nccl": "2.18.3", "cudnn": "8.9.7"}
 
 
 def nvidia_facts(host: str, gpu_name: str | list[tuple[str, int]], count: int = 0) -> dict[str, Any]:
@@ -28,6 +51,26 @@ def nvidia_facts(host: str, gpu_name: str | list[tuple[str, int]], count: int = 
     template = data["nvidia"]["gpus"][0]
     listed = [{**copy.deepcopy(template), "name": name, **BOARDS.get(name, {})} for name, n in boards for _ in range(n)]
     data["nvidia"]["gpus"] = [{**gpu, "index": i} for i, gpu in enumerate(listed)]
+    return data
+
+
+def with_tuple(data: dict[str, Any], tup: dict[str, str]) -> dict[str, Any]:
+    """The same facts with another stack tuple (driver, CUDA toolkit, system NCCL and cuDNN)."""
+    data = copy.deepcopy(data)
+    data["nvidia"]["driver_version"] = data["nvidia"]["smi_driver_version"] = tup["driver"]
+    data["cuda"]["toolkits"] = [{"components": {}, "path": "/usr/local/cuda", "version": tup["cuda"]}]
+    data["cuda"]["default_toolkit"] = "/usr/local/cuda"
+    for key in ("nccl", "cudnn"):
+        data[key]["libraries"] = [{"origin": "system", "environment": None, "version": tup[key],
+                                   "path": f"/usr/lib/x86_64-linux-gnu/lib{key}.so.{tup[key]}"}]
+    return data
+
+
+def cpu_facts(host: str) -> dict[str, Any]:
+    """A node without GPUs: no NVIDIA or AMD stack (the collector's absent sections)."""
+    data = json.loads(H200.read_text())
+    data["hostname"] = host
+    data["nvidia"] = {"present": False, "gpus": [], "driver_version": "absent"}
     return data
 
 

@@ -141,8 +141,8 @@ def test_a_gres_type_outside_the_catalog_without_facts_stops() -> None:
     with pytest.raises(ImportRefused, match="goedel,turing: the files say geforce_rtx_2080_ti but the node's facts report "
                        "NVIDIA H100 80GB HBM3, the catalog's h100-sxm"):
         _import("workstation-typed", facts=facts)
-    with pytest.raises(ImportRefused, match="turing: GRES type 'geforce_rtx_2080_ti' is not the GRES type of a "
-                       "catalog GPU model"):
+    with pytest.raises(ImportRefused, match="turing: GRES type 'geforce_rtx_2080_ti' names no catalog GPU model "
+                       "and the node's facts do not say which board it is"):
         _import("workstation-typed", facts={h: f for h, f in _facts(**CASES["workstation-typed"][0]).items()
                                             if h == "goedel"})
 
@@ -233,8 +233,11 @@ def test_cli_writes_the_spec_from_a_facts_directory(tmp_path: Path) -> None:
     assert "model: mi300x" in out.read_text()
 
 
-def test_a_managed_key_the_render_changes_is_a_located_warning(tmp_path: Path) -> None:
-    """circe's whole-node scheduling (select/linear) is not what fleetspec renders: say so."""
+def test_a_managed_key_keeps_the_site_value_and_validate_proposes_fleetspecs(tmp_path: Path) -> None:
+    """circe's whole-node scheduling (select/linear) is not what fleetspec renders: the adopted
+    spec keeps it (#39 item 3) and validate names fleetspec's value as a proposal."""
+    from fleetspec.pipeline import compile_text
+
     d = tmp_path / "c"
     d.mkdir()
     (d / "slurm.conf").write_text((DATA / "tree-topology" / "slurm.conf").read_text()
@@ -242,10 +245,13 @@ def test_a_managed_key_the_render_changes_is_a_located_warning(tmp_path: Path) -
     facts = _facts(**CASES["tree-topology"][0])
     result = import_slurm(d / "slurm.conf", None, DATA / "tree-topology" / "topology.conf", facts, "24.11.5",
                           "infiniband")
-    shown = [str(w) for w in result.warnings]
-    assert any("slurm.conf:19:1: warning: SelectType=select/linear becomes SelectType=select/cons_tres" in w
-               for w in shown), shown
-    assert any("SlurmctldPort=7817 becomes SlurmctldPort=6817" in w for w in shown), shown
+    assert not [w for w in result.warnings if "becomes" in str(w)], result.warnings
+    text = _rendered(result.spec_text, tmp_path).read_text()
+    assert "\nSelectType=select/linear\n" in text and "\nSlurmctldPort=7817\n" in text
+    said = [f.message for f in compile_text(result.spec_text, "imported.yaml").located()
+            if f.rule == "adopted-site-value"]
+    assert any(m.startswith("SelectType=select/linear is the adopted cluster's own value; fleetspec would write "
+                            "its own (typed GPU GRES need select/cons_tres)") for m in said), said
 
 
 def test_adopted_state_makes_the_first_plan_show_only_real_differences(tmp_path: Path) -> None:
@@ -334,7 +340,7 @@ def test_site_names_and_features_are_kept_as_slurm_spells_them(tmp_path: Path) -
     assert "SlurmctldHost=HEAD01\n" in text
     assert "NodeName=GPU[01-02] " in text and "PartitionName=CPU Nodes=roc[01-03] " in text
     assert "PartitionName=rocsLong " in text and "PartitionName=gpu_long Nodes=GPU[01-02] " in text
-    assert ",ib,2.4GHz,gpu_a100,CPU_GEN:ICX" in text and ",CPU_GEN:SKX,CPU_FRQ:2.30GHz" in text
+    assert " Features=ib,2.4GHz,gpu_a100,CPU_GEN:ICX " in text and " Features=CPU_GEN:SKX,CPU_FRQ:2.30GHz " in text
 
 
 def test_a_feature_with_a_constraint_operator_is_a_located_error(tmp_path: Path) -> None:
@@ -369,12 +375,17 @@ def test_partitions_differing_only_in_case_are_refused() -> None:
 def test_a_node_with_two_gpu_models_keeps_each_type_and_its_device_order(tmp_path: Path) -> None:
     """#29 item 1: the primary model (spec gpu) is the one at the first device file; the
     render writes gres.conf in the site's device order."""
+    import dataclasses
+
     from fleetspec.render.slurm import render_slurm
 
     result = _import("mixed-gpus")
     assert "- hosts: mix[1-2]\n      gpu:\n        model: t4\n        count: 1" in result.spec_text
     assert "other_gpus:\n      - model: a100\n        count: 2" in result.spec_text
-    gres = next(t for p, t in render_slurm(result.fleet).items() if p.name == "gres.conf")
+    # fleetspec's own gres.conf, as once the site drops spec.slurm.adopted.gres_conf
+    site = dataclasses.replace(result.fleet.site, adoption=None)
+    gres = next(t for p, t in render_slurm(dataclasses.replace(result.fleet, site=site)).items()
+                if p.name == "gres.conf")
     assert "NodeName=mix[1-2] Name=gpu Type=t4 File=/dev/nvidia0\nNodeName=mix[1-2] Name=gpu Type=a100 " \
            "File=/dev/nvidia[1-2]\n" in gres
     assert "NodeName=viz1 Name=gpu Type=gtx970 File=/dev/nvidia0\nNodeName=viz1 Name=gpu Type=gtx1060 " \
@@ -400,5 +411,6 @@ def test_keys_defunct_at_the_target_release_or_owned_by_fleetspec_are_warnings_n
     result = import_slurm(conf, None, None, _facts(n1=(A100, 4)), "24.11.5")
     said = "\n".join(str(w) for w in result.warnings)
     assert "slurm.conf:3:1: warning: JobCredentialPrivateKey=/etc/slurm/key.pem is dropped: defunct" in said
-    assert "slurm.conf:4:1: warning: PluginDir=/usr/lib64/slurm is not kept: fleetspec manages PluginDir" in said
-    assert "PluginDir" not in result.spec_text and "JobCredentialPrivateKey" not in result.spec_text
+    assert "PluginDir" not in said  # kept by the adoption (#39 item 3); validate proposes fleetspec's
+    assert "\n        PluginDir: /usr/lib64/slurm\n" in result.spec_text.split("adopted:")[1]
+    assert "JobCredentialPrivateKey" not in result.spec_text

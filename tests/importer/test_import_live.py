@@ -110,7 +110,7 @@ def test_the_render_keeps_them_out_of_service_in_a_real_slurmctld(imported, tmp_
     assert result.valid, [f.message for f in result.located()]
     files = render_slurm(result.fleet)
     conf = files[PurePosixPath("slurm/slurm.conf")]
-    assert f'NodeName=cpu02 CPUs=4 RealMemory=1000 Features=r01 State=DRAIN Reason="{REASON}"' in conf
+    assert f'NodeName=cpu02 CPUs=4 RealMemory=1000 State=DRAIN Reason="{REASON}"' in conf
     c = Cluster(tmp_path, files)
     try:
         c.start(wait_idle=False, nodes=["cpu01", "cpu02", "gpu01"])

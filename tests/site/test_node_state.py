@@ -32,7 +32,7 @@ def test_a_reason_that_could_break_the_line_is_refused_at_the_field() -> None:
     for reason in ('a \\" b', "a # b", "x" * 257):
         (error,) = _errors(spec(node_settings=f'          slurm_state: {{state: DOWN, reason: "{reason}"}}'))
         assert (error.line, error.path) == (17, "spec.racks[0].nodes[0].slurm_state.reason"), error
-    (error,) = _errors(spec(node_settings="          slurm_state: {state: IDLE}"))
+    (error,) = _errors(spec(node_settings="          slurm_state: {state: RESUME}"))
     assert error.path == "spec.racks[0].nodes[0].slurm_state.state"
 
 

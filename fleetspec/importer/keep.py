@@ -1,0 +1,131 @@
+"""What an adopted cluster keeps: the spec's ``slurm.adopted`` for an imported cluster.
+
+fleetspec's defaults (a DefaultTime, billing weights, memory as a consumable, cgroup
+confinement, munge, its own partitions and features, gres.conf device files) are good for a
+fleet it creates; on a fleet it adopts they would change how the cluster behaves on the
+first apply. `adoption` compares what fleetspec would render for the imported spec with the
+site's files and pins the site's value wherever they differ (docs/import.md, "What is
+kept"); validate then names each as a proposal (rules adopted-site-value,
+adopted-declines-default, adopted-gres-conf).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from fleetspec.importer.conf import Problem, Where
+from fleetspec.importer.slurm_files import SlurmConf
+
+# Keys other spec fields carry, rendered from them (ClusterName is metadata.name, in lower
+# case; the controllers; the state directory; GresTypes, the GRES the node groups declare):
+# never pinned. A GresTypes the site left out while declaring GPUs would leave them
+# unscheduled (slurmctld shows Gres=(null)); the render writes the GRES the nodes have.
+_FROM_FIELDS = {"clustername", "slurmctldhost", "controlmachine", "controladdr", "backupcontroller", "backupaddr",
+                "statesavelocation", "nodename", "partitionname", "include", "grestypes"}
+# PartitionName keys each default adds (render/slurm.py _partition_lines).
+_PARTITION_DEFAULTS = {"default-time": ("DefaultTime",), "billing": ("TRESBillingWeights",),
+                       "per-gpu-defaults": ("DefMemPerGPU", "DefCpuPerGPU")}
+
+
+def adoption(source: SlurmConf, rendered_conf: str, fleet: Any, kept: dict[str, str], site_settings: set[str],
+             gres_lines: list[str] | None, topology_lines: list[str] | None = None) -> dict[str, Any]:
+    """The spec's ``slurm.adopted`` for the fleet imported from ``source``.
+
+    ``rendered_conf``: fleetspec's slurm.conf for the spec without adoption (site settings
+    not applied); ``kept``: the site's keys of a class fleetspec owns (AuthAltTypes,
+    AccountingStorageEnforce, ...), as written, that the release still takes;
+    ``site_settings``: keys already kept under ``slurm.settings`` (lower case);
+    ``gres_lines``: the site's gres.conf lines ([] where it gave none)."""
+    from fleetspec.importer.conf import text_lines
+    from fleetspec.importer.slurm_files import slurm_conf_of
+
+    back = slurm_conf_of(text_lines(rendered_conf, "rendered slurm.conf", []), [])
+    site = {k.lower(): (k, p.value) for k, p in source.settings.items()}
+    conf: dict[str, Any] = {}
+    for key, pair in back.settings.items():
+        low = key.lower()
+        if low in _FROM_FIELDS or low in site_settings:
+            continue
+        if low in site:
+            if site[low][1].lower() != pair.value.lower():
+                conf[key] = _value(site[low][1])
+        else:
+            conf[key] = None  # the site leaves it to Slurm's default: fleetspec writes none
+    rendered = {k.lower() for k in back.settings}
+    for key, value in kept.items():
+        if key.lower() not in rendered and key.lower() not in _FROM_FIELDS:
+            conf[key] = _value(value)
+    out: dict[str, Any] = {}
+    if conf:
+        out["conf"] = conf
+    out["declines"] = _declines(source, back, fleet)
+    if gres_lines is not None:
+        out["gres_conf"] = gres_lines
+    if topology_lines is not None:
+        out["topology_conf"] = topology_lines
+    return out
+
+
+def _value(text: str) -> str | int:
+    return int(text) if text.isdigit() and len(text) < 16 and str(int(text)) == text else text
+
+
+def _declines(source: SlurmConf, back: SlurmConf, fleet: Any) -> list[str]:
+    """The defaults that would change the site's partitions or nodes: a partition key the
+    render adds where the site's partition (or its PartitionName=DEFAULT) has none."""
+    out = []
+    if any(p.generated and p.nodes for p in fleet.partitions):
+        out.append("generated-partitions")
+    for name, keys in _PARTITION_DEFAULTS.items():
+        wanted = {k.lower() for k in keys}
+        for part_name, part in back.partitions.items():
+            site = source.partitions.get(part_name)
+            own = {k.lower() for k in site.attrs} if site is not None else set()
+            if any(k.lower() in wanted and k.lower() not in own for k in part.attrs):
+                out.append(name)
+                break
+    out.append("node-features")  # fleetspec adds vendor, generation, model, rack and stack features
+    return out
+
+
+def gres_conf_lines(path: Path | None, problems: list[Problem]) -> list[str]:
+    """gres.conf as the site wrote it, one entry per line (comments and blank lines left
+    out, continuations joined, blanks collapsed); [] without a gres.conf. A line fleetspec
+    could not write back (a key gres.conf(5) lacks, a quoted value) is a problem at it."""
+    from fleetspec.site.adopted import GRES_KEYS
+
+    return [] if path is None else _site_lines(path, GRES_KEYS, "gres.conf", problems)
+
+
+def topology_conf_lines(path: Path | None, problems: list[Problem]) -> list[str] | None:
+    """topology.conf as the site wrote it (as gres_conf_lines); None without one, or for a
+    topology.yaml (its blocks are racks of the spec)."""
+    from fleetspec.site.adopted import TOPOLOGY_KEYS
+
+    if path is None or path.suffix in (".yaml", ".yml"):
+        return None
+    return _site_lines(path, TOPOLOGY_KEYS, "topology.conf", problems)
+
+
+def _site_lines(path: Path, keys: set[str], name: str, problems: list[Problem]) -> list[str]:
+    from fleetspec.site.adopted import line_problem
+
+    out: list[str] = []
+    pending = ""
+    for number, raw in enumerate(path.read_text(errors="replace").splitlines(), 1):
+        line = pending + raw.split("#", 1)[0]
+        if line.rstrip().endswith("\\"):
+            pending = line.rstrip()[:-1] + " "
+            continue
+        pending = ""
+        line = " ".join(line.split())
+        if not line:
+            continue
+        problem = line_problem(line, keys, name)
+        if problem:
+            problems.append(Problem(Where(str(path), number, 1), f"{problem}; an adopted {name} is kept as "
+                                    "written, so fix the line"))
+            continue
+        out.append(line)
+    return out
