@@ -25,7 +25,7 @@ from pathlib import Path
 from fleetspec.apply.control import NodeControl
 from fleetspec.baremetal.drift import bmc_changes, firmware_reported
 from fleetspec.baremetal.join import JOIN_REASON
-from fleetspec.baremetal.redfish import BMC_BACK_S, BmcError, Observed, Session
+from fleetspec.baremetal.redfish import BMC_BACK_S, READ_DEADLINE_S, BmcError, Observed, Session
 from fleetspec.compile.ir import Fleet, NodeBmc
 from fleetspec.findings import Finding
 from fleetspec.plan.model import Change, Disruption, Plan
@@ -44,7 +44,9 @@ class Observation:
 
 
 def observe(fleet: Fleet, base_dir: Path, hosts: Sequence[str] | None = None, parallel: int = 16,
-            redactor: Redactor | None = None) -> Observation:
+            redactor: Redactor | None = None, deadline_s: float | None = READ_DEADLINE_S) -> Observation:
+    """Read every BMC (``hosts``: those only); each BMC within ``deadline_s`` in all, else
+    it is unreachable, with the reason."""
     if fleet.baremetal is None:
         return Observation()
     wanted = set(hosts) if hosts is not None else None
@@ -53,7 +55,7 @@ def observe(fleet: Fleet, base_dir: Path, hosts: Sequence[str] | None = None, pa
 
     def read(bmc: NodeBmc) -> Observed | str:
         try:
-            with Session(bmc, base_dir, redactor) as session:
+            with Session(bmc, base_dir, redactor, deadline_s) as session:
                 return session.read()
         except BmcError as exc:
             return str(exc)
