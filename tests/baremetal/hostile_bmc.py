@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import ssl
 import threading
 import time
@@ -33,6 +34,7 @@ from typing import Any
 from tests.conftest import shared_tree
 
 USER, PASSWORD, TOKEN = "admin", "hostile-bmc-Pw-0451", "tok-5d1c2e"
+MAC_FILE = re.compile(r"([0-9a-f]{2}-){5}[0-9a-f]{2}\.ipxe")  # a boot script's name: iPXE's ${net0/mac:hexhyp}
 CAPTURE = "redfish/mockups/supermicro-hgx-h100"
 
 

@@ -221,3 +221,57 @@ def test_without_any_trust_setting_a_vendor_certificate_is_refused(ami_bmc, tmp_
     with pytest.raises(BmcError, match="TLS: the BMC's certificate was refused .*certificate verify failed"), \
             Session(node_bmc(ami_bmc.url), tmp_path):
         pass
+
+
+# --- boot scripts by MAC (#41 item 4) --------------------------------------------------------
+
+def _two_nodes(hostile):
+    """gpu-01 and gpu-02, each with a BMC at the hostile service (its System 1)."""
+    from .fleets import compiled, spec
+
+    text = spec(hostile.url).replace('system: "{host}"', 'system: "1"').replace(
+        "env:FLEETSPEC_TEST_BMC_PASSWORD", f"env:{ENV}").replace("username: admin", f"username: {h.USER}")
+    return compiled(text).fleet
+
+
+def test_a_mac_two_bmcs_report_is_an_error_naming_both_and_nothing_is_written(hostile, tmp_path) -> None:
+    """Both BMCs report the capture's NICs: either could take the other's boot."""
+    from fleetspec.baremetal.run import BootScriptError, observe, write_boot_scripts
+
+    fleet = _two_nodes(hostile)
+    seen = observe(fleet, tmp_path, hosts=["gpu-01", "gpu-02"])
+    assert set(seen.seen) == {"gpu-01", "gpu-02"}, seen.unreachable
+    mac = seen.seen["gpu-01"].nics[0]
+    tftp = tmp_path / "tftp"
+    tftp.mkdir()
+    with pytest.raises(BootScriptError) as caught:
+        write_boot_scripts(tftp, fleet, seen)
+    assert f"the MAC {mac} is reported by the BMCs of gpu-01 and gpu-02" in str(caught.value)
+    assert list(tftp.iterdir()) == []
+
+
+def test_only_unicast_macs_become_boot_scripts_normalised(hostile, tmp_path) -> None:
+    """A BMC naming its NICs with paths, shell words, multicast and hyphenated upper case."""
+    from fleetspec.baremetal.run import observe, write_boot_scripts
+
+    planted = {"1": "../../boot", "2": "01:00:5E:00:00:FB", "3": "B8-3F-D2-90-97-C4", "4": "hosts/gpu-02",
+               "5": "$(reboot)", "6": "00:00:00:00:00:00"}
+    for member, value in planted.items():
+        hostile.rewrite[f"/redfish/v1/Systems/1/EthernetInterfaces/{member}"] = (
+            lambda doc, value=value: {**doc, "MACAddress": value})
+    fleet = _two_nodes(hostile)
+    seen = observe(fleet, tmp_path, hosts=["gpu-01"])
+    tftp = tmp_path / "tftp"
+    tftp.mkdir()
+    written, skipped = write_boot_scripts(tftp, fleet, seen)
+    names = sorted(p.name for p in (tftp / "nodes").iterdir())
+    assert names == sorted(p.name for p in written)
+    assert "b8-3f-d2-90-97-c4.ipxe" in names
+    for name in names:
+        assert h.MAC_FILE.fullmatch(name), name
+    assert sorted(p.relative_to(tftp).as_posix() for p in tftp.rglob("*")) == ["nodes"] + [f"nodes/{n}" for n in names]
+    left_out = "\n".join(skipped)
+    for value in ("'../../boot'", "'hosts/gpu-02'", "'$(reboot)'"):
+        assert f"its BMC reports the NIC address {value}, not a MAC" in left_out
+    assert "01:00:5e:00:00:fb, a multicast, broadcast or zero address" in left_out
+    assert "00:00:00:00:00:00, a multicast" in left_out
