@@ -162,6 +162,7 @@ class Session:
         self._conn: Any = None
         self._system: Any = None
         self._transport: Any = None  # fleetspec.baremetal.transport.Transport
+        self._tls: Any = None  # fleetspec.baremetal.transport.Tls, as the spec gives it
         self._shared = False  # the service serves several systems (a chassis manager, an emulator)
 
     def __enter__(self) -> Session:
