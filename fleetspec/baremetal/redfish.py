@@ -193,17 +193,35 @@ class Session:
             self._conn = sushy.Sushy(base, username=self.bmc.username, password=password.decode(errors="replace"),
                                      connector=conn, public_connector=self._transport.http())
             self._system = self._find_system()
-        except BmcError:
-            raise
         except Exception as exc:  # sushy's errors, requests' errors: one message per node
-            raise self._error("cannot open a Redfish session", exc) from None
-        self._check()
+            error = exc if isinstance(exc, BmcError) else self._error("cannot open a Redfish session", exc)
+            self._close()
+            raise error from None
+        try:
+            self._check()
+        except BmcError:
+            self._close()
+            raise
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._close()
+
+    def _close(self) -> None:
+        """End the Redfish session now (sushy would at garbage collection, perhaps at the
+        interpreter's exit, where no request can run). A BMC that broke a transport rule gets
+        no further request: its session times out on the BMC."""
+        root, self._conn = self._conn, None
+        if root is None:
+            return
+        auth, root._auth = getattr(root, "_auth", None), None  # sushy's __del__ closes it otherwise
         try:
-            if self._conn is not None:
-                self._conn.close()
+            if auth is not None and not self._transport.problems:
+                auth.close()
+        except Exception:
+            pass
+        try:
+            root._conn.close()
         except Exception:
             pass
 
@@ -212,7 +230,7 @@ class Session:
             text = self.redactor(self._transport.problems[0])
         else:
             text = self.redactor(f"{type(exc).__name__}: {exc}")
-        return BmcError(f"{self.bmc.host}: {what} at {self.bmc.endpoint}: {text[:600]}")
+        return BmcError(f"{self.bmc.host}: {what} at {self.bmc.endpoint}: {text[:800]}")
 
     def _check(self, what: str = "refused") -> None:
         """A transport rule broken anywhere in the session (even by a request whose failure

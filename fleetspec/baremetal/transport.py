@@ -37,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import socket
 import ssl
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -187,6 +188,8 @@ class BmcHttp(requests.Session):
     def send(self, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:  # type: ignore[override]
         t = self.transport
         what = f"{request.method} {urlsplit(request.url or '').path or '/'}"
+        if sys.is_finalizing():  # a library's __del__ at exit: no watchdog thread can start now
+            raise Refused(f"{what} at the interpreter's exit: not sent")
         t.check_origin(request.url or "", what)
         now = time.monotonic()
         timeout = kwargs.get("timeout")
@@ -271,14 +274,16 @@ def _tls_problem(t: Transport, exc: Exception) -> str:
             seen = f"; the certificate it presents has SHA-256 fingerprint {colons(fingerprint(der))}"
     except (OSError, ValueError):
         pass
+    pin = "or pin it with bmc.fingerprint after checking that value on the BMC's console"
     if t.tls.fingerprints:
         hint = "bmc.fingerprint pins other certificates: compare with the BMC's own (its console or web UI)"
+    elif "mismatch" in reason or "match" in reason:
+        hint = (f"It is not issued for {t.home[1]}: set bmc.server_name to the name it carries (a vendor default "
+                f"such as CN=AMI reached by address), {pin}")
     else:
-        hint = ("set bmc.ca_file to the CA (or the certificate itself) that signed it, and bmc.server_name to the "
-                "name the certificate carries where that is not the endpoint's host (a vendor default such as "
-                "CN=AMI reached by address), or pin it with bmc.fingerprint after checking that value on the BMC's "
-                "console; verification is never switched off")
-    return f"TLS: the BMC's certificate was refused ({_clip(reason, 200)}){seen}. {hint}"
+        hint = (f"Set bmc.ca_file to the CA (or the certificate itself) that signed it, with bmc.server_name where "
+                f"it names another host, {pin}")
+    return f"TLS: the BMC's certificate was refused ({_clip(reason, 160)}){seen}. {hint}. Verification is never off"
 
 
 class _Adapter(HTTPAdapter):

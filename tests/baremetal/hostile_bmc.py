@@ -188,6 +188,22 @@ def trickle(every_s: float, for_s: float = 30.0) -> Callable[[BaseHTTPRequestHan
     return answer
 
 
+def trickle_headers(every_s: float, for_s: float = 30.0) -> Callable[[BaseHTTPRequestHandler], None]:
+    """The status line and headers themselves one byte every ``every_s``, never finished."""
+    def answer(h: BaseHTTPRequestHandler) -> None:
+        end = time.monotonic() + for_s
+        try:
+            for byte in b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Padding: " + b"a" * 10_000:
+                if time.monotonic() > end:
+                    break
+                h.wfile.write(bytes([byte]))
+                h.wfile.flush()
+                time.sleep(every_s)
+        except OSError:
+            pass
+    return answer
+
+
 def huge(total: int = 256 << 20) -> Callable[[BaseHTTPRequestHandler], None]:
     """A ``total``-byte answer with no Content-Length (the body ends with the connection)."""
     def answer(h: BaseHTTPRequestHandler) -> None:

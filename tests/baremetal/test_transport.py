@@ -67,6 +67,30 @@ def test_a_system_linked_on_another_host_gets_no_basic_credential(hostile, elsew
     assert any(s.authorization for s in hostile.seen)  # Basic went to the BMC itself, as it should
 
 
+def test_the_console_script_reports_the_refusal_and_exits_promptly(hostile, elsewhere, tmp_path) -> None:
+    """The session was made (a token in play) before the refusal: the process ends it and exits,
+    rather than leaving sushy to log out at the interpreter's exit, where no request can run."""
+    import os
+    import sys
+
+    from tests.conftest import ROOT
+
+    from .fleets import spec
+
+    hostile.rewrite["/redfish/v1/Systems/1"] = lambda doc: {
+        **doc, "EthernetInterfaces": {"@odata.id": f"{elsewhere.url}/redfish/v1/Systems/1/EthernetInterfaces"}}
+    path = tmp_path / "fleet.yaml"
+    path.write_text(spec(hostile.url).replace('system: "{host}"', 'system: "1"').replace(
+        "env:FLEETSPEC_TEST_BMC_PASSWORD", f"env:{ENV}"))
+    proc = subprocess.run([sys.executable, "-m", "fleetspec.cli", "baremetal", "plan", str(path), "--hosts", "gpu-01"],
+                          capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 1
+    assert f"gpu-01: cannot read the system at {hostile.url}: the BMC named {elsewhere.url}/redfish/v1/Systems/1/" \
+           "EthernetInterfaces for GET /redfish/v1/Systems/1/EthernetInterfaces, off its own origin" in proc.stderr
+    assert h.PASSWORD not in proc.stdout + proc.stderr
+    nothing_reached(elsewhere)
+
+
 def test_a_session_service_elsewhere_never_gets_the_password(hostile, elsewhere, tmp_path) -> None:
     sessions = {"@odata.id": f"{elsewhere.url}/redfish/v1/SessionService/Sessions"}
     hostile.rewrite["/redfish/v1"] = lambda doc: {**doc, "Links": {**doc["Links"], "Sessions": sessions}}
@@ -107,9 +131,10 @@ def test_a_task_monitor_elsewhere_is_never_polled(hostile, elsewhere, tmp_path) 
 
 # --- deadlines and answer sizes (#41 items 6, 10) ------------------------------------------
 
-def test_a_trickling_bmc_is_unreachable_at_the_request_deadline(hostile, tmp_path, monkeypatch) -> None:
+@pytest.mark.parametrize("answer", [h.trickle(every_s=0.2), h.trickle_headers(every_s=0.2)], ids=["body", "headers"])
+def test_a_trickling_bmc_is_unreachable_at_the_request_deadline(hostile, tmp_path, monkeypatch, answer) -> None:
     monkeypatch.setattr(redfish, "READ_TIMEOUT_S", 1)
-    hostile.special["/redfish/v1/Systems/1"] = h.trickle(every_s=0.2)
+    hostile.special["/redfish/v1/Systems/1"] = answer
     start = time.monotonic()
     with pytest.raises(BmcError) as caught, Session(node_bmc(hostile.url), tmp_path):
         pass
