@@ -149,9 +149,18 @@ def apply(spec: SpecArg, hosts: HostsOpt = None,
         joining = _joining(result.fleet, spec, booting, join, register=True) if booting else None
     print_plan(result, _out)
     if tftp is not None:
-        from fleetspec.baremetal.run import write_boot_scripts
+        from fleetspec.baremetal.run import BootScriptError, write_boot_scripts
 
-        for written in write_boot_scripts(tftp, result.fleet, observation):
+        try:
+            scripts, skipped = write_boot_scripts(tftp, result.fleet, observation)
+        except BootScriptError as exc:
+            for problem in exc.problems:
+                _err.print(f"error: {problem}", markup=False)
+            _err.print("not applied: fix the errors above first", markup=False)
+            raise typer.Exit(ERROR) from None
+        for line in skipped:
+            _err.print(f"warning: {line}", markup=False)
+        for written in scripts:
             _out.print(f"boot script {written}", markup=False)
     run = local_runner(timeout=120)
     control = {Drain.slurm: SlurmControl(run), Drain.kubernetes: KubernetesControl(run), Drain.none: None}[drain]

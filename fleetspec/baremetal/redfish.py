@@ -13,9 +13,14 @@ waited out. The credential is resolved from its secret reference
 only here, never logged: errors name the BMC and what failed, and every message goes through
 a `Redactor` that knows the password.
 
-Trust: the endpoint was checked at compile time (https, or http to loopback); TLS
-certificates are verified (against ``ca_file`` when the spec names one); every request has
-a connect and a read timeout, and sushy's server-side retries are bounded.
+Trust: the endpoint was checked at compile time (https, or http to loopback). All traffic,
+sushy's included, goes through `fleetspec.baremetal.transport`: only to the endpoint's own
+origin (credentials and images never leave it), each request within a total deadline (and
+the BMC within ``deadline_s`` where given), each answer at most
+`transport.MAX_ANSWER_BYTES`, TLS verified against ``ca_file`` (and ``server_name``) or a
+pinned certificate fingerprint, never off. A BMC that breaks one of those rules is an error
+for its node, even where the request was for something optional. sushy's server-side
+retries are bounded.
 """
 
 from __future__ import annotations
@@ -33,7 +38,10 @@ from fleetspec.compile.ir import NodeBmc
 from fleetspec.secrets import Redactor, SecretError, SecretRef, file_path, resolve
 
 CONNECT_TIMEOUT_S = 10
-READ_TIMEOUT_S = 60
+READ_TIMEOUT_S = 60  # the total time of one request, answer included (transport.py)
+# All of one BMC's requests while it is read (plan, verify --bmc): the four real BMCs' trees
+# in ../shared/redfish/mockups take tens of requests to read, each answered in well under a second.
+READ_DEADLINE_S = 300
 RETRIES = 2  # sushy's retries on a BMC's 5xx (BMCs answer 503 while busy)
 # Power states a plan may ask for, and the Redfish ResetType that reaches each.
 RESET_FOR = {"On": "On", "Off": "ForceOff", "restart": "ForceRestart"}
@@ -145,49 +153,91 @@ def _value(enum_or_text: Any) -> str | None:
 class Session:
     """A Redfish session with one node's BMC: ``with Session(bmc, base_dir) as s: s.read()``."""
 
-    def __init__(self, bmc: NodeBmc, base_dir: Path, redactor: Redactor | None = None) -> None:
+    def __init__(self, bmc: NodeBmc, base_dir: Path, redactor: Redactor | None = None,
+                 deadline_s: float | None = None) -> None:
         self.bmc = bmc
         self.base_dir = base_dir
         self.redactor = redactor or Redactor()
+        self.deadline_s = deadline_s  # all of this session's requests; None: each request's own deadline only
         self._conn: Any = None
         self._system: Any = None
-        self._verify: bool | str = True
+        self._transport: Any = None  # fleetspec.baremetal.transport.Transport
+        self._tls: Any = None  # fleetspec.baremetal.transport.Tls, as the spec gives it
         self._shared = False  # the service serves several systems (a chassis manager, an emulator)
 
     def __enter__(self) -> Session:
         import sushy
+        from sushy.connector import Connector
+
+        from fleetspec.baremetal.transport import Tls, Transport
 
         try:
             password = resolve(SecretRef.parse(f"bmc password of {self.bmc.host}", self.bmc.password), self.base_dir)
         except SecretError as exc:
             raise BmcError(str(exc)) from None
         self.redactor.add(password)
-        verify: bool | str = True
+        ca_file = None
         if self.bmc.ca_file:
-            verify = str(file_path(SecretRef("ca_file", "file", self.bmc.ca_file), self.base_dir))
-        self._verify = verify
+            ca_file = str(file_path(SecretRef("ca_file", "file", self.bmc.ca_file), self.base_dir))
+        self._tls = Tls(ca_file, self.bmc.server_name, tuple(self.bmc.fingerprints))
+        self._transport = Transport(self.bmc.endpoint, self._tls, self.deadline_s)
+        base = f"{self.bmc.endpoint}/redfish/v1"
         try:
-            self._conn = sushy.Sushy(f"{self.bmc.endpoint}/redfish/v1", username=self.bmc.username,
-                                     password=password.decode(errors="replace"), verify=verify,
-                                     read_timeout=READ_TIMEOUT_S, connect_timeout=CONNECT_TIMEOUT_S,
-                                     server_side_retries=RETRIES, server_side_retries_delay=1)
+            conn = Connector(base, verify=True, server_side_retries=RETRIES, server_side_retries_delay=1,
+                             default_request_timeout=READ_TIMEOUT_S, connect_timeout=CONNECT_TIMEOUT_S)
+            conn._session.close()
+            # sushy's own requests session replaced before its first request: the login, every
+            # link it follows, task monitors and registries all pass the transport's gate
+            conn._session = self._transport.http()
+            conn._session.headers["Connection"] = "close"  # as sushy's own (BMCs choke on kept-alive connections)
+            self._conn = sushy.Sushy(base, username=self.bmc.username, password=password.decode(errors="replace"),
+                                     connector=conn, public_connector=self._transport.http())
             self._system = self._find_system()
-        except BmcError:
-            raise
         except Exception as exc:  # sushy's errors, requests' errors: one message per node
-            raise self._error("cannot open a Redfish session", exc) from None
+            error = exc if isinstance(exc, BmcError) else self._error("cannot open a Redfish session", exc)
+            self._close()
+            raise error from None
+        try:
+            self._check()
+        except BmcError:
+            self._close()
+            raise
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._close()
+
+    def _close(self) -> None:
+        """End the Redfish session now (sushy would at garbage collection, perhaps at the
+        interpreter's exit, where no request can run). A BMC that broke a transport rule gets
+        no further request: its session times out on the BMC."""
+        root, self._conn = self._conn, None
+        if root is None:
+            return
+        auth, root._auth = getattr(root, "_auth", None), None  # sushy's __del__ closes it otherwise
         try:
-            if self._conn is not None:
-                self._conn.close()
+            if auth is not None and not self._transport.problems:
+                auth.close()
+        except Exception:
+            pass
+        try:
+            root._conn.close()
         except Exception:
             pass
 
     def _error(self, what: str, exc: BaseException) -> BmcError:
-        text = self.redactor(f"{type(exc).__name__}: {exc}")
-        return BmcError(f"{self.bmc.host}: {what} at {self.bmc.endpoint}: {text[:400]}")
+        if self._transport is not None and self._transport.problems:  # the rule the BMC broke, not its echo
+            text = self.redactor(self._transport.problems[0])
+        else:
+            text = self.redactor(f"{type(exc).__name__}: {exc}")
+        return BmcError(f"{self.bmc.host}: {what} at {self.bmc.endpoint}: {text[:800]}")
+
+    def _check(self, what: str = "refused") -> None:
+        """A transport rule broken anywhere in the session (even by a request whose failure
+        was taken as "not reported") makes the node an error."""
+        if self._transport is not None and self._transport.problems:
+            raise BmcError(self.redactor(f"{self.bmc.host}: {what} at {self.bmc.endpoint}: "
+                                         f"{self._transport.problems[0]}"[:800]))
 
     def _find_system(self) -> Any:
         collection = self._conn.get_system_collection()
@@ -210,11 +260,13 @@ class Session:
 
     def read(self) -> Observed:
         try:
-            return self._read()
+            seen = self._read()
         except BmcError:
             raise
         except Exception as exc:
             raise self._error("cannot read the system", exc) from None
+        self._check("cannot read the system")
+        return seen
 
     def _read(self) -> Observed:
         # afresh each time: a second refresh(force=True) of a sushy System whose PCIeDevices
@@ -393,17 +445,21 @@ class Session:
             raise BmcError(f"{self.bmc.host}: the BMC takes pushed images (UpdateService.MultipartHttpPushUri), so "
                            f"fleetspec sends the {component} image itself and checks it first: give its sha256 in "
                            f"baremetal.firmware_images.{component} ({{url: ..., sha256: ...}})")
+        url = push_uri if urlsplit(push_uri).netloc else f"{self.bmc.endpoint}{push_uri}"
+        try:  # before the image is fetched: a push URI off the BMC's origin gets nothing
+            self._transport.check_origin(url, f"the {component} image (MultipartHttpPushUri)")
+        except requests.RequestException:
+            raise self._error(f"the {component} firmware update was refused", RuntimeError()) from None
         with tempfile.TemporaryFile() as held:
             size = self._fetch_image(component, image, sha256, limit, held)
             held.seek(0)
             params = {"Targets": targets, "@Redfish.OperationApplyTime": apply_time}
             name = PurePosixPath(urlsplit(image).path).name or f"{component}.bin"
-            conn = service._conn  # sushy's connector: its session carries the BMC's authentication
-            url = push_uri if urlsplit(push_uri).netloc else f"{self.bmc.endpoint}{push_uri}"
+            conn = service._conn  # sushy's connector: its session (the transport's) carries the BMC's authentication
             try:
                 # one attempt: a retry would resend a half-read file
                 answer = conn._session.request(
-                    "POST", url, headers={"OData-Version": "4.0"}, verify=self._verify,
+                    "POST", url, headers={"OData-Version": "4.0"},
                     timeout=(CONNECT_TIMEOUT_S, PUSH_TIMEOUT_S),
                     files={"UpdateParameters": (None, json.dumps(params), "application/json"),
                            "UpdateFile": (name, held, "application/octet-stream")})
@@ -473,7 +529,7 @@ class Session:
         except BmcError:
             raise
         except (exceptions.ConnectionError, exceptions.ResourceNotFoundError) as exc:  # gone, or back without it
-            if component != "bmc":
+            if component != "bmc" or self._transport.problems:  # a refusal is not a reset
                 raise self._error(f"following the {component} firmware update task failed", exc) from None
             return "task lost: the BMC reset before reporting its end"
         except Exception as exc:
@@ -511,11 +567,15 @@ class Session:
         return away
 
     def _answers(self) -> bool:
+        """The unauthenticated probe, through a transport of its own (its certificate trusted
+        as the session's; a probe that times out is "not answering", not a broken rule)."""
         import requests
 
+        from fleetspec.baremetal.transport import Transport
+
         try:
-            answer = requests.get(f"{self.bmc.endpoint}/redfish/v1/", timeout=(2, 5), verify=self._verify,
-                                  allow_redirects=False)
+            with Transport(self.bmc.endpoint, self._tls).http() as http:
+                answer = http.get(f"{self.bmc.endpoint}/redfish/v1/", timeout=(2, 5), allow_redirects=False)
         except requests.RequestException:
             return False
         return answer.status_code < 500

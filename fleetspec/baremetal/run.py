@@ -16,6 +16,7 @@ BIOS and firmware, is set to boot once from the network and powered on, held dra
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -25,7 +26,7 @@ from pathlib import Path
 from fleetspec.apply.control import NodeControl
 from fleetspec.baremetal.drift import bmc_changes, firmware_reported
 from fleetspec.baremetal.join import JOIN_REASON
-from fleetspec.baremetal.redfish import BMC_BACK_S, BmcError, Observed, Session
+from fleetspec.baremetal.redfish import BMC_BACK_S, READ_DEADLINE_S, BmcError, Observed, Session
 from fleetspec.compile.ir import Fleet, NodeBmc
 from fleetspec.findings import Finding
 from fleetspec.plan.model import Change, Disruption, Plan
@@ -44,7 +45,9 @@ class Observation:
 
 
 def observe(fleet: Fleet, base_dir: Path, hosts: Sequence[str] | None = None, parallel: int = 16,
-            redactor: Redactor | None = None) -> Observation:
+            redactor: Redactor | None = None, deadline_s: float | None = READ_DEADLINE_S) -> Observation:
+    """Read every BMC (``hosts``: those only); each BMC within ``deadline_s`` in all, else
+    it is unreachable, with the reason."""
     if fleet.baremetal is None:
         return Observation()
     wanted = set(hosts) if hosts is not None else None
@@ -53,7 +56,7 @@ def observe(fleet: Fleet, base_dir: Path, hosts: Sequence[str] | None = None, pa
 
     def read(bmc: NodeBmc) -> Observed | str:
         try:
-            with Session(bmc, base_dir, redactor) as session:
+            with Session(bmc, base_dir, redactor, deadline_s) as session:
                 return session.read()
         except BmcError as exc:
             return str(exc)
@@ -216,36 +219,94 @@ def unreachable_lines(observation: Observation) -> list[str]:
     return [why for _, why in sorted(observation.unreachable.items())]
 
 
+# A MAC as Redfish reports it (EthernetInterface.MACAddress: six hex pairs joined by ':' in
+# all 123 MACAddress/PermanentMACAddress values of the four real BMCs' trees in
+# ../shared/redfish/mockups, upper and lower case) or by '-'. Nothing else becomes a file name.
+MAC = re.compile(r"[0-9A-Fa-f]{2}([:-])[0-9A-Fa-f]{2}(\1[0-9A-Fa-f]{2}){4}")
+
+
+class BootScriptError(ValueError):
+    """The BMCs' NIC addresses cannot be trusted to route boots: nothing was written."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+def boot_macs(fleet: Fleet, observation: Observation) -> tuple[dict[str, str], list[str]]:
+    """{MAC (lower case, ':'): host} from what each BMC reported, and what was left out.
+
+    A reported address is used only if it is a MAC (`MAC`, normalised) and a NIC's own:
+    unicast and not all zeros (a multicast or broadcast address belongs to no NIC, so a
+    boot script there could only be a BMC's trick). One MAC reported by two nodes' BMCs
+    is a `BootScriptError` naming both: the boot server would chain one node's boot to the
+    other's script (a compromised BMC claiming a neighbour's MAC takes over its boot)."""
+    owner: dict[str, str] = {}
+    skipped: list[str] = []
+    clashes: dict[str, set[str]] = {}
+    for host, seen in sorted(observation.seen.items()):
+        if fleet.node(host) is None:
+            continue
+        for reported in seen.nics:
+            text = str(reported)
+            if not MAC.fullmatch(text):
+                skipped.append(f"{host}: its BMC reports the NIC address {_shown(text)}, not a MAC (six hex pairs "
+                               "joined by ':' or '-'): no boot script for it")
+                continue
+            mac = text.lower().replace("-", ":")
+            first = int(mac[:2], 16)
+            if first & 1 or mac == "00:00:00:00:00:00":
+                skipped.append(f"{host}: its BMC reports {mac}, a multicast, broadcast or zero address that is no "
+                               "NIC's own: no boot script for it")
+                continue
+            if owner.setdefault(mac, host) != host:
+                clashes.setdefault(mac, {owner[mac]}).add(host)
+    if clashes:
+        raise BootScriptError([f"the MAC {mac} is reported by the BMCs of {' and '.join(sorted(hosts))}: a node boots "
+                               "by its MAC, so one would boot the other's script. No boot script was written and "
+                               "nothing applied: check both BMCs (EthernetInterfaces), one may be misconfigured or "
+                               "compromised, and leave it out with --hosts meanwhile"
+                               for mac, hosts in sorted(clashes.items())])
+    return owner, skipped
+
+
+def _shown(text: str, limit: int = 40) -> str:
+    clean = "".join(c if c.isprintable() else "?" for c in text[:limit])
+    return repr(clean + ("..." if len(text) > limit else ""))
+
+
 def mac_scripts(fleet: Fleet, observation: Observation) -> dict:
-    """``baremetal/tftp/nodes/<mac>.ipxe`` for every NIC each BMC reported: the boot chain
-    knows a node by its MAC before DHCP has given it a name (fleetspec/render/baremetal.py)."""
+    """``baremetal/tftp/nodes/<mac>.ipxe`` for every NIC each BMC reported (`boot_macs`): the
+    boot chain knows a node by its MAC before DHCP has given it a name
+    (fleetspec/render/baremetal.py). Raises `BootScriptError`."""
     from pathlib import PurePosixPath
 
     from fleetspec.render.baremetal import OUT, node_script_for_mac
 
-    files = {}
-    for host, seen in sorted(observation.seen.items()):
-        if fleet.node(host) is None:
-            continue
-        for mac in seen.nics:
-            files[OUT / "tftp" / "nodes" / f"{mac.replace(':', '-')}.ipxe"] = node_script_for_mac(host)
-    return {PurePosixPath(p): t for p, t in files.items()}
+    owner, _ = boot_macs(fleet, observation)
+    return {PurePosixPath(OUT / "tftp" / "nodes" / f"{mac.replace(':', '-')}.ipxe"): node_script_for_mac(host)
+            for mac, host in sorted(owner.items())}
 
 
-def write_boot_scripts(tftp: Path, fleet: Fleet, observation: Observation) -> list[Path]:
+def write_boot_scripts(tftp: Path, fleet: Fleet, observation: Observation) -> tuple[list[Path], list[str]]:
     """``mac_scripts`` into the boot server's TFTP root (``tftp/nodes/<mac>.ipxe``), each
     replaced whole (a node booting meanwhile reads the old script or the new) and readable by
-    the TFTP server's user (dnsmasq drops root)."""
+    the TFTP server's user (dnsmasq drops root); the written paths and the addresses left out
+    (`boot_macs`). Every address is checked before the first file is written: a
+    `BootScriptError` leaves the TFTP root as it was."""
     from fleetspec.safe_io import atomic_write
 
+    _, skipped = boot_macs(fleet, observation)
+    scripts = mac_scripts(fleet, observation)
     (tftp / "nodes").mkdir(exist_ok=True)
     written = []
-    for path, text in sorted(mac_scripts(fleet, observation).items()):
+    for path, text in sorted(scripts.items()):
         target = tftp / "nodes" / path.name
         atomic_write(target, text.encode())
         target.chmod(0o644)
         written.append(target)
-    return written
+    return written, skipped
 
 
-__all__ = ["Observation", "apply_bmcs", "mac_scripts", "observe", "plan_bmcs", "unreachable_lines", "write_boot_scripts"]
+__all__ = ["BootScriptError", "Observation", "apply_bmcs", "boot_macs", "mac_scripts", "observe", "plan_bmcs",
+           "unreachable_lines", "write_boot_scripts"]

@@ -140,7 +140,8 @@ def _bmcs(body: m.FleetBody, nodes: Sequence[ir.Node], findings: list[Finding]) 
                 out.append(ir.NodeBmc(node.hostname, endpoint.rstrip("/"),
                                       str(system).replace("{host}", node.hostname) if system else None,
                                       str(merged["username"]), str(merged["password"]), merged.get("ca_file"),
-                                      tuple(sorted(merged["bios"].items())), path))
+                                      tuple(sorted(merged["bios"].items())), path, merged.get("server_name"),
+                                      _fingerprints(merged.get("fingerprint"))))
     findings.extend(dict.fromkeys(problems))  # a rack's problem once, not once per node group
     return out
 
@@ -166,12 +167,36 @@ def _merge(layers: Sequence[tuple[m.Bmc | None, Path_]]) -> tuple[dict, dict[str
     for bmc, path in layers:
         if bmc is None:
             continue
-        for key in ("endpoint", "system", "username", "password", "ca_file"):
+        for key in ("endpoint", "system", "username", "password", "ca_file", "server_name", "fingerprint"):
             if getattr(bmc, key) is not None:
                 merged[key] = getattr(bmc, key)
                 origin[key] = path + (key,)
         merged["bios"] = {**merged["bios"], **bmc.bios}
     return merged, origin
+
+
+def _fingerprints(given: list[str] | None) -> tuple[str, ...]:
+    """Pinned fingerprints as lowercase hex without colons (the shape was checked by the model)."""
+    out = (item.lower().removeprefix("sha256:").replace(":", "") for item in given or ())
+    return tuple(dict.fromkeys(out))
+
+
+def _tls_problem(merged: dict, origin: dict[str, Path_], findings: list[Finding]) -> bool:
+    """A pinned fingerprint trusts one certificate whatever its CA and name: with ca_file or
+    server_name beside it one of the two would silently not apply."""
+    if "fingerprint" in merged and ("ca_file" in merged or "server_name" in merged):
+        other = "ca_file" if "ca_file" in merged else "server_name"
+        findings.append(Finding(RULE, Severity.ERROR, f"this BMC pins its certificate (fingerprint) and gives "
+                                f"{other} too: give fingerprint (that certificate is trusted as it is), or ca_file "
+                                "and server_name (a certificate signed by that CA, carrying that name), not both",
+                                origin["fingerprint"]))
+        return True
+    for key in ("server_name", "fingerprint", "ca_file"):
+        if key in merged and str(merged.get("endpoint", "")).startswith("http://"):
+            findings.append(Finding(RULE, Severity.ERROR, f"{key} applies to a certificate, and this BMC's endpoint "
+                                    f"is plain http: remove {key} or use https", origin[key]))
+            return True
+    return False
 
 
 def _complete(merged: dict, origin: dict[str, Path_], path: Path_, findings: list[Finding]) -> bool:
@@ -189,7 +214,7 @@ def _complete(merged: dict, origin: dict[str, Path_], path: Path_, findings: lis
                                 "fleetspec reads it when it talks to the BMC, and a Pulumi config secret is "
                                 "readable only inside a Pulumi program. Use one of those", origin["password"]))
         return False
-    return True
+    return not _tls_problem(merged, origin, findings)
 
 
 def _spares(body: m.FleetBody, nodes: Sequence[ir.Node], partitions: Sequence[ir.Partition],

@@ -390,6 +390,8 @@ class NodeBmc(typing.NamedTuple):
     ca_file: str | None = None
     bios: tuple[tuple[str, str | int | bool], ...] = ()  # sorted by attribute
     path: SpecPath = ()
+    server_name: str | None = None  # the name checked in the certificate instead of the endpoint's host
+    fingerprints: tuple[str, ...] = ()  # pinned certificate SHA-256s, lowercase hex, no colons
 
 
 class TicketWebhook(typing.NamedTuple):

@@ -237,6 +237,12 @@ SecretRef = strict(str, pattern=SECRET_REF, max_length=4240)
 # user, path or query (fleetspec/compile/baremetal.py allows http only to loopback).
 BmcEndpoint = strict(str, pattern=r"^[a-z]+://[A-Za-z0-9.{}_-]+(:[0-9]{1,5})?/?$", max_length=512)
 BiosValue = StrictStr | StrictInt | StrictBool
+# A certificate's SHA-256 fingerprint as ``openssl x509 -noout -fingerprint -sha256`` prints it
+# (AB:CD:... after "sha256 Fingerprint="), or as 64 hex digits; "sha256:" may lead.
+CERT_FINGERPRINT = r"^(sha256:|SHA256:)?([0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){31}|[0-9A-Fa-f]{64})$"
+CertFingerprint = strict(str, pattern=CERT_FINGERPRINT, max_length=102)
+# The name a BMC's certificate carries (a DNS name; a vendor default such as AMI).
+TlsServerName = strict(str, pattern=r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$", max_length=253)
 
 
 class Bmc(_Model):
@@ -251,10 +257,28 @@ class Bmc(_Model):
     username: strict(str, pattern=r"^[A-Za-z0-9._@-]+$", max_length=64) | None = None
     password: SecretRef | None = Field(default=None, description="a secret reference: env:, file:, ansible-vault:, hashicorp-vault:, sops:")
     ca_file: strict(str, pattern=r"^[^\x00\n]+$", max_length=1024) | None = Field(
-        default=None, description="the CA bundle that signed the BMCs' certificates (relative to the spec)")
+        default=None, description="the CA bundle that signed the BMCs' certificates, or a certificate itself "
+                                  "(relative to the spec)")
+    server_name: TlsServerName | None = Field(
+        default=None, description="the name the BMC's certificate carries where it is not the endpoint's host "
+                                  "(a vendor default CN=AMI reached by address): checked instead of the host, "
+                                  "its CN only when the certificate has no subjectAltName")
+    fingerprint: list[CertFingerprint] | None = Field(
+        default=None, min_length=1, max_length=64,
+        json_schema_extra={"anyOf": [{"type": "string", "pattern": CERT_FINGERPRINT},
+                                     {"type": "array", "items": {"type": "string", "pattern": CERT_FINGERPRINT},
+                                      "minItems": 1, "maxItems": 64}]},
+        description="the SHA-256 fingerprint of the BMC's certificate itself (openssl x509 -fingerprint -sha256), "
+                    "or a list of them: that certificate is trusted, no CA or name checked; instead of ca_file "
+                    "and server_name")
     bios: dict[strict(str, pattern=r"^[A-Za-z][A-Za-z0-9_.]*$", max_length=128), BiosValue] = Field(
         default_factory=dict, description="BIOS attributes the site pins, checked against the BMC's attribute "
                                           "registry; a change needs a reboot")
+
+    @field_validator("fingerprint", mode="before")
+    @classmethod
+    def _one_or_more(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value  # one fingerprint, or a list (rotation, a rack's BMCs)
 
 
 # A node's Slurm State as slurm.conf(5) writes it on a NodeName line (22.05.8, Debian's

@@ -70,7 +70,8 @@ def _message(err: dict[str, Any], path: SpecPath, root: type[BaseModel], source:
             return f"{where} is not a path on the node. {_pattern_hint(str(key))}"
         if str(key) in URL_KEYS:  # it may carry a user and password: never echoed
             return f"{where} is not a URL fleetspec accepts here. {_pattern_hint(str(key))}"
-        hint = _pattern_hint("database_clients" if path[-2:-1] == ("database_clients",) else str(key))
+        listed = path[-2:-1] if path[-2:-1] in (("database_clients",), ("fingerprint",)) else ()
+        hint = _pattern_hint(str(listed[0]) if listed else str(key))
         return f"{where} is {_shown(err.get('input'))}, which is not allowed here. {hint}"
     if kind in ("string_type", "int_type", "bool_type", "dict_type", "list_type", "model_type", "model_attributes_type"):
         expected = {
@@ -117,6 +118,11 @@ def _pattern_hint(key: str) -> str:
         return "Use an https:// or file:/ URL: plain http lets anyone on the path swap packages"
     if key == "sha256":
         return "Write the SHA-256 as 64 lower-case hex digits, as sha256sum prints it"
+    if key == "fingerprint":
+        return ("Write the certificate's SHA-256 fingerprint as `openssl x509 -noout -fingerprint -sha256 -in CERT` "
+                "prints it (32 hex pairs joined by ':'), or as 64 hex digits")
+    if key == "server_name":
+        return "Write the DNS name the BMC's certificate carries (its subjectAltName, or its CN: AMI)"
     if key == "state_save_location":
         return "Write an absolute path of letters, digits, '.', '_' and '-', like /var/spool/slurmctld"
     if key in ("timeout", "recovery_timeout"):

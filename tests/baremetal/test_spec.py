@@ -230,3 +230,49 @@ def test_an_image_with_its_sha256_compiles_and_a_bad_sha256_is_refused_where_wri
     assert [f.path for f in found] == ["spec.baremetal.firmware_images.bmc.1.20.sha256"], found
     assert "64 lower-case hex digits" in found[0].message
     assert found[0].line == 31, found
+
+
+FP = "E0:E3:3B:11:94:4B:9D:EE:2A:30:D2:C9:9F:84:74:CD:EA:9D:38:5D:9A:51:F0:BB:BD:61:C7:6F:E4:FD:FB:40"
+
+
+def test_tls_trust_per_bmc_compiles_normalised_and_survives_the_state_round_trip() -> None:
+    import json
+
+    from fleetspec.state.codec import fleet_from_dict
+
+    text = spec("https://{host}-bmc.mgmt", rack_bmc=f'\n        fingerprint: ["sha256:{FP}", "{"ab" * 32}"]')
+    result = compiled(text)
+    assert result.valid, result.located()
+    bmc = result.fleet.baremetal.bmc("gpu-01")
+    assert bmc.fingerprints == (FP.replace(":", "").lower(), "ab" * 32)  # as the transport compares them
+    assert fleet_from_dict(json.loads(result.fleet.to_json())).to_json() == result.fleet.to_json()
+    named = compiled(spec("https://10.0.0.{host}", rack_bmc="\n        ca_file: certs/ami.pem\n        server_name: AMI"))
+    assert named.valid, named.located()
+    assert (named.fleet.baremetal.bmc("gpu-01").server_name, named.fleet.baremetal.bmc("gpu-01").ca_file) == (
+        "AMI", "certs/ami.pem")
+
+
+@pytest.mark.parametrize("rack_bmc, path, message", [
+    ('\n        fingerprint: "E0:E3:3B"', "spec.racks[0].bmc.fingerprint", "openssl x509 -noout -fingerprint"),
+    ('\n        fingerprint: ["' + "g" * 64 + '"]', "spec.racks[0].bmc.fingerprint", "openssl x509 -noout -fingerprint"),
+    (f'\n        fingerprint: "{FP}"\n        ca_file: certs/ami.pem', "spec.racks[0].bmc.fingerprint",
+     "this BMC pins its certificate (fingerprint) and gives ca_file too"),
+    ('\n        server_name: "AMI/../x"', "spec.racks[0].bmc.server_name", "Write the DNS name the BMC's certificate"),
+])
+def test_tls_settings_that_cannot_hold_are_refused_where_written(rack_bmc, path, message) -> None:
+    found = errors(spec("https://{host}-bmc.mgmt", rack_bmc=rack_bmc))
+    assert found and found[0].path.startswith(path) and message in found[0].message, found
+
+
+def test_tls_settings_on_a_plain_http_endpoint_are_refused() -> None:
+    found = errors(spec(LOCAL, rack_bmc="\n        server_name: AMI"))
+    assert [(f.path, f.line) for f in found] == [("spec.racks[0].bmc.server_name", 15)], found
+    assert "server_name applies to a certificate, and this BMC's endpoint is plain http" in found[0].message
+
+
+def test_the_schema_documents_the_tls_fields() -> None:
+    from fleetspec.spec.model import Bmc
+
+    fields = Bmc.model_json_schema()["properties"]
+    assert "CN=AMI" in fields["server_name"]["description"]
+    assert "openssl x509 -fingerprint -sha256" in fields["fingerprint"]["description"]
