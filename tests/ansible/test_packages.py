@@ -119,6 +119,12 @@ def test_a_four_part_cudnn_version_is_taken_as_given() -> None:
 
 def test_unknown_os_is_refused() -> None:
     with pytest.raises(PackageError, match="unsupported node OS"):
+        packages_for(HOPPER, "centos-9", [])
+
+
+def test_an_el_os_never_gets_a_literal_the_catalog_lacks() -> None:
+    # 580.95.05 has apt literals but no EL9 row (#42): refused, not derived.
+    with pytest.raises(PackageError, match="no published EL9 package literal for driver 580.95.05"):
         packages_for(HOPPER, "rhel-9", [])
 
 
