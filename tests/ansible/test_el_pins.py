@@ -141,3 +141,14 @@ def test_site_yml_refuses_an_el_inventory_before_any_node_task(tmp_path: Path) -
     assert proc.returncode != 0, out
     assert "spec.os is rocky-9" in out and "issue #42 item 4" in out, out
     assert "Gathering Facts" not in out, out  # nothing connected to the node
+
+
+def test_apply_refuses_an_el_fleet_before_state_lock_or_drain(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from fleetspec.cli import app
+
+    result = CliRunner().invoke(app, ["apply", str(EXAMPLES / "rocky9.yaml"), "--yes", "--state", str(tmp_path / "s")])
+    assert result.exit_code == 1, result.output
+    assert "spec.os is rocky-9" in result.output and "nothing was drained or changed" in result.output
+    assert not (tmp_path / "s").exists()
