@@ -573,7 +573,9 @@ def _el_rows(stack: StackTuple, el: int, gpus: tuple[GpuSpec, ...]) -> list[tupl
                                + (f" (CUDA {cuda})" if key == "nccl" else "")
                                + " is in the catalog (fleetspec/catalog/data/el_packages.yaml); EL versions are never "
                                "derived from the apt ones: add a row with its source, or pin a release that has one", key)
-        out += [(role, n, (key, row)) for n in row.packages]
+        # As on apt: the fabric manager only for NVSwitch boards, IMEX only for NVL72 nodes.
+        needed = {"nvswitch": any(_has_nvswitch(g) for g in gpus), "imex": any(g.model in _IMEX_MODELS for g in gpus)}
+        out += [(role, n, (key, row)) for n in row.packages if n.condition is None or needed.get(n.condition, False)]
     return out
 
 

@@ -37,6 +37,7 @@ def test_the_dnf_list_the_versionlock_and_the_module_of_an_el9_nvidia_stack(rock
     assert "kmod-nvidia-open-dkms-3:580.82.07-1.el9" in dnf
     assert "nvidia-fabricmanager-580.82.07-1" in dnf and "libnccl-2.26.2-1+cuda12.8" in dnf
     assert "cuda-toolkit-12-8-12.8.1-1" in dnf and "datacenter-gpu-manager-4-core-1:4.5.2-1" in dnf
+    assert not [p for p in dnf if p.startswith("nvidia-imex")]  # HGX H100: a fabric manager, no IMEX
     lock = [ln for ln in pins(rocky9, "hopper-cu12.versionlock").splitlines() if not ln.startswith("#")]
     assert len(lock) == len(dnf)
     assert "kmod-nvidia-open-dkms-3:580.82.07-1.el9.*" in lock and "libnccl-0:2.26.2-1+cuda12.8.*" in lock
