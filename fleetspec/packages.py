@@ -272,8 +272,8 @@ def dcgm_packages(dcgm: str, driver: str | None, cuda: str | None) -> list[tuple
 def compute_only_unconfirmed(stack: StackTuple, os: str, gpus: Iterable[GpuSpec]) -> str | None:
     """Why a node of this stack with these GPUs gets the desktop driver metapackage rather than
     a compute-only set, or None where the compute-only set is used (Debian's ``nvidia-driver-cuda``)."""
-    if stack.vendor != "nvidia" or not stack.driver or os.startswith("debian"):
-        return None
+    if stack.vendor != "nvidia" or not stack.driver or os.startswith("debian") or os in EL_OS:
+        return None  # Debian's nvidia-driver-cuda; EL's nvidia-driver-cuda (the catalog's EL rows)
     meta = next(iter(driver_family(stack.driver, os, kernel_module_flavor(gpus))))
     return (f"nodes get the desktop driver metapackage ({meta}): no published artefact shows a compute-only "
             "(headless) set in NVIDIA's Ubuntu repository (Canonical's nvidia-headless-<branch>-open are Ubuntu's "

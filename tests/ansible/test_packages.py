@@ -70,6 +70,7 @@ def test_ubuntu_keeps_the_desktop_metapackage_and_says_why() -> None:
     why = compute_only_unconfirmed(HOPPER, "ubuntu-24.04", [GPUS["h100-sxm"]])
     assert why is not None and "nvidia-driver-580-open" in why and "headless" in why
     assert compute_only_unconfirmed(HOPPER, "debian-12", [GPUS["h100-sxm"]]) is None
+    assert compute_only_unconfirmed(HOPPER, "rocky-9", [GPUS["h100-sxm"]]) is None  # EL: nvidia-driver-cuda
 
 
 def test_volta_gets_the_proprietary_module_and_cannot_share_with_blackwell() -> None:
