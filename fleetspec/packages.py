@@ -27,10 +27,15 @@ from collections.abc import Iterable
 from typing import Literal, NamedTuple
 
 from fleetspec.catalog import DriverPackaging, load_catalog
+from fleetspec.catalog.el import ElRelease, Nevra, el_release
 from fleetspec.compile.ir import GpuSpec, StackTuple
 from fleetspec.versions import version_key
 
-SUPPORTED_OS: tuple[str, ...] = ("ubuntu-22.04", "ubuntu-24.04", "debian-12")
+APT_OS: tuple[str, ...] = ("ubuntu-22.04", "ubuntu-24.04", "debian-12")
+# The EL family by major release: pins come only from catalog/data/el_packages.yaml (#42).
+EL_OS: dict[str, int] = {"rocky-9": 9, "rhel-9": 9, "almalinux-9": 9, "rocky-10": 10, "rhel-10": 10,
+                         "almalinux-10": 10}
+SUPPORTED_OS: tuple[str, ...] = (*APT_OS, *EL_OS)
 # Suffix ROCm uses per distribution. AMD documents Debian 12 as installing the jammy packages.
 _ROCM_DISTRO = {"ubuntu-22.04": "22.04", "ubuntu-24.04": "24.04", "debian-12": "22.04"}
 
@@ -89,12 +94,18 @@ _IMEX_MODELS = frozenset({"gb200", "gb300"})
 # 50.0-2ubuntu0.2 (https://packages.ubuntu.com/noble-updates/libibverbs-dev depends on both
 # at that version); 22.04: 39.0-1 (https://packages.ubuntu.com/jammy/ibverbs-providers).
 RDMA_PACKAGES: tuple[str, ...] = ("rdma-core", "libibverbs1", "ibverbs-providers")
+# EL: rdma-core's RPM build ships the providers inside libibverbs (no ibverbs-providers);
+# a script choosing per package manager installs `rdma-core libibverbs librdmacm` with dnf
+# against `rdma-core libibverbs1 ibverbs-providers librdmacm1` with apt.
+EL_RDMA_PACKAGES: tuple[str, ...] = ("rdma-core", "libibverbs")
 _RDMA_FABRICS = frozenset({"infiniband", "roce"})
 
 
-def rdma_packages(fabric_type: str | None) -> tuple[str, ...]:
+def rdma_packages(fabric_type: str | None, os: str | None = None) -> tuple[str, ...]:
     """The distribution packages a GPU node on this fabric needs for RDMA (none on Ethernet)."""
-    return RDMA_PACKAGES if fabric_type in _RDMA_FABRICS else ()
+    if fabric_type not in _RDMA_FABRICS:
+        return ()
+    return EL_RDMA_PACKAGES if os in EL_OS else RDMA_PACKAGES
 
 
 class PackageError(ValueError):
@@ -135,6 +146,8 @@ def packages_for(stack: StackTuple, os: str, gpu_models: Iterable[GpuSpec]) -> l
     if os not in SUPPORTED_OS:
         raise PackageError(f"unsupported node OS {os!r}; supported: {', '.join(SUPPORTED_OS)}")
     gpus = tuple(gpu_models)
+    if os in EL_OS:
+        return [PackagePin(n.name, n.evr, role, n.condition) for role, n, _ in _el_rows(stack, EL_OS[os], gpus)]
     if stack.vendor == "nvidia":
         return _nvidia(stack, os, gpus)
     return _amd(stack, os)
@@ -259,8 +272,8 @@ def dcgm_packages(dcgm: str, driver: str | None, cuda: str | None) -> list[tuple
 def compute_only_unconfirmed(stack: StackTuple, os: str, gpus: Iterable[GpuSpec]) -> str | None:
     """Why a node of this stack with these GPUs gets the desktop driver metapackage rather than
     a compute-only set, or None where the compute-only set is used (Debian's ``nvidia-driver-cuda``)."""
-    if stack.vendor != "nvidia" or not stack.driver or os.startswith("debian"):
-        return None
+    if stack.vendor != "nvidia" or not stack.driver or os.startswith("debian") or os in EL_OS:
+        return None  # Debian's nvidia-driver-cuda; EL's nvidia-driver-cuda (the catalog's EL rows)
     meta = next(iter(driver_family(stack.driver, os, kernel_module_flavor(gpus))))
     return (f"nodes get the desktop driver metapackage ({meta}): no published artefact shows a compute-only "
             "(headless) set in NVIDIA's Ubuntu repository (Canonical's nvidia-headless-<branch>-open are Ubuntu's "
@@ -461,6 +474,11 @@ def unconfirmed_pins(stack: StackTuple, os: str) -> list[tuple[str, str]]:
     """(tuple key, why) for each pin or lock whose version shape no published artefact shows
     for this build: the rule package-pin warns, the pin is still rendered."""
     found: list[tuple[str, str]] = []
+    if os in EL_OS:
+        rows = {(key, row) for _, _, (key, row) in _el_rows(stack, EL_OS[os], ())}
+        return sorted((key, f"EL{row.el} {row.component} {row.release}: {row.unconfirmed} modelled, not seen in a "
+                            "published artefact (unconfirmed catalog fact, catalog/data/el_packages.yaml)")
+                      for key, row in rows if row.unconfirmed)
     if stack.vendor == "nvidia" and stack.driver:
         scheme = driver_packaging(stack.driver, os)
         revision = scheme.revision_for(stack.driver)
@@ -519,3 +537,76 @@ def container_packages(enroot: str, pyxis: str) -> list[PackagePin]:
 def _mm(version: str) -> tuple[int, int]:
     parts = version_key(version)
     return parts[0], parts[1] if len(parts) > 1 else 0
+
+
+# The tuple key and the Ansible role of each EL catalog component.
+_EL_COMPONENTS = (("driver", "driver", "nvidia_driver"), ("cuda", "cuda", "cuda_toolkit"), ("cudnn", "cudnn", "cudnn"),
+                  ("nccl", "nccl", "nccl"), ("dcgm", "dcgm", "nvidia_driver"), ("amdgpu", "amdgpu", "amdgpu"),
+                  ("rocm", "rocm", "rocm"), ("rccl", "rccl", "rccl"))  # fmt: skip
+
+
+def _el_rows(stack: StackTuple, el: int, gpus: tuple[GpuSpec, ...]) -> list[tuple[str, Nevra, tuple[str, ElRelease]]]:
+    """(role, package, (tuple key, its catalog row)) for every package of ``stack`` on EL ``el``.
+
+    Only what a row of catalog/data/el_packages.yaml names: a component at a release without
+    a row is an error naming the file, never a literal made from the apt shape or the OS."""
+    if gpus and stack.vendor == "nvidia" and kernel_module_flavor(gpus) != "open":
+        raise PackageError(f"stack {stack.name}: the EL catalog has NVIDIA's open DKMS flavour only "
+                           "(kmod-nvidia-open-dkms, stream <branch>-open); pre-Turing GPUs need the proprietary one, "
+                           "which no EL row names yet", "driver")
+    if gpus and any(needs_nvlsm(g) for g in gpus):
+        raise PackageError(f"stack {stack.name}: nvlsm (HGX B200/B300) has no EL row in the catalog", "driver")
+    versions = stack.versions()
+    out: list[tuple[str, Nevra, tuple[str, ElRelease]]] = []
+    for key, component, role in _EL_COMPONENTS:
+        release = versions.get(key)
+        if not release:
+            continue
+        cuda = None
+        if key in ("cudnn", "nccl"):
+            if not stack.cuda:
+                raise PackageError(f"stack {stack.name}: {key} packages are built per CUDA release; give cuda", key)
+            cuda = "{}.{}".format(*_mm(stack.cuda))
+        row = el_release(el, component, release, cuda)
+        if row is None:
+            raise PackageError(f"no published EL{el} package literal for {key} {release}"
+                               + (f" (CUDA {cuda})" if key == "nccl" else "")
+                               + " is in the catalog (fleetspec/catalog/data/el_packages.yaml); EL versions are never "
+                               "derived from the apt ones: add a row with its source, or pin a release that has one", key)
+        # As on apt: the fabric manager only for NVSwitch boards, IMEX only for NVL72 nodes.
+        needed = {"nvswitch": any(_has_nvswitch(g) for g in gpus), "imex": any(g.model in _IMEX_MODELS for g in gpus)}
+        out += [(role, n, (key, row)) for n in row.packages if n.condition is None or needed.get(n.condition, False)]
+    return out
+
+
+def dnf_spec(pin: PackagePin) -> str:
+    """What ``dnf install`` takes: ``name-[epoch:]version-release`` (``nvidia-driver-cuda-3:580.82.07-1.el9``)."""
+    return f"{pin.name}-{pin.version}"
+
+
+def versionlock_line(pin: PackagePin) -> str:
+    """A DNF4 versionlock.list line: ``name-epoch:version-release.*`` (the epoch always written,
+    as ``dnf versionlock add`` writes it; ``.*`` any architecture). NVIDIA driver installation
+    guide, "Version locking", DNF 4."""
+    evr = pin.version if ":" in pin.version.split("-", 1)[0] else f"0:{pin.version}"
+    return f"{pin.name}-{evr}.*"
+
+
+def driver_module_stream(driver: str, flavor: str) -> str:
+    """The EL8/EL9 ``nvidia-driver`` module stream of a driver branch: ``580-open`` (open
+    kernel modules, DKMS) or ``580-dkms`` (proprietary). ``dnf module enable
+    nvidia-driver:560-open`` in a published node log; BenjaminSisko/nvidia-r580-rhel9-airgap
+    (stream ``nvidia-driver:580-open``); an AMI build script's "the {ver}-dkms stream for the
+    proprietary driver"."""
+    return f"{version_key(driver)[0]}-{'open' if flavor == 'open' else 'dkms'}"
+
+
+def dnf_module_file(driver: str, flavor: str) -> str:
+    """``/etc/dnf/modules.d/nvidia-driver.module``: the file DNF 4 (libdnf) keeps per module,
+    here enabling the branch's stream with no profile installed (the pins name the packages).
+    Its text as a node shows it after ``dnf install @nvidia-driver:560-open``
+    (``[nvidia-driver]`` / ``name=nvidia-driver`` / ``stream=560-open`` / ``profiles=`` /
+    ``state=enabled``, a published ``cat`` of the file).
+    A stream holds a branch, not a build; the exact build is the pins' and the versionlock's."""
+    return (f"[nvidia-driver]\nname=nvidia-driver\nstream={driver_module_stream(driver, flavor)}\nprofiles=\n"
+            "state=enabled\n")

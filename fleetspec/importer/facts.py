@@ -48,13 +48,22 @@ def gpu_entries(facts: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]
 
 
 def os_name(facts: Mapping[str, Any]) -> str | None:
-    """``ubuntu-24.04``, ``debian-12``: the spec's ``os`` spelling, from /etc/os-release."""
+    """``ubuntu-24.04``, ``debian-12``, ``rocky-9``: the spec's ``os`` spelling, from /etc/os-release.
+
+    The EL family (``ID=rocky``, ``rhel``, ``almalinux``) is named by its major release
+    (``VERSION_ID=9.6`` -> ``rocky-9``): a point release shares the repositories and pins of
+    its major (NVIDIA's rhel9 tree, AMD's el9), and os-release(5) gives the minor in VERSION_ID."""
     os_ = _section(facts, "os")
     ident, version = os_.get("id"), os_.get("version_id")
     if isinstance(ident, str) and isinstance(version, str) and re.fullmatch(r"[a-z]+", ident) \
             and re.fullmatch(r"[0-9.]+", version):
+        if ident in _EL_IDS:
+            return f"{ident}-{version.split('.', 1)[0]}"
         return f"{ident}-{version}"
     return None
+
+
+_EL_IDS = frozenset({"rocky", "rhel", "almalinux"})
 
 
 def slurm_version(facts: Mapping[str, Any]) -> str | None:

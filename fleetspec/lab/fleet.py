@@ -29,13 +29,13 @@ from typing import Any
 import yaml
 
 from fleetspec.compile.ir import Fleet, PackageSource
-from fleetspec.findings import Severity
+from fleetspec.findings import Finding, Severity, locate
 from fleetspec.lab import DEFAULT_PER_PARTITION, STATE_FILE
 from fleetspec.lab.base import REPO_MOUNT, ensure_base, ensure_host_packages
 from fleetspec.lab.hosts import CGROUP_GONE, Lab, validate_name
 from fleetspec.lab.repo import StandInPackage, build_repo, evidence_standins, pin_standins, stack_standins
 from fleetspec.lab.slurm import Cluster, ensure_slurm, restrict_slurm_files
-from fleetspec.packages import container_packages, packages_for, slurm_packages
+from fleetspec.packages import APT_OS, container_packages, packages_for, slurm_packages
 from fleetspec.pipeline import compile_file
 from fleetspec.render.ansible import mirror_var
 from fleetspec.render.slurm import render_slurm
@@ -296,6 +296,12 @@ def _compile(spec: Path) -> Fleet:
         errors = "\n".join(f"  {f.file}:{f.line}:{f.column}: {f.severity} [{f.rule}] {f.message}"
                            for f in compiled.located() if f.severity >= Severity.ERROR)
         raise LabSetupError(f"{spec} has errors: fix them, then run lab up again\n{errors}")
+    if compiled.fleet.os not in APT_OS:
+        at = locate(Finding("lab", Severity.ERROR, "", ("spec", "os")), compiled.source)
+        raise LabSetupError(f"{at.file}:{at.line}:{at.column}: spec.os is {compiled.fleet.os}: the lab's hosts are "
+                            "Debian with apt and its repository is an apt one; an EL-shaped lab host (dnf, rpm, "
+                            "stand-in RPM repositories) is issue #42 item 5, not built yet. Rehearse on an "
+                            "ubuntu-24.04 copy of the spec")
     return compiled.fleet
 
 

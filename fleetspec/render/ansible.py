@@ -24,18 +24,24 @@ from typing import Any
 import yaml
 
 from fleetspec.catalog import load_catalog
+from fleetspec.catalog.el import el_release, el_repo
 from fleetspec.compile.ir import Fleet, Node, PackageSource, StackTuple
 from fleetspec.packages import (
+    EL_OS,
     PackagePin,
     apt_preferences,
     container_packages,
+    dnf_module_file,
+    dnf_spec,
     has_nvswitch,
+    kernel_module_flavor,
     needs_imex,
     nvswitch_on_pci,
     packages_for,
     rdma_packages,
     rocm_apt_path,
     slurm_packages,
+    versionlock_line,
 )
 from fleetspec.render.kubelet import registration_labels
 from fleetspec.site.ansible import site_vars
@@ -102,9 +108,55 @@ def render_pins(fleet: Fleet) -> dict[PurePosixPath, str]:
             continue
         gpus = _stack_gpus(nodes)
         pins = packages_for(stack, fleet.os, gpus)
+        if fleet.os in EL_OS:
+            files.update(_el_pins(stack, EL_OS[fleet.os], pins, gpus))
+            continue
         files[ROOT / "pins" / f"{stack.name}.pref"] = apt_preferences(stack, fleet.os, gpus)
         files[ROOT / "pins" / f"{stack.name}.list"] = "".join(f"{p.spec}\n" for p in pins)
     return files
+
+
+def _el_pins(stack: StackTuple, el: int, pins: list[PackagePin], gpus: list) -> dict[PurePosixPath, str]:
+    """An EL stack's pins (#42): ``.dnf`` (the exact ``dnf install`` arguments, one NEVRA a line,
+    including what only some nodes get), ``.versionlock`` (DNF 4 versionlock.list lines that
+    hold each pin through ``dnf upgrade``), on EL9 for NVIDIA ``.module`` (the nvidia-driver
+    stream of the branch: packages of another stream are filtered out by modularity, so the
+    stream must be enabled; EL10 has no streams) and ``.repo`` (the vendors' repositories,
+    from the catalog). A stream holds a branch, not a build: exact builds need the NEVRAs in one
+    transaction plus the versionlock (NVIDIA driver installation guide, "Version locking")."""
+    base = ROOT / "pins" / stack.name
+    files = {
+        base.with_suffix(".dnf"): "".join(f"{dnf_spec(p)}\n" for p in pins),
+        base.with_suffix(".versionlock"): (f"# fleetspec: stack {stack.name} on EL{el}, every pin held at its build "
+                                           "(/etc/dnf/plugins/versionlock.list)\n"
+                                           + "".join(f"{versionlock_line(p)}\n" for p in pins)),
+        base.with_suffix(".repo"): _el_repo_file(stack, el),
+    }
+    if stack.vendor == "nvidia" and stack.driver and el == 9:
+        files[base.with_suffix(".module")] = dnf_module_file(stack.driver, kernel_module_flavor(gpus))
+    return files
+
+
+def _el_repo_file(stack: StackTuple, el: int) -> str:
+    """The ``/etc/yum.repos.d`` text of the repositories that carry the stack's rows: NVIDIA's
+    rhel<el> tree, or each ROCm/amdgpu release's own baseurl (a catalog fact per row: ROCm 7.1
+    is served from rocm/el9/7.1, its el9 tree holding .el8 builds)."""
+    sections = []
+    if stack.vendor == "nvidia":
+        repo = el_repo(el, "nvidia")
+        assert repo is not None, "every EL major has NVIDIA's repository in the catalog"
+        sections.append((repo.id, repo.baseurl, repo.gpgkey))
+    else:
+        for key in ("amdgpu", "rocm"):
+            release = stack.versions().get(key)
+            row = el_release(el, key, release) if release else None
+            if row is not None:
+                sections.append((f"{key}-{release}", row.repo, _ROCM_KEY_URL))
+    out = [f"# fleetspec: the vendor repositories of stack {stack.name} on EL{el}.\n"]
+    for rid, url, key in sections:
+        sign = f"gpgcheck=1\ngpgkey={key}\n" if key else "gpgcheck=1\n# the signing key's URL is not in the catalog\n"
+        out.append(f"\n[{rid}]\nname={rid}\nbaseurl={url}\nenabled=1\n{sign}")
+    return "".join(out)
 
 
 def _stack_gpus(nodes: Iterable[Node]) -> list:
@@ -268,6 +320,8 @@ def _all_vars(fleet: Fleet, mirror: PackageSource | None) -> dict[str, Any]:
         "fleetspec_packages": [],
         "fleetspec_apt_sources": [],
     }
+    if fleet.os in EL_OS:
+        data["fleetspec_el"] = _el_base(fleet.os)
     slurm = fleet.slurm
     if slurm is not None:
         data["fleetspec_slurm"] = {
@@ -293,6 +347,22 @@ def _all_vars(fleet: Fleet, mirror: PackageSource | None) -> dict[str, Any]:
     return data
 
 
+def _el_base(os: str) -> dict[str, Any]:
+    """What an EL node enables before the vendors' repositories: CRB (DKMS's build
+    dependencies) and EPEL (DKMS itself). The CRB repository id: ``crb`` on Rocky and
+    AlmaLinux (their ``crb enable``/``dnf config-manager --set-enabled crb``),
+    ``codeready-builder-for-rhel-<major>-<arch>-rpms`` on RHEL (subscription-manager repos
+    --enable, as NVIDIA's and EPEL's RHEL steps write it). EPEL's release package:
+    https://dl.fedoraproject.org/pub/epel/epel-release-latest-<major>.noarch.rpm (EPEL's
+    getting-started steps)."""
+    major = EL_OS[os]
+    crb = (f"codeready-builder-for-rhel-{major}-{{{{ ansible_architecture }}}}-rpms" if os.startswith("rhel-")
+           else "crb")
+    return {"major": major, "crb_repo": Template(crb) if "{{" in crb else crb,
+            "epel_release": f"https://dl.fedoraproject.org/pub/epel/epel-release-latest-{major}.noarch.rpm",
+            "versionlock_package": "python3-dnf-plugin-versionlock"}
+
+
 def mariadb_host(cidr: str) -> str:
     """The host part of a MariaDB account for the IPv4 network ``cidr``: ``base/netmask``
     (MariaDB's account names take an IP address with a netmask, not a prefix length)."""
@@ -312,7 +382,7 @@ def _stack_vars(fleet: Fleet, stack: StackTuple, nodes: Iterable[Node]) -> dict[
     if stack.mok_certificate and stack.mok_signing_key:  # the site's MOK: DKMS signs with it (Secure Boot)
         out["fleetspec_dkms_mok_certificate"] = stack.mok_certificate
         out["fleetspec_dkms_mok_signing_key"] = stack.mok_signing_key
-    rdma = rdma_packages(fleet.fabric.type if fleet.fabric else None)
+    rdma = rdma_packages(fleet.fabric.type if fleet.fabric else None, fleet.os)
     if rdma:  # InfiniBand/RoCE: NCCL/RCCL's verbs transport, from the distribution
         out["fleetspec_rdma_userspace"] = list(rdma)
     return out
@@ -323,7 +393,10 @@ def _pins(pins: Iterable[PackagePin]) -> list[dict[str, Any]]:
 
 
 def _vendor_sources(os: str, stack: StackTuple) -> list[dict[str, Any]]:
-    """The vendors' own repositories for this stack (replaced by the mirror when one is set)."""
+    """The vendors' own repositories for this stack (replaced by the mirror when one is set).
+    None on EL: there the stack's ``pins/<stack>.repo`` carries them."""
+    if os in EL_OS:
+        return []
     if stack.vendor == "nvidia":
         # The arch part is a variable: one stack can run on x86_64 (HGX B200) and arm64 (GB200).
         base = (f"https://developer.download.nvidia.com/compute/cuda/repos/{_CUDA_REPO_OS[os]}/"

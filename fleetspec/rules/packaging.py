@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from fleetspec.catalog import Catalog
 from fleetspec.compile.ir import Fleet
 from fleetspec.findings import Finding
-from fleetspec.packages import PackageError, packages_for, unconfirmed_pins
+from fleetspec.packages import EL_OS, PackageError, packages_for, unconfirmed_pins
 from fleetspec.rules.base import error, warning
 
 
@@ -21,8 +21,9 @@ def check_package_pins(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
         try:
             pins = packages_for(stack, fleet.os, [gpus[k] for k in sorted(gpus)])
         except PackageError as exc:
-            yield error("package-pin", f"{exc}. Pin a version fleetspec can name as a package, or give the full "
-                        "package version", stack.path + ((exc.component,) if exc.component else ()))
+            how = ("" if fleet.os in EL_OS else
+                   ". Pin a version fleetspec can name as a package, or give the full package version")
+            yield error("package-pin", f"{exc}{how}", stack.path + ((exc.component,) if exc.component else ()))
             continue
         for pin in pins:
             if not pin.exact:
@@ -41,8 +42,10 @@ def check_package_pins(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
         k8s = fleet.kubernetes
         operator_driver = (k8s is not None and k8s.gpu_operator is not None and k8s.gpu_operator.driver == "operator"
                            and all(n.scheduler == "kubernetes" for n in fleet.nodes if n.stack == stack.name))
+        check = ("dnf list --showduplicates against the repository, and fix the row" if fleet.os in EL_OS else
+                 "apt-cache policy against the repository")
         for key, why in unconfirmed_pins(stack, fleet.os):
             if key == "driver" and operator_driver:
                 continue  # the GPU Operator installs the driver: no host package is pinned
-            yield warning("package-pin", f"{why}. Check it with apt-cache policy against the repository before a "
-                          "canary wave (the pre-check stops a host whose pins do not resolve)", stack.path + (key,))
+            yield warning("package-pin", f"{why}. Check it with {check} before a canary wave (the pre-check stops a "
+                          "host whose pins do not resolve)", stack.path + (key,))

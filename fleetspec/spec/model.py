@@ -14,7 +14,7 @@ import os
 import re
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import core_schema
 
 from fleetspec.node_side.faults import FAULTS
@@ -953,8 +953,39 @@ class SiteGpuModel(_Model):
     gres: strict(str, pattern=GRES_TYPE) = Field(description="the GRES type name Slurm uses")
 
 
+# Node operating systems. EL8 (rocky-8, rhel-8, almalinux-8) is refused with its reason:
+# ansible-core 2.17+ runs modules on Python 3.7+ only, and EL8's dnf bindings exist only for
+# its Python 3.6 (ansible/ansible#82068; #83357: "Ansible support for RHEL-8 hosts ends at 2.16").
+NodeOs = Literal["ubuntu-22.04", "ubuntu-24.04", "debian-12",
+                 "rocky-9", "rhel-9", "almalinux-9", "rocky-10", "rhel-10", "almalinux-10"]
+_REFUSED_OS = {f"{d}-8": ("EL8 cannot be managed by the ansible-core fleetspec runs (2.17+): its modules need "
+                          "Python 3.7+, and EL8's dnf Python bindings exist only for its Python 3.6 "
+                          "(ansible/ansible#82068). Move the nodes to EL9 (rocky-9, rhel-9, almalinux-9) or EL10")
+               for d in ("rocky", "rhel", "almalinux")}
+
+
 class FleetBody(_Model):
-    os: Literal["ubuntu-22.04", "ubuntu-24.04", "debian-12"]
+    os: NodeOs
+
+    @field_validator("os", mode="before")
+    @classmethod
+    def _refused_os(cls, value: Any) -> Any:
+        if isinstance(value, str) and value in _REFUSED_OS:
+            raise ValueError(f"os {value!r} is not supported: {_REFUSED_OS[value]}")
+        return value
+
+    @field_validator("baremetal")
+    @classmethod
+    def _no_pxe_on_el(cls, baremetal: BareMetal | None, info: ValidationInfo) -> BareMetal | None:
+        os_ = info.data.get("os")  # validated first (declared first); absent when it was refused
+        if baremetal is not None and baremetal.pxe is not None and isinstance(os_, str) and not os_.startswith(
+                ("ubuntu-", "debian-")):
+            raise ValueError(f"baremetal.pxe is not supported on {os_} yet: the golden image is built with "
+                             "debootstrap and boots a Debian/Ubuntu root (render/baremetal.py); an EL image needs "
+                             "its own recipe (dnf --installroot, dracut). Provision EL nodes with the site's "
+                             "installer (kickstart) and remove pxe")
+        return baremetal
+
     stacks: dict[Name, Stack] = Field(
         default_factory=dict, description="pinned tuples by name; a fleet of CPU-only nodes has none")
     gpu_models: dict[Name, SiteGpuModel] = Field(

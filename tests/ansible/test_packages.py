@@ -70,6 +70,7 @@ def test_ubuntu_keeps_the_desktop_metapackage_and_says_why() -> None:
     why = compute_only_unconfirmed(HOPPER, "ubuntu-24.04", [GPUS["h100-sxm"]])
     assert why is not None and "nvidia-driver-580-open" in why and "headless" in why
     assert compute_only_unconfirmed(HOPPER, "debian-12", [GPUS["h100-sxm"]]) is None
+    assert compute_only_unconfirmed(HOPPER, "rocky-9", [GPUS["h100-sxm"]]) is None  # EL: nvidia-driver-cuda
 
 
 def test_volta_gets_the_proprietary_module_and_cannot_share_with_blackwell() -> None:
@@ -119,6 +120,12 @@ def test_a_four_part_cudnn_version_is_taken_as_given() -> None:
 
 def test_unknown_os_is_refused() -> None:
     with pytest.raises(PackageError, match="unsupported node OS"):
+        packages_for(HOPPER, "centos-9", [])
+
+
+def test_an_el_os_never_gets_a_literal_the_catalog_lacks() -> None:
+    # 580.95.05 has apt literals but no EL9 row (#42): refused, not derived.
+    with pytest.raises(PackageError, match="no published EL9 package literal for driver 580.95.05"):
         packages_for(HOPPER, "rhel-9", [])
 
 

@@ -1,0 +1,92 @@
+"""The EL (RHEL, Rocky, AlmaLinux 9/10) package literals: ``data/el_packages.yaml``, typed.
+
+Why a file of its own, read only when a fleet runs EL: the literals are evidence (each row
+names its artefact), not a scheme; fleetspec never derives an EL version string from the
+apt one or from the OS name. Kept out of the catalog snapshot so ``validate`` of an apt
+fleet starts as fast as before.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from importlib import resources
+from typing import NamedTuple
+
+import yaml
+
+# name-[epoch:]version-release: RPM versions and releases hold no '-' (rpm(8), "NEVRA"); every
+# vendor version here starts with a digit, which keeps a bare name (nvidia-driver-cuda) from
+# parsing as name-version-release.
+_NEVRA = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9_.+-]*)-(?:(?P<epoch>[0-9]+):)?(?P<version>[0-9][^-:]*)"
+                    r"-(?P<release>[^-:]+)$")
+
+
+class Nevra(NamedTuple):
+    """One package at its exact EVR, with the node property it needs (``nvswitch``, ``imex``) or None."""
+
+    name: str
+    epoch: int
+    version: str
+    release: str
+    condition: str | None = None
+
+    @property
+    def evr(self) -> str:
+        """``3:580.82.07-1.el9``; no ``0:`` (dnf reads a missing epoch as 0)."""
+        return f"{self.epoch}:{self.version}-{self.release}" if self.epoch else f"{self.version}-{self.release}"
+
+
+class ElRelease(NamedTuple):
+    el: int
+    component: str
+    release: str
+    cuda: str | None
+    packages: tuple[Nevra, ...]
+    repo: str
+    source: str
+    seen: str
+    unconfirmed: str
+
+
+class ElRepo(NamedTuple):
+    el: int
+    vendor: str
+    id: str
+    baseurl: str
+    gpgkey: str | None
+    source: str
+
+
+def parse_nevra(text: str, condition: str | None = None) -> Nevra:
+    """``kmod-nvidia-open-dkms-3:580.82.07-1.el9`` -> its parts; ValueError for anything else."""
+    m = _NEVRA.match(text)
+    if m is None:
+        raise ValueError(f"not a name-[epoch:]version-release: {text!r}")
+    return Nevra(m["name"], int(m["epoch"] or 0), m["version"], m["release"], condition)
+
+
+@functools.cache
+def el_data() -> tuple[tuple[ElRelease, ...], tuple[ElRepo, ...]]:
+    raw = yaml.safe_load(resources.files("fleetspec.catalog").joinpath("data/el_packages.yaml").read_text())
+    releases = []
+    for r in raw["releases"]:
+        pkgs = tuple(parse_nevra(p) if isinstance(p, str) else parse_nevra(p["nevra"], p.get("condition"))
+                     for p in r["packages"])
+        releases.append(ElRelease(int(r["el"]), r["component"], str(r["release"]), r.get("cuda"), pkgs, r["repo"],
+                                  r["source"], str(r["seen"]), r.get("unconfirmed") or ""))
+    repos = tuple(ElRepo(int(r["el"]), r["vendor"], r["id"], r["baseurl"], r.get("gpgkey"), r["source"])
+                  for r in raw["repos"])
+    return tuple(releases), repos
+
+
+def el_release(el: int, component: str, release: str, cuda: str | None = None) -> ElRelease | None:
+    """The row for ``component`` at ``release`` on EL ``el`` (NCCL: for the CUDA major.minor ``cuda``)."""
+    for r in el_data()[0]:
+        if r.el == el and r.component == component and r.release == release and (r.cuda is None or r.cuda == cuda):
+            return r
+    return None
+
+
+def el_repo(el: int, vendor: str) -> ElRepo | None:
+    return next((r for r in el_data()[1] if r.el == el and r.vendor == vendor), None)

@@ -1,0 +1,155 @@
+"""EL fleets (#42): the pins render from the catalog's EL rows only, docs/packaging.md's EL
+table is that data, and the apt-only node roles refuse an EL inventory before touching a node."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path, PurePosixPath
+
+import pytest
+
+from fleetspec.catalog.el import el_data, parse_nevra
+from fleetspec.findings import Severity
+from fleetspec.pipeline import compile_file, compile_text
+from fleetspec.render.ansible import render_ansible
+from tests.conftest import EXAMPLES, ROOT
+
+
+@pytest.fixture(scope="module")
+def rocky9() -> dict[PurePosixPath, str]:
+    compiled = compile_file(EXAMPLES / "rocky9.yaml")
+    assert compiled.valid, [(f.rule, f.message) for f in compiled.located()]
+    return render_ansible(compiled.fleet)
+
+
+def pins(files: dict[PurePosixPath, str], name: str) -> str:
+    return files[PurePosixPath("ansible/pins") / name]
+
+
+def test_rocky9_matches_golden(rocky9, golden) -> None:
+    golden.check_tree("ansible/rocky9", {p.relative_to("ansible"): t for p, t in rocky9.items()})
+
+
+def test_the_dnf_list_the_versionlock_and_the_module_of_an_el9_nvidia_stack(rocky9) -> None:
+    dnf = pins(rocky9, "hopper-cu12.dnf").splitlines()
+    # The driver family at epoch 3 with its dist tag; the fabric manager, CUDA and NCCL without one.
+    assert "kmod-nvidia-open-dkms-3:580.82.07-1.el9" in dnf
+    assert "nvidia-fabricmanager-580.82.07-1" in dnf and "libnccl-2.26.2-1+cuda12.8" in dnf
+    assert "cuda-toolkit-12-8-12.8.1-1" in dnf and "datacenter-gpu-manager-4-core-1:4.5.2-1" in dnf
+    assert not [p for p in dnf if p.startswith("nvidia-imex")]  # HGX H100: a fabric manager, no IMEX
+    lock = [ln for ln in pins(rocky9, "hopper-cu12.versionlock").splitlines() if not ln.startswith("#")]
+    assert len(lock) == len(dnf)
+    assert "kmod-nvidia-open-dkms-3:580.82.07-1.el9.*" in lock and "libnccl-0:2.26.2-1+cuda12.8.*" in lock
+    assert pins(rocky9, "hopper-cu12.module") == ("[nvidia-driver]\nname=nvidia-driver\nstream=580-open\nprofiles=\n"
+                                                  "state=enabled\n")
+    assert "baseurl=https://developer.download.nvidia.com/compute/cuda/repos/rhel9/x86_64\n" in pins(
+        rocky9, "hopper-cu12.repo")
+    assert not any(p.suffix in (".pref", ".list") for p in rocky9)  # no apt file for an EL fleet
+    stack_vars = rocky9[PurePosixPath("ansible/group_vars/stack_hopper_cu12.yml")]
+    assert "fleetspec_rdma_userspace:\n- rdma-core\n- libibverbs\n" in stack_vars  # EL names: no ibverbs-providers
+
+
+def test_rocm_71_on_el9_pins_the_el8_builds_of_its_el9_tree(rocky9) -> None:
+    assert pins(rocky9, "cdna3-rocm71.dnf").splitlines()[:2] == ["rocm-core-7.1.0.70100-20.el8",
+                                                                  "rocm-7.1.0.70100-20.el8"]
+    assert "baseurl=https://repo.radeon.com/rocm/el9/7.1/main\n" in pins(rocky9, "cdna3-rocm71.repo")
+    assert PurePosixPath("ansible/pins/cdna3-rocm71.module") not in rocky9
+
+
+def spec(os: str, driver: str) -> str:
+    text = (EXAMPLES / "rocky9.yaml").read_text().replace("os: rocky-9", f"os: {os}")
+    return text.replace('driver: "580.82.07"', f'driver: "{driver}"')
+
+
+def _nvidia_only(text: str) -> str:
+    """The example without its AMD stack and rack (no EL10 ROCm row in the catalog yet)."""
+    head, rest = text.split("    cdna3-rocm71:\n", 1)
+    rest = rest.split("\n", 1)[1]
+    racks, slurm = rest.split("    - name: r02\n", 1)
+    return head + racks + "  slurm:" + slurm.split("  slurm:", 1)[1]
+
+
+def test_el10_has_no_module_stream_and_other_literals() -> None:
+    text = spec("almalinux-10", "580.167.08").replace(
+        '      cuda: "12.8.1"\n      cudnn: "9.10.2"\n      nccl: "2.26.2"\n      dcgm: "4.5.2"\n',
+        '      cuda: "13.0.2"\n      nccl: "2.28.3"\n')
+    compiled = compile_text(_nvidia_only(text))
+    assert not [f for f in compiled.located() if f.severity >= Severity.ERROR], [f.message for f in compiled.located()]
+    files = render_ansible(compiled.fleet)
+    assert "kmod-nvidia-open-dkms-3:580.167.08-1.el10" in pins(files, "hopper-cu12.dnf").splitlines()
+    assert PurePosixPath("ansible/pins/hopper-cu12.module") not in files
+    assert "repos/rhel10/x86_64\n" in pins(files, "hopper-cu12.repo")
+
+
+def test_a_release_without_an_el_row_is_a_located_error_never_a_made_up_literal() -> None:
+    compiled = compile_text(spec("rocky-10", "580.82.07"), "fleet.yaml")
+    errors = [f for f in compiled.located() if f.rule == "package-pin" and f.severity >= Severity.ERROR]
+    assert errors and errors[0].line == 12, [(f.line, f.message) for f in compiled.located()]
+    assert "no published EL10 package literal for driver 580.82.07" in errors[0].message
+    assert "el_packages.yaml" in errors[0].message
+
+
+def test_modelled_literals_are_warned_with_the_el_check() -> None:
+    found = [f for f in compile_file(EXAMPLES / "rocky9.yaml").located() if f.rule == "package-pin"]
+    assert found and all("dnf list --showduplicates" in f.message for f in found)
+    assert any("nvidia-driver-cuda, kmod-nvidia-open-dkms" in f.message for f in found)
+
+
+# docs/packaging.md's EL table is the data, row for row.
+def table_rows() -> list[list[str]]:
+    section = (ROOT / "docs/packaging.md").read_text().split("\n## EL nodes ", 1)[1].split("\n## ", 1)[0]
+    lines = [ln for ln in section.splitlines() if ln.startswith("| ")]
+    assert lines[0] == "| EL | component | release | packages | source | seen | unconfirmed |"
+    return [[c.strip() for c in ln.strip("|").split(" | ")] for ln in lines[1:]]
+
+
+def test_the_docs_el_table_is_the_catalog_data() -> None:
+    rows = []
+    for r in el_data()[0]:
+        packages = ", ".join(f"{n.name}-{n.epoch}:{n.version}-{n.release}" + (f" ({n.condition})" if n.condition
+                                                                                 else "") for n in r.packages)
+        rows.append([str(r.el), r.component, r.release, packages, r.source, r.seen, r.unconfirmed or "-"])
+    assert table_rows() == rows
+
+
+def test_every_row_cites_a_source_and_parses() -> None:
+    releases, repos = el_data()
+    for r in releases:
+        assert r.source and r.seen and r.packages and r.repo.startswith("https://"), r
+        assert r.el in (9, 10)
+    assert {(r.el, r.vendor) for r in repos} == {(9, "nvidia"), (10, "nvidia")}
+    with pytest.raises(ValueError):
+        parse_nevra("nvidia-driver-cuda")
+    n = parse_nevra("amdgpu-dkms-1:6.1.5.50601-1649308.el9")
+    assert (n.name, n.epoch, n.version, n.release) == ("amdgpu-dkms", 1, "6.1.5.50601", "1649308.el9")
+
+
+def test_site_yml_refuses_an_el_inventory_before_any_node_task(tmp_path: Path) -> None:
+    """Real ansible-playbook: the first play's assert (an action on the controller) fails every
+    host; no later play runs, so no apt task reaches an EL node."""
+    compiled = compile_file(EXAMPLES / "rocky9.yaml")
+    for rel, text in render_ansible(compiled.fleet).items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    exe = shutil.which("ansible-playbook")
+    assert exe, "ansible-playbook is required (pip install ansible-core)"
+    env = {"ANSIBLE_CONFIG": str(ROOT / "playbooks/ansible.cfg"), "ANSIBLE_HOME": str(tmp_path / ".ansible"),
+           "PATH": "/usr/bin:/bin:" + str(Path(exe).parent)}  # fmt: skip
+    proc = subprocess.run([exe, "-i", str(tmp_path / "ansible/inventory.yml"), "--limit", "h100-001",
+                           str(ROOT / "playbooks/site.yml")], capture_output=True, text=True, env=env, timeout=120)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    assert "spec.os is rocky-9" in out and "issue #42 item 4" in out, out
+    assert "Gathering Facts" not in out, out  # nothing connected to the node
+
+
+def test_apply_refuses_an_el_fleet_before_state_lock_or_drain(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from fleetspec.cli import app
+
+    result = CliRunner().invoke(app, ["apply", str(EXAMPLES / "rocky9.yaml"), "--yes", "--state", str(tmp_path / "s")])
+    assert result.exit_code == 1, result.output
+    assert "spec.os is rocky-9" in result.output and "nothing was drained or changed" in result.output
+    assert not (tmp_path / "s").exists()
