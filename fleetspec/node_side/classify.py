@@ -36,6 +36,11 @@ from fleetspec.node_side.collector import xml_text
 from fleetspec.node_side.faults import (
     DCGM_SEVERITY_CLASS,
     FAULTS,
+    LIVE_READINGS,
+    NVLINK5_BUCKET_CLASSES,
+    NVLINK5_NONFATAL,
+    NVLINK5_SEVERITY,
+    NVLINK5_UNITS,
     NVLINK_MAX_CRC_PER_S,
     NVLINK_MAX_ERROR,
     PCIE_GENERATION,
@@ -93,9 +98,56 @@ def latch_key(fault: Fault) -> Tuple[str, str, str]:
     return fault["class"], fault["device"], fault["detail"].split(":", 1)[0]
 
 
+# "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)": the new action's code.
+_RECOVERY_TO = re.compile(r"\bto\s+0x([0-9A-Fa-f]{1,8})\b")
+# NVLink 5 (144-150): "NETIR_BER_EVENT Nonfatal XC0 i0 Link 07 (0x00000013 ...)", the unit (or
+# "unit/subunit") then the severity the driver prints.
+_NVLINK5 = re.compile(r"^([A-Z][A-Z0-9_]*(?:/[A-Z][A-Z0-9_]*)?)(?: Degraded)? (Link Fatal|Fatal|Nonfatal|Non-fatal)\b")
+
+
+def recovery_class(number: int, rest: str) -> str:
+    """The class of an Xid 154 line: the action it changed *to* (RECOVERY_ACTIONS by its code);
+    a change back to None is informational; a code NVML does not define the same everywhere is
+    xid-unknown."""
+    match = _RECOVERY_TO.search(rest)
+    action = RECOVERY_ACTIONS.get(int(match.group(1), 16)) if match else None
+    if action is None:
+        return "xid-unknown"
+    return action[1] or "xid-informational"
+
+
+def nvlink5_class(number: int, rest: str) -> str:
+    """The class of an NVLink 5 Xid (144-150) by the catalog's NVLink 5 table: the unit and the
+    severity the driver printed (NVLINK5_UNITS, NVLINK5_SEVERITY); the family's class
+    (a GPU reset) for a unit or severity the table does not name."""
+    match = _NVLINK5.match(rest)
+    if not match:
+        return XID_CLASSES.get(number, "xid-unknown")
+    units = match.group(1).split("/")
+    known = NVLINK5_UNITS.get(number, ())
+    if not all(unit in known for unit in units):
+        return XID_CLASSES.get(number, "xid-unknown")
+    bucket = NVLINK5_SEVERITY[match.group(2).lower()]
+    if bucket == "IGNORE":
+        bucket = next((NVLINK5_NONFATAL[(number, u)] for u in units if (number, u) in NVLINK5_NONFATAL), bucket)
+    return NVLINK5_BUCKET_CLASSES[bucket]
+
+
+def xid_class(number: int, rest: str) -> str:
+    """An Xid line's class: the catalog's (XID_CLASSES), decoded further where the line carries
+    what the catalog decides by (Xid 154's recovery action, the NVLink 5 unit and severity)."""
+    if number == 154:
+        return recovery_class(number, rest)
+    if number in NVLINK5_UNITS:
+        return nvlink5_class(number, rest)
+    return XID_CLASSES.get(number, "xid-unknown")
+
+
 def kernel_log_faults(messages: Iterable[str], counts: Optional[Dict[Tuple[str, str, str], int]] = None) -> List[Fault]:
     """Faults from NVRM Xid and NVSwitch SXid lines; one fault per (class, device, Xid), the
-    first line's. ``counts`` gets how many lines each fault stands for (by ``latch_key``)."""
+    first line's. Xid 154 is a state, not an event: per GPU only its newest line counts (the
+    recovery action it changed to is the current one). ``counts`` gets how many lines each
+    fault stands for (by ``latch_key``)."""
     faults = []  # type: List[Fault]
     seen = set()
     lines = {}  # type: Dict[Tuple[Any, ...], int]
@@ -103,12 +155,14 @@ def kernel_log_faults(messages: Iterable[str], counts: Optional[Dict[Tuple[str, 
         xid = _XID.match(message)
         if xid:
             bus, number, rest = xid.group(1), int(xid.group(2)), _PID_NAME.sub("", (xid.group(3) or "").strip())
-            cls = XID_CLASSES.get(number, "xid-unknown")
-            if number == 154:
-                lowered = rest.lower()
-                cls = next((c for text, c in RECOVERY_ACTIONS if "to " in lowered and text in lowered.split("to ", 1)[1]),
-                           "xid-unknown")
+            cls = xid_class(number, rest)
             key = (cls, bus, number)
+            if number == 154:  # the newest transition replaces the ones before it on this GPU
+                older = [f for f in faults if f["_key"][1:] == (bus, 154)]  # type: ignore[index]
+                for fault in older:
+                    faults.remove(fault)
+                    seen.discard(fault["_key"])
+                    lines.pop(fault["_key"], None)
             lines[key] = lines.get(key, 0) + 1
             if key not in seen:
                 seen.add(key)
@@ -148,6 +202,12 @@ def _int(value: Optional[str]) -> Optional[int]:
     return int(match.group(1)) if match else None
 
 
+def _sum(values: Iterable[Optional[int]]) -> Optional[int]:
+    """The sum of the values nvidia-smi reported; None when it reported none of them."""
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
 def parse_gpu_health_xml(text: str) -> Optional[List[Dict[str, Any]]]:
     """The health-relevant fields of ``nvidia-smi -q -x``, one dict per GPU in index
     order; None when the text is not nvidia-smi's XML."""
@@ -169,10 +229,15 @@ def parse_gpu_health_xml(text: str) -> Optional[List[Dict[str, Any]]]:
             "name": xml_text(gpu, "product_name"),
             "remap_pending": xml_text(gpu, "remapped_rows/remapped_row_pending"),
             "remap_failure": xml_text(gpu, "remapped_rows/remapped_row_failure"),
+            "remap_unc": _int(xml_text(gpu, "remapped_rows/remapped_row_unc")),  # active uncorrectable remaps
+            "remap_corr": _int(xml_text(gpu, "remapped_rows/remapped_row_corr")),
             "retired_pending": xml_text(gpu, "retired_pages/pending_retirement"),
             "retired_sbe": _int(xml_text(gpu, "retired_pages/multiple_single_bit_retirement/retired_count")),
             "retired_dbe": _int(xml_text(gpu, "retired_pages/double_bit_retirement/retired_count")),
             "volatile_dram_uncorrectable": _int(xml_text(gpu, "ecc_errors/volatile/dram_uncorrectable")),
+            # SRAM uncorrectable, parity and SEC-DED, as the real H200 prints them (driver 580)
+            "volatile_sram_uncorrectable": _sum(_int(xml_text(gpu, "ecc_errors/volatile/" + key)) for key in
+                                                ("sram_uncorrectable_parity", "sram_uncorrectable_secded")),
             "pcie_gen_current": _int(xml_text(link, "pcie_gen/current_link_gen")),
             "pcie_gen_max": _int(xml_text(link, "pcie_gen/max_link_gen")),
             "pcie_width_current": _int(xml_text(link, "link_widths/current_link_width")),
@@ -205,6 +270,10 @@ def nvidia_gpu_faults(gpus: List[Dict[str, Any]], model: Optional[str] = None) -
         if gpu["volatile_dram_uncorrectable"]:
             faults.append(_fault("ecc-uncorrectable", dev, "volatile DRAM uncorrectable ECC: %d"
                                  % gpu["volatile_dram_uncorrectable"], "nvidia-smi"))
+        action = recovery_reading(gpu.get("recovery_action"))
+        if action is not None and RECOVERY_ACTIONS[action][1] is not None:
+            faults.append(_fault(RECOVERY_ACTIONS[action][1], dev, "recovery action now: %s" % gpu["recovery_action"],
+                                 "nvidia-smi"))
         width, max_width = gpu["pcie_width_current"], gpu["pcie_width_max"]
         if width is not None and max_width is not None and width < max_width:
             faults.append(_fault("pcie-degraded", dev, "PCIe link x%d, expected x%d" % (width, max_width), "nvidia-smi"))
@@ -223,6 +292,68 @@ def nvidia_gpu_faults(gpus: List[Dict[str, Any]], model: Optional[str] = None) -
         elif degraded:
             faults.append(_fault("fabric-degraded", dev, "; ".join(degraded), "nvidia-smi"))
     return faults
+
+
+def recovery_reading(text: Optional[str]) -> Optional[int]:
+    """The NVML recovery action (RECOVERY_ACTIONS' code) of nvidia-smi's ``gpu_recovery_action``
+    text; None when it reports none (absent, N/A) or a text this does not know."""
+    low = (text or "").strip().lower()
+    if not low or low in _NOT_REPORTED:
+        return None
+    if low == "none":
+        return 0
+    if "drain" in low:  # "Drain P2P"; "Drain and Reset" / "Drain P2P and Reset Gpu"
+        return 4 if "reset" in low else 3
+    if "reboot" in low:  # "Node Reboot Required"
+        return 2
+    if "reset" in low:  # "GPU Reset Required"
+        return 1
+    return None
+
+
+def live_reading(xid: int, gpu: Dict[str, Any]) -> Optional[Tuple[bool, str]]:
+    """What nvidia-smi says now about the state an Xid line reported (LIVE_READINGS): (whether
+    the GPU still is in that state, the reading in words); None where it reports nothing to go
+    by, so the log line decides. The live state itself is judged by nvidia_gpu_faults."""
+    reading = LIVE_READINGS.get(xid)
+    if reading == "row-remapper" and gpu.get("remap_pending") in ("Yes", "No"):
+        words = "remapped rows pending %s, failure %s, %s uncorrectable remap(s) active" % (
+            gpu["remap_pending"], gpu.get("remap_failure"), gpu.get("remap_unc") if gpu.get("remap_unc") is not None
+            else "?")
+        still = gpu["remap_pending"] == "Yes" if xid == 63 else gpu.get("remap_failure") == "Yes"
+        return still, words
+    if reading == "row-remapper" and xid == 63 and gpu.get("retired_pending") in ("Yes", "No"):
+        return gpu["retired_pending"] == "Yes", "retired pages pending %s" % gpu["retired_pending"]
+    if reading == "recovery-action":
+        action = recovery_reading(gpu.get("recovery_action"))
+        if action is not None:
+            return action != 0, "recovery action %s" % gpu["recovery_action"]
+    if reading == "volatile-ecc":
+        dram, sram = gpu.get("volatile_dram_uncorrectable"), gpu.get("volatile_sram_uncorrectable")
+        if dram == 0 and sram in (0, None):  # no uncorrectable error since the driver loaded
+            return False, "volatile uncorrectable ECC 0 (counted since the driver loaded)"
+    return None
+
+
+def supersede(latched: List[Fault], gpus: List[Dict[str, Any]]) -> Tuple[List[Fault], List[Fault]]:
+    """(acting, superseded): the latched kernel-log faults that still act, and those a live
+    reading of their GPU supersedes (LIVE_READINGS), each with ``by``: the reading. A line whose
+    state the GPU still reports is superseded too: the live fault (nvidia_gpu_faults) acts for
+    it, so one state is not judged twice. ``gpus``: nvidia-smi's parsed GPUs, [] when it did
+    not answer (then the log decides)."""
+    by_bus = {pci_key(g.get("bus_id")): g for g in gpus}
+    acting, superseded = [], []  # type: List[Fault], List[Fault]
+    for fault in latched:
+        match = re.match(r"^Xid (\d+)", fault.get("detail", ""))
+        gpu = by_bus.get(pci_key(fault["device"])) if match else None
+        live = live_reading(int(match.group(1)), gpu) if match and gpu is not None else None
+        if live is None:
+            acting.append(fault)
+            continue
+        item = dict(fault)
+        item["by"] = "nvidia-smi now: %s%s" % (live[1], " (the live fault acts)" if live[0] else "")
+        superseded.append(item)
+    return acting, superseded
 
 
 # <fabric><health> children nvidia-smi -q -x prints (tests/data/fixtures/h200-node/nvidia-smi-q.xml,
@@ -551,9 +682,11 @@ def _dicts(value: Any) -> List[Dict[str, Any]]:
 
 
 def verdict(node: str, faults: List[Fault], actions: Optional[Dict[str, str]] = None,
-            errors: Optional[List[str]] = None) -> Dict[str, Any]:
+            errors: Optional[List[str]] = None, superseded: Optional[List[Fault]] = None) -> Dict[str, Any]:
     """One node's verdict: every fault with its action under ``actions`` (the policy;
-    the catalog's defaults where it says nothing), the strongest action, the status."""
+    the catalog's defaults where it says nothing), the strongest action, the status.
+    ``superseded``: kernel-log lines a live reading overrules (``supersede``), kept as
+    evidence; they give no action."""
     policy = dict(default_actions())
     policy.update(actions or {})
     resolved = []
@@ -564,7 +697,8 @@ def verdict(node: str, faults: List[Fault], actions: Optional[Dict[str, str]] = 
     resolved.sort(key=lambda f: (f["class"], f["device"], f["detail"]))
     action = strongest([f["action"] for f in resolved])
     status = "sick" if action != "none" else ("degraded" if resolved else "healthy")
-    return {"node": node, "status": status, "action": action, "faults": resolved, "errors": list(errors or [])}
+    return {"node": node, "status": status, "action": action, "faults": resolved, "errors": list(errors or []),
+            "superseded": sorted((dict(f) for f in superseded or []), key=lambda f: (f["device"], f["detail"]))}
 
 
 def reason(result: Dict[str, Any], limit: int = 200) -> str:

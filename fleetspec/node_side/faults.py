@@ -103,13 +103,27 @@ FAULT_CLASSES = (
                "device is gone from PCIe; a reboot (or cold power cycle) is needed to get it back",
                XID_CATALOG),
     FaultClass("gpu-reset-required", "device", "quarantine-device",
-               "Xid 154 with recovery action 'GPU Reset Required', or an Xid whose catalog immediate "
-               "action is RESET_GPU (among them 109 context-switch timeout, 119/120 GSP, 140 "
-               "unrecovered ECC, 143 GPU initialization, 158 GPU fatal timeout), or the GB200 NVLink 5 "
-               "family 144-150 (WORKFLOW_NVLINK5_ERR: RESET_GPU for its fatal units; the per-unit decode "
-               "is not done, so each drains)", XID_CATALOG + " ; " + NVML_RECOVERY),
+               "Xid 154 whose newest recovery action is 'GPU Reset Required' (NVML GPU_RESET: terminate "
+               "the GPU's processes, reset it with nvidia-smi -r), or an Xid whose catalog immediate action "
+               "is RESET_GPU (among them 109 context-switch timeout, 119/120 GSP, 140 unrecovered ECC, 143 "
+               "GPU initialization, 158 GPU fatal timeout), or a GB200 NVLink 5 Xid 144-150 the driver "
+               "prints Fatal (the catalog's NVLink 5 table: RESET_GPU), or one whose unit or severity the "
+               "table does not name (refused: the strongest of the family)", XID_CATALOG + " ; " + NVML_RECOVERY),
+    FaultClass("gpu-drain-and-reset", "device", "quarantine-device",
+               "Xid 154 whose newest recovery action is 'Drain and Reset' (NVML DRAIN_AND_RESET, 'Drain P2P "
+               "and Reset Gpu'), or nvidia-smi's recovery action says so now: no new work on the GPU, the "
+               "running work drains, then the GPU is reset; not a node reboot", NVML_RECOVERY + " ; " + MEMORY_FLAGS),
+    FaultClass("gpu-drain-p2p", "node", "drain",
+               "Xid 154 whose newest recovery action is 'Drain P2P' (NVML DRAIN_P2P: quiesce all peer-to-peer "
+               "traffic, then read the recovery action again, which names one of the others): the node "
+               "takes no new work until the driver names the next action; not a node reboot",
+               NVML_RECOVERY + " ; " + MEMORY_FLAGS),
+    FaultClass("nvlink5-nonfatal", "device", "none",
+               "a GB200 NVLink 5 Xid 144-150 the driver prints Nonfatal for a unit of the catalog's NVLink 5 "
+               "table (e.g. Xid 149 NETIR_BER_EVENT, a link's bit-error-rate event): IGNORE for the workload; "
+               "the investigatory action is the link's signal integrity and cables; reported", XID_CATALOG),
     FaultClass("node-reboot-required", "node", "drain-reboot",
-               "Xid 154 with recovery action 'Node Reboot Required' or 'Drain and Reset', or an Xid "
+               "Xid 154 whose newest recovery action is 'Node Reboot Required' (NVML NODE_REBOOT), or an Xid "
                "whose catalog immediate action is RESTART_BM", NVML_RECOVERY + " ; " + XID_CATALOG),
     FaultClass("nvlink-error", "node", "drain-reboot",
                "Xid 74 (catalog: WORKFLOW_NVLINK_ERR): an NVLink error; a broken link slows or hangs "
@@ -379,9 +393,8 @@ XID_BUCKET_CLASSES = {
     "RESET_GPU": "gpu-reset-required",
     "RESTART_BM": "node-reboot-required",
     "WORKFLOW_NVLINK_ERR": "nvlink-error",
-    # NVLink 5 (GB200, 144-150): the catalog's per-unit table (IntrInfo, error status) gives
-    # RESET_GPU for the fatal ones and IGNORE for the others; that decode is not done here,
-    # so every one takes the strongest: a GPU reset.
+    # NVLink 5 (GB200, 144-150): the class of the family when its line names no unit the
+    # catalog's NVLink 5 table knows; classify decodes each line by NVLINK5_UNITS.
     "WORKFLOW_NVLINK5_ERR": "gpu-reset-required",
     "WORKFLOW_XID_48": "ecc-uncorrectable",
 }  # type: Dict[str, str]
@@ -402,13 +415,68 @@ XID_CLASSES.update({
     95: "ecc-uncorrectable",  # Uncontained ECC error (RESET_GPU)
 })
 
-# Xid 154 carries the driver's recovery action (nvmlDeviceGpuRecoveryAction_t).
-RECOVERY_ACTIONS = (
-    ("gpu reset required", "gpu-reset-required"),
-    ("node reboot required", "node-reboot-required"),
-    ("drain and reset", "node-reboot-required"),
-    ("drain p2p", "nvlink-error"),
-)  # type: Tuple[Tuple[str, str], ...]
+# Xid 154 carries the driver's recovery action, nvmlDeviceGpuRecoveryAction_t, as the driver
+# prints it: "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)". The
+# values 0-4 are the same in every NVML header and binding read (NVML_RECOVERY: 0 "No action
+# needed", 1 "Reset Gpu", 2 "Reboot Node", 3 "Drain P2P", 4 "Drain P2P and Reset Gpu"); MEMORY_FLAGS
+# says what each asks for: GPU_RESET "terminate all GPU processes, reset the GPU using
+# nvidia-smi -r"; NODE_REBOOT "reboot the operating system"; DRAIN_P2P "terminate all GPU
+# processes that conduct peer-to-peer traffic ... query ... again, which will return one of the
+# other actions". Later values (5 and up) differ between NVML releases (RECOVER_IMEX_DOMAIN in
+# one, GPU_RESET_BUS in another): not mapped, so xid-unknown (drained). Action -> (NVML's
+# name, the class; None: nothing to do).
+RECOVERY_ACTIONS = {
+    0: ("NONE", None),
+    1: ("GPU_RESET", "gpu-reset-required"),
+    2: ("NODE_REBOOT", "node-reboot-required"),
+    3: ("DRAIN_P2P", "gpu-drain-p2p"),
+    4: ("DRAIN_AND_RESET", "gpu-drain-and-reset"),
+}  # type: Dict[int, Tuple[str, Optional[str]]]
+
+# The catalog's NVLink 5 workflow table (WORKFLOW_NVLINK5_ERR, Xids 144-150; XID_CATALOG, the
+# table after "Xids", read XID_CATALOG_RETRIEVED): per Xid the units it names (the "unit/subunit"
+# column split at "/", as the driver prints the unit in the line: "149, NETIR_BER_EVENT Nonfatal
+# XC0 i0 Link 07 (0x00000013 ...)"), each row with a severity and a Data Center Recovery Action.
+# Every row the table rates Fatal or Link Fatal is RESET_GPU but two NETIR_LINK_DOWN subcodes
+# (IGNORE, told apart only by IntrInfo bits: not decoded, so they take the reset); every row it
+# rates Non-fatal is IGNORE except the units below (NVLINK5_NONFATAL), where a Non-fatal row
+# names another bucket. A unit the table does not name, or a line without a severity, takes
+# RESET_GPU: refused by default, as before this decode.
+NVLINK5_UNITS = {
+    144: ("SAW_MVB",),
+    145: ("RLW_CTRL", "RLW_REMAP", "RLW_RSPCOL", "RLW_RXPIPE", "RLW_SRC_TRACK", "RLW_TAGSTATE"),
+    146: ("TLW_CTRL", "TLW_RX", "TLW_RX_PIPE0", "TLW_RX_PIPE1", "TLW_TX", "TLW_TX_PIPE0", "TLW_TX_PIPE1"),
+    147: ("TREX",),
+    148: ("NVLPW_CTRL", "NVLPW"),
+    149: ("NETIR", "NETIR_INT", "NETIR_LINK_EVT", "NETIR_LINK_DOWN", "NETIR_BER_EVENT", "NETIR_MFDE_EVENT"),
+    150: ("MSE", "MSE_WATCHDOG"),
+}  # type: Dict[int, Tuple[str, ...]]
+NVLINK5_SEVERITY = {"fatal": "RESET_GPU", "link fatal": "RESET_GPU", "nonfatal": "IGNORE", "non-fatal": "IGNORE"}
+# Non-fatal rows with another bucket: RLW_RXPIPE's "Non-fatal*" rows whose second decode is
+# RESET_GPU (taken: the stronger); RLW_REMAP and RLW_SRC_TRACK rows whose bucket is XID_154_EVAL
+# (the Xid 154 the driver prints with them carries the action: this line is reported).
+NVLINK5_NONFATAL = {(145, "RLW_RXPIPE"): "RESET_GPU", (145, "RLW_REMAP"): "XID_154_EVAL",
+                    (145, "RLW_SRC_TRACK"): "XID_154_EVAL"}  # type: Dict[Tuple[int, str], str]
+NVLINK5_BUCKET_CLASSES = {"RESET_GPU": "gpu-reset-required", "IGNORE": "nvlink5-nonfatal",
+                          "XID_154_EVAL": "xid-informational"}  # type: Dict[str, str]
+
+# What the GPU says now, against what the kernel log once said. A latched Xid is a line printed
+# once; where nvidia-smi -q -x reports the state that line was about, that reading is the GPU's
+# current state and supersedes the line (kept in the verdict as evidence, ``superseded``). Where
+# nvidia-smi does not answer (hung, missing, failed) the log decides. Xid -> the reading:
+# "row-remapper" (remapped_rows: pending, failure, counts; MEMORY_ERRORS: "the remap happens at
+# the next GPU reset"; on Volta and older, retired_pages pending instead), "recovery-action"
+# (gpu_recovery_action, NVML's current action: Xid 154 only reports its changes),
+# "volatile-ecc" (ecc_errors/volatile: uncorrectable counts since the driver loaded; zero means
+# the error predates the driver that runs now). Every other latched class has no live reading
+# nvidia-smi gives (gpu-lost, nvlink-error, nvswitch-*, the RESET_GPU Xids, xid-*): the log decides.
+LIVE_READINGS = {
+    48: "volatile-ecc",
+    63: "row-remapper",
+    64: "row-remapper",
+    95: "volatile-ecc",
+    154: "recovery-action",
+}  # type: Dict[int, str]
 
 # Latched kernel-log faults a GPU reset ends (the prescribed action done): the catalog's
 # RESET_GPU bucket and Xid 154 "GPU Reset Required" (NVML: "reset the GPU using nvidia-smi -r,
@@ -417,16 +485,20 @@ RECOVERY_ACTIONS = (
 # reset, MEMORY_ERRORS), and the report-only classes of that GPU. Every other latched class
 # (gpu-lost, node-reboot-required, nvlink-error, nvswitch-fatal, row-remap-failure,
 # xid-unknown) holds until the node reboots (a new boot id) or --clear.
-RESET_CLEARS = frozenset(("gpu-reset-required", "ecc-uncorrectable", "row-remap-pending", "xid-application",
-                          "xid-informational", "ecc-contained", "ecc-correctable-rate"))
+RESET_CLEARS = frozenset(("gpu-reset-required", "gpu-drain-and-reset", "ecc-uncorrectable", "row-remap-pending",
+                          "xid-application", "xid-informational", "ecc-contained", "ecc-correctable-rate",
+                          "nvlink5-nonfatal"))
 
 # Which checks produce which classes: ``spec.health.checks`` switches them on and off.
 CHECKS = {
     "kernel-log": ("xid-application", "xid-informational", "ecc-contained", "ecc-correctable-rate", "ecc-uncorrectable",
                    "row-remap-pending", "row-remap-failure", "gpu-lost", "gpu-reset-required",
+                   "gpu-drain-and-reset", "gpu-drain-p2p", "nvlink5-nonfatal",
                    "node-reboot-required", "nvlink-error", "nvswitch-fatal", "nvswitch-nonfatal",
                    "xid-unknown"),
-    "gpu-memory": ("ecc-uncorrectable", "row-remap-pending", "row-remap-failure", "page-retirement-pending"),
+    # the recovery action nvidia-smi reports now (gpu_recovery_action) gives its class too
+    "gpu-memory": ("ecc-uncorrectable", "row-remap-pending", "row-remap-failure", "page-retirement-pending",
+                   "gpu-reset-required", "gpu-drain-and-reset", "gpu-drain-p2p", "node-reboot-required"),
     "gpu-count": ("gpu-lost", "probe-failed"),
     "fabric": ("fabric-unhealthy", "fabric-degraded"),
     "pcie": ("pcie-degraded",),

@@ -66,6 +66,7 @@ from fleetspec.node_side.classify import (
     parse_nvlink_status,
     pci_key,
     reason,
+    supersede,
     verdict,
 )
 from fleetspec.node_side.collector import CommandResult, Host, nvidia_smi_command, parse_infiniband_sysfs
@@ -380,7 +381,11 @@ def run_check(config: Dict[str, Any], node: str, host: Host, clear: bool = False
     reset |= {pci_key(bus) for bus in state.pop("resets", None) or [] if isinstance(bus, str)}  # reset_when_idle
     reset.discard(None)
     state["latched"] = [f for f in state["latched"] if f["class"] not in RESET_CLEARS or pci_key(f["device"]) not in reset]
-    faults = state["latched"] + faults
+    # What the GPU says now overrules what the log once said (faults.LIVE_READINGS); the lines
+    # stay latched, so where nvidia-smi does not answer next time the log decides again.
+    live = (seen.get("nvidia") or []) if "gpu-memory" in config.get("checks", list(CHECKS)) else []
+    acting, overruled = supersede(state["latched"], live)
+    faults = acting + faults
     if "nvlink" in config.get("checks", list(CHECKS)) and expect.get("vendor") in ("nvidia", None):
         argv = nvidia_smi_command(host) + ["nvlink", "--status"]
         result = host.run(argv, timeout=30)
@@ -415,7 +420,7 @@ def run_check(config: Dict[str, Any], node: str, host: Host, clear: bool = False
     faults = [f for f in faults if f["class"] in enabled] + hung_tool_faults(host)
     if persist:
         _save_state(state_path, state, errors)
-    return verdict(node, faults, config.get("actions"), errors)
+    return verdict(node, faults, config.get("actions"), errors, [f for f in overruled if f["class"] in enabled])
 
 
 # Bounds the latched kernel-log faults: one entry per (class, device, Xid) already bounds them by
@@ -703,6 +708,8 @@ def render_text(result: Dict[str, Any]) -> str:
     for fault in result["faults"]:
         lines.append("  %-18s %-24s %s: %s [%s]" % (fault["action"], fault["class"], fault["device"],
                                                    fault["detail"], fault["source"]))
+    lines += ["  %-18s %-24s %s: %s [%s; %s]" % ("superseded", f["class"], f["device"], f["detail"], f["source"],
+                                                f["by"]) for f in result.get("superseded", [])]
     lines += ["  error: %s" % e for e in result["errors"]]
     return "\n".join(lines) + "\n"
 

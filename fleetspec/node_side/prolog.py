@@ -33,7 +33,7 @@ import subprocess
 import sys
 from typing import Any, Dict, List, Optional
 
-from fleetspec.node_side.classify import Fault, reason, verdict
+from fleetspec.node_side.classify import Fault, reason, supersede, verdict
 from fleetspec.node_side.faults import action_rank
 from fleetspec.node_side.node_check import (
     LEADER,
@@ -91,13 +91,17 @@ def run_prolog(config: Dict[str, Any], node: str, host: BoundedHost, env: Dict[s
     errors = []  # type: List[str]
     seen = {}  # type: Dict[str, Any]
     faults = latched_faults(host)
+    overruled = []  # type: List[Fault]
     if expect.get("gpus"):  # a GPU node of the fleet; nothing to check on a CPU node
-        faults += gpu_faults(host, expect, errors, seen)
+        live = gpu_faults(host, expect, errors, seen)
+        # the GPU's state now overrules a latched line about it, as in the node check (#43)
+        faults, overruled = supersede(faults, seen.get("nvidia") or [])
+        faults += live
         if seen.get("nvidia") is not None:
             faults += missing_job_gpus(seen["nvidia"], job_gpus(env.get("SLURM_JOB_GPUS")),
                                        env.get("SLURM_JOB_ID", "?"))
     faults += hung_tool_faults(host)
-    return verdict(node, faults, config.get("actions"), errors)
+    return verdict(node, faults, config.get("actions"), errors, overruled)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -104,7 +104,7 @@ def test_healthy_kernel_log_and_healthy_h200_give_nothing() -> None:
     assert gpus is not None and len(gpus) == 1
     assert nvidia_gpu_faults(gpus, "h200") == []
     assert verdict("h200-01", []) == {"node": "h200-01", "status": "healthy", "action": "none", "faults": [],
-                                      "errors": []}
+                                      "errors": [], "superseded": []}
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -312,13 +313,14 @@ def test_a_gpu_reset_ends_what_a_reset_fixes_and_the_old_lines_stay_behind(confi
 def test_gpu_reset_option_resets_and_keeps_reboot_faults(config, tmp_path, monkeypatch, capsys) -> None:
     """--gpu-reset runs nvidia-smi -r -i BUS; a reset-class fault of that GPU ends, a newer Xid 154
     replaces an older one on the same GPU, and a node-reboot fault stays until a new boot id."""
-    root = make_node(tmp_path / "h200-01")
+    root = make_node(tmp_path / "h200-01", nvidia_xml=h200_xml(tmp_path, "Node Reboot Required"))
     _log(root, 2000, "154, GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)")
     rc, first = check(config, root, "h200-01", monkeypatch, capsys)
-    assert rc == 1 and [f["class"] for f in first["faults"]] == ["node-reboot-required"]
+    assert rc == 1 and {f["class"] for f in first["faults"]} == {"node-reboot-required"}
     _log(root, 2001, "154, GPU recovery action changed from 0x2 (Node Reboot Required) to 0x1 (GPU Reset Required)")
     _log(root, 2002, "48, pid='<unknown>', name=<unknown>, An uncorrectable double bit error (DBE) has been "
                      "detected on GPU in the framebuffer at partition 6, subpartition 0.")
+    set_tool_output(root, "nvidia-smi", h200_xml(tmp_path, "GPU Reset Required", dram_unc=1), "-q -x")
     rc, second = check(config, root, "h200-01", monkeypatch, capsys)
     assert rc == 1 and {f["class"] for f in second["faults"]} == {"gpu-reset-required", "ecc-uncorrectable"}
     _log(root, 2003, "79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.")
@@ -330,11 +332,31 @@ def test_gpu_reset_option_resets_and_keeps_reboot_faults(config, tmp_path, monke
     assert {f["class"] for f in failed["faults"]} == {"gpu-reset-required", "ecc-uncorrectable", "gpu-lost"}
     assert failed["errors"]
     set_tool_output(root, "nvidia-smi", reset_out, "-r -i 00000000:00:06.0")
+    set_tool_output(root, "nvidia-smi", node_check_h200(), "-q -x")  # after the reset: the real H200's state
     rc, reset = check(config, root, "h200-01", monkeypatch, capsys, "--gpu-reset", "00000000:00:06.0")
     assert rc == 1 and [f["class"] for f in reset["faults"]] == ["gpu-lost"]  # Xid 79 needs a reboot
     set_boot_id(root, "boot-2")  # a reboot: a new boot id, a fresh kernel log
     (root / "dev" / "kmsg").write_text((FIXTURES / "kmsg-healthy.txt").read_text())
     assert check(config, root, "h200-01", monkeypatch, capsys)[0] == 0
+
+
+def h200_xml(tmp_path: Path, recovery: str, dram_unc: int = 0, remap_unc: int = 0, pending: str = "No") -> Path:
+    """``nvidia-smi -q -x`` of the real H200 capture (tests/data/fixtures/h200-node) with its
+    recovery action, volatile DRAM uncorrectable count and row-remapper state set: the elements
+    and value forms the capture prints (``<gpu_recovery_action>None</gpu_recovery_action>``,
+    ``<remapped_row_pending>No</remapped_row_pending>``); the action's words for a pending one
+    follow the Xid 154 line, as nvidia-smi-q-recovery-reset.xml does."""
+    from .nodes import H200_XML
+    text = H200_XML.read_text()
+    for element, value in (("gpu_recovery_action", recovery), ("remapped_row_unc", remap_unc),
+                           ("remapped_row_pending", pending)):
+        assert text.count(f"<{element}>") == 1
+        text = re.sub(f"<{element}>[^<]*</{element}>", f"<{element}>{value}</{element}>", text)
+    volatile = text.index("<volatile>")
+    text = text[:volatile] + text[volatile:].replace("<dram_uncorrectable>0<", f"<dram_uncorrectable>{dram_unc}<", 1)
+    path = tmp_path / f"h200-{recovery.replace(' ', '_')}-{dram_unc}-{remap_unc}-{pending}.xml"
+    path.write_text(text)
+    return path
 
 
 def node_check_h200() -> Path:

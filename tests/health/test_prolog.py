@@ -9,7 +9,7 @@ from pathlib import Path
 
 from fleetspec.node_side import node_check, prolog
 from fleetspec.node_side.node_check import BoundedHost
-from tests.health.nodes import H200_XML, make_node, set_boot_id
+from tests.health.nodes import H200_XML, make_node, set_boot_id, set_tool_output
 
 from .test_node_check import check, config  # noqa: F401  (the fixture)
 
@@ -84,3 +84,20 @@ def test_a_broken_config_lets_the_job_start(tmp_path, monkeypatch, capsys) -> No
     bad.write_text("{")
     assert prolog.main(["--config", str(bad), "--root", str(tmp_path)]) == 0
     assert "the job starts unchecked" in capsys.readouterr().err
+
+
+def test_the_prolog_reads_what_the_gpu_says_now(config, tmp_path, monkeypatch, capsys) -> None:
+    """#43: the periodic check latched Xid 154 (Drain and Reset) while nvidia-smi said so too;
+    the GPU was then reset and its recovery action reads None (the real H200's value) before the
+    next periodic check: the latched line is history and the job starts."""
+    from .test_node_check import h200_xml
+
+    root = make_node(tmp_path / "h200-01", nvidia_xml=h200_xml(tmp_path, "Drain and Reset"))
+    (root / "dev" / "kmsg").write_text("4,2001,6100412005,-;NVRM: Xid (PCI:0000:00:06): 154, GPU recovery action "
+                                       "changed from 0x0 (None) to 0x4 (Drain and Reset)\n")
+    rc, result = check(config, root, "h200-01", monkeypatch, capsys)
+    assert rc == 1 and {f["class"] for f in result["faults"]} == {"gpu-drain-and-reset"}
+    assert run(config, root, monkeypatch, tmp_path)[0] == 1  # still asked for: the job goes elsewhere
+    (tmp_path / "scontrol.calls").unlink()
+    set_tool_output(root, "nvidia-smi", H200_XML, "-q -x")  # reset: the action reads None, as on the real H200
+    assert run(config, root, monkeypatch, tmp_path) == (0, "")
