@@ -77,6 +77,11 @@ def bmc_changes(fleet: Fleet, observed: Mapping[str, Observed]) -> tuple[list[Ch
             changes.append(Change(f"node:{bmc.host}", Action.UPDATE, Disruption.DRAIN_REBOOT, before, after,
                                   f"BMC: {'; '.join(parts)} (takes effect at the reboot)", **where))
         findings.extend(_inventory(bmc, node.gpu.count, node.memory_gb, node, seen))
+        if seen.power == "On" and (seen.boot_target, seen.boot_enabled) == ("Pxe", "Continuous"):
+            findings.append(Finding(RULE, Severity.ERROR, f"{bmc.host}: the BMC holds a continuous network boot "
+                                    "(BootSourceOverrideTarget Pxe, BootSourceOverrideEnabled Continuous): the node "
+                                    "boots the installer at every start. Clear the override in the BMC (fleetspec "
+                                    "asks for Once), then plan again", bmc.path))
     return changes, findings
 
 

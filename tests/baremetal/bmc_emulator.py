@@ -387,6 +387,20 @@ def bios_resource(identity):
     return flask.Response(json.dumps(doc), status=answer.status_code, content_type="application/json")
 
 
+def system_resource(identity):
+    """The emulator's System, with the boot override's ``BootSourceOverrideEnabled`` as asked:
+    ``Once`` until the next boot, as the captured BMCs allow it (their
+    ``BootSourceOverrideEnabled@Redfish.AllowableValues``); the emulator's template always
+    says ``Continuous``. PATCH is the emulator's own."""
+    answer = original_views["system"](identity)
+    if flask.request.method != "GET" or answer.status_code != 200:
+        return answer
+    doc = json.loads(answer.get_data(as_text=True))
+    if flask.current_app.systems._get(flask.current_app.systems.uuid(identity)).get("boot_once"):
+        doc.setdefault("Boot", {})["BootSourceOverrideEnabled"] = "Once"
+    return flask.Response(json.dumps(doc), status=answer.status_code, content_type="application/json")
+
+
 def processor_resource(identity, processor_id):
     """A GPU Processor as the Lenovo and DGX captures serve one (``ProcessorType: GPU``);
     the CPUs as the emulator renders them."""
@@ -490,7 +504,9 @@ def _reset_bmc():
 
 original_update_service = main.app.view_functions["UpdateService.update_service_resource"]
 original_views = {"manager": main.app.view_functions["manager_resource"], "bios": main.app.view_functions["bios"],
-                  "processor": main.app.view_functions["processor"]}
+                  "processor": main.app.view_functions["processor"],
+                  "system": main.app.view_functions["system_resource"]}
+main.app.view_functions["system_resource"] = system_resource
 main.app.view_functions["manager_resource"] = manager_resource
 main.app.view_functions["bios"] = bios_resource
 main.app.view_functions["processor"] = processor_resource

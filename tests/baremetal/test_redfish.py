@@ -112,8 +112,10 @@ def test_apply_powers_on_through_pxe_once_and_refuses_a_reboot_without_a_schedul
     lines: list[str] = []
     result = apply_bmcs(plan, tmp_path, control=None, on_line=lines.append)
     # gpu-02 was off: its BIOS staged, one network boot, on; gpu-01's reboot needs a drain first
+    # the boot override (Pxe, Once), the power and the BIOS setting read back, not assumed
     assert lines == ["gpu-02: BIOS staged: ProcTurboMode=Enabled",
-                     "gpu-02: boot once from the network (PXE), powered on"]
+                     "gpu-02: boot once from the network (PXE), powered on",
+                     "gpu-02: BIOS read back: ProcTurboMode=Enabled"]
     assert "needs a drain and a reboot" in result.failed["gpu-01"]
     state = bmc.system("gpu-02")
     assert state["power_state"] == "On" and state["boots"] == ["Pxe"] and state["boot_device"] == "Hdd"
