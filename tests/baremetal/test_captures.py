@@ -194,3 +194,26 @@ def test_a_gpu_firmware_pin_the_inventory_cannot_target_is_a_located_error(captu
                                     "does not guess an update target (a backup, staging or security chip's image "
                                     "is not the component's): update it with the vendor's tool, then plan again")
     assert plan.changes == ()
+
+
+def test_a_bios_pin_is_checked_against_each_vendors_registry_and_staged(captured, tmp_path) -> None:
+    """Each capture's Bios names its attribute registry, found in its Registries (Supermicro's
+    Bios names ``BiosAttributeRegistry.v1_0_0``, the registry's Id is ``...1_0_0``); a pin to
+    another value the registry allows is a drain-reboot change, one it does not allow a
+    located error."""
+    capture, endpoint = captured
+    name, value = capture.attribute
+    fleet = compile_text(spec(endpoint, capture), "fleet.yaml").fleet
+    seen = observe(fleet, tmp_path).seen["node-01"]
+    attribute = seen.registry[name]
+    other = next(v for v in attribute.values if v != value)
+    text = spec(endpoint, capture).replace(f"bios: {{{name}: {value}}}", f'bios: {{{name}: "{other}"}}')
+    result = compile_text(text, "fleet.yaml")
+    plan, findings = plan_bmcs(result.fleet, observe(result.fleet, tmp_path))
+    assert findings == []
+    (change,) = plan.changes
+    assert (change.disruption.value, change.after) == ("drain-reboot", {"bios": {name: other}})
+    result = compile_text(text.replace(f'"{other}"', '"Sometimes"'), "fleet.yaml")
+    _, findings = plan_bmcs(result.fleet, observe(result.fleet, tmp_path))
+    assert [f.message for f in findings] == [f"node-01: BIOS attribute {name} cannot be 'Sometimes'; the registry "
+                                             f"allows {', '.join(attribute.values)}"]
