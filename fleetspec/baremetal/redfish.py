@@ -346,7 +346,8 @@ class Session:
             raise self._error("setting BIOS attributes failed", exc) from None
 
     def update_firmware(self, component: str, image: str, sha256: str | None = None,
-                        timeout_s: float = FIRMWARE_TASK_TIMEOUT_S, max_bytes: int = IMAGE_MAX_BYTES) -> Updated:
+                        timeout_s: float = FIRMWARE_TASK_TIMEOUT_S, max_bytes: int = IMAGE_MAX_BYTES,
+                        planned: list[str] | None = None) -> Updated:
         """Update ``component`` with ``image`` and follow the task monitor until the task ends.
 
         Where the UpdateService advertises ``MultipartHttpPushUri`` (preferred), fleetspec
@@ -355,7 +356,8 @@ class Session:
         ``UpdateParameters`` naming the ``Targets`` and ``@Redfish.OperationApplyTime``
         (Immediate for the BMC's own firmware, OnReset for the rest: staged for the wave's
         reboot). Otherwise ``UpdateService.SimpleUpdate`` has the BMC fetch ``image``. The
-        target is chosen from what the BMC lists, never guessed. A task that ends in anything
+        targets are the component's running images as the BMC reports them now, never
+        guessed; ``planned`` (the plan's targets) must be those, else nothing is sent. A task that ends in anything
         but ``Completed`` (or outlives ``timeout_s``) is a `BmcError` with the BMC's messages.
         The new version is read back by the caller (after the reboot, or the BMC's reset)."""
         from sushy import UpdateTransferProtocolType
@@ -363,7 +365,7 @@ class Session:
         try:
             service = self._conn.get_update_service()
             push_uri = service.json.get("MultipartHttpPushUri")
-            targets = self._update_targets(component, service)
+            targets = self._update_targets(component, planned)
         except BmcError:
             raise
         except Exception as exc:
@@ -522,7 +524,7 @@ class Session:
             return False
         return answer.status_code < 500
 
-    def _update_targets(self, component: str, service: Any) -> list[str]:
+    def _update_targets(self, component: str, planned: list[str] | None = None) -> list[str]:
         """What the update's ``Targets`` names: exactly the running images of ``component``
         as the BMC reports them (`fleetspec.baremetal.standard`): the Manager's and the Bios's
         ``Links.ActiveSoftwareImage``, the inventory items of each GPU or NVSwitch. Where the
@@ -530,7 +532,12 @@ class Session:
         a target (a backup, staging or security chip's image is not the component's)."""
         seen = self.read()
         if seen.targets.get(component):
-            return list(seen.targets[component])
+            now = list(seen.targets[component])
+            if planned is not None and sorted(planned) != sorted(now):
+                raise BmcError(f"{self.bmc.host}: the {component} firmware's running images are now "
+                               f"{', '.join(now)}; the plan targeted {', '.join(planned) or 'none'}. Nothing was "
+                               "sent: plan again")
+            return now
         why = seen.untargetable.get(component) or f"the BMC reports no {component} firmware"
         raise BmcError(f"{self.bmc.host}: no update target for the {component} firmware: {why}. fleetspec does not "
                        "guess an update target: update it with the vendor's tool")

@@ -196,7 +196,9 @@ def _apply_node(bmc: NodeBmc, changes: list[Change], base_dir: Path, redactor: R
 
 def _update(session: Session, component: str, update: dict[str, str], note: Callable[[str], None]) -> None:
     note(f"{component} firmware {update['version']}: UpdateService from {update['image']}")
-    done = session.update_firmware(component, update["image"], update.get("sha256"))
+    targets = update.get("targets")
+    done = session.update_firmware(component, update["image"], update.get("sha256"),
+                                   planned=list(targets) if isinstance(targets, list) else None)
     note(f"{component} firmware update {done.line()}")
 
 

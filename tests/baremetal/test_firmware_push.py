@@ -215,3 +215,14 @@ def test_a_bmc_that_resets_before_reporting_the_task_end_is_judged_by_the_versio
     assert lines[1] == ("spare-01: bmc firmware update task lost: the BMC reset before reporting its end "
                         f"(MultipartHttpPushUri: pushed {len(BMC_IMAGE)} bytes (sha256 checked), Immediate)")
     assert lines[-1] == "spare-01: firmware read back: bmc 1.20"
+
+
+def test_an_update_goes_only_to_the_running_images_the_plan_showed(lab, tmp_path) -> None:
+    bmc, images = lab
+    fleet = fleet_with(bmc, images)
+    with pytest.raises(BmcError) as caught, Session(fleet.baremetal.bmc("gpu-01"), tmp_path) as session:
+        session.update_firmware("vbios", images.url("gpu-b0.bin"), SHA["gpu"], planned=[f"{INVENTORY}/GPU_SXM_9_0031"])
+    assert str(caught.value) == (f"gpu-01: the vbios firmware's running images are now {INVENTORY}/GPU_SXM_1_0031, "
+                                 f"{INVENTORY}/GPU_SXM_2_0031; the plan targeted {INVENTORY}/GPU_SXM_9_0031. Nothing "
+                                 "was sent: plan again")
+    assert "POST /redfish/v1/UpdateService/upload" not in bmc.log()
