@@ -216,14 +216,14 @@ def _devices_firmware(get: Get, devices: list[tuple[str, dict[str, Any] | None]]
         return Component(why=f"the BMC lists no {what}")
     versions: dict[str, str] = {}
     images: list[str] = []
+    fixed: list[str] = []  # running items the BMC says it cannot update
     untold = []
     for device, doc in devices:
         items = [(p, i) for p, i in inventory if _enabled(i) and i.get("Version")
                  and _under(_links(i.get("RelatedItem") or []), device)]
         for path, item in items:
             versions[str(item.get("Id") or path.rsplit("/", 1)[-1])] = str(item["Version"])
-            if item.get("Updateable") is not False:
-                images.append(path)
+            (fixed if item.get("Updateable") is False else images).append(path)
         if not items:
             untold.append(device)
             own = (doc or get(device) or {}).get("FirmwareVersion")
@@ -234,8 +234,9 @@ def _devices_firmware(get: Get, devices: list[tuple[str, dict[str, Any] | None]]
         why = (f"no FirmwareInventory item points at {untold[0]}"
                + (f" (nor at {len(untold) - 1} more {what})" if len(untold) > 1 else "")
                + " (RelatedItem), so its running image cannot be told")
-    elif not images:
-        why = f"the FirmwareInventory items of the {what} are not Updateable"
+    elif fixed:  # all or none: an update of some leaves the component split
+        why = (f"the FirmwareInventory items of the {what} are not Updateable" if not images else
+               f"{len(fixed)} of the {what}' FirmwareInventory items are not Updateable ({fixed[0]}, ...)")
     return Component(versions, tuple(sorted(images)) if not why else (), why)
 
 
