@@ -105,6 +105,9 @@ def plan(spec: SpecArg, hosts: HostsOpt = None, format: Annotated[Format, typer.
     elif observation.unreachable and result.empty:  # never "matches": those BMCs were not read
         _out.print(f"No plan: {len(observation.unreachable)} BMC(s) could not be read (the errors above); "
                    f"{len(observation.seen)} read", markup=False)
+    elif result.empty and not ok:  # nor where an error says what differs
+        _out.print("No changes apply can make, and the fleet does not match the BMCs: the errors above",
+                   markup=False)
     else:
         print_plan(result, _out)
         if observation.unreachable:

@@ -217,3 +217,14 @@ def test_a_bios_pin_is_checked_against_each_vendors_registry_and_staged(captured
     _, findings = plan_bmcs(result.fleet, observe(result.fleet, tmp_path))
     assert [f.message for f in findings] == [f"node-01: BIOS attribute {name} cannot be 'Sometimes'; the registry "
                                              f"allows {', '.join(attribute.values)}"]
+
+
+def test_a_plan_with_errors_never_says_the_fleet_matches(tmp_path) -> None:
+    capture = CAPTURES["nvidia-dgx-h100"]
+    with serving(shared_tree(f"redfish/mockups/{capture.folder}")) as endpoint:
+        path = tmp_path / "fleet.yaml"
+        path.write_text(spec(endpoint, capture, {"bmc": "23.11.21"}))  # the inventory's HostBMC_0, not the Manager
+        done = CliRunner().invoke(app, ["baremetal", "plan", str(path)])
+    assert done.exit_code == 1
+    assert done.stdout.strip() == "No changes apply can make, and the fleet does not match the BMCs: the errors above"
+    assert "node-01: bmc firmware is 23.11.20; the stack pins 23.11.21" in done.stderr
