@@ -309,19 +309,27 @@ def update_service_resource():
     return flask.Response(json.dumps(doc), content_type="application/json")
 
 
+# Images beside the running ones, as real inventories list them (the Supermicro capture's
+# Golden_BIOS, Enabled and Updateable, an older version; Lenovo's BMC-Backup, StandbySpare):
+# never the version, never a target.
+OTHER_IMAGES = {"BIOS_Golden": ("1.0.0", "Enabled"), "BMC_Backup": ("1.00", "StandbySpare")}
+
+
 def _images(system):
-    """A system's firmware images (key -> version): its BIOS (BiosVersion), and its
-    ``inventory``'s BMC, GPUs and NVSwitches."""
-    return {"BIOS": system.get("versions", {}).get("BiosVersion", "unknown"), **system.get("inventory", {})}
+    """A system's firmware images (key -> version): its BIOS (BiosVersion) and a golden BIOS
+    beside it, and its ``inventory``'s BMC (a backup BMC image beside it), GPUs and NVSwitches."""
+    inventory = system.get("inventory", {})
+    others = {k: v for k, (v, _) in OTHER_IMAGES.items() if k.startswith("BIOS") or "BMC" in inventory}
+    return {"BIOS": system.get("versions", {}).get("BiosVersion", "unknown"), **inventory, **others}
 
 
 def _related(uuid, key):
     """What an image's RelatedItem points at, as real BMCs point (the captures in
     ../shared/redfish/mockups: ``/Managers/1``, ``/Systems/1/Bios``, ``.../Processors/GPU1``):
     the Manager, the System's BIOS resource, the GPU Processor, the fabric switch."""
-    if key == "BMC":
+    if key.startswith("BMC"):
         return f"/redfish/v1/Managers/{uuid}"
-    if key == "BIOS":
+    if key.startswith("BIOS"):
         return f"/redfish/v1/Systems/{uuid}/BIOS"
     if key.startswith("GPU_"):
         return f"/redfish/v1/Systems/{uuid}/Processors/{key}"
@@ -360,7 +368,8 @@ def inventory_member(member_id):
     return flask.Response(json.dumps({
         "@odata.type": "#SoftwareInventory.v1_10_0.SoftwareInventory", "@odata.id": f"{INVENTORY}/{member_id}",
         "Id": member_id, "Name": f"{key} firmware", "Version": version, "Updateable": True,
-        "RelatedItem": [{"@odata.id": related}], "Status": {"State": "Enabled", "Health": "OK"}}),
+        "RelatedItem": [{"@odata.id": related}],
+        "Status": {"State": OTHER_IMAGES.get(key, (None, "Enabled"))[1], "Health": "OK"}}),
         content_type="application/json")
 
 

@@ -21,7 +21,7 @@ from fleetspec.baremetal.redfish import BmcError, Session
 from fleetspec.baremetal.run import apply_bmcs, observe, plan_bmcs
 from fleetspec.plan.model import Disruption
 
-from .emulator import PASSWORD, running, system
+from .emulator import PASSWORD, USER, running, system
 from .fleets import compiled, spec
 from .images import serving
 
@@ -81,6 +81,13 @@ def test_plan_shows_the_disruption_each_target_needs(lab, tmp_path) -> None:
     assert seen.firmware == {"bios": {"BiosVersion": "2.4.1"}, "bmc": {"BMC_0031": "1.10"},
                              "vbios": {"GPU_SXM_1_0031": "96.00.A5.00.1A", "GPU_SXM_2_0031": "96.00.A5.00.1A"}}
     assert seen.targets["vbios"] == (f"{INVENTORY}/GPU_SXM_1_0031", f"{INVENTORY}/GPU_SXM_2_0031")
+    # beside them the inventory lists a golden BIOS (Enabled, older) and a backup BMC image, as
+    # real inventories do: neither is the version nor a target
+    import requests
+
+    listed = requests.get(f"{bmc.endpoint}{INVENTORY}", auth=(USER, PASSWORD), timeout=10).json()["Members"]
+    assert {f"{INVENTORY}/BIOS_Golden_0031", f"{INVENTORY}/BMC_Backup_0031"} <= {m["@odata.id"] for m in listed}
+    assert seen.targets["bios"] == (f"{INVENTORY}/BIOS_0031",) and seen.targets["bmc"] == (f"{INVENTORY}/BMC_0031",)
     assert seen.untargetable == {"nvswitch": "the service serves several Systems, so the fabric switches its "
                                              "inventory names cannot be told to be this node's"}
     plan, findings = plan_bmcs(fleet, observation, canary=1, max_unavailable=1)
