@@ -1,9 +1,9 @@
 """A static Redfish server for the tests, imitating DMTF's Redfish-Mockup-Server
 (github.com/DMTF/Redfish-Mockup-Server, ``redfishMockupServer.py``): it serves a tree that
 DMTF's Redfish-Mockup-Creator captured, ``GET /redfish/v1/<path>`` answering
-``<folder>/redfish/v1/<path>/index.json``, and any other path in the folder the file itself
-(a registry's ``Location.Uri``, such as Supermicro's ``/registries/...json``), read-only, on
-127.0.0.1.
+``<folder>/redfish/v1/<path>/index.json``, and any other path in the folder's captured
+trees the file itself or its ``index.json`` (a registry's ``Location.Uri``, such as
+Supermicro's ``/registries/...json``), read-only, on 127.0.0.1.
 
 Sessions as the mockup server answers them: ``POST /redfish/v1/SessionService/Sessions``
 creates a session (201, an ``X-Auth-Token`` and a ``Location``) whatever the credentials, and
@@ -59,7 +59,9 @@ def _handler(root: Path) -> type[BaseHTTPRequestHandler]:
                 self._send(200, json.dumps(body).encode())
                 return
             target = (tree / path.lstrip("/")).resolve()
-            if not target.is_relative_to(tree):
+            top = tree / path.lstrip("/").split("/", 1)[0]
+            # the captured trees only (redfish/, registries/, schemas/), not the SOURCE notes beside them
+            if not target.is_relative_to(tree) or target == tree or not top.is_dir():
                 self._send(404)
                 return
             found = target if target.is_file() else target / "index.json"

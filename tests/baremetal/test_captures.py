@@ -228,3 +228,19 @@ def test_a_plan_with_errors_never_says_the_fleet_matches(tmp_path) -> None:
     assert done.exit_code == 1
     assert done.stdout.strip() == "No changes apply can make, and the fleet does not match the BMCs: the errors above"
     assert "node-01: bmc firmware is 23.11.20; the stack pins 23.11.21" in done.stderr
+
+
+def test_the_mockup_server_serves_the_capture_read_only_and_nothing_beside_it() -> None:
+    import requests
+
+    with serving(shared_tree("redfish/mockups/dell-r750")) as endpoint:
+        assert requests.get(f"{endpoint}/redfish/v1/Systems/System.Embedded.1", timeout=5).json()["Id"] == \
+            "System.Embedded.1"
+        login = requests.post(f"{endpoint}/redfish/v1/SessionService/Sessions", timeout=5,
+                              json={"UserName": "root", "Password": "any"})
+        assert login.status_code == 201 and login.headers["X-Auth-Token"]
+        assert requests.delete(f"{endpoint}{login.headers['Location']}", timeout=5).status_code == 204
+        assert requests.patch(f"{endpoint}/redfish/v1/Systems/System.Embedded.1", json={}, timeout=5).status_code == 405
+        assert requests.post(f"{endpoint}/redfish/v1/UpdateService/MultipartUpload", timeout=5).status_code == 405
+        assert requests.get(f"{endpoint}/SOURCE", timeout=5).status_code == 404  # the notes beside the tree
+        assert requests.get(f"{endpoint}/redfish/%2e%2e/%2e%2e/README.md", timeout=5).status_code == 404
