@@ -25,6 +25,7 @@ from .mockup_server import serving
 
 INVENTORY = "/redfish/v1/UpdateService/FirmwareInventory"
 SHA = hashlib.sha256(b"not fetched: plan only").hexdigest()
+PASSWORD = "not-checked-by-the-mockup-server"
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,7 @@ spec:
 
 @pytest.fixture(autouse=True)
 def _password(monkeypatch):
-    monkeypatch.setenv("FLEETSPEC_TEST_BMC_PASSWORD", "not-checked-by-the-mockup-server")
+    monkeypatch.setenv("FLEETSPEC_TEST_BMC_PASSWORD", PASSWORD)
 
 
 @pytest.fixture(scope="module", params=sorted(CAPTURES))
@@ -126,6 +127,19 @@ def captured(request):
     capture = CAPTURES[request.param]
     with serving(shared_tree(f"redfish/mockups/{capture.folder}")) as endpoint:
         yield capture, endpoint
+
+
+@pytest.fixture(scope="module")
+def observed(captured, tmp_path_factory):
+    """The capture read once (what a BMC reports does not depend on the spec's pins): the
+    plans below are made from it."""
+    capture, endpoint = captured
+    fleet = compile_text(spec(endpoint, capture), "fleet.yaml").fleet
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("FLEETSPEC_TEST_BMC_PASSWORD", PASSWORD)
+        observation = observe(fleet, tmp_path_factory.mktemp("observed"))
+    assert observation.unreachable == {}
+    return capture, endpoint, observation
 
 
 def test_the_spec_that_states_what_the_capture_holds_plans_no_change(captured, tmp_path) -> None:
@@ -155,8 +169,8 @@ def test_verify_bmc_reports_exactly_the_running_firmware(captured, tmp_path) -> 
     assert found == want
 
 
-def test_a_pin_to_another_version_targets_only_the_running_image(captured, tmp_path) -> None:
-    capture, endpoint = captured
+def test_a_pin_to_another_version_targets_only_the_running_image(observed) -> None:
+    capture, endpoint, observation = observed
     images = (f'  baremetal:\n    firmware_images:\n'
               f'      bios: {{"9.9.9": {{url: "http://127.0.0.1:9/bios.bin", sha256: "{SHA}"}}}}\n'
               f'      bmc: {{"9.9.9": {{url: "http://127.0.0.1:9/bmc.bin", sha256: "{SHA}"}}}}\n')
@@ -164,7 +178,7 @@ def test_a_pin_to_another_version_targets_only_the_running_image(captured, tmp_p
         text = spec(endpoint, capture, {component: "9.9.9"}, images)
         result = compile_text(text, "fleet.yaml")
         assert result.valid, result.located()
-        plan, findings = plan_bmcs(result.fleet, observe(result.fleet, tmp_path))
+        plan, findings = plan_bmcs(result.fleet, observation)
         target = capture.bios_target if component == "bios" else capture.bmc_target
         if target is None:  # the DGX: its Manager and Bios name no running image
             (finding,) = findings
@@ -180,12 +194,12 @@ def test_a_pin_to_another_version_targets_only_the_running_image(captured, tmp_p
         assert f"(Redfish UpdateService: {target})" in change.reason
 
 
-def test_a_gpu_firmware_pin_the_inventory_cannot_target_is_a_located_error(captured, tmp_path) -> None:
-    capture, endpoint = captured
+def test_a_gpu_firmware_pin_the_inventory_cannot_target_is_a_located_error(observed) -> None:
+    capture, endpoint, observation = observed
     images = (f'  baremetal:\n    firmware_images:\n'
               f'      vbios: {{"96.00.99.00.01": {{url: "http://127.0.0.1:9/gpu.bin", sha256: "{SHA}"}}}}\n')
     result = compile_text(spec(endpoint, capture, {"vbios": "96.00.99.00.01"}, images), "fleet.yaml")
-    plan, findings = plan_bmcs(result.fleet, observe(result.fleet, tmp_path))
+    plan, findings = plan_bmcs(result.fleet, observation)
     if not capture.vbios:  # the Dell: the BMC reports no GPU firmware version at all
         assert findings == [] and plan.changes == ()
         return
@@ -196,25 +210,24 @@ def test_a_gpu_firmware_pin_the_inventory_cannot_target_is_a_located_error(captu
     assert plan.changes == ()
 
 
-def test_a_bios_pin_is_checked_against_each_vendors_registry_and_staged(captured, tmp_path) -> None:
+def test_a_bios_pin_is_checked_against_each_vendors_registry_and_staged(observed) -> None:
     """Each capture's Bios names its attribute registry, found in its Registries (Supermicro's
     Bios names ``BiosAttributeRegistry.v1_0_0``, the registry's Id is ``...1_0_0``); a pin to
     another value the registry allows is a drain-reboot change, one it does not allow a
     located error."""
-    capture, endpoint = captured
+    capture, endpoint, observation = observed
     name, value = capture.attribute
-    fleet = compile_text(spec(endpoint, capture), "fleet.yaml").fleet
-    seen = observe(fleet, tmp_path).seen["node-01"]
+    seen = observation.seen["node-01"]
     attribute = seen.registry[name]
     other = next(v for v in attribute.values if v != value)
     text = spec(endpoint, capture).replace(f"bios: {{{name}: {value}}}", f'bios: {{{name}: "{other}"}}')
     result = compile_text(text, "fleet.yaml")
-    plan, findings = plan_bmcs(result.fleet, observe(result.fleet, tmp_path))
+    plan, findings = plan_bmcs(result.fleet, observation)
     assert findings == []
     (change,) = plan.changes
     assert (change.disruption.value, change.after) == ("drain-reboot", {"bios": {name: other}})
     result = compile_text(text.replace(f'"{other}"', '"Sometimes"'), "fleet.yaml")
-    _, findings = plan_bmcs(result.fleet, observe(result.fleet, tmp_path))
+    _, findings = plan_bmcs(result.fleet, observation)
     assert [f.message for f in findings] == [f"node-01: BIOS attribute {name} cannot be 'Sometimes'; the registry "
                                              f"allows {', '.join(attribute.values)}"]
 
