@@ -1,9 +1,10 @@
 """One node's BMC over Redfish, through OpenStack Ironic's client library ``sushy``.
 
 `read` returns what the BMC reports as plain data (`Observed`): the system's model, memory,
-processors, NICs, GPUs (PCIe devices, where the BMC exposes them), power state, boot source
-override, BIOS attributes with the attribute registry's rules, and the firmware inventory
-(UpdateService/FirmwareInventory, plus the system's BiosVersion). `Session` also acts:
+NICs, power state, boot source override, BIOS attributes with the attribute registry's
+rules, and, read by the Redfish standard (`fleetspec.baremetal.standard`), its sockets, cores
+and threads, GPUs, and the running firmware of each component with the images an update
+targets. `Session` also acts:
 power, boot-once PXE, BIOS attributes, and firmware updates: where the UpdateService
 advertises ``MultipartHttpPushUri`` the image is fetched from the site's image store, bounded
 and checked against the SHA-256 the spec pins, and pushed (DSP0266 "Multipart HTTP push
@@ -254,7 +255,8 @@ class Session:
 
     def _getter(self) -> standard.Get:
         """``get(path)``: a Redfish document of this BMC, once per read; None where the BMC
-        answers 404 (it serves no such resource). Other failures end the read."""
+        serves no such resource (404, or 405/501: not implemented, as sushy-emulator's fake
+        driver answers for what it lacks). Other failures end the read."""
         from sushy import exceptions
 
         cache: dict[str, dict[str, Any] | None] = {}
@@ -265,6 +267,10 @@ class Session:
                 try:
                     doc = self._conn._conn.get(path=path).json()
                 except exceptions.ResourceNotFoundError:
+                    doc = None
+                except exceptions.HTTPError as exc:
+                    if exc.status_code not in (405, 501):
+                        raise
                     doc = None
                 except ValueError:  # not JSON
                     doc = None
@@ -357,8 +363,9 @@ class Session:
         (Immediate for the BMC's own firmware, OnReset for the rest: staged for the wave's
         reboot). Otherwise ``UpdateService.SimpleUpdate`` has the BMC fetch ``image``. The
         targets are the component's running images as the BMC reports them now, never
-        guessed; ``planned`` (the plan's targets) must be those, else nothing is sent. A task that ends in anything
-        but ``Completed`` (or outlives ``timeout_s``) is a `BmcError` with the BMC's messages.
+        guessed; ``planned`` (the plan's targets) must be those, else nothing is sent. A task
+        that ends in anything but ``Completed`` (or outlives ``timeout_s``) is a `BmcError`
+        with the BMC's messages.
         The new version is read back by the caller (after the reboot, or the BMC's reset)."""
         from sushy import UpdateTransferProtocolType
 
