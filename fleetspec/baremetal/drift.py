@@ -16,8 +16,10 @@ Changes are what apply can do over Redfish, each with its disruption class:
 
 Findings are what apply cannot do: a pinned attribute the BMC's attribute registry does not
 know, is read-only or does not allow; inventory that disagrees with the spec (GPU count,
-memory, sockets); firmware that differs from the stack's pins with no image to update it
-from (docs/bare-metal.md). Each is located at the node group's ``bmc`` in the spec.
+memory, sockets, cores, threads); firmware that differs from the stack's pins with no image to
+update it from, or whose running image the BMC cannot tell (no update target is guessed); a
+boot override held at PXE for every start (docs/bare-metal.md). Each is located at the node
+group's ``bmc`` in the spec.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fleetspec.baremetal.redfish import Attribute, Observed
-from fleetspec.compile.ir import Fleet, NodeBmc
+from fleetspec.compile.ir import Fleet, Node, NodeBmc
 from fleetspec.findings import Finding, Severity
 from fleetspec.plan.model import Action, Change, Disruption
 
@@ -92,7 +94,7 @@ def _bios_changes(bmc: NodeBmc, seen: Observed, findings: list[Finding]) -> dict
             # held already: nothing to stage. Checked before the registry, because a BMC may
             # report values its own registry does not list (Supermicro's Bios holds the
             # ValueDisplayName "Enabled" where its registry's ValueName is "1": the captured
-            # X13 HGX H100, ../shared/redfish/mockups/supermicro-hgx-h100)
+            # SYS-821GE-TNHR, ../shared/redfish/mockups/supermicro-hgx-h100)
             continue
         problem = _attribute_problem(name, want, seen.registry)
         if problem:
@@ -129,7 +131,7 @@ def _attribute_problem(name: str, want: Any, registry: Mapping[str, Attribute] |
     return None
 
 
-def _inventory(bmc: NodeBmc, gpus: int, memory_gb: int | None, node: Any, seen: Observed) -> list[Finding]:
+def _inventory(bmc: NodeBmc, gpus: int, memory_gb: int | None, node: Node, seen: Observed) -> list[Finding]:
     """The spec's hardware against the BMC's (`fleetspec.baremetal.standard`): GPUs, memory,
     sockets (CPU Processors members, never ProcessorSummary's logical processors), and cores
     and threads per socket where the spec gives them."""
