@@ -7,10 +7,12 @@ into a `Plan` (changes with their disruption, the waves apply runs) and findings
 is drained through its scheduler first (when a `NodeControl` is given), its BMC's own
 firmware updated first (the BMC's reset waited out), its BIOS attributes staged, its other
 firmware updated (pushed, or fetched by the BMC; staged for the reboot; each task followed to
-its end), it is restarted, the firmware inventory is read back and compared with the stack's
-pins, and it is resumed after; a node whose only change is the BMC's firmware is neither
+its end), it is restarted (the power read back until On), the BIOS attributes and the
+firmware are read back and compared with what was set and the stack's pins, and it is
+resumed after; a node whose only change is the BMC's firmware is neither
 drained nor rebooted (``rolling``: the host keeps its work); a node that is off gets the same
-BIOS and firmware, is set to boot once from the network and powered on, held drained (with a
+BIOS and firmware, is set to boot once from the network (read back: ``Pxe``/``Once``, or the
+node fails before it is powered on) and powered on, held drained (with a
 `NodeControl`) until `fleetspec.baremetal.join` has verified it.
 """
 
