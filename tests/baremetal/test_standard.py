@@ -102,3 +102,15 @@ def test_a_system_another_chassis_holds_counts_only_without_cpus() -> None:
     docs[f"{other}/Processors"]["Members"].append({"@odata.id": f"{other}/Processors/CPU0"})
     docs[f"{other}/Processors/CPU0"] = {"ProcessorType": "CPU"}
     assert standard.node_systems(docs.get, SYS, docs[SYS]) == [SYS]
+
+
+def test_numeric_inventory_ids_are_read_by_the_same_rules() -> None:
+    """Numbered FirmwareInventory members (the HPE-style ``1``..``48`` issue #40 names, as
+    Lenovo numbers its Systems and Processors): nothing in an Id is read."""
+    docs = tree({"7": gpu_item("GPU1"), "8": gpu_item("GPU10")})
+    docs["/redfish/v1/Managers/1"]["Links"]["ActiveSoftwareImage"] = {"@odata.id": f"{INV}/1"}
+    docs[INV]["Members"].append({"@odata.id": f"{INV}/1"})
+    docs[f"{INV}/1"] = {"Id": "1", "Version": "3.04", "Updateable": True}
+    got = read(docs)
+    assert got["bmc"] == standard.Component({"1": "3.04"}, (f"{INV}/1",))
+    assert got["vbios"].images == (f"{INV}/7", f"{INV}/8")
