@@ -112,7 +112,7 @@ class GpuNodeFakeDriver(fakedriver.FakeDriver):
         sockets = system.get("sockets", 0)
         threads = (system.get("cpus") or 2 * sockets) // max(sockets, 1)
         cpus = [{"id": f"CPU{i}", "Id": f"CPU{i}", "socket": f"CPU {i}", "model": system.get("cpu_model", "N/A"),
-                 "vendor": "N/A", "cores": str(threads // 2), "threads": str(threads)} for i in range(sockets)]
+                 "vendor": "N/A", "cores": str(max(threads // 2, 1)), "threads": str(threads)} for i in range(sockets)]
         gpus = [{"id": key, "Id": key, "socket": key, "model": "H100 80GB HBM3", "vendor": "NVIDIA", "cores": "0",
                  "threads": "0"} for key in sorted(system.get("inventory", {})) if key.startswith("GPU_")]
         return cpus + gpus
