@@ -102,8 +102,17 @@ def plan(spec: SpecArg, hosts: HostsOpt = None, format: Annotated[Format, typer.
         data["unreachable"] = dict(sorted(observation.unreachable.items()))
         data["observed"] = {h: o.to_dict() for h, o in sorted(observation.seen.items())}
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    elif observation.unreachable and result.empty:  # never "matches": those BMCs were not read
+        _out.print(f"No plan: {len(observation.unreachable)} BMC(s) could not be read (the errors above); "
+                   f"{len(observation.seen)} read", markup=False)
+    elif result.empty and not ok:  # nor where an error says what differs
+        _out.print("No changes apply can make, and the fleet does not match the BMCs: the errors above",
+                   markup=False)
     else:
         print_plan(result, _out)
+        if observation.unreachable:
+            _out.print(f"Not in this plan: the {len(observation.unreachable)} node(s) whose BMC could not be read "
+                       "(the errors above)", markup=False)
     raise typer.Exit(OK if ok else ERROR)
 
 

@@ -16,8 +16,10 @@ Changes are what apply can do over Redfish, each with its disruption class:
 
 Findings are what apply cannot do: a pinned attribute the BMC's attribute registry does not
 know, is read-only or does not allow; inventory that disagrees with the spec (GPU count,
-memory, sockets); firmware that differs from the stack's pins with no image to update it
-from (docs/bare-metal.md). Each is located at the node group's ``bmc`` in the spec.
+memory, sockets, cores, threads); firmware that differs from the stack's pins with no image to
+update it from, or whose running image the BMC cannot tell (no update target is guessed); a
+boot override held at PXE for every start (docs/bare-metal.md). Each is located at the node
+group's ``bmc`` in the spec.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ import difflib
 from collections.abc import Mapping
 from typing import Any
 
-from fleetspec.baremetal.redfish import Attribute, Observed, names_component
-from fleetspec.compile.ir import Fleet, NodeBmc
+from fleetspec.baremetal.redfish import Attribute, Observed
+from fleetspec.compile.ir import Fleet, Node, NodeBmc
 from fleetspec.findings import Finding, Severity
 from fleetspec.plan.model import Action, Change, Disruption
 
@@ -51,8 +53,9 @@ def bmc_changes(fleet: Fleet, observed: Mapping[str, Observed]) -> tuple[list[Ch
         if staged:
             parts.append("BIOS " + ", ".join(f"{k} {seen.bios.get(k)!r} -> {v!r}" for k, v in staged.items()))
         if updates:
-            parts.append("firmware " + ", ".join(f"{c} {firmware_reported(c, seen.firmware)} -> {u['version']}"
-                                                 for c, u in updates.items()) + " (Redfish UpdateService)")
+            parts.append("firmware " + ", ".join(f"{c} {firmware_reported(c, seen.firmware)} -> {u['version']} "
+                                                 f"(Redfish UpdateService: {', '.join(u['targets'])})"
+                                                 for c, u in updates.items()))
         before: dict[str, Any] = {}
         after: dict[str, Any] = {}
         if staged:
@@ -75,13 +78,24 @@ def bmc_changes(fleet: Fleet, observed: Mapping[str, Observed]) -> tuple[list[Ch
         elif parts:
             changes.append(Change(f"node:{bmc.host}", Action.UPDATE, Disruption.DRAIN_REBOOT, before, after,
                                   f"BMC: {'; '.join(parts)} (takes effect at the reboot)", **where))
-        findings.extend(_inventory(bmc, node.gpu.count, node.memory_gb, node.sockets, seen))
+        findings.extend(_inventory(bmc, node.gpu.count, node.memory_gb, node, seen))
+        if seen.power == "On" and (seen.boot_target, seen.boot_enabled) == ("Pxe", "Continuous"):
+            findings.append(Finding(RULE, Severity.ERROR, f"{bmc.host}: the BMC holds a continuous network boot "
+                                    "(BootSourceOverrideTarget Pxe, BootSourceOverrideEnabled Continuous): the node "
+                                    "boots the installer at every start. Clear the override in the BMC (fleetspec "
+                                    "asks for Once), then plan again", bmc.path))
     return changes, findings
 
 
 def _bios_changes(bmc: NodeBmc, seen: Observed, findings: list[Finding]) -> dict[str, Any]:
     staged: dict[str, Any] = {}
     for name, want in bmc.bios:
+        if name in seen.bios and seen.bios[name] == want:
+            # held already: nothing to stage. Checked before the registry, because a BMC may
+            # report values its own registry does not list (Supermicro's Bios holds the
+            # ValueDisplayName "Enabled" where its registry's ValueName is "1": the captured
+            # SYS-821GE-TNHR, ../shared/redfish/mockups/supermicro-hgx-h100)
+            continue
         problem = _attribute_problem(name, want, seen.registry)
         if problem:
             findings.append(Finding(RULE, Severity.ERROR, f"{bmc.host}: {problem}", bmc.path + ("bios", name), "key"))
@@ -117,26 +131,39 @@ def _attribute_problem(name: str, want: Any, registry: Mapping[str, Attribute] |
     return None
 
 
-def _inventory(bmc: NodeBmc, gpus: int, memory_gb: int | None, sockets: int | None,
-               seen: Observed) -> list[Finding]:
+def _inventory(bmc: NodeBmc, gpus: int, memory_gb: int | None, node: Node, seen: Observed) -> list[Finding]:
+    """The spec's hardware against the BMC's (`fleetspec.baremetal.standard`): GPUs, memory,
+    sockets (CPU Processors members, never ProcessorSummary's logical processors), and cores
+    and threads per socket where the spec gives them."""
     out = []
     if seen.gpus is not None and len(seen.gpus) != gpus:
         out.append(f"the BMC reports {len(seen.gpus)} GPUs ({', '.join(seen.gpus) or 'none'}); the spec says {gpus}")
     if memory_gb is not None and seen.memory_gib is not None and seen.memory_gib < memory_gb:
         out.append(f"the BMC reports {seen.memory_gib} GiB of memory; the spec says memory_gb: {memory_gb}")
-    if sockets is not None and seen.processors is not None and seen.processors != sockets:
-        out.append(f"the BMC reports {seen.processors} processors; the spec says sockets: {sockets}")
+    sockets = node.sockets
+    if sockets is not None and seen.sockets is not None and seen.sockets != sockets:
+        out.append(f"the BMC reports {seen.sockets} CPU sockets; the spec says sockets: {sockets}")
+    elif seen.sockets:
+        cores = seen.cores // seen.sockets if seen.cores is not None else None
+        if node.cores_per_socket is not None and cores is not None and cores != node.cores_per_socket:
+            out.append(f"the BMC reports {cores} cores per socket (TotalCores); the spec says cores_per_socket: "
+                       f"{node.cores_per_socket}")
+        threads = seen.threads // seen.cores if seen.threads is not None and seen.cores else None
+        if node.threads_per_core is not None and threads is not None and threads != node.threads_per_core:
+            out.append(f"the BMC reports {threads} threads per core (TotalThreads); the spec says threads_per_core: "
+                       f"{node.threads_per_core}")
     return [Finding(RULE, Severity.ERROR, f"{bmc.host}: {line}. Check the hardware or fix the spec", bmc.path)
             for line in out]
 
 
-def firmware_reported(component: str, firmware: Mapping[str, str]) -> str | None:
-    """The version the BMC's inventory reports for a stack's firmware ``component``; where its
-    members disagree (one GPU of eight behind), their versions joined with ", ", which no
-    pin equals: plan updates the component, and apply's read-back waits for every member."""
+def firmware_reported(component: str, firmware: Mapping[str, Mapping[str, str]]) -> str | None:
+    """The version the BMC reports for a stack's firmware ``component`` (its running images,
+    `fleetspec.baremetal.standard`); where they disagree (one GPU of eight behind), their
+    versions joined with ", ", which no pin equals: plan updates the component, and apply's
+    read-back waits for every one."""
     versions: list[str] = []
-    for key, version in sorted(firmware.items()):
-        if names_component(component, key) and version not in versions:
+    for _, version in sorted((firmware.get(component) or {}).items()):
+        if version not in versions:
             versions.append(version)
     return ", ".join(versions) if versions else None
 
@@ -155,7 +182,15 @@ def _firmware(fleet: Fleet, bmc: NodeBmc, pinned: Mapping[str, str], seen: Obser
                                         f"version, so the pin {want} is not attested over Redfish", bmc.path))
         elif have != want:
             image = fleet.baremetal.firmware_image(component, want)
-            if image is None:
+            targets = seen.targets.get(component)
+            if not targets:
+                why = seen.untargetable.get(component) or "the BMC lists no running image for it"
+                findings.append(Finding(RULE, Severity.ERROR, f"{bmc.host}: {component} firmware is {have}; the stack "
+                                        f"pins {want}, and no update can be aimed at its running image: {why}. "
+                                        "fleetspec does not guess an update target (a backup, staging or security "
+                                        "chip's image is not the component's): update it with the vendor's tool, "
+                                        "then plan again", bmc.path))
+            elif image is None:
                 findings.append(Finding(RULE, Severity.ERROR, f"{bmc.host}: {component} firmware is {have}; the stack "
                                         f"pins {want}. Give the image in baremetal.firmware_images.{component} "
                                         f"(\"{want}\": URI) for apply to update it through Redfish, or update it "
@@ -168,5 +203,6 @@ def _firmware(fleet: Fleet, bmc: NodeBmc, pinned: Mapping[str, str], seen: Obser
                                         "...}})", bmc.path))
             else:
                 sha256 = fleet.baremetal.firmware_sha256(component, want)
-                updates[component] = {"version": want, "image": image, **({"sha256": sha256} if sha256 else {})}
+                updates[component] = {"version": want, "image": image, "targets": list(targets),
+                                      **({"sha256": sha256} if sha256 else {})}
     return updates

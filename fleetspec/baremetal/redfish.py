@@ -1,9 +1,10 @@
 """One node's BMC over Redfish, through OpenStack Ironic's client library ``sushy``.
 
 `read` returns what the BMC reports as plain data (`Observed`): the system's model, memory,
-processors, NICs, GPUs (PCIe devices, where the BMC exposes them), power state, boot source
-override, BIOS attributes with the attribute registry's rules, and the firmware inventory
-(UpdateService/FirmwareInventory, plus the system's BiosVersion). `Session` also acts:
+NICs, power state, boot source override, BIOS attributes with the attribute registry's
+rules, and, read by the Redfish standard (`fleetspec.baremetal.standard`), its sockets, cores
+and threads, GPUs, and the running firmware of each component with the images an update
+targets. `Session` also acts:
 power, boot-once PXE, BIOS attributes, and firmware updates: where the UpdateService
 advertises ``MultipartHttpPushUri`` the image is fetched from the site's image store, bounded
 and checked against the SHA-256 the spec pins, and pushed (DSP0266 "Multipart HTTP push
@@ -34,6 +35,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any
 from urllib.parse import urlsplit
 
+from fleetspec.baremetal import standard
 from fleetspec.compile.ir import NodeBmc
 from fleetspec.secrets import Redactor, SecretError, SecretRef, file_path, resolve
 
@@ -50,10 +52,6 @@ MAX_POLL_S = 30  # a task monitor's Retry-After is followed up to this
 # Task endings that mean the update is in (Redfish TaskState / TaskStatus, DSP0268 Task schema).
 TASK_DONE = {"Completed"}
 TASK_OK = {"OK", "Warning", None}
-# Where the stack's firmware pin is read from in the BMC's report: ``bios`` is the system's
-# BiosVersion; a FirmwareInventory member whose Id names the component carries the others.
-INVENTORY_KEYS = {"bios": ("bios",), "bmc": ("bmc",), "vbios": ("gpu", "vbios"), "nvswitch": ("nvswitch",),
-                  "connectx": ("connectx", "nic", "cx")}
 # A pushed image: fleetspec's own bound on what it downloads and sends (the BMC's
 # UpdateService.MaxImageSizeBytes, "the maximum size in bytes of the software update image
 # that this service supports" (DMTF UpdateService schema), lowers it where given), and how
@@ -71,12 +69,6 @@ APPLY_TIME_DEFAULT = "OnReset"
 BMC_GONE_S = 60
 BMC_BACK_S = 600
 BMC_PROBE_S = 1.0
-
-
-def names_component(component: str, key: str) -> bool:
-    """Whether a FirmwareInventory member's Id names a stack's firmware ``component``."""
-    lowered = key.lower()
-    return any(lowered == w or lowered.startswith(w) or f"_{w}" in lowered for w in INVENTORY_KEYS[component])
 
 
 @dataclass(frozen=True)
@@ -127,21 +119,27 @@ class Observed:
     boot_target: str | None  # Pxe, Hdd, None, ...
     boot_enabled: str | None  # Once, Continuous, Disabled
     memory_gib: int | None
-    processors: int | None
+    sockets: int | None  # CPU Processors members (fleetspec.baremetal.standard)
     nics: tuple[str, ...]  # MAC addresses
-    gpus: tuple[str, ...] | None  # GPU PCIe device models; None: the BMC exposes no PCIe devices
+    gpus: tuple[str, ...] | None  # one model per GPU; None: the BMC lists no GPU
     bios: dict[str, Any]
     registry: dict[str, Attribute] | None  # None: the BMC publishes no attribute registry
-    firmware: dict[str, str]  # component -> version (FirmwareInventory, BiosVersion as "bios")
+    # component (bios, bmc, vbios, nvswitch) -> the running firmware: where -> version
+    firmware: dict[str, dict[str, str]]
     notes: tuple[str, ...] = field(default=())  # what could not be read, in words
     push: bool = False  # the UpdateService takes pushed images (MultipartHttpPushUri)
+    cores: int | None = None  # TotalCores of all sockets
+    threads: int | None = None  # TotalThreads of all sockets
+    targets: dict[str, tuple[str, ...]] = field(default_factory=dict)  # component -> its running images
+    untargetable: dict[str, str] = field(default_factory=dict)  # component -> why no running image is known
 
     def to_dict(self) -> dict[str, Any]:
         return {"host": self.host, "system": self.system, "manufacturer": self.manufacturer, "model": self.model,
                 "power": self.power, "boot": {"target": self.boot_target, "enabled": self.boot_enabled},
-                "memory_gib": self.memory_gib, "processors": self.processors, "nics": list(self.nics),
-                "gpus": None if self.gpus is None else list(self.gpus), "bios": self.bios,
-                "firmware": self.firmware, "notes": list(self.notes), "push": self.push}
+                "memory_gib": self.memory_gib, "sockets": self.sockets, "cores": self.cores, "threads": self.threads,
+                "nics": list(self.nics), "gpus": None if self.gpus is None else list(self.gpus), "bios": self.bios,
+                "firmware": self.firmware, "targets": {c: list(t) for c, t in self.targets.items()},
+                "untargetable": self.untargetable, "notes": list(self.notes), "push": self.push}
 
 
 def _value(enum_or_text: Any) -> str | None:
@@ -273,11 +271,13 @@ class Session:
         # could not be read fails inside sushy (its half-built collection stays cached)
         s = self._system = self._find_system()
         notes: list[str] = []
-        processors = None
-        try:
-            processors = s.processors.summary.count if s.processors is not None else None
-        except Exception:
-            notes.append("no processor summary")
+        get = self._getter()
+        doc = get(s.path) or {}
+        hardware = standard.hardware(get, s.path.rstrip("/"), doc)
+        if hardware.sockets is None:
+            notes.append("no Processors: sockets not checked over Redfish")
+        if hardware.gpus is None:
+            notes.append("no GPU Processors or GPU PCIe devices: GPU count and model not checked over Redfish")
         nics: list[str] = []
         try:
             nics = sorted(str(e.mac_address).lower() for e in s.ethernet_interfaces.get_members() if e.mac_address)
@@ -291,17 +291,51 @@ class Session:
             notes.append("no BIOS resource")
         else:
             registry = self._registry(notes)
+        components = self._firmware(get, doc, notes)
+        notes += [f"{c}: {k.why}" for c, k in components.items() if k.why and not k.versions]
         return Observed(
             host=self.bmc.host, system=s.identity, manufacturer=s.manufacturer, model=s.model,
             power=_value(s.power_state) or "unknown", boot_target=_value(s.boot.target),
             boot_enabled=_value(s.boot.enabled),
             memory_gib=s.memory_summary.size_gib if s.memory_summary is not None else None,
-            processors=processors, nics=tuple(nics), gpus=self._gpus(notes), bios=bios, registry=registry,
-            firmware=self._firmware(notes), notes=tuple(notes), push=self._push_uri() is not None)
+            sockets=hardware.sockets, cores=hardware.cores, threads=hardware.threads, nics=tuple(nics),
+            gpus=hardware.gpus, bios=bios, registry=registry,
+            firmware={c: dict(k.versions) for c, k in components.items() if k.versions},
+            targets={c: k.images for c, k in components.items() if k.images},
+            untargetable={c: k.why for c, k in components.items() if k.why},
+            notes=tuple(notes), push=self._push_uri() is not None)
+
+    def _getter(self) -> standard.Get:
+        """``get(path)``: a Redfish document of this BMC, once per read; None where the BMC
+        serves no such resource (404, or 405/501: not implemented, as sushy-emulator's fake
+        driver answers for what it lacks). Other failures end the read."""
+        from sushy import exceptions
+
+        cache: dict[str, dict[str, Any] | None] = {}
+
+        def get(path: str) -> dict[str, Any] | None:
+            path = path.split("#", 1)[0].rstrip("/")
+            if path not in cache:
+                try:
+                    doc = self._conn._conn.get(path=path).json()
+                except exceptions.ResourceNotFoundError:
+                    doc = None
+                except exceptions.HTTPError as exc:
+                    if exc.status_code not in (405, 501):
+                        raise
+                    doc = None
+                except ValueError:  # not JSON
+                    doc = None
+                cache[path] = doc if isinstance(doc, dict) else None
+            return cache[path]
+
+        return get
 
     def _registry(self, notes: list[str]) -> dict[str, Attribute] | None:
         try:
             reg = self._system.bios.get_attribute_registry()
+            if reg is None:
+                reg = self._registry_by_version(self._system.bios)
         except Exception:
             reg = None
         if reg is None:
@@ -314,52 +348,26 @@ class Session:
                                     a.lower_bound, a.upper_bound)
         return out
 
-    def _gpus(self, notes: list[str]) -> tuple[str, ...] | None:
-        try:
-            devices = self._system.pcie_devices.get_members()
-        except Exception:
-            devices = []
-        if not devices:  # a GPU server has PCIe devices: none listed means none reported
-            notes.append("no PCIeDevices: GPU count and model not checked over Redfish")
-            return None
-        gpus = []
-        for device in devices:
-            kind = _value(getattr(device, "device_type", None)) or ""
-            name = f"{device.manufacturer or ''} {device.model or device.name or ''}".strip()
-            if "GPU" in kind.upper() or "NVIDIA" in name.upper() or "AMD INSTINCT" in name.upper():
-                gpus.append(name)
-        return tuple(sorted(gpus))
+    @staticmethod
+    def _registry_by_version(bios: Any) -> Any:
+        """The attribute registry the Bios names, where its name and the registry's Id write
+        the version differently: Supermicro's Bios names ``BiosAttributeRegistry.v1_0_0``, its
+        registry's Id is ``BiosAttributeRegistry.1_0_0`` (the captured Supermicro HGX H100,
+        ../shared/redfish/mockups/supermicro-hgx-h100). Both forms name one registry."""
+        wanted = _registry_key(str(bios._attribute_registry or ""))
+        for key, registry in (bios._registries or {}).items():
+            if registry is not None and wanted in (_registry_key(key), _registry_key(str(registry.identity))):
+                return registry
+        return None
 
-    def _firmware(self, notes: list[str]) -> dict[str, str]:
-        firmware: dict[str, str] = {}
-        if self._system.bios_version:
-            firmware["bios"] = str(self._system.bios_version)
+    def _firmware(self, get: standard.Get, doc: dict[str, Any], notes: list[str]) -> dict[str, standard.Component]:
+        inventory = None
         try:
-            inventory = self._inventory(self._conn.get_update_service())
+            inventory = self._conn.get_update_service().json.get("FirmwareInventory")
         except Exception:
             notes.append("no UpdateService/FirmwareInventory")
-            return firmware
-        for item in inventory:
-            if item.version:
-                firmware[str(item.identity)] = str(item.version)
-        return firmware
-
-    def _inventory(self, service: Any) -> list[Any]:
-        """The FirmwareInventory members of this node: those whose ``RelatedItem`` names its
-        System or one of its Managers; a member naming none counts only where the service
-        serves this one system (on a shared service it could be any node's)."""
-        mine = {self._system.path.rstrip("/")}
-        try:
-            mine |= {m.path.rstrip("/") for m in self._system.managers}
-        except Exception:
-            pass
-        out = []
-        for member in service.firmware_inventory.get_members():
-            related = {str(r.get("@odata.id", "")).rstrip("/") for r in (member.json.get("RelatedItem") or [])
-                       if isinstance(r, dict)}
-            if (related and related & mine) or (not related and not self._shared):
-                out.append(member)
-        return out
+        path = str(inventory.get("@odata.id")) if isinstance(inventory, dict) and inventory.get("@odata.id") else None
+        return standard.firmware(get, self._system.path.rstrip("/"), doc, path, self._shared)
 
     def _push_uri(self) -> str | None:
         try:
@@ -396,7 +404,8 @@ class Session:
             raise self._error("setting BIOS attributes failed", exc) from None
 
     def update_firmware(self, component: str, image: str, sha256: str | None = None,
-                        timeout_s: float = FIRMWARE_TASK_TIMEOUT_S, max_bytes: int = IMAGE_MAX_BYTES) -> Updated:
+                        timeout_s: float = FIRMWARE_TASK_TIMEOUT_S, max_bytes: int = IMAGE_MAX_BYTES,
+                        planned: list[str] | None = None) -> Updated:
         """Update ``component`` with ``image`` and follow the task monitor until the task ends.
 
         Where the UpdateService advertises ``MultipartHttpPushUri`` (preferred), fleetspec
@@ -405,15 +414,17 @@ class Session:
         ``UpdateParameters`` naming the ``Targets`` and ``@Redfish.OperationApplyTime``
         (Immediate for the BMC's own firmware, OnReset for the rest: staged for the wave's
         reboot). Otherwise ``UpdateService.SimpleUpdate`` has the BMC fetch ``image``. The
-        target is chosen from what the BMC lists, never guessed. A task that ends in anything
-        but ``Completed`` (or outlives ``timeout_s``) is a `BmcError` with the BMC's messages.
+        targets are the component's running images as the BMC reports them now, never
+        guessed; ``planned`` (the plan's targets) must be those, else nothing is sent. A task
+        that ends in anything but ``Completed`` (or outlives ``timeout_s``) is a `BmcError`
+        with the BMC's messages.
         The new version is read back by the caller (after the reboot, or the BMC's reset)."""
         from sushy import UpdateTransferProtocolType
 
         try:
             service = self._conn.get_update_service()
             push_uri = service.json.get("MultipartHttpPushUri")
-            targets = self._update_targets(component, service)
+            targets = self._update_targets(component, planned)
         except BmcError:
             raise
         except Exception as exc:
@@ -580,26 +591,23 @@ class Session:
             return False
         return answer.status_code < 500
 
-    def _update_targets(self, component: str, service: Any) -> list[str]:
-        """What the update's ``Targets`` names, chosen from what the BMC lists: the System for
-        the BIOS, the system's Manager for the BMC, and for the others every FirmwareInventory
-        member of this node whose Id names the component (eight GPUs: eight members). A
-        component the BMC lists nowhere is an error: fleetspec does not guess a target."""
-        if component == "bios":
-            return [self._system.path]
-        if component == "bmc":
-            managers = self._system.managers
-            if len(managers) != 1:
-                raise BmcError(f"{self.bmc.host}: the system lists {len(managers)} Managers (ManagedBy); fleetspec "
-                               "updates the BMC firmware of exactly one")
-            return [managers[0].path]
-        members = self._inventory(service)
-        paths = [m.path for m in members if names_component(component, str(m.identity))]
-        if not paths:
-            raise BmcError(f"{self.bmc.host}: the BMC's FirmwareInventory lists no member for {component} (it lists "
-                           f"{', '.join(sorted(str(m.identity) for m in members)) or 'none'}): fleetspec does not "
-                           "guess an update target. Update it with the vendor's tool")
-        return paths
+    def _update_targets(self, component: str, planned: list[str] | None = None) -> list[str]:
+        """What the update's ``Targets`` names: exactly the running images of ``component``
+        as the BMC reports them (`fleetspec.baremetal.standard`): the Manager's and the Bios's
+        ``Links.ActiveSoftwareImage``, the inventory items of each GPU or NVSwitch. Where the
+        BMC cannot tell them, a `BmcError` says what it could not tell: fleetspec never guesses
+        a target (a backup, staging or security chip's image is not the component's)."""
+        seen = self.read()
+        if seen.targets.get(component):
+            now = list(seen.targets[component])
+            if planned is not None and sorted(planned) != sorted(now):
+                raise BmcError(f"{self.bmc.host}: the {component} firmware's running images are now "
+                               f"{', '.join(now)}; the plan targeted {', '.join(planned) or 'none'}. Nothing was "
+                               "sent: plan again")
+            return now
+        why = seen.untargetable.get(component) or f"the BMC reports no {component} firmware"
+        raise BmcError(f"{self.bmc.host}: no update target for the {component} firmware: {why}. fleetspec does not "
+                       "guess an update target: update it with the vendor's tool")
 
     @staticmethod
     def _task_end(monitor: Any) -> tuple[str | None, str | None, list[str]]:
@@ -616,6 +624,14 @@ class Session:
                     [str(m.message) for m in (task.messages or []) if m.message])
         return (doc.get("TaskState"), doc.get("TaskStatus"),
                 [str(m.get("Message")) for m in doc.get("Messages") or [] if isinstance(m, dict) and m.get("Message")])
+
+
+def _registry_key(name: str) -> str:
+    """A registry name with its version written one way: ``BiosAttributeRegistry.v1_0_0`` and
+    ``BiosAttributeRegistry.1_0_0`` (and ``.1.0.0``) are one key."""
+    base, dot, version = name.partition(".")
+    version = version.lower().removeprefix("v").replace("_", ".")
+    return f"{base}{dot}{version}"
 
 
 def _messages(answer: Any) -> str:

@@ -7,10 +7,12 @@ into a `Plan` (changes with their disruption, the waves apply runs) and findings
 is drained through its scheduler first (when a `NodeControl` is given), its BMC's own
 firmware updated first (the BMC's reset waited out), its BIOS attributes staged, its other
 firmware updated (pushed, or fetched by the BMC; staged for the reboot; each task followed to
-its end), it is restarted, the firmware inventory is read back and compared with the stack's
-pins, and it is resumed after; a node whose only change is the BMC's firmware is neither
+its end), it is restarted (the power read back until On), the BIOS attributes and the
+firmware are read back and compared with what was set and the stack's pins, and it is
+resumed after; a node whose only change is the BMC's firmware is neither
 drained nor rebooted (``rolling``: the host keeps its work); a node that is off gets the same
-BIOS and firmware, is set to boot once from the network and powered on, held drained (with a
+BIOS and firmware, is set to boot once from the network (read back: ``Pxe``/``Once``, or the
+node fails before it is powered on) and powered on, held drained (with a
 `NodeControl`) until `fleetspec.baremetal.join` has verified it.
 """
 
@@ -36,6 +38,7 @@ from fleetspec.secrets import Redactor
 DRAIN_REASON = "fleetspec: BMC change (BIOS, firmware, reboot)"
 READBACK_S = 900  # after the reboot, how long the BMC may take to report the new firmware version
 READBACK_POLL_S = 5
+POWER_S = 60  # how long a BMC may report PoweringOn before On
 
 
 @dataclass
@@ -182,19 +185,68 @@ def _apply_node(bmc: NodeBmc, changes: list[Change], base_dir: Path, redactor: R
             _update(session, component, update, note)
         if power_on:
             session.boot_pxe_once()
+            _boot_read_back(session)
             session.power("On")
+            _power_read_back(session, readback_s)
             note("boot once from the network (PXE), powered on")
         elif bios or host_side:
             session.power("restart")
+            _power_read_back(session, readback_s)
             note("restarted (the BIOS or firmware change takes effect)")
+        if bios:
+            _bios_read_back(session, bios, readback_s, note)
         if host_side:
             _read_back(session, {c: u["version"] for c, u in host_side.items()}, readback_s, note)
 
 
 def _update(session: Session, component: str, update: dict[str, str], note: Callable[[str], None]) -> None:
     note(f"{component} firmware {update['version']}: UpdateService from {update['image']}")
-    done = session.update_firmware(component, update["image"], update.get("sha256"))
+    targets = update.get("targets")
+    done = session.update_firmware(component, update["image"], update.get("sha256"),
+                                   planned=list(targets) if isinstance(targets, list) else None)
     note(f"{component} firmware update {done.line()}")
+
+
+def _boot_read_back(session: Session) -> None:
+    """The boot override as the BMC holds it after fleetspec asked for PXE once: anything but
+    ``Pxe``/``Once`` fails the node before it is powered on (a ``Continuous`` override boots the
+    installer at every start; sushy-emulator's fake driver answers ``Continuous`` whatever it is
+    asked, its templates/system.json)."""
+    seen = session.read()
+    if (seen.boot_target, seen.boot_enabled) != ("Pxe", "Once"):
+        raise BmcError(f"{session.bmc.host}: asked to boot once from the network, the BMC holds boot override "
+                       f"{seen.boot_target}/{seen.boot_enabled} (BootSourceOverrideTarget/Enabled), not Pxe/Once: "
+                       "not powered on. Set the override in the BMC, or boot the node from its console")
+
+
+def _power_read_back(session: Session, deadline_s: float) -> None:
+    """The power state read back until the BMC reports On (it may report PoweringOn first)."""
+    deadline = time.monotonic() + max(deadline_s, POWER_S)
+    while True:
+        seen = session.read()
+        if seen.power == "On":
+            return
+        if time.monotonic() >= deadline:
+            raise BmcError(f"{session.bmc.host}: the BMC reports power {seen.power} after fleetspec powered the node "
+                           "on: look at it (its console, its power supplies)")
+        time.sleep(READBACK_POLL_S)
+
+
+def _bios_read_back(session: Session, wanted: dict, deadline_s: float, note: Callable[[str], None]) -> None:
+    """The BIOS attributes read back after the reset that applies them, until they hold (a BMC
+    reports the new values once the host has gone through its firmware's setup)."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        seen = session.read()
+        wrong = {k: seen.bios.get(k) for k, v in wanted.items() if seen.bios.get(k) != v}
+        if not wrong:
+            note("BIOS read back: " + ", ".join(f"{k}={v}" for k, v in sorted(wanted.items())))
+            return
+        if time.monotonic() >= deadline:
+            raise BmcError(f"{session.bmc.host}: after the reset the BMC reports BIOS "
+                           + ", ".join(f"{k} {v!r} (staged {wanted[k]!r})" for k, v in sorted(wrong.items()))
+                           + ": the setting did not take. Left drained")
+        time.sleep(READBACK_POLL_S)
 
 
 def _read_back(session: Session, wanted: dict[str, str], deadline_s: float, note: Callable[[str], None]) -> None:

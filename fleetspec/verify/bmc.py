@@ -2,11 +2,11 @@
 
 ``fleetspec verify`` reads GPU VBIOS and ConnectX firmware on the node itself (nvidia-smi,
 sysfs: `fleetspec.verify.compare.firmware_checks`); the BMC, BIOS and NVSwitch firmware only
-the BMC reports (Redfish ``UpdateService/FirmwareInventory``, the System's ``BiosVersion``,
-read by `fleetspec.baremetal.redfish`). `bmc_firmware_checks` turns that reading into one
-``<component>-firmware`` check per pinned component, every inventory member naming it
-(`names_component`, the same matching ``baremetal plan`` and ``apply`` use) compared with the
-pin. Node facts win: a component the node's own facts attest is not checked again from the
+the BMC reports (the Manager's and the Bios's running images, the System's ``BiosVersion``, the
+inventory items of each GPU, read by the Redfish standard in `fleetspec.baremetal.standard`).
+`bmc_firmware_checks` turns that reading into one ``<component>-firmware`` check per pinned
+component, every running image of it (the reading ``baremetal plan`` and ``apply`` use; backup,
+staging and pending images are never among them) compared with the pin. Node facts win: a component the node's own facts attest is not checked again from the
 BMC; the BMC's reading stands in only where the node reports nothing for it (a node without
 a GPU driver yet, an unreachable node). `with_bmc` adds the checks, or a ``bmc`` drift naming
 why the BMC could not be read, to each node of a report.
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import replace
 
-from fleetspec.baremetal.redfish import Observed, names_component
+from fleetspec.baremetal.redfish import Observed
 from fleetspec.compile.ir import Fleet, StackTuple
 from fleetspec.verify.compare import Check, NodeReport, Status, VerifyReport
 
@@ -29,17 +29,17 @@ DISRUPTION = {"bmc": "rolling"}
 DISRUPTION_DEFAULT = "drain-reboot"
 
 
-def bmc_firmware_checks(stack: StackTuple, firmware: Mapping[str, str], attested: Collection[str] = (),
+def bmc_firmware_checks(stack: StackTuple, firmware: Mapping[str, Mapping[str, str]], attested: Collection[str] = (),
                         notes: Collection[str] = ()) -> list[Check]:
     """One check per firmware pin of ``stack`` not in ``attested`` (components the node's own
-    facts already attest), from ``firmware`` (the BMC's inventory: member Id -> version).
+    facts already attest), from ``firmware`` (`Observed.firmware`: component -> where -> version).
     ``notes``: what the BMC reading could not get (`Observed.notes`), said where a pin goes
     unattested."""
     checks = []
     for component, pinned in sorted(stack.firmware):
         if component in attested:
             continue
-        found = {key: version for key, version in sorted(firmware.items()) if names_component(component, key)}
+        found = dict(sorted((firmware.get(component) or {}).items()))
         name = f"{component}-firmware"
         if not found:
             why = f" ({'; '.join(notes)})" if notes else ""

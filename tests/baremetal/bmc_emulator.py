@@ -104,9 +104,18 @@ class GpuNodeFakeDriver(fakedriver.FakeDriver):
         return self._get(identity).get("cpus")
 
     def get_processors(self, identity):
+        """The sockets, with cores and threads as real BMCs report them (each socket's
+        TotalCores and TotalThreads: two threads a core, as on the four captured servers in
+        ../shared/redfish/mockups), and a GPU Processor per GPU in the inventory (rendered by
+        `processor` below: the emulator's template knows only CPUs)."""
         system = self._get(identity)
-        return [{"id": f"CPU{i}", "Id": f"CPU{i}", "socket": f"CPU {i}", "model": system.get("cpu_model", "N/A"),
-                 "vendor": "N/A", "cores": "1", "threads": "1"} for i in range(system.get("sockets", 0))]
+        sockets = system.get("sockets", 0)
+        threads = (system.get("cpus") or 2 * sockets) // max(sockets, 1)
+        cpus = [{"id": f"CPU{i}", "Id": f"CPU{i}", "socket": f"CPU {i}", "model": system.get("cpu_model", "N/A"),
+                 "vendor": "N/A", "cores": str(max(threads // 2, 1)), "threads": str(threads)} for i in range(sockets)]
+        gpus = [{"id": key, "Id": key, "socket": key, "model": "H100 80GB HBM3", "vendor": "NVIDIA", "cores": "0",
+                 "threads": "0"} for key in sorted(system.get("inventory", {})) if key.startswith("GPU_")]
+        return cpus + gpus
 
     def set_boot_device(self, identity, boot_source):
         boot = (flask.request.get_json(silent=True) or {}).get("Boot") or {} if flask.has_request_context() else {}
@@ -212,6 +221,16 @@ def simple_update():
     failure = None
     if not uri:
         return flask.render_template("error.json", message="Missing ImageURI."), 400
+    # the running BIOS image (Bios Links.ActiveSoftwareImage) is the target a client names;
+    # the emulator's own SimpleUpdate, which does the update, knows its System
+    translated = []
+    for target in body.get("Targets") or []:
+        kind, _, ident = str(target).rstrip("/").rpartition("/")
+        found = _find_member(ident) if kind == INVENTORY else None
+        if found is not None and found[1] != "BIOS":
+            return _error(f"SimpleUpdate on this BMC updates the BIOS only, not {target}", 400)
+        translated.append(f"/redfish/v1/Systems/{found[0]}" if found is not None else target)
+    body = {**body, "Targets": translated}
     try:
         with urllib.request.urlopen(uri, timeout=10) as answer:
             data = answer.read()
@@ -278,14 +297,6 @@ def _error(message, status):
                           status=status, content_type="application/json")
 
 
-def _systems_with_inventory():
-    driver = flask.current_app.systems
-    for uuid in driver.systems:
-        system = driver._get(uuid)
-        if "inventory" in system:
-            yield uuid, system
-
-
 def _member_id(key, uuid):
     return f"{key}_{uuid[-4:]}"
 
@@ -298,18 +309,51 @@ def update_service_resource():
     return flask.Response(json.dumps(doc), content_type="application/json")
 
 
+# Images beside the running ones, as real inventories list them (the Supermicro capture's
+# Golden_BIOS, Enabled and Updateable, an older version; Lenovo's BMC-Backup, StandbySpare):
+# never the version, never a target.
+OTHER_IMAGES = {"BIOS_Golden": ("1.0.0", "Enabled"), "BMC_Backup": ("1.00", "StandbySpare")}
+
+
+def _images(system):
+    """A system's firmware images (key -> version): its BIOS (BiosVersion) and a golden BIOS
+    beside it, and its ``inventory``'s BMC (a backup BMC image beside it), GPUs and NVSwitches."""
+    inventory = system.get("inventory", {})
+    others = {k: v for k, (v, _) in OTHER_IMAGES.items() if k.startswith("BIOS") or "BMC" in inventory}
+    return {"BIOS": system.get("versions", {}).get("BiosVersion", "unknown"), **inventory, **others}
+
+
+def _related(uuid, key):
+    """What an image's RelatedItem points at, as real BMCs point (the captures in
+    ../shared/redfish/mockups: ``/Managers/1``, ``/Systems/1/Bios``, ``.../Processors/GPU1``):
+    the Manager, the System's BIOS resource, the GPU Processor, the fabric switch."""
+    if key.startswith("BMC"):
+        return f"/redfish/v1/Managers/{uuid}"
+    if key.startswith("BIOS"):
+        return f"/redfish/v1/Systems/{uuid}/BIOS"
+    if key.startswith("GPU_"):
+        return f"/redfish/v1/Systems/{uuid}/Processors/{key}"
+    return f"/redfish/v1/Fabrics/NVLink_{uuid[-4:]}/Switches/{key}"
+
+
 def inventory_collection():
     members = [{"@odata.id": f"{INVENTORY}/{_member_id(key, uuid)}"}
-               for uuid, system in _systems_with_inventory() for key in sorted(system["inventory"])]
+               for uuid, system in _all_systems() for key in sorted(_images(system))]
     return flask.Response(json.dumps({
         "@odata.type": "#SoftwareInventoryCollection.SoftwareInventoryCollection", "@odata.id": INVENTORY,
         "Name": "Firmware Inventory Collection", "Members@odata.count": len(members), "Members": members}),
         content_type="application/json")
 
 
+def _all_systems():
+    driver = flask.current_app.systems
+    for uuid in driver.systems:
+        yield uuid, driver._get(uuid)
+
+
 def _find_member(member_id):
-    for uuid, system in _systems_with_inventory():
-        for key, version in system["inventory"].items():
+    for uuid, system in _all_systems():
+        for key, version in _images(system).items():
             if _member_id(key, uuid) == member_id:
                 return uuid, key, version
     return None
@@ -320,11 +364,64 @@ def inventory_member(member_id):
     if found is None:
         return _error(f"no firmware inventory member {member_id}", 404)
     uuid, key, version = found
-    related = f"/redfish/v1/Managers/{uuid}" if key == "BMC" else f"/redfish/v1/Systems/{uuid}"
+    related = _related(uuid, key)
     return flask.Response(json.dumps({
         "@odata.type": "#SoftwareInventory.v1_10_0.SoftwareInventory", "@odata.id": f"{INVENTORY}/{member_id}",
         "Id": member_id, "Name": f"{key} firmware", "Version": version, "Updateable": True,
-        "RelatedItem": [{"@odata.id": related}], "Status": {"State": "Enabled", "Health": "OK"}}),
+        "RelatedItem": [{"@odata.id": related}],
+        "Status": {"State": OTHER_IMAGES.get(key, (None, "Enabled"))[1], "Health": "OK"}}),
+        content_type="application/json")
+
+
+def manager_resource(identity):
+    """The emulator's Manager, with what real BMCs add: the running firmware's version and
+    ``Links.ActiveSoftwareImage`` (DMTF Manager schema; all four captured BMCs give it)."""
+    answer = original_views["manager"](identity)
+    doc = json.loads(answer.get_data(as_text=True))
+    system = flask.current_app.systems._get(doc.get("UUID") or identity)
+    if "BMC" in system.get("inventory", {}):
+        doc["FirmwareVersion"] = system["inventory"]["BMC"]
+        doc.setdefault("Links", {})["ActiveSoftwareImage"] = {
+            "@odata.id": f"{INVENTORY}/{_member_id('BMC', flask.current_app.systems.uuid(identity))}"}
+    return flask.Response(json.dumps(doc), status=answer.status_code, content_type="application/json")
+
+
+def bios_resource(identity):
+    """The emulator's Bios, with ``Links.ActiveSoftwareImage`` naming the running BIOS image
+    (DMTF Bios schema, as the Supermicro, Dell and Lenovo captures give it)."""
+    answer = original_views["bios"](identity)
+    doc = json.loads(answer.get_data(as_text=True))
+    uuid = flask.current_app.systems.uuid(identity)
+    doc.setdefault("Links", {})["ActiveSoftwareImage"] = {"@odata.id": f"{INVENTORY}/{_member_id('BIOS', uuid)}"}
+    return flask.Response(json.dumps(doc), status=answer.status_code, content_type="application/json")
+
+
+def system_resource(identity):
+    """The emulator's System, with the boot override's ``BootSourceOverrideEnabled`` as asked:
+    ``Once`` until the next boot, as the captured BMCs allow it (their
+    ``BootSourceOverrideEnabled@Redfish.AllowableValues``); the emulator's template always
+    says ``Continuous``. PATCH is the emulator's own."""
+    answer = original_views["system"](identity)
+    if flask.request.method != "GET" or answer.status_code != 200:
+        return answer
+    doc = json.loads(answer.get_data(as_text=True))
+    if flask.current_app.systems._get(flask.current_app.systems.uuid(identity)).get("boot_once"):
+        doc.setdefault("Boot", {})["BootSourceOverrideEnabled"] = "Once"
+    return flask.Response(json.dumps(doc), status=answer.status_code, content_type="application/json")
+
+
+def processor_resource(identity, processor_id):
+    """A GPU Processor as the Lenovo and DGX captures serve one (``ProcessorType: GPU``);
+    the CPUs as the emulator renders them."""
+    if not processor_id.startswith("GPU_"):
+        return original_views["processor"](identity, processor_id)
+    uuid = flask.current_app.systems.uuid(identity)
+    if processor_id not in flask.current_app.systems._get(uuid).get("inventory", {}):
+        return _error(f"no processor {processor_id}", 404)
+    return flask.Response(json.dumps({
+        "@odata.type": "#Processor.v1_10_0.Processor", "@odata.id": f"/redfish/v1/Systems/{uuid}/Processors/"
+        f"{processor_id}", "Id": processor_id, "Name": processor_id, "ProcessorType": "GPU",
+        "Model": "H100 80GB HBM3", "Manufacturer": "NVIDIA", "Status": {"State": "Enabled", "Health": "OK"}}),
         content_type="application/json")
 
 
@@ -415,6 +512,13 @@ def _reset_bmc():
 
 
 original_update_service = main.app.view_functions["UpdateService.update_service_resource"]
+original_views = {"manager": main.app.view_functions["manager_resource"], "bios": main.app.view_functions["bios"],
+                  "processor": main.app.view_functions["processor"],
+                  "system": main.app.view_functions["system_resource"]}
+main.app.view_functions["system_resource"] = system_resource
+main.app.view_functions["manager_resource"] = manager_resource
+main.app.view_functions["bios"] = bios_resource
+main.app.view_functions["processor"] = processor_resource
 main.app.view_functions["UpdateService.update_service_resource"] = update_service_resource
 main.app.view_functions["UpdateService.update_service_simple_update"] = simple_update
 main.app.add_url_rule("/redfish/v1/TaskService/TaskMonitors/<task_id>", "firmware_task_monitor", task_monitor)

@@ -67,9 +67,10 @@ class Emulator:
 
 
 @contextlib.contextmanager
-def running(root: Path, systems: list[dict] = SYSTEMS, config: str = ""):
+def running(root: Path, systems: list[dict] = SYSTEMS, config: str = "", stock: bool = False):
     """``config``: more lines for the emulator's config (the harness's FLEETSPEC_PUSH,
-    FLEETSPEC_PUSH_MAX_BYTES, FLEETSPEC_BMC_RESET_S)."""
+    FLEETSPEC_PUSH_MAX_BYTES, FLEETSPEC_BMC_RESET_S). ``stock``: the stock ``sushy-emulator``
+    (PyPI sushy-tools, its fake driver as shipped), without the harness."""
     import bcrypt
 
     root.mkdir(parents=True, exist_ok=True)
@@ -80,7 +81,8 @@ def running(root: Path, systems: list[dict] = SYSTEMS, config: str = ""):
                     f"SUSHY_EMULATOR_AUTH_FILE = {str(auth)!r}\nSUSHY_EMULATOR_FAKE_SYSTEMS = {systems!r}\n{config}")
     port = free_port()
     log = open(root / "emulator.log", "wb")
-    process = subprocess.Popen([sys.executable, str(HARNESS), "--config", str(conf), "--interface", "127.0.0.1",
+    program = ["-m", "sushy_tools.emulator.main"] if stock else [str(HARNESS)]
+    process = subprocess.Popen([sys.executable, *program, "--config", str(conf), "--interface", "127.0.0.1",
                                 "--port", str(port)], stdout=log, stderr=subprocess.STDOUT, cwd=root,
                                env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
     emulator = Emulator(root, port, process)

@@ -7,7 +7,7 @@ from fleetspec.pipeline import CompileResult, compile_text
 
 
 def spec(endpoint: str, bios: str = "{ProcTurboMode: Enabled}", extra: str = "", rack_bmc: str = "",
-         stack_extra: str = "") -> str:
+         stack_extra: str = "", gpus: int = 8) -> str:
     return f"""\
 apiVersion: fleetspec.io/v1alpha1
 kind: Fleet
@@ -25,7 +25,7 @@ spec:
         password: env:FLEETSPEC_TEST_BMC_PASSWORD{rack_bmc}
       nodes:
         - hosts: "gpu-[01-02]"
-          gpu: {{model: h100-sxm, count: 8}}
+          gpu: {{model: h100-sxm, count: {gpus}}}
           stack: hopper
           scheduler: slurm
           memory_gb: 1024
@@ -33,7 +33,7 @@ spec:
           bmc:
             bios: {bios}
         - hosts: spare-01
-          gpu: {{model: h100-sxm, count: 8}}
+          gpu: {{model: h100-sxm, count: {gpus}}}
           stack: hopper
           scheduler: slurm
           partition: spares

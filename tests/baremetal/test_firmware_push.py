@@ -21,13 +21,14 @@ from fleetspec.baremetal.redfish import BmcError, Session
 from fleetspec.baremetal.run import apply_bmcs, observe, plan_bmcs
 from fleetspec.plan.model import Disruption
 
-from .emulator import PASSWORD, running, system
+from .emulator import PASSWORD, USER, running, system
 from .fleets import compiled, spec
 from .images import serving
 
 BMC_IMAGE = b"FIRMWARE bmc 1.20\n" + b"\x00bmc-payload" * 100
 GPU_IMAGE = b"FIRMWARE vbios 96.00.B0.00.01\n" + b"\x00gpu-payload" * 100
 SHA = {name: hashlib.sha256(data).hexdigest() for name, data in (("bmc", BMC_IMAGE), ("gpu", GPU_IMAGE))}
+INVENTORY = "/redfish/v1/UpdateService/FirmwareInventory"
 OLD = {"BMC": "1.10", "GPU_SXM_1": "96.00.A5.00.1A", "GPU_SXM_2": "96.00.A5.00.1A", "NVSwitch_0": "1.0.0"}
 
 
@@ -62,7 +63,7 @@ def fleet_with(bmc, images, bmc_sha: str | None = SHA["bmc"], gpu_image: str = "
                  else f'"{images.url("bmc-1.20.bin")}"')
     extra = (f'  baremetal:\n    firmware_images:\n      bmc: {{"1.20": {bmc_image}}}\n'
              f'      vbios: {{"96.00.B0.00.01": {{url: "{images.url(gpu_image)}", sha256: "{gpu_sha}"}}}}\n')
-    result = compiled(spec(bmc.endpoint, bios="{ProcTurboMode: Disabled}",
+    result = compiled(spec(bmc.endpoint, bios="{ProcTurboMode: Disabled}", gpus=2,
                            stack_extra=', firmware: {bmc: "1.20", vbios: "96.00.B0.00.01"}', extra=extra))
     assert result.valid, result.located()
     return result.fleet
@@ -73,10 +74,22 @@ def test_plan_shows_the_disruption_each_target_needs(lab, tmp_path) -> None:
     fleet = fleet_with(bmc, images)
     observation = observe(fleet, tmp_path)
     assert observation.seen["gpu-01"].push
-    # each node sees only its own inventory members (RelatedItem), on a service serving three
-    assert observation.seen["gpu-01"].firmware == {"bios": "2.4.1", "BMC_0031": "1.10",
-                                                  "GPU_SXM_1_0031": "96.00.A5.00.1A",
-                                                  "GPU_SXM_2_0031": "96.00.A5.00.1A", "NVSwitch_0_0031": "1.0.0"}
+    # each node sees only its own running images (its Manager's and Bios's ActiveSoftwareImage,
+    # the items whose RelatedItem points at its GPU Processors), on a service serving three; the
+    # fabric switches the inventory names cannot be told to be this node's there
+    seen = observation.seen["gpu-01"]
+    assert seen.firmware == {"bios": {"BiosVersion": "2.4.1"}, "bmc": {"BMC_0031": "1.10"},
+                             "vbios": {"GPU_SXM_1_0031": "96.00.A5.00.1A", "GPU_SXM_2_0031": "96.00.A5.00.1A"}}
+    assert seen.targets["vbios"] == (f"{INVENTORY}/GPU_SXM_1_0031", f"{INVENTORY}/GPU_SXM_2_0031")
+    # beside them the inventory lists a golden BIOS (Enabled, older) and a backup BMC image, as
+    # real inventories do: neither is the version nor a target
+    import requests
+
+    listed = requests.get(f"{bmc.endpoint}{INVENTORY}", auth=(USER, PASSWORD), timeout=10).json()["Members"]
+    assert {f"{INVENTORY}/BIOS_Golden_0031", f"{INVENTORY}/BMC_Backup_0031"} <= {m["@odata.id"] for m in listed}
+    assert seen.targets["bios"] == (f"{INVENTORY}/BIOS_0031",) and seen.targets["bmc"] == (f"{INVENTORY}/BMC_0031",)
+    assert seen.untargetable == {"nvswitch": "the service serves several Systems, so the fabric switches its "
+                                             "inventory names cannot be told to be this node's"}
     plan, findings = plan_bmcs(fleet, observation, canary=1, max_unavailable=1)
     assert not findings, findings
     by_host = {c.host: c for c in plan.changes}
@@ -84,11 +97,11 @@ def test_plan_shows_the_disruption_each_target_needs(lab, tmp_path) -> None:
     assert by_host["gpu-02"].disruption is Disruption.NONE  # off: updated before it is powered on
     spare = by_host["spare-01"]
     assert spare.disruption is Disruption.ROLLING  # the BMC alone: no drain, no reboot, in waves
-    assert spare.reason == ("BMC: firmware bmc 1.10 -> 1.20 (Redfish UpdateService) (the BMC resets itself: "
-                            "out-of-band management is away for minutes, the host keeps running its work; no "
-                            "drain, no reboot)")
+    assert spare.reason == (f"BMC: firmware bmc 1.10 -> 1.20 (Redfish UpdateService: {INVENTORY}/BMC_0033) (the "
+                            "BMC resets itself: out-of-band management is away for minutes, the host keeps running "
+                            "its work; no drain, no reboot)")
     assert spare.after == {"firmware": {"bmc": {"version": "1.20", "image": images.url("bmc-1.20.bin"),
-                                                "sha256": SHA["bmc"]}}}
+                                                "targets": [f"{INVENTORY}/BMC_0033"], "sha256": SHA["bmc"]}}}
     assert images.fetched == []  # planning fetches nothing
 
 
@@ -134,7 +147,7 @@ def test_gpu_firmware_is_staged_on_reset_and_read_back_after_the_power_on(lab, t
         assert (done.route, done.apply_time, done.task) == ("MultipartHttpPushUri", "OnReset", "task Completed/OK")
         # both GPUs the inventory lists were targets; staged: the old version until a reset
         assert [i["apply_time"] for i in bmc.system("gpu-01")["firmware_images"]] == ["OnReset", "OnReset"]
-        assert session.read().firmware["GPU_SXM_1_0031"] == "96.00.A5.00.1A"
+        assert session.read().firmware["vbios"]["GPU_SXM_1_0031"] == "96.00.A5.00.1A"
     # through apply: gpu-02 is off, staged, then powered on into the new firmware and read back
     plan, _ = plan_bmcs(fleet, observe(fleet, tmp_path, hosts=["gpu-02"]))
     lines: list[str] = []
@@ -209,3 +222,14 @@ def test_a_bmc_that_resets_before_reporting_the_task_end_is_judged_by_the_versio
     assert lines[1] == ("spare-01: bmc firmware update task lost: the BMC reset before reporting its end "
                         f"(MultipartHttpPushUri: pushed {len(BMC_IMAGE)} bytes (sha256 checked), Immediate)")
     assert lines[-1] == "spare-01: firmware read back: bmc 1.20"
+
+
+def test_an_update_goes_only_to_the_running_images_the_plan_showed(lab, tmp_path) -> None:
+    bmc, images = lab
+    fleet = fleet_with(bmc, images)
+    with pytest.raises(BmcError) as caught, Session(fleet.baremetal.bmc("gpu-01"), tmp_path) as session:
+        session.update_firmware("vbios", images.url("gpu-b0.bin"), SHA["gpu"], planned=[f"{INVENTORY}/GPU_SXM_9_0031"])
+    assert str(caught.value) == (f"gpu-01: the vbios firmware's running images are now {INVENTORY}/GPU_SXM_1_0031, "
+                                 f"{INVENTORY}/GPU_SXM_2_0031; the plan targeted {INVENTORY}/GPU_SXM_9_0031. Nothing "
+                                 "was sent: plan again")
+    assert "POST /redfish/v1/UpdateService/upload" not in bmc.log()

@@ -58,11 +58,13 @@ def test_plan_shows_a_firmware_update_as_drain_reboot_with_its_image(lab, tmp_pa
     assert not findings, findings
     by_host = {c.host: c for c in plan.changes}
     assert by_host["gpu-01"].disruption is Disruption.DRAIN_REBOOT
-    assert by_host["gpu-01"].reason == ("BMC: firmware bios 2.4.1 -> 2.5.1 (Redfish UpdateService) (takes effect at "
-                                        "the reboot)")
+    # the target: the running BIOS image the Bios resource names (Links.ActiveSoftwareImage)
+    target = "/redfish/v1/UpdateService/FirmwareInventory/BIOS_0021"
+    assert by_host["gpu-01"].reason == (f"BMC: firmware bios 2.4.1 -> 2.5.1 (Redfish UpdateService: {target}) (takes "
+                                        "effect at the reboot)")
     assert by_host["gpu-01"].before == {"firmware": {"bios": "2.4.1"}}
-    assert by_host["gpu-01"].after == {"firmware": {"bios": {"version": "2.5.1",
-                                                             "image": images.url("bios-2.5.1.bin")}}}
+    assert by_host["gpu-01"].after == {"firmware": {"bios": {"version": "2.5.1", "image": images.url("bios-2.5.1.bin"),
+                                                             "targets": [target]}}}
     assert by_host["gpu-02"].disruption is Disruption.NONE  # off: updated before it is powered on
     assert [w.hosts for w in plan.waves] == [("gpu-01",), ("spare-01",)]
     assert images.fetched == []  # planning fetches nothing
@@ -83,7 +85,7 @@ def test_the_bmc_fetches_the_image_and_the_task_is_followed_to_its_end(lab, tmp_
     fleet = fleet_with(bmc, images)
     with Session(fleet.baremetal.bmc("gpu-01"), tmp_path) as session:
         assert session.update_firmware("bios", images.url("bios-2.5.1.bin")).task == "task Completed/OK"
-        assert session.read().firmware == {"bios": "2.5.1"}
+        assert session.read().firmware["bios"] == {"BiosVersion": "2.5.1"}
     state = bmc.system("gpu-01")
     assert state["firmware_images"] == [{"uri": images.url("bios-2.5.1.bin"), "size": len(IMAGE),
                                          "sha256": hashlib.sha256(IMAGE).hexdigest(), "protocol": "HTTP"}]
@@ -134,8 +136,9 @@ def test_one_member_behind_is_reported_so_plan_updates_the_component() -> None:
     member alone said it did, and plan left the node as it was)."""
     from fleetspec.baremetal.drift import firmware_reported
 
-    inventory = {f"GPU_SXM_{i}_0001": "96.00.9F.00.01" for i in range(1, 9)} | {"BMC_0001": "1.2"}
-    assert firmware_reported("vbios", inventory) == "96.00.9F.00.01"
-    inventory["GPU_SXM_7_0001"] = "96.00.74.00.01"
-    assert firmware_reported("vbios", inventory) == "96.00.9F.00.01, 96.00.74.00.01"
-    assert firmware_reported("nvswitch", inventory) is None
+    gpus = {f"GPU_SXM_{i}_0001": "96.00.9F.00.01" for i in range(1, 9)}
+    firmware = {"vbios": gpus, "bmc": {"BMC_0001": "1.2"}}
+    assert firmware_reported("vbios", firmware) == "96.00.9F.00.01"
+    gpus["GPU_SXM_7_0001"] = "96.00.74.00.01"
+    assert firmware_reported("vbios", firmware) == "96.00.9F.00.01, 96.00.74.00.01"
+    assert firmware_reported("nvswitch", firmware) is None

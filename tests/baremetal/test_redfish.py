@@ -32,14 +32,22 @@ def test_read_reports_inventory_power_boot_bios_registry_and_firmware(bmc, tmp_p
     fleet = fleet_for(bmc)
     with Session(fleet.baremetal.bmc("gpu-01"), tmp_path) as session:
         seen = session.read()
-    assert (seen.host, seen.power, seen.memory_gib, seen.processors) == ("gpu-01", "On", 2048, 2)
+    # sockets, cores and threads from the CPU Processors (2 x 56 cores, 2 threads a core), never
+    # from ProcessorSummary's logical processors
+    assert (seen.host, seen.power, seen.memory_gib, seen.sockets, seen.cores, seen.threads) == (
+        "gpu-01", "On", 2048, 2, 112, 224)
     assert seen.nics == ("52:54:00:aa:00:01",)
     assert seen.bios["ProcTurboMode"] == "Disabled"
     assert seen.registry["ProcTurboMode"].values == ("Enabled", "Disabled")
-    assert seen.firmware == {"bios": "2.4.1"}
-    # what the emulator does not serve is said, not invented; the harness's FirmwareInventory
-    # lists nothing for a system without an inventory (tests/baremetal/test_firmware_push.py)
-    assert seen.gpus is None and seen.notes == ("no PCIeDevices: GPU count and model not checked over Redfish",)
+    # the BMC's version is its Manager's FirmwareVersion (sushy-emulator's Manager says 1.00)
+    manager = "Manager 6f0d5e2a-0000-4000-8000-000000000001"
+    assert seen.firmware == {"bios": {"BiosVersion": "2.4.1"}, "bmc": {manager: "1.00"}}
+    # the running BIOS image, as the Bios resource's Links.ActiveSoftwareImage names it
+    assert seen.targets == {"bios": ("/redfish/v1/UpdateService/FirmwareInventory/BIOS_0001",)}
+    # what the emulator does not serve is said, not invented: no GPU for a system without an
+    # inventory (tests/baremetal/test_firmware_push.py)
+    assert seen.gpus is None
+    assert seen.notes == ("no GPU Processors or GPU PCIe devices: GPU count and model not checked over Redfish",)
     assert not seen.push
 
 
@@ -104,8 +112,10 @@ def test_apply_powers_on_through_pxe_once_and_refuses_a_reboot_without_a_schedul
     lines: list[str] = []
     result = apply_bmcs(plan, tmp_path, control=None, on_line=lines.append)
     # gpu-02 was off: its BIOS staged, one network boot, on; gpu-01's reboot needs a drain first
+    # the boot override (Pxe, Once), the power and the BIOS setting read back, not assumed
     assert lines == ["gpu-02: BIOS staged: ProcTurboMode=Enabled",
-                     "gpu-02: boot once from the network (PXE), powered on"]
+                     "gpu-02: boot once from the network (PXE), powered on",
+                     "gpu-02: BIOS read back: ProcTurboMode=Enabled"]
     assert "needs a drain and a reboot" in result.failed["gpu-01"]
     state = bmc.system("gpu-02")
     assert state["power_state"] == "On" and state["boots"] == ["Pxe"] and state["boot_device"] == "Hdd"
@@ -128,7 +138,8 @@ def test_the_cli_plans_from_the_bmcs_and_exits_1_on_a_bad_pin(bmc, tmp_path) -> 
 
     data = json.loads(done.stdout)
     assert [(c["target"], c["disruption"]) for c in data["changes"]] == [("node:gpu-01", "drain-reboot")]
-    assert data["observed"]["gpu-01"]["firmware"] == {"bios": "2.4.1"}
+    assert data["observed"]["gpu-01"]["firmware"] == {"bios": {"BiosVersion": "2.4.1"},
+                                                      "bmc": {"Manager 6f0d5e2a-0000-4000-8000-000000000001": "1.00"}}
     assert PASSWORD not in done.output
     path.write_text(spec(bmc.endpoint, bios="{ProcTurboMode: Sometimes}"))
     done = CliRunner().invoke(app, ["baremetal", "plan", str(path), "--hosts", "gpu-01"])

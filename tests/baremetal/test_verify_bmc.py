@@ -1,8 +1,10 @@
 """``fleetspec verify --bmc`` and ``baremetal join``'s verify read each node's BMC over Redfish
 (sushy-emulator with tests/baremetal/bmc_emulator.py's FirmwareInventory, ``FLEETSPEC_PUSH``)
 and attest the firmware it reports against the stack's pins: gpu-01's BMC runs 1.10 where the
-stack pins 1.20 (drift), its BIOS, GPUs and NVSwitch hold their pins (ok); gpu-02 holds every
-pin; spare-01 has no system behind the BMC endpoint (its BMC cannot be read: drift saying why)."""
+stack pins 1.20 (drift), its BIOS and GPUs hold their pins (ok); its NVSwitch is not attested:
+the service serves two Systems, so the fabric switch its inventory names cannot be told to be
+this node's (not-applicable, saying so); gpu-02 holds every pin; spare-01 has no system behind
+the BMC endpoint (its BMC cannot be read: drift saying why)."""
 
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ def spec_file(tmp_path_factory):
                system("gpu-02", 42, "52:54:00:ee:00:02", inventory=PINNED)]
     with running(root / "bmc", systems, "FLEETSPEC_PUSH = True\n") as bmc:
         path = root / "fleet.yaml"
-        path.write_text(spec(bmc.endpoint, stack_extra=FIRMWARE))
+        path.write_text(spec(bmc.endpoint, stack_extra=FIRMWARE, gpus=2))
         yield path
 
 
@@ -47,13 +49,16 @@ def test_verify_bmc_attests_the_firmware_each_bmc_reports(spec_file, tmp_path) -
     assert done.exit_code == 1, done.output
     nodes = {n["hostname"]: n for n in json.loads(done.stdout)["nodes"]}
     assert firmware_checks(nodes["gpu-01"]) == {"bios-firmware": ("ok", "2.4.1"), "bmc-firmware": ("drift", "1.10"),
-                                                "nvswitch-firmware": ("ok", "1.0.0"),
+                                                "nvswitch-firmware": ("not-applicable", None),
                                                 "vbios-firmware": ("ok", "96.00.B0.00.01")}
     (drift,) = [c for c in nodes["gpu-01"]["checks"] if c["component"] == "bmc-firmware"]
     assert drift["message"] == ("the BMC reports bmc firmware 1.10 (BMC_0041: 1.10), the stack pins 1.20: "
                                 "`fleetspec baremetal apply` updates it (Redfish UpdateService) (BMC, Redfish "
                                 "FirmwareInventory)")
-    assert set(firmware_checks(nodes["gpu-02"]).values()) == {("ok", "2.4.1"), ("ok", "1.20"), ("ok", "1.0.0"),
+    (switch,) = [c for c in nodes["gpu-01"]["checks"] if c["component"] == "nvswitch-firmware"]
+    assert "the service serves several Systems, so the fabric switches its inventory names cannot be told to be " \
+           "this node's" in switch["message"]
+    assert set(firmware_checks(nodes["gpu-02"]).values()) == {("ok", "2.4.1"), ("ok", "1.20"), ("not-applicable", None),
                                                              ("ok", "96.00.B0.00.01")}
     (unread,) = [c for c in nodes["spare-01"]["checks"] if c["component"] == "bmc"]
     assert unread["status"] == "drift"

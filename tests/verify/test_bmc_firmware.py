@@ -15,9 +15,11 @@ from tests.verify.test_real_h200 import SPEC
 
 PINS = (("bios", "2.4.1"), ("bmc", "1.20"), ("nvswitch", "1.0.0"), ("vbios", "96.00.B0.00.01"))
 STACK = StackTuple("hopper", "nvidia", driver="580.95.05", firmware=PINS)
-# as tests/baremetal/bmc_emulator.py serves them: BiosVersion as "bios", members <kind>_<i>_<tail>
-INVENTORY = {"bios": "2.4.1", "BMC_0031": "1.10", "GPU_SXM_1_0031": "96.00.B0.00.01",
-             "GPU_SXM_2_0031": "96.00.A5.00.1A", "NVSwitch_0_0031": "1.0.0"}
+# as fleetspec.baremetal.standard reads tests/baremetal/bmc_emulator.py: component -> the
+# running images (where -> version)
+INVENTORY = {"bios": {"BiosVersion": "2.4.1"}, "bmc": {"BMC_0031": "1.10"},
+             "vbios": {"GPU_SXM_1_0031": "96.00.B0.00.01", "GPU_SXM_2_0031": "96.00.A5.00.1A"},
+             "nvswitch": {"NVSwitch_0_0031": "1.0.0"}}
 
 
 def by_component(checks) -> dict:  # type: ignore[no-untyped-def]
@@ -43,7 +45,8 @@ def test_each_pin_the_bmc_reports_is_ok_or_drift_with_what_repairs_it() -> None:
 
 
 def test_a_pin_the_bmc_reports_nothing_for_is_not_attested_and_says_why() -> None:
-    got = by_component(bmc_firmware_checks(STACK, {"bios": "2.4.1"}, notes=("no UpdateService/FirmwareInventory",)))
+    got = by_component(bmc_firmware_checks(STACK, {"bios": {"BiosVersion": "2.4.1"}},
+                                           notes=("no UpdateService/FirmwareInventory",)))
     assert got["bios-firmware"].status is Status.OK
     bmc = got["bmc-firmware"]
     assert (bmc.status, bmc.found) == (Status.NOT_APPLICABLE, None)
@@ -56,7 +59,7 @@ def test_components_node_facts_attest_are_skipped() -> None:
     assert sorted(got) == ["bios-firmware", "bmc-firmware", "nvswitch-firmware"]
 
 
-def observed(firmware: dict[str, str]) -> Observed:
+def observed(firmware: dict[str, dict[str, str]]) -> Observed:
     return Observed("vm", "vm", None, None, "On", None, None, None, None, (), None, {}, None, firmware)
 
 
@@ -73,7 +76,8 @@ def h200(pins: str, firmware: dict[str, str]) -> dict:
 
 def test_node_facts_win_over_the_bmc_where_they_attest_the_component() -> None:
     # nvidia-smi on the node read 96.00.A5.00.1A; a BMC saying otherwise does not override it
-    got = h200('{vbios: "96.00.A5.00.1A", bmc: "1.20"}', {"GPU_SXM_1": "96.00.B0.00.01", "BMC": "1.20"})
+    got = h200('{vbios: "96.00.A5.00.1A", bmc: "1.20"}', {"vbios": {"GPU_SXM_1": "96.00.B0.00.01"},
+                                                          "bmc": {"BMC": "1.20"}})
     assert (got["vbios-firmware"].status, got["vbios-firmware"].message) == (
         Status.OK, "all 1 devices run vbios firmware 96.00.A5.00.1A (nvidia-smi)")
     assert got["bmc-firmware"].status is Status.OK
@@ -81,7 +85,7 @@ def test_node_facts_win_over_the_bmc_where_they_attest_the_component() -> None:
 
 def test_the_bmc_stands_in_where_node_facts_report_nothing() -> None:
     # the H200 VM has no ConnectX: the node's check is not-applicable; the BMC's member replaces it
-    got = h200('{connectx: "28.43.2566"}', {"NIC_0": "28.41.1000"})
+    got = h200('{connectx: "28.43.2566"}', {"connectx": {"NIC_0": "28.41.1000"}})
     assert (got["connectx-firmware"].status, got["connectx-firmware"].found) == (Status.DRIFT, "28.41.1000")
     assert got["connectx-firmware"].message.endswith("(BMC, Redfish FirmwareInventory)")
     # neither reports it: the node's own not-applicable check stays, once
