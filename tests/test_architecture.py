@@ -35,7 +35,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("after render", ("fleetspec.charts", "fleetspec.pipeline", "fleetspec.state")),
     ("operations", ("fleetspec.plan", "fleetspec.apply", "fleetspec.verify", "fleetspec.health", "fleetspec.importer",
                     "fleetspec.lab", "fleetspec.ansible_adhoc", "fleetspec.baremetal", "fleetspec.facts")),
-    ("interface", ("fleetspec.cli", "fleetspec.cli_lazy", "fleetspec.cli_usage", "fleetspec.tasks",
+    ("interface", ("fleetspec.cli", "fleetspec.cli_lazy", "fleetspec.cli_reference", "fleetspec.cli_usage", "fleetspec.tasks",
                    "fleetspec.sarif", "fleetspec.precommit", "fleetspec.verify.pytest_plugin",
                    "fleetspec.verify.test_fleet_node", "fleetspec.verify.testinfra_checks")),
 )
