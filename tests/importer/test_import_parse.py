@@ -25,7 +25,7 @@ from fleetspec.importer import programs
 from fleetspec.importer.build import import_slurm
 from fleetspec.importer.conf import MAX_PROBLEMS, ImportRefused, Problem, Problems
 from fleetspec.importer.slurm_files import read_gres_conf, read_slurm_conf, read_topology_conf
-from tests.conftest import SHARED, shared_tree
+from tests.conftest import SHARED, shared_tree, unavailable
 from tests.importer.facts import nvidia_facts
 
 CASES = sorted(p.parent.name for p in (SHARED / "brownfield").glob("*/case.json"))
@@ -55,7 +55,7 @@ def slurm_2205_reads(conf: Path) -> tuple[bool, str]:
 @pytest.fixture(scope="module")
 def real_parser(slurm_installed: None) -> None:
     if shutil.which("scontrol") is None:
-        pytest.skip("scontrol is not installed")
+        unavailable("scontrol is not installed")
 
 
 # --- every real cluster's files parse (#39 item 1, tests) -------------------------------
