@@ -39,3 +39,15 @@ def museum() -> Fleet:
 
 def variant(name: str) -> Fleet:
     return compiled(SPECS / f"{name}.yaml")
+
+
+@pytest.fixture(scope="session")
+def fleets_20k() -> tuple[Fleet, Fleet]:
+    """The 20,000-node benchmark fleet (``benchmarks/fleetgen.py``) and its driver bump:
+    (old, new), compiled once for every plan test that needs them (~4 s)."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from fleetgen import driver_bump_yaml
+
+    return compiled_text(driver_bump_yaml(20000)), compiled_text(driver_bump_yaml(20000, bumped=True))

@@ -5,7 +5,6 @@ what it assumed."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,14 +17,10 @@ from fleetspec.plan.schedule import parse_batch_minutes, parse_forks, schedule, 
 from fleetspec.plan.waves import budget
 from tests.plan.conftest import ROOT, compiled_text, variant
 
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from fleetgen import driver_bump_yaml
-
 
 @pytest.fixture(scope="module")
-def bump_20k():
-    old = compiled_text(driver_bump_yaml(20000))
-    new = compiled_text(driver_bump_yaml(20000, bumped=True))
+def bump_20k(fleets_20k):
+    old, new = fleets_20k
     return new, make_plan(new, old)
 
 
