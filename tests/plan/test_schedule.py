@@ -151,3 +151,12 @@ def test_the_pull_request_comment_states_the_modelled_duration_too(quickstart) -
 
     text = plan_markdown(with_rollout_figures(make_plan(variant("driver-bump"), quickstart), 20, None), None)
     assert "Modelled rollout: 1 h 40 min (5 batch(es)" in text and "20 min per install+reboot batch" in text
+
+
+def test_the_gantt_docs_plan_md_shows_is_what_plan_draws_for_the_20000_node_bump(bump_20k) -> None:
+    from fleetspec.plan.render_gantt import gantt_markdown
+
+    _, plan = bump_20k
+    docs = (ROOT / "docs" / "plan.md").read_text()
+    fence = "\n".join(gantt_markdown(plan)).strip()
+    assert fence in docs, fence
