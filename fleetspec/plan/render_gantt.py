@@ -142,7 +142,12 @@ def label(bar: Bar, multi: bool) -> str:
         f"wave {first.index}" if len(bar.steps) == 1 else f"waves {first.index}-{last.index}")
     of = f" of {safe(first.partition)}" if multi else ""
     minutes = bar.end_min - bar.start_min
-    return f"{which}{of}, {bar.nodes} node{'s' if bar.nodes != 1 else ''}, {minutes:g} min"
+    return f"{which}{of}, {bar.nodes} node{'s' if bar.nodes != 1 else ''}, {minutes_text(minutes)} min"
+
+
+def minutes_text(minutes: float) -> str:
+    """``12.75``, ``153``: two decimals at most, never an exponent."""
+    return f"{minutes:.2f}".rstrip("0").rstrip(".")
 
 
 def clock(minutes: float) -> str:
@@ -156,13 +161,13 @@ def gantt_markdown(plan: Plan) -> list[str]:
         return []
     chart = gantt(plan.schedule)
     lines = ["```mermaid", "gantt",
-             f"    title Modelled rollout {duration_words(chart.minutes)} ({chart.minutes:g} min), "
+             f"    title Modelled rollout {duration_words(chart.minutes)} ({minutes_text(chart.minutes)} min), "
              f"{chart.waves} wave(s) in {plan.schedule.lanes} lane(s)",
              "    dateFormat YYYY-MM-DD HH:mm:ss",
              f"    axisFormat {'%H:%M' if chart.minutes <= 24 * 60 else 'day %-j %H:%M'}",
              "    todayMarker off"]
     for title, bars in chart.sections:
-        multi = " + " in title
+        multi = len({s.wave.partition for bar in bars for s in bar.steps}) > 1  # name the partition
         lines.append(f"    section {title}")
         for bar in bars:
             tags = "crit, " if bar.canary else ""

@@ -26,7 +26,7 @@ from fleetspec.plan.render_gantt import MAX_BARS, MAX_LANES, gantt, gantt_markdo
 from fleetspec.plan.render_markdown import plan_markdown
 from fleetspec.plan.schedule import schedule
 from tests.conftest import unavailable
-from tests.plan.conftest import ROOT, variant
+from tests.plan.conftest import ROOT, shared_lane_plan, variant
 
 MMDC = ROOT / ".cache" / "mmdc" / "node_modules" / ".bin" / "mmdc"
 SVG = "{http://www.w3.org/2000/svg}"
@@ -46,12 +46,19 @@ def big(fleets_20k: tuple[Fleet, Fleet]) -> Plan:
     return make_plan(new, old, max_unavailable=BIG_MAX_UNAVAILABLE, base="spec fleet-20000.yaml")
 
 
+@pytest.fixture(scope="module")
+def shared() -> Plan:
+    """Two partitions in one lane (a debug partition spans a node of each)."""
+    return shared_lane_plan()[1]
+
+
 def chart(plan: Plan) -> str:
     return "\n".join(gantt_markdown(plan))
 
 
-def test_golden_gantts(small: Plan, big: Plan, golden) -> None:
+def test_golden_gantts(small: Plan, big: Plan, shared: Plan, golden) -> None:
     golden.check_text("plan-gantt/driver-bump.md", chart(small))
+    golden.check_text("plan-gantt/shared-lane.md", chart(shared))
     golden.check_text("plan-gantt/bump-20000-max-unavailable-40.md", chart(big))
 
 
@@ -108,14 +115,14 @@ def test_names_mermaid_would_read_as_syntax_are_neutralised(quickstart: Fleet) -
 # --- the real mermaid ---------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def rendered(small: Plan, big: Plan, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
-    """Both pull-request comments in one Markdown file, rendered by one mmdc run (one
-    chromium start, ~6 s): the SVG of each comment's Gantt."""
+def rendered(small: Plan, big: Plan, shared: Plan, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, ...]:
+    """The pull-request comments in one Markdown file, rendered by one mmdc run (one
+    chromium start, ~4-6 s): the SVG of each comment's Gantt."""
     chromium = os.environ.get("PUPPETEER_EXECUTABLE_PATH", "/usr/bin/chromium")
     if not MMDC.exists() or shutil.which(chromium) is None:
         unavailable(f"mermaid-cli ({MMDC}) or Debian's chromium ({chromium}) is missing: scripts/test installs both")
     work = tmp_path_factory.mktemp("mermaid")
-    (work / "comments.md").write_text(plan_markdown(small) + "\n" + plan_markdown(big))
+    (work / "comments.md").write_text("\n".join(plan_markdown(p) for p in (small, big, shared)))
     # Chromium's sandbox refuses to start as root; the page is our own text.
     config = {"executablePath": chromium, "args": ["--no-sandbox"] if os.geteuid() == 0 else []}
     (work / "puppeteer.json").write_text(json.dumps(config))
@@ -124,7 +131,7 @@ def rendered(small: Plan, big: Plan, tmp_path_factory: pytest.TempPathFactory) -
     result = subprocess.run([str(MMDC), "-p", "puppeteer.json", "-i", "comments.md", "-o", "gantt.svg"],
                             cwd=work, env=env, capture_output=True, text=True, timeout=180)
     assert result.returncode == 0, result.stdout + result.stderr
-    return (work / "gantt-1.svg").read_text(), (work / "gantt-2.svg").read_text()
+    return tuple((work / f"gantt-{i}.svg").read_text() for i in (1, 2, 3))
 
 
 def expected_times(data: dict[str, Any]) -> dict[str, tuple[float, float]]:
@@ -238,3 +245,11 @@ def test_mermaid_draws_the_20000_node_rollout_grouped_as_stated(rendered, big: P
     assert drawn["sections"] == ["nvidia-ampere", "nvidia-hopper"]
     assert len(big.waves) == 503 and len(drawn["bars"]) <= MAX_BARS
     assert "501 of the 503 waves are drawn in runs" in plan_markdown(big)
+
+
+def test_mermaid_draws_two_partitions_of_one_lane_one_after_another(rendered, shared: Plan) -> None:
+    drawn = check_against_json(rendered[2], shared)
+    assert drawn["sections"] == ["nvidia-ampere + nvidia-hopper"]
+    assert [b["text"].split(",")[0] for b in drawn["bars"]] == [
+        "canary wave 1 of nvidia-ampere", "canary wave 1 of nvidia-hopper", "wave 2 of nvidia-ampere",
+        "wave 2 of nvidia-hopper"]
