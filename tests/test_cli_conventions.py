@@ -55,7 +55,7 @@ def test_quiet_and_verbose_on_the_root_command() -> None:
     quiet = fleetspec("-q", *plan)
     assert quiet.returncode == 0 and quiet.stdout.strip().splitlines() == [
         "Plan for fleet quickstart against spec " + str(EXAMPLES / "quickstart.yaml") + ": 11 change(s), 8 of them "
-        "on nodes; most disruptive: drain-reboot"], quiet.stdout
+        "on nodes; most disruptive: drain-reboot; modelled rollout 1 h 04 min"], quiet.stdout
     default, verbose = fleetspec(*plan), fleetspec("--verbose", *plan)
     assert "waves apply would run" in default.stdout and "--- node:h100-[001-008]" not in default.stdout
     assert "--- node:h100-[001-008] (update, 8 nodes)" in verbose.stdout  # the before and after too

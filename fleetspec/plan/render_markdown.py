@@ -17,6 +17,7 @@ from typing import Any
 from fleetspec.markdown import cell, code
 from fleetspec.node_side.hostlist import compress
 from fleetspec.plan.model import Change, Disruption, Plan
+from fleetspec.plan.render_gantt import gantt_markdown
 from fleetspec.plan.render_text import grouped, membership_line, schedule_line
 
 MARKER = "<!-- fleetspec-plan -->"
@@ -100,7 +101,7 @@ def _waves(plan: Plan) -> list[str]:
                      f"{cell(','.join(w.racks))} | {code(w.disruption.value)} |")
     if len(plan.waves) > MAX_WAVE_ROWS:
         lines.append(f"| ... | {len(plan.waves) - MAX_WAVE_ROWS} more waves | | | | |")
-    return [*lines, "", cell(schedule_line(plan)), ""]
+    return [*lines, "", cell(schedule_line(plan)), "", *gantt_markdown(plan)]
 
 
 def _kubernetes(notes: dict[str, Any] | None) -> list[str]:

@@ -27,8 +27,10 @@ def print_plan(plan: Plan, console: Console, detail: int = 0) -> None:
         return
     summary = plan.summary()
     worst = Disruption(summary["max_disruption"])
+    duration = f"; modelled rollout {duration_words(plan.schedule.minutes)}" if plan.waves else ""
     console.print(f"Plan for fleet [bold]{escape(plan.fleet.name)}[/] against {escape(against)}: "
-                  f"{summary['changes']} change(s), {sum(summary['nodes'].values())} of them on nodes; most disruptive: [{STYLES[worst]}]{worst.value}[/]")
+                  f"{summary['changes']} change(s), {sum(summary['nodes'].values())} of them on nodes; most disruptive: "
+                  f"[{STYLES[worst]}]{worst.value}[/]{duration}")
     if detail < 0:
         return
     line = membership_line(plan)
@@ -71,11 +73,16 @@ def membership_line(plan: Plan) -> str | None:
             "plans those it finds running as adoptions, drained in waves; 'plan --live' shows that here.")
 
 
+def duration_words(minutes: float) -> str:
+    """Modelled minutes as hours and minutes: ``1 h 16 min``."""
+    whole = round(minutes)
+    return f"{whole // 60} h {whole % 60:02d} min"
+
+
 def schedule_line(plan: Plan) -> str:
     """The modelled duration of the rollout, with the figures it assumed."""
     sched = plan.schedule
-    minutes = sched.minutes
-    return (f"Modelled rollout: {int(minutes // 60)} h {minutes % 60:02.0f} min ({sched.critical_batches()} "
+    return (f"Modelled rollout: {duration_words(sched.minutes)} ({sched.critical_batches()} "
             f"batch(es) on the longest path of {len(sched.steps)} wave(s)), assuming {sched.assumptions()}. "
             "Waves of different lanes run side by side ('plan --format json': each wave's 'after').")
 

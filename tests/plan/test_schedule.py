@@ -5,7 +5,6 @@ what it assumed."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,16 +15,12 @@ from fleetspec.compile.ir import Fleet
 from fleetspec.plan import make_plan
 from fleetspec.plan.schedule import parse_batch_minutes, parse_forks, schedule, with_rollout_figures
 from fleetspec.plan.waves import budget
-from tests.plan.conftest import ROOT, compiled_text, variant
-
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from fleetgen import driver_bump_yaml
+from tests.plan.conftest import ROOT, compiled_text, shared_lane_plan, shared_lane_spec, variant
 
 
 @pytest.fixture(scope="module")
-def bump_20k():
-    old = compiled_text(driver_bump_yaml(20000))
-    new = compiled_text(driver_bump_yaml(20000, bumped=True))
+def bump_20k(fleets_20k):
+    old, new = fleets_20k
     return new, make_plan(new, old)
 
 
@@ -79,14 +74,8 @@ def test_plan_json_gives_each_wave_its_id_parallel_and_after(bump_20k) -> None:
 def test_partitions_sharing_an_extra_partition_share_a_lane() -> None:
     """A debug partition over nodes of two generated partitions: their waves never run at
     once, so debug's own budget (1 node) holds."""
-    base = (ROOT / "tests" / "apply" / "specs" / "v1.yaml").read_text()
-    two = base.replace("""        - hosts: h200-[003-004]
-          gpu: {model: h200, count: 1}""", """        - hosts: a100-[003-004]
-          gpu: {model: a100, count: 1}""").replace(
-        'controllers: ctl-01', 'controllers: ctl-01\n    partitions:\n      debug: {nodes: "h200-001,a100-003", allow_mixed_generations: true}')
-    old = compiled_text(two)
-    new = compiled_text(two.replace('driver: "580.159.04"', 'driver: "580.173.02"'))
-    plan = make_plan(new, old, max_unavailable=1)
+    two = shared_lane_spec()
+    new, plan = shared_lane_plan()
     assert {w.partition for w in plan.waves} == {"nvidia-hopper", "nvidia-ampere"}
     assert plan.schedule.lanes == 1
     assert_budgets_hold(plan, new)
@@ -156,3 +145,12 @@ def test_the_pull_request_comment_states_the_modelled_duration_too(quickstart) -
 
     text = plan_markdown(with_rollout_figures(make_plan(variant("driver-bump"), quickstart), 20, None), None)
     assert "Modelled rollout: 1 h 40 min (5 batch(es)" in text and "20 min per install+reboot batch" in text
+
+
+def test_the_gantt_docs_plan_md_shows_is_what_plan_draws_for_the_20000_node_bump(bump_20k) -> None:
+    from fleetspec.plan.render_gantt import gantt_markdown
+
+    _, plan = bump_20k
+    docs = (ROOT / "docs" / "plan.md").read_text()
+    fence = "\n".join(gantt_markdown(plan)).strip()
+    assert fence in docs, fence
