@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import xml.etree.ElementTree as ET
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,7 +29,11 @@ from fleetspec.plan.schedule import schedule
 from tests.conftest import unavailable
 from tests.plan.conftest import ROOT, shared_lane_plan, variant
 
-MMDC = ROOT / ".cache" / "mmdc" / "node_modules" / ".bin" / "mmdc"
+# Where scripts/test installs mermaid-cli: $FLEETSPEC_MMDC_DIR, else the machine's cache
+# (as root, kept between clones like the lab's images), else the checkout's .cache.
+MMDC = next((p for p in (Path(d) / "node_modules" / ".bin" / "mmdc" for d in (
+    os.environ.get("FLEETSPEC_MMDC_DIR") or "", "/var/cache/fleetspec-mmdc", ROOT / ".cache" / "mmdc") if d)
+    if p.exists()), ROOT / ".cache" / "mmdc" / "node_modules" / ".bin" / "mmdc")
 SVG = "{http://www.w3.org/2000/svg}"
 # The 20,000-node benchmark fleet with 40 nodes out at once per partition: 503 waves, so
 # the comment must group them (the default 25% gives 12 waves, drawn one a bar).
