@@ -36,11 +36,10 @@ UNTYPED = {"biomedia-imperial-2018": "NVIDIA TITAN Xp", "llmjp-sakura-2024": "NV
            "dgx1-cluster-2017": "Tesla V100-SXM2-32GB", "janelia-turaga-2017": "NVIDIA GeForce GTX 1080 Ti",
            "panda-cluster-2026": "NVIDIA GeForce RTX 3090"}
 # The cases that adopt today, at 22.05.8 or the site's own release (RELEASES; ocotillo's
-# MaxTime=7-0:00:99 is kept: slurmctld carries the seconds over). Not here: bnl-nsls2 (a quoted
-# value with blanks, InteractiveStepOptions, cannot be a site setting yet), hal9000
-# (ClusterName=HAL9000_v2).
-CASES = ["biomedia-imperial-2018", "dgx1-cluster-2017", "diku-ku-2021", "hpclab3-2026", "janelia-turaga-2017",
-         "llmjp-sakura-2024", "nju-amd7763-2026", "nvidia-circe-2020", "ocotillo-2020", "pal-sussex-2021",
+# MaxTime=7-0:00:99 is kept: slurmctld carries the seconds over; BNL's quoted
+# InteractiveStepOptions renders back quoted). Not here: hal9000 (ClusterName=HAL9000_v2).
+CASES = ["biomedia-imperial-2018", "bnl-nsls2-2025", "dgx1-cluster-2017", "diku-ku-2021", "hpclab3-2026",
+         "janelia-turaga-2017", "llmjp-sakura-2024", "nju-amd7763-2026", "nvidia-circe-2020", "ocotillo-2020", "pal-sussex-2021",
          "panda-cluster-2026", "rainey-r2labs-2026", "slac-sdf-2020", "unibo-cesia-2025"]
 VERSION = "22.05.8"  # the release of the slurmctld the tests start (Debian 12)
 # A site's own release where its files need it. SLAC built slurm-19-05-4-1 (slaclab/slurm-docker,
@@ -295,6 +294,10 @@ def _runnable(text: str, drop: frozenset[str] = frozenset()) -> str:
     # a quoted one-token value, as slurmctld unquotes it (the harness edits the bare value);
     # a node's address and hostname: the harness gives each node its own on 127.0.0.1
     lines = [re.sub(r'=\"([^"\s]*)\"', r"=\1", line) for line in lines]
+    # blanks around '=' (BNL's "NodeName  = hpc[001-014]"), as slurmctld reads them: the harness
+    # takes a node line's first word as NodeName=HOSTS
+    lines = [re.sub(r"^(\S+?)\s*=\s*", r"\1=", line) for line in lines]
+    lines = [re.sub(r"\s+(\w+)\s*=\s+", r" \1=", line) for line in lines]
     return "\n".join(re.sub(r"\s(NodeAddr|NodeHostname)=\S+", "", line, flags=re.I) for line in lines) + "\n"
 
 
