@@ -260,6 +260,7 @@ class SlurmConfig:
     munge_ids: tuple[int, int] = (64031, 64031)
     tenants: tuple[SlurmTenant, ...] = ()  # accounts made with sacctmgr at apply
     converge: SlurmConverge | None = None  # nodes converge from a signed bundle at boot
+    cluster_name: str | None = _optional(None)  # ClusterName as the site wrote it; None: the fleet's name
     path: SpecPath = _loc()
 
 

@@ -34,7 +34,7 @@ from fleetspec.importer.slurm_files import (
     read_topology_yaml,
 )
 from fleetspec.node_side.hostlist import compress, expand, is_valid_hostname
-from fleetspec.spec.model import SLURM_FEATURE, SLURM_PARTITION
+from fleetspec.spec.model import SLURM_CLUSTER, SLURM_FEATURE, SLURM_PARTITION
 
 _DNS = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 _FEATURE = re.compile(SLURM_FEATURE)
@@ -223,6 +223,7 @@ class _Builder:
         self.kept: dict[str, str] = {}  # keys fleetspec manages, at the site's value (keep.py)
         self.dropped: set[str] = set()  # keys the target release no longer takes
         self._declared_warned: set[str] = set()
+        self.site_cluster_name: str | None = None  # ClusterName where it is no DNS label (_cluster_name)
 
     # -- the whole spec -------------------------------------------------------------
 
@@ -238,6 +239,8 @@ class _Builder:
         version = slurm_version or self._one_of("Slurm release", factdoc.slurm_version, "--slurm-version")
         racks = self._racks(gpus, stack_of)
         slurm: dict[str, Any] = {"version": version or "0", "controllers": self._controllers()}
+        if self.site_cluster_name:
+            slurm["cluster_name"] = self.site_cluster_name
         detect = {g.autodetect.lower() for g in self.gres if g.autodetect}
         if detect - {"off"}:
             slurm["gres_autodetect"] = True  # gres.conf AutoDetect=nvml/rsmi/nvidia
@@ -266,19 +269,32 @@ class _Builder:
         return {"apiVersion": "fleetspec.io/v1alpha1", "kind": "Fleet", "metadata": {"name": name}, "spec": body}
 
     def _cluster_name(self) -> str:
+        """metadata.name, a DNS label; a ClusterName that is none once lower-cased
+        (HAL9000_v2) is kept as written in slurm.cluster_name (`self.site_cluster_name`)."""
         pair = self.conf.settings.get("ClusterName")
         if pair is None:
             self.problems.append(Problem(Where(str(self.path), 1, 1), "slurm.conf has no ClusterName; add the "
                                          "one slurmctld and slurmdbd use"))
             return "cluster"
         name = pair.value.lower()
-        if not _DNS.match(name):
-            self.problems.append(Problem(pair.value_at, f"ClusterName={pair.value} is not a DNS label; fleetspec "
-                                         "names the fleet after it. Rename the cluster"))
-        elif name != pair.value:
-            self.warnings.append(Problem(pair.value_at, f"ClusterName={pair.value} becomes metadata.name {name} "
-                                         "(Slurm folds cluster names to lower case)", "warning"))
-        return name
+        if _DNS.match(name):
+            if name != pair.value:
+                self.warnings.append(Problem(pair.value_at, f"ClusterName={pair.value} becomes metadata.name {name} "
+                                             "(Slurm folds cluster names to lower case)", "warning"))
+            return name
+        if not re.match(SLURM_CLUSTER, pair.value):
+            shown = pair.value if len(pair.value) <= 60 else pair.value[:57] + "..."
+            self.problems.append(Problem(pair.value_at, f"ClusterName={shown} is not a cluster name "
+                                         "fleetspec keeps: letters, digits, '_' and '-', at most 40 (slurm.conf(5): "
+                                         "a MySQL table name). Rename the cluster"))
+            return "cluster"
+        label = re.sub(r"-+", "-", re.sub(r"[^a-z0-9]", "-", name)).strip("-")[:63].strip("-") or "cluster"
+        self.site_cluster_name = pair.value
+        # The parser's warning at the same value says what slurmctld and slurmdbd see.
+        self.warnings.append(Problem(pair.value_at, f"ClusterName={pair.value} is kept as spec.slurm.cluster_name "
+                                     f"and rendered as written (slurmdbd's records stay {name}'s); metadata.name, "
+                                     f"a DNS label, is {label}", "warning"))
+        return label
 
     def _one_of(self, what: str, read: Any, supply: str) -> str | None:
         """A value every node's facts agree on (the OS, the Slurm release)."""

@@ -288,12 +288,19 @@ def _imex_switch_lines(fleet: Fleet) -> list[str]:
             "SwitchType=switch/nvidia_imex"]
 
 
+def cluster_name(fleet: Fleet) -> str:
+    """slurm.conf's ClusterName: the site's own where the spec keeps one, else the fleet's
+    name. slurmctld and slurmdbd use it lower-cased (slurm.conf(5))."""
+    assert fleet.slurm is not None
+    return fleet.slurm.cluster_name or fleet.name
+
+
 def render_slurm_conf(fleet: Fleet, topology: TopologyPlan | None = None) -> str:
     """slurm.conf for native (host) mode."""
     slurm = fleet.slurm
     assert slurm is not None
     topology = topology or plan_topology(fleet)
-    out: list[str] = [f"ClusterName={fleet.name}"]
+    out: list[str] = [f"ClusterName={cluster_name(fleet)}"]
     out += [f"SlurmctldHost={c}" for c in slurm.controllers]
     out += [
         "",
@@ -765,7 +772,7 @@ def render_accounts(fleet: Fleet) -> str:
     assert fleet.slurm is not None
     accounts, _ = tenant_accounts(fleet)
     return json.dumps({
-        "cluster": fleet.name,
+        "cluster": cluster_name(fleet).lower(),  # the name slurmdbd registered
         "accounts": [
             {"name": a.name, "users": list(a.users), "groups": list(a.groups), "fairshare": a.fairshare,
              "grp_tres": ",".join(f"{tres}={gpus}" for tres, gpus in a.grp_tres)}

@@ -41,7 +41,7 @@ _PATHS = "the slurm role (playbooks/roles/slurm) creates and owns this path"
 _CGROUP = "jobs are confined by cgroup (tune cgroup.conf with spec.slurm.cgroup_settings)"
 OWNED: dict[str, dict[str, str]] = {
     "slurm.conf": {
-        "ClusterName": "metadata.name",
+        "ClusterName": "metadata.name (spec.slurm.cluster_name for a name that is no DNS label)",
         "SlurmctldHost": "spec.slurm.controllers",
         "ControlMachine": "spec.slurm.controllers",
         "ControlAddr": "spec.slurm.controllers",

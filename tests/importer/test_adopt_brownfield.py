@@ -206,8 +206,8 @@ def test_the_render_is_the_site_key_by_key(adopted: dict[str, Adopted], case: st
     site = {k: p.value for k, p in a.source.settings.items()}
     back = {k: p.value for k, p in a.back.settings.items()}
     for key, value in site.items():
-        if key == "ClusterName":
-            assert back[key] == value.lower()
+        if key == "ClusterName":  # as written, or folded where metadata.name carries it (Slurm folds it)
+            assert back[key] == value or (back[key] == value.lower() and "cluster_name:" not in a.result.spec_text)
         elif key not in back or _norm(back[key]) != _norm(value):
             assert _named(a.result, key), (key, value, back.get(key))
     assert not set(back) - set(site) - {k for k in back if any(k in str(w) for w in a.result.warnings)}, \
@@ -404,19 +404,30 @@ def test_taking_a_proposal_plans_as_a_change_with_its_disruption(tmp_path: Path)
     assert conf["disruption"] == "reconfigure" and "PartitionName=nvidia-pascal " in json.dumps(conf), conf
 
 
-def test_a_jetsons_render_device_and_a_node_without_gres_conf_lines_stay_as_written(tmp_path: Path) -> None:
-    """A home lab modelled on brownfield/hal9000-homelab-2026 (its slurm.conf and gres.conf, with
-    a ClusterName fleetspec takes and without the Intel iGPU node, which has no NVIDIA facts):
-    gres.conf names only the Orin's /dev/dri/renderD128 and nothing for the Nano. The render
-    keeps exactly that; fleetspec's own would invent /dev/nvidia0 for both."""
+@pytest.mark.slurm
+@pytest.mark.usefixtures("slurm_installed")
+def test_a_jetsons_render_device_a_node_without_gres_conf_lines_and_the_cluster_name_stay_as_written(
+        tmp_path: Path) -> None:
+    """A home lab modelled on brownfield/hal9000-homelab-2026 (its ClusterName, slurm.conf and
+    gres.conf, without the Intel iGPU node, which no facts describe): gres.conf names only the
+    Orin's /dev/dri/renderD128 and nothing for the Nano, and ClusterName=HAL9000_v2 is no DNS
+    label. The render keeps all three as written (fleetspec's own would invent /dev/nvidia0 for
+    both GPUs); a real slurmctld knows the cluster as hal9000_v2, as on the site's file, and the
+    first plan after import --state has no changes."""
+    from typer.testing import CliRunner
+
+    from fleetspec.cli import app
+    from tests.importer.facts import write_facts
+
+    site_conf = ("ClusterName=HAL9000_v2\nControlMachine=head\nSelectType=select/cons_tres\n"
+                 "SelectTypeParameters=CR_Core\nGresTypes=gpu\n"
+                 "NodeName=jetson-orin CPUs=6 Sockets=2 CoresPerSocket=3 ThreadsPerCore=1 RealMemory=7619 "
+                 "Gres=gpu:orin:1 State=UNKNOWN\n"
+                 "NodeName=jetson-nano CPUs=4 Sockets=1 CoresPerSocket=4 ThreadsPerCore=1 RealMemory=1979 "
+                 "Gres=gpu:nano:1 State=UNKNOWN\n"
+                 "PartitionName=all Nodes=jetson-orin,jetson-nano Default=YES MaxTime=INFINITE State=UP\n")
     conf = tmp_path / "slurm.conf"
-    conf.write_text("ClusterName=hal9000\nControlMachine=head\nSelectType=select/cons_tres\n"
-                    "SelectTypeParameters=CR_Core\nGresTypes=gpu\n"
-                    "NodeName=jetson-orin CPUs=6 Sockets=2 CoresPerSocket=3 ThreadsPerCore=1 RealMemory=7619 "
-                    "Gres=gpu:orin:1 State=UNKNOWN\n"
-                    "NodeName=jetson-nano CPUs=4 Sockets=1 CoresPerSocket=4 ThreadsPerCore=1 RealMemory=1979 "
-                    "Gres=gpu:nano:1 State=UNKNOWN\n"
-                    "PartitionName=all Nodes=jetson-orin,jetson-nano Default=YES MaxTime=INFINITE State=UP\n")
+    conf.write_text(site_conf)
     gres = tmp_path / "gres.conf"
     gres.write_text("Name=gpu Type=orin File=/dev/dri/renderD128\n")
     # What a Jetson's GPU reports (illustrative): Orin is Ampere, the Nano Maxwell; memory shared.
@@ -427,9 +438,32 @@ def test_a_jetsons_render_device_and_a_node_without_gres_conf_lines_stay_as_writ
         doc["nvidia"]["gpus"][0].update(architecture=arch, memory_mib=mib)
         facts[host] = doc
     result = import_slurm(conf, gres, None, facts, VERSION)
+    assert "metadata:\n  name: hal9000-v2\n" in result.spec_text and "cluster_name: HAL9000_v2\n" in result.spec_text
     rendered = render_slurm(result.fleet)
     lines = [line for line in rendered[PurePosixPath("slurm/gres.conf")].splitlines() if not line.startswith("#")]
     assert lines == ["Name=gpu Type=orin File=/dev/dri/renderD128"]
     back = slurm_conf_of(text_lines(rendered[PurePosixPath("slurm/slurm.conf")], "rendered", []), [])
+    assert back.settings["ClusterName"].value == "HAL9000_v2"
     assert back.settings["SelectTypeParameters"].value == "CR_Core"
     assert [back.nodes[h].attrs["Gres"].value for h in boards] == ["gpu:orin:1", "gpu:nano:1"]
+
+    def cluster_name_seen(root: Path, text: str) -> str:
+        from tests.slurm.cluster import Cluster
+
+        cluster = Cluster(root, {PurePosixPath("slurm/slurm.conf"): _runnable(text)})
+        try:
+            cluster.start(wait_idle=False, nodes=())
+            return next(line.split("=", 1)[1].strip() for line in cluster.run("scontrol", "show", "config")
+                        .stdout.splitlines() if line.startswith("ClusterName "))
+        finally:
+            cluster.stop()
+
+    assert cluster_name_seen(tmp_path / "render", rendered[PurePosixPath("slurm/slurm.conf")]) == "hal9000_v2"
+    assert cluster_name_seen(tmp_path / "site", site_conf) == "hal9000_v2"
+    out, state = tmp_path / "fleet.yaml", tmp_path / "state"
+    imported = CliRunner().invoke(app, ["import", "slurm", "--conf", str(conf), "--gres", str(gres), "--facts",
+                                        str(write_facts(tmp_path / "facts", facts)), "--out", str(out),
+                                        "--slurm-version", VERSION, "--state", str(state)])
+    assert imported.exit_code == 0, imported.output
+    code, output = _plan(out, state)
+    assert code == 0, output
