@@ -356,6 +356,8 @@ class Adoption:
     declines: tuple[str, ...] = ()
     gres_conf: tuple[str, ...] | None = None
     topology_conf: tuple[str, ...] | None = None
+    cgroup_conf: tuple[str, ...] | None = _optional(None)  # the site's cgroup.conf, Key=value lines
+    slurmdbd_conf: tuple[str, ...] | None = _optional(None)  # the site's slurmdbd.conf, StoragePass a reference
     path: SpecPath = _loc(("spec", "slurm", "adopted"))
 
 

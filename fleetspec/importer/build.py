@@ -20,7 +20,7 @@ import yaml
 
 from fleetspec.importer import facts as factdoc
 from fleetspec.importer.conf import ImportRefused, Pair, Problem, Problems, Where
-from fleetspec.importer.keep import adoption, gres_conf_lines, topology_conf_lines
+from fleetspec.importer.keep import adoption, conf_file_lines, gres_conf_lines, topology_conf_lines
 from fleetspec.importer.node_state import node_state
 from fleetspec.importer.slurm_files import (
     Block,
@@ -97,9 +97,11 @@ def _type_of_board(name: str) -> str:
 
 def import_slurm(conf: Path, gres: Path | None = None, topology: Path | None = None,
                  facts: Mapping[str, Mapping[str, Any]] | None = None, slurm_version: str | None = None,
-                 fabric: str | None = None, live: Any = None) -> ImportResult:
+                 fabric: str | None = None, live: Any = None, cgroup: Path | None = None,
+                 slurmdbd: Path | None = None) -> ImportResult:
     """The spec for the cluster these files describe; raises `ImportRefused`. ``live``: a
-    `fleetspec.importer.live.LiveCluster`, whose values win over the files' (``--live``)."""
+    `fleetspec.importer.live.LiveCluster`, whose values win over the files' (``--live``).
+    ``cgroup``, ``slurmdbd``: the site's cgroup.conf and slurmdbd.conf, kept as written."""
     from fleetspec.catalog import load_catalog
 
     problems: list[Problem] = Problems()
@@ -140,13 +142,23 @@ def import_slurm(conf: Path, gres: Path | None = None, topology: Path | None = N
                                 "site's gres.conf, or delete gres_conf to have fleetspec write device files",
                                 "warning"))
     kept_topology = topology_conf_lines(topology, problems)
+    kept_files: dict[str, list[str]] = {}
+    if cgroup is not None and fleet.slurm is not None:
+        kept_files["cgroup_conf"] = conf_file_lines(cgroup, "cgroup.conf", fleet.slurm.version, problems, warnings)
+    if slurmdbd is not None and fleet.slurm is not None and fleet.slurm.accounting_host:
+        kept_files["slurmdbd_conf"] = conf_file_lines(slurmdbd, "slurmdbd.conf", fleet.slurm.version, problems,
+                                                      warnings)
+    elif slurmdbd is not None:
+        warnings.append(Problem(Where(str(slurmdbd), 1, 1), "slurmdbd.conf is not kept: slurm.conf names no slurmdbd "
+                                "(AccountingStorageType=accounting_storage/slurmdbd), so fleetspec renders none",
+                                "warning"))
     if problems:
         raise ImportRefused(problems)
     from fleetspec.render.slurm import render_slurm_conf
 
     spec["spec"]["slurm"]["adopted"] = adoption(
         parsed, render_slurm_conf(fleet), fleet, builder.kept,
-        {k.lower() for k in spec["spec"]["slurm"].get("settings", {})}, kept_gres, kept_topology)
+        {k.lower() for k in spec["spec"]["slurm"].get("settings", {})}, kept_gres, kept_topology, kept_files)
     text = head + _dump(spec)
     fleet = _check_spec(text, problems)
     if problems or fleet is None:

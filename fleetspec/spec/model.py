@@ -586,6 +586,13 @@ class SlurmAdopted(_Model):
     topology_conf: list[strict(str, max_length=65536)] | None = Field(
         default=None, max_length=100_000, description="topology.conf as the site wrote it, line by line; instead "
                                                       "of the tree fleetspec draws from racks and spines")
+    cgroup_conf: list[strict(str, max_length=4096)] | None = Field(
+        default=None, max_length=1000, description="cgroup.conf as the site wrote it, one Key=value a line; instead "
+                                                   "of fleetspec's confinement (ConstrainCores/RAMSpace/Devices)")
+    slurmdbd_conf: list[strict(str, max_length=4096)] | None = Field(
+        default=None, max_length=1000, description="slurmdbd.conf as the site wrote it, one Key=value a line, "
+                                                   "StoragePass only as the secret reference "
+                                                   "@@secret:slurmdbd_password@@; instead of fleetspec's")
 
 
 class Slurm(_Model):
