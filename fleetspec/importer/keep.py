@@ -144,7 +144,17 @@ def conf_file_lines(path: Path, name: str, version: str, problems: list[Problem]
     from fleetspec.site.adopted import STORAGE_PASS, conf_line_problem, defunct_since
 
     out: list[str] = []
-    for line in read_lines(path, problems):
+    said: list[Problem] = []
+    lines = read_lines(path, said)
+    for problem in said:
+        # slurmdbd.conf holds the database password: a line the parser cannot read is
+        # located, never quoted (a bare word after StoragePass=... is part of it).
+        if name == "slurmdbd.conf" and problem.where is not None and problem.where.line >= 1:
+            problem = Problem(Where(problem.where.file, problem.where.line, 1), "this line cannot be read as "
+                              "Key=value (slurmdbd.conf(5)); its text is not shown, since the file holds the "
+                              "database password: check its '=' and quotes")
+        problems.append(problem)
+    for line in lines:
         for pair in line.pairs:
             gone = defunct_since(pair.key, name, version)
             if gone:  # as the builder drops slurm.conf keys defunct at the release

@@ -118,3 +118,14 @@ def test_validate_refuses_an_adopted_slurmdbd_line_it_cannot_write_without_echoi
     assert [f.rule for f in errors] == ["site-settings"], [f.message for f in errors]
     assert "spec.slurm.adopted.slurmdbd_conf" in str(errors[0].path), errors[0].path
     assert PASSWORD not in errors[0].message
+
+
+@pytest.mark.parametrize("line", [f'StoragePass="{PASSWORD} unclosed', f"StoragePass=a {PASSWORD}"])
+def test_a_slurmdbd_line_the_parser_cannot_read_is_located_and_never_quoted(line: str, tmp_path: Path) -> None:
+    """A password with a blank (the word after it is a bare word to Slurm's parser) or an
+    unclosed quote: the error names the line, not its text."""
+    code, output, out, _ = _import(tmp_path, _site(tmp_path, slurmdbd=SLURMDBD_CONF.replace(
+        f"StoragePass={PASSWORD}", line)))
+    assert code == 1 and not out.exists()
+    assert "slurmdbd.conf:14:1: error: this line cannot be read as Key=value" in output, output
+    assert PASSWORD not in output
