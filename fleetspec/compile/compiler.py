@@ -349,7 +349,7 @@ def _slurm(s: m.Slurm | None, findings: list[Finding], catalog: Catalog,
         containers=s.containers, partition_settings=settings, slinky_version=slinky_version,
         slinky_database_clients=tuple(s.slinky.database_clients) if s.slinky else (),
         enroot_version=s.pyxis.enroot if s.pyxis else None, pyxis_version=s.pyxis.pyxis if s.pyxis else None,
-        state_save_location=s.state_save_location, gres_autodetect=s.gres_autodetect,
+        state_save_location=s.state_save_location, gres_autodetect=s.gres_autodetect, cluster_name=s.cluster_name,
         gpu_billing_weights=tuple(sorted(s.gpu_billing_weights.items())),
         slurm_ids=(s.users.slurm.uid, s.users.slurm.gid), munge_ids=(s.users.munge.uid, s.users.munge.gid),
         tenants=tuple(

@@ -260,6 +260,7 @@ class SlurmConfig:
     munge_ids: tuple[int, int] = (64031, 64031)
     tenants: tuple[SlurmTenant, ...] = ()  # accounts made with sacctmgr at apply
     converge: SlurmConverge | None = None  # nodes converge from a signed bundle at boot
+    cluster_name: str | None = _optional(None)  # ClusterName as the site wrote it; None: the fleet's name
     path: SpecPath = _loc()
 
 
@@ -355,6 +356,8 @@ class Adoption:
     declines: tuple[str, ...] = ()
     gres_conf: tuple[str, ...] | None = None
     topology_conf: tuple[str, ...] | None = None
+    cgroup_conf: tuple[str, ...] | None = _optional(None)  # the site's cgroup.conf, Key=value lines
+    slurmdbd_conf: tuple[str, ...] | None = _optional(None)  # the site's slurmdbd.conf, StoragePass a reference
     path: SpecPath = _loc(("spec", "slurm", "adopted"))
 
 

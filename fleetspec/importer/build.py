@@ -20,7 +20,7 @@ import yaml
 
 from fleetspec.importer import facts as factdoc
 from fleetspec.importer.conf import ImportRefused, Pair, Problem, Problems, Where
-from fleetspec.importer.keep import adoption, gres_conf_lines, topology_conf_lines
+from fleetspec.importer.keep import adoption, conf_file_lines, gres_conf_lines, topology_conf_lines
 from fleetspec.importer.node_state import node_state
 from fleetspec.importer.slurm_files import (
     Block,
@@ -34,7 +34,7 @@ from fleetspec.importer.slurm_files import (
     read_topology_yaml,
 )
 from fleetspec.node_side.hostlist import compress, expand, is_valid_hostname
-from fleetspec.spec.model import SLURM_FEATURE, SLURM_PARTITION
+from fleetspec.spec.model import SLURM_CLUSTER, SLURM_FEATURE, SLURM_PARTITION
 
 _DNS = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 _FEATURE = re.compile(SLURM_FEATURE)
@@ -97,9 +97,11 @@ def _type_of_board(name: str) -> str:
 
 def import_slurm(conf: Path, gres: Path | None = None, topology: Path | None = None,
                  facts: Mapping[str, Mapping[str, Any]] | None = None, slurm_version: str | None = None,
-                 fabric: str | None = None, live: Any = None) -> ImportResult:
+                 fabric: str | None = None, live: Any = None, cgroup: Path | None = None,
+                 slurmdbd: Path | None = None) -> ImportResult:
     """The spec for the cluster these files describe; raises `ImportRefused`. ``live``: a
-    `fleetspec.importer.live.LiveCluster`, whose values win over the files' (``--live``)."""
+    `fleetspec.importer.live.LiveCluster`, whose values win over the files' (``--live``).
+    ``cgroup``, ``slurmdbd``: the site's cgroup.conf and slurmdbd.conf, kept as written."""
     from fleetspec.catalog import load_catalog
 
     problems: list[Problem] = Problems()
@@ -140,13 +142,23 @@ def import_slurm(conf: Path, gres: Path | None = None, topology: Path | None = N
                                 "site's gres.conf, or delete gres_conf to have fleetspec write device files",
                                 "warning"))
     kept_topology = topology_conf_lines(topology, problems)
+    kept_files: dict[str, list[str]] = {}
+    if cgroup is not None and fleet.slurm is not None:
+        kept_files["cgroup_conf"] = conf_file_lines(cgroup, "cgroup.conf", fleet.slurm.version, problems, warnings)
+    if slurmdbd is not None and fleet.slurm is not None and fleet.slurm.accounting_host:
+        kept_files["slurmdbd_conf"] = conf_file_lines(slurmdbd, "slurmdbd.conf", fleet.slurm.version, problems,
+                                                      warnings)
+    elif slurmdbd is not None:
+        warnings.append(Problem(Where(str(slurmdbd), 1, 1), "slurmdbd.conf is not kept: slurm.conf names no slurmdbd "
+                                "(AccountingStorageType=accounting_storage/slurmdbd), so fleetspec renders none",
+                                "warning"))
     if problems:
         raise ImportRefused(problems)
     from fleetspec.render.slurm import render_slurm_conf
 
     spec["spec"]["slurm"]["adopted"] = adoption(
         parsed, render_slurm_conf(fleet), fleet, builder.kept,
-        {k.lower() for k in spec["spec"]["slurm"].get("settings", {})}, kept_gres, kept_topology)
+        {k.lower() for k in spec["spec"]["slurm"].get("settings", {})}, kept_gres, kept_topology, kept_files)
     text = head + _dump(spec)
     fleet = _check_spec(text, problems)
     if problems or fleet is None:
@@ -223,6 +235,7 @@ class _Builder:
         self.kept: dict[str, str] = {}  # keys fleetspec manages, at the site's value (keep.py)
         self.dropped: set[str] = set()  # keys the target release no longer takes
         self._declared_warned: set[str] = set()
+        self.site_cluster_name: str | None = None  # ClusterName where it is no DNS label (_cluster_name)
 
     # -- the whole spec -------------------------------------------------------------
 
@@ -238,6 +251,8 @@ class _Builder:
         version = slurm_version or self._one_of("Slurm release", factdoc.slurm_version, "--slurm-version")
         racks = self._racks(gpus, stack_of)
         slurm: dict[str, Any] = {"version": version or "0", "controllers": self._controllers()}
+        if self.site_cluster_name:
+            slurm["cluster_name"] = self.site_cluster_name
         detect = {g.autodetect.lower() for g in self.gres if g.autodetect}
         if detect - {"off"}:
             slurm["gres_autodetect"] = True  # gres.conf AutoDetect=nvml/rsmi/nvidia
@@ -266,19 +281,32 @@ class _Builder:
         return {"apiVersion": "fleetspec.io/v1alpha1", "kind": "Fleet", "metadata": {"name": name}, "spec": body}
 
     def _cluster_name(self) -> str:
+        """metadata.name, a DNS label; a ClusterName that is none once lower-cased
+        (HAL9000_v2) is kept as written in slurm.cluster_name (`self.site_cluster_name`)."""
         pair = self.conf.settings.get("ClusterName")
         if pair is None:
             self.problems.append(Problem(Where(str(self.path), 1, 1), "slurm.conf has no ClusterName; add the "
                                          "one slurmctld and slurmdbd use"))
             return "cluster"
         name = pair.value.lower()
-        if not _DNS.match(name):
-            self.problems.append(Problem(pair.value_at, f"ClusterName={pair.value} is not a DNS label; fleetspec "
-                                         "names the fleet after it. Rename the cluster"))
-        elif name != pair.value:
-            self.warnings.append(Problem(pair.value_at, f"ClusterName={pair.value} becomes metadata.name {name} "
-                                         "(Slurm folds cluster names to lower case)", "warning"))
-        return name
+        if _DNS.match(name):
+            if name != pair.value:
+                self.warnings.append(Problem(pair.value_at, f"ClusterName={pair.value} becomes metadata.name {name} "
+                                             "(Slurm folds cluster names to lower case)", "warning"))
+            return name
+        if not re.match(SLURM_CLUSTER, pair.value):
+            shown = pair.value if len(pair.value) <= 60 else pair.value[:57] + "..."
+            self.problems.append(Problem(pair.value_at, f"ClusterName={shown} is not a cluster name "
+                                         "fleetspec keeps: letters, digits, '_' and '-', at most 40 (slurm.conf(5): "
+                                         "a MySQL table name). Rename the cluster"))
+            return "cluster"
+        label = re.sub(r"-+", "-", re.sub(r"[^a-z0-9]", "-", name)).strip("-")[:63].strip("-") or "cluster"
+        self.site_cluster_name = pair.value
+        # The parser's warning at the same value says what slurmctld and slurmdbd see.
+        self.warnings.append(Problem(pair.value_at, f"ClusterName={pair.value} is kept as spec.slurm.cluster_name "
+                                     f"and rendered as written (slurmdbd's records stay {name}'s); metadata.name, "
+                                     f"a DNS label, is {label}", "warning"))
+        return label
 
     def _one_of(self, what: str, read: Any, supply: str) -> str | None:
         """A value every node's facts agree on (the OS, the Slurm release)."""

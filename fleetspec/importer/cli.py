@@ -28,6 +28,11 @@ def slurm(
                                               dir_okay=False, show_default=False)] = None,
     gres: Annotated[Path | None, typer.Option("--gres", help="gres.conf", dir_okay=False)] = None,
     topology: Annotated[Path | None, typer.Option("--topology", help="topology.conf (tree)", dir_okay=False)] = None,
+    cgroup: Annotated[Path | None, typer.Option("--cgroup", help="cgroup.conf, kept as written (default: the one "
+                                                "beside slurm.conf, if any)", dir_okay=False)] = None,
+    slurmdbd: Annotated[Path | None, typer.Option("--slurmdbd", help="slurmdbd.conf, kept as written, StoragePass "
+                                                  "as a secret reference (default: the one beside slurm.conf, if "
+                                                  "any)", dir_okay=False)] = None,
     facts: Annotated[Path | None, typer.Option("--facts", help="a directory of <hostname>.json facts (the fact "
                                                "collector's, as verify reads them)", file_okay=False)] = None,
     slurm_version: Annotated[str | None, typer.Option("--slurm-version", help="the cluster's Slurm release "
@@ -82,8 +87,14 @@ def slurm(
         slurm_version = slurm_version or running.slurm_version
     if conf is None:
         raise UsageError("give --conf SLURM.CONF (or --live on a controller, where slurmctld names its file)")
+    for name, given in (("cgroup.conf", cgroup), ("slurmdbd.conf", slurmdbd)):
+        if given is None and _beside(conf, name) is not None:
+            err.print(f"reading {_beside(conf, name)} (beside slurm.conf; give --{name.split('.')[0]} to name "
+                      "another)", markup=False)
+    cgroup = cgroup or _beside(conf, "cgroup.conf")
+    slurmdbd = slurmdbd or _beside(conf, "slurmdbd.conf")
     try:
-        result = import_slurm(conf, gres, topology, documents, slurm_version, fabric, running)
+        result = import_slurm(conf, gres, topology, documents, slurm_version, fabric, running, cgroup, slurmdbd)
     except ImportRefused as exc:
         for problem in exc.problems:
             err.print(str(problem), markup=False)

@@ -29,7 +29,8 @@ _PARTITION_DEFAULTS = {"default-time": ("DefaultTime",), "billing": ("TRESBillin
 
 
 def adoption(source: SlurmConf, rendered_conf: str, fleet: Any, kept: dict[str, str], site_settings: set[str],
-             gres_lines: list[str] | None, topology_lines: list[str] | None = None) -> dict[str, Any]:
+             gres_lines: list[str] | None, topology_lines: list[str] | None = None,
+             files: dict[str, list[str]] | None = None) -> dict[str, Any]:
     """The spec's ``slurm.adopted`` for the fleet imported from ``source``.
 
     ``rendered_conf``: fleetspec's slurm.conf for the spec without adoption (site settings
@@ -64,6 +65,7 @@ def adoption(source: SlurmConf, rendered_conf: str, fleet: Any, kept: dict[str, 
         out["gres_conf"] = gres_lines
     if topology_lines is not None:
         out["topology_conf"] = topology_lines
+    out.update(files or {})  # cgroup_conf, slurmdbd_conf: the site's files read (conf_file_lines)
     return out
 
 
@@ -128,4 +130,48 @@ def _site_lines(path: Path, keys: set[str], name: str, problems: list[Problem]) 
                                     "written, so fix the line"))
             continue
         out.append(line)
+    return out
+
+
+def conf_file_lines(path: Path, name: str, version: str, problems: list[Problem],
+                    warnings: list[Problem]) -> list[str]:
+    """cgroup.conf or slurmdbd.conf (``name``) as the site wrote it: one ``Key=value`` per
+    entry, in order (comments and blank lines left out, quotes removed as Slurm removes
+    them), each checked as validate checks ``slurm.adopted`` (site/adopted.py). slurmdbd's
+    StoragePass becomes the secret reference apply fills; its value is never kept, shown or
+    compared. A line that cannot be kept is a problem at it, without its value."""
+    from fleetspec.importer.conf import read_lines
+    from fleetspec.site.adopted import STORAGE_PASS, conf_line_problem, defunct_since
+
+    out: list[str] = []
+    said: list[Problem] = []
+    lines = read_lines(path, said)
+    for problem in said:
+        # slurmdbd.conf holds the database password: a line the parser cannot read is
+        # located, never quoted (a bare word after StoragePass=... is part of it).
+        if name == "slurmdbd.conf" and problem.where is not None and problem.where.line >= 1:
+            problem = Problem(Where(problem.where.file, problem.where.line, 1), "this line cannot be read as "
+                              "Key=value (slurmdbd.conf(5)); its text is not shown, since the file holds the "
+                              "database password: check its '=' and quotes")
+        problems.append(problem)
+    for line in lines:
+        for pair in line.pairs:
+            gone = defunct_since(pair.key, name, version)
+            if gone:  # as the builder drops slurm.conf keys defunct at the release
+                warnings.append(Problem(pair.key_at, f"{pair.key} is dropped: defunct in Slurm's {name} since {gone}, "
+                                        f"and Slurm {version} drops or ignores it", "warning"))
+                continue
+            secret = name == "slurmdbd.conf" and pair.key.lower() == "storagepass"
+            text = f"{pair.key}={STORAGE_PASS if secret else pair.value}"
+            problem = conf_line_problem(text, name, version)
+            if problem:
+                problems.append(Problem(pair.key_at, f"{problem}; an adopted {name} is kept as written, so fix "
+                                        "the line"))
+                continue
+            if secret:
+                warnings.append(Problem(pair.value_at, f"{pair.key} is not copied into the spec: it is kept as "
+                                        f"{STORAGE_PASS}, which apply fills from spec.secrets.slurmdbd_password "
+                                        "(default file:.fleetspec/secrets/slurmdbd_password): put the site's "
+                                        "database password there before apply (docs/security.md)", "warning"))
+            out.append(text)
     return out

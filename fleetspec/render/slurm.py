@@ -138,10 +138,11 @@ def _host_files(fleet: Fleet) -> dict[PurePosixPath, str]:
         ROOT / "slurm.conf": header + site.apply_to_conf(
             render_slurm_conf(fleet, topology), site.conf_settings(fleet, "slurm.conf"), "spec.slurm.settings"),
         ROOT / "gres.conf": header + render_gres_conf(fleet),
-        ROOT / "cgroup.conf": header + site.apply_to_conf(
-            render_cgroup_conf(), site.conf_settings(fleet, "cgroup.conf"), "spec.slurm.cgroup_settings"),
     }
     adopted = adoption(fleet)
+    files[ROOT / "cgroup.conf"] = header + site.apply_to_conf(
+        _adopted_file(adopted.cgroup_conf, "cgroup") if adopted is not None and adopted.cgroup_conf is not None
+        else render_cgroup_conf(), site.conf_settings(fleet, "cgroup.conf"), "spec.slurm.cgroup_settings")
     if adopted is not None and adopted.topology_conf is not None:
         files[ROOT / "topology.conf"] = header + "".join(f"{line}\n" for line in adopted.topology_conf)
     elif topology.conf_text is not None:
@@ -152,7 +153,9 @@ def _host_files(fleet: Fleet) -> dict[PurePosixPath, str]:
         files[ROOT / "plugstack.conf"] = header + render_plugstack_conf()
     if fleet.slurm.accounting_host:
         files[ROOT / "slurmdbd.conf"] = header + site.apply_to_conf(
-            render_slurmdbd_conf(fleet), site.conf_settings(fleet, "slurmdbd.conf"), "spec.slurm.slurmdbd_settings")
+            _adopted_file(adopted.slurmdbd_conf, "slurmdbd") if adopted is not None and adopted.slurmdbd_conf
+            is not None else render_slurmdbd_conf(fleet),
+            site.conf_settings(fleet, "slurmdbd.conf"), "spec.slurm.slurmdbd_settings")
         if fleet.slurm.tenants:
             files[ROOT / "accounts.json"] = render_accounts(fleet)
     return files
@@ -288,12 +291,19 @@ def _imex_switch_lines(fleet: Fleet) -> list[str]:
             "SwitchType=switch/nvidia_imex"]
 
 
+def cluster_name(fleet: Fleet) -> str:
+    """slurm.conf's ClusterName: the site's own where the spec keeps one, else the fleet's
+    name. slurmctld and slurmdbd use it lower-cased (slurm.conf(5))."""
+    assert fleet.slurm is not None
+    return fleet.slurm.cluster_name or fleet.name
+
+
 def render_slurm_conf(fleet: Fleet, topology: TopologyPlan | None = None) -> str:
     """slurm.conf for native (host) mode."""
     slurm = fleet.slurm
     assert slurm is not None
     topology = topology or plan_topology(fleet)
-    out: list[str] = [f"ClusterName={fleet.name}"]
+    out: list[str] = [f"ClusterName={cluster_name(fleet)}"]
     out += [f"SlurmctldHost={c}" for c in slurm.controllers]
     out += [
         "",
@@ -730,6 +740,13 @@ def _file_patterns(vendor: str, numbers: list[int]) -> list[str]:
 # cgroup.conf, plugstack.conf, slurmdbd.conf
 
 
+def _adopted_file(lines: tuple[str, ...], what: str) -> str:
+    """An adopted cluster's cgroup.conf or slurmdbd.conf as it wrote it (a StoragePass is
+    the secret's placeholder, filled by apply)."""
+    return "".join(f"{line}\n" for line in (f"# The adopted cluster's {what}.conf as it wrote it "
+                                             f"(spec.slurm.adopted.{what}_conf).", *lines))
+
+
 def render_cgroup_conf() -> str:
     """cgroup.conf: a job sees only its own cores, memory and GPU device files."""
     return (
@@ -765,7 +782,7 @@ def render_accounts(fleet: Fleet) -> str:
     assert fleet.slurm is not None
     accounts, _ = tenant_accounts(fleet)
     return json.dumps({
-        "cluster": fleet.name,
+        "cluster": cluster_name(fleet).lower(),  # the name slurmdbd registered
         "accounts": [
             {"name": a.name, "users": list(a.users), "groups": list(a.groups), "fairshare": a.fairshare,
              "grp_tres": ",".join(f"{tres}={gpus}" for tres, gpus in a.grp_tres)}

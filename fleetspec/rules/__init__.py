@@ -94,7 +94,8 @@ RULES: tuple[Rule, ...] = (
          adoption.check_adopted_values),
     Rule("adopted-declines-default", W, "an adopted cluster declines one of fleetspec's defaults (DefaultTime, "
          "billing, per-GPU defaults, generated partitions, node features)", adoption.check_declined_defaults),
-    Rule("adopted-site-file", W, "an adopted cluster keeps its own gres.conf or topology.conf",
+    Rule("adopted-site-file", W, "an adopted cluster keeps its own gres.conf, topology.conf, cgroup.conf or "
+         "slurmdbd.conf",
          adoption.check_site_files),
     Rule("gpu-operator-unsupported", E, "NVIDIA and AMD GPU Operator releases vs Kubernetes version and drivers",
          scheduling.check_gpu_operator, warns=True),

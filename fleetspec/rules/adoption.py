@@ -89,3 +89,16 @@ def check_site_files(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:
                       "tree from racks, leaves and spines is not written. Remove spec.slurm.adopted.topology_conf "
                       "to have fleetspec write it (scontrol reconfigure; placement of new jobs changes)",
                       adopted.path + ("topology_conf",), "key")
+    if adopted.cgroup_conf is not None:
+        said = {line.replace(" ", "").lower() for line in adopted.cgroup_conf}
+        devices = "" if "constraindevices=yes" in said else (
+            " The site's does not say ConstrainDevices=yes: a job sees every GPU of its node.")
+        yield warning("adopted-site-file", "cgroup.conf is the adopted cluster's, as it wrote it: fleetspec's "
+                      f"confinement (ConstrainCores, ConstrainRAMSpace, ConstrainDevices=yes) is not written.{devices} "
+                      "Remove spec.slurm.adopted.cgroup_conf to have fleetspec write its own (slurmd restarts; "
+                      "jobs' cgroup limits change)", adopted.path + ("cgroup_conf",), "key")
+    if adopted.slurmdbd_conf is not None:
+        yield warning("adopted-site-file", "slurmdbd.conf is the adopted cluster's, as it wrote it (its StoragePass "
+                      "the secret slurmdbd_password, filled by apply): fleetspec's DbdHost, storage and log settings "
+                      "are not written. Remove spec.slurm.adopted.slurmdbd_conf to have fleetspec write its own "
+                      "(slurmdbd restarts)", adopted.path + ("slurmdbd_conf",), "key")

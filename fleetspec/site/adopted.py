@@ -14,8 +14,10 @@ import re
 
 from fleetspec.compile import ir
 from fleetspec.findings import Finding, Severity, SpecPath
-from fleetspec.site.slurm import parameters, render_value
+from fleetspec.site.slurm import UNCONFIRMED, parameters, render_value
 from fleetspec.spec import model as m
+from fleetspec.spec.loader import is_secret_name
+from fleetspec.versions import parse_version
 
 RULE = "site-settings"
 # Keys other spec fields say (metadata.name, slurm.controllers, the racks, slurm.partitions,
@@ -67,8 +69,51 @@ def check_adopted(adopted: m.SlurmAdopted, version: str, findings: list[Finding]
                                         base + ("topology_conf", i)))
             else:
                 topology.append(" ".join(line.split()))
+    files: dict[str, tuple[str, ...] | None] = {}
+    for name, field, lines in (("cgroup.conf", "cgroup_conf", adopted.cgroup_conf),
+                               ("slurmdbd.conf", "slurmdbd_conf", adopted.slurmdbd_conf)):
+        if lines is None:
+            files[field] = None
+            continue
+        kept = []
+        for i, line in enumerate(lines):
+            problem = conf_line_problem(line, name, version)
+            if problem:
+                findings.append(Finding(RULE, Severity.ERROR, f"{name} line {i + 1}: {problem}", base + (field, i)))
+            else:
+                kept.append(line.strip())
+        files[field] = tuple(kept)
     return ir.Adoption(tuple(conf), tuple(dict.fromkeys(adopted.declines)), None if gres is None else tuple(gres),
-                       None if topology is None else tuple(topology))
+                       None if topology is None else tuple(topology), files["cgroup_conf"], files["slurmdbd_conf"])
+
+
+# The one secret an adopted slurmdbd.conf carries, as the reference apply fills from the
+# secret source (spec.secrets.slurmdbd_password; docs/security.md): never the password.
+STORAGE_PASS = "@@secret:slurmdbd_password@@"
+
+
+def conf_line_problem(line: str, name: str, version: str | None = None) -> str | None:
+    """Why ``line`` may not be written to cgroup.conf or slurmdbd.conf (``name``), or None:
+    one ``Key=value`` of that file's parameters (cgroup.conf(5), slurmdbd.conf(5): the
+    catalog's lists), the value one token; a secret only as its reference. The line is
+    never quoted back (it may hold a password)."""
+    key, eq, value = line.strip().partition("=")
+    table = parameters().files[name]
+    if not eq or not key or table.spelling(key) is None:
+        shown = repr(key[:40]) if key.isalnum() else "its key"
+        return f"{shown} is not a {name} parameter ({table.manual}); fleetspec writes only those"
+    gone = defunct_since(key, name, version)
+    if gone:
+        return f"{table.spelling(key)} is defunct in Slurm's {name} since {gone}: Slurm {version} drops or ignores it"
+    if is_secret_name(key):
+        if key.lower() == "storagepass" and name == "slurmdbd.conf" and value == STORAGE_PASS:
+            return None
+        return (f"{key} holds a secret, which the spec never carries: write {key}={STORAGE_PASS} and give the "
+                "password as spec.secrets.slurmdbd_password (docs/security.md)" if key.lower() == "storagepass"
+                else f"{key} holds a secret, which the spec never carries; remove the line")
+    if not value or not _TOKEN.match(value):
+        return f"{key}'s value is not one token of letters, digits and _ . , : / @ % + - [ ] ( )"
+    return None
 
 
 def gres_line_problem(line: str) -> str | None:
@@ -88,4 +133,17 @@ def line_problem(line: str, keys: set[str], name: str) -> str | None:
             return f"'{key}' is not a {name} key ({name}(5): {', '.join(sorted(keys))}); fleetspec writes only those"
         if not value or not _TOKEN.match(value):
             return f"{key}={value!r} is not one token of letters, digits and _ . , : / @ % + - [ ] ( )"
+    return None
+
+
+def defunct_since(key: str, name: str, version: str | None) -> str | None:
+    """The release since which ``name``'s ``key`` is defunct, where ``version`` is at or past
+    it (the catalog's lists, as site settings use them); else None."""
+    table = parameters().files[name]
+    spelling = table.spelling(key)
+    gone = table.defunct.get(spelling) if spelling else None
+    if gone is None or version is None:
+        return None
+    if gone == UNCONFIRMED or (parse_version(version) or (0,))[:2] >= (parse_version(gone) or (0,))[:2]:
+        return gone
     return None

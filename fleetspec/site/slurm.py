@@ -41,7 +41,7 @@ _PATHS = "the slurm role (playbooks/roles/slurm) creates and owns this path"
 _CGROUP = "jobs are confined by cgroup (tune cgroup.conf with spec.slurm.cgroup_settings)"
 OWNED: dict[str, dict[str, str]] = {
     "slurm.conf": {
-        "ClusterName": "metadata.name",
+        "ClusterName": "metadata.name (spec.slurm.cluster_name for a name that is no DNS label)",
         "SlurmctldHost": "spec.slurm.controllers",
         "ControlMachine": "spec.slurm.controllers",
         "ControlAddr": "spec.slurm.controllers",
@@ -236,6 +236,14 @@ def owned_keys(kind: str, version: str) -> dict[str, str]:
 FIELD = {"slurm.conf": "slurm.settings", "partition": "settings", "node": "slurm_settings",
          "cgroup.conf": "slurm.cgroup_settings", "slurmdbd.conf": "slurm.slurmdbd_settings"}
 _FORBIDDEN = re.compile(r"[\s#\"'\\\x00-\x1f\x7f]")
+# Keys whose value is a command line (slurm.conf(5): InteractiveStepOptions, default
+# "--interactive --preserve-env --pty $SHELL"; its predecessor SallocDefaultCommand, shown as
+# "srun -n1 -N1 --mem-per-cpu=0 --pty --preserve-env --mpi=none $SHELL"): blanks between the
+# words are allowed and the value is written in double quotes, which Slurm's parser
+# (parse_config.c) reads as one value. Nothing else may be quoted: a '#' still ends the line
+# and Slurm has no escape for a '"' inside the quotes.
+_COMMAND_LINES = frozenset({"interactivestepoptions", "sallocdefaultcommand"})
+_IN_QUOTES_FORBIDDEN = re.compile(r"[\t\n\r\f\v#\"'\\\x00-\x1f\x7f]")
 
 
 @dataclass(frozen=True)
@@ -379,11 +387,14 @@ def render_value(value: Any, key: str, where: SpecPath, findings: list[Finding])
             return None
         return ",".join(items)  # type: ignore[arg-type]
     text = str(value)
+    if key.lower() in _COMMAND_LINES and " " in text.strip(" ") and not _IN_QUOTES_FORBIDDEN.search(text):
+        return f'"{text}"'
     if not text or _FORBIDDEN.search(text):
         shown = "its value" if is_secret_name(key) else repr(text)  # a password is never echoed
         findings.append(Finding(RULE, E, f"{key}: {shown} cannot be written on a Slurm line: a value is one "
                                 "token without whitespace, '#', quotes, backslashes or control characters "
-                                "(they would start another key or end the line); fix the value", where))
+                                "(they would start another key or end the line; blanks only in a command "
+                                "line: InteractiveStepOptions, SallocDefaultCommand); fix the value", where))
         return None
     return text
 

@@ -78,6 +78,11 @@ SlurmFeature = strict(str, pattern=SLURM_FEATURE, max_length=128)
 SLURM_PARTITION = r"^[A-Za-z0-9]([A-Za-z0-9_-]{0,61}[A-Za-z0-9])?$"
 SlurmPartitionName = strict(str, pattern=SLURM_PARTITION, max_length=63)
 Version = strict(str, pattern=VERSION, max_length=32)
+# A site's ClusterName kept as written (HAL9000_v2): letters, digits, '_' and '-', at most 40
+# characters (slurm.conf(5) of 22.05.8: "any upper case letters in the name will be silently
+# mapped to lower case ... must be 40 characters or less" for MySQL/MariaDB table names).
+SLURM_CLUSTER = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$"
+SlurmClusterName = strict(str, pattern=SLURM_CLUSTER, max_length=40)
 Hostlist = strict(str, min_length=1, max_length=4096)
 PositiveInt = strict(int, ge=1)
 # A site setting's value (fleetspec/site): written as given; a list is comma-joined.
@@ -581,12 +586,22 @@ class SlurmAdopted(_Model):
     topology_conf: list[strict(str, max_length=65536)] | None = Field(
         default=None, max_length=100_000, description="topology.conf as the site wrote it, line by line; instead "
                                                       "of the tree fleetspec draws from racks and spines")
+    cgroup_conf: list[strict(str, max_length=4096)] | None = Field(
+        default=None, max_length=1000, description="cgroup.conf as the site wrote it, one Key=value a line; instead "
+                                                   "of fleetspec's confinement (ConstrainCores/RAMSpace/Devices)")
+    slurmdbd_conf: list[strict(str, max_length=4096)] | None = Field(
+        default=None, max_length=1000, description="slurmdbd.conf as the site wrote it, one Key=value a line, "
+                                                   "StoragePass only as the secret reference "
+                                                   "@@secret:slurmdbd_password@@; instead of fleetspec's")
 
 
 class Slurm(_Model):
     version: Version
     mode: Literal["native", "slinky"] = "native"
     controllers: Hostlist
+    cluster_name: SlurmClusterName | None = Field(
+        default=None, description="ClusterName as the site wrote it (HAL9000_v2), where it is no DNS label; "
+                                  "default metadata.name. slurmctld and slurmdbd see it lower-cased")
     accounting: Accounting | None = None
     containers: Literal["none", "pyxis"] = "none"
     pyxis: Pyxis | None = None
@@ -619,6 +634,16 @@ class Slurm(_Model):
         problem = state_path_problem(value)
         if problem:
             raise ValueError(problem)
+        return value
+
+    @field_validator("cluster_name")
+    @classmethod
+    def _native_cluster_name(cls, value: str | None, info: ValidationInfo) -> str | None:
+        # Slinky's chart takes metadata.name as its clusterName; an adopted name is for
+        # native Slurm's slurm.conf only (import writes it there).
+        if value is not None and info.data.get("mode") == "slinky":
+            raise ValueError("cluster_name is for native Slurm (slurm.conf's ClusterName); Slinky's chart "
+                             "names the cluster after metadata.name: remove cluster_name")
         return value
 
 

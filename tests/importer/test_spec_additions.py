@@ -192,3 +192,21 @@ def test_the_health_check_counts_every_gpu_of_a_mixed_node() -> None:
     fleet = dataclasses.replace(fleet, health=HealthPolicy(300, ("gpu",), ()))
     groups = {g["hosts"]: g["gpus"] for g in node_config(fleet)["nodes"]}
     assert groups == {"m[01-02]": 3, "g01": 4}
+
+
+def test_a_site_cluster_name_renders_as_written_and_is_bounded_like_slurms() -> None:
+    """slurm.cluster_name (#39: HAL9000_v2, brownfield/hal9000-homelab-2026): ClusterName as
+    written, metadata.name stays the fleet's DNS label; at most 40 letters, digits, '_' and '-'
+    (slurm.conf(5)); native Slurm only."""
+    text = spec().replace("    controllers: ctl-01\n", "    controllers: ctl-01\n    cluster_name: HAL9000_v2\n")
+    result = compile_text(text, "f.yaml")
+    assert result.valid, [f.message for f in result.located()]
+    assert "ClusterName=HAL9000_v2" in render_slurm_conf(result.fleet).splitlines()
+    assert '"cluster_name": "HAL9000_v2"' in result.fleet.to_json()
+    assert '"cluster_name"' not in compile_text(spec(), "f.yaml").fleet.to_json()  # fleet.json as before
+    for bad in ("hal 9000", "x" * 41, "_lead", "a.b", "'{{x}}'"):
+        found = compile_text(text.replace("HAL9000_v2", bad), "f.yaml").located()
+        assert {f.rule for f in found if f.severity.name == "ERROR"} == {"schema"}, bad
+    found = compile_text(spec(mode="slinky", cpu_nodes=False).replace(
+        "    controllers: ctl-01\n", "    controllers: ctl-01\n    cluster_name: HAL9000_v2\n"), "f.yaml").located()
+    assert any("cluster_name is for native Slurm" in f.message for f in found), [f.message for f in found]

@@ -86,6 +86,18 @@ def test_partition_and_node_owned_keys_name_their_fields() -> None:
     assert "spec.racks[].nodes[].gpu" in messages[0] and "max_time" in messages[1]
 
 
+def test_a_command_line_keeps_its_blanks_in_quotes() -> None:
+    """BNL's InteractiveStepOptions (brownfield/bnl-nsls2-2025) renders back exactly as written;
+    blanks stay refused in any other key, and a quote or '#' in a command line too."""
+    line = 'InteractiveStepOptions="--interactive --pty --preserve-env --mpi=none $SHELL"'
+    conf = _rendered(spec("    settings:\n      InteractiveStepOptions: "
+                          "\"--interactive --pty --preserve-env --mpi=none $SHELL\"\n"))[CONF]
+    assert line in conf.splitlines()
+    for value in ('"--pty \\"x\\""', '"--pty #x"', '"--pty\\t$SHELL"', '"--pty\\n$SHELL"'):
+        assert len(_errors(spec(f"    settings:\n      InteractiveStepOptions: {value}\n"))) == 1, value
+    assert len(_errors(spec("    settings:\n      MailProg: \"/bin/mail -s x\"\n"))) == 1
+
+
 def test_cgroup_and_slurmdbd_settings() -> None:
     text = spec("    accounting: {host: db-01}\n"
                 "    cgroup_settings: {ConstrainSwapSpace: yes, AllowedSwapSpace: 10}\n"
