@@ -67,6 +67,7 @@ FULL["spec"]["slurm"]["partitions"]["extra"]["settings"] = {"PriorityTier": "2",
 FULL["spec"]["racks"][0]["nodes"][0]["slurm_settings"] = {"Weight": "2", "CpuSpecList": ["0", "1"]}
 FULL["spec"]["racks"][0]["nodes"][0]["slurm_state"] = {"state": "DRAIN", "reason": "RMA 4711"}
 FULL["spec"]["racks"][0]["cpu_nodes"][0]["slurm_state"] = {"state": "DOWN", "reason": "PSU"}
+FULL["spec"]["slurm"]["adopted"] = {"declines": ["default-time"]}  # an adopted cluster (#39)
 FULL["spec"]["kubernetes"]["values"] = {"kueue": {"enableCertManager": "false"}}
 FULL["spec"]["ansible"] = {"vars": {"site_nfs": "nfs-01"}, "hooks": {
     "before": [{"playbook": "site/mounts.yml", "disruption": "drain", "partitions": ["nvidia-hopper"]}],
