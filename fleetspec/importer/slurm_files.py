@@ -223,14 +223,47 @@ def _defaults(conf: SlurmConf) -> None:
 # associations, limits, nojobs, nosteps, qos, safe, and wckeys, or all"; 22.05.8 stops on
 # any other word ("Invalid parameter for AccountingStorageEnforce: limit", SLAC's 2020
 # file). Older releases are not checked: no artefact read here says what they took.
+def _task_plugin_param(conf: SlurmConf, release: str | None) -> None:
+    from dataclasses import replace
+
+    from fleetspec.versions import parse_version
+
+    pair = conf.settings.get("TaskPluginParam")
+    if pair is None or (release and (parse_version(release) or (0,))[:2] < _ENFORCE_FROM):
+        return  # an older release's file keeps what that release took
+    words = [w for w in pair.value.split(",") if w.strip()]
+    kept = [w for w in words if w.strip().split("=", 1)[0].lower() in _TASK_PARAMS]
+    if len(kept) == len(words):
+        return
+    gone = ", ".join(_clip(w, 20) for w in words if w not in kept)
+    conf.warnings.append(Problem(pair.value_at, f"TaskPluginParam={_clip(pair.value)}: {gone} dropped: Slurm 22.05 "
+                                 "and later stop on it (\"Bad TaskPluginParam\"; slurm.conf(5) takes None, Sockets, "
+                                 "Cores, Threads, SlurmdOffSpec, Verbose, Autobind); "
+                                 + ("the rest is kept" if kept else "the key is left to Slurm's default"),
+                                 "warning"))
+    if kept:
+        conf.settings["TaskPluginParam"] = replace(pair, value=",".join(kept))
+    else:
+        del conf.settings["TaskPluginParam"]
+
+
 _ENFORCE = ("associations", "limits", "nojobs", "nosteps", "qos", "safe", "wckeys", "all")
 _ENFORCE_FROM = (22, 5)
+
+
+# slurm.conf(5) of 22.05.8 (Debian's slurm-client), TaskPluginParam: None, Sockets, Cores,
+# Threads, SlurmdOffSpec, Verbose and Autobind=...; 22.05.8, 24.11.5 and 26.05.5 each stop on
+# the older "Sched" ("Bad TaskPluginParam: Sched": BioMedIA's and NVIDIA circe's files, run
+# on their real slurmctld). The render targets 22.05 or later, so the word is dropped there
+# with a warning at its place, never passed on.
+_TASK_PARAMS = ("none", "sockets", "cores", "threads", "slurmdoffspec", "verbose", "autobind")
 
 
 def _values(conf: SlurmConf, release: str | None, problems: list[Problem]) -> None:
     """Values the site's release refuses, where the importer knows the release's list."""
     from fleetspec.versions import parse_version
 
+    _task_plugin_param(conf, release)
     pair = conf.settings.get("AccountingStorageEnforce")
     if pair is None or (release and (parse_version(release) or (0,))[:2] < _ENFORCE_FROM):
         return

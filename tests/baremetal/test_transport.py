@@ -139,7 +139,7 @@ def test_a_trickling_bmc_is_unreachable_at_the_request_deadline(hostile, tmp_pat
     with pytest.raises(BmcError) as caught, Session(node_bmc(hostile.url), tmp_path):
         pass
     took = time.monotonic() - start
-    assert took < 3, took
+    assert took < 10, took  # the trickle lasts 30 s: without the deadline it runs to its end
     assert "unreachable: the BMC had not finished answering GET /redfish/v1/Systems/1 within the 1 s deadline of " \
            "one request" in str(caught.value)
 
@@ -156,7 +156,7 @@ def test_a_slow_bmc_is_unreachable_at_its_own_deadline_in_plan(hostile, tmp_path
     start = time.monotonic()
     seen = observe(fleet, tmp_path, hosts=["gpu-01"], deadline_s=1)
     took = time.monotonic() - start
-    assert took < 2.5, took
+    assert took < 5, took  # room for a busy CI machine; without the deadline: every answer, 0.2 s each
     assert not seen.seen
     why = seen.unreachable["gpu-01"]
     assert why.startswith(f"gpu-01: cannot read the system at {hostile.url}: unreachable: "), why

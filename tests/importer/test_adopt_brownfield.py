@@ -272,7 +272,7 @@ def _removed(result: ImportResult, key: str) -> bool:
 # Debian's /usr/lib/x86_64-linux-gnu/slurm-wlm), auth/jwt (Debian 12 builds none), the site's
 # job_submit.lua (not published), TRES weights (need slurmdbd's TRES; none runs here), and
 # TaskPluginParam=Sched, which 22.05.8 refuses on the site's own files ("Bad TaskPluginParam:
-# Sched": biomedia, nvidia-circe; the parser work of #39 item 1 has to name it). gres.conf too:
+# Sched": biomedia, nvidia-circe; the import drops the word with a warning). gres.conf too:
 # slurmctld takes the GRES from slurm.conf (gres.conf is compared as text above).
 _THIS_MACHINE = {"plugindir", "authalttypes", "authaltparameters", "jobsubmitplugins", "priorityweighttres",
                  "taskpluginparam", "slurmschedlogfile"}

@@ -330,7 +330,7 @@ def test_nodes_all_partitions_are_charged_to_the_host_budget(tmp_path: Path) -> 
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert "slurm.conf:4:24: error: Nodes=ALL: partition p0 takes all 100,000 nodes" in str(exc.value)
-    assert took < 5 and peak < 150 * 2**20, (took, peak)
+    assert took < 15 and peak < 150 * 2**20, (took, peak)  # before: 34 s, 365 MB; room for a busy CI machine
 
 
 def test_problems_stop_at_the_cap_with_how_many_more(tmp_path: Path) -> None:
@@ -347,7 +347,7 @@ def test_problems_stop_at_the_cap_with_how_many_more(tmp_path: Path) -> None:
     tracemalloc.stop()
     assert len(exc.value.problems) == MAX_PROBLEMS + 1
     assert "more problems may follow: fleetspec stops at the first 100" in exc.value.problems[-1].message
-    assert took < 5 and peak < 100 * 2**20, (took, peak)
+    assert took < 15 and peak < 100 * 2**20, (took, peak)  # before: minutes; room for a busy CI machine
 
 
 def test_more_problems_than_the_cap_are_counted() -> None:
