@@ -60,7 +60,7 @@ RELEASES: dict[str, Release] = {
 }
 # What a root needs: the daemons and clients (auth/none here, munge for completeness: the
 # packages depend on it).
-ROOT_PACKAGES: tuple[str, ...] = ("slurmctld", "slurmd", "slurm-client", "munge")
+ROOT_PACKAGES: tuple[str, ...] = ("slurmctld", "slurmd", "slurmdbd", "slurm-client", "munge", "python3")
 # A sid snapshot's Release file is past its Valid-Until date (sid's is a week); the archive
 # is still signed and checked, only the freshness window is not.
 APT_OPTIONS: tuple[str, ...] = ('Acquire::Check-Valid-Until "false"',)
@@ -169,20 +169,30 @@ def command_prefix(root: Path | None) -> tuple[str, ...]:
     return ("unshare", "--mount", "--propagation", "private", "--", "sh", "-c", RUN_SCRIPT, "sh", str(root))
 
 
-@contextmanager
-def slurm_cluster(scratch: Path, files: Mapping[PurePosixPath, str], release: str = "22.05",
-                  wait_idle: bool = True, keep: Collection[str] = (), cache_dir: Path | None = None,
-                  progress: Callable[[str], None] | None = None) -> Iterator[Cluster]:
-    """A real slurmctld and slurmds of Slurm ``release`` (a key of RELEASES) running the
-    rendered ``files`` under ``scratch`` (which must lie under /tmp for a chroot release),
-    stopped by pid on exit. ``release_for(fleet.slurm.version)`` picks one for a render."""
+def release_prefix(release: str, scratch: Path, cache_dir: Path | None = None,
+                   progress: Callable[[str], None] | None = None) -> tuple[str, ...]:
+    """What runs a command of Slurm ``release`` (`command_prefix` of its root, built if
+    missing) over files under ``scratch``, which must lie under /tmp for a chroot release."""
     if release not in RELEASES:
         raise SlurmUnavailable(f"no Slurm {release} here; releases: {', '.join(RELEASES)}")
     root = ensure_release_root(RELEASES[release], cache_dir, progress=progress)
     if root is not None and not Path(scratch).resolve().is_relative_to("/tmp"):
         raise SlurmUnavailable(f"{scratch}: a Slurm {release} cluster's scratch directory must be under /tmp "
                                "(the only host directory its root sees)")
-    cluster = Cluster(Path(scratch).resolve(), files, keep, prefix=command_prefix(root))
+    return command_prefix(root)
+
+
+@contextmanager
+def slurm_cluster(scratch: Path, files: Mapping[PurePosixPath, str], release: str = "22.05",
+                  wait_idle: bool = True, keep: Collection[str] = (), cache_dir: Path | None = None,
+                  progress: Callable[[str], None] | None = None,
+                  accounting_port: int | None = None) -> Iterator[Cluster]:
+    """A real slurmctld and slurmds of Slurm ``release`` (a key of RELEASES) running the
+    rendered ``files`` under ``scratch`` (which must lie under /tmp for a chroot release),
+    stopped by pid on exit. ``release_for(fleet.slurm.version)`` picks one for a render.
+    ``accounting_port``: a slurmdbd of the same release (`release_prefix`) to account to."""
+    prefix = release_prefix(release, scratch, cache_dir, progress)
+    cluster = Cluster(Path(scratch).resolve(), files, keep, accounting_port, prefix=prefix)
     try:
         cluster.start(wait_idle=wait_idle)
         yield cluster

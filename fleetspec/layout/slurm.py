@@ -141,7 +141,13 @@ def plan_topology(fleet: Fleet) -> TopologyPlan:
             f"{TOPOLOGY_YAML_SINCE} or newer (rendered as a tree of leaf switches for now)",
             path,
         ))
-    conf = "\n".join(f"SwitchName={name} {kind}={members}" for name, kind, members in _tree_switches(fleet))
+    switches = _tree_switches(fleet)
+    if not switches:
+        # No node names a leaf switch: a tree of no switches is fatal on 26.05.5's slurmctld
+        # ("No switches configured, failed to create context for topology plugin", seen by
+        # tests/slurm/test_health_real.py at 26.05, #47) and says nothing at any release.
+        return TopologyPlan(("# No leaf switches in the spec: flat topology.",), None, None, {}, tuple(problems))
+    conf = "\n".join(f"SwitchName={name} {kind}={members}" for name, kind, members in switches)
     return TopologyPlan(("TopologyPlugin=topology/tree",), conf + "\n", None, {}, tuple(problems))
 
 

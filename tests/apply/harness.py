@@ -113,9 +113,16 @@ class Rollout:
             return run_playbook(self.inventory, project_dir=HERE / "playbook", **kwargs)
 
         return Engines(run_playbook=playbook, verify=self.verify,
-                       slurm=SlurmControl(local_runner({"SLURM_CONF": str(self.cluster.conf)}), poll_s=0.2),
+                       slurm=SlurmControl(self.slurm_runner(), poll_s=0.2),
                        kubernetes=None, all_hosts=lambda: list(self.hosts),
                        health=self.health if self.node_roots is not None else None)
+
+    def slurm_runner(self):
+        """apply's Slurm client runner, as where the cluster's clients are installed: the
+        host's for 22.05, inside the release's root for a newer one (`Cluster.prefix`)."""
+        run = local_runner({"SLURM_CONF": str(self.cluster.conf)})
+        prefix = self.cluster.prefix
+        return run if not prefix else (lambda argv: run([*prefix, *argv]))
 
     def apply(self, spec: Path, fail_hosts=(), max_unavailable=2, fail_message=None, redact=None, slow_hosts=(),
               limit=None, hook_fail_hosts=(), report=None, drain_timeout_s=20.0):

@@ -5,6 +5,9 @@ global stop (its node is carried to a round after the last wave).
 Six real slurmd's (loopback): nvidia-hopper h200-[001-004] and hopper-b h200-[005-006]
 (tests/apply/specs/multi-v*.yaml); the stand-in playbook runs for real through
 ansible-runner over local connections, one run per wave (tests/apply/harness.py).
+
+The lanes run at 22.05 and at 26.05 (#47: Debian sid's slurmctld, slurmd, and the scontrol
+and sinfo apply drains, reads and resumes with, inside its root); the carried job at 22.05.
 """
 
 from __future__ import annotations
@@ -18,11 +21,12 @@ from rich.console import Console
 
 from fleetspec.apply.report import TextReport
 from fleetspec.apply.rollout import wave_name
-from fleetspec.lab.slurm import Cluster
+from fleetspec.lab.slurm_releases import slurm_cluster
 from fleetspec.pipeline import compile_file
 from fleetspec.plan import plan_against_state
 from fleetspec.render.slurm import render_slurm
 from tests.apply.harness import HERE, Rollout
+from tests.slurm.conftest import slurm_release  # noqa: F401  (the release fixture)
 
 pytestmark = pytest.mark.slurm
 
@@ -31,12 +35,12 @@ HOSTS = [f"h200-00{i}" for i in range(1, 7)]
 PARTITION = {h: ("hopper-b" if h in ("h200-005", "h200-006") else "nvidia-hopper") for h in HOSTS}
 
 
-@pytest.fixture(scope="module")
-def cluster(slurm_installed, tmp_path_factory):
-    c = Cluster(tmp_path_factory.mktemp("slurm"), render_slurm(compile_file(MULTI_V1).fleet))
-    c.start()
-    yield c
-    c.stop()
+@pytest.fixture(scope="module", params=["22.05", "26.05"])
+def cluster(request: pytest.FixtureRequest, slurm_installed, slurm_release, tmp_path_factory):
+    slurm_release(request.param)
+    files = render_slurm(compile_file(MULTI_V1).fleet)
+    with slurm_cluster(tmp_path_factory.mktemp(f"slurm-{request.param}"), files, release=request.param) as c:
+        yield c
 
 
 @pytest.fixture
@@ -69,7 +73,7 @@ def out_at_once(events) -> tuple[dict[str, int], bool]:
     return peak, overlapped
 
 
-def test_independent_partitions_roll_side_by_side_within_their_budgets(rollout):
+def test_independent_partitions_roll_side_by_side_within_their_budgets(rollout, request):
     plan, result, events = rollout.apply(MULTI_V2, max_unavailable=1)
     assert result.ok, [e.message for e in events if not e.ok]
     assert rollout.touched() == set(HOSTS)
@@ -81,10 +85,13 @@ def test_independent_partitions_roll_side_by_side_within_their_budgets(rollout):
     assert overlapped  # the two lanes were at work at the same time
     assert peak == {"nvidia-hopper": 1, "hopper-b": 1}
     assert {h: s for h, (s, _) in rollout.settled().items()} == dict.fromkeys(HOSTS, "idle")
+    version = rollout.cluster.run("sinfo", "--version").stdout.split()[-1]
+    assert version.startswith(request.node.callspec.params["cluster"] + "."), version  # the release that drained
     state = rollout.store.read()
     assert state.nodes == {} and state.applied == compile_file(MULTI_V2).fleet  # recorded as applied
 
 
+@pytest.mark.parametrize("cluster", ["22.05"], indirect=True)  # the controller's carry logic: release-free
 def test_a_job_that_outlives_the_drain_timeout_is_carried_and_the_rollout_goes_on(rollout, tmp_path):
     """h200-003's job ends once its node was carried over: the carry round upgrades it.
     h200-006's job never ends: that node goes back to work unchanged, the apply says so,

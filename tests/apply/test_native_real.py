@@ -41,6 +41,7 @@ from fleetspec.render.slurm import render_slurm
 from fleetspec.state import StateStore
 from fleetspec.verify.compare import compare
 from tests.apply.harness import HERE, upgraded
+from tests.slurm.conftest import slurm_release  # noqa: F401  (the release fixture)
 from tests.verify.h200_facts import h200_facts
 
 pytestmark = pytest.mark.slurm
@@ -481,3 +482,71 @@ def test_a_fifo_link_or_directory_planted_as_a_result_fails_that_node_never_the_
         for host, raw in saved.items():
             (results / f"{host}.json").write_bytes(raw)
     assert json.loads(victim.read_text())["version"] == 99
+
+
+# At 26.05 (#47) the RebootProgram runs inside the release's root (its slurmd's child), which
+# has no ansible-playbook: it hands the "boot" to the test (as a real RebootProgram hands it
+# to the machine's firmware), which ends that slurmd and starts it again with `slurmd -b`.
+REBOOT_HANDOFF = """#!/bin/bash
+pid=$PPID
+while [ "$pid" -gt 1 ]; do
+  case "$(tr '\\0' ' ' < /proc/$pid/cmdline)" in slurmd\\ *) break;; esac
+  pid=$(awk '{{print $4}}' /proc/$pid/stat)
+done
+node=$(tr '\\0' '\\n' < /proc/$pid/cmdline | sed -n '/^-N$/{{n;p}}')
+echo "$pid" > {work}/boot-requests/$node
+exit 0
+"""
+
+
+def test_reboot_asap_nextstate_resume_on_26_05(slurm_installed, slurm_release, tmp_path_factory):
+    """NativeSlurm.reboot's command (``scontrol reboot ASAP nextstate=RESUME reason=...``) on
+    real 26.05.5, whose scontrol(1) changed the reboot text since 22.05 (a bare ASAP now means
+    nextstate=UNDRAIN; a node already REBOOT_REQUESTED ignores another request): the node
+    drains for the reboot with fleetspec's reason, a job on it keeps running and it reboots
+    only once the job ends, a second request meanwhile is no error, and once its slurmd comes
+    back (``-b``) the node is IDLE with no DRAIN and no reason."""
+    from fleetspec.lab.slurm_releases import release_prefix
+
+    slurm_release("26.05")
+    work = tmp_path_factory.mktemp("native-26.05")
+    (work / "boot-requests").mkdir()
+    cluster = Cluster(work / "slurm", render_slurm(compile_file(MULTI_V1).fleet),
+                      prefix=release_prefix("26.05", work))
+    (work / "reboot.sh").write_text(REBOOT_HANDOFF.format(work=work))
+    (work / "reboot.sh").chmod(0o755)
+    with open(cluster.conf, "a") as conf:
+        conf.write(f"RebootProgram={work / 'reboot.sh'}\nResumeTimeout=120\n")
+    cluster.start()
+    try:
+        run = local_runner({"SLURM_CONF": str(cluster.conf)})
+        native = NativeSlurm(lambda argv: run([*cluster.prefix, *argv]), work / "results", 1, poll_s=0.2)
+        job = cluster.sbatch("-p", "nvidia-hopper", "-w", "h200-001", "-N1", script="#!/bin/sh\nsleep 300\n")
+        job_id = job.stdout.split()[-1]
+        cluster.wait_job(job_id, {"RUNNING"})
+        native.reboot(["h200-001"], "fleetspec: driver 580")
+        native.reboot(["h200-001"], "fleetspec: driver 580")  # ignored by 26.05, not refused
+        state, reason = native._states(["h200-001"])["h200-001"]
+        assert "drain" in state or "reboot" in state, state
+        assert reason.startswith("fleetspec: driver 580"), reason
+        assert cluster.job(job_id)["JobState"] == "RUNNING"
+        assert not (work / "boot-requests" / "h200-001").exists()  # ASAP: not while the job runs
+        cluster.run("scancel", job_id)
+        request = work / "boot-requests" / "h200-001"
+        end = time.monotonic() + 60
+        while not request.exists() and time.monotonic() < end:
+            time.sleep(0.2)
+        assert request.exists(), native._states(["h200-001"])
+        pid = int(request.read_text())
+        old = next(d for d in cluster.daemons if d.pid == pid)
+        os.kill(pid, 15)
+        while old.alive:
+            time.sleep(0.1)
+        cluster._spawn("slurmd-h200-001", "slurmd", "-b", "-D", "-N", "h200-001")
+        end = time.monotonic() + 60
+        while time.monotonic() < end and native._states(["h200-001"])["h200-001"] != ("idle", "none"):
+            time.sleep(0.3)
+        assert native._states(["h200-001"])["h200-001"] == ("idle", "none")
+        assert cluster.run("scontrol", "--version").stdout.split()[-1].startswith("26.05.")
+    finally:
+        cluster.stop()

@@ -20,6 +20,7 @@ from fleetspec.importer.slurm_files import SlurmConf, read_slurm_conf, slurm_con
 from fleetspec.render.slurm import render_slurm
 from tests.conftest import shared_tree
 from tests.importer.facts import CUDA12, cpu_facts, nvidia_facts, with_tuple
+from tests.slurm.conftest import slurm_release  # noqa: F401  (the release fixture, for NEWER)
 
 # The board behind each GRES type the sites write (illustrative facts, as nvidia-smi names them).
 BOARDS = {"volta": "Tesla V100-PCIE-32GB", "tesla_v100-sxm2-32gb": "Tesla V100-SXM2-32GB",
@@ -77,12 +78,13 @@ def case_facts(case: str, source: SlurmConf) -> dict[str, dict[str, Any]]:
 class Adopted:
     """One case: the site's files read, the import, and the render read back."""
 
-    def __init__(self, case: str) -> None:
+    def __init__(self, case: str, version: str | None = None) -> None:
         self.files = case_files(case)
         self.source = read_slurm_conf(self.files["conf"], [])
         self.result: ImportResult = import_slurm(
             self.files["conf"], self.files.get("gres"), self.files.get("topology"),
-            case_facts(case, self.source), release(case), "infiniband" if "topology" in self.files else None)
+            case_facts(case, self.source), version or release(case),
+            "infiniband" if "topology" in self.files else None)
         self.rendered = render_slurm(self.result.fleet)
         self.back = slurm_conf_of(text_lines(self.rendered[PurePosixPath("slurm/slurm.conf")], "rendered", []), [])
 
@@ -316,12 +318,14 @@ def _site_files(a: Adopted) -> dict[PurePosixPath, str]:
     return files
 
 
-def _shown(root: Path, files: dict[PurePosixPath, str], drop: frozenset[str] = frozenset()) -> tuple[dict, dict]:
-    """slurmctld alone (no slurmd: what it reads from the files) on ``files``."""
+def _shown(root: Path, files: dict[PurePosixPath, str], drop: frozenset[str] = frozenset(),
+           release: str = "22.05") -> tuple[dict, dict]:
+    """slurmctld of ``release`` alone (no slurmd: what it reads from the files) on ``files``."""
+    from fleetspec.lab.slurm_releases import release_prefix
     from tests.slurm.cluster import Cluster
 
     cluster = Cluster(root, {p: _runnable(t, drop) if p.name == "slurm.conf" else t for p, t in files.items()
-                             if p.name in ("slurm.conf", "topology.conf")})
+                             if p.name in ("slurm.conf", "topology.conf")}, prefix=release_prefix(release, root))
     try:
         cluster.start(wait_idle=False, nodes=())
         return (_blocks(cluster.run("scontrol", "show", "node").stdout, "NodeName"),
@@ -341,6 +345,27 @@ def test_slurmctld_shows_the_same_nodes_and_partitions_on_the_render(adopted: di
     site_nodes, site_partitions = _shown(tmp_path / "site", _site_files(a), drop)
     assert nodes == site_nodes
     assert partitions == site_partitions
+
+
+# The cases whose SOURCE.md names a release newer than 22.05 (#47): imported at it and both
+# sides started on the release here nearest at or above it (`release_for`: 24.11.5).
+NEWER = {"unibo-cesia-2025": "23.11.4",  # "Written from the Slurm 23.11.4 configurator"
+         "hpclab3-2026": "24.11.5"}  # gres.conf AutoDetect=nvidia, "Slurm 24.11+"
+
+
+@pytest.mark.slurm
+@pytest.mark.usefixtures("slurm_installed")
+@pytest.mark.parametrize("case", sorted(NEWER))
+def test_a_newer_site_shows_the_same_on_its_release(case: str, tmp_path: Path, slurm_release) -> None:
+    from fleetspec.lab.slurm_releases import release_for
+
+    release = release_for(NEWER[case]).series
+    slurm_release(release)
+    a = Adopted(case, NEWER[case])
+    assert a.result.fleet is not None
+    nodes, partitions = _shown(tmp_path / "render", a.rendered, release=release)
+    assert (nodes, partitions) == _shown(tmp_path / "site", _site_files(a), release=release)
+    assert nodes and partitions
 
 
 # --- import --state, then plan -----------------------------------------------------------

@@ -1,6 +1,8 @@
 """A real slurmctld (Debian's 22.05.8, tests/slurm's harness) reads the slurm.conf and
 gres.conf rendered from each imported cluster: the nodes, their GRES, CPU layout and
-memory, and the partitions with their members are what the site's files say."""
+memory, and the partitions with their members are what the site's files say. The NVL72
+blocks cluster, whose topology.yaml no 22.05 reads, is imported at the release it declares
+(25.11) and started on real 26.05 (#47, `release_for`)."""
 
 from __future__ import annotations
 
@@ -9,13 +11,16 @@ from pathlib import Path
 
 import pytest
 
+from fleetspec.importer.build import import_slurm
 from fleetspec.importer.conf import Problem
 from fleetspec.importer.slurm_files import read_slurm_conf
+from fleetspec.lab.slurm_releases import release_for, slurm_cluster
 from fleetspec.node_side.hostlist import expand
 from fleetspec.pipeline import compile_text
 from fleetspec.render.slurm import render_slurm
-from tests.importer.test_import import CASES, DATA, _import
+from tests.importer.test_import import CASES, DATA, _facts, _import
 from tests.slurm.cluster import running
+from tests.slurm.conftest import slurm_release  # noqa: F401  (the release fixture, for the NVL72 case)
 
 pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_installed")]
 
@@ -60,3 +65,31 @@ def test_slurmctld_reads_the_rendered_import(case: str, tmp_path: Path) -> None:
             assert sorted(expand(got["Nodes"])) == sorted(part.nodes or []), name
             default = part.attrs.get("Default")
             assert (got["Default"] == "YES") == (default is not None and default.value.upper() == "YES"), name
+
+
+def test_the_nvl72_blocks_import_starts_on_the_release_it_declares(tmp_path_factory, slurm_release) -> None:
+    """tests/importer/data/nvl-blocks (topology.yaml: a leaf tree and one block per NVLink
+    domain, 25.05+) imported at 25.11.8 and rendered: on real 26.05 every node is IDLE in the
+    site's partition, in the block its topology.yaml names (the render writes the block form:
+    every node is in a block)."""
+    d = DATA / "nvl-blocks"
+    facts = _facts(**{"nvl_a(01-18)": ("NVIDIA GB200", 4), "nvl_b(01-18)": ("NVIDIA GB200", 4)})
+    spec = import_slurm(d / "slurm.conf", None, d / "topology.yaml", facts, "25.11.8", "infiniband").spec_text
+    # The site gave no gres.conf: as import's warning advises, delete gres_conf so that
+    # fleetspec writes the device files (kept empty, no slurmd reports the GPUs: INVAL).
+    assert spec.count("      gres_conf: []\n") == 1
+    fleet = compile_text(spec.replace("      gres_conf: []\n", ""), "imported.yaml").fleet
+    assert fleet is not None and fleet.slurm is not None
+    release = release_for(fleet.slurm.version).series
+    assert release == "26.05"
+    slurm_release(release)
+    with slurm_cluster(tmp_path_factory.mktemp("nvl-blocks"), render_slurm(fleet), release=release) as c:
+        assert c.run("scontrol", "--version").stdout.split()[-1].startswith("26.05.")
+        hosts = expand("nvl-a[01-18],nvl-b[01-18]")
+        assert c.node_states() == dict.fromkeys(hosts, "idle")
+        assert sorted(expand(_fields(c.run("scontrol", "show", "partition", "batch").stdout)["Nodes"])) == hosts
+        shown = [_fields(line) for line in c.run("scontrol", "-o", "show", "topology").stdout.splitlines()]
+        assert {b["BlockName"]: expand(b["Nodes"]) for b in shown if "BlockName" in b} == {
+            "nvl-rack-a": expand("nvl-a[01-18]"), "nvl-rack-b": expand("nvl-b[01-18]")}
+        config = c.run("scontrol", "show", "config").stdout
+        assert re.search(r"^TopologyPlugin\s+= topology/block$", config, re.MULTILINE), config

@@ -5,6 +5,9 @@ MariaDB runs with ``--skip-grant-tables`` (no user table to set up; it listens o
 127.0.0.1 only, on a free port, for the life of one test module) and slurmdbd with
 ``auth/none``, like the localized slurmctld (fleetspec/lab/slurm.py). Both run in
 sessions of their own and are stopped by pid. ``mariadb-server`` comes from scripts/test.
+A newer release's slurmdbd and sacctmgr run inside its root (``prefix``,
+`fleetspec.lab.slurm_releases.command_prefix`) over the host's MariaDB on 127.0.0.1: the
+root shares the host's network, and its ``root`` must then lie under /tmp.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -76,10 +79,12 @@ def mariadb(root: Path, grants: bool = False) -> Iterator[tuple[int, Path]]:
 
 
 @contextmanager
-def slurmdbd(root: Path, cluster: str) -> Iterator[tuple[int, Path]]:
+def slurmdbd(root: Path, cluster: str, prefix: Sequence[str] = ()) -> Iterator[tuple[int, Path]]:
     """(slurmdbd's port, a slurm.conf for sacctmgr) while MariaDB and slurmdbd run under
-    ``root``, with ``cluster`` registered (``sacctmgr add cluster``, as the slurm role does)."""
-    if shutil.which("mariadbd") is None or shutil.which("slurmdbd") is None or shutil.which("sacctmgr") is None:
+    ``root``, with ``cluster`` registered (``sacctmgr add cluster``, as the slurm role does).
+    ``prefix``: what runs slurmdbd and sacctmgr (another release's root)."""
+    if shutil.which("mariadbd") is None or (not prefix and (shutil.which("slurmdbd") is None
+                                                             or shutil.which("sacctmgr") is None)):
         unavailable("mariadb-server and slurmdbd are needed for the accounting tests (scripts/test installs them)")
     (root / "etc").mkdir(parents=True, exist_ok=True)
     (dbd_port,) = free_ports(1)
@@ -97,11 +102,11 @@ def slurmdbd(root: Path, cluster: str) -> Iterator[tuple[int, Path]]:
                         f"AccountingStoragePort={dbd_port}\n")
         env = {**os.environ, "SLURM_CONF": str(conf)}
         with open(root / "log" / "slurmdbd.out", "w") as out:
-            proc = subprocess.Popen(["slurmdbd", "-D"], env=env, stdin=subprocess.DEVNULL, stdout=out,
+            proc = subprocess.Popen([*prefix, "slurmdbd", "-D"], env=env, stdin=subprocess.DEVNULL, stdout=out,
                                     stderr=subprocess.STDOUT, start_new_session=True)
         try:
             def registered() -> bool:
-                add = subprocess.run(["sacctmgr", "-i", "add", "cluster", cluster], env=env, capture_output=True,
+                add = subprocess.run([*prefix, "sacctmgr", "-i", "add", "cluster", cluster], env=env, capture_output=True,
                                      text=True, timeout=30)
                 return add.returncode == 0
             _wait(registered, "slurmdbd", root / "log" / "slurmdbd.out")

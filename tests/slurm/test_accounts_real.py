@@ -7,25 +7,35 @@ an account per tenant with GrpTRES on every GPU type, its users, idempotent (a s
 runs no command), changes in the spec become ``modify``/``remove`` and nothing else. The
 quota holds on the real slurmctld: a tenant's job beyond its GPUs pends with
 AssocGrpGRES, a GPU type it has no quota on never starts, and it cannot borrow.
+
+The reconciler and the quota run on 22.05 (the host's Slurm) and on 26.05 (Debian sid's
+slurmdbd, slurmctld and sacctmgr in their root, over the host's MariaDB; the reconciler
+runs there with the root's own python3, as on a controller): one slurmdbd and cluster per
+release, shared by the module's tests (#47).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from fleetspec.lab.slurm_releases import release_prefix, slurm_cluster
 from fleetspec.render.slurm import render_slurm
 
 from . import fleets
-from .cluster import Cluster, running
+from .cluster import Cluster
 from .slurmdbd import slurmdbd
 
 pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_installed")]
+
+# The releases whose slurmdbd, sacctmgr and slurmctld the reconciler and the quota meet.
+RELEASES = ["22.05", "26.05"]
 
 RECONCILER = Path(__file__).resolve().parents[2] / "fleetspec" / "node_side" / "slurm_accounts.py"
 
@@ -47,10 +57,17 @@ def _files(tenants: str):
 
 
 def _reconcile(c: Cluster, accounts: str, tmp: Path, *extra: str) -> dict:
+    """The reconciler run as the slurm role runs it on the controller: the host's Python for
+    22.05; in a newer release's root, a copy of the file (under /tmp, which the root sees)
+    run by the root's python3, calling that release's sacctmgr."""
     path = tmp / "accounts.json"
     path.write_text(accounts)
-    done = subprocess.run([sys.executable, str(RECONCILER), str(path), *extra], env=c.env,
-                          capture_output=True, text=True, timeout=120)
+    if c.prefix:
+        script = Path(shutil.copy(RECONCILER, tmp / RECONCILER.name))
+        done = c.run("python3", str(script), str(path), *extra, check=False, timeout=120)
+    else:
+        done = subprocess.run([sys.executable, str(RECONCILER), str(path), *extra], env=c.env,
+                              capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -60,13 +77,23 @@ def _assocs(c: Cluster) -> dict[tuple[str, str], str]:
     return {(a, u): t for a, u, t in (line.split("|") for line in out.splitlines())}
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory, slurm_installed):
-    root = tmp_path_factory.mktemp("slurm-accounts")
-    with slurmdbd(root / "dbd", "lab") as (port, _), \
-            running(root / "cluster", _files(TENANTS.replace("groups: [fleetspec-test-nogroup]", "groups: []")),
-                    accounting_port=port) as c:
+@pytest.fixture(scope="module", params=RELEASES)
+def cluster(request: pytest.FixtureRequest, tmp_path_factory, slurm_release):
+    """A slurmdbd and a slurmctld of the release, sharing MariaDB on 127.0.0.1."""
+    release = request.param
+    slurm_release(release)
+    root = tmp_path_factory.mktemp(f"slurm-accounts-{release}")
+    prefix = release_prefix(release, root)
+    files = _files(TENANTS.replace("groups: [fleetspec-test-nogroup]", "groups: []"))
+    with slurmdbd(root / "dbd", "lab", prefix) as (port, _), \
+            slurm_cluster(root / "cluster", files, release=release, accounting_port=port) as c:
         yield c
+
+
+def test_the_accounting_daemons_are_the_release(cluster, request):
+    release = request.node.callspec.params["cluster"]
+    assert cluster.run("sacctmgr", "--version").stdout.split()[-1].startswith(release + ".")
+    assert cluster.run("scontrol", "--version").stdout.split()[-1].startswith(release + ".")
 
 
 def test_rendered_accounts_cap_every_gpu_type():
@@ -131,6 +158,7 @@ def test_quota_holds_on_the_real_slurmctld(cluster, tmp_path):
             cluster.run("scancel", job, check=False)
 
 
+@pytest.mark.parametrize("cluster", ["22.05"], indirect=True)  # the reconciler's own check: release-free
 def test_a_missing_group_is_one_clear_error(cluster, tmp_path):
     text = next(t for p, t in _files(TENANTS).items() if p.name == "accounts.json")
     path = tmp_path / "accounts.json"

@@ -7,6 +7,11 @@ program path is pointed at a wrapper that runs the same node check against the n
 stand-in root (production runs it against / from /usr/local/sbin, see render/health.py).
 A fault appears in a node's log or tools; slurmd runs the check; the check drains the
 node through slurmctld with a reason naming the fault; the fault goes; the node resumes.
+
+The wrapper runs the modules the fleet_health role installs (`NODE_MODULES`, copied under
+the scratch directory) with the node's python3: the host's at 22.05, and at 26.05 (#47)
+the Debian sid root's own python3 under that release's slurmd, draining through its
+scontrol. Every check runs at 22.05; the Xid 79 drain and resume at 26.05 too.
 """
 
 from __future__ import annotations
@@ -21,12 +26,13 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
+from fleetspec.lab.slurm_releases import release_prefix, slurm_cluster
 from fleetspec.pipeline import compile_text
-from fleetspec.render.health import HEALTH_CHECK_PROGRAM, PROLOG_PROGRAM, node_config
+from fleetspec.render.health import HEALTH_CHECK_PROGRAM, NODE_MODULES, PROLOG_PROGRAM, node_config
 from fleetspec.render.slurm import render_slurm
 from tests.health.nodes import FIXTURES, H200_XML, make_node, set_boot_id, set_ib, set_tool_output
 
-from .cluster import Cluster, running
+from .cluster import Cluster
 
 pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_installed")]
 
@@ -53,15 +59,32 @@ spec:
   slurm: {{version: "22.05.8", controllers: ctl-01}}
   health: {{interval: {INTERVAL}, min_healthy: 1}}
 """
+# The releases the node check drains on: the host's, and sid's (one cluster each per module).
+RELEASES = ["22.05", "26.05"]
+ONLY_2205 = pytest.mark.parametrize("sickbay", ["22.05"], indirect=True)  # release-free behaviour
 XID_79 = ("4,2001,6000000001,-;NVRM: Xid (PCI:0000:00:06): 79, pid='<unknown>', name=<unknown>, "
           "GPU has fallen off the bus.\n")
 
 
-@pytest.fixture(scope="module")
-def sickbay(tmp_path_factory):
+def node_python(base: Path, prefix: tuple[str, ...]) -> tuple[str, Path]:
+    """(python, library directory) a node program runs with: the modules the fleet_health
+    role installs (`NODE_MODULES`) copied under ``base``, which a release's root sees (/tmp);
+    the host's interpreter for 22.05, the root's own python3 inside a newer release's."""
+    lib = base / "lib"
+    for module in NODE_MODULES:
+        (lib / module).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / module, lib / module)
+    return ("python3" if prefix else sys.executable), lib
+
+
+@pytest.fixture(scope="module", params=RELEASES)
+def sickbay(request: pytest.FixtureRequest, tmp_path_factory, slurm_release):
+    release = request.param
+    slurm_release(release)
     fleet = compile_text(SPEC).fleet
     assert fleet is not None and fleet.health is not None
-    base = tmp_path_factory.mktemp("health")
+    base = tmp_path_factory.mktemp(f"health-{release}")
+    python, lib = node_python(base, release_prefix(release, base))
     roots = base / "nodes"
     for node in ("h200-01", "h200-02"):
         make_node(roots / node)
@@ -80,11 +103,11 @@ def sickbay(tmp_path_factory):
         "# The rendered program's command, against this node's stand-in root.\n"
         f'echo "$(date +%T) $SLURMD_NODENAME" >> {base}/runs.log\n'
         f'export PATH="{roots}/$SLURMD_NODENAME/bin:$PATH" SLURM_CONF={cluster_root}/etc/slurm.conf\n'
-        f"PYTHONPATH={REPO} exec {sys.executable} -s -m fleetspec.node_side.node_check --config {config} --slurm "
+        f"PYTHONPATH={lib} exec {python} -s -m fleetspec.node_side.node_check --config {config} --slurm "
         f'--root "{roots}/$SLURMD_NODENAME" >> {base}/check.log 2>&1\n'
     )
     wrapper.chmod(0o755)
-    with running(cluster_root, files) as cluster:
+    with slurm_cluster(cluster_root, files, release=release) as cluster:
         yield cluster, roots, base
 
 
@@ -111,6 +134,7 @@ def drained(info: dict) -> bool:
     return "DRAIN" in info["state"]
 
 
+@ONLY_2205
 def test_the_check_runs_under_slurmd(sickbay) -> None:
     cluster, roots, base = sickbay
     end = time.monotonic() + 3 * INTERVAL
@@ -142,6 +166,7 @@ def test_xid_79_drains_the_node_and_a_reboot_resumes_it(sickbay) -> None:
     assert info["reason"] == "" and info["state"].startswith("IDLE"), info
 
 
+@ONLY_2205
 def test_ib_port_down_drains_and_port_up_resumes(sickbay) -> None:
     cluster, roots, base = sickbay
     set_ib(roots / "h200-02", "down")
@@ -151,6 +176,7 @@ def test_ib_port_down_drains_and_port_up_resumes(sickbay) -> None:
     wait_for(cluster, "h200-02", lambda i: not drained(i), "resumed", base)
 
 
+@ONLY_2205
 def test_an_operators_drain_is_never_resumed_or_overwritten(sickbay) -> None:
     cluster, roots, base = sickbay
     cluster.run("scontrol", "update", "NodeName=h200-02", "State=DRAIN", "Reason=maintenance: reseat PSU")
@@ -169,6 +195,7 @@ def test_an_operators_drain_is_never_resumed_or_overwritten(sickbay) -> None:
     assert os.path.exists(roots)
 
 
+@ONLY_2205
 def test_a_hung_nvidia_smi_drains_the_node_before_slurmd_kills_the_check(sickbay) -> None:
     """A wedged GPU: nvidia-smi never answers. Before, the check gave each of its three
     nvidia-smi calls 30 s, slurmd killed it at 60 s ("health_check killed by signal 15"),
@@ -189,6 +216,7 @@ def test_a_hung_nvidia_smi_drains_the_node_before_slurmd_kills_the_check(sickbay
     wait_for(cluster, "h200-01", lambda i: not drained(i), "resumed", base, timeout=75)
 
 
+@ONLY_2205
 def test_a_flapping_ib_link_is_held_then_stays_drained(sickbay) -> None:
     """Before: link_downed rose, the check drained; the next check saw no rise and resumed
     (four cycles in 140 s). Now each onset holds the node drained for three clean checks, and
@@ -228,6 +256,7 @@ def test_a_flapping_ib_link_is_held_then_stays_drained(sickbay) -> None:
     wait_for(cluster, "h200-02", lambda i: not drained(i), "resumed after --clear", base)
 
 
+@ONLY_2205
 def test_a_drain_past_min_healthy_is_held_back_and_said(sickbay) -> None:
     """#26 item 4: the blast-radius limit on Slurm, as Kubernetes has it. With h200-02 out
     (an operator's drain) and min_healthy 1, draining h200-01 would leave no Slurm node in
@@ -252,6 +281,7 @@ def test_a_drain_past_min_healthy_is_held_back_and_said(sickbay) -> None:
     wait_for(cluster, "h200-01", lambda i: not drained(i), "resumed", base)
 
 
+@ONLY_2205
 def test_a_crashing_check_drains_with_its_own_reason_and_resumes_when_it_passes(sickbay) -> None:
     """#26 item 8: a check that crashed exited 2 and left the node IDLE with no trace in
     slurmctld. Now it drains with its own reason (the exception type and where), and the first
@@ -273,6 +303,7 @@ def test_a_crashing_check_drains_with_its_own_reason_and_resumes_when_it_passes(
     wait_for(cluster, "h200-01", lambda i: not drained(i), "resumed", base)
 
 
+@ONLY_2205
 def test_a_pending_row_remap_keeps_a_busy_node_in_service_and_resets_it_when_idle(sickbay) -> None:
     """#26 item 8: remapped rows pending drained the node at once, though NVIDIA says "new
     workloads can be launched" until the next GPU reset. Now a busy node keeps taking work;

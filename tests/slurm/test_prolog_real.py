@@ -5,33 +5,38 @@ slurm.conf as rendered with ``spec.health`` (HealthCheck* and Prolog lines), the
 paths pointed at wrappers that run the same modules against the node's stand-in root. The
 periodic check's interval is long, so what drains a node here is the prolog alone: a job
 starts on a node whose GPU fell off the bus since the last periodic check.
+
+The drain and requeue run at 22.05 and at 26.05 (#47: Debian sid's slurmd runs the prolog
+with the root's python3, `node_python`); the healthy path at 22.05.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import PurePosixPath
 
 import pytest
 
+from fleetspec.lab.slurm_releases import release_prefix, slurm_cluster
 from fleetspec.pipeline import compile_text
 from fleetspec.render.health import HEALTH_CHECK_PROGRAM, PROLOG_PROGRAM, node_config
 from fleetspec.render.slurm import PROLOG_EPILOG_TIMEOUT, render_slurm
 from tests.health.nodes import H200_XML, make_node, set_tool_output
 
-from .cluster import running
-from .test_health_real import REPO, SPEC
+from .test_health_real import RELEASES, SPEC, node_python
 
 pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_installed")]
 
 
-@pytest.fixture(scope="module")
-def prolog_cluster(tmp_path_factory):
+@pytest.fixture(scope="module", params=RELEASES)
+def prolog_cluster(request: pytest.FixtureRequest, tmp_path_factory, slurm_release):
+    release = request.param
+    slurm_release(release)
     fleet = compile_text(SPEC.replace("interval: 5,", "interval: 600,")).fleet
     assert fleet is not None and fleet.health is not None
-    base = tmp_path_factory.mktemp("prolog")
+    base = tmp_path_factory.mktemp(f"prolog-{release}")
+    python, lib = node_python(base, release_prefix(release, base))
     roots = base / "nodes"
     for node in ("h200-01", "h200-02"):
         make_node(roots / node)
@@ -47,7 +52,7 @@ def prolog_cluster(tmp_path_factory):
         "# The rendered program's command, against this node's stand-in root.\n"
         f'echo "$(date +%s.%N) $SLURMD_NODENAME job=$SLURM_JOB_ID gpus=$SLURM_JOB_GPUS start" >> {base}/prolog.log\n'
         f'export PATH="{roots}/$SLURMD_NODENAME/bin:$PATH" SLURM_CONF={cluster_root}/etc/slurm.conf\n'
-        f"PYTHONPATH={REPO} {sys.executable} -s -m fleetspec.node_side.prolog --config {config} "
+        f"PYTHONPATH={lib} {python} -s -m fleetspec.node_side.prolog --config {config} "
         f'--root "{roots}/$SLURMD_NODENAME" 2>> {base}/prolog.err\n'
         "rc=$?\n"
         f'echo "$(date +%s.%N) $SLURMD_NODENAME job=$SLURM_JOB_ID rc=$rc" >> {base}/prolog.log\n'
@@ -55,7 +60,7 @@ def prolog_cluster(tmp_path_factory):
     prolog.chmod(0o755)
     files[PurePosixPath("slurm/slurm.conf")] = conf.replace(HEALTH_CHECK_PROGRAM, "/bin/true").replace(
         PROLOG_PROGRAM, str(prolog))
-    with running(cluster_root, files) as cluster:
+    with slurm_cluster(cluster_root, files, release=release) as cluster:
         yield cluster, roots, base
 
 
@@ -66,6 +71,7 @@ def node(cluster, name: str) -> dict[str, str]:
     return {"state": state, "reason": reason}
 
 
+@pytest.mark.parametrize("prolog_cluster", ["22.05"], indirect=True)  # release-free
 def test_a_healthy_node_runs_the_job_after_the_prolog(prolog_cluster) -> None:
     cluster, roots, base = prolog_cluster
     job = cluster.sbatch("-p", "nvidia-hopper", "-w", "h200-02", "-N1", "--gres=gpu:1", "--mem=100",

@@ -499,3 +499,19 @@ def test_slinky_images_run_the_spec_s_slurm_series_with_pyxis_where_asked():
     assert not [m for m, _ in slinky_problems(plain) if "images" in m]
     old = [(m, p) for m, p in slinky_problems(fleets.with_version(plain, "24.05.8")) if "no images" in m]
     assert len(old) == 1 and old[0][1][-1] == "version"
+
+
+@pytest.mark.parametrize("version", ["22.05.8", "26.05.5"])
+def test_a_fabric_without_leaf_switches_renders_a_flat_topology(version: str):
+    """No node names a leaf switch: no TopologyPlugin and no topology.conf, at every release
+    (26.05.5's slurmctld stops on topology/tree with no switch, #47)."""
+    from fleetspec.pipeline import compile_text
+    from tests.slurm.test_health_real import SPEC
+
+    fleet = compile_text(SPEC.replace('version: "22.05.8"', f'version: "{version}"')).fleet
+    assert fleet is not None and fleet.fabric is not None
+    files = render_slurm(fleet)
+    assert PurePosixPath("slurm/topology.conf") not in files
+    conf = _text(files, "slurm.conf")
+    assert "TopologyPlugin" not in conf and "# No leaf switches in the spec: flat topology." in conf
+    assert topology_problems(fleet) == []
