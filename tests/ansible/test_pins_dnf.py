@@ -1,0 +1,220 @@
+"""The rendered EL pins, proven with dnf and rpm themselves (#42): ``dnf install $(cat S.dnf)``
+under ``S.module`` and ``S.versionlock`` in an installroot, against stand-in repositories
+generated from the catalog's EL rows, each build beside a newer one, with the driver family
+in modulemd streams as NVIDIA's rhel9 tree carries it.
+
+What the stand-ins model (and from where):
+- every catalog NEVRA, plus the same name at the next release (``-1`` -> ``-2``): a repository
+  that holds newer builds of everything, as NVIDIA's and AMD's trees do (modelled, not seen);
+- the driver family (the driver rows' packages with a dist tag) as artifacts of the
+  ``nvidia-driver`` stream of its branch, ``580-open``; a 590 build (590.48.01, the R590 build
+  tests/ansible/test_pins_apt.py uses) in ``590-open``: on EL8/9 the branch is a module stream
+  and another stream's packages are filtered out (NVIDIA driver installation guide; issue #42).
+  The fabric manager and IMEX are left outside the streams: no artefact read shows them in one;
+- exact-EVR ``Requires`` inside the driver family (``nvidia-driver-cuda`` needs its
+  ``-libs`` and ``nvidia-kmod-common`` at ``%{epoch}:%{version}-%{release}``; the versioned
+  Requires of negativo17's / terrapkg's NVIDIA specs) and ``rocm`` needing ``rocm-core`` at its
+  EVR (ROCm/rocm-install-on-linux#628: ``rocm-7.1.0.70100-20.el8 requires rocm-developer-tools
+  = 7.1.0.70100-20.el8``);
+- ``kmod-nvidia-open-dkms`` and ``amdgpu-dkms`` noarch (the catalog rows' ``.noarch.rpm``
+  and dnf capture), everything else x86_64.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path, PurePosixPath
+
+import pytest
+
+from fleetspec.catalog.el import Nevra, el_data, parse_nevra
+from fleetspec.findings import Severity
+from fleetspec.pipeline import compile_text
+from fleetspec.render.ansible import render_ansible
+from tests.ansible.dnfsim import DnfRoot, StandInRpm, build_rpms, index, modulemd
+from tests.conftest import EXAMPLES, unavailable
+
+NVIDIA_REPO = "cuda-rhel9-x86_64"
+AMD_REPO = "rocm-el9"
+R590 = "590.48.01"
+MISSING = "kmod-nvidia-open-dkms-3:580.95.05-1.el9"  # what the pruned repository lacks
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _dnf_tools() -> None:
+    for tool in ("dnf", "rpm", "rpmbuild", "createrepo_c", "modifyrepo_c"):
+        if shutil.which(tool) is None:
+            unavailable(f"needs {tool} (Debian: dnf python3-dnf dnf-plugins-core rpm createrepo-c)")
+
+
+def _newer(n: Nevra) -> Nevra:
+    """The same package at the next release: 1.el9 -> 2.el9, 20.el8 -> 21.el8, 1+cuda12.8 -> 2+cuda12.8."""
+    m = re.match(r"^([0-9]+)(.*)$", n.release)
+    assert m, n
+    return n._replace(release=f"{int(m[1]) + 1}{m[2]}")
+
+
+def _rpm(n: Nevra) -> StandInRpm:
+    arch = "noarch" if n.name.startswith(("kmod-nvidia", "amdgpu-dkms")) else "x86_64"
+    evr = n.evr if n.epoch else f"{n.version}-{n.release}"
+    requires: tuple[str, ...] = ()
+    if n.name == "nvidia-driver-cuda":
+        requires = (f"nvidia-driver-cuda-libs = {evr}", f"nvidia-kmod-common = {evr}")
+    elif n.name == "kmod-nvidia-open-dkms":
+        requires = (f"nvidia-kmod-common = {evr}",)
+    elif n.name == "rocm":
+        requires = (f"rocm-core = {evr}",)
+    return StandInRpm(n, arch, requires)
+
+
+def _stream_member(n: Nevra) -> bool:
+    return ".el" in n.release and not n.name.startswith(("nvidia-fabricmanager", "nvidia-imex"))
+
+
+def _standins() -> tuple[list[StandInRpm], list[StandInRpm], dict[str, list[StandInRpm]]]:
+    """(NVIDIA's tree, AMD's el9 tree, the nvidia-driver streams), from the catalog's EL9 rows."""
+    nvidia: dict[Nevra, StandInRpm] = {}
+    amd: dict[Nevra, StandInRpm] = {}
+    streams: dict[str, list[StandInRpm]] = {"580-open": [], "590-open": []}
+    for row in el_data()[0]:
+        if row.el != 9:
+            continue
+        tree = amd if row.component in ("rocm", "rccl", "amdgpu") else nvidia
+        for n in row.packages:
+            for build in (n._replace(condition=None), _newer(n._replace(condition=None))):
+                tree[build] = _rpm(build)
+                if row.component == "driver" and _stream_member(build):
+                    streams["580-open"].append(tree[build])
+        if row.component == "driver" and row.release == "580.82.07":
+            for n in row.packages:
+                if _stream_member(n):
+                    r590 = _rpm(n._replace(version=R590, condition=None))
+                    nvidia[r590.nevra] = r590
+                    streams["590-open"].append(r590)
+    return list(nvidia.values()), list(amd.values()), streams
+
+
+@pytest.fixture(scope="module")
+def repos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    tmp = tmp_path_factory.mktemp("el-repos")
+    nvidia, amd, streams = _standins()
+    modules = modulemd("nvidia-driver", streams)
+    full = index(build_rpms(nvidia, tmp / "nvidia/rhel9/x86_64"), modules)
+    # The same tree with one build gone (a vendor pruned it, or a mirror lags): hard links, re-indexed.
+    pruned = tmp / "pruned/rhel9/x86_64"
+    for rpm in full.rglob("*.rpm"):
+        if not rpm.name.startswith(MISSING.replace("3:", "", 1)):
+            (pruned / rpm.parent.relative_to(full)).mkdir(parents=True, exist_ok=True)
+            os.link(rpm, pruned / rpm.relative_to(full))
+    assert len(list(pruned.rglob("*.rpm"))) == len(list(full.rglob("*.rpm"))) - 1
+    return {"nvidia": full, "pruned": index(pruned, modules),
+            "amd": index(build_rpms(amd, tmp / "amd/rocm/el9/7.1/main"))}
+
+
+def _rendered(driver: str) -> dict[str, str]:
+    text = (EXAMPLES / "rocky9.yaml").read_text().replace('driver: "580.82.07"', f'driver: "{driver}"')
+    compiled = compile_text(text)
+    assert not [f for f in compiled.located() if f.severity >= Severity.ERROR], [f.message for f in compiled.located()]
+    return {p.name: t for p, t in render_ansible(compiled.fleet).items() if p.parent == PurePosixPath("ansible/pins")}
+
+
+@pytest.fixture(scope="module")
+def pins() -> dict[str, dict[str, str]]:
+    return {"580.82.07": _rendered("580.82.07"), "580.95.05": _rendered("580.95.05")}
+
+
+def wanted(dnf_list: str) -> dict[str, str]:
+    """{name: epoch:version-release} the .dnf file asks for (rpm -q prints epoch 0 too)."""
+    out = {}
+    for line in dnf_list.split():
+        n = parse_nevra(line)
+        out[n.name] = f"{n.epoch}:{n.version}-{n.release}"
+    return out
+
+
+def node(tmp: Path, repos: dict[str, Path], files: dict[str, str], stack: str = "hopper-cu12",
+         repo: str = "nvidia") -> DnfRoot:
+    root = DnfRoot(tmp, {NVIDIA_REPO if stack == "hopper-cu12" else AMD_REPO: repos[repo]})
+    if f"{stack}.module" in files:
+        root.write("etc/dnf/modules.d/nvidia-driver.module", files[f"{stack}.module"])
+    return root
+
+
+def install(root: DnfRoot, files: dict[str, str], stack: str = "hopper-cu12", *extra: str) -> None:
+    done = root.dnf(*extra, "install", *files[f"{stack}.dnf"].split())
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_an_older_build_installs_exactly_while_newer_ones_exist_and_upgrade_changes_nothing_under_the_lock(
+        repos, pins, tmp_path) -> None:
+    files = pins["580.82.07"]
+    root = node(tmp_path, repos, files)
+    install(root, files)
+    want = wanted(files["hopper-cu12.dnf"])
+    assert {n: root.installed()[n] for n in want} == want
+    assert root.installed()["nvidia-driver-cuda"] == "3:580.82.07-1.el9"
+    # Without the lock, newer builds are there to take (580.178.04 in the stream; never 590).
+    free = root.dnf("check-update")
+    assert free.returncode == 100 and "580.178.04" in free.stdout and R590 not in free.stdout, free.stdout
+    root.locklist.write_text(files["hopper-cu12.versionlock"])
+    assert root.dnf("check-update").returncode == 0
+    before = root.installed()
+    done = root.dnf("upgrade")
+    assert done.returncode == 0 and "Nothing to do." in done.stdout, done.stdout + done.stderr
+    assert root.installed() == before
+
+
+def test_a_590_build_is_filtered_out_under_the_580_open_stream(repos, pins, tmp_path) -> None:
+    files = pins["580.82.07"]
+    root = node(tmp_path, repos, files)
+    r590 = f"nvidia-driver-cuda-3:{R590}-1.el9"
+    done = root.dnf("install", r590)
+    assert done.returncode == 1, done.stdout
+    assert f"All matches were filtered out by modular filtering for argument: {r590}" in done.stdout + done.stderr
+    assert root.installed() == {}
+    # The same request under the 590-open stream resolves (test transaction only): the stream decided.
+    root.write("etc/dnf/modules.d/nvidia-driver.module", files["hopper-cu12.module"].replace("580-open", "590-open"))
+    ok = root.dnf("--setopt=tsflags=test", "install", r590)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+
+
+def test_a_tuple_change_and_its_rollback_in_one_transaction_each(repos, pins, tmp_path) -> None:
+    old, new = pins["580.82.07"], pins["580.95.05"]
+    root = node(tmp_path, repos, old)
+    install(root, old)
+    root.locklist.write_text(old["hopper-cu12.versionlock"])
+    # The old lock hides the new build: the lock entries are replaced with the install, never left behind.
+    held = root.dnf("install", *new["hopper-cu12.dnf"].split())
+    assert held.returncode == 1 and "nvidia-driver-cuda-3:580.95.05-1.el9" in held.stdout + held.stderr
+    for files, build in ((new, "580.95.05"), (old, "580.82.07")):
+        install(root, files, "hopper-cu12", "--disableplugin=versionlock")
+        root.locklist.write_text(files["hopper-cu12.versionlock"])
+        want = wanted(files["hopper-cu12.dnf"])
+        assert {n: root.installed()[n] for n in want} == want
+        assert root.installed()["kmod-nvidia-open-dkms"] == f"3:{build}-1.el9"
+        assert root.dnf("upgrade").stdout.count("Nothing to do.") == 1
+
+
+def test_rocm_71_el8_builds_install_from_the_el9_tree(repos, pins, tmp_path) -> None:
+    files = pins["580.82.07"]
+    root = node(tmp_path, repos, files, "cdna3-rocm71", "amd")
+    install(root, files, "cdna3-rocm71")
+    want = wanted(files["cdna3-rocm71.dnf"])
+    assert {n: root.installed()[n] for n in want} == want
+    assert all(v.endswith(".el8") for v in want.values()), want
+    root.locklist.write_text(files["cdna3-rocm71.versionlock"])
+    before = root.installed()
+    assert "Nothing to do." in root.dnf("upgrade").stdout and root.installed() == before
+
+
+def test_a_missing_nevra_stops_the_test_transaction_before_anything_changes_naming_it(repos, pins, tmp_path) -> None:
+    old, new = pins["580.82.07"], pins["580.95.05"]
+    root = node(tmp_path, repos, old, repo="pruned")
+    install(root, old)
+    before = root.installed()
+    done = root.dnf("--setopt=tsflags=test", "--disableplugin=versionlock", "install", *new["hopper-cu12.dnf"].split())
+    assert done.returncode == 1
+    assert f"No match for argument: {MISSING}" in done.stdout + done.stderr, done.stdout + done.stderr
+    assert root.installed() == before
