@@ -94,7 +94,9 @@ def index(repo: Path, modules: str | None = None) -> Path:
 class DnfRoot:
     """An EL node's package state in a directory: rpmdb, module state, versionlock list."""
 
-    def __init__(self, root: Path, repos: Mapping[str, Path]) -> None:
+    def __init__(self, root: Path, repos: Mapping[str, Path] | None) -> None:
+        """``repos``: {id: directory} in a private reposdir; None: dnf reads the root's own
+        etc/yum.repos.d, as a node's dnf does (what the role writes there)."""
         self.root = root / "root"
         self.home = root / "home"
         self.reposd = root / "yum.repos.d"
@@ -105,7 +107,9 @@ class DnfRoot:
         self.locklist = self.root / "etc/dnf/plugins/versionlock.list"
         self.locklist.write_text("")
         (self.plugins / "versionlock.conf").write_text(f"[main]\nenabled=1\nlocklist={self.locklist}\n")
-        self.repos(repos)
+        self.own_repos = repos is not None
+        (self.root / "etc/yum.repos.d").mkdir(parents=True, exist_ok=True)
+        self.repos(repos or {})
 
     def repos(self, repos: Mapping[str, Path]) -> None:
         for old in self.reposd.glob("*.repo"):
@@ -119,7 +123,8 @@ class DnfRoot:
 
     def dnf(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["dnf", "-y", f"--installroot={self.root}", "--releasever=9", "--nogpgcheck",
-                               f"--setopt=reposdir={self.reposd}", f"--setopt=pluginconfpath={self.plugins}",
+                               *([f"--setopt=reposdir={self.reposd}"] if self.own_repos else []),
+                               f"--setopt=pluginconfpath={self.plugins}",
                                f"--setopt=cachedir={self.root.parent}/cache", "--setopt=module_platform_id=platform:el9",
                                "--setopt=install_weak_deps=0", *args],
                               capture_output=True, text=True, timeout=180, env=self.env())

@@ -22,9 +22,12 @@ What the stand-ins model (and from where):
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path, PurePosixPath
 
 import pytest
@@ -34,7 +37,7 @@ from fleetspec.findings import Severity
 from fleetspec.pipeline import compile_text
 from fleetspec.render.ansible import render_ansible
 from tests.ansible.dnfsim import DnfRoot, StandInRpm, build_rpms, index, modulemd
-from tests.conftest import EXAMPLES, unavailable
+from tests.conftest import EXAMPLES, ROOT, unavailable
 
 NVIDIA_REPO = "cuda-rhel9-x86_64"
 AMD_REPO = "rocm-el9"
@@ -113,16 +116,22 @@ def repos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             "amd": index(build_rpms(amd, tmp / "amd/rocm/el9/7.1/main"))}
 
 
-def _rendered(driver: str) -> dict[str, str]:
+def _tree(driver: str) -> dict[PurePosixPath, str]:
     text = (EXAMPLES / "rocky9.yaml").read_text().replace('driver: "580.82.07"', f'driver: "{driver}"')
     compiled = compile_text(text)
     assert not [f for f in compiled.located() if f.severity >= Severity.ERROR], [f.message for f in compiled.located()]
-    return {p.name: t for p, t in render_ansible(compiled.fleet).items() if p.parent == PurePosixPath("ansible/pins")}
+    return render_ansible(compiled.fleet)
 
 
 @pytest.fixture(scope="module")
-def pins() -> dict[str, dict[str, str]]:
-    return {"580.82.07": _rendered("580.82.07"), "580.95.05": _rendered("580.95.05")}
+def trees() -> dict[str, dict[PurePosixPath, str]]:
+    return {"580.82.07": _tree("580.82.07"), "580.95.05": _tree("580.95.05")}
+
+
+@pytest.fixture(scope="module")
+def pins(trees) -> dict[str, dict[str, str]]:
+    return {build: {p.name: t for p, t in tree.items() if p.parent == PurePosixPath("ansible/pins")}
+            for build, tree in trees.items()}
 
 
 def wanted(dnf_list: str) -> dict[str, str]:
@@ -218,3 +227,69 @@ def test_a_missing_nevra_stops_the_test_transaction_before_anything_changes_nami
     assert done.returncode == 1
     assert f"No match for argument: {MISSING}" in done.stdout + done.stderr, done.stdout + done.stderr
     assert root.installed() == before
+
+
+# The node role's EL path (playbooks/roles/stack_packages/tasks/dnf.yml), run by real
+# ansible-playbook on this machine (connection local) into a DnfRoot: the rendered tree as
+# `fleetspec render` writes it, its .repo pointed at the stand-in tree (as a site mirror is),
+# dnf's installroot and private paths given through the role's fleetspec_el_root/_dnf_options.
+PLAY = """- hosts: h100-001
+  connection: local
+  gather_facts: false
+  tasks:
+    - ansible.builtin.include_role: {name: stack_packages, tasks_from: dnf.yml}
+"""
+
+
+def role_run(tmp: Path, root: DnfRoot, files: dict[PurePosixPath, str], repo: Path) -> subprocess.CompletedProcess[str]:
+    tree = tmp / f"tree-{len(list(tmp.glob('tree-*')))}"
+    for rel, text in files.items():
+        (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tree / rel).write_text(text)
+    repo_file = tree / "ansible/pins/hopper-cu12.repo"
+    repo_file.write_text(re.sub(r"(?m)^baseurl=.*$", f"baseurl=file://{repo}", repo_file.read_text())
+                         .replace("gpgcheck=1", "gpgcheck=0"))
+    (tree / "play.yml").write_text(PLAY)
+    (tree / "vars.json").write_text(json.dumps({
+        "ansible_python_interpreter": sys.executable, "fleetspec_el_root": str(root.root),
+        "fleetspec_dnf_options": ["--releasever=9", "--setopt=module_platform_id=platform:el9",
+                                  f"--setopt=pluginconfpath={root.plugins}", f"--setopt=cachedir={root.root.parent}/cache",
+                                  "--setopt=install_weak_deps=0"],
+        "fleetspec_dnf_environment": root.env()}))
+    exe = shutil.which("ansible-playbook")
+    assert exe, "ansible-playbook is required (pip install ansible-core)"
+    env = {"ANSIBLE_CONFIG": str(ROOT / "playbooks/ansible.cfg"), "ANSIBLE_HOME": str(tmp / ".ansible"),
+           "ANSIBLE_ROLES_PATH": str(ROOT / "playbooks/roles"), "PATH": "/usr/bin:/bin:" + str(Path(exe).parent)}
+    return subprocess.run([exe, "-i", str(tree / "ansible/inventory.yml"), "-e", f"@{tree / 'vars.json'}",
+                           str(tree / "play.yml")], capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_the_node_role_installs_locks_changes_and_stops_on_a_missing_nevra(repos, trees, tmp_path) -> None:
+    root = DnfRoot(tmp_path / "node", None)
+    # Another branch's stream enabled by hand: the role resets it and enables 580-open.
+    root.write("etc/dnf/modules.d/nvidia-driver.module", "[nvidia-driver]\nname=nvidia-driver\nstream=590-open\n"
+                                                         "profiles=\nstate=enabled\n")
+    root.locklist.write_text("# a site's own lock, kept\nbash-0:5.2.15-1.*\n")
+    first = role_run(tmp_path, root, trees["580.82.07"], repos["nvidia"])
+    assert first.returncode == 0, first.stdout + first.stderr
+    want = wanted(trees["580.82.07"][PurePosixPath("ansible/pins/hopper-cu12.dnf")])
+    assert {n: root.installed()[n] for n in want} == want  # the HGX node's fabric manager too (nvswitch)
+    assert "stream=580-open" in (root.root / "etc/dnf/modules.d/nvidia-driver.module").read_text()
+    reset = first.stdout.split("Reset another enabled nvidia-driver stream]", 1)[1].split("TASK [", 1)[0]
+    assert "changed: [h100-001]" in reset, first.stdout
+    locks = root.locklist.read_text()
+    assert "bash-0:5.2.15-1.*" in locks and "kmod-nvidia-open-dkms-3:580.82.07-1.el9.*" in locks
+    # The pruned tree: the pre-check stops, naming the NEVRA and the repository; nothing moved.
+    before = root.installed()
+    stopped = role_run(tmp_path, root, trees["580.95.05"], repos["pruned"])
+    assert stopped.returncode != 0
+    assert f"{MISSING} is not in the configured repositories: file://{repos['pruned']} should carry it" in (
+        stopped.stdout), stopped.stdout
+    assert root.installed() == before and "580.82.07-1.el9.*" in root.locklist.read_text()
+    # The complete tree: the change in one transaction, the lock entries replaced, not added.
+    changed = role_run(tmp_path, root, trees["580.95.05"], repos["nvidia"])
+    assert changed.returncode == 0, changed.stdout + changed.stderr
+    assert root.installed()["nvidia-driver-cuda"] == "3:580.95.05-1.el9"
+    locks = root.locklist.read_text()
+    assert "580.82.07" not in locks and locks.count("-3:580.95.05-1.el9.*") == 7 and "bash-0:5.2.15-1.*" in locks
+    assert "Nothing to do." in root.dnf("upgrade").stdout
