@@ -293,3 +293,55 @@ def test_the_node_role_installs_locks_changes_and_stops_on_a_missing_nevra(repos
     locks = root.locklist.read_text()
     assert "580.82.07" not in locks and locks.count("-3:580.95.05-1.el9.*") == 7 and "bash-0:5.2.15-1.*" in locks
     assert "Nothing to do." in root.dnf("upgrade").stdout
+
+
+# Rocky Linux 9's /etc/os-release (rocky-release 9.6: NAME="Rocky Linux", ID="rocky",
+# ID_LIKE="rhel centos fedora", VERSION_ID="9.6"; fleetspec/importer/facts.py maps it to rocky-9).
+ROCKY_OS_RELEASE = ('NAME="Rocky Linux"\nVERSION="9.6 (Blue Onyx)"\nID="rocky"\nID_LIKE="rhel centos fedora"\n'
+                    'VERSION_ID="9.6"\nPLATFORM_ID="platform:el9"\nPRETTY_NAME="Rocky Linux 9.6 (Blue Onyx)"\n')
+
+
+def collected(root: DnfRoot) -> dict:
+    """The node-side collector (Python stdlib only) on the root, rpm reading its rpmdb (rpm --root)."""
+    done = subprocess.run([sys.executable, str(ROOT / "fleetspec/node_side/collector.py"), "--root", str(root.root),
+                           "--no-load"], capture_output=True, text=True, timeout=120, env=root.env())
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def el_checks(trees: dict, facts: dict) -> dict[str, tuple[str, str | None, str]]:
+    from fleetspec.verify.compare import compare
+
+    compiled = compile_text((EXAMPLES / "rocky9.yaml").read_text())
+    node = next(n for n in compare(compiled.fleet, {"h100-001": facts}, hosts=["h100-001"]).nodes)
+    return {c.component: (c.status.value, c.found, c.message) for c in node.checks
+            if c.component in ("el-packages", "package-holds", "driver-stream")}
+
+
+def test_verify_reads_rpm_the_versionlock_and_the_stream_and_reports_each_as_drift(repos, pins, trees, tmp_path):
+    files = pins["580.82.07"]
+    root = node(tmp_path, repos, files)
+    install(root, files)
+    root.locklist.write_text(files["hopper-cu12.versionlock"])
+    (root.root / "etc/os-release").write_text(ROCKY_OS_RELEASE)
+    facts = collected(root)
+    packages = facts["packages"]
+    assert packages["manager"] == "rpm" and packages["module_streams"] == {"nvidia-driver": "580-open"}
+    by_name = {p["name"]: p for p in packages["installed"]}
+    assert by_name["kmod-nvidia-open-dkms"]["version"] == "3:580.82.07-1.el9"  # the epoch, from rpm -q
+    assert by_name["libnccl"]["version"] == "2.26.2-1+cuda12.8" and by_name["libnccl"]["held"]
+    assert {k: v[0] for k, v in el_checks(trees, facts).items()} == {
+        "el-packages": "ok", "package-holds": "ok", "driver-stream": "ok"}
+    # A lock dropped, another changed, a package moved off its build, another stream enabled.
+    lock = files["hopper-cu12.versionlock"].replace("libnccl-devel-0:2.26.2-1+cuda12.8.*\n", "").replace(
+        "libnccl-0:2.26.2-1+cuda12.8.*", "libnccl-0:2.26.2-2+cuda12.8.*")
+    root.locklist.write_text(lock)
+    moved = root.dnf("--disableplugin=versionlock", "upgrade", "libnccl")
+    assert moved.returncode == 0, moved.stdout + moved.stderr
+    root.write("etc/dnf/modules.d/nvidia-driver.module", files["hopper-cu12.module"].replace("580-open", "590-open"))
+    checks = el_checks(trees, collected(root))
+    assert checks["el-packages"][:2] == ("drift", "libnccl 2.26.2-2+cuda12.8 (pin 2.26.2-1+cuda12.8)")
+    assert checks["package-holds"][0] == "drift"
+    assert "missing libnccl-devel-0:2.26.2-1+cuda12.8.*" in checks["package-holds"][1]
+    assert "locked at libnccl-0:2.26.2-2+cuda12.8.*" in checks["package-holds"][1]
+    assert checks["driver-stream"][:2] == ("drift", "590-open")
