@@ -237,7 +237,7 @@ PLAY = """- hosts: h100-001
   connection: local
   gather_facts: false
   tasks:
-    - ansible.builtin.include_role: {name: stack_packages, tasks_from: dnf.yml}
+    - ansible.builtin.include_role: {name: stack_packages}
 """
 
 
