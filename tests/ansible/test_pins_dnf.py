@@ -264,34 +264,38 @@ def role_run(tmp: Path, root: DnfRoot, files: dict[PurePosixPath, str], repo: Pa
                            str(tree / "play.yml")], capture_output=True, text=True, env=env, timeout=300)
 
 
-def test_the_node_role_installs_locks_changes_and_stops_on_a_missing_nevra(repos, trees, tmp_path) -> None:
+def test_the_node_role_changes_a_node_in_one_transaction_and_stops_on_a_missing_nevra(repos, pins, trees, tmp_path):
+    """A node as NVIDIA's guide leaves it (580.82.07 installed, each package locked by `dnf
+    versionlock add`), a site's own lock line, and another branch's stream enabled by hand."""
+    old = pins["580.82.07"]
     root = DnfRoot(tmp_path / "node", None)
-    # Another branch's stream enabled by hand: the role resets it and enables 580-open.
-    root.write("etc/dnf/modules.d/nvidia-driver.module", "[nvidia-driver]\nname=nvidia-driver\nstream=590-open\n"
-                                                         "profiles=\nstate=enabled\n")
-    root.locklist.write_text("# a site's own lock, kept\nbash-0:5.2.15-1.*\n")
-    first = role_run(tmp_path, root, trees["580.82.07"], repos["nvidia"])
-    assert first.returncode == 0, first.stdout + first.stderr
-    want = wanted(trees["580.82.07"][PurePosixPath("ansible/pins/hopper-cu12.dnf")])
-    assert {n: root.installed()[n] for n in want} == want  # the HGX node's fabric manager too (nvswitch)
-    assert "stream=580-open" in (root.root / "etc/dnf/modules.d/nvidia-driver.module").read_text()
-    reset = first.stdout.split("Reset another enabled nvidia-driver stream]", 1)[1].split("TASK [", 1)[0]
-    assert "changed: [h100-001]" in reset, first.stdout
-    locks = root.locklist.read_text()
-    assert "bash-0:5.2.15-1.*" in locks and "kmod-nvidia-open-dkms-3:580.82.07-1.el9.*" in locks
-    # The pruned tree: the pre-check stops, naming the NEVRA and the repository; nothing moved.
+    (root.root / "etc/yum.repos.d/standin.repo").write_text(f"[standin]\nname=standin\nbaseurl=file://{repos['nvidia']}"
+                                                            "\ngpgcheck=0\n")
+    root.write("etc/dnf/modules.d/nvidia-driver.module", old["hopper-cu12.module"])
+    install(root, old)
+    (root.root / "etc/yum.repos.d/standin.repo").unlink()
+    root.locklist.write_text("bash-0:5.2.15-1.*\n" + old["hopper-cu12.versionlock"].split("\n", 1)[1])
+    root.write("etc/dnf/modules.d/nvidia-driver.module", old["hopper-cu12.module"].replace("580-open", "590-open"))
     before = root.installed()
+    # The pruned tree: the pre-check stops, naming the NEVRA and the repository; no package moved.
     stopped = role_run(tmp_path, root, trees["580.95.05"], repos["pruned"])
     assert stopped.returncode != 0
     assert f"{MISSING} is not in the configured repositories: file://{repos['pruned']} should carry it" in (
         stopped.stdout), stopped.stdout
+    reset = stopped.stdout.split("Reset another enabled nvidia-driver stream]", 1)[1].split("TASK [", 1)[0]
+    assert "changed: [h100-001]" in reset, stopped.stdout
+    assert "stream=580-open" in (root.root / "etc/dnf/modules.d/nvidia-driver.module").read_text()
     assert root.installed() == before and "580.82.07-1.el9.*" in root.locklist.read_text()
-    # The complete tree: the change in one transaction, the lock entries replaced, not added.
+    # The complete tree: the change in one transaction, every lock line of a pinned name replaced.
     changed = role_run(tmp_path, root, trees["580.95.05"], repos["nvidia"])
     assert changed.returncode == 0, changed.stdout + changed.stderr
-    assert root.installed()["nvidia-driver-cuda"] == "3:580.95.05-1.el9"
+    want = wanted(trees["580.95.05"][PurePosixPath("ansible/pins/hopper-cu12.dnf")])
+    assert {n: root.installed()[n] for n in want} == want  # the HGX node's fabric manager too (nvswitch)
     locks = root.locklist.read_text()
-    assert "580.82.07" not in locks and locks.count("-3:580.95.05-1.el9.*") == 7 and "bash-0:5.2.15-1.*" in locks
+    assert "580.82.07" not in locks and "bash-0:5.2.15-1.*\n" in locks, locks
+    assert [ln for ln in locks.splitlines() if not ln.startswith(("#", "bash-"))] == [
+        ln for ln in trees["580.95.05"][PurePosixPath("ansible/pins/hopper-cu12.versionlock")].splitlines()
+        if not ln.startswith("#")]
     assert "Nothing to do." in root.dnf("upgrade").stdout
 
 
