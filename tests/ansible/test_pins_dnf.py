@@ -43,6 +43,13 @@ NVIDIA_REPO = "cuda-rhel9-x86_64"
 AMD_REPO = "rocm-el9"
 R590 = "590.48.01"
 MISSING = "kmod-nvidia-open-dkms-3:580.95.05-1.el9"  # what the pruned repository lacks
+# The distribution's packages the role installs unpinned: the kernel's development files
+# (the release an EL9.4 kernel carries: 5.14.0-427.28.1.el9_4.x86_64, as the AMD GPU
+# Operator's DeviceConfig CRD names it, tests/data/crds/amd-gpu-operator) and the RDMA user
+# space (rdma-core, libibverbs: EL names; their versions here are modelled, none is pinned).
+KERNEL = "5.14.0-427.28.1.el9_4.x86_64"
+BASEOS = [StandInRpm(parse_nevra("kernel-devel-5.14.0-427.28.1.el9_4")), StandInRpm(parse_nevra("rdma-core-48.0-1.el9")),
+          StandInRpm(parse_nevra("libibverbs-48.0-1.el9"), requires=("rdma-core",))]
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -113,7 +120,8 @@ def repos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             os.link(rpm, pruned / rpm.relative_to(full))
     assert len(list(pruned.rglob("*.rpm"))) == len(list(full.rglob("*.rpm"))) - 1
     return {"nvidia": full, "pruned": index(pruned, modules),
-            "amd": index(build_rpms(amd, tmp / "amd/rocm/el9/7.1/main"))}
+            "amd": index(build_rpms(amd, tmp / "amd/rocm/el9/7.1/main")),
+            "baseos": index(build_rpms(BASEOS, tmp / "baseos/x86_64/os"))}
 
 
 def _tree(driver: str) -> dict[PurePosixPath, str]:
@@ -241,7 +249,8 @@ PLAY = """- hosts: h100-001
 """
 
 
-def role_run(tmp: Path, root: DnfRoot, files: dict[PurePosixPath, str], repo: Path) -> subprocess.CompletedProcess[str]:
+def role_run(tmp: Path, root: DnfRoot, files: dict[PurePosixPath, str], repo: Path,
+             kernel: str = KERNEL) -> subprocess.CompletedProcess[str]:
     tree = tmp / f"tree-{len(list(tmp.glob('tree-*')))}"
     for rel, text in files.items():
         (tree / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -255,7 +264,7 @@ def role_run(tmp: Path, root: DnfRoot, files: dict[PurePosixPath, str], repo: Pa
         "fleetspec_dnf_options": ["--releasever=9", "--setopt=module_platform_id=platform:el9",
                                   f"--setopt=pluginconfpath={root.plugins}", f"--setopt=cachedir={root.root.parent}/cache",
                                   "--setopt=install_weak_deps=0"],
-        "fleetspec_dnf_environment": root.env()}))
+        "fleetspec_dnf_environment": root.env(), "fleetspec_kernel_release": kernel}))
     exe = shutil.which("ansible-playbook")
     assert exe, "ansible-playbook is required (pip install ansible-core)"
     env = {"ANSIBLE_CONFIG": str(ROOT / "playbooks/ansible.cfg"), "ANSIBLE_HOME": str(tmp / ".ansible"),
@@ -274,14 +283,20 @@ def test_the_node_role_changes_a_node_in_one_transaction_and_stops_on_a_missing_
     root.write("etc/dnf/modules.d/nvidia-driver.module", old["hopper-cu12.module"])
     install(root, old)
     (root.root / "etc/yum.repos.d/standin.repo").unlink()
+    (root.root / "etc/yum.repos.d/baseos.repo").write_text(f"[baseos]\nname=baseos\nbaseurl=file://{repos['baseos']}"
+                                                           "\ngpgcheck=0\n")
     root.locklist.write_text("bash-0:5.2.15-1.*\n" + old["hopper-cu12.versionlock"].split("\n", 1)[1])
     root.write("etc/dnf/modules.d/nvidia-driver.module", old["hopper-cu12.module"].replace("580-open", "590-open"))
     before = root.installed()
     # The pruned tree: the pre-check stops, naming the NEVRA and the repository; no package moved.
-    stopped = role_run(tmp_path, root, trees["580.95.05"], repos["pruned"])
+    # A kernel whose kernel-devel the distribution's tree lacks (an older minor's, as Rocky's
+    # mirrors drop them; modelled) is named in the same stop.
+    stopped = role_run(tmp_path, root, trees["580.95.05"], repos["pruned"], kernel="5.14.0-427.13.1.el9_4.x86_64")
     assert stopped.returncode != 0
-    assert f"{MISSING} is not in the configured repositories: file://{repos['pruned']} should carry it" in (
-        stopped.stdout), stopped.stdout
+    out = " ".join(stopped.stdout.split())
+    assert f"{MISSING} is not in the configured repositories: file://{repos['pruned']} should carry it" in out, out
+    assert ("kernel-devel-5.14.0-427.13.1.el9_4.x86_64 is not in the configured repositories: the distribution's "
+            "(BaseOS/AppStream) should carry it, and DKMS cannot build the driver for kernel") in out, out
     reset = stopped.stdout.split("Reset another enabled nvidia-driver stream]", 1)[1].split("TASK [", 1)[0]
     assert "changed: [h100-001]" in reset, stopped.stdout
     assert "stream=580-open" in (root.root / "etc/dnf/modules.d/nvidia-driver.module").read_text()
@@ -291,6 +306,8 @@ def test_the_node_role_changes_a_node_in_one_transaction_and_stops_on_a_missing_
     assert changed.returncode == 0, changed.stdout + changed.stderr
     want = wanted(trees["580.95.05"][PurePosixPath("ansible/pins/hopper-cu12.dnf")])
     assert {n: root.installed()[n] for n in want} == want  # the HGX node's fabric manager too (nvswitch)
+    assert {n: root.installed().get(n) for n in ("kernel-devel", "rdma-core", "libibverbs")} == {
+        "kernel-devel": "0:5.14.0-427.28.1.el9_4", "rdma-core": "0:48.0-1.el9", "libibverbs": "0:48.0-1.el9"}
     locks = root.locklist.read_text()
     assert "580.82.07" not in locks and "bash-0:5.2.15-1.*\n" in locks, locks
     assert [ln for ln in locks.splitlines() if not ln.startswith(("#", "bash-"))] == [
