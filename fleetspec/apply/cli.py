@@ -149,9 +149,10 @@ def apply(
                 raise typer.Exit(ERROR)
             fleet = compiled.fleet
         if fleet.os in EL_OS:  # #42 item 4: before the state, a lock or a drain
-            raise ApplyError(f"{target}: spec.os is {fleet.os}: the node roles install with apt and do not yet branch "
-                             "on dnf (issue #42 item 4); nothing was drained or changed. 'fleetspec render' writes the "
-                             "EL pins (ansible/pins/<stack>.dnf, .versionlock, .module, .repo) for review")
+            raise ApplyError(f"{target}: spec.os is {fleet.os}: only the stack pins install with dnf so far; the "
+                             "driver, DKMS, Slurm and enroot roles install with apt (issue #42 item 4); nothing was "
+                             "drained or changed. 'fleetspec render' writes the EL pins (ansible/pins/<stack>.dnf, "
+                             ".versionlock, .module, .repo) for review")
         if lab is not None and state is None:
             state = str(lab / "state")  # a rehearsal keeps its own state, never the fleet's
         location = state_location(target, state)

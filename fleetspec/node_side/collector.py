@@ -343,14 +343,41 @@ def parse_dpkg_query(text: str) -> List[Dict[str, Any]]:
 
 @_safe(list)
 def parse_rpm_query(text: str) -> List[Dict[str, Any]]:
-    """Read ``rpm -qa --qf '%{NAME}\\t%{VERSION}-%{RELEASE}\\n'``."""
+    """Read ``rpm -qa --qf '%{NAME}\\t%{VERSION}-%{RELEASE}\\n'``, or RPM_QF's
+    ``NAME\\tEPOCHNUM:VERSION-RELEASE\\tARCH``: then ``version`` is the EVR as dnf and the pins
+    write it (``3:580.82.07-1.el9``; no ``0:``), ``nevra`` what a versionlock line matches."""
     packages = []
     for line in str(text).splitlines():
         parts = line.split("\t")
         if len(parts) < 2 or not parts[0].strip() or not parts[1].strip():
             continue
-        packages.append({"name": parts[0].strip(), "version": parts[1].strip(), "status": "installed", "held": False})
+        name, version = parts[0].strip(), parts[1].strip()
+        package = {"name": name, "version": version, "status": "installed", "held": False}
+        if len(parts) >= 3 and re.match(r"^[0-9]+:", version):
+            epoch, evr = version.split(":", 1)
+            package["version"] = evr if epoch == "0" else version
+            package["nevra"] = "%s-%s.%s" % (name, version, parts[2].strip())
+        packages.append(package)
     return sorted(packages, key=lambda p: (p["name"], p["version"]))
+
+
+@_safe(list)
+def parse_versionlock(text: str) -> List[str]:
+    """DNF4's versionlock.list: one ``name-epoch:version-release.*`` pattern a line; ``#``
+    comments and blank lines skipped, ``!`` lines (excludes) kept as written (dnf-plugins-core
+    versionlock.py, _read_locklist)."""
+    return [line.strip() for line in str(text).splitlines() if line.strip() and not line.startswith("#")]
+
+
+@_safe(dict)
+def parse_dnf_module_file(text: str) -> Dict[str, str]:
+    """``/etc/dnf/modules.d/<name>.module`` (an ini section): {name, stream, state}."""
+    values = {}
+    for line in str(text).splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() in ("name", "stream", "state"):
+            values[key.strip()] = value.strip()
+    return values
 
 
 @_safe(list)
@@ -1361,12 +1388,20 @@ PACKAGE_PATTERNS = ("nvidia-driver*", "nvidia-open*", "cuda-*", "libnvidia-compu
                     "libcudnn*", "cudnn*", "libnccl*", "nvidia-fabricmanager*",
                     "nvidia-dkms*", "nvidia-kernel-*", "nvidia-utils*", "nvidia-imex*", "nvidia-persistenced*", "nvlsm",
                     "libcuda1", "nvidia-container-toolkit*", "amdgpu-dkms*", "rocm", "rocm-core*", "rccl*", "slurm*",
-                    "libnvjitlink*", "datacenter-gpu-manager*", "rdma-core", "libibverbs1", "ibverbs-providers")
+                    "libnvjitlink*", "datacenter-gpu-manager*", "rdma-core", "libibverbs1", "ibverbs-providers",
+                    # EL names (fleetspec/catalog/data/el_packages.yaml): the kmod and its common files,
+                    # NVML, nvidia-modprobe, CUDA's libraries, ROCm's runtime and SMI
+                    "kmod-nvidia*", "nvidia-kmod-common", "libnvidia-ml*", "nvidia-modprobe", "libcublas*",
+                    "libcurand*", "hsa-rocr*", "amd-smi-lib*", "libibverbs")
 
 
 def collect_packages(host: Host) -> Dict[str, Any]:
     """Installed versions and holds of the packages a fleet tuple pins."""
     errors: List[str] = []
+    if host.commands and is_el(host):  # Debian ships rpm and EL may carry dpkg: the OS decides
+        rpm = collect_rpm_packages(host, errors)
+        if rpm is not None:
+            return rpm
     dpkg_argv = ["dpkg-query", "-W", "-f=${Package}\t${Version}\t${db:Status-Abbrev}\n"] + list(PACKAGE_PATTERNS)
     dpkg = host.run(dpkg_argv)
     if dpkg.state == "disabled":
@@ -1385,11 +1420,49 @@ def collect_packages(host: Host) -> Dict[str, Any]:
         return {"manager": "dpkg", "installed": installed, "holds": relevant_holds, "errors": errors}
     if dpkg.state == "timeout":
         errors.append(dpkg.describe(dpkg_argv[:3]))
-    rpm_argv = ["rpm", "-qa", "--qf", "%{NAME}\t%{VERSION}-%{RELEASE}\n"] + list(PACKAGE_PATTERNS)
-    rpm = host.run(rpm_argv)
-    if rpm.state in ("ok", "failed"):
-        return {"manager": "rpm", "installed": parse_rpm_query(rpm.stdout), "holds": [], "errors": errors}
-    return {"manager": ABSENT, "installed": [], "holds": [], "errors": errors}
+    rpm = collect_rpm_packages(host, errors)
+    return rpm if rpm is not None else {"manager": ABSENT, "installed": [], "holds": [], "errors": errors}
+
+
+# NAME, EPOCHNUM:VERSION-RELEASE and ARCH: the epoch is part of what a pin and a versionlock
+# line name (nvidia-driver-cuda-3:580.82.07-1.el9); rpm prints EPOCHNUM 0 where none is set.
+RPM_QF = "%{NAME}\t%{EPOCHNUM}:%{VERSION}-%{RELEASE}\t%{ARCH}\n"
+EL_IDS = ("rhel", "rocky", "almalinux", "centos", "fedora")
+VERSIONLOCK_LIST = "/etc/dnf/plugins/versionlock.list"
+DNF_MODULES_DIR = "/etc/dnf/modules.d"
+
+
+def is_el(host: Host) -> bool:
+    """An RHEL-family node by its os-release (ID, or ID_LIKE naming rhel/fedora)."""
+    values = parse_os_release(host.read("/etc/os-release") or "")
+    return values.get("ID", "") in EL_IDS or any(i in EL_IDS for i in values.get("ID_LIKE", "").split())
+
+
+def collect_rpm_packages(host: Host, errors: List[str]) -> Optional[Dict[str, Any]]:
+    """rpm -q of the pinned packages (epoch included), with dnf's versionlock list and the
+    enabled module streams: what holds an EL node's tuple. None when rpm did not answer.
+    Under --root, rpm reads that root's rpmdb (rpm --root)."""
+    argv = ["rpm"] + (["--root", host.root] if host.root != "/" else []) + ["-qa", "--qf", RPM_QF]
+    rpm = host.run(argv + list(PACKAGE_PATTERNS))
+    if rpm.state not in ("ok", "failed"):  # rpm -qa PATTERN exits 1 when one pattern matches nothing
+        if rpm.state == "timeout":
+            errors.append(rpm.describe(argv))
+        return None
+    installed = parse_rpm_query(rpm.stdout)
+    lock_text = host.read(VERSIONLOCK_LIST)
+    locks = parse_versionlock(lock_text or "")
+    for package in installed:
+        package["held"] = any(fnmatch.fnmatchcase(package.get("nevra", ""), lock) for lock in locks)
+    streams = {}
+    for name in host.listdir(DNF_MODULES_DIR):
+        if name.endswith(".module"):
+            values = parse_dnf_module_file(host.read(DNF_MODULES_DIR + "/" + name) or "")
+            if values.get("name") and values.get("state") == "enabled":
+                streams[values["name"]] = values.get("stream", "")
+    relevant = sorted(lock for lock in locks if any(fnmatch.fnmatchcase(lock, p + "*") for p in PACKAGE_PATTERNS))
+    return {"manager": "rpm", "installed": installed, "holds": sorted(p["name"] for p in installed if p["held"]),
+            "versionlock": relevant if lock_text is not None else None, "module_streams": streams,
+            "errors": errors}
 
 
 def collect_slurm(host: Host) -> Dict[str, Any]:

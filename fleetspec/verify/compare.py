@@ -18,6 +18,7 @@ Why each rule is what it is:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -28,9 +29,11 @@ from fleetspec.compile.ir import Fleet, Node, StackTuple
 from fleetspec.node_side.collector import NVLINK5_BRIDGE_VPD
 from fleetspec.packages import (
     CUDA_COMPONENTS,
+    EL_OS,
     PackageError,
     compute_only_unconfirmed,
     dcgm_packages,
+    driver_module_stream,
     has_nvswitch,
     kernel_module_flavor,
     needs_imex,
@@ -38,6 +41,7 @@ from fleetspec.packages import (
     nvswitch_on_pci,
     packages_for,
     rdma_packages,
+    versionlock_line,
 )
 from fleetspec.verify.versions import at_precision, match_version, upstream
 from fleetspec.versions import version_key
@@ -1015,9 +1019,11 @@ def _installed(facts: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 def _hold_checks(fleet: Fleet, node: Node, stack: StackTuple, facts: Mapping[str, Any]) -> list[Check]:
     """Pinned packages must be held, or the next ``apt upgrade`` moves the node off its tuple."""
     manager = _section(facts, "packages").get("manager")
+    if manager == "rpm" and fleet.os in EL_OS and node.scheduler != "kubernetes":
+        return _el_hold_checks(fleet, node, stack, facts)
     if manager != "dpkg":
         return [Check("package-holds", Status.NOT_APPLICABLE, None, str(manager),
-                      f"package manager {manager}: holds are read from dpkg only")]
+                      f"package manager {manager}: holds are read from dpkg, and from rpm on an EL fleet")]
     if node.scheduler == "kubernetes":
         return []
     try:
@@ -1032,3 +1038,54 @@ def _hold_checks(fleet: Fleet, node: Node, stack: StackTuple, facts: Mapping[str
                       f"pinned packages not held ({', '.join(unheld)}): an apt upgrade would move them")]
     return [Check("package-holds", Status.OK, "held", f"held: {', '.join(held)}" if held else "none installed",
                   "every installed pinned package is held" if held else "no pinned package installed by dpkg")]
+
+
+def _el_hold_checks(fleet: Fleet, node: Node, stack: StackTuple, facts: Mapping[str, Any]) -> list[Check]:
+    """An EL node holds its tuple with dnf's versionlock (one ``name-E:V-R.*`` line per pin)
+    and, on EL9 for NVIDIA, the branch's ``nvidia-driver`` stream. Read by the collector with
+    ``rpm -q`` (epoch included), the versionlock list and /etc/dnf/modules.d: a pin at another
+    EVR, a lock missing or at another build, and another enabled stream are drift."""
+    try:
+        pins = packages_for(stack, fleet.os, [node.gpu])
+    except PackageError as exc:
+        return [Check("package-holds", Status.NOT_APPLICABLE, None, None, f"pinned packages unknown: {exc}")]
+    packages = _section(facts, "packages")
+    installed = {str(p.get("name")): p for p in _installed(facts)}
+    locks = packages.get("versionlock")
+    lock_list = [str(x) for x in locks] if isinstance(locks, list) else []
+    checks = []
+    moved = [f"{p.name} {installed[p.name].get('version')} (pin {p.version})" for p in pins
+             if p.name in installed and installed[p.name].get("version") != p.version]
+    absent = [p.name for p in pins if p.name not in installed]
+    if moved or absent:
+        checks.append(Check("el-packages", Status.DRIFT, "every pin at its EVR",
+                            "; ".join(moved + [f"{n} not installed" for n in absent]),
+                            "pinned packages off their EVR (rpm -q): re-apply the stack's pins"))
+    else:
+        checks.append(Check("el-packages", Status.OK, "every pin at its EVR", f"{len(pins)} at their EVR",
+                            "every pinned package is installed at its EVR (rpm -q)"))
+    if locks is None:
+        checks.append(Check("package-holds", Status.DRIFT, "versionlock", "no versionlock list",
+                            "dnf's versionlock list is missing: a dnf upgrade would move every pin"))
+    else:
+        wanted = [versionlock_line(p) for p in pins]
+        missing = [w for w in wanted if w not in lock_list]
+        other = [x for x in lock_list if x not in wanted and any(x.startswith(p.name + "-") and
+                 re.match(r"^[0-9]+:", x[len(p.name) + 1:]) for p in pins)]
+        if missing or other:
+            found = ", ".join([f"missing {m}" for m in missing] + [f"locked at {o}" for o in other])
+            checks.append(Check("package-holds", Status.DRIFT, "versionlock of every pin", found,
+                                "dnf's versionlock does not hold the tuple (" + found + "): re-apply the stack's pins"))
+        else:
+            checks.append(Check("package-holds", Status.OK, "versionlock of every pin", f"{len(wanted)} locked",
+                                "every pin is held by dnf's versionlock at its build"))
+    if EL_OS[fleet.os] == 9 and stack.vendor == "nvidia" and stack.driver:
+        want = driver_module_stream(stack.driver, kernel_module_flavor([node.gpu]))
+        streams = packages.get("module_streams")
+        have = streams.get("nvidia-driver") if isinstance(streams, Mapping) else None
+        status = Status.OK if have == want else Status.DRIFT
+        checks.append(Check("driver-stream", status, want, have or "none enabled",
+                            f"nvidia-driver:{want} is enabled" if status is Status.OK else
+                            f"nvidia-driver:{have or 'no stream'} is enabled, the tuple needs {want}: another branch's "
+                            "packages are what dnf sees (dnf module reset nvidia-driver, then re-apply)"))
+    return checks

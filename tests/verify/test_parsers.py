@@ -215,6 +215,18 @@ def test_rpm_query() -> None:
     ]
 
 
+def test_rpm_query_with_the_epoch_and_the_versionlock_list() -> None:
+    """RPM_QF's lines: the EVR as the pins write it (no 0:), the NEVRA a lock line matches."""
+    text = "kmod-nvidia-open-dkms\t3:580.82.07-1.el9\tnoarch\nlibnccl\t0:2.26.2-1+cuda12.8\tx86_64\n"
+    assert [(p["name"], p["version"], p["nevra"]) for p in parsers.parse_rpm_query(text)] == [
+        ("kmod-nvidia-open-dkms", "3:580.82.07-1.el9", "kmod-nvidia-open-dkms-3:580.82.07-1.el9.noarch"),
+        ("libnccl", "2.26.2-1+cuda12.8", "libnccl-0:2.26.2-1+cuda12.8.x86_64")]
+    assert parsers.parse_versionlock("# fleetspec\n\nlibnccl-0:2.26.2-1+cuda12.8.*\n") == ["libnccl-0:2.26.2-1+cuda12.8.*"]
+    assert parsers.parse_dnf_module_file("[nvidia-driver]\nname=nvidia-driver\nstream=580-open\nprofiles=\n"
+                                         "state=enabled\n") == {"name": "nvidia-driver", "stream": "580-open",
+                                                                 "state": "enabled"}
+
+
 def test_os_release_of_the_node() -> None:
     values = parsers.parse_os_release(misc_section("uname"))
     assert (values["ID"], values["VERSION_ID"]) == ("ubuntu", "24.04")
@@ -328,6 +340,8 @@ TEXT_PARSERS = [
     parsers.parse_ldconfig,
     parsers.parse_dpkg_query,
     parsers.parse_rpm_query,
+    parsers.parse_versionlock,
+    parsers.parse_dnf_module_file,
     parsers.parse_apt_mark_showhold,
     parsers.parse_dpkg_search,
     parsers.parse_rocm_version_file,

@@ -1,0 +1,368 @@
+"""The rendered EL pins, proven with dnf and rpm themselves (#42): ``dnf install $(cat S.dnf)``
+under ``S.module`` and ``S.versionlock`` in an installroot, against stand-in repositories
+generated from the catalog's EL rows, each build beside a newer one, with the driver family
+in modulemd streams as NVIDIA's rhel9 tree carries it.
+
+What the stand-ins model (and from where):
+- every catalog NEVRA, plus the same name at the next release (``-1`` -> ``-2``): a repository
+  that holds newer builds of everything, as NVIDIA's and AMD's trees do (modelled, not seen);
+- the driver family (the driver rows' packages with a dist tag) as artifacts of the
+  ``nvidia-driver`` stream of its branch, ``580-open``; a 590 build (590.48.01, the R590 build
+  tests/ansible/test_pins_apt.py uses) in ``590-open``: on EL8/9 the branch is a module stream
+  and another stream's packages are filtered out (NVIDIA driver installation guide; issue #42).
+  The fabric manager and IMEX are left outside the streams: no artefact read shows them in one;
+- exact-EVR ``Requires`` inside the driver family (``nvidia-driver-cuda`` needs its
+  ``-libs`` and ``nvidia-kmod-common`` at ``%{epoch}:%{version}-%{release}``; the versioned
+  Requires of negativo17's / terrapkg's NVIDIA specs) and ``rocm`` needing ``rocm-core`` at its
+  EVR (ROCm/rocm-install-on-linux#628: ``rocm-7.1.0.70100-20.el8 requires rocm-developer-tools
+  = 7.1.0.70100-20.el8``);
+- ``kmod-nvidia-open-dkms`` and ``amdgpu-dkms`` noarch (the catalog rows' ``.noarch.rpm``
+  and dnf capture), everything else x86_64.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path, PurePosixPath
+
+import pytest
+
+from fleetspec.catalog.el import Nevra, el_data, parse_nevra
+from fleetspec.findings import Severity
+from fleetspec.pipeline import compile_text
+from fleetspec.render.ansible import render_ansible
+from tests.ansible.dnfsim import DnfRoot, StandInRpm, build_rpms, index, modulemd
+from tests.conftest import EXAMPLES, ROOT, unavailable
+
+NVIDIA_REPO = "cuda-rhel9-x86_64"
+AMD_REPO = "rocm-el9"
+R590 = "590.48.01"
+MISSING = "kmod-nvidia-open-dkms-3:580.95.05-1.el9"  # what the pruned repository lacks
+# The distribution's packages the role installs unpinned: the kernel's development files
+# (the release an EL9.4 kernel carries: 5.14.0-427.28.1.el9_4.x86_64, as the AMD GPU
+# Operator's DeviceConfig CRD names it, tests/data/crds/amd-gpu-operator) and the RDMA user
+# space (rdma-core, libibverbs: EL names; their versions here are modelled, none is pinned).
+KERNEL = "5.14.0-427.28.1.el9_4.x86_64"
+BASEOS = [StandInRpm(parse_nevra("kernel-devel-5.14.0-427.28.1.el9_4")), StandInRpm(parse_nevra("rdma-core-48.0-1.el9")),
+          StandInRpm(parse_nevra("libibverbs-48.0-1.el9"), requires=("rdma-core",))]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _dnf_tools() -> None:
+    for tool in ("dnf", "rpm", "rpmbuild", "createrepo_c", "modifyrepo_c"):
+        if shutil.which(tool) is None:
+            unavailable(f"needs {tool} (Debian: dnf python3-dnf dnf-plugins-core rpm createrepo-c)")
+
+
+def _newer(n: Nevra) -> Nevra:
+    """The same package at the next release: 1.el9 -> 2.el9, 20.el8 -> 21.el8, 1+cuda12.8 -> 2+cuda12.8."""
+    m = re.match(r"^([0-9]+)(.*)$", n.release)
+    assert m, n
+    return n._replace(release=f"{int(m[1]) + 1}{m[2]}")
+
+
+def _rpm(n: Nevra) -> StandInRpm:
+    arch = "noarch" if n.name.startswith(("kmod-nvidia", "amdgpu-dkms")) else "x86_64"
+    evr = n.evr if n.epoch else f"{n.version}-{n.release}"
+    requires: tuple[str, ...] = ()
+    if n.name == "nvidia-driver-cuda":
+        requires = (f"nvidia-driver-cuda-libs = {evr}", f"nvidia-kmod-common = {evr}")
+    elif n.name == "kmod-nvidia-open-dkms":
+        requires = (f"nvidia-kmod-common = {evr}",)
+    elif n.name == "rocm":
+        requires = (f"rocm-core = {evr}",)
+    return StandInRpm(n, arch, requires)
+
+
+def _stream_member(n: Nevra) -> bool:
+    return ".el" in n.release and not n.name.startswith(("nvidia-fabricmanager", "nvidia-imex"))
+
+
+def _standins() -> tuple[list[StandInRpm], list[StandInRpm], dict[str, list[StandInRpm]]]:
+    """(NVIDIA's tree, AMD's el9 tree, the nvidia-driver streams), from the catalog's EL9 rows."""
+    nvidia: dict[Nevra, StandInRpm] = {}
+    amd: dict[Nevra, StandInRpm] = {}
+    streams: dict[str, list[StandInRpm]] = {"580-open": [], "590-open": []}
+    for row in el_data()[0]:
+        if row.el != 9:
+            continue
+        tree = amd if row.component in ("rocm", "rccl", "amdgpu") else nvidia
+        for n in row.packages:
+            for build in (n._replace(condition=None), _newer(n._replace(condition=None))):
+                tree[build] = _rpm(build)
+                if row.component == "driver" and _stream_member(build):
+                    streams["580-open"].append(tree[build])
+        if row.component == "driver" and row.release == "580.82.07":
+            for n in row.packages:
+                if _stream_member(n):
+                    r590 = _rpm(n._replace(version=R590, condition=None))
+                    nvidia[r590.nevra] = r590
+                    streams["590-open"].append(r590)
+    return list(nvidia.values()), list(amd.values()), streams
+
+
+@pytest.fixture(scope="module")
+def repos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    tmp = tmp_path_factory.mktemp("el-repos")
+    nvidia, amd, streams = _standins()
+    modules = modulemd("nvidia-driver", streams)
+    full = index(build_rpms(nvidia, tmp / "nvidia/rhel9/x86_64"), modules)
+    # The same tree with one build gone (a vendor pruned it, or a mirror lags): hard links, re-indexed.
+    pruned = tmp / "pruned/rhel9/x86_64"
+    for rpm in full.rglob("*.rpm"):
+        if not rpm.name.startswith(MISSING.replace("3:", "", 1)):
+            (pruned / rpm.parent.relative_to(full)).mkdir(parents=True, exist_ok=True)
+            os.link(rpm, pruned / rpm.relative_to(full))
+    assert len(list(pruned.rglob("*.rpm"))) == len(list(full.rglob("*.rpm"))) - 1
+    return {"nvidia": full, "pruned": index(pruned, modules),
+            "amd": index(build_rpms(amd, tmp / "amd/rocm/el9/7.1/main")),
+            "baseos": index(build_rpms(BASEOS, tmp / "baseos/x86_64/os"))}
+
+
+def _tree(driver: str) -> dict[PurePosixPath, str]:
+    text = (EXAMPLES / "rocky9.yaml").read_text().replace('driver: "580.82.07"', f'driver: "{driver}"')
+    compiled = compile_text(text)
+    assert not [f for f in compiled.located() if f.severity >= Severity.ERROR], [f.message for f in compiled.located()]
+    return render_ansible(compiled.fleet)
+
+
+@pytest.fixture(scope="module")
+def trees() -> dict[str, dict[PurePosixPath, str]]:
+    return {"580.82.07": _tree("580.82.07"), "580.95.05": _tree("580.95.05")}
+
+
+@pytest.fixture(scope="module")
+def pins(trees) -> dict[str, dict[str, str]]:
+    return {build: {p.name: t for p, t in tree.items() if p.parent == PurePosixPath("ansible/pins")}
+            for build, tree in trees.items()}
+
+
+def wanted(dnf_list: str) -> dict[str, str]:
+    """{name: epoch:version-release} the .dnf file asks for (rpm -q prints epoch 0 too)."""
+    out = {}
+    for line in dnf_list.split():
+        n = parse_nevra(line)
+        out[n.name] = f"{n.epoch}:{n.version}-{n.release}"
+    return out
+
+
+def node(tmp: Path, repos: dict[str, Path], files: dict[str, str], stack: str = "hopper-cu12",
+         repo: str = "nvidia") -> DnfRoot:
+    root = DnfRoot(tmp, {NVIDIA_REPO if stack == "hopper-cu12" else AMD_REPO: repos[repo]})
+    if f"{stack}.module" in files:
+        root.write("etc/dnf/modules.d/nvidia-driver.module", files[f"{stack}.module"])
+    return root
+
+
+def install(root: DnfRoot, files: dict[str, str], stack: str = "hopper-cu12", *extra: str) -> None:
+    done = root.dnf(*extra, "install", *files[f"{stack}.dnf"].split())
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_an_older_build_installs_exactly_while_newer_ones_exist_and_upgrade_changes_nothing_under_the_lock(
+        repos, pins, tmp_path) -> None:
+    files = pins["580.82.07"]
+    root = node(tmp_path, repos, files)
+    install(root, files)
+    want = wanted(files["hopper-cu12.dnf"])
+    assert {n: root.installed()[n] for n in want} == want
+    assert root.installed()["nvidia-driver-cuda"] == "3:580.82.07-1.el9"
+    # Without the lock, newer builds are there to take (580.178.04 in the stream; never 590).
+    free = root.dnf("check-update")
+    assert free.returncode == 100 and "580.178.04" in free.stdout and R590 not in free.stdout, free.stdout
+    root.locklist.write_text(files["hopper-cu12.versionlock"])
+    assert root.dnf("check-update").returncode == 0
+    before = root.installed()
+    done = root.dnf("upgrade")
+    assert done.returncode == 0 and "Nothing to do." in done.stdout, done.stdout + done.stderr
+    assert root.installed() == before
+
+
+def test_a_590_build_is_filtered_out_under_the_580_open_stream(repos, pins, tmp_path) -> None:
+    files = pins["580.82.07"]
+    root = node(tmp_path, repos, files)
+    r590 = f"nvidia-driver-cuda-3:{R590}-1.el9"
+    done = root.dnf("install", r590)
+    assert done.returncode == 1, done.stdout
+    assert f"All matches were filtered out by modular filtering for argument: {r590}" in done.stdout + done.stderr
+    assert root.installed() == {}
+    # The same request under the 590-open stream resolves (test transaction only): the stream decided.
+    root.write("etc/dnf/modules.d/nvidia-driver.module", files["hopper-cu12.module"].replace("580-open", "590-open"))
+    ok = root.dnf("--setopt=tsflags=test", "install", r590)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+
+
+def test_a_tuple_change_and_its_rollback_in_one_transaction_each(repos, pins, tmp_path) -> None:
+    old, new = pins["580.82.07"], pins["580.95.05"]
+    root = node(tmp_path, repos, old)
+    install(root, old)
+    root.locklist.write_text(old["hopper-cu12.versionlock"])
+    # The old lock hides the new build: the lock entries are replaced with the install, never left behind.
+    held = root.dnf("install", *new["hopper-cu12.dnf"].split())
+    assert held.returncode == 1 and "nvidia-driver-cuda-3:580.95.05-1.el9" in held.stdout + held.stderr
+    for files, build in ((new, "580.95.05"), (old, "580.82.07")):
+        install(root, files, "hopper-cu12", "--disableplugin=versionlock")
+        root.locklist.write_text(files["hopper-cu12.versionlock"])
+        want = wanted(files["hopper-cu12.dnf"])
+        assert {n: root.installed()[n] for n in want} == want
+        assert root.installed()["kmod-nvidia-open-dkms"] == f"3:{build}-1.el9"
+        assert root.dnf("upgrade").stdout.count("Nothing to do.") == 1
+
+
+def test_rocm_71_el8_builds_install_from_the_el9_tree(repos, pins, tmp_path) -> None:
+    files = pins["580.82.07"]
+    root = node(tmp_path, repos, files, "cdna3-rocm71", "amd")
+    install(root, files, "cdna3-rocm71")
+    want = wanted(files["cdna3-rocm71.dnf"])
+    assert {n: root.installed()[n] for n in want} == want
+    assert all(v.endswith(".el8") for v in want.values()), want
+    root.locklist.write_text(files["cdna3-rocm71.versionlock"])
+    before = root.installed()
+    assert "Nothing to do." in root.dnf("upgrade").stdout and root.installed() == before
+
+
+def test_a_missing_nevra_stops_the_test_transaction_before_anything_changes_naming_it(repos, pins, tmp_path) -> None:
+    old, new = pins["580.82.07"], pins["580.95.05"]
+    root = node(tmp_path, repos, old, repo="pruned")
+    install(root, old)
+    before = root.installed()
+    done = root.dnf("--setopt=tsflags=test", "--disableplugin=versionlock", "install", *new["hopper-cu12.dnf"].split())
+    assert done.returncode == 1
+    assert f"No match for argument: {MISSING}" in done.stdout + done.stderr, done.stdout + done.stderr
+    assert root.installed() == before
+
+
+# The node role's EL path (playbooks/roles/stack_packages/tasks/dnf.yml), run by real
+# ansible-playbook on this machine (connection local) into a DnfRoot: the rendered tree as
+# `fleetspec render` writes it, its .repo pointed at the stand-in tree (as a site mirror is),
+# dnf's installroot and private paths given through the role's fleetspec_el_root/_dnf_options.
+PLAY = """- hosts: h100-001
+  connection: local
+  gather_facts: false
+  tasks:
+    - ansible.builtin.include_role: {name: stack_packages}
+"""
+
+
+def role_run(tmp: Path, root: DnfRoot, files: dict[PurePosixPath, str], repo: Path,
+             kernel: str = KERNEL) -> subprocess.CompletedProcess[str]:
+    tree = tmp / f"tree-{len(list(tmp.glob('tree-*')))}"
+    for rel, text in files.items():
+        (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tree / rel).write_text(text)
+    repo_file = tree / "ansible/pins/hopper-cu12.repo"
+    repo_file.write_text(re.sub(r"(?m)^baseurl=.*$", f"baseurl=file://{repo}", repo_file.read_text())
+                         .replace("gpgcheck=1", "gpgcheck=0"))
+    (tree / "play.yml").write_text(PLAY)
+    (tree / "vars.json").write_text(json.dumps({
+        "ansible_python_interpreter": sys.executable, "fleetspec_el_root": str(root.root),
+        "fleetspec_dnf_options": ["--releasever=9", "--setopt=module_platform_id=platform:el9",
+                                  f"--setopt=pluginconfpath={root.plugins}", f"--setopt=cachedir={root.root.parent}/cache",
+                                  "--setopt=install_weak_deps=0"],
+        "fleetspec_dnf_environment": root.env(), "fleetspec_kernel_release": kernel}))
+    exe = shutil.which("ansible-playbook")
+    assert exe, "ansible-playbook is required (pip install ansible-core)"
+    env = {"ANSIBLE_CONFIG": str(ROOT / "playbooks/ansible.cfg"), "ANSIBLE_HOME": str(tmp / ".ansible"),
+           "ANSIBLE_ROLES_PATH": str(ROOT / "playbooks/roles"), "PATH": "/usr/bin:/bin:" + str(Path(exe).parent)}
+    return subprocess.run([exe, "-i", str(tree / "ansible/inventory.yml"), "-e", f"@{tree / 'vars.json'}",
+                           str(tree / "play.yml")], capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_the_node_role_changes_a_node_in_one_transaction_and_stops_on_a_missing_nevra(repos, pins, trees, tmp_path):
+    """A node as NVIDIA's guide leaves it (580.82.07 installed, each package locked by `dnf
+    versionlock add`), a site's own lock line, and another branch's stream enabled by hand."""
+    old = pins["580.82.07"]
+    root = DnfRoot(tmp_path / "node", None)
+    (root.root / "etc/yum.repos.d/standin.repo").write_text(f"[standin]\nname=standin\nbaseurl=file://{repos['nvidia']}"
+                                                            "\ngpgcheck=0\n")
+    root.write("etc/dnf/modules.d/nvidia-driver.module", old["hopper-cu12.module"])
+    install(root, old)
+    (root.root / "etc/yum.repos.d/standin.repo").unlink()
+    (root.root / "etc/yum.repos.d/baseos.repo").write_text(f"[baseos]\nname=baseos\nbaseurl=file://{repos['baseos']}"
+                                                           "\ngpgcheck=0\n")
+    root.locklist.write_text("bash-0:5.2.15-1.*\n" + old["hopper-cu12.versionlock"].split("\n", 1)[1])
+    root.write("etc/dnf/modules.d/nvidia-driver.module", old["hopper-cu12.module"].replace("580-open", "590-open"))
+    before = root.installed()
+    # The pruned tree: the pre-check stops, naming the NEVRA and the repository; no package moved.
+    # A kernel whose kernel-devel the distribution's tree lacks (an older minor's, as Rocky's
+    # mirrors drop them; modelled) is named in the same stop.
+    stopped = role_run(tmp_path, root, trees["580.95.05"], repos["pruned"], kernel="5.14.0-427.13.1.el9_4.x86_64")
+    assert stopped.returncode != 0
+    out = " ".join(stopped.stdout.split())
+    assert f"{MISSING} is not in the configured repositories: file://{repos['pruned']} should carry it" in out, out
+    assert ("kernel-devel-5.14.0-427.13.1.el9_4.x86_64 is not in the configured repositories: the distribution's "
+            "(BaseOS/AppStream) should carry it, and DKMS cannot build the driver for kernel") in out, out
+    reset = stopped.stdout.split("Reset another enabled nvidia-driver stream]", 1)[1].split("TASK [", 1)[0]
+    assert "changed: [h100-001]" in reset, stopped.stdout
+    assert "stream=580-open" in (root.root / "etc/dnf/modules.d/nvidia-driver.module").read_text()
+    assert root.installed() == before and "580.82.07-1.el9.*" in root.locklist.read_text()
+    # The complete tree: the change in one transaction, every lock line of a pinned name replaced.
+    changed = role_run(tmp_path, root, trees["580.95.05"], repos["nvidia"])
+    assert changed.returncode == 0, changed.stdout + changed.stderr
+    want = wanted(trees["580.95.05"][PurePosixPath("ansible/pins/hopper-cu12.dnf")])
+    assert {n: root.installed()[n] for n in want} == want  # the HGX node's fabric manager too (nvswitch)
+    assert {n: root.installed().get(n) for n in ("kernel-devel", "rdma-core", "libibverbs")} == {
+        "kernel-devel": "0:5.14.0-427.28.1.el9_4", "rdma-core": "0:48.0-1.el9", "libibverbs": "0:48.0-1.el9"}
+    locks = root.locklist.read_text()
+    assert "580.82.07" not in locks and "bash-0:5.2.15-1.*\n" in locks, locks
+    assert [ln for ln in locks.splitlines() if not ln.startswith(("#", "bash-"))] == [
+        ln for ln in trees["580.95.05"][PurePosixPath("ansible/pins/hopper-cu12.versionlock")].splitlines()
+        if not ln.startswith("#")]
+    assert "Nothing to do." in root.dnf("upgrade").stdout
+
+
+# Rocky Linux 9's /etc/os-release (rocky-release 9.6: NAME="Rocky Linux", ID="rocky",
+# ID_LIKE="rhel centos fedora", VERSION_ID="9.6"; fleetspec/importer/facts.py maps it to rocky-9).
+ROCKY_OS_RELEASE = ('NAME="Rocky Linux"\nVERSION="9.6 (Blue Onyx)"\nID="rocky"\nID_LIKE="rhel centos fedora"\n'
+                    'VERSION_ID="9.6"\nPLATFORM_ID="platform:el9"\nPRETTY_NAME="Rocky Linux 9.6 (Blue Onyx)"\n')
+
+
+def collected(root: DnfRoot) -> dict:
+    """The node-side collector (Python stdlib only) on the root, rpm reading its rpmdb (rpm --root)."""
+    done = subprocess.run([sys.executable, str(ROOT / "fleetspec/node_side/collector.py"), "--root", str(root.root),
+                           "--no-load"], capture_output=True, text=True, timeout=120, env=root.env())
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def el_checks(trees: dict, facts: dict) -> dict[str, tuple[str, str | None, str]]:
+    from fleetspec.verify.compare import compare
+
+    compiled = compile_text((EXAMPLES / "rocky9.yaml").read_text())
+    node = next(n for n in compare(compiled.fleet, {"h100-001": facts}, hosts=["h100-001"]).nodes)
+    return {c.component: (c.status.value, c.found, c.message) for c in node.checks
+            if c.component in ("el-packages", "package-holds", "driver-stream")}
+
+
+def test_verify_reads_rpm_the_versionlock_and_the_stream_and_reports_each_as_drift(repos, pins, trees, tmp_path):
+    files = pins["580.82.07"]
+    root = node(tmp_path, repos, files)
+    install(root, files)
+    root.locklist.write_text(files["hopper-cu12.versionlock"])
+    (root.root / "etc/os-release").write_text(ROCKY_OS_RELEASE)
+    facts = collected(root)
+    packages = facts["packages"]
+    assert packages["manager"] == "rpm" and packages["module_streams"] == {"nvidia-driver": "580-open"}
+    by_name = {p["name"]: p for p in packages["installed"]}
+    assert by_name["kmod-nvidia-open-dkms"]["version"] == "3:580.82.07-1.el9"  # the epoch, from rpm -q
+    assert by_name["libnccl"]["version"] == "2.26.2-1+cuda12.8" and by_name["libnccl"]["held"]
+    assert {k: v[0] for k, v in el_checks(trees, facts).items()} == {
+        "el-packages": "ok", "package-holds": "ok", "driver-stream": "ok"}
+    # A lock dropped, another changed, a package moved off its build, another stream enabled.
+    lock = files["hopper-cu12.versionlock"].replace("libnccl-devel-0:2.26.2-1+cuda12.8.*\n", "").replace(
+        "libnccl-0:2.26.2-1+cuda12.8.*", "libnccl-0:2.26.2-2+cuda12.8.*")
+    root.locklist.write_text(lock)
+    moved = root.dnf("--disableplugin=versionlock", "upgrade", "libnccl")
+    assert moved.returncode == 0, moved.stdout + moved.stderr
+    root.write("etc/dnf/modules.d/nvidia-driver.module", files["hopper-cu12.module"].replace("580-open", "590-open"))
+    checks = el_checks(trees, collected(root))
+    assert checks["el-packages"][:2] == ("drift", "libnccl 2.26.2-2+cuda12.8 (pin 2.26.2-1+cuda12.8)")
+    assert checks["package-holds"][0] == "drift"
+    assert "missing libnccl-devel-0:2.26.2-1+cuda12.8.*" in checks["package-holds"][1]
+    assert "locked at libnccl-0:2.26.2-2+cuda12.8.*" in checks["package-holds"][1]
+    assert checks["driver-stream"][:2] == ("drift", "590-open")
