@@ -15,7 +15,7 @@ fleetspec, and only fleetspec, compile its source at every start. Targets (issue
   (CSafeLoader) takes to read back the inventory that render wrote;
 - 100,000 nodes: at most 5.5x the 20,000-node time, peak memory under 400 MB;
 - `plan` with a fleet-wide driver bump on 20,000 nodes: at most 1.5x the render; with
-  `--base OLD` at most 2x.
+  `--base OLD` at most 1.5x too (issue 45; issue 14 asked 2x).
 
 Issue 45: `import slurm` of a 20,000-node cluster's files with its nodes' facts
 (bench_import.py) in under 10 s of CPU, and linear: at most 5.5x the 4,000-node import.
@@ -225,16 +225,17 @@ def measure(quick: bool, rollout: int | None = None, state: bool = False) -> int
         verdicts.append(ok and peak < 400)
         shutil.rmtree(work / "out100k", ignore_errors=True)
 
-        state = work / "state"
-        setup = [sys.executable, str(HERE / "bench_plan.py"), "--record", str(work / "f20k.yaml"), str(state)]
+        state_dir = work / "state"  # not `state`: that is the --state flag (it ran the state rows every time)
+        setup = [sys.executable, str(HERE / "bench_plan.py"), "--record", str(work / "f20k.yaml"), str(state_dir)]
         run(setup)
-        plan = [*FLEETSPEC, "plan", str(work / "f20k-bumped.yaml"), "--state", str(state)]
+        plan = [*FLEETSPEC, "plan", str(work / "f20k-bumped.yaml"), "--state", str(state_dir)]
         base_plan = [*FLEETSPEC, "plan", str(work / "f20k-bumped.yaml"), "--base", str(work / "f20k.yaml")]
         times = fastest({"plan": plan, "base": base_plan, "render": render20}, large)
         r = times["render"][0]
         verdicts.append(row("plan, driver bump, 20,000 nodes (state)", times["plan"][0],
                             f"render 20,000 ({r:.2f}s)", r, 1.5))
-        verdicts.append(row("plan --base OLD, same bump", times["base"][0], f"render 20,000 ({r:.2f}s)", r, 2.0))
+        # Issue 45 item 2: at most 1.5x (issue 14's target was 2x).
+        verdicts.append(row("plan --base OLD, same bump", times["base"][0], f"render 20,000 ({r:.2f}s)", r, 1.5))
     verdicts.extend(import_rows(large))
     if rollout:
         verdicts.extend(rollout_rows(rollout))
