@@ -15,7 +15,10 @@ fleetspec, and only fleetspec, compile its source at every start. Targets (issue
   (CSafeLoader) takes to read back the inventory that render wrote;
 - 100,000 nodes: at most 5.5x the 20,000-node time, peak memory under 400 MB;
 - `plan` with a fleet-wide driver bump on 20,000 nodes: at most 1.5x the render; with
-  `--base OLD` at most 2x.
+  `--base OLD` at most 1.5x too (issue 45; issue 14 asked 2x).
+
+Issue 45: `import slurm` of a 20,000-node cluster's files with its nodes' facts
+(bench_import.py) in under 10 s of CPU, and linear: at most 5.5x the 4,000-node import.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
+from bench_import import SLURM_VERSION, write_cluster  # noqa: E402
 from fleetgen import fleet_yaml  # noqa: E402
 
 FLEETSPEC = [sys.executable, "-c", "from fleetspec.cli import main; main()"]
@@ -160,6 +164,25 @@ def rollout_rows(hosts: int) -> list[bool]:
     return [ok, native_ok, in_place_ok, fits]
 
 
+def import_rows(repeats: int) -> list[bool]:
+    """`import slurm` of 20,000 nodes with facts: under 10 s of CPU, and at most 5.5x the
+    4,000-node import (linear, with the render rows' slack)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        commands = {}
+        for nodes in (4000, 20000):
+            cluster = Path(tmp) / str(nodes)
+            write_cluster(nodes, cluster)
+            commands[nodes] = [*FLEETSPEC, "import", "slurm", "--conf", str(cluster / "slurm.conf"),
+                               "--gres", str(cluster / "gres.conf"), "--facts", str(cluster / "facts"),
+                               "--slurm-version", SLURM_VERSION, "--out", str(cluster / "spec.yaml")]
+        times = fastest(commands, repeats)
+    seconds, peak = times[20000]
+    under = seconds < 10
+    ok = row("import slurm, 20,000 nodes with facts", seconds, f"import 4,000 ({times[4000][0]:.2f}s)",
+             times[4000][0], 5.5, f"peak {peak:.0f} MB; under 10 s: {'ok' if under else 'MISSED'}")
+    return [ok and under]
+
+
 def measure(quick: bool, rollout: int | None = None, state: bool = False) -> int:
     # The startup rows take a third of a second a run, and their fastest run is what counts:
     # on a 2-core machine with neighbours, 7 runs left the minimum a few percent off
@@ -202,16 +225,18 @@ def measure(quick: bool, rollout: int | None = None, state: bool = False) -> int
         verdicts.append(ok and peak < 400)
         shutil.rmtree(work / "out100k", ignore_errors=True)
 
-        state = work / "state"
-        setup = [sys.executable, str(HERE / "bench_plan.py"), "--record", str(work / "f20k.yaml"), str(state)]
+        state_dir = work / "state"  # not `state`: that is the --state flag (it ran the state rows every time)
+        setup = [sys.executable, str(HERE / "bench_plan.py"), "--record", str(work / "f20k.yaml"), str(state_dir)]
         run(setup)
-        plan = [*FLEETSPEC, "plan", str(work / "f20k-bumped.yaml"), "--state", str(state)]
+        plan = [*FLEETSPEC, "plan", str(work / "f20k-bumped.yaml"), "--state", str(state_dir)]
         base_plan = [*FLEETSPEC, "plan", str(work / "f20k-bumped.yaml"), "--base", str(work / "f20k.yaml")]
         times = fastest({"plan": plan, "base": base_plan, "render": render20}, large)
         r = times["render"][0]
         verdicts.append(row("plan, driver bump, 20,000 nodes (state)", times["plan"][0],
                             f"render 20,000 ({r:.2f}s)", r, 1.5))
-        verdicts.append(row("plan --base OLD, same bump", times["base"][0], f"render 20,000 ({r:.2f}s)", r, 2.0))
+        # Issue 45 item 2: at most 1.5x (issue 14's target was 2x).
+        verdicts.append(row("plan --base OLD, same bump", times["base"][0], f"render 20,000 ({r:.2f}s)", r, 1.5))
+    verdicts.extend(import_rows(large))
     if rollout:
         verdicts.extend(rollout_rows(rollout))
     if state:

@@ -236,6 +236,18 @@ class _Builder:
         self.dropped: set[str] = set()  # keys the target release no longer takes
         self._declared_warned: set[str] = set()
         self.site_cluster_name: str | None = None  # ClusterName where it is no DNS label (_cluster_name)
+        # gres.conf's GPU lines by host, in file order: a node's lines are looked up per node,
+        # and scanning every line's hosts for each node grew as nodes x lines (#45 item 3).
+        self._gpu_gres_for: dict[str, list[int]] = {}
+        self._gpu_gres_all: list[int] = []
+        for i, g in enumerate(gres):
+            if g.name != "gpu":
+                continue
+            if g.hosts is None:
+                self._gpu_gres_all.append(i)
+            else:
+                for host in dict.fromkeys(g.hosts):
+                    self._gpu_gres_for.setdefault(host, []).append(i)
 
     # -- the whole spec -------------------------------------------------------------
 
@@ -365,9 +377,9 @@ class _Builder:
             return self._mixed(rec, entries, pair)  # type: ignore[arg-type]
         gres_type = next(iter(types)) or self._gres_conf_type(rec.name)
         count = sum(c for _, c in entries)
-        files = [f for g in self.gres if g.name == "gpu" and (g.hosts is None or rec.name in g.hosts) for f in g.files]
+        files = [f for g in self._gpu_gres(rec.name) for f in g.files]
         if files and len(set(files)) != count:
-            line = next(g for g in self.gres if g.name == "gpu" and g.files and (g.hosts is None or rec.name in g.hosts))
+            line = next(g for g in self._gpu_gres(rec.name) if g.files)
             found = len(set(files))
             if found < count:  # slurmctld drains it: "gres/gpu count reported lower than configured"
                 self._defer("gres-files", rec, pair, f"slurm.conf gives {count} GPU(s) but gres.conf's File= lines "
@@ -397,7 +409,7 @@ class _Builder:
         models = [self._model(rec, t, pair, mixed=True) for t in order]
         if None in models:
             return None
-        files = {f for g in self.gres if g.name == "gpu" and (g.hosts is None or rec.name in g.hosts) for f in g.files}
+        files = {f for g in self._gpu_gres(rec.name) for f in g.files}
         if files and len(files) != sum(counts.values()):
             self._defer("gres-files", rec, pair, f"slurm.conf gives {sum(counts.values())} GPU(s) but gres.conf's "
                         f"File= lines name {len(files)} device(s); make them agree")
@@ -413,8 +425,8 @@ class _Builder:
                     tuple((m[0], counts[t], m[1]) for m, t in zip(models[1:], order[1:])))  # type: ignore[index]
 
     def _first_device(self, host: str, gres_type: str) -> int | None:
-        numbers = [int(m.group(1)) for g in self.gres if g.name == "gpu" and g.type == gres_type
-                   and (g.hosts is None or host in g.hosts) for f in g.files if (m := re.search(r"([0-9]+)$", f))]
+        numbers = [int(m.group(1)) for g in self._gpu_gres(host) if g.type == gres_type
+                   for f in g.files if (m := re.search(r"([0-9]+)$", f))]
         return min(numbers) if numbers else None
 
     def _declare(self, rec: NodeRecord, gres_type: str | None, pair: Pair | None) -> str | None:
@@ -455,8 +467,16 @@ class _Builder:
                                          "(rule site-gpu-model)", "warning"))
         return gpu_id
 
+    def _gpu_gres(self, host: str) -> list[GresLine]:
+        """gres.conf's ``Name=gpu`` lines that apply to ``host`` (its own and those for every
+        node), in file order."""
+        own = self._gpu_gres_for.get(host, [])
+        if not self._gpu_gres_all:
+            return [self.gres[i] for i in own]
+        return [self.gres[i] for i in sorted((*own, *self._gpu_gres_all))]
+
     def _gres_conf_type(self, host: str) -> str | None:
-        types = {g.type for g in self.gres if g.name == "gpu" and g.type and (g.hosts is None or host in g.hosts)}
+        types = {g.type for g in self._gpu_gres(host) if g.type}
         return types.pop() if len(types) == 1 else None
 
     def _model(self, rec: NodeRecord, gres_type: str | None, pair: Pair,

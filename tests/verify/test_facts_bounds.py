@@ -79,3 +79,36 @@ def test_depth_and_the_real_node_within_bounds() -> None:
     assert facts_problem(h200_facts("h200-001")) is None  # the real node's document passes
     assert facts_problem({"nvidia": {"driver_version": "580.95.05"}, "amd": {"driver_version":
                                                                            "1:6.16.13.30300300-2327507"}}) is None
+
+
+def _nested(levels: int, leaf: object) -> dict:
+    document: dict = {}
+    cursor = document
+    for _ in range(levels - 1):
+        cursor["a"] = {}
+        cursor = cursor["a"]
+    cursor["a"] = leaf
+    return document
+
+
+@pytest.mark.parametrize("document", [
+    _nested(MAX_DEPTH, 1), _nested(MAX_DEPTH + 1, 1), _nested(MAX_DEPTH, []), _nested(MAX_DEPTH + 1, []),
+    _nested(MAX_DEPTH, [1]), {"a": ["1" * 19]}, {"version": [{"x": "1" * 19}]}, {"VERSIONS": {"x": ["1" * 19]}},
+    {"os": ["x" * MAX_STRING, {"k" * 256: "y"}]}, {"os": ["x" * MAX_STRING, {"k" * 257: "y"}]},
+])
+def test_the_quick_walk_accepts_exactly_what_the_full_walk_accepts(document: dict) -> None:
+    # facts_problem walks once without paths (_within) and again for the message only when
+    # that finds a value outside the bounds: both walks must draw the same line.
+    from fleetspec.verify.facts_bounds import _first_problem, _within
+
+    assert _within(document) == (_first_problem(document) is None)
+
+
+@pytest.mark.parametrize("values", [99, 100, 101])
+def test_both_walks_count_values_alike(values: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fleetspec.verify import facts_bounds
+
+    monkeypatch.setattr(facts_bounds, "MAX_VALUES", 100)  # a million values would cost the suite seconds
+    k, rest = divmod(values - 3, 11)  # the document, "a", "b", k lists of 10 and `rest` more
+    document = {"a": [[0] * 10 for _ in range(k)], "b": [0] * rest}
+    assert facts_bounds._within(document) == (facts_bounds._first_problem(document) is None) == (values <= 100)
