@@ -1,0 +1,72 @@
+"""A node group's MIG geometry (``gpu.mig``), resolved against the catalog's MIG profiles.
+
+The spec says either a mig-parted named geometry (``all-1g.10gb``, ``all-balanced``) or one
+GPU's instances (``{1g.10gb: 2, 2g.20gb: 1, 3g.40gb: 1}``); every GPU of the group gets the
+same. What cannot be made is a located error (fleetspec/catalog/mig.py says what is checked).
+"""
+
+from __future__ import annotations
+
+from fleetspec.catalog import GpuModel
+from fleetspec.catalog import mig as catalog_mig
+from fleetspec.findings import Finding, Severity, SpecPath
+from fleetspec.spec import model as m
+
+# Aliases the catalog folds into an 80GB model whose MIG profiles differ (the 40GB boards
+# split 40GB: 1g.5gb .. 7g.40gb; catalog/data/mig.yaml lists the 80GB ones only).
+_OTHER_MEMORY = ("40gb",)
+
+
+def resolve(group: m.NodeGroup, gpu: GpuModel, path: SpecPath,
+            findings: list[Finding]) -> tuple[catalog_mig.Geometry, str]:
+    """(one GPU's instances, the mig-parted config name) for the group; ((), "") without MIG
+    or after a finding."""
+    for i, ref in enumerate(group.other_gpus):
+        if ref.mig is not None:
+            findings.append(Finding("mig-geometry", Severity.ERROR,
+                                    "MIG is declared on the nodes' gpu, not on other_gpus: give MIG nodes a group "
+                                    "of their own", path + ("other_gpus", i, "mig")))
+    wanted = group.gpu.mig
+    if wanted is None:
+        return (), ""
+    where = path + ("gpu", "mig")
+    model = catalog_mig.model_mig(gpu.id)
+    if model is None or any(group.gpu.model.lower().endswith(s) for s in _OTHER_MEMORY):
+        known = ", ".join(catalog_mig.mig_models())
+        findings.append(Finding("mig-geometry", Severity.ERROR,
+                                f"the catalog has no MIG profiles for {group.gpu.model}: MIG is known for {known}. "
+                                "Remove gpu.mig, or use one of those models", where))
+        return (), ""
+    if group.other_gpus or group.other_gres:
+        findings.append(Finding("mig-geometry", Severity.ERROR,
+                                "gpu.mig with other_gpus or other_gres (mps, shard): a MIG node's GRES are its "
+                                "instances. Give MIG nodes a group of their own", where))
+        return (), ""
+    if not group.gpu.typed or group.gpu.gres:
+        findings.append(Finding("mig-geometry", Severity.ERROR,
+                                "gpu.mig with gres or typed: false: MIG instances are Slurm GRES typed by their "
+                                "profile (gpu:1g.10gb). Remove gres / typed", where))
+        return (), ""
+    if isinstance(wanted, str):
+        geometry = catalog_mig.named(model, wanted)
+        if geometry is None:
+            names = ", ".join(["all-balanced", *(f"all-{p.replace('+me', '.me')}" for p in model.profiles)])
+            findings.append(Finding("mig-geometry", Severity.ERROR,
+                                    f"{wanted} is not a MIG geometry of {gpu.id}. Use one of {names}, or list one "
+                                    f"GPU's instances (source: {model.sources[-1]})", where))
+            return (), ""
+        named_as = wanted
+    else:
+        geometry = tuple(sorted(wanted.items()))
+        named_as = ""
+    if group.scheduler == "slurm" and any(name.endswith("+me") for name, _ in geometry):
+        findings.append(Finding("mig-geometry", Severity.ERROR,
+                                "a +me (media engines) instance under Slurm: a GRES type cannot hold '+' "
+                                "(gres.conf(5) Type=), so Slurm could not name it. Use the profile without +me",
+                                where))
+        return (), ""
+    problem = catalog_mig.check(model, geometry)
+    if problem is not None:
+        findings.append(Finding("mig-geometry", Severity.ERROR, problem, where))
+        return (), ""
+    return geometry, catalog_mig.config_name(geometry, named_as)
