@@ -155,6 +155,7 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
         _check_tenant_namespaces(body.kubernetes, findings)
     nodes_t, partitions = build_partitions(tuple(nodes), slurm, findings, dropped_hosts,
                                            {n.hostname for n in cpu_nodes})
+    mig_geometry.check_partitions(nodes_t, partitions, findings)
     kubernetes = _default_dra_driver(kubernetes, body.kubernetes, nodes_t, catalog)
     partitions = tuple(dataclasses.replace(p, device_names=_device_names(p.gpu_models, catalog))
                        for p in partitions)

@@ -70,3 +70,21 @@ def resolve(group: m.NodeGroup, gpu: GpuModel, path: SpecPath,
         findings.append(Finding("mig-geometry", Severity.ERROR, problem, where))
         return (), ""
     return geometry, catalog_mig.config_name(geometry, named_as)
+
+
+def check_partitions(nodes: tuple, partitions: tuple, findings: list[Finding]) -> None:
+    """A Kubernetes partition's quota is counted in its instances' resources
+    (nvidia.com/mig-1g.10gb): all its nodes carry one geometry, or none. (Slurm's typed GRES
+    need no such rule: a job asks for a type, and any node with it serves.)"""
+    by_host = {n.hostname: n for n in nodes}
+    for p in partitions:
+        if p.scheduler != "kubernetes" or not p.generated:  # quotas are per generated partition
+            continue
+        members = [by_host[h] for h in p.nodes if h in by_host]
+        geometries = {n.mig for n in members}
+        if len(geometries) > 1:
+            first = next(n for n in members if n.mig)
+            findings.append(Finding("mig-geometry", Severity.ERROR,
+                                    f"Kubernetes partition {p.name} mixes MIG geometries (or MIG and whole GPUs): "
+                                    "its quotas could not count one resource. Give the Kubernetes nodes of one "
+                                    "generation one geometry, or schedule the others with Slurm", first.path + ("gpu", "mig")))
