@@ -1,0 +1,62 @@
+"""Verify a node's MIG geometry (#46): every GPU in MIG mode with the instances the spec
+declares (``gpu.mig``), or, without MIG in the spec, no GPU in MIG mode.
+
+The facts are the collector's: ``mig_mode`` from ``nvidia-smi -q -x`` and ``mig_instances``
+(each GPU instance's profile) from ``nvidia-smi mig -lgi``, which the collector asks only
+where a GPU runs in MIG mode (docs/facts.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from fleetspec.compile.ir import Node
+from fleetspec.verify.compare import Check, Status
+
+REPAIR = "drain"  # remaking instances needs an idle GPU (plan/diff.py)
+REPAIR_MODE = "drain-reboot"  # MIG mode on/off resets the GPU
+
+
+def _geometry(profiles: list[str]) -> str:
+    counts: dict[str, int] = {}
+    for p in profiles:
+        counts[p] = counts.get(p, 0) + 1
+    return ",".join(f"{c}x{p}" for p, c in sorted(counts.items())) or "no instances"
+
+
+def mig_checks(node: Node, gpus: object) -> list[Check]:
+    """One ``mig`` check for the node; none for a node without MIG whose GPUs are not in MIG mode."""
+    listed = [g for g in gpus if isinstance(g, Mapping)] if isinstance(gpus, list) else []
+    modes = {g.get("index"): (g.get("mig_mode") or {}).get("current") for g in listed}
+    if not node.mig:
+        on = [str(i) for i, mode in modes.items() if mode == "Enabled"]
+        if not on:
+            return []
+        return [Check("mig", Status.DRIFT, "MIG off", f"MIG on GPU {', '.join(on)}",
+                      f"GPU {', '.join(on)} run in MIG mode, which the spec does not declare: jobs asking for "
+                      "whole GPUs get none there. Disable MIG mode (nvidia-smi -mig 0) or declare gpu.mig",
+                      disruption=REPAIR_MODE)]
+    expected = _geometry([p for p, c in node.mig for _ in range(c)])
+    if not listed:
+        return [Check("mig", Status.DRIFT, expected, "no GPU listed", "nvidia-smi listed no GPU to attest MIG on")]
+    wrong = []
+    mode_off = False
+    for g in listed:
+        index = g.get("index")
+        if modes.get(index) != "Enabled":
+            mode_off = True
+            wrong.append(f"GPU {index}: MIG {str(modes.get(index) or 'unsupported').lower()}")
+            continue
+        instances: Any = g.get("mig_instances")
+        if not isinstance(instances, list):
+            wrong.append(f"GPU {index}: instances unknown (nvidia-smi mig -lgi)")
+        elif _geometry(instances) != expected:
+            wrong.append(f"GPU {index}: {_geometry(instances)}")
+    if not wrong:
+        return [Check("mig", Status.OK, expected, expected,
+                      f"every GPU ({len(listed)}) runs MIG with {expected}")]
+    return [Check("mig", Status.DRIFT, expected, "; ".join(wrong),
+                  f"MIG geometry differs from the spec's {expected} on " + "; ".join(wrong) +
+                  ": drain the node and apply its geometry again (nvidia-mig-parted apply, or the GPU Operator's "
+                  "MIG manager)", disruption=REPAIR_MODE if mode_off else REPAIR)]
