@@ -39,6 +39,7 @@ from fleetspec.packages import (
     packages_for,
     rdma_packages,
 )
+from fleetspec.verify.mig import mig_checks
 from fleetspec.verify.versions import at_precision, match_version, upstream
 from fleetspec.versions import version_key
 
@@ -287,9 +288,8 @@ def _nvidia_checks(fleet: Fleet, node: Node, stack: StackTuple, facts: Mapping[s
             checks.append(_kernel_module_check(node, nvidia, catalog))
         checks += _gpu_checks(node, nvidia.get("gpus"), nvidia.get("smi_driver_version"), catalog,
                               dict(fleet.site_gpu_names))
-        from fleetspec.verify.mig import mig_checks  # imports Check from here
-
-        checks += mig_checks(node, nvidia.get("gpus"))
+        checks += [Check("mig", Status(c.status), c.expected, c.found, c.message, disruption=c.disruption)
+                   for c in mig_checks(node, nvidia.get("gpus"))]
     standin = bool(facts.get("standin"))
     checks += _node_runtime_checks(fleet, node, nvidia, standin)
     if has_nvswitch(node.gpu) and stack.driver:

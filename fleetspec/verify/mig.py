@@ -9,10 +9,20 @@ where a GPU runs in MIG mode (docs/facts.md).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from fleetspec.compile.ir import Node
-from fleetspec.verify.compare import Check, Status
+
+
+class MigCheck(NamedTuple):
+    """The ``mig`` check's fields; compare.py makes it a Check (this module cannot import
+    compare.py, which calls it)."""
+
+    status: str  # a Status value: "ok" | "drift"
+    expected: str
+    found: str
+    message: str
+    disruption: str | None = None
 
 REPAIR = "drain"  # remaking instances needs an idle GPU (plan/diff.py)
 REPAIR_MODE = "drain-reboot"  # MIG mode on/off resets the GPU
@@ -25,7 +35,7 @@ def _geometry(profiles: list[str]) -> str:
     return ",".join(f"{c}x{p}" for p, c in sorted(counts.items())) or "no instances"
 
 
-def mig_checks(node: Node, gpus: object) -> list[Check]:
+def mig_checks(node: Node, gpus: object) -> list[MigCheck]:
     """One ``mig`` check for the node; none for a node without MIG whose GPUs are not in MIG mode."""
     listed = [g for g in gpus if isinstance(g, Mapping)] if isinstance(gpus, list) else []
     modes = {g.get("index"): (g.get("mig_mode") or {}).get("current") for g in listed}
@@ -33,13 +43,13 @@ def mig_checks(node: Node, gpus: object) -> list[Check]:
         on = [str(i) for i, mode in modes.items() if mode == "Enabled"]
         if not on:
             return []
-        return [Check("mig", Status.DRIFT, "MIG off", f"MIG on GPU {', '.join(on)}",
+        return [MigCheck("drift", "MIG off", f"MIG on GPU {', '.join(on)}",
                       f"GPU {', '.join(on)} run in MIG mode, which the spec does not declare: jobs asking for "
                       "whole GPUs get none there. Disable MIG mode (nvidia-smi -mig 0) or declare gpu.mig",
                       disruption=REPAIR_MODE)]
     expected = _geometry([p for p, c in node.mig for _ in range(c)])
     if not listed:
-        return [Check("mig", Status.DRIFT, expected, "no GPU listed", "nvidia-smi listed no GPU to attest MIG on")]
+        return [MigCheck("drift", expected, "no GPU listed", "nvidia-smi listed no GPU to attest MIG on")]
     wrong = []
     mode_off = False
     for g in listed:
@@ -54,9 +64,9 @@ def mig_checks(node: Node, gpus: object) -> list[Check]:
         elif _geometry(instances) != expected:
             wrong.append(f"GPU {index}: {_geometry(instances)}")
     if not wrong:
-        return [Check("mig", Status.OK, expected, expected,
+        return [MigCheck("ok", expected, expected,
                       f"every GPU ({len(listed)}) runs MIG with {expected}")]
-    return [Check("mig", Status.DRIFT, expected, "; ".join(wrong),
+    return [MigCheck("drift", expected, "; ".join(wrong),
                   f"MIG geometry differs from the spec's {expected} on " + "; ".join(wrong) +
                   ": drain the node and apply its geometry again (nvidia-mig-parted apply, or the GPU Operator's "
                   "MIG manager)", disruption=REPAIR_MODE if mode_off else REPAIR)]
