@@ -91,6 +91,7 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
             gpu_spec = gpu_spec_of(gpu, group.gpu.count, group.gpu)
             other_gpus = _other_gpus(group, gpu, body, catalog, group_path, findings)
             mig, mig_config = mig_geometry.resolve(group, gpu, group_path, findings)
+            replicas = mig_geometry.time_slicing(group, gpu, group_path, findings)
             if group.other_gres and (group.scheduler != "slurm" or (body.slurm and body.slurm.mode != "native")):
                 findings.append(Finding("schema", Severity.ERROR, "other_gres are Slurm GRES of host-mode nodes: "
                                         "remove them, or schedule the group with native Slurm",
@@ -131,6 +132,7 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
                     other_gpus=other_gpus,
                     mig=mig,
                     mig_config=mig_config,
+                    time_slicing=replicas,
                 ))
         for g_i, cpu_group in enumerate(rack.cpu_nodes):
             group_path = rack_path + ("cpu_nodes", g_i)

@@ -124,6 +124,8 @@ class Node:
     # same on every GPU, and the mig-parted config that makes them (spec gpu.mig; docs/mig.md).
     mig: tuple[tuple[str, int], ...] = _optional(())
     mig_config: str = _optional("")
+    # Time-slicing replicas per GPU (spec gpu.sharing, Kubernetes); 0: not shared.
+    time_slicing: int = _optional(0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -72,6 +72,27 @@ def resolve(group: m.NodeGroup, gpu: GpuModel, path: SpecPath,
     return geometry, catalog_mig.config_name(geometry, named_as)
 
 
+def time_slicing(group: m.NodeGroup, gpu: GpuModel, path: SpecPath, findings: list[Finding]) -> int:
+    """The group's time-slicing replicas (``gpu.sharing``), 0 without or after a finding."""
+    for i, ref in enumerate(group.other_gpus):
+        if ref.sharing is not None:
+            findings.append(Finding("mig-geometry", Severity.ERROR, "gpu.sharing is declared on the nodes' gpu, "
+                                    "not on other_gpus: remove it there", path + ("other_gpus", i, "sharing")))
+    sharing = group.gpu.sharing
+    if sharing is None:
+        return 0
+    where = path + ("gpu", "sharing")
+    problem = ("Slurm shares GPUs with other_gres (mps: N, shard: N): use them instead"
+               if group.scheduler != "kubernetes" else
+               "the NVIDIA device plugin time-slices NVIDIA GPUs only: remove gpu.sharing" if gpu.vendor != "nvidia"
+               else "gpu.sharing with gpu.mig: the instances are the sharing. Give one of them" if group.gpu.mig
+               else None)
+    if problem is not None:
+        findings.append(Finding("mig-geometry", Severity.ERROR, problem, where))
+        return 0
+    return sharing.time_slicing
+
+
 def check_partitions(nodes: tuple, partitions: tuple, findings: list[Finding]) -> None:
     """A Kubernetes partition's quota is counted in its instances' resources
     (nvidia.com/mig-1g.10gb): all its nodes carry one geometry, or none. (Slurm's typed GRES
@@ -81,10 +102,11 @@ def check_partitions(nodes: tuple, partitions: tuple, findings: list[Finding]) -
         if p.scheduler != "kubernetes" or not p.generated:  # quotas are per generated partition
             continue
         members = [by_host[h] for h in p.nodes if h in by_host]
-        geometries = {n.mig for n in members}
+        geometries = {(n.mig, n.time_slicing) for n in members}
         if len(geometries) > 1:
-            first = next(n for n in members if n.mig)
+            first = next(n for n in members if n.mig or n.time_slicing)
             findings.append(Finding("mig-geometry", Severity.ERROR,
-                                    f"Kubernetes partition {p.name} mixes MIG geometries (or MIG and whole GPUs): "
+                                    f"Kubernetes partition {p.name} mixes MIG geometries or time-slicing (or them and whole GPUs): "
                                     "its quotas could not count one resource. Give the Kubernetes nodes of one "
-                                    "generation one geometry, or schedule the others with Slurm", first.path + ("gpu", "mig")))
+                                    "generation one geometry, or schedule the others with Slurm",
+                                    first.path + ("gpu", "mig" if first.mig else "sharing")))

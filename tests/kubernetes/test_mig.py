@@ -145,3 +145,50 @@ def test_a_partition_mixing_geometries_is_a_located_error():
     result = compile_text(text, "inference.yaml")
     found = [f for f in result.findings if f.rule == "mig-geometry"]
     assert found and "mixes MIG geometries" in found[0].message and found[0].path[-2:] == ("gpu", "mig")
+
+
+SHARED = SPEC.replace("""          gpu: {model: a100, count: 8}
+""", """          gpu: {model: a100, count: 8, sharing: {time_slicing: 4}}
+""")
+
+
+def test_time_sliced_gpus_get_the_device_plugin_config_and_count_replicas():
+    result = compile_text(SHARED, "inference.yaml")
+    assert result.valid, [f.message for f in result.findings]
+    layer = kubernetes_resources(result.fleet)
+    labels = {n.hostname: n.labels for n in layer.node_labels}
+    assert labels["a100-train-01"]["nvidia.com/device-plugin.config"] == "time-sliced-4"
+    assert "nvidia.com/device-plugin.config" not in labels["h200-inf-01"]
+    release = next(r for r in layer.releases if r.name == "gpu-operator")
+    assert release.values["devicePlugin"] == {"config": {"name": "fleetspec-device-plugin", "default": "default"}}
+    defaults = yaml.safe_load(require_shared("crds/nvidia-gpu-operator/values.yaml").read_text())
+    assert {"name", "default"} <= set(defaults["devicePlugin"]["config"])  # the chart's own keys
+    cm = next(m for m in layer.manifests if m.kind == "ConfigMap" and m.name == "fleetspec-device-plugin")
+    assert cm.key in release.depends_on
+    assert yaml.safe_load(cm.body["data"]["time-sliced-4"]) == {
+        "version": "v1", "flags": {"migStrategy": "mixed"},
+        "sharing": {"timeSlicing": {"resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}}
+    queues = {m.name: m.body["spec"] for m in layer.manifests if m.kind == "ClusterQueue"}
+    ampere = [f for q in queues.values() for g in q["resourceGroups"] for f in g["flavors"]
+              if f["name"] == "nvidia-ampere"]
+    assert ampere[0]["resources"] == [{"name": "nvidia.com/gpu", "nominalQuota": 8 * 4}]
+
+
+def test_time_slicing_rendered_objects_pass_the_real_crds(crd_index: CrdIndex):
+    fleet = compile_text(SHARED, "inference.yaml").fleet
+    for obj in _rendered_objects(fleet):
+        assert validate_object(obj, crd_index, fleet.kubernetes.version) == [], obj["kind"]
+
+
+@pytest.mark.parametrize(("old", "new", "says"), [
+    ("scheduler: kubernetes\n  kubernetes:", "scheduler: slurm\n  slurm: {version: \"25.11.8\", controllers: ctl-01}\n"
+     "  kubernetes:", "Slurm shares GPUs with other_gres"),
+    ("model: a100, count: 8, sharing: {time_slicing: 4}}",
+     "model: a100, count: 8, sharing: {time_slicing: 4}, mig: all-balanced}", "the instances are the sharing"),
+])
+def test_sharing_where_it_cannot_apply_is_a_located_error(old, new, says):
+    text = SHARED.replace(old, new)
+    result = compile_text(text, "inference.yaml")
+    found = [f for f in result.findings if f.rule == "mig-geometry"]
+    assert found and says in found[0].message and found[0].path[-2:] == ("gpu", "sharing"), \
+        [f.message for f in result.findings]

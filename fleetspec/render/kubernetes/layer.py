@@ -245,6 +245,8 @@ def _node_labels(fleet: Fleet, node: Node, volcano_quota: bool) -> NodeLabels:
         labels[VOLCANO_NODEGROUP_LABEL] = node.partition
     if node.mig:  # the GPU Operator's MIG manager makes this geometry (render/kubernetes/mig.py)
         labels[mig.MIG_CONFIG_LABEL] = mig.config_label(node, mig.explicit(kubernetes_nodes(fleet)))
+    if node.time_slicing:  # the device plugin advertises each GPU time_slicing times
+        labels[mig.DEVICE_PLUGIN_LABEL] = mig.time_slicing_config(node.time_slicing)
     return NodeLabels(node.hostname, {k: label_value(v) for k, v in sorted(labels.items())})
 
 

@@ -25,6 +25,11 @@ from fleetspec.render.kubernetes.common import Manifest, dump, namespace_key, ob
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 CONFIGMAP = "fleetspec-mig-parted"
 MIG_RESOURCE = "nvidia.com/mig-"
+# The device plugin's per-node configuration (GPU Operator docs, gpu-sharing.html: the
+# ConfigMap named by devicePlugin.config.name holds one config per key, and a node takes
+# the one its nvidia.com/device-plugin.config label names).
+DEVICE_PLUGIN_LABEL = "nvidia.com/device-plugin.config"
+DEVICE_PLUGIN_CONFIGMAP = "fleetspec-device-plugin"
 
 
 def mig_nodes(nodes: Iterable[Node]) -> list[Node]:
@@ -43,11 +48,20 @@ def config_label(node: Node, custom: bool) -> str:
     return catalog_mig.config_name(node.mig, "") if custom else node.mig_config
 
 
+def time_slicing_config(replicas: int) -> str:
+    """The device-plugin config key of a node whose GPUs are time-sliced ``replicas`` ways."""
+    return f"time-sliced-{replicas}"
+
+
 def operator_values(nodes: list[Node]) -> dict[str, Any]:
-    """The gpu-operator chart's values for MIG, or {} without MIG nodes."""
+    """The gpu-operator chart's values for MIG and time-slicing, or {} without either."""
+    values: dict[str, Any] = {}
+    if any(n.time_slicing for n in nodes):
+        # default: the config of nodes without the label (whole GPUs, MIG instances unshared)
+        values["devicePlugin"] = {"config": {"name": DEVICE_PLUGIN_CONFIGMAP, "default": "default"}}
     if not mig_nodes(nodes):
-        return {}
-    values: dict[str, Any] = {"mig": {"strategy": "mixed"}}
+        return values
+    values["mig"] = {"strategy": "mixed"}
     if explicit(nodes):
         # values.yaml migManager: "To use an existing ConfigMap: Set name=... with create=false;
         # ConfigMap MUST have a key named config.yaml"
@@ -56,7 +70,28 @@ def operator_values(nodes: list[Node]) -> dict[str, Any]:
 
 
 def configmap(nodes: list[Node], namespace: str) -> list[Manifest]:
-    """fleetspec's mig-parted ConfigMap, where a geometry is explicit."""
+    """fleetspec's mig-parted ConfigMap where a geometry is explicit, and its device-plugin
+    ConfigMap where GPUs are time-sliced."""
+    return _mig_parted(nodes, namespace) + _device_plugin(nodes, namespace)
+
+
+def _device_plugin(nodes: list[Node], namespace: str) -> list[Manifest]:
+    """One device-plugin config per replica count (config v1 as the GPU Operator's GPU
+    sharing page writes it: flags.migStrategy, sharing.timeSlicing.resources)."""
+    counts = sorted({n.time_slicing for n in nodes if n.time_slicing})
+    if not counts:
+        return []
+    strategy = "mixed" if mig_nodes(nodes) else "none"
+    body = obj("v1", "ConfigMap", DEVICE_PLUGIN_CONFIGMAP, namespace=namespace)
+    body["data"] = {"default": dump({"version": "v1", "flags": {"migStrategy": strategy}}),
+                    **{time_slicing_config(r): dump({"version": "v1", "flags": {"migStrategy": strategy},
+                                                     "sharing": {"timeSlicing": {"resources": [
+                                                         {"name": "nvidia.com/gpu", "replicas": r}]}}})
+                       for r in counts}}
+    return [Manifest(body, "10-nvidia-device-plugin", (namespace_key(namespace),))]
+
+
+def _mig_parted(nodes: list[Node], namespace: str) -> list[Manifest]:
     if not explicit(nodes):
         return []
     configs: dict[str, Any] = {"all-disabled": [{"devices": "all", "mig-enabled": False}]}
@@ -75,4 +110,6 @@ def resources(nodes: Iterable[Node]) -> tuple[tuple[str, int], ...]:
     for n in nodes:
         if n.mig:
             return tuple((MIG_RESOURCE + profile, count) for profile, count in n.mig)
+        if n.time_slicing:  # each GPU is advertised as that many nvidia.com/gpu
+            return (("nvidia.com/gpu", n.time_slicing),)
     return ()
