@@ -110,6 +110,11 @@ def _field_changes(old: Node, old_v: dict[str, str], new: Node, new_v: dict[str,
                f"slurmctld and slurmd restart")
     if old.mig != new.mig and (old.gpu.model, old.gpu.count) == (new.gpu.model, new.gpu.count):
         yield _mig_change(old, new, slurm)
+    if old.time_slicing != new.time_slicing:
+        b, a = (f"{n.time_slicing} replicas" if n.time_slicing else "not shared" for n in (old, new))
+        yield ("sharing", b, a, D.NONE, f"time-slicing {b} -> {a}: the node's nvidia.com/device-plugin.config "
+                                        "label changes and the device plugin advertises the new count; running pods "
+                                        "keep their GPUs")
     if old.scheduler != new.scheduler:
         yield ("scheduler", old.scheduler, new.scheduler, D.REPLACE,
                f"allocation owner {old.scheduler} -> {new.scheduler}: drained and removed from {old.scheduler}, "

@@ -46,3 +46,12 @@ def test_a_new_geometry_on_mig_nodes_drains_without_reboot() -> None:
 def test_the_same_geometry_is_no_change() -> None:
     fleet = _with_mig("all-balanced")
     assert make_plan(_with_mig("all-balanced"), fleet).empty
+
+
+def test_a_time_slicing_change_is_planned_without_disruption() -> None:
+    from tests.kubernetes.test_mig import SHARED, SPEC
+
+    old, new = compiled_text(SPEC), compiled_text(SHARED)
+    change = _nodes(make_plan(new, old))["a100-train-01"]
+    assert change.disruption is D.NONE
+    assert change.before == {"sharing": "not shared"} and change.after == {"sharing": "4 replicas"}
