@@ -35,12 +35,23 @@ def _geometry(profiles: list[str]) -> str:
     return ",".join(f"{c}x{p}" for p, c in sorted(counts.items())) or "no instances"
 
 
+def _index(gpu: Mapping[str, Any], position: int) -> str:
+    index = gpu.get("index")
+    return str(index) if isinstance(index, int) and not isinstance(index, bool) else str(position)
+
+
+def _mode(gpu: Mapping[str, Any]) -> str | None:
+    mig = gpu.get("mig_mode")
+    current = mig.get("current") if isinstance(mig, Mapping) else None
+    return current[:32] if isinstance(current, str) else None
+
+
 def mig_checks(node: Node, gpus: object) -> list[MigCheck]:
     """One ``mig`` check for the node; none for a node without MIG whose GPUs are not in MIG mode."""
     listed = [g for g in gpus if isinstance(g, Mapping)] if isinstance(gpus, list) else []
-    modes = {g.get("index"): (g.get("mig_mode") or {}).get("current") for g in listed}
+    modes = [(_index(g, i), _mode(g)) for i, g in enumerate(listed)]  # facts are untrusted input
     if not node.mig:
-        on = [str(i) for i, mode in modes.items() if mode == "Enabled"]
+        on = [i for i, mode in modes if mode == "Enabled"]
         if not on:
             return []
         return [MigCheck("drift", "MIG off", f"MIG on GPU {', '.join(on)}",
@@ -52,21 +63,22 @@ def mig_checks(node: Node, gpus: object) -> list[MigCheck]:
         return [MigCheck("drift", expected, "no GPU listed", "nvidia-smi listed no GPU to attest MIG on")]
     wrong = []
     mode_off = False
-    for g in listed:
-        index = g.get("index")
-        if modes.get(index) != "Enabled":
+    for g, (index, mode) in zip(listed, modes):
+        if mode != "Enabled":
             mode_off = True
-            wrong.append(f"GPU {index}: MIG {str(modes.get(index) or 'unsupported').lower()}")
+            wrong.append(f"GPU {index}: MIG {(mode or 'unsupported').lower()}")
             continue
         instances: Any = g.get("mig_instances")
-        if not isinstance(instances, list):
+        if not isinstance(instances, list) or not all(isinstance(p, str) for p in instances):
             wrong.append(f"GPU {index}: instances unknown (nvidia-smi mig -lgi)")
         elif _geometry(instances) != expected:
             wrong.append(f"GPU {index}: {_geometry(instances)}")
     if not wrong:
         return [MigCheck("ok", expected, expected,
                       f"every GPU ({len(listed)}) runs MIG with {expected}")]
-    return [MigCheck("drift", expected, "; ".join(wrong),
-                  f"MIG geometry differs from the spec's {expected} on " + "; ".join(wrong) +
+    found = "; ".join(wrong)
+    found = found if len(found) <= 400 else found[:397] + "..."  # facts are untrusted: bounded
+    return [MigCheck("drift", expected, found,
+                  f"MIG geometry differs from the spec's {expected} on " + found +
                   ": drain the node and apply its geometry again (nvidia-mig-parted apply, or the GPU Operator's "
                   "MIG manager)", disruption=REPAIR_MODE if mode_off else REPAIR)]
