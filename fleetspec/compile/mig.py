@@ -17,8 +17,8 @@ from fleetspec.spec import model as m
 _OTHER_MEMORY = ("40gb",)
 
 
-def resolve(group: m.NodeGroup, gpu: GpuModel, path: SpecPath,
-            findings: list[Finding]) -> tuple[catalog_mig.Geometry, str]:
+def resolve(group: m.NodeGroup, gpu: GpuModel, path: SpecPath, findings: list[Finding],
+            slinky: bool = False) -> tuple[catalog_mig.Geometry, str]:
     """(one GPU's instances, the mig-parted config name) for the group; ((), "") without MIG
     or after a finding."""
     for i, ref in enumerate(group.other_gpus):
@@ -36,6 +36,12 @@ def resolve(group: m.NodeGroup, gpu: GpuModel, path: SpecPath,
         findings.append(Finding("mig-geometry", Severity.ERROR,
                                 f"the catalog has no MIG profiles for {group.gpu.model}: MIG is known for {known}. "
                                 "Remove gpu.mig, or use one of those models", where))
+        return (), ""
+    if group.scheduler == "slurm" and slinky:
+        findings.append(Finding("mig-geometry", Severity.ERROR,
+                                "gpu.mig under Slinky: its NodeSets declare whole GPUs, and fleetspec does not yet "
+                                "render MIG instances for slurmd pods. Use native Slurm or Kubernetes for MIG nodes",
+                                where))
         return (), ""
     if group.other_gpus or group.other_gres:
         findings.append(Finding("mig-geometry", Severity.ERROR,

@@ -67,3 +67,12 @@ def test_every_catalogued_model_offers_its_balanced_geometry_and_each_profile_al
         assert catalog_mig.check(model, model.balanced) is None, model_id
         for profile in model.profiles.values():
             assert catalog_mig.check(model, ((profile.name, profile.max),)) is None, (model_id, profile)
+
+
+def test_mig_under_slinky_is_a_located_error():
+    text = SPEC.format(model="h200", mig="all-balanced", scheduler="slurm").replace(
+        'slurm: {version: "25.11.8", controllers: ctl-01}', 'slurm: {version: "25.11.8", mode: slinky, controllers: ctl-01}\n'
+        '  kubernetes: {version: "1.34"}')
+    result = compile_text(text, "migs.yaml")
+    found = [f for f in result.findings if f.rule == "mig-geometry"]
+    assert found and "under Slinky" in found[0].message, [f.message for f in result.findings]
