@@ -192,3 +192,13 @@ def test_sharing_where_it_cannot_apply_is_a_located_error(old, new, says):
     found = [f for f in result.findings if f.rule == "mig-geometry"]
     assert found and says in found[0].message and found[0].path[-2:] == ("gpu", "sharing"), \
         [f.message for f in result.findings]
+
+
+def test_the_inference_example_renders_objects_the_crds_accept(crd_index: CrdIndex):
+    from tests.kubernetes.fleets import compiled
+
+    fleet = compiled("inference")
+    objs = _rendered_objects(fleet)
+    assert {"fleetspec-mig-parted", "fleetspec-device-plugin"} <= {o["metadata"]["name"] for o in objs}
+    for obj in objs:
+        assert validate_object(obj, crd_index, fleet.kubernetes.version) == [], obj["kind"]
