@@ -3,7 +3,7 @@
 this is used only while CHECKSUM matches the YAML's bytes (fleetspec.catalog.catalog_data).
 """
 
-CHECKSUM = 0x69bc48f9
+CHECKSUM = 0xaa69421a
 
 DATA = {'sources': {'CUDA_RN': 'https://docs.nvidia.com/cuda/archive/13.2.2/cuda-toolkit-release-notes/index.html',
                     'CUDA_FEAT': 'https://docs.nvidia.com/cuda/cuda-features-archive/index.html',
@@ -12,6 +12,8 @@ DATA = {'sources': {'CUDA_RN': 'https://docs.nvidia.com/cuda/archive/13.2.2/cuda
                     'CC_LEGACY': 'https://developer.nvidia.com/cuda-legacy-gpus',
                     'ARCHMAT': 'https://docs.nvidia.com/datacenter/tesla/drivers/cuda-toolkit-driver-and-architecture-matrix.html',
                     'MIG': 'https://docs.nvidia.com/datacenter/tesla/mig-user-guide/610/supported-gpus.html',
+                    'MIG_PROFILES': 'https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html',
+                    'MIG_PARTED': 'https://github.com/NVIDIA/mig-parted/blob/main/deployments/systemd/config-default.yaml',
                     'DRV_A': 'https://docs.nvidia.com/datacenter/tesla/drivers/supported-drivers-and-cuda-toolkit-versions.html',
                     'DRV_615': 'https://docs.nvidia.com/datacenter/tesla/drivers/615/supported-drivers-and-cuda-toolkit-versions.html',
                     'DRV_620': 'https://docs.nvidia.com/datacenter/tesla/drivers/620/supported-drivers-and-cuda-toolkit-versions.html',

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 
 from fleetspec.catalog import Catalog, GpuModel
 from fleetspec.compile import ir
+from fleetspec.compile import mig as mig_geometry
 from fleetspec.compile.baremetal import build_baremetal
 from fleetspec.compile.partitions import build_partitions
 from fleetspec.findings import Finding, Severity, SpecPath, dotted
@@ -89,6 +90,9 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
                 continue
             gpu_spec = gpu_spec_of(gpu, group.gpu.count, group.gpu)
             other_gpus = _other_gpus(group, gpu, body, catalog, group_path, findings)
+            mig, mig_config = mig_geometry.resolve(group, gpu, group_path, findings,
+                                                   slinky=body.slurm is not None and body.slurm.mode == "slinky")
+            replicas = mig_geometry.time_slicing(group, gpu, group_path, findings)
             if group.other_gres and (group.scheduler != "slurm" or (body.slurm and body.slurm.mode != "native")):
                 findings.append(Finding("schema", Severity.ERROR, "other_gres are Slurm GRES of host-mode nodes: "
                                         "remove them, or schedule the group with native Slurm",
@@ -127,6 +131,9 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
                     real_memory_mb=group.real_memory_mb,
                     other_gres=tuple(sorted(group.other_gres.items())),
                     other_gpus=other_gpus,
+                    mig=mig,
+                    mig_config=mig_config,
+                    time_slicing=replicas,
                 ))
         for g_i, cpu_group in enumerate(rack.cpu_nodes):
             group_path = rack_path + ("cpu_nodes", g_i)
@@ -151,6 +158,7 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
         _check_tenant_namespaces(body.kubernetes, findings)
     nodes_t, partitions = build_partitions(tuple(nodes), slurm, findings, dropped_hosts,
                                            {n.hostname for n in cpu_nodes})
+    mig_geometry.check_partitions(nodes_t, partitions, findings)
     kubernetes = _default_dra_driver(kubernetes, body.kubernetes, nodes_t, catalog)
     partitions = tuple(dataclasses.replace(p, device_names=_device_names(p.gpu_models, catalog))
                        for p in partitions)

@@ -120,6 +120,12 @@ class Node:
     # More GPU models in the node (spec other_gpus), after ``gpu`` in device order; same
     # vendor as ``gpu``. ``gpu`` alone names the partition and drives the tuple rules.
     other_gpus: tuple[GpuSpec, ...] = _optional(())
+    # MIG instances on each GPU ((profile, count), sorted: (("1g.10gb", 2), ("3g.40gb", 1))), the
+    # same on every GPU, and the mig-parted config that makes them (spec gpu.mig; docs/mig.md).
+    mig: tuple[tuple[str, int], ...] = _optional(())
+    mig_config: str = _optional("")
+    # Time-slicing replicas per GPU (spec gpu.sharing, Kubernetes); 0: not shared.
+    time_slicing: int = _optional(0)
 
 
 @dataclass(frozen=True, slots=True)

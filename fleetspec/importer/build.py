@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from fleetspec.catalog import mig as catalog_mig
 from fleetspec.importer import facts as factdoc
 from fleetspec.importer.conf import ImportRefused, Pair, Problem, Problems, Where
 from fleetspec.importer.keep import adoption, conf_file_lines, gres_conf_lines, topology_conf_lines
@@ -65,6 +66,7 @@ class _Gpu:
     count: int
     gres: str | bool | None = None  # the spec's gres: the site's type, False untyped, None the model's
     others: tuple[tuple[str, int, Any], ...] = ()  # further models of a mixed node (other_gpus), device order
+    mig: tuple[tuple[str, int], ...] = ()  # one GPU's MIG instances (gpu.mig), from MIG-typed GRES
 
 
 def _gpu_ref(model: str, count: int, gres: str | bool | None) -> dict[str, Any]:
@@ -372,6 +374,8 @@ class _Builder:
                             "schedule them. Declare them (Gres=gpu:TYPE:N and gres.conf) or import without facts "
                             "for these nodes to keep them CPU-only")
             return None  # a CPU-only node (cpu_nodes)
+        if all(t is not None and catalog_mig.PROFILE.match(t) for t, _ in entries):
+            return self._mig(rec, entries, pair)  # type: ignore[arg-type]
         types = {t for t, _ in entries}
         if len(types) > 1:
             return self._mixed(rec, entries, pair)  # type: ignore[arg-type]
@@ -391,6 +395,35 @@ class _Builder:
                                              "warning"))
         found = self._model(rec, gres_type, pair)  # type: ignore[arg-type]
         return _Gpu(found[0], count, found[1]) if found else None
+
+    def _mig(self, rec: NodeRecord, entries: list[tuple[str, int]], pair: Pair) -> _Gpu | None:
+        """A MIG node (Gres=gpu:1g.18gb:16,gpu:3g.71gb:8, the types NVML gives MIG instances):
+        the GPUs and their model come from the node's facts (slurm.conf counts instances, and
+        a profile name such as 1g.10gb fits several models); the instances split evenly over
+        the GPUs are the group's ``gpu.mig``, checked against the catalog (docs/mig.md)."""
+        names = factdoc.gpu_names(self.facts[rec.name]) if rec.name in self.facts else []
+        models = {m.id for m in (self.catalog.gpu(n) for n in names) if m is not None}
+        if not names or len(models) != 1 or any(self.catalog.gpu(n) is None for n in names):
+            self._defer("gpu-mig", rec, pair, f"Gres={pair.value} names MIG instances: which GPUs they are cut from "
+                        "(model, count) comes from the node's facts. Collect them (python3 collector.py > "
+                        "HOST.json, docs/facts.md) into --facts")
+            return None
+        model, count = models.pop(), len(names)
+        per_node: dict[str, int] = {}
+        for t, c in entries:
+            per_node[t] = per_node.get(t, 0) + c
+        if any(c % count for c in per_node.values()):
+            self._defer("gpu-mig", rec, pair, f"Gres={pair.value} does not split evenly over the node's {count} GPUs: "
+                        "fleetspec declares one geometry for every GPU of a node. Give each GPU the same instances")
+            return None
+        geometry = tuple(sorted((t, c // count) for t, c in per_node.items()))
+        catalogued = catalog_mig.model_mig(model)
+        problem = (f"the catalog has no MIG profiles for {model}" if catalogued is None
+                   else catalog_mig.check(catalogued, geometry))
+        if problem is not None:
+            self._defer("gpu-mig", rec, pair, f"Gres={pair.value}: {problem}")
+            return None
+        return _Gpu(model, count, None, mig=geometry)
 
     def _mixed(self, rec: NodeRecord, entries: list[tuple[str | None, int]], pair: Pair) -> _Gpu | None:
         """A node with several GPU models (gpu:a100:2,gpu:t4:1): each typed, one model per
@@ -617,6 +650,8 @@ class _Builder:
         out: dict[str, Any] = {}
         if gpu is not None:
             out = {"gpu": _gpu_ref(gpu.model, gpu.count, gpu.gres), "stack": stack, "scheduler": "slurm"}
+            if gpu.mig:
+                out["gpu"]["mig"] = dict(gpu.mig)
             if gpu.others:
                 out["other_gpus"] = [_gpu_ref(m, c, g) for m, c, g in gpu.others]
             if rec.name in self.other_gres:

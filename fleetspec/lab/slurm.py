@@ -291,26 +291,34 @@ def _split_node_line(line: str, node_ports: dict[str, int]) -> list[str]:
 
 
 _FILE = re.compile(r"File=(\S+)")
+# gres.conf(5) MultipleFiles=: the device files of one MIG instance, comma-separated.
+_MULTIPLE = re.compile(r"MultipleFiles=(\S+)")
 
 
 def localize_gres_conf(text: str, root: Path) -> str:
     """Device paths moved under ``root/dev`` (where the fake devices are)."""
-    return _FILE.sub(lambda m: f"File={root}{m.group(1)}", text)
+    text = _MULTIPLE.sub(lambda m: "MultipleFiles=" + ",".join(f"{root}{p}" for p in m.group(1).split(",")), text)
+    return re.sub(r"(?<![A-Za-z])File=(\S+)", lambda m: f"File={root}{m.group(1)}", text)
 
 
 def make_devices(gres_text: str) -> list[Path]:
     """mknod a character device for every File= path in a (localized) gres.conf.
 
-    Major numbers as the drivers use them: 195 for /dev/nvidiaN, 226 for renderD.
+    Major numbers as the drivers use them: 195 for /dev/nvidiaN, 226 for renderD; a MIG
+    instance's /dev/nvidia-caps/nvidia-capN (MultipleFiles=) gets 240: the driver's
+    nvidia-caps major is allotted at load time from the dynamic range (the kernel's
+    Documentation/admin-guide/devices.txt: "234-254 char RESERVED FOR DYNAMIC ASSIGNMENT").
     """
     made = []
-    for pattern in _FILE.findall(gres_text):
+    patterns = [*re.findall(r"(?<![A-Za-z])File=(\S+)", gres_text),
+                *(p for files in _MULTIPLE.findall(gres_text) for p in files.split(","))]
+    for pattern in patterns:
         m = re.match(r"^(.*?)(?:\[([0-9]+)-([0-9]+)\]|([0-9]+))$", pattern)
         if m is None:
             raise SlurmError(f"unexpected gres.conf File= pattern {pattern}")
         base, lo, hi, single = m.groups()
         numbers = range(int(lo), int(hi) + 1) if lo else [int(single)]
-        major = 226 if "renderD" in base else 195
+        major = 226 if "renderD" in base else 240 if "nvidia-cap" in base else 195
         for n in numbers:
             path = Path(f"{base}{n}")
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -157,6 +157,23 @@ def parse_nvidia_smi_xml(text: str) -> Optional[Dict[str, Any]]:
     }
 
 
+# A GPU instance row of ``nvidia-smi mig -lgi`` (NVIDIA's MIG user guide, "Creating GPU
+# Instances": "|   0  MIG 1g.5gb          19        7          0:1     |", columns GPU, Name,
+# Profile ID, Instance ID, Placement Start:Size).
+_MIG_LGI_ROW = re.compile(r"^\|\s*([0-9]+)\s+MIG\s+(\S+)\s+([0-9]+)\s+([0-9]+)\s+([0-9]+):([0-9]+)\s*\|\s*$")
+
+
+@_safe(dict)
+def parse_mig_lgi(text: str) -> Dict[int, List[str]]:
+    """Read ``nvidia-smi mig -lgi``: GPU index -> its GPU instances' profiles, sorted."""
+    out: Dict[int, List[str]] = {}
+    for line in str(text).splitlines():
+        match = _MIG_LGI_ROW.match(line.strip())
+        if match:
+            out.setdefault(int(match.group(1)), []).append(match.group(2))
+    return {gpu: sorted(profiles) for gpu, profiles in out.items()}
+
+
 _QUERY_GPU_KEYS = {
     "index": "index",
     "name": "name",
@@ -1049,6 +1066,7 @@ def collect_nvidia(host: Host) -> Dict[str, Any]:
         errors.append(csv_result.describe(csv_argv))
     by_uuid = {row.get("uuid"): row for row in rows}
 
+    instances = collect_mig_instances(host, smi, (xml or {}).get("gpus", []), errors)
     gpus = []
     for gpu in (xml or {}).get("gpus", []):
         row = by_uuid.get(gpu["uuid"], {})
@@ -1056,6 +1074,8 @@ def collect_nvidia(host: Host) -> Dict[str, Any]:
         merged["compute_capability"] = gpu["compute_capability"] or row.get("compute_capability") or UNKNOWN
         for key in ("name", "uuid", "serial", "pci_bus_id", "memory_mib", "architecture", "vbios_version"):
             merged[key] = _or(merged[key], UNKNOWN)
+        if instances is not None and (gpu.get("mig_mode") or {}).get("current") == "Enabled":
+            merged["mig_instances"] = instances.get(gpu["index"], []) if isinstance(instances, dict) else instances
         gpus.append(merged)
 
     return {
@@ -1074,6 +1094,20 @@ def collect_nvidia(host: Host) -> Dict[str, Any]:
         "reboot_required": _reboot_marker(host),
         "errors": errors,
     }
+
+
+def collect_mig_instances(host: Host, smi: List[str], gpus: List[Dict[str, Any]], errors: List[str]) -> Any:
+    """GPU index -> its MIG instances' profiles (``nvidia-smi mig -lgi``), asked only where a GPU
+    runs in MIG mode (``nvidia-smi -q -x`` names no profile: its mig_device has SM and memory
+    counts only); None without MIG, UNKNOWN where the command failed."""
+    if not any((g.get("mig_mode") or {}).get("current") == "Enabled" for g in gpus):
+        return None
+    argv = smi + ["mig", "-lgi"]
+    result = host.run(argv)
+    if not result.ok:
+        errors.append(result.describe(argv))
+        return UNKNOWN
+    return parse_mig_lgi(result.stdout)
 
 
 def collect_installed_module(host: Host, errors: List[str]) -> Any:

@@ -108,6 +108,13 @@ def _field_changes(old: Node, old_v: dict[str, str], new: Node, new_v: dict[str,
         yield ("gres", old.gpu.gres_type, new.gpu.gres_type, D.RESTART_DAEMON if slurm else D.NONE,
                f"GRES type {old.gpu.gres_type} -> {new.gpu.gres_type}: gres.conf and slurm.conf change, "
                f"slurmctld and slurmd restart")
+    if old.mig != new.mig and (old.gpu.model, old.gpu.count) == (new.gpu.model, new.gpu.count):
+        yield _mig_change(old, new, slurm)
+    if old.time_slicing != new.time_slicing:
+        b, a = (f"{n.time_slicing} replicas" if n.time_slicing else "not shared" for n in (old, new))
+        yield ("sharing", b, a, D.NONE, f"time-slicing {b} -> {a}: the node's nvidia.com/device-plugin.config "
+                                        "label changes and the device plugin advertises the new count; running pods "
+                                        "keep their GPUs")
     if old.scheduler != new.scheduler:
         yield ("scheduler", old.scheduler, new.scheduler, D.REPLACE,
                f"allocation owner {old.scheduler} -> {new.scheduler}: drained and removed from {old.scheduler}, "
@@ -122,6 +129,26 @@ def _field_changes(old: Node, old_v: dict[str, str], new: Node, new_v: dict[str,
                f"partition {old.partition} -> {new.partition}: " +
                ("scontrol reconfigure; running jobs stay" if slurm else "its Kueue flavor changes"))
     yield from _placement_changes(old, new, slurm)
+
+
+def _geometry(n: Node) -> str:
+    return ",".join(f"{c}x{p}" for p, c in n.mig) if n.mig else "MIG off"
+
+
+def _mig_change(old: Node, new: Node, slurm: bool) -> FieldChange:
+    """A MIG geometry change (docs/mig.md). Instances can be destroyed and made only on an
+    idle GPU, so the node drains; turning MIG mode on or off resets the GPU (NVIDIA's MIG
+    user guide, "Enable MIG Mode": the GPU must be idle, and a reset may be needed, which a
+    busy NVSwitch system or a driver holding the GPU can refuse): drain and reboot then."""
+    b, a = _geometry(old), _geometry(new)
+    owner = ("gres.conf and slurm.conf list the new instances, slurmd restarts" if slurm else
+             "the MIG manager applies the node's new nvidia.com/mig.config")
+    if bool(old.mig) != bool(new.mig):
+        return ("mig", b, a, D.DRAIN_REBOOT,
+                f"MIG {b} -> {a}: MIG mode changes, the GPU must be idle and reset (a reboot where the "
+                f"reset is refused); {owner}")
+    return ("mig", b, a, D.DRAIN, f"MIG geometry {b} -> {a}: instances are remade on idle GPUs, drain first; "
+                                  f"{owner}")
 
 
 def _tuple_changes(old_v: dict[str, str], new_v: dict[str, str], slurm: bool) -> Iterator[FieldChange]:

@@ -25,6 +25,7 @@ import yaml
 
 from fleetspec.catalog import load_catalog
 from fleetspec.catalog.el import el_release, el_repo
+from fleetspec.catalog.mig import config_name as mig_config_name
 from fleetspec.compile.ir import Fleet, Node, PackageSource, StackTuple
 from fleetspec.packages import (
     EL_OS,
@@ -192,6 +193,8 @@ def _groups(fleet: Fleet) -> dict[str, set[str]]:
             groups["nvswitch"].add(host)
         if has_nvswitch(node.gpu) and not nvswitch_on_pci(node.gpu):
             groups["nvlink5"].add(host)
+        if node.mig and node.scheduler == "slurm" and not slinky:  # the mig_geometry role (docs/mig.md)
+            groups[group_name("mig", mig_config_name(node.mig, ""))].add(host)
         if needs_imex(node.gpu):
             groups["imex"].add(host)
             if node.nvlink_domain:
@@ -278,6 +281,10 @@ def _group_vars(fleet: Fleet, members: dict[str, set[str]], mirror: PackageSourc
             # Slurm gives each job its own channel (switch/nvidia_imex); others share channel 0.
             "fleetspec_imex_channel0": not slurm_owned,
         }
+    for n in fleet.nodes:  # one group per MIG geometry of Slurm nodes: nvidia-mig-parted makes it at boot
+        group = group_name("mig", mig_config_name(n.mig, "")) if n.mig else ""
+        if group in members and group not in out:
+            out[group] = {"fleetspec_mig": {"config": mig_config_name(n.mig, ""), "devices": dict(n.mig)}}
     if "arch_arm64" in members:
         out["arch_arm64"] = {"fleetspec_cuda_repo_arch": "sbsa"}  # NVIDIA's name for Arm servers
     if "k8s_node" in members:

@@ -233,14 +233,15 @@ def _node_attributes(node: Node, site_features: bool = False) -> tuple[tuple[str
     own features only (an adopted cluster that declines fleetspec's)."""
     return _attributes_of(node.cpus, node.sockets, node.cores_per_socket, node.threads_per_core,
                           node_real_memory(node), node.gpu, node.rack, node.stack, node.features, node.other_gres,
-                          node.other_gpus, site_features)
+                          node.other_gpus, site_features, node.mig)
 
 
 @functools.lru_cache(maxsize=4096)
 def _attributes_of(cpus: int | None, sockets: int | None, cores_per_socket: int | None,
                    threads_per_core: int | None, memory_mb: int | None, gpu: GpuSpec, rack: str, stack: str,
                    features: tuple[str, ...], other_gres: tuple[tuple[str, int], ...] = (),
-                   other_gpus: tuple[GpuSpec, ...] = (), site_features: bool = False) -> tuple[tuple[str, str], ...]:
+                   other_gpus: tuple[GpuSpec, ...] = (), site_features: bool = False,
+                   mig: tuple[tuple[str, int], ...] = ()) -> tuple[tuple[str, str], ...]:
     attrs: list[tuple[str, str]] = []
     for key, value in (
         ("CPUs", cpus),
@@ -252,13 +253,26 @@ def _attributes_of(cpus: int | None, sockets: int | None, cores_per_socket: int 
             attrs.append((key, str(value)))
     if memory_mb is not None:
         attrs.append(("RealMemory", str(memory_mb)))
-    gpus = [gres_item(g) for g in (gpu, *other_gpus)]
+    gpus = mig_gres(gpu, mig) if mig else [gres_item(g) for g in (gpu, *other_gpus)]
     attrs.append(("Gres", ",".join([*gpus, *(f"{k}:{v}" for k, v in other_gres)])))
     if not site_features:
         attrs.append(("Features", ",".join(_features(gpu, rack, stack, features, other_gpus))))
     elif features:
         attrs.append(("Features", ",".join(features)))
     return tuple(attrs)
+
+
+def mig_gres(gpu: GpuSpec, mig: tuple[tuple[str, int], ...]) -> list[str]:
+    """A MIG node's GPU GRES: one type per instance profile, counting the instances of all
+    its GPUs (gpu:1g.10gb:16,gpu:3g.40gb:8 for eight GPUs of {1g.10gb: 2, 3g.40gb: 1}), as
+    Slurm's GRES guide writes MIG nodes (slurm.schedmd.com/gres.html#MIG_Management: the
+    type is the profile NVML reports, "gpu:1g.5gb")."""
+    return [f"gpu:{profile}:{count * gpu.count}" for profile, count in mig]
+
+
+def slurm_gpus(node: Node) -> int:
+    """The GPU GRES a node offers Slurm: its GPUs, or its MIG instances."""
+    return node.gpu.count * sum(c for _, c in node.mig) if node.mig else node.gpu.count
 
 
 def gres_item(gpu: GpuSpec) -> str:
@@ -526,6 +540,7 @@ def accounting_tres(fleet: Fleet) -> list[str]:
         types = {owned[h].gpu.gres_type for h in p.nodes if h in owned}
         if len(types) > 1:
             typed |= types
+    typed |= {profile for n in slurm_nodes(fleet) for profile, _ in n.mig}  # instances, counted per profile
     return ["gres/gpu", *(f"gres/gpu:{t}" for t in sorted(typed - {""}))]
 
 
@@ -562,10 +577,10 @@ def tres_billing_weights(fleet: Fleet, nodes: list[Node]) -> str | None:
     cpus = [node_cpus(n) for n in nodes]
     if all(c is not None for c in cpus):
         # Whole CPUs and MB per GPU, as DefCpuPerGPU and DefMemPerGPU give them.
-        most_cpus = max(c // n.gpu.count for c, n in zip(cpus, nodes))  # type: ignore[operator]
+        most_cpus = max(c // slurm_gpus(n) for c, n in zip(cpus, nodes))  # type: ignore[operator]
         parts.append(f"CPU={_weight(cheapest / max(most_cpus, 1), up=True)}")
     if all(node_real_memory(n) is not None for n in nodes):
-        most_mb = max(node_real_memory(n) // n.gpu.count for n in nodes)  # type: ignore[operator]
+        most_mb = max(node_real_memory(n) // slurm_gpus(n) for n in nodes)  # type: ignore[operator]
         parts.append(f"Mem={_weight(cheapest * 1024 / most_mb, up=True)}G")
     if len(types) == 1:
         parts.append(f"GRES/gpu={_weight(per_gpu[types[0]])}")
@@ -590,10 +605,10 @@ def per_gpu_defaults(nodes: list[Node]) -> list[tuple[str, str]]:
         return []
     out = []
     if all(node_real_memory(n) is not None for n in nodes):
-        out.append(("DefMemPerGPU", str(min(node_real_memory(n) // n.gpu.count for n in nodes))))  # type: ignore[operator]
+        out.append(("DefMemPerGPU", str(min(node_real_memory(n) // slurm_gpus(n) for n in nodes))))  # type: ignore[operator]
     cpus = [node_cpus(n) for n in nodes]
     if all(c is not None for c in cpus):
-        per_gpu = min(c // n.gpu.count for c, n in zip(cpus, nodes))  # type: ignore[operator]
+        per_gpu = min(c // slurm_gpus(n) for c, n in zip(cpus, nodes))  # type: ignore[operator]
         if per_gpu >= 1:
             out.append(("DefCpuPerGPU", str(per_gpu)))
     return out
@@ -659,6 +674,8 @@ def render_gres_conf(fleet: Fleet) -> str:
             "# NVML / ROCm SMI and needs a slurmd built with that plugin (older Slurm stops with a",
             "# fatal error without it). The File= lines must match what it detects.",
         ]
+    elif all(n.mig for n in slurm_nodes(fleet)):
+        out = []
     else:
         out = [
             "# Explicit device files, which every slurmd build reads. AMD MI300-class GPUs in the",
@@ -666,16 +683,25 @@ def render_gres_conf(fleet: Fleet) -> str:
             "# compute-partition modes change the GPU count and need a new spec.",
         ]
     if not fleet.slurm.gres_autodetect and any(
-            gpu_core_ranges(n.gpu.count, n.sockets, n.cores_per_socket) for n in slurm_nodes(fleet)):
+            gpu_core_ranges(n.gpu.count, n.sockets, n.cores_per_socket) for n in slurm_nodes(fleet) if not n.mig):
         out += [
             "# Cores=: GPUs split evenly over the sockets in index order (GPU 0 on socket 0), each",
             "# bound to its socket's cores, as HGX/OAM boards attach them; so --gres-flags=enforce-binding",
             "# and task/affinity keep a task on the cores local to its GPU.",
         ]
+    mig_nodes = [n for n in slurm_nodes(fleet) if n.mig]
+    if mig_nodes:
+        out += [
+            "# MIG nodes: AutoDetect=nvml finds each instance and its device files (the GPU's",
+            "# /dev/nvidiaN and the instance's /dev/nvidia-caps/nvidia-capM, whose minor the driver",
+            "# picks when the instance is made), so slurmd there must be built with NVML",
+            "# (slurm.schedmd.com/gres.html#MIG_Management; gres.conf(5), MultipleFiles).",
+            *(f"NodeName={compress(hosts)} AutoDetect=nvml" for _, hosts in grouped(mig_nodes, lambda n: n.mig)),
+        ]
     key = lambda n: (n.gpu.vendor, n.gpu.generation, n.gpu.gres_type, n.gpu.count,  # noqa: E731
                      n.sockets, n.cores_per_socket, n.other_gres, n.other_gpus)
     for (vendor, generation, gres_type, count, sockets, cores, other, more), hosts in grouped(  # type: ignore[misc]
-            slurm_nodes(fleet), key):
+            [n for n in slurm_nodes(fleet) if not n.mig], key):
         hostlist = compress(hosts)
         plugin = autodetect_for(vendor, version) if fleet.slurm.gres_autodetect else None
         if plugin:

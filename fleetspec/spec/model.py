@@ -215,6 +215,21 @@ class Fabric(_Model):
 GRES_TYPE = r"^[a-z0-9][a-z0-9_.-]{0,62}$"
 
 
+# MIG (docs/mig.md): a mig-parted named geometry, and one instance profile as nvidia-smi
+# names it; which ones a model has is catalog data (fleetspec/catalog/data/mig.yaml).
+MIG_NAME = r"^all-([1-8]g\.[0-9]{1,3}gb(\.me)?|balanced)$"
+MigName = strict(str, pattern=MIG_NAME, max_length=32)
+MigProfile = strict(str, pattern=r"^[1-8]g\.[0-9]{1,3}gb(\+me)?$", max_length=16)
+
+
+class GpuSharing(_Model):
+    """GPUs shared without MIG, on Kubernetes: the NVIDIA device plugin's time-slicing
+    (docs/mig.md). Slurm shares GPUs with other_gres (mps, shard)."""
+
+    time_slicing: strict(int, ge=2, le=64) = Field(  # type: ignore[valid-type]
+        description="replicas of each GPU the device plugin advertises (nvidia.com/gpu), time-sliced")
+
+
 class GpuRef(_Model):
     model: strict(str, min_length=1, max_length=64)
     count: strict(int, ge=1, le=64)
@@ -224,6 +239,17 @@ class GpuRef(_Model):
     typed: StrictBool = Field(
         default=True, description="false: untyped Slurm GRES (Gres=gpu:8, gres.conf without Type=), as an "
                                   "adopted cluster declares them")
+    mig: MigName | dict[MigProfile, strict(int, ge=1, le=7)] | None = Field(  # type: ignore[valid-type]
+        default=None,
+        json_schema_extra={"anyOf": [{"type": "string", "pattern": MIG_NAME},
+                                     {"type": "object", "maxProperties": 8,
+                                      "additionalProperties": {"type": "integer", "minimum": 1, "maximum": 7}},
+                                     {"type": "null"}]},
+        description="MIG instances on every GPU of the group: a mig-parted geometry (all-1g.10gb, "
+                    "all-balanced) or the instances of one GPU ({1g.10gb: 2, 2g.20gb: 1, 3g.40gb: 1}); "
+                    "checked against the model's MIG profiles (docs/mig.md)")
+    sharing: GpuSharing | None = Field(
+        default=None, description="GPU sharing without MIG on Kubernetes: {time_slicing: REPLICAS} (docs/mig.md)")
 
     @model_validator(mode="after")
     def _one_type(self) -> "GpuRef":

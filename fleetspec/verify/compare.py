@@ -43,6 +43,7 @@ from fleetspec.packages import (
     rdma_packages,
     versionlock_line,
 )
+from fleetspec.verify.mig import mig_checks
 from fleetspec.verify.versions import at_precision, match_version, upstream
 from fleetspec.versions import version_key
 
@@ -291,6 +292,8 @@ def _nvidia_checks(fleet: Fleet, node: Node, stack: StackTuple, facts: Mapping[s
             checks.append(_kernel_module_check(node, nvidia, catalog))
         checks += _gpu_checks(node, nvidia.get("gpus"), nvidia.get("smi_driver_version"), catalog,
                               dict(fleet.site_gpu_names))
+        checks += [Check("mig", Status(c.status), c.expected, c.found, c.message, disruption=c.disruption)
+                   for c in mig_checks(node, nvidia.get("gpus"))]
     standin = bool(facts.get("standin"))
     checks += _node_runtime_checks(fleet, node, nvidia, standin)
     if has_nvswitch(node.gpu) and stack.driver:

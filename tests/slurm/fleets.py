@@ -140,3 +140,18 @@ def single_h100() -> Fleet:
     """One H100 node in one partition: the smallest cluster, for negative tests."""
     return _compile(_HEAD.format(name="single", spines="spine-01")
                     + _rack("r01", "leaf-01", "h100-01", "h100-sxm", "hopper-cu13") + _SMALL_SLURM, "single")
+
+
+def mig() -> Fleet:
+    """MIG nodes as a user would declare them (#46): two H200 nodes split by an explicit
+    geometry, one H100 node by mig-parted's all-1g.10gb."""
+    text = _HEAD.format(name="migs", spines="spine-01") + (
+        "    - name: r01\n      leaf: leaf-01\n      nodes:\n"
+        "        - hosts: h200-mig-[01-02]\n"
+        "          gpu: {model: h200, count: 8, mig: {1g.18gb: 2, 2g.35gb: 1, 3g.71gb: 1}}\n"
+        "          stack: hopper-cu13\n          scheduler: slurm\n          cpus: 224\n"
+        "        - hosts: h100-mig-01\n"
+        "          gpu: {model: h100-sxm, count: 8, mig: all-1g.10gb}\n"
+        "          stack: hopper-cu13\n          scheduler: slurm\n          cpus: 224\n"
+        "  slurm:\n    version: \"25.11.8\"\n    mode: native\n    controllers: ctl-01\n")
+    return _compile(text, "migs")

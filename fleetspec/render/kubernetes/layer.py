@@ -51,6 +51,7 @@ from fleetspec.layout.kubernetes import (
 )
 from fleetspec.layout.slurm import slurm_nodes, slurm_partitions
 from fleetspec.node_side.contract import PARTITION_LABEL
+from fleetspec.render.kubernetes import mig
 from fleetspec.render.kubernetes.common import (
     GPU_MODEL_LABEL,
     GPU_RESOURCE,
@@ -242,6 +243,10 @@ def _node_labels(fleet: Fleet, node: Node, volcano_quota: bool) -> NodeLabels:
             labels[LABEL_PREFIX + component] = version
     if volcano_quota:
         labels[VOLCANO_NODEGROUP_LABEL] = node.partition
+    if node.mig:  # the GPU Operator's MIG manager makes this geometry (render/kubernetes/mig.py)
+        labels[mig.MIG_CONFIG_LABEL] = mig.config_label(node, mig.explicit(kubernetes_nodes(fleet)))
+    if node.time_slicing:  # the device plugin advertises each GPU time_slicing times
+        labels[mig.DEVICE_PLUGIN_LABEL] = mig.time_slicing_config(node.time_slicing)
     return NodeLabels(node.hostname, {k: label_value(v) for k, v in sorted(labels.items())})
 
 
@@ -327,7 +332,8 @@ def _nvidia(fleet: Fleet, label_keys: tuple[str, ...]):
         # hosts, a pool added later). No default CR: it would select every GPU node too.
         # https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-driver-configuration.html
         driver["nvidiaDriverCRD"] = {"enabled": True, "deployDefaultCR": False}
-    values: dict[str, Any] = {"driver": driver}
+    values: dict[str, Any] = {"driver": driver, **mig.operator_values(list(kubernetes_nodes(fleet)))}
+    mig_configmap = mig.configmap(list(kubernetes_nodes(fleet)), ns)
     if _vendor_stacks(fleet, "amd"):
         # The one NFD of a mixed-vendor cluster (the AMD chart's is off): on AMD nodes too.
         values["nfd"] = {"enabled": True}
@@ -340,9 +346,9 @@ def _nvidia(fleet: Fleet, label_keys: tuple[str, ...]):
         repo=NVIDIA_REPO,
         version=v_prefixed(op.version),
         values=values,
-        depends_on=(namespace_key(ns), *label_keys),
+        depends_on=(namespace_key(ns), *label_keys, *(m.key for m in mig_configmap)),
     )
-    crs = []
+    crs = list(mig_configmap)
     if per_stack:
         for name in stacks:
             stack = fleet.stack(name)
@@ -420,7 +426,8 @@ def _amd(fleet: Fleet, label_keys: tuple[str, ...], nfd_from: HelmRelease | None
 
 
 def _resource_groups(quota: Mapping[str, int], parts: Mapping[str, Partition],
-                     channels: Collection[str] = ()) -> list[dict]:
+                     channels: Collection[str] = (),
+                     mig_resources: Mapping[str, tuple[tuple[str, int], ...]] | None = None) -> list[dict]:
     """One resource group per GPU resource, a flavor per partition. Where a partition's
     workloads claim ComputeDomain channels (``channels``), its group also covers
     ``nvidia.com/compute-domain-channel`` (Kueue requires every flavor of a group to list
@@ -428,18 +435,37 @@ def _resource_groups(quota: Mapping[str, int], parts: Mapping[str, Partition],
     GPU never waits on channels, and a claim is counted instead of refused."""
     from fleetspec.render.kubernetes.dra import CHANNEL_RESOURCE
 
-    by_resource: dict[str, list[str]] = {}
+    mig_resources = mig_resources or {}
+    by_resource: dict[tuple[tuple[str, int], ...], list[str]] = {}
     for partition in sorted(quota):
-        by_resource.setdefault(GPU_RESOURCE[parts[partition].vendor or "nvidia"], []).append(partition)
+        by_resource.setdefault(_gpu_resources(parts[partition], mig_resources), []).append(partition)
     groups = []
-    for resource, partitions in sorted(by_resource.items()):
+    for resources, partitions in sorted(by_resource.items()):
         extra = [CHANNEL_RESOURCE] if any(p in channels for p in partitions) else []
-        groups.append({"coveredResources": [resource, *extra], "flavors": [
-            {"name": p, "resources": [{"name": resource, "nominalQuota": quota[p]},
+        groups.append({"coveredResources": [r for r, _ in resources] + extra, "flavors": [
+            {"name": p, "resources": [*({"name": r, "nominalQuota": quota[p] * per_gpu} for r, per_gpu in resources),
                                       *({"name": r, "nominalQuota": quota[p] if p in channels else 0}
                                         for r in extra)]}
             for p in partitions]})
     return groups
+
+
+def _gpu_resources(partition: Partition, mig_resources: Mapping[str, tuple[tuple[str, int], ...]]
+                   ) -> tuple[tuple[str, int], ...]:
+    """(resource, per GPU of quota) a partition's GPUs are requested as: the vendor's GPU
+    resource, or a MIG partition's instance resources (a quota of N GPUs is N GPUs' instances)."""
+    return mig_resources.get(partition.name) or ((GPU_RESOURCE[partition.vendor or "nvidia"], 1),)
+
+
+def _mig_resources(fleet: Fleet) -> dict[str, tuple[tuple[str, int], ...]]:
+    """Per Kubernetes partition with MIG nodes: its instance resources (render/kubernetes/mig.py)."""
+    by_host = {n.hostname: n for n in kubernetes_nodes(fleet)}
+    out = {}
+    for p in kubernetes_partitions(fleet):
+        found = mig.resources(by_host[h] for h in p.nodes if h in by_host)
+        if found:
+            out[p.name] = found
+    return out
 
 
 def _kueue(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
@@ -493,10 +519,11 @@ def _kueue(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
         flavor_keys[name] = m.key
         objs.append(m)
     rows = queue_rows(fleet)
+    migs = _mig_resources(fleet)
     # Whatever no tenant holds stays in the cohort, for every queue to borrow.
     spare = {p: parts[p].gpus - sum(r.gpus for r in rows if r.partition == p) for p in parts}
     spare = {p: g for p, g in spare.items() if g > 0}
-    cohort_spec = {"resourceGroups": _resource_groups(spare, parts, channels)} if spare else {}
+    cohort_spec = {"resourceGroups": _resource_groups(spare, parts, channels, migs)} if spare else {}
     cohort = Manifest(obj("kueue.x-k8s.io/v1beta2", "Cohort", fleet.name, cohort_spec),
                       "22-kueue-cohort", (rk, *(flavor_keys[p] for p in sorted(spare))))
     objs.append(cohort)
@@ -510,11 +537,12 @@ def _kueue(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
                 "values": list(row.namespaces)}]},
             "queueingStrategy": "BestEffortFIFO",
             "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
-            "resourceGroups": _resource_groups({row.partition: row.gpus}, parts, channels),
+            "resourceGroups": _resource_groups({row.partition: row.gpus}, parts, channels, migs),
         }
         if row.limit is not None:  # the tenant's cap: borrow at most up to it
-            spec["resourceGroups"][0]["flavors"][0]["resources"][0]["borrowingLimit"] = \
-                max(0, row.limit - row.gpus)
+            for resource, (_, per_gpu) in zip(spec["resourceGroups"][0]["flavors"][0]["resources"],
+                                              _gpu_resources(parts[row.partition], migs)):
+                resource["borrowingLimit"] = max(0, row.limit - row.gpus) * per_gpu
         cq = Manifest(obj("kueue.x-k8s.io/v1beta2", "ClusterQueue", row.name, spec,
                            labels={PARTITION_LABEL: row.partition}),
                       "23-kueue-clusterqueues", (rk, cohort.key, flavor_keys[row.partition]))
@@ -694,8 +722,9 @@ def _volcano(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
     objs = [Manifest(m.body, m.file, (rk, *label_keys, *m.depends_on)) for m in hypernodes]
     if holds_quota:
         parts = {p.name: p for p in kubernetes_partitions(fleet)}
+        migs = _mig_resources(fleet)
         for row in queue_rows(fleet):
-            resource = GPU_RESOURCE[parts[row.partition].vendor or "nvidia"]
+            resources = _gpu_resources(parts[row.partition], migs)
             # The same declaration as Kueue's: the tenant's GPUs are its own (deserved,
             # Kueue's nominalQuota), it may borrow idle GPUs of its partition up to all of
             # them (capability, Kueue's unlimited borrowing within the cohort), and what it
@@ -703,10 +732,11 @@ def _volcano(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
             # action, Kueue's reclaimWithinCohort). Only GPUs, as Kueue counts only GPUs.
             spec = {
                 "reclaimable": True,
-                "deserved": {resource: row.gpus},
+                "deserved": {resource: row.gpus * per_gpu for resource, per_gpu in resources},
                 # The tenant's limit, when it has one, caps it below the partition.
-                "capability": {resource: parts[row.partition].gpus if row.limit is None
-                               else max(row.gpus, min(row.limit, parts[row.partition].gpus))},
+                "capability": {resource: per_gpu * (parts[row.partition].gpus if row.limit is None
+                               else max(row.gpus, min(row.limit, parts[row.partition].gpus)))
+                               for resource, per_gpu in resources},
                 # One node group: the nodegroup plugin keeps every pod of the queue's jobs
                 # on the nodes labelled volcano.sh/nodegroup-name=<partition>.
                 "affinity": {"nodeGroupAffinity": {

@@ -1,0 +1,204 @@
+"""MIG on Kubernetes (#46): the GPU Operator's MIG manager gets each node group's geometry
+(the nvidia.com/mig.config label, fleetspec's mig-parted ConfigMap for an explicit one), and
+Kueue / Volcano count the instances by the resource names the mixed strategy exposes.
+Checked against the real chart values and CRDs (tests/data/crds)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import yaml
+
+from fleetspec.pipeline import compile_text
+from fleetspec.render.kubernetes import kubernetes_resources
+from tests.conftest import require_shared
+from tests.k8s_schema import CrdIndex, validate_object
+
+from .test_manifests_valid import _rendered_objects
+
+SPEC = """\
+apiVersion: fleetspec.io/v1alpha1
+kind: Fleet
+metadata: {name: inference}
+spec:
+  os: ubuntu-24.04
+  stacks:
+    cu13: {driver: "580.173.02", cuda: "13.0.2", nccl: "2.28.3"}
+  racks:
+    - name: r01
+      nodes:
+        - hosts: h200-inf-[01-02]
+          gpu: {model: h200, count: 8, mig: {1g.18gb: 2, 2g.35gb: 1, 3g.71gb: 1}}
+          stack: cu13
+          scheduler: kubernetes
+        - hosts: b200-inf-[01-02]
+          gpu: {model: b200, count: 8, mig: all-1g.23gb}
+          stack: cu13
+          scheduler: kubernetes
+        - hosts: a100-train-[01-02]
+          gpu: {model: a100, count: 8}
+          stack: cu13
+          scheduler: kubernetes
+  kubernetes:
+    version: "1.34"
+    gpu_operator: {version: v26.7.0, driver: operator}
+    queueing: kueue
+    tenants:
+      - name: serving
+        namespaces: [serving]
+        quota: {nvidia-hopper: 4, nvidia-blackwell: 16}
+      - name: training
+        namespaces: [training]
+        quota: {nvidia-ampere: 8}
+"""
+
+
+@pytest.fixture(scope="module")
+def fleet():
+    result = compile_text(SPEC, "inference.yaml")
+    assert result.valid, [f.message for f in result.findings]
+    return result.fleet
+
+
+def test_each_mig_node_is_labelled_with_its_geometry(fleet):
+    labels = {n.hostname: n.labels for n in kubernetes_resources(fleet).node_labels}
+    # An explicit geometry in the fleet: fleetspec's ConfigMap names every geometry by its instances.
+    assert labels["h200-inf-01"]["nvidia.com/mig.config"] == "fleetspec-2x1g.18gb-1x2g.35gb-1x3g.71gb"
+    assert labels["b200-inf-02"]["nvidia.com/mig.config"] == "fleetspec-7x1g.23gb"
+    assert "nvidia.com/mig.config" not in labels["a100-train-01"]
+
+
+def test_the_mig_manager_reads_fleetspecs_configmap(fleet):
+    layer = kubernetes_resources(fleet)
+    release = next(r for r in layer.releases if r.name == "gpu-operator")
+    assert release.values["mig"] == {"strategy": "mixed"}
+    assert release.values["migManager"]["config"] == {"name": "fleetspec-mig-parted", "default": "all-disabled"}
+    cm = next(m for m in layer.manifests if m.kind == "ConfigMap" and m.name == "fleetspec-mig-parted")
+    assert cm.key in release.depends_on and cm.namespace == release.namespace
+    config = yaml.safe_load(cm.body["data"]["config.yaml"])
+    assert config["version"] == "v1"
+    assert config["mig-configs"]["fleetspec-2x1g.18gb-1x2g.35gb-1x3g.71gb"] == [
+        {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.18gb": 2, "2g.35gb": 1, "3g.71gb": 1}}]
+    assert config["mig-configs"]["all-disabled"] == [{"devices": "all", "mig-enabled": False}]
+
+
+def test_the_mig_values_are_the_charts_and_the_clusterpolicys(fleet):
+    """mig.strategy and migManager.config.default are keys of the chart's values.yaml;
+    migManager.config.name is the one its comment documents ("To use an existing ConfigMap:
+    Set name=... with create=false") and the ClusterPolicy CRD carries (spec.migManager.config.name)."""
+    values = yaml.safe_load(require_shared("crds/nvidia-gpu-operator/values.yaml").read_text())
+    assert values["mig"]["strategy"] in ("single", "mixed") and "default" in values["migManager"]["config"]
+    crd = yaml.safe_load(require_shared("crds/nvidia-gpu-operator/nvidia.com_clusterpolicies.yaml").read_text())
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    assert {"name", "default"} <= set(spec["migManager"]["properties"]["config"]["properties"])
+    assert "mixed" in spec["mig"]["properties"]["strategy"]["enum"]
+
+
+def test_kueue_counts_instances_by_mig_resource(fleet):
+    layer = kubernetes_resources(fleet)
+    queues = {m.name: m.body["spec"] for m in layer.manifests if m.kind == "ClusterQueue"}
+    serving = [g for q in queues.values() for g in q["resourceGroups"]
+               if any(f["name"] == "nvidia-hopper" for f in g["flavors"])]
+    assert serving[0]["coveredResources"] == ["nvidia.com/mig-1g.18gb", "nvidia.com/mig-2g.35gb",
+                                              "nvidia.com/mig-3g.71gb"]
+    # 4 GPUs of quota: their instances, 2 + 1 + 1 of each GPU.
+    assert serving[0]["flavors"][0]["resources"] == [
+        {"name": "nvidia.com/mig-1g.18gb", "nominalQuota": 8}, {"name": "nvidia.com/mig-2g.35gb", "nominalQuota": 4},
+        {"name": "nvidia.com/mig-3g.71gb", "nominalQuota": 4}]
+    one_g = [f for q in queues.values() for g in q["resourceGroups"] for f in g["flavors"]
+             if f["name"] == "nvidia-blackwell"]
+    assert one_g[0]["resources"] == [{"name": "nvidia.com/mig-1g.23gb", "nominalQuota": 16 * 7}]
+    whole = [f for q in queues.values() for g in q["resourceGroups"] for f in g["flavors"]
+             if f["name"] == "nvidia-ampere"]
+    assert whole[0]["resources"] == [{"name": "nvidia.com/gpu", "nominalQuota": 8}]
+
+
+def test_volcano_counts_instances_too(fleet):
+    volcano = dataclasses.replace(fleet, kubernetes=dataclasses.replace(
+        fleet.kubernetes, queueing="volcano", gang="volcano", quota_owners=("volcano",)))
+    queues = {m.name: m.body["spec"] for m in kubernetes_resources(volcano).manifests if m.kind == "Queue"}
+    serving = [q for q in queues.values() if "nvidia.com/mig-1g.23gb" in q["deserved"]]
+    assert serving[0]["deserved"] == {"nvidia.com/mig-1g.23gb": 16 * 7}
+    assert serving[0]["capability"] == {"nvidia.com/mig-1g.23gb": 2 * 8 * 7}  # the partition's 16 GPUs
+
+
+def test_every_rendered_object_passes_the_real_crds(fleet, crd_index: CrdIndex):
+    for obj in _rendered_objects(fleet):
+        assert validate_object(obj, crd_index, fleet.kubernetes.version) == [], obj["kind"]
+
+
+def test_named_geometries_alone_use_the_operators_defaults():
+    text = SPEC.replace("mig: {1g.18gb: 2, 2g.35gb: 1, 3g.71gb: 1}", "mig: all-balanced")
+    result = compile_text(text, "inference.yaml")
+    assert result.valid, [f.message for f in result.findings]
+    layer = kubernetes_resources(result.fleet)
+    release = next(r for r in layer.releases if r.name == "gpu-operator")
+    assert "migManager" not in release.values and release.values["mig"] == {"strategy": "mixed"}
+    assert not any(m.kind == "ConfigMap" and m.name == "fleetspec-mig-parted" for m in layer.manifests)
+    labels = {n.hostname: n.labels for n in layer.node_labels}
+    assert labels["h200-inf-02"]["nvidia.com/mig.config"] == "all-balanced"
+
+
+def test_a_partition_mixing_geometries_is_a_located_error():
+    text = SPEC.replace("model: a100, count: 8}", "model: h100-sxm, count: 8}")
+    result = compile_text(text, "inference.yaml")
+    found = [f for f in result.findings if f.rule == "mig-geometry"]
+    assert found and "mixes MIG geometries" in found[0].message and found[0].path[-2:] == ("gpu", "mig")
+
+
+SHARED = SPEC.replace("""          gpu: {model: a100, count: 8}
+""", """          gpu: {model: a100, count: 8, sharing: {time_slicing: 4}}
+""")
+
+
+def test_time_sliced_gpus_get_the_device_plugin_config_and_count_replicas():
+    result = compile_text(SHARED, "inference.yaml")
+    assert result.valid, [f.message for f in result.findings]
+    layer = kubernetes_resources(result.fleet)
+    labels = {n.hostname: n.labels for n in layer.node_labels}
+    assert labels["a100-train-01"]["nvidia.com/device-plugin.config"] == "time-sliced-4"
+    assert "nvidia.com/device-plugin.config" not in labels["h200-inf-01"]
+    release = next(r for r in layer.releases if r.name == "gpu-operator")
+    assert release.values["devicePlugin"] == {"config": {"name": "fleetspec-device-plugin", "default": "default"}}
+    defaults = yaml.safe_load(require_shared("crds/nvidia-gpu-operator/values.yaml").read_text())
+    assert {"name", "default"} <= set(defaults["devicePlugin"]["config"])  # the chart's own keys
+    cm = next(m for m in layer.manifests if m.kind == "ConfigMap" and m.name == "fleetspec-device-plugin")
+    assert cm.key in release.depends_on
+    assert yaml.safe_load(cm.body["data"]["time-sliced-4"]) == {
+        "version": "v1", "flags": {"migStrategy": "mixed"},
+        "sharing": {"timeSlicing": {"resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}}
+    queues = {m.name: m.body["spec"] for m in layer.manifests if m.kind == "ClusterQueue"}
+    ampere = [f for q in queues.values() for g in q["resourceGroups"] for f in g["flavors"]
+              if f["name"] == "nvidia-ampere"]
+    assert ampere[0]["resources"] == [{"name": "nvidia.com/gpu", "nominalQuota": 8 * 4}]
+
+
+def test_time_slicing_rendered_objects_pass_the_real_crds(crd_index: CrdIndex):
+    fleet = compile_text(SHARED, "inference.yaml").fleet
+    for obj in _rendered_objects(fleet):
+        assert validate_object(obj, crd_index, fleet.kubernetes.version) == [], obj["kind"]
+
+
+@pytest.mark.parametrize(("old", "new", "says"), [
+    ("scheduler: kubernetes\n  kubernetes:", "scheduler: slurm\n  slurm: {version: \"25.11.8\", controllers: ctl-01}\n"
+     "  kubernetes:", "Slurm shares GPUs with other_gres"),
+    ("model: a100, count: 8, sharing: {time_slicing: 4}}",
+     "model: a100, count: 8, sharing: {time_slicing: 4}, mig: all-balanced}", "the instances are the sharing"),
+])
+def test_sharing_where_it_cannot_apply_is_a_located_error(old, new, says):
+    text = SHARED.replace(old, new)
+    result = compile_text(text, "inference.yaml")
+    found = [f for f in result.findings if f.rule == "mig-geometry"]
+    assert found and says in found[0].message and found[0].path[-2:] == ("gpu", "sharing"), \
+        [f.message for f in result.findings]
+
+
+def test_the_inference_example_renders_objects_the_crds_accept(crd_index: CrdIndex):
+    from tests.kubernetes.fleets import compiled
+
+    fleet = compiled("inference")
+    objs = _rendered_objects(fleet)
+    assert {"fleetspec-mig-parted", "fleetspec-device-plugin"} <= {o["metadata"]["name"] for o in objs}
+    for obj in objs:
+        assert validate_object(obj, crd_index, fleet.kubernetes.version) == [], obj["kind"]
