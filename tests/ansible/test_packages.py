@@ -124,8 +124,9 @@ def test_unknown_os_is_refused() -> None:
 
 
 def test_an_el_os_never_gets_a_literal_the_catalog_lacks() -> None:
-    # 580.95.05 has apt literals but no EL9 row (#42): refused, not derived.
-    with pytest.raises(PackageError, match="no published EL9 package literal for driver 580.95.05"):
+    # CUDA 13.0.2 has apt literals but no EL9 row (#42; the driver 580.95.05 has one since the
+    # dnf tests): refused, not derived.
+    with pytest.raises(PackageError, match="no published EL9 package literal for cuda 13.0.2"):
         packages_for(HOPPER, "rhel-9", [])
 
 
