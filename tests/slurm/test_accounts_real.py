@@ -21,6 +21,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -134,6 +135,17 @@ def test_accounts_applied_once_then_nothing(cluster, tmp_path):
     assert _reconcile(cluster, text, tmp_path)["commands"] == []
 
 
+def _pending_reason(cluster, job: str, timeout: float = 30) -> dict[str, str]:
+    """The job once it pends with a reason: a job is PENDING with Reason=None until the
+    scheduler has looked at it (a second or two; longer on a busy machine)."""
+    end = time.monotonic() + timeout
+    info = cluster.wait_job(job, {"PENDING"})
+    while info.get("JobState") == "PENDING" and info.get("Reason") in (None, "None") and time.monotonic() < end:
+        time.sleep(0.2)
+        info = cluster.job(job)
+    return info
+
+
 def test_quota_holds_on_the_real_slurmctld(cluster, tmp_path):
     """research may hold 8 H100s: one 8-GPU job runs, a second pends on the account's
     limit though an H100 node is idle, and an MI300X job (quota 0) never starts."""
@@ -150,7 +162,7 @@ def test_quota_holds_on_the_real_slurmctld(cluster, tmp_path):
             jobs.append(done.stdout.strip().split(";")[0])
         assert cluster.wait_job(jobs[0], {"RUNNING"}).get("JobState") == "RUNNING"
         for job in jobs[1:]:
-            info = cluster.wait_job(job, {"PENDING"})
+            info = _pending_reason(cluster, job)
             assert info.get("JobState") == "PENDING" and info.get("Reason") == "AssocGrpGRES", info
         assert cluster.node_states()["h100-02"] == "idle"  # a node was free: the quota held the job back
     finally:
