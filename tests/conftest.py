@@ -12,10 +12,10 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data"
 EXAMPLES = ROOT / "examples"
 GOLDEN = Path(__file__).resolve().parent / "golden"
-# The project's shared/ tree beside the checkout (CI lays a copy there): other people's
-# files the tests serve and read but the repository must not carry (real clusters' Slurm
-# files in brownfield/, real BMCs' Redfish captures in redfish/; each with its SOURCE).
-SHARED = ROOT.parent / "shared"
+# Other people's files the tests read and serve, copied into tests/data with their source
+# notes so a fresh clone runs every test: real clusters' Slurm files (brownfield/, each case's
+# SOURCE.md) and four real BMCs' Redfish captures (redfish/mockups/, each folder's SOURCE).
+SHARED = DATA
 
 
 def unavailable(reason: str) -> NoReturn:
@@ -65,13 +65,9 @@ def require_shared(relative: str) -> Path:
 
 
 def shared_tree(relative: str) -> Path:
-    """A path under the shared/ tree beside the checkout (``brownfield/...``,
-    ``redfish/mockups/...``): read and served in place, never copied. Missing is a
-    failure: CI and every developer's machine have it."""
-    path = SHARED / relative
-    if not path.exists():
-        pytest.fail(f"{path} is missing: the tests read shared/{relative} beside the checkout")
-    return path
+    """A path under tests/data of the files copied from the project's shared tree with their
+    source notes (``brownfield/...``, ``redfish/mockups/...``): a missing one fails."""
+    return require_shared(relative)
 
 
 class Golden:

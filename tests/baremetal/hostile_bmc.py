@@ -3,8 +3,8 @@
 
 It answers as DMTF's Redfish-Mockup-Server answers from a mockup (``GET <path>`` is
 ``<mockup><path>/index.json``), from the Supermicro HGX H100 capture in
-``../shared/redfish/mockups/supermicro-hgx-h100`` (DMTF Redfish-Mockup-Creator 1.1.9, read in
-place, never copied), behind HTTP Basic authentication and a session service that answers a
+``tests/data/redfish/mockups/supermicro-hgx-h100`` (DMTF Redfish-Mockup-Creator 1.1.9, served from
+tests/data), behind HTTP Basic authentication and a session service that answers a
 ``POST`` to its Sessions collection with ``X-Auth-Token`` and ``Location`` (DSP0266
 "Session management"), as the captured BMC did. A test then makes it hostile, path by path:
 ``rewrite`` changes an answer's JSON (a link to another host), ``special`` takes over the

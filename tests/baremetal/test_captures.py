@@ -1,5 +1,5 @@
-"""Four real BMCs, as DMTF's Redfish-Mockup-Creator captured them (../shared/redfish/mockups/,
-read in place and served by tests/baremetal/mockup_server.py): for each, the spec that states
+"""Four real BMCs, as DMTF's Redfish-Mockup-Creator captured them (tests/data/redfish/mockups/,
+copied with their source notes, served by tests/baremetal/mockup_server.py): for each, the spec that states
 what the capture holds (written from reading the capture, values below) plans no change,
 ``verify --bmc`` reports exactly the running firmware (never a backup, golden, staging or
 pending image, an ERoT, an InfoROM or the HGX baseboard's own BMC), and a pin to another
