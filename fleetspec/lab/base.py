@@ -137,37 +137,42 @@ def ensure_base(
         raise LabUnavailable("building the lab base needs root (mmdebstrap, device nodes)")
     if shutil.which("mmdebstrap") is None:
         raise LabUnavailable("mmdebstrap is not installed (see ensure_host_packages)")
-    cache.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=cache))
+    options = ["--variant=apt", "--mode=root", "--include=" + ",".join(packages),
+               "--customize-hook=" + _customize_hook()]
+    say(f"building the lab's base image (Debian {SUITE}, about 260 MB, a few minutes; cached in {cache} for "
+        "every later lab)")
+    return build_root(final, options, SUITE, mirror or os.environ.get("FLEETSPEC_LAB_MIRROR", DEFAULT_MIRROR),
+                      "usr/sbin/sshd", "base image", say, LabUnavailable)
+
+
+def build_root(final: Path, options: list[str], suite: str, mirror: str, marker: str, what: str,
+               say: Callable[[str], None], error: type[Exception]) -> Path:
+    """``mmdebstrap OPTIONS SUITE ROOT MIRROR`` into a temporary directory beside ``final``,
+    then renamed into place, so a crash or a concurrent build never leaves a half-built root
+    that a later run would trust (``marker``, a path inside it, says a root is whole).
+    mmdebstrap's step lines ("I: downloading packages with apt...") go to ``say`` as they
+    come (#28 item 2: two silent minutes looked like a hang); a failure raises ``error``
+    with the end of its output."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=final.parent))
     try:
-        rootfs = tmp / "rootfs"
-        argv = [
-            "mmdebstrap",
-            "--variant=apt",
-            "--mode=root",
-            "--include=" + ",".join(packages),
-            "--customize-hook=" + _customize_hook(),
-            SUITE,
-            str(rootfs),
-            mirror or os.environ.get("FLEETSPEC_LAB_MIRROR", DEFAULT_MIRROR),
-        ]
-        say(f"building the lab's base image (Debian {SUITE}, about 260 MB, a few minutes; cached in {cache} for "
-            "every later lab)")
+        root = tmp / "root"
         started = time.monotonic()
         tail: list[str] = []
+        argv = ["mmdebstrap", *options, suite, str(root), mirror]
         with subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as proc:
             assert proc.stderr is not None
             for line in proc.stderr:
                 tail = [*tail[-40:], line]
                 if line.startswith("I: "):  # mmdebstrap's step lines; W:/E: lines are kept for the error
-                    say(f"base image ({time.monotonic() - started:.0f} s): {line[3:].strip()}")
+                    say(f"{what} ({time.monotonic() - started:.0f} s): {line[3:].strip()}")
         if proc.returncode != 0:
-            raise LabUnavailable(f"mmdebstrap failed ({proc.returncode}): {''.join(tail)[-2000:]}")
-        say(f"base image built in {time.monotonic() - started:.0f} s")
+            raise error(f"mmdebstrap {suite} failed ({proc.returncode}): {''.join(tail)[-2000:]}")
+        say(f"{what} built in {time.monotonic() - started:.1f} s")
         try:
-            rootfs.rename(final)
+            root.rename(final)
         except OSError:
-            if not (final / "usr/sbin/sshd").exists():  # lost a race only if the winner finished
+            if not (final / marker).exists():  # lost a race only if the winner finished
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

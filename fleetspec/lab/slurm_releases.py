@@ -28,15 +28,12 @@ import hashlib
 import os
 import re
 import shutil
-import subprocess
-import tempfile
-import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from fleetspec.lab.base import DEFAULT_MIRROR, default_cache_dir
+from fleetspec.lab.base import DEFAULT_MIRROR, build_root, default_cache_dir
 from fleetspec.lab.slurm import Cluster, SlurmUnavailable, ensure_slurm
 from fleetspec.versions import at_least
 
@@ -139,27 +136,11 @@ def ensure_release_root(release: Release, cache_dir: Path | None = None, mirror:
     for tool in ("mmdebstrap", "unshare", "chroot"):
         if shutil.which(tool) is None:
             raise SlurmUnavailable(f"{tool} is not installed (scripts/test installs mmdebstrap)")
-    cache.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".build-slurm-", dir=cache))
-    try:
-        built = tmp / "root"
-        argv = ["mmdebstrap", "--variant=apt", "--mode=root", *(f"--aptopt={o}" for o in APT_OPTIONS),
-                "--include=" + ",".join(ROOT_PACKAGES), "--customize-hook=" + _customize_hook(),
-                release.suite, str(built), mirror or host_mirror()]
-        say(f"building the Slurm {release.series} root (Debian {release.suite}, about 180 MB; cached in {cache})")
-        started = time.monotonic()
-        done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=900)
-        if done.returncode != 0:
-            raise SlurmUnavailable(f"mmdebstrap {release.suite} failed ({done.returncode}): {done.stderr[-2000:]}")
-        say(f"Slurm {release.series} root built in {time.monotonic() - started:.1f} s")
-        try:
-            built.rename(final)
-        except OSError:
-            if not (final / "usr/sbin/slurmctld").exists():  # lost a race only if the winner finished
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return final
+    options = ["--variant=apt", "--mode=root", *(f"--aptopt={o}" for o in APT_OPTIONS),
+               "--include=" + ",".join(ROOT_PACKAGES), "--customize-hook=" + _customize_hook()]
+    say(f"building the Slurm {release.series} root (Debian {release.suite}, about 220 MB; cached in {cache})")
+    return build_root(final, options, release.suite, mirror or host_mirror(), "usr/sbin/slurmctld",
+                      f"Slurm {release.series} root", say, SlurmUnavailable)
 
 
 def command_prefix(root: Path | None) -> tuple[str, ...]:
