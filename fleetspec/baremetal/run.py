@@ -219,52 +219,49 @@ def _boot_read_back(session: Session) -> None:
                        "not powered on. Set the override in the BMC, or boot the node from its console")
 
 
-def _power_read_back(session: Session, deadline_s: float) -> None:
-    """The power state read back until the BMC reports On (it may report PoweringOn first)."""
-    deadline = time.monotonic() + max(deadline_s, POWER_S)
+def _until_held(session: Session, deadline_s: float, wrong_of: Callable[[Observed], dict]) -> tuple[Observed, dict]:
+    """Read the BMC until ``wrong_of`` finds nothing wrong or ``deadline_s`` has passed: the
+    last reading and what was still wrong in it (a BMC reports a change once the host has
+    gone through its firmware's setup, or has booted the new image)."""
+    deadline = time.monotonic() + deadline_s
     while True:
         seen = session.read()
-        if seen.power == "On":
-            return
-        if time.monotonic() >= deadline:
-            raise BmcError(f"{session.bmc.host}: the BMC reports power {seen.power} after fleetspec powered the node "
-                           "on: look at it (its console, its power supplies)")
+        wrong = wrong_of(seen)
+        if not wrong or time.monotonic() >= deadline:
+            return seen, wrong
         time.sleep(READBACK_POLL_S)
+
+
+def _power_read_back(session: Session, deadline_s: float) -> None:
+    """The power state read back until the BMC reports On (it may report PoweringOn first)."""
+    seen, wrong = _until_held(session, max(deadline_s, POWER_S), lambda o: {} if o.power == "On" else {"power": o.power})
+    if wrong:
+        raise BmcError(f"{session.bmc.host}: the BMC reports power {seen.power} after fleetspec powered the node "
+                       "on: look at it (its console, its power supplies)")
 
 
 def _bios_read_back(session: Session, wanted: dict, deadline_s: float, note: Callable[[str], None]) -> None:
-    """The BIOS attributes read back after the reset that applies them, until they hold (a BMC
-    reports the new values once the host has gone through its firmware's setup)."""
-    deadline = time.monotonic() + deadline_s
-    while True:
-        seen = session.read()
-        wrong = {k: seen.bios.get(k) for k, v in wanted.items() if seen.bios.get(k) != v}
-        if not wrong:
-            note("BIOS read back: " + ", ".join(f"{k}={v}" for k, v in sorted(wanted.items())))
-            return
-        if time.monotonic() >= deadline:
-            raise BmcError(f"{session.bmc.host}: after the reset the BMC reports BIOS "
-                           + ", ".join(f"{k} {v!r} (staged {wanted[k]!r})" for k, v in sorted(wrong.items()))
-                           + ": the setting did not take. Left drained")
-        time.sleep(READBACK_POLL_S)
+    """The BIOS attributes read back after the reset that applies them, until they hold."""
+    _, wrong = _until_held(session, deadline_s,
+                           lambda o: {k: o.bios.get(k) for k, v in wanted.items() if o.bios.get(k) != v})
+    if wrong:
+        raise BmcError(f"{session.bmc.host}: after the reset the BMC reports BIOS "
+                       + ", ".join(f"{k} {v!r} (staged {wanted[k]!r})" for k, v in sorted(wrong.items()))
+                       + ": the setting did not take. Left drained")
+    note("BIOS read back: " + ", ".join(f"{k}={v}" for k, v in sorted(wanted.items())))
 
 
 def _read_back(session: Session, wanted: dict[str, str], deadline_s: float, note: Callable[[str], None]) -> None:
-    """Read the firmware inventory until it reports every pinned version (a BMC may report the
-    old one until the node has finished its first boot on the new image)."""
-    deadline = time.monotonic() + deadline_s
-    while True:
-        seen = session.read()
-        have = {c: firmware_reported(c, seen.firmware) for c in wanted}
-        wrong = {c: v for c, v in have.items() if v != wanted[c]}
-        if not wrong:
-            note("firmware read back: " + ", ".join(f"{c} {v}" for c, v in sorted(have.items())))
-            return
-        if time.monotonic() >= deadline:
-            raise BmcError(f"{session.bmc.host}: after the update and the reboot the BMC reports "
-                           + ", ".join(f"{c} {v or 'no version'} (the stack pins {wanted[c]})" for c, v in sorted(wrong.items()))
-                           + ": the image did not carry the pinned version, or the update did not take. Left drained")
-        time.sleep(READBACK_POLL_S)
+    """Read the firmware inventory until it reports every pinned version."""
+    def wrong_of(o: Observed) -> dict:
+        return {c: v for c in wanted if (v := firmware_reported(c, o.firmware)) != wanted[c]}
+
+    _, wrong = _until_held(session, deadline_s, wrong_of)
+    if wrong:
+        raise BmcError(f"{session.bmc.host}: after the update and the reboot the BMC reports "
+                       + ", ".join(f"{c} {v or 'no version'} (the stack pins {wanted[c]})" for c, v in sorted(wrong.items()))
+                       + ": the image did not carry the pinned version, or the update did not take. Left drained")
+    note("firmware read back: " + ", ".join(f"{c} {v}" for c, v in sorted(wanted.items())))
 
 
 def unreachable_lines(observation: Observation) -> list[str]:
