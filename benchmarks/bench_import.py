@@ -3,7 +3,7 @@ slurm` at scale (issue #45 item 3; benchmarks/run.py times it).
 
     python3 benchmarks/bench_import.py NODES DIR   # writes DIR/slurm.conf, DIR/gres.conf, DIR/facts/
 
-The files are modelled on a real cluster's: tests/data/brownfield/llmjp-sakura-2024
+The files are modelled on a real cluster's: the real cluster llm-jp/nii-sakura-cluster-configs (shared brownfield case llmjp-sakura-2024)
 (LLM-jp's H100 cluster, 8 GPUs and 2x56 cores a node): its slurm.conf settings, its node
 lines (``NodeName=<hostlist> CPUs=112 Sockets=2 CoresPerSocket=56 ThreadsPerCore=2 Gres=gpu:8
 RealMemory=2000000 State=UNKNOWN``), its partition lines and its gres.conf lines

@@ -12,16 +12,18 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data"
 EXAMPLES = ROOT / "examples"
 GOLDEN = Path(__file__).resolve().parent / "golden"
-# Other people's files the tests read and serve, copied into tests/data with their source
-# notes so a fresh clone runs every test: real clusters' Slurm files (brownfield/, each case's
-# SOURCE.md) and four real BMCs' Redfish captures (redfish/mockups/, each folder's SOURCE).
-SHARED = DATA
+# The project's shared/ tree beside the checkout (CI lays it there): other people's files the
+# tests read and serve in place but the repository must not carry (their READMEs ask so): real
+# clusters' Slurm files (brownfield/, each case's SOURCE.md) and four real BMCs' Redfish
+# captures (redfish/mockups/, each folder's SOURCE).
+SHARED = ROOT.parent / "shared"
 
 
 def unavailable(reason: str) -> NoReturn:
-    """A system package scripts/test installs is missing: skip where it cannot be installed
-    (not root, no apt), fail under CI (CI set), where scripts/test has installed it and a
-    skip would hide a broken machine behind a green run."""
+    """Something CI provides is missing (a system package scripts/test installs, the shared/
+    tree CI lays beside the clone): skip where it cannot be had (not root, no apt, a user's
+    clone without shared/), fail under CI (CI set), where a skip would hide a broken machine
+    behind a green run."""
     if os.environ.get("CI"):
         pytest.fail(f"required under CI: {reason}")
     pytest.skip(reason)
@@ -65,9 +67,14 @@ def require_shared(relative: str) -> Path:
 
 
 def shared_tree(relative: str) -> Path:
-    """A path under tests/data of the files copied from the project's shared tree with their
-    source notes (``brownfield/...``, ``redfish/mockups/...``): a missing one fails."""
-    return require_shared(relative)
+    """A path under the project's shared/ tree beside the checkout (``brownfield/...``,
+    ``redfish/mockups/...``): other people's files, read and served in place, never copied
+    into the repository. Missing fails under CI (CI lays shared/ beside the clone) and skips
+    in a user's clone without it, as shared/README.md allows."""
+    path = SHARED / relative
+    if not path.exists():
+        unavailable(f"{path} is missing: this test reads the project's shared/{relative} beside the checkout")
+    return path
 
 
 class Golden:

@@ -94,7 +94,7 @@ def _bios_changes(bmc: NodeBmc, seen: Observed, findings: list[Finding]) -> dict
             # held already: nothing to stage. Checked before the registry, because a BMC may
             # report values its own registry does not list (Supermicro's Bios holds the
             # ValueDisplayName "Enabled" where its registry's ValueName is "1": the captured
-            # SYS-821GE-TNHR, tests/data/redfish/mockups/supermicro-hgx-h100)
+            # SYS-821GE-TNHR, NVIDIA/libredfish tests/mockups/supermicro-hgx-h100)
             continue
         problem = _attribute_problem(name, want, seen.registry)
         if problem:

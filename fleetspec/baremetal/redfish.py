@@ -42,7 +42,7 @@ from fleetspec.secrets import Redactor, SecretError, SecretRef, file_path, resol
 CONNECT_TIMEOUT_S = 10
 READ_TIMEOUT_S = 60  # the total time of one request, answer included (transport.py)
 # All of one BMC's requests while it is read (plan, verify --bmc): the four real BMCs' trees
-# in tests/data/redfish/mockups take tens of requests to read, each answered in well under a second.
+# in NVIDIA/libredfish tests/mockups take tens of requests to read, each answered in well under a second.
 READ_DEADLINE_S = 300
 RETRIES = 2  # sushy's retries on a BMC's 5xx (BMCs answer 503 while busy)
 # Power states a plan may ask for, and the Redfish ResetType that reaches each.
@@ -353,7 +353,7 @@ class Session:
         """The attribute registry the Bios names, where its name and the registry's Id write
         the version differently: Supermicro's Bios names ``BiosAttributeRegistry.v1_0_0``, its
         registry's Id is ``BiosAttributeRegistry.1_0_0`` (the captured Supermicro HGX H100,
-        tests/data/redfish/mockups/supermicro-hgx-h100). Both forms name one registry."""
+        NVIDIA/libredfish tests/mockups/supermicro-hgx-h100). Both forms name one registry."""
         wanted = _registry_key(str(bios._attribute_registry or ""))
         for key, registry in (bios._registries or {}).items():
             if registry is not None and wanted in (_registry_key(key), _registry_key(str(registry.identity))):

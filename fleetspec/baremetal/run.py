@@ -270,7 +270,7 @@ def unreachable_lines(observation: Observation) -> list[str]:
 
 # A MAC as Redfish reports it (EthernetInterface.MACAddress: six hex pairs joined by ':' in
 # all 123 MACAddress/PermanentMACAddress values of the four real BMCs' trees in
-# tests/data/redfish/mockups, upper and lower case) or by '-'. Nothing else becomes a file name.
+# NVIDIA/libredfish tests/mockups, upper and lower case) or by '-'. Nothing else becomes a file name.
 MAC = re.compile(r"[0-9A-Fa-f]{2}([:-])[0-9A-Fa-f]{2}(\1[0-9A-Fa-f]{2}){4}")
 
 

@@ -3,7 +3,7 @@ DSP0268 schemas), never by guessing from vendors' names for things.
 
 Every function reads through ``get(path) -> document or None`` (None: the BMC serves no such
 resource), so the reading is the same against a live BMC and a captured tree. What the four
-captured servers in ``tests/data/redfish/mockups/`` (Supermicro, Dell iDRAC9, Lenovo XCC, NVIDIA
+captured servers in NVIDIA/libredfish ``tests/mockups/`` (commit c094c9e) (Supermicro, Dell iDRAC9, Lenovo XCC, NVIDIA
 DGX; docs/bare-metal.md, "Vendors") taught, and this module follows:
 
 - sockets are the System's ``Processors`` members with ``ProcessorType: CPU``, their cores and

@@ -49,7 +49,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
-# The largest answer in the four real BMCs' Redfish trees in tests/data/redfish/mockups is the
+# The largest answer in the four real BMCs' Redfish trees in NVIDIA/libredfish tests/mockups is the
 # Dell R750 iDRAC9's BIOS attribute registry (Systems/System.Embedded.1/Bios/BiosRegistry,
 # 1.16 MB; Supermicro HGX H100's is 0.92 MB): 16 MiB leaves room for larger registries and
 # keeps a hostile answer from taking the controller's memory.

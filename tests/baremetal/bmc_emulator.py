@@ -106,7 +106,7 @@ class GpuNodeFakeDriver(fakedriver.FakeDriver):
     def get_processors(self, identity):
         """The sockets, with cores and threads as real BMCs report them (each socket's
         TotalCores and TotalThreads: two threads a core, as on the four captured servers in
-        tests/data/redfish/mockups), and a GPU Processor per GPU in the inventory (rendered by
+        shared/redfish/mockups), and a GPU Processor per GPU in the inventory (rendered by
         `processor` below: the emulator's template knows only CPUs)."""
         system = self._get(identity)
         sockets = system.get("sockets", 0)
@@ -325,7 +325,7 @@ def _images(system):
 
 def _related(uuid, key):
     """What an image's RelatedItem points at, as real BMCs point (the captures in
-    tests/data/redfish/mockups: ``/Managers/1``, ``/Systems/1/Bios``, ``.../Processors/GPU1``):
+    shared/redfish/mockups: ``/Managers/1``, ``/Systems/1/Bios``, ``.../Processors/GPU1``):
     the Manager, the System's BIOS resource, the GPU Processor, the fabric switch."""
     if key.startswith("BMC"):
         return f"/redfish/v1/Managers/{uuid}"

@@ -3,7 +3,7 @@
 
 It answers as DMTF's Redfish-Mockup-Server answers from a mockup (``GET <path>`` is
 ``<mockup><path>/index.json``), from the Supermicro HGX H100 capture in
-``tests/data/redfish/mockups/supermicro-hgx-h100`` (DMTF Redfish-Mockup-Creator 1.1.9, served from
+``shared/redfish/mockups/supermicro-hgx-h100`` (DMTF Redfish-Mockup-Creator 1.1.9, served from
 tests/data), behind HTTP Basic authentication and a session service that answers a
 ``POST`` to its Sessions collection with ``X-Auth-Token`` and ``Location`` (DSP0266
 "Session management"), as the captured BMC did. A test then makes it hostile, path by path:

@@ -8,7 +8,7 @@ Supermicro's ``/registries/...json``), read-only, on 127.0.0.1.
 Sessions as the mockup server answers them: ``POST /redfish/v1/SessionService/Sessions``
 creates a session (201, an ``X-Auth-Token`` and a ``Location``) whatever the credentials, and
 ``DELETE`` of that location ends it; every other POST, PATCH or DELETE is refused (405), as a
-capture cannot change. The trees are the captures in ``tests/data/redfish/mockups/``, served in
+capture cannot change. The trees are the captures in ``shared/redfish/mockups/``, served in
 place (tests/data, copied with their source notes). A request that is not a GET of the tree, or that
 leaves it, is 404 or 405."""
 

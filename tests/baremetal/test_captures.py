@@ -1,4 +1,4 @@
-"""Four real BMCs, as DMTF's Redfish-Mockup-Creator captured them (tests/data/redfish/mockups/,
+"""Four real BMCs, as DMTF's Redfish-Mockup-Creator captured them (shared/redfish/mockups/,
 copied with their source notes, served by tests/baremetal/mockup_server.py): for each, the spec that states
 what the capture holds (written from reading the capture, values below) plans no change,
 ``verify --bmc`` reports exactly the running firmware (never a backup, golden, staging or

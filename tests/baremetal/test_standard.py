@@ -1,5 +1,5 @@
 """fleetspec.baremetal.standard on small Redfish trees, modelled on the captured ones in
-tests/data/redfish/mockups (Lenovo's numeric Ids and GPU Processors, Dell's iDRAC known only
+shared/redfish/mockups (Lenovo's numeric Ids and GPU Processors, Dell's iDRAC known only
 through ManagerForServers, Supermicro's backup and staging images): the cases the four
 captures do not each show. Pure: no server."""
 

@@ -17,7 +17,7 @@ BOARDS = {"NVIDIA GeForce RTX 2080 Ti": {"architecture": "Turing", "memory_mib":
           "NVIDIA GeForce GTX 970": {"architecture": "Maxwell", "memory_mib": 4096, "compute_capability": "5.2"},
           "NVIDIA GeForce GTX 1060 6GB": {"architecture": "Pascal", "memory_mib": 6144, "compute_capability": "6.1"},
           "Tesla T4": {"architecture": "Turing", "memory_mib": 15360, "compute_capability": "7.5"},
-          # Boards of the brownfield clusters (tests/data/brownfield/README.md), as nvidia-smi
+          # Boards of the brownfield clusters (shared/brownfield/README.md), as nvidia-smi
           # --query-gpu=name,memory.total and its architecture field print them (illustrative:
           # none of those clusters publishes its facts).
           "NVIDIA GeForce RTX 3090": {"architecture": "Ampere", "memory_mib": 24576, "compute_capability": "8.6"},

@@ -1,4 +1,4 @@
-"""Adopting the real clusters of tests/data/brownfield (copied with their source notes): each
+"""Adopting the real clusters of shared/brownfield (read in place from the shared tree): each
 imports with facts this module writes (illustrative: none of these clusters publishes its
 nodes' facts; the boards are the ones each case's SOURCE.md names or, where it names none,
 a board of the cluster's era), validates, and renders back key by key with no difference

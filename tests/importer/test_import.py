@@ -1,5 +1,5 @@
 """`fleetspec import slurm`: four cluster shapes modelled on real public clusters
-(tests/importer/data/*/slurm.conf say which; /work/shared/brownfield has the originals'
+(tests/importer/data/*/slurm.conf say which; shared/brownfield has the originals'
 sources), the round trip render(import(files)) against the files, and hostile inputs."""
 
 from __future__ import annotations
@@ -404,7 +404,7 @@ def test_a_mixed_node_whose_facts_show_another_model_or_an_untyped_gpu_stops(tmp
 
 
 def test_keys_defunct_at_the_target_release_or_owned_by_fleetspec_are_warnings_not_errors(tmp_path: Path) -> None:
-    """What still blocked BioMedIA's and Sussex's files (/work/shared/brownfield): keys the
+    """What still blocked BioMedIA's and Sussex's files (shared/brownfield): keys the
     written spec could not hold stopped the import with no line; now each is a warning at it."""
     conf = _write(tmp_path, "ClusterName=c\nSlurmctldHost=h\nJobCredentialPrivateKey=/etc/slurm/key.pem\n"
                   "PluginDir=/usr/lib64/slurm\nNodeName=n1 CPUs=4 Gres=gpu:a100:4\nPartitionName=p Nodes=n1\n")

@@ -20,7 +20,7 @@ from tests.importer.facts import nvidia_facts, write_facts
 from tests.slurm.cluster import Cluster, running
 
 # Written for these tests (not copied): the shape of tests/importer/data/cpu-beside-gpu
-# (BioMedIA's CPU-only nodes beside GPU nodes, /work/shared/brownfield/biomedia-imperial-2018),
+# (BioMedIA's CPU-only nodes beside GPU nodes, shared/brownfield/biomedia-imperial-2018),
 # small enough for one machine: CPU nodes in a default partition, a typed GPU node in its own.
 SITE_CONF = """\
 ClusterName=biomed
