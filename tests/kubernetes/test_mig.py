@@ -202,3 +202,64 @@ def test_the_inference_example_renders_objects_the_crds_accept(crd_index: CrdInd
     assert {"fleetspec-mig-parted", "fleetspec-device-plugin"} <= {o["metadata"]["name"] for o in objs}
     for obj in objs:
         assert validate_object(obj, crd_index, fleet.kubernetes.version) == [], obj["kind"]
+
+
+# ----------------------------------------------------------------------------- KAI
+
+KAI = SPEC.replace("queueing: kueue", "queueing: kai\n    gang: kai").replace(
+    "quota: {nvidia-hopper: 4, nvidia-blackwell: 16}",
+    "quota: {nvidia-hopper: 4, nvidia-blackwell: 16}\n        limit: {nvidia-hopper: 6}")
+
+
+@pytest.fixture(scope="module")
+def kai_queues():
+    result = compile_text(KAI, "inference.yaml")
+    assert result.valid, [f.message for f in result.findings]
+    return {m.name: m.body for m in kubernetes_resources(result.fleet).manifests if m.kind == "Queue"}
+
+
+def test_kai_counts_mig_instances_by_their_compute_slices(kai_queues):
+    """KAI's gpu quota counts nvidia.com/mig-<N>g.<M>gb as N GPUs (catalog/mig.py kai_gpus):
+    one H200 of 2 x 1g.18gb + 2g.35gb + 3g.71gb is 7, not 1 (a board) nor 4 (instances)."""
+    hopper = kai_queues["serving-nvidia-hopper"]["spec"]["resources"]["gpu"]
+    assert hopper == {"quota": 4 * 7, "limit": 6 * 7, "overQuotaWeight": 1}
+    # all-1g.23gb: 7 instances of one slice each per B200.
+    assert kai_queues["serving-nvidia-blackwell"]["spec"]["resources"]["gpu"]["quota"] == 16 * 7
+    # The partition's parent: its 16 GPUs' slices.
+    assert kai_queues["inference-nvidia-hopper"]["spec"]["resources"]["gpu"] == {
+        "quota": 16 * 7, "limit": 16 * 7, "overQuotaWeight": 1}
+    # Whole GPUs stay GPUs.
+    assert kai_queues["training-nvidia-ampere"]["spec"]["resources"]["gpu"]["quota"] == 8
+
+
+def test_kai_counts_a_geometry_that_leaves_slices_idle():
+    """all-3g.71gb: two 3-slice instances, 6 of KAI's GPUs per H200 (the seventh slice is idle)."""
+    text = KAI.replace("mig: {1g.18gb: 2, 2g.35gb: 1, 3g.71gb: 1}", "mig: all-3g.71gb")
+    result = compile_text(text, "inference.yaml")
+    assert result.valid, [f.message for f in result.findings]
+    queues = {m.name: m.body for m in kubernetes_resources(result.fleet).manifests if m.kind == "Queue"}
+    assert queues["serving-nvidia-hopper"]["spec"]["resources"]["gpu"]["quota"] == 4 * 6
+
+
+def test_kai_counts_time_sliced_replicas():
+    text = KAI.replace("gpu: {model: a100, count: 8}", "gpu: {model: a100, count: 8, sharing: {time_slicing: 4}}")
+    result = compile_text(text, "inference.yaml")
+    assert result.valid, [f.message for f in result.findings]
+    queues = {m.name: m.body for m in kubernetes_resources(result.fleet).manifests if m.kind == "Queue"}
+    assert queues["training-nvidia-ampere"]["spec"]["resources"]["gpu"]["quota"] == 8 * 4
+
+
+def test_kai_queues_pass_the_real_queue_crd(kai_queues, crd_index: CrdIndex):
+    for body in kai_queues.values():
+        assert validate_object(body, crd_index, "1.34") == [], body["metadata"]["name"]
+
+
+def test_kai_refuses_quota_on_a_profile_it_counts_as_zero():
+    text = KAI.replace("mig: {1g.18gb: 2, 2g.35gb: 1, 3g.71gb: 1}", "mig: {1g.18gb+me: 1, 1g.18gb: 5}")
+    result = compile_text(text, "inference.yaml")
+    found = [f for f in result.findings if f.rule == "quota-engine-coverage"]
+    assert found and "1g.18gb+me" in found[0].message and "0 GPUs" in found[0].message
+    assert found[0].path[-2:] == ("quota", "nvidia-hopper")
+    # The same geometry under Kueue counts nvidia.com/mig-1g.18gb+me itself: no refusal.
+    kueue = compile_text(text.replace("queueing: kai\n    gang: kai", "queueing: kueue"), "inference.yaml")
+    assert not [f for f in kueue.findings if f.rule == "quota-engine-coverage"]

@@ -19,10 +19,18 @@ from collections.abc import Iterable
 from typing import Any
 
 from fleetspec.catalog import mig as catalog_mig
-from fleetspec.compile.ir import Node
+from fleetspec.compile.ir import Fleet, Node
+from fleetspec.layout.kubernetes import kubernetes_nodes, kubernetes_partitions
 from fleetspec.render.kubernetes.common import Manifest, dump, namespace_key, obj
 
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+# What the MIG manager reports on the node while and after it applies the label's geometry:
+# ``pending`` (``rebooting`` with WITH_REBOOT), then ``success`` or ``failed`` (GPU Operator
+# docs, gpu-operator-mig.html, "Configuring MIG Profiles": "MIG Manager ... sets the
+# nvidia.com/mig.config.state label"). ``success`` is the only state in which the node's
+# instances are the declared ones.
+MIG_STATE_LABEL = "nvidia.com/mig.config.state"
+MIG_STATE_APPLIED = "success"
 CONFIGMAP = "fleetspec-mig-parted"
 MIG_RESOURCE = "nvidia.com/mig-"
 # The device plugin's per-node configuration (GPU Operator docs, gpu-sharing.html: the
@@ -113,3 +121,14 @@ def resources(nodes: Iterable[Node]) -> tuple[tuple[str, int], ...]:
         if n.time_slicing:  # each GPU is advertised as that many nvidia.com/gpu
             return (("nvidia.com/gpu", n.time_slicing),)
     return ()
+
+
+def partition_resources(fleet: Fleet) -> dict[str, tuple[tuple[str, int], ...]]:
+    """Per Kubernetes partition with MIG or time-sliced nodes: ``resources`` of its nodes."""
+    by_host = {n.hostname: n for n in kubernetes_nodes(fleet)}
+    out = {}
+    for p in kubernetes_partitions(fleet):
+        found = resources(by_host[h] for h in p.nodes if h in by_host)
+        if found:
+            out[p.name] = found
+    return out
