@@ -78,8 +78,11 @@ def resolve(group: m.NodeGroup, gpu: GpuModel, path: SpecPath, findings: list[Fi
     return geometry, catalog_mig.config_name(geometry, named_as)
 
 
-def time_slicing(group: m.NodeGroup, gpu: GpuModel, path: SpecPath, findings: list[Finding]) -> int:
-    """The group's time-slicing replicas (``gpu.sharing``), 0 without or after a finding."""
+def time_slicing(group: m.NodeGroup, gpu: GpuModel, path: SpecPath, findings: list[Finding],
+                 dra_gpus: bool = False) -> int:
+    """The group's time-slicing replicas (``gpu.sharing``), 0 without or after a finding.
+    Time-slicing is the device plugin's; with ``dra.gpus`` the Kubernetes-owned NVIDIA nodes
+    run no device plugin (render/kubernetes/dra.py), so nothing would slice their GPUs."""
     for i, ref in enumerate(group.other_gpus):
         if ref.sharing is not None:
             findings.append(Finding("mig-geometry", Severity.ERROR, "gpu.sharing is declared on the nodes' gpu, "
@@ -92,6 +95,8 @@ def time_slicing(group: m.NodeGroup, gpu: GpuModel, path: SpecPath, findings: li
                if group.scheduler != "kubernetes" else
                "the NVIDIA device plugin time-slices NVIDIA GPUs only: remove gpu.sharing" if gpu.vendor != "nvidia"
                else "gpu.sharing with gpu.mig: the instances are the sharing. Give one of them" if group.gpu.mig
+               else "gpu.sharing with kubernetes.dra.gpus: DRA allocates these GPUs and the device plugin that "
+                    "time-slices them does not run there. Remove gpu.sharing, or set dra.gpus: false" if dra_gpus
                else None)
     if problem is not None:
         findings.append(Finding("mig-geometry", Severity.ERROR, problem, where))

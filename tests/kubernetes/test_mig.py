@@ -185,6 +185,9 @@ def test_time_slicing_rendered_objects_pass_the_real_crds(crd_index: CrdIndex):
      "  kubernetes:", "Slurm shares GPUs with other_gres"),
     ("model: a100, count: 8, sharing: {time_slicing: 4}}",
      "model: a100, count: 8, sharing: {time_slicing: 4}, mig: all-balanced}", "the instances are the sharing"),
+    ("    gpu_operator: {version: v26.7.0, driver: operator}\n",
+     "    gpu_operator: {version: v26.7.0, driver: operator}\n    dra:\n      nvidia: {version: \"0.4.1\"}\n"
+     "      gpus: true\n", "the device plugin that time-slices them does not run there"),
 ])
 def test_sharing_where_it_cannot_apply_is_a_located_error(old, new, says):
     text = SHARED.replace(old, new)
@@ -263,3 +266,94 @@ def test_kai_refuses_quota_on_a_profile_it_counts_as_zero():
     # The same geometry under Kueue counts nvidia.com/mig-1g.18gb+me itself: no refusal.
     kueue = compile_text(text.replace("queueing: kai\n    gang: kai", "queueing: kueue"), "inference.yaml")
     assert not [f for f in kueue.findings if f.rule == "quota-engine-coverage"]
+
+
+# ----------------------------------------------------------------------------- DRA
+
+DRA = SPEC.replace('    gpu_operator: {version: v26.7.0, driver: operator}\n',
+                   '    gpu_operator: {version: v26.7.0, driver: operator}\n'
+                   '    dra:\n      nvidia: {version: "0.4.1"}\n      gpus: true\n')
+
+
+@pytest.fixture(scope="module")
+def dra_fleet():
+    result = compile_text(DRA, "inference.yaml")
+    assert result.valid, [f.message for f in result.findings]
+    return result.fleet
+
+
+def _device(profile: str | None, product: str = "NVIDIA H200", arch: str = "Hopper") -> dict:
+    """A device of the driver's ResourceSlice: a MIG instance with the attributes
+    CommonAttributesMig publishes (kubernetes-sigs/dra-driver-nvidia-gpu
+    cmd/gpu-kubelet-plugin/mig.go: type mig, profile, the parent's productName and
+    architecture), or a whole GPU (deviceinfo.go GpuInfo.Attributes: type gpu)."""
+    attrs = {"productName": product, "architecture": arch, "brand": "Nvidia"}
+    attrs.update({"type": "mig", "profile": profile} if profile else {"type": "gpu"})
+    return {"driver": "gpu.nvidia.com", "attributes": {"gpu.nvidia.com": attrs}}
+
+
+def _cel(expression: str, device: dict) -> bool:
+    import celpy
+
+    env = celpy.Environment()
+    return bool(env.program(env.compile(expression)).evaluate({"device": celpy.json_to_cel(device)}))
+
+
+def test_dra_device_classes_select_one_profiles_instances(dra_fleet):
+    objs = {m.name: m.body for m in kubernetes_resources(dra_fleet).manifests if m.kind == "DeviceClass"}
+    assert {"nvidia-hopper-1g.18gb", "nvidia-hopper-2g.35gb", "nvidia-hopper-3g.71gb",
+            "nvidia-blackwell-1g.23gb", "nvidia-ampere"} == set(objs)
+    one_g = objs["nvidia-hopper-1g.18gb"]["spec"]["selectors"][0]["cel"]["expression"]
+    assert _cel(one_g, _device("1g.18gb"))
+    assert not _cel(one_g, _device("3g.71gb"))          # another profile: its own class
+    assert not _cel(one_g, _device(None))               # a whole H200 is never an instance
+    assert not _cel(one_g, _device("1g.18gb", "NVIDIA B200", "Blackwell"))
+    b200 = objs["nvidia-blackwell-1g.23gb"]["spec"]["selectors"][0]["cel"]["expression"]
+    assert _cel(b200, _device("1g.23gb", "NVIDIA B200", "Blackwell"))
+    whole = objs["nvidia-ampere"]["spec"]["selectors"][0]["cel"]["expression"]
+    assert _cel(whole, _device(None, "NVIDIA A100-SXM4-80GB", "Ampere"))
+    assert not _cel(whole, _device("1g.10gb", "NVIDIA A100-SXM4-80GB", "Ampere"))
+
+
+def test_kueue_counts_dra_claims_as_instances(dra_fleet):
+    """Each profile's DeviceClass maps to nvidia.com/mig-<profile>, the resource the MIG
+    partition's ClusterQueue counts instances in; a claim for one instance is one of it."""
+    from fleetspec.render.kubernetes.layer import kueue_configuration
+
+    config = yaml.safe_load(kueue_configuration(dra_fleet))
+    assert config["resources"]["deviceClassMappings"] == [
+        {"name": "nvidia.com/gpu", "deviceClassNames": ["nvidia-ampere"]},
+        {"name": "nvidia.com/mig-1g.18gb", "deviceClassNames": ["nvidia-hopper-1g.18gb"]},
+        {"name": "nvidia.com/mig-1g.23gb", "deviceClassNames": ["nvidia-blackwell-1g.23gb"]},
+        {"name": "nvidia.com/mig-2g.35gb", "deviceClassNames": ["nvidia-hopper-2g.35gb"]},
+        {"name": "nvidia.com/mig-3g.71gb", "deviceClassNames": ["nvidia-hopper-3g.71gb"]}]
+    layer = kubernetes_resources(dra_fleet)
+    covered = {r for m in layer.manifests if m.kind == "ClusterQueue"
+               for g in m.body["spec"]["resourceGroups"] for r in g["coveredResources"]}
+    assert {m["name"] for m in config["resources"]["deviceClassMappings"]} <= covered
+    templates = {(m.namespace, m.name): m.body for m in layer.manifests if m.kind == "ResourceClaimTemplate"}
+    request = templates[("serving", "nvidia-hopper-2g.35gb")]["spec"]["spec"]["devices"]["requests"][0]
+    assert request["exactly"] == {"deviceClassName": "nvidia-hopper-2g.35gb",
+                                  "allocationMode": "ExactCount", "count": 1}
+    whole = templates[("training", "nvidia-ampere-node-gpus")]["spec"]["spec"]["devices"]["requests"][0]
+    assert whole["exactly"]["count"] == 8
+
+
+def test_dra_plugin_waits_for_the_applied_geometry(dra_fleet):
+    release = next(r for r in kubernetes_resources(dra_fleet).releases if r.name == "dra-driver-nvidia-gpu")
+    terms = release.values["kubeletPlugin"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [
+        {"matchExpressions": [{"key": "fleetspec.io/partition", "operator": "In", "values": ["nvidia-ampere"]}]},
+        {"matchExpressions": [
+            {"key": "fleetspec.io/partition", "operator": "In", "values": ["nvidia-blackwell", "nvidia-hopper"]},
+            {"key": "nvidia.com/mig.config.state", "operator": "In", "values": ["success"]}]}]
+    values = yaml.safe_load(require_shared("crds/nvidia-dra-driver-gpu/values.yaml").read_text())
+    assert "affinity" in values["kubeletPlugin"]  # the chart's own key
+
+
+def test_dra_mig_objects_pass_the_real_schemas(dra_fleet, crd_index: CrdIndex):
+    objs = _rendered_objects(dra_fleet)
+    assert {"DeviceClass", "ResourceClaimTemplate"} <= {o["kind"] for o in objs}
+    for obj in objs:
+        assert validate_object(obj, crd_index, dra_fleet.kubernetes.version) == [], obj["metadata"]["name"]
