@@ -151,7 +151,7 @@ def kueue_device_class_mappings(fleet: Fleet) -> list[dict[str, Any]]:
     if classes:
         out.append({"name": k8s.GPU_RESOURCE["nvidia"], "deviceClassNames": classes})
     by_resource: dict[str, list[str]] = {}
-    for partition, profiles in sorted(instances.items()):
+    for _, profiles in sorted(instances.items()):
         for profile, name in profiles:
             by_resource.setdefault(mig.MIG_RESOURCE + profile, []).append(name)
     out.extend({"name": resource, "deviceClassNames": names} for resource, names in sorted(by_resource.items()))
