@@ -38,9 +38,20 @@ def resolve(group: m.NodeGroup, gpu: GpuModel, path: SpecPath, findings: list[Fi
                                 "Remove gpu.mig, or use one of those models", where))
         return (), ""
     if group.scheduler == "slurm" and slinky:
+        # Why no NodeSet can hold MIG instances (#46; docs/mig.md, "MIG under Slinky"):
+        # Slinky's slurmd images have no NVML build (layout/slurm.py SLINKY_AUTODETECT), and
+        # the gpu/nvidia plugin they detect with makes one whole GPU, typed by its model, of
+        # each /proc/driver/nvidia/gpus entry (Slurm src/plugins/gpu/nvidia/gpu_nvidia.c:
+        # count 1, File=/dev/nvidiaN); it never lists MIG instances. A written gres.conf
+        # needs each instance's /dev/nvidia-caps minor, which the driver picks when the
+        # instance is made, and a MIG job's CUDA_VISIBLE_DEVICES needs its MIG UUID, which
+        # only NVML gives slurmd.
         findings.append(Finding("mig-geometry", Severity.ERROR,
-                                "gpu.mig under Slinky: its NodeSets declare whole GPUs, and fleetspec does not yet "
-                                "render MIG instances for slurmd pods. Use native Slurm or Kubernetes for MIG nodes",
+                                "gpu.mig under Slinky: the slurmd pod cannot register MIG instances. Slinky's slurmd "
+                                "images have no NVML build, and their AutoDetect=nvidia registers each GPU as one "
+                                "whole GPU typed by its model, never its instances (Slurm gpu_nvidia.c), so the "
+                                "NodeSet would register 0 of its gpu:<profile> GRES. Use mode: native (AutoDetect=nvml) "
+                                "or scheduler: kubernetes for MIG nodes",
                                 where))
         return (), ""
     if group.other_gpus or group.other_gres:
