@@ -357,3 +357,27 @@ def test_dra_mig_objects_pass_the_real_schemas(dra_fleet, crd_index: CrdIndex):
     assert {"DeviceClass", "ResourceClaimTemplate"} <= {o["kind"] for o in objs}
     for obj in objs:
         assert validate_object(obj, crd_index, dra_fleet.kubernetes.version) == [], obj["metadata"]["name"]
+
+
+def test_a_media_extension_profile_is_counted_under_the_device_plugins_name(crd_index: CrdIndex):
+    """The device plugin advertises 1g.18gb+me as nvidia.com/mig-1g.18gb.me (a resource name
+    is a DNS subdomain: k8s-device-plugin internal/rm/rm.go replaces + with .); quotas and
+    DRA mappings use that name, the DRA class selects the driver's profile 1g.18gb+me."""
+    geometry = "mig: {1g.18gb+me: 1, 1g.18gb: 5}"
+    kueue = compile_text(SPEC.replace("mig: {1g.18gb: 2, 2g.35gb: 1, 3g.71gb: 1}", geometry), "me.yaml")
+    assert kueue.valid, [f.message for f in kueue.findings]
+    flavors = [f for m in kubernetes_resources(kueue.fleet).manifests if m.kind == "ClusterQueue"
+               for g in m.body["spec"]["resourceGroups"] for f in g["flavors"] if f["name"] == "nvidia-hopper"]
+    assert flavors[0]["resources"] == [{"name": "nvidia.com/mig-1g.18gb", "nominalQuota": 4 * 5},
+                                       {"name": "nvidia.com/mig-1g.18gb.me", "nominalQuota": 4}]
+    dra = compile_text(DRA.replace("mig: {1g.18gb: 2, 2g.35gb: 1, 3g.71gb: 1}", geometry), "me.yaml")
+    assert dra.valid, [f.message for f in dra.findings]
+    from fleetspec.render.kubernetes.layer import kueue_configuration
+
+    mappings = yaml.safe_load(kueue_configuration(dra.fleet))["resources"]["deviceClassMappings"]
+    assert {"name": "nvidia.com/mig-1g.18gb.me", "deviceClassNames": ["nvidia-hopper-1g.18gb.me"]} in mappings
+    classes = {m.name: m.body for m in kubernetes_resources(dra.fleet).manifests if m.kind == "DeviceClass"}
+    me = classes["nvidia-hopper-1g.18gb.me"]["spec"]["selectors"][0]["cel"]["expression"]
+    assert _cel(me, _device("1g.18gb+me")) and not _cel(me, _device("1g.18gb"))
+    for obj in _rendered_objects(dra.fleet):
+        assert validate_object(obj, crd_index, dra.fleet.kubernetes.version) == [], obj["metadata"]["name"]

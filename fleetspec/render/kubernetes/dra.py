@@ -103,18 +103,15 @@ def mig_classes(fleet: Fleet) -> dict[str, tuple[tuple[str, str], ...]]:
     """Per DRA partition with MIG nodes: (profile, DeviceClass name) for each profile of
     its geometry (one per partition: compile/mig.py)."""
     parts = {p.name for p in dra_gpu_partitions(fleet)}
-    out: dict[str, tuple[tuple[str, str], ...]] = {}
-    for name, resources in mig.partition_resources(fleet).items():
-        profiles = [r[len(mig.MIG_RESOURCE):] for r, _ in resources if r.startswith(mig.MIG_RESOURCE)]
-        if name in parts and profiles:
-            out[name] = tuple((profile, mig_class_name(name, profile)) for profile in profiles)
-    return out
+    return {name: tuple((profile, mig_class_name(name, profile)) for profile, _ in geometry)
+            for name, geometry in sorted(mig.partition_geometry(fleet).items()) if name in parts}
 
 
 def mig_class_name(partition: str, profile: str) -> str:
     """The DeviceClass (and ResourceClaimTemplate) of one MIG profile on ``partition``:
-    nvidia-hopper-1g.18gb (a DNS subdomain: ``+`` of ``+me`` becomes ``-``)."""
-    return f"{partition}-{profile.replace('+', '-')}"
+    nvidia-hopper-1g.18gb (a DNS subdomain: ``+`` of ``+me`` becomes ``.``, as in the
+    profile's resource name)."""
+    return f"{partition}-{profile.replace('+', '.')}"
 
 
 def with_dra_labels(fleet: Fleet, labels: tuple[k8s.NodeLabels, ...]) -> tuple[k8s.NodeLabels, ...]:
@@ -153,7 +150,7 @@ def kueue_device_class_mappings(fleet: Fleet) -> list[dict[str, Any]]:
     by_resource: dict[str, list[str]] = {}
     for _, profiles in sorted(instances.items()):
         for profile, name in profiles:
-            by_resource.setdefault(mig.MIG_RESOURCE + profile, []).append(name)
+            by_resource.setdefault(mig.resource_name(profile), []).append(name)
     out.extend({"name": resource, "deviceClassNames": names} for resource, names in sorted(by_resource.items()))
     if channel_partitions(fleet):
         out.append({"name": CHANNEL_RESOURCE, "deviceClassNames": [CHANNEL_CLASS]})

@@ -39,7 +39,7 @@ from __future__ import annotations
 from typing import Any
 
 from fleetspec.catalog import mig as catalog_mig
-from fleetspec.compile.ir import Fleet, Node, Partition
+from fleetspec.compile.ir import Fleet, Partition
 from fleetspec.layout.kubernetes import kubernetes_nodes, kubernetes_partitions
 from fleetspec.render.kubernetes import common as k8s
 
@@ -63,12 +63,10 @@ def gpu_units(fleet: Fleet) -> dict[str, int | None]:
     """Per Kubernetes-owned partition: what one of its GPUs counts in a KAI queue's ``gpu``
     quota (1 whole, the time-slicing replicas, or the MIG geometry's compute slices); None
     where KAI cannot count its instances. One geometry per partition (compile/mig.py)."""
-    first: dict[str, Node] = {}
-    for n in kubernetes_nodes(fleet):
-        first.setdefault(n.partition, n)
+    by_host = {n.hostname: n for n in kubernetes_nodes(fleet)}
     out: dict[str, int | None] = {}
     for p in kubernetes_partitions(fleet):
-        node = first.get(p.name)
+        node = next((by_host[h] for h in p.nodes if h in by_host), None)
         if node is not None and node.mig:
             out[p.name] = catalog_mig.kai_gpus(node.mig)
         else:
