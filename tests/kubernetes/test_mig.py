@@ -381,3 +381,23 @@ def test_a_media_extension_profile_is_counted_under_the_device_plugins_name(crd_
     assert _cel(me, _device("1g.18gb+me")) and not _cel(me, _device("1g.18gb"))
     for obj in _rendered_objects(dra.fleet):
         assert validate_object(obj, crd_index, dra.fleet.kubernetes.version) == [], obj["metadata"]["name"]
+
+
+@pytest.mark.parametrize("engine,scheduler", [("kai", "kai-scheduler"), ("volcano", "volcano")])
+def test_a_pod_asking_for_instances_must_name_the_quota_engine(engine, scheduler):
+    """Volcano and KAI see only pods that name them; a pod asking for nvidia.com/mig-<profile>
+    on the default scheduler would take instances outside quota. The admission gate refuses
+    it as it refuses one asking for nvidia.com/gpu."""
+    from .test_workload_plane import _cel as cel
+    from .test_workload_plane import _pod
+
+    text = SPEC.replace("queueing: kueue", f"queueing: {engine}\n    gang: {engine}")
+    result = compile_text(text, "inference.yaml")
+    assert result.valid, [f.message for f in result.findings]
+    policy = next(m.body for m in kubernetes_resources(result.fleet).manifests
+                  if m.kind == "ValidatingAdmissionPolicy" and m.name == f"fleetspec-gpu-pods-use-{scheduler}")
+    expr = policy["spec"]["validations"][0]["expression"]
+    for resource in ("nvidia.com/mig-1g.18gb", "nvidia.com/mig-3g.71gb", "nvidia.com/gpu"):
+        assert not cel(expr, object=_pod("default-scheduler", {resource: 1})), resource
+        assert cel(expr, object=_pod(scheduler, {resource: 1})), resource
+    assert cel(expr, object=_pod("default-scheduler", {"cpu": "2"}))
