@@ -401,3 +401,19 @@ def test_a_pod_asking_for_instances_must_name_the_quota_engine(engine, scheduler
         assert not cel(expr, object=_pod("default-scheduler", {resource: 1})), resource
         assert cel(expr, object=_pod(scheduler, {resource: 1})), resource
     assert cel(expr, object=_pod("default-scheduler", {"cpu": "2"}))
+
+
+@pytest.mark.parametrize("text", [DRA, KAI], ids=["dra", "kai"])
+def test_mig_chart_values_use_real_chart_keys(text):
+    """Every Helm value the MIG fleets render (the DRA driver's gated affinity, KAI's, the GPU
+    Operator's MIG keys) is a key of the chart's own values.yaml at the pinned tag."""
+    from .test_chart_values import CHART_VALUES, _chart_defaults, unknown_paths
+
+    fleet = compile_text(text, "inference.yaml").fleet
+    checked = set()
+    for release in kubernetes_resources(fleet).releases:
+        if release.name in CHART_VALUES:
+            defaults = _chart_defaults(release.name)
+            assert unknown_paths(release.values, defaults, defaults) == [], release.name
+            checked.add(release.name)
+    assert "gpu-operator" in checked and ({"dra-driver-nvidia-gpu", "kai-scheduler"} & checked)
