@@ -3,7 +3,7 @@
 this is used only while CHECKSUM matches the YAML's bytes (fleetspec.catalog.catalog_data).
 """
 
-CHECKSUM = 0xaa69421a
+CHECKSUM = 0xe106d7b5
 
 DATA = {'sources': {'CUDA_RN': 'https://docs.nvidia.com/cuda/archive/13.2.2/cuda-toolkit-release-notes/index.html',
                     'CUDA_FEAT': 'https://docs.nvidia.com/cuda/cuda-features-archive/index.html',
@@ -65,6 +65,7 @@ DATA = {'sources': {'CUDA_RN': 'https://docs.nvidia.com/cuda/archive/13.2.2/cuda
                     'KAI_QUEUES': 'https://github.com/kai-scheduler/KAI-Scheduler/blob/main/docs/queues/README.md',
                     'KAI_SHARDS': 'https://github.com/kai-scheduler/KAI-Scheduler/blob/main/docs/operator/scheduling-shards.md',
                     'KAI_ACCOUNTED': 'https://github.com/kai-scheduler/KAI-Scheduler/blob/main/docs/developer/designs/accounted-resource-api.md',
+                    'KAI_MIG': 'https://github.com/kai-scheduler/KAI-Scheduler/blob/main/pkg/scheduler/plugins/proportion/utils/utils.go',
                     'KUBERAY_INSTALL': 'https://ray-project.github.io/kuberay/deploy/installation',
                     'KUEUE_DRA': 'https://github.com/kubernetes-sigs/kueue/pull/10996',
                     'NVDRA': 'https://github.com/kubernetes-sigs/dra-driver-nvidia-gpu',
@@ -684,7 +685,7 @@ DATA = {'sources': {'CUDA_RN': 'https://docs.nvidia.com/cuda/archive/13.2.2/cuda
                                     'kai': {'latest': 'v0.17.0',
                                             'chart': 'oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler',
                                             'counts': ['nvidia.com/gpu'],
-                                            'source': ['KAI', 'KAI_QUEUES', 'KAI_ACCOUNTED']},
+                                            'source': ['KAI', 'KAI_QUEUES', 'KAI_ACCOUNTED', 'KAI_MIG']},
                                     'nvidia_dra_driver': {'latest': '0.4.1',
                                                           'chart': 'oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu',
                                                           'source': ['NVDRA']},

@@ -28,6 +28,17 @@ NAMED = re.compile(r"^all-([1-8]g\.[0-9]{1,3}gb)(\.me)?$")
 
 Geometry = tuple[tuple[str, int], ...]
 
+# How KAI Scheduler counts a MIG instance in a queue's ``gpu`` quota: as many GPUs as the
+# compute slices its resource name starts with (nvidia.com/mig-3g.71gb: 3). KAI reads them
+# from the name, ExtractGpuAndMemoryFromMigResourceName's ``^nvidia.com/mig-(\d+)g\.(\d+)gb$``
+# (kai-scheduler/KAI-Scheduler pkg/common/resources), for a node's capacity
+# (pkg/scheduler/plugins/proportion/utils/utils.go QuantifyVector: ``gpuPortion * count``
+# added to the node's GPUs) and for a pod's request (pkg/scheduler/api/resource_info
+# GetSumGPUs, ResourceVector.TotalGPUs). A name outside the pattern (a ``+me`` profile) is
+# logged and counted as 0 GPUs. Read on KAI-Scheduler's main branch after v0.17.0, whose
+# Queue CRD (tests/data/crds/kai-scheduler) has the same fixed gpu field.
+KAI_MIG_PROFILE = re.compile(r"^([0-9]+)g\.([0-9]+)gb$")
+
 
 class Profile(NamedTuple):
     name: str
@@ -108,6 +119,19 @@ def check(mig: ModelMig, geometry: Geometry) -> str | None:
 def instances(geometry: Geometry) -> int:
     """How many MIG instances one GPU with this geometry exposes."""
     return sum(count for _, count in geometry)
+
+
+def kai_gpus(geometry: Geometry) -> int | None:
+    """What one GPU cut into ``geometry`` counts in a KAI queue's ``gpu`` quota (the sum of
+    its instances' compute slices: 7 for H200 all-balanced, 6 for all-3g.71gb, 4 for
+    all-1g.35gb), or None where KAI cannot count one of its profiles (``+me``)."""
+    total = 0
+    for profile, count in geometry:
+        m = KAI_MIG_PROFILE.match(profile)
+        if m is None:
+            return None
+        total += int(m.group(1)) * count
+    return total
 
 
 def config_name(geometry: Geometry, named_as: str) -> str:

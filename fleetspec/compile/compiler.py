@@ -92,7 +92,9 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
             other_gpus = _other_gpus(group, gpu, body, catalog, group_path, findings)
             mig, mig_config = mig_geometry.resolve(group, gpu, group_path, findings,
                                                    slinky=body.slurm is not None and body.slurm.mode == "slinky")
-            replicas = mig_geometry.time_slicing(group, gpu, group_path, findings)
+            replicas = mig_geometry.time_slicing(group, gpu, group_path, findings,
+                                                 dra_gpus=bool(body.kubernetes and body.kubernetes.dra
+                                                               and body.kubernetes.dra.gpus))
             if group.other_gres and (group.scheduler != "slurm" or (body.slurm and body.slurm.mode != "native")):
                 findings.append(Finding("schema", Severity.ERROR, "other_gres are Slurm GRES of host-mode nodes: "
                                         "remove them, or schedule the group with native Slurm",

@@ -38,9 +38,20 @@ def resolve(group: m.NodeGroup, gpu: GpuModel, path: SpecPath, findings: list[Fi
                                 "Remove gpu.mig, or use one of those models", where))
         return (), ""
     if group.scheduler == "slurm" and slinky:
+        # Why no NodeSet can hold MIG instances (#46; docs/mig.md, "MIG under Slinky"):
+        # Slinky's slurmd images have no NVML build (layout/slurm.py SLINKY_AUTODETECT), and
+        # the gpu/nvidia plugin they detect with makes one whole GPU, typed by its model, of
+        # each /proc/driver/nvidia/gpus entry (Slurm src/plugins/gpu/nvidia/gpu_nvidia.c:
+        # count 1, File=/dev/nvidiaN); it never lists MIG instances. A written gres.conf
+        # needs each instance's /dev/nvidia-caps minor, which the driver picks when the
+        # instance is made, and a MIG job's CUDA_VISIBLE_DEVICES needs its MIG UUID, which
+        # only NVML gives slurmd.
         findings.append(Finding("mig-geometry", Severity.ERROR,
-                                "gpu.mig under Slinky: its NodeSets declare whole GPUs, and fleetspec does not yet "
-                                "render MIG instances for slurmd pods. Use native Slurm or Kubernetes for MIG nodes",
+                                "gpu.mig under Slinky: the slurmd pod cannot register MIG instances. Slinky's slurmd "
+                                "images have no NVML build, and their AutoDetect=nvidia registers each GPU as one "
+                                "whole GPU typed by its model, never its instances (Slurm gpu_nvidia.c), so the "
+                                "NodeSet would register 0 of its gpu:<profile> GRES. Use mode: native (AutoDetect=nvml) "
+                                "or scheduler: kubernetes for MIG nodes",
                                 where))
         return (), ""
     if group.other_gpus or group.other_gres:
@@ -78,8 +89,11 @@ def resolve(group: m.NodeGroup, gpu: GpuModel, path: SpecPath, findings: list[Fi
     return geometry, catalog_mig.config_name(geometry, named_as)
 
 
-def time_slicing(group: m.NodeGroup, gpu: GpuModel, path: SpecPath, findings: list[Finding]) -> int:
-    """The group's time-slicing replicas (``gpu.sharing``), 0 without or after a finding."""
+def time_slicing(group: m.NodeGroup, gpu: GpuModel, path: SpecPath, findings: list[Finding],
+                 dra_gpus: bool = False) -> int:
+    """The group's time-slicing replicas (``gpu.sharing``), 0 without or after a finding.
+    Time-slicing is the device plugin's; with ``dra.gpus`` the Kubernetes-owned NVIDIA nodes
+    run no device plugin (render/kubernetes/dra.py), so nothing would slice their GPUs."""
     for i, ref in enumerate(group.other_gpus):
         if ref.sharing is not None:
             findings.append(Finding("mig-geometry", Severity.ERROR, "gpu.sharing is declared on the nodes' gpu, "
@@ -92,6 +106,8 @@ def time_slicing(group: m.NodeGroup, gpu: GpuModel, path: SpecPath, findings: li
                if group.scheduler != "kubernetes" else
                "the NVIDIA device plugin time-slices NVIDIA GPUs only: remove gpu.sharing" if gpu.vendor != "nvidia"
                else "gpu.sharing with gpu.mig: the instances are the sharing. Give one of them" if group.gpu.mig
+               else "gpu.sharing with kubernetes.dra.gpus: DRA allocates these GPUs and the device plugin that "
+                    "time-slices them does not run there. Remove gpu.sharing, or set dra.gpus: false" if dra_gpus
                else None)
     if problem is not None:
         findings.append(Finding("mig-geometry", Severity.ERROR, problem, where))

@@ -59,6 +59,17 @@ def check_quota_engine_coverage(fleet: Fleet, catalog: Catalog) -> Iterator[Find
                         "Remove it, or let Kueue or Volcano hold quota",
                         tenant.path + ("quota", partition), "key",
                     )
+                uncounted = _kai_uncounted_profiles(fleet, partition)
+                if p is not None and uncounted and gpus > 0:
+                    yield error(
+                        "quota-engine-coverage",
+                        f"tenant '{tenant.name}' has {gpus} GPUs of quota on '{partition}', whose GPUs are cut into "
+                        f"{', '.join(uncounted)} MIG instances, but KAI Scheduler holds quota and reads a MIG "
+                        "instance's GPUs from its resource name (nvidia.com/mig-<N>g.<M>gb): it counts "
+                        f"{uncounted[0]} as 0 GPUs, so the quota would not be enforced. Use a geometry without +me "
+                        "profiles, or let Kueue or Volcano hold quota",
+                        tenant.path + ("quota", partition), "key",
+                    )
     if not k.dra_gpus:
         return
     path = k.path + ("dra", "gpus")
@@ -81,6 +92,15 @@ def check_quota_engine_coverage(fleet: Fleet, catalog: Catalog) -> Iterator[Find
                     "Upgrade Kueue or keep the device plugin (dra.gpus: false)",
                     path,
                 )
+
+
+def _kai_uncounted_profiles(fleet: Fleet, partition: str) -> list[str]:
+    """The MIG profiles of ``partition``'s nodes that KAI's queues count as 0 GPUs."""
+    from fleetspec.catalog import mig as catalog_mig
+
+    found = {profile for n in fleet.nodes if n.partition == partition and n.scheduler == "kubernetes"
+             for profile, _ in n.mig if catalog_mig.kai_gpus(((profile, 1),)) is None}
+    return sorted(found)
 
 
 def check_nvlink_domain_dra(fleet: Fleet, catalog: Catalog) -> Iterator[Finding]:

@@ -185,6 +185,9 @@ def test_time_slicing_rendered_objects_pass_the_real_crds(crd_index: CrdIndex):
      "  kubernetes:", "Slurm shares GPUs with other_gres"),
     ("model: a100, count: 8, sharing: {time_slicing: 4}}",
      "model: a100, count: 8, sharing: {time_slicing: 4}, mig: all-balanced}", "the instances are the sharing"),
+    ("    gpu_operator: {version: v26.7.0, driver: operator}\n",
+     "    gpu_operator: {version: v26.7.0, driver: operator}\n    dra:\n      nvidia: {version: \"0.4.1\"}\n"
+     "      gpus: true\n", "the device plugin that time-slices them does not run there"),
 ])
 def test_sharing_where_it_cannot_apply_is_a_located_error(old, new, says):
     text = SHARED.replace(old, new)
@@ -202,3 +205,215 @@ def test_the_inference_example_renders_objects_the_crds_accept(crd_index: CrdInd
     assert {"fleetspec-mig-parted", "fleetspec-device-plugin"} <= {o["metadata"]["name"] for o in objs}
     for obj in objs:
         assert validate_object(obj, crd_index, fleet.kubernetes.version) == [], obj["kind"]
+
+
+# ----------------------------------------------------------------------------- KAI
+
+KAI = SPEC.replace("queueing: kueue", "queueing: kai\n    gang: kai").replace(
+    "quota: {nvidia-hopper: 4, nvidia-blackwell: 16}",
+    "quota: {nvidia-hopper: 4, nvidia-blackwell: 16}\n        limit: {nvidia-hopper: 6}")
+
+
+@pytest.fixture(scope="module")
+def kai_queues():
+    result = compile_text(KAI, "inference.yaml")
+    assert result.valid, [f.message for f in result.findings]
+    return {m.name: m.body for m in kubernetes_resources(result.fleet).manifests if m.kind == "Queue"}
+
+
+def test_kai_counts_mig_instances_by_their_compute_slices(kai_queues):
+    """KAI's gpu quota counts nvidia.com/mig-<N>g.<M>gb as N GPUs (catalog/mig.py kai_gpus):
+    one H200 of 2 x 1g.18gb + 2g.35gb + 3g.71gb is 7, not 1 (a board) nor 4 (instances)."""
+    hopper = kai_queues["serving-nvidia-hopper"]["spec"]["resources"]["gpu"]
+    assert hopper == {"quota": 4 * 7, "limit": 6 * 7, "overQuotaWeight": 1}
+    # all-1g.23gb: 7 instances of one slice each per B200.
+    assert kai_queues["serving-nvidia-blackwell"]["spec"]["resources"]["gpu"]["quota"] == 16 * 7
+    # The partition's parent: its 16 GPUs' slices.
+    assert kai_queues["inference-nvidia-hopper"]["spec"]["resources"]["gpu"] == {
+        "quota": 16 * 7, "limit": 16 * 7, "overQuotaWeight": 1}
+    # Whole GPUs stay GPUs.
+    assert kai_queues["training-nvidia-ampere"]["spec"]["resources"]["gpu"]["quota"] == 8
+
+
+def test_kai_counts_a_geometry_that_leaves_slices_idle():
+    """all-3g.71gb: two 3-slice instances, 6 of KAI's GPUs per H200 (the seventh slice is idle)."""
+    text = KAI.replace("mig: {1g.18gb: 2, 2g.35gb: 1, 3g.71gb: 1}", "mig: all-3g.71gb")
+    result = compile_text(text, "inference.yaml")
+    assert result.valid, [f.message for f in result.findings]
+    queues = {m.name: m.body for m in kubernetes_resources(result.fleet).manifests if m.kind == "Queue"}
+    assert queues["serving-nvidia-hopper"]["spec"]["resources"]["gpu"]["quota"] == 4 * 6
+
+
+def test_kai_counts_time_sliced_replicas():
+    text = KAI.replace("gpu: {model: a100, count: 8}", "gpu: {model: a100, count: 8, sharing: {time_slicing: 4}}")
+    result = compile_text(text, "inference.yaml")
+    assert result.valid, [f.message for f in result.findings]
+    queues = {m.name: m.body for m in kubernetes_resources(result.fleet).manifests if m.kind == "Queue"}
+    assert queues["training-nvidia-ampere"]["spec"]["resources"]["gpu"]["quota"] == 8 * 4
+
+
+def test_kai_queues_pass_the_real_queue_crd(kai_queues, crd_index: CrdIndex):
+    for body in kai_queues.values():
+        assert validate_object(body, crd_index, "1.34") == [], body["metadata"]["name"]
+
+
+def test_kai_refuses_quota_on_a_profile_it_counts_as_zero():
+    text = KAI.replace("mig: {1g.18gb: 2, 2g.35gb: 1, 3g.71gb: 1}", "mig: {1g.18gb+me: 1, 1g.18gb: 5}")
+    result = compile_text(text, "inference.yaml")
+    found = [f for f in result.findings if f.rule == "quota-engine-coverage"]
+    assert found and "1g.18gb+me" in found[0].message and "0 GPUs" in found[0].message
+    assert found[0].path[-2:] == ("quota", "nvidia-hopper")
+    # The same geometry under Kueue counts nvidia.com/mig-1g.18gb+me itself: no refusal.
+    kueue = compile_text(text.replace("queueing: kai\n    gang: kai", "queueing: kueue"), "inference.yaml")
+    assert not [f for f in kueue.findings if f.rule == "quota-engine-coverage"]
+
+
+# ----------------------------------------------------------------------------- DRA
+
+DRA = SPEC.replace('    gpu_operator: {version: v26.7.0, driver: operator}\n',
+                   '    gpu_operator: {version: v26.7.0, driver: operator}\n'
+                   '    dra:\n      nvidia: {version: "0.4.1"}\n      gpus: true\n')
+
+
+@pytest.fixture(scope="module")
+def dra_fleet():
+    result = compile_text(DRA, "inference.yaml")
+    assert result.valid, [f.message for f in result.findings]
+    return result.fleet
+
+
+def _device(profile: str | None, product: str = "NVIDIA H200", arch: str = "Hopper") -> dict:
+    """A device of the driver's ResourceSlice: a MIG instance with the attributes
+    CommonAttributesMig publishes (kubernetes-sigs/dra-driver-nvidia-gpu
+    cmd/gpu-kubelet-plugin/mig.go: type mig, profile, the parent's productName and
+    architecture), or a whole GPU (deviceinfo.go GpuInfo.Attributes: type gpu)."""
+    attrs = {"productName": product, "architecture": arch, "brand": "Nvidia"}
+    attrs.update({"type": "mig", "profile": profile} if profile else {"type": "gpu"})
+    return {"driver": "gpu.nvidia.com", "attributes": {"gpu.nvidia.com": attrs}}
+
+
+def _cel(expression: str, device: dict) -> bool:
+    import celpy
+
+    env = celpy.Environment()
+    return bool(env.program(env.compile(expression)).evaluate({"device": celpy.json_to_cel(device)}))
+
+
+def test_dra_device_classes_select_one_profiles_instances(dra_fleet):
+    objs = {m.name: m.body for m in kubernetes_resources(dra_fleet).manifests if m.kind == "DeviceClass"}
+    assert {"nvidia-hopper-1g.18gb", "nvidia-hopper-2g.35gb", "nvidia-hopper-3g.71gb",
+            "nvidia-blackwell-1g.23gb", "nvidia-ampere"} == set(objs)
+    one_g = objs["nvidia-hopper-1g.18gb"]["spec"]["selectors"][0]["cel"]["expression"]
+    assert _cel(one_g, _device("1g.18gb"))
+    assert not _cel(one_g, _device("3g.71gb"))          # another profile: its own class
+    assert not _cel(one_g, _device(None))               # a whole H200 is never an instance
+    assert not _cel(one_g, _device("1g.18gb", "NVIDIA B200", "Blackwell"))
+    b200 = objs["nvidia-blackwell-1g.23gb"]["spec"]["selectors"][0]["cel"]["expression"]
+    assert _cel(b200, _device("1g.23gb", "NVIDIA B200", "Blackwell"))
+    whole = objs["nvidia-ampere"]["spec"]["selectors"][0]["cel"]["expression"]
+    assert _cel(whole, _device(None, "NVIDIA A100-SXM4-80GB", "Ampere"))
+    assert not _cel(whole, _device("1g.10gb", "NVIDIA A100-SXM4-80GB", "Ampere"))
+
+
+def test_kueue_counts_dra_claims_as_instances(dra_fleet):
+    """Each profile's DeviceClass maps to nvidia.com/mig-<profile>, the resource the MIG
+    partition's ClusterQueue counts instances in; a claim for one instance is one of it."""
+    from fleetspec.render.kubernetes.layer import kueue_configuration
+
+    config = yaml.safe_load(kueue_configuration(dra_fleet))
+    assert config["resources"]["deviceClassMappings"] == [
+        {"name": "nvidia.com/gpu", "deviceClassNames": ["nvidia-ampere"]},
+        {"name": "nvidia.com/mig-1g.18gb", "deviceClassNames": ["nvidia-hopper-1g.18gb"]},
+        {"name": "nvidia.com/mig-1g.23gb", "deviceClassNames": ["nvidia-blackwell-1g.23gb"]},
+        {"name": "nvidia.com/mig-2g.35gb", "deviceClassNames": ["nvidia-hopper-2g.35gb"]},
+        {"name": "nvidia.com/mig-3g.71gb", "deviceClassNames": ["nvidia-hopper-3g.71gb"]}]
+    layer = kubernetes_resources(dra_fleet)
+    covered = {r for m in layer.manifests if m.kind == "ClusterQueue"
+               for g in m.body["spec"]["resourceGroups"] for r in g["coveredResources"]}
+    assert {m["name"] for m in config["resources"]["deviceClassMappings"]} <= covered
+    templates = {(m.namespace, m.name): m.body for m in layer.manifests if m.kind == "ResourceClaimTemplate"}
+    request = templates[("serving", "nvidia-hopper-2g.35gb")]["spec"]["spec"]["devices"]["requests"][0]
+    assert request["exactly"] == {"deviceClassName": "nvidia-hopper-2g.35gb",
+                                  "allocationMode": "ExactCount", "count": 1}
+    whole = templates[("training", "nvidia-ampere-node-gpus")]["spec"]["spec"]["devices"]["requests"][0]
+    assert whole["exactly"]["count"] == 8
+
+
+def test_dra_plugin_waits_for_the_applied_geometry(dra_fleet):
+    release = next(r for r in kubernetes_resources(dra_fleet).releases if r.name == "dra-driver-nvidia-gpu")
+    terms = release.values["kubeletPlugin"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [
+        {"matchExpressions": [{"key": "fleetspec.io/partition", "operator": "In", "values": ["nvidia-ampere"]}]},
+        {"matchExpressions": [
+            {"key": "fleetspec.io/partition", "operator": "In", "values": ["nvidia-blackwell", "nvidia-hopper"]},
+            {"key": "nvidia.com/mig.config.state", "operator": "In", "values": ["success"]}]}]
+    values = yaml.safe_load(require_shared("crds/nvidia-dra-driver-gpu/values.yaml").read_text())
+    assert "affinity" in values["kubeletPlugin"]  # the chart's own key
+
+
+def test_dra_mig_objects_pass_the_real_schemas(dra_fleet, crd_index: CrdIndex):
+    objs = _rendered_objects(dra_fleet)
+    assert {"DeviceClass", "ResourceClaimTemplate"} <= {o["kind"] for o in objs}
+    for obj in objs:
+        assert validate_object(obj, crd_index, dra_fleet.kubernetes.version) == [], obj["metadata"]["name"]
+
+
+def test_a_media_extension_profile_is_counted_under_the_device_plugins_name(crd_index: CrdIndex):
+    """The device plugin advertises 1g.18gb+me as nvidia.com/mig-1g.18gb.me (a resource name
+    is a DNS subdomain: k8s-device-plugin internal/rm/rm.go replaces + with .); quotas and
+    DRA mappings use that name, the DRA class selects the driver's profile 1g.18gb+me."""
+    geometry = "mig: {1g.18gb+me: 1, 1g.18gb: 5}"
+    kueue = compile_text(SPEC.replace("mig: {1g.18gb: 2, 2g.35gb: 1, 3g.71gb: 1}", geometry), "me.yaml")
+    assert kueue.valid, [f.message for f in kueue.findings]
+    flavors = [f for m in kubernetes_resources(kueue.fleet).manifests if m.kind == "ClusterQueue"
+               for g in m.body["spec"]["resourceGroups"] for f in g["flavors"] if f["name"] == "nvidia-hopper"]
+    assert flavors[0]["resources"] == [{"name": "nvidia.com/mig-1g.18gb", "nominalQuota": 4 * 5},
+                                       {"name": "nvidia.com/mig-1g.18gb.me", "nominalQuota": 4}]
+    dra = compile_text(DRA.replace("mig: {1g.18gb: 2, 2g.35gb: 1, 3g.71gb: 1}", geometry), "me.yaml")
+    assert dra.valid, [f.message for f in dra.findings]
+    from fleetspec.render.kubernetes.layer import kueue_configuration
+
+    mappings = yaml.safe_load(kueue_configuration(dra.fleet))["resources"]["deviceClassMappings"]
+    assert {"name": "nvidia.com/mig-1g.18gb.me", "deviceClassNames": ["nvidia-hopper-1g.18gb.me"]} in mappings
+    classes = {m.name: m.body for m in kubernetes_resources(dra.fleet).manifests if m.kind == "DeviceClass"}
+    me = classes["nvidia-hopper-1g.18gb.me"]["spec"]["selectors"][0]["cel"]["expression"]
+    assert _cel(me, _device("1g.18gb+me")) and not _cel(me, _device("1g.18gb"))
+    for obj in _rendered_objects(dra.fleet):
+        assert validate_object(obj, crd_index, dra.fleet.kubernetes.version) == [], obj["metadata"]["name"]
+
+
+@pytest.mark.parametrize("engine,scheduler", [("kai", "kai-scheduler"), ("volcano", "volcano")])
+def test_a_pod_asking_for_instances_must_name_the_quota_engine(engine, scheduler):
+    """Volcano and KAI see only pods that name them; a pod asking for nvidia.com/mig-<profile>
+    on the default scheduler would take instances outside quota. The admission gate refuses
+    it as it refuses one asking for nvidia.com/gpu."""
+    from .test_workload_plane import _cel as cel
+    from .test_workload_plane import _pod
+
+    text = SPEC.replace("queueing: kueue", f"queueing: {engine}\n    gang: {engine}")
+    result = compile_text(text, "inference.yaml")
+    assert result.valid, [f.message for f in result.findings]
+    policy = next(m.body for m in kubernetes_resources(result.fleet).manifests
+                  if m.kind == "ValidatingAdmissionPolicy" and m.name == f"fleetspec-gpu-pods-use-{scheduler}")
+    expr = policy["spec"]["validations"][0]["expression"]
+    for resource in ("nvidia.com/mig-1g.18gb", "nvidia.com/mig-3g.71gb", "nvidia.com/gpu"):
+        assert not cel(expr, object=_pod("default-scheduler", {resource: 1})), resource
+        assert cel(expr, object=_pod(scheduler, {resource: 1})), resource
+    assert cel(expr, object=_pod("default-scheduler", {"cpu": "2"}))
+
+
+@pytest.mark.parametrize("text", [DRA, KAI], ids=["dra", "kai"])
+def test_mig_chart_values_use_real_chart_keys(text):
+    """Every Helm value the MIG fleets render (the DRA driver's gated affinity, KAI's, the GPU
+    Operator's MIG keys) is a key of the chart's own values.yaml at the pinned tag."""
+    from .test_chart_values import CHART_VALUES, _chart_defaults, unknown_paths
+
+    fleet = compile_text(text, "inference.yaml").fleet
+    checked = set()
+    for release in kubernetes_resources(fleet).releases:
+        if release.name in CHART_VALUES:
+            defaults = _chart_defaults(release.name)
+            assert unknown_paths(release.values, defaults, defaults) == [], release.name
+            checked.add(release.name)
+    assert "gpu-operator" in checked and ({"dra-driver-nvidia-gpu", "kai-scheduler"} & checked)

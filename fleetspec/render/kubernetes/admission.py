@@ -26,6 +26,7 @@ from typing import NamedTuple
 
 from fleetspec.compile.ir import Fleet
 from fleetspec.render.kubernetes import common as k8s
+from fleetspec.render.kubernetes import mig
 from fleetspec.render.kubernetes.kai import (
     KAI_QUEUE_LABEL,
     KAI_RELEASE,
@@ -57,6 +58,10 @@ def scheduler_gate(fleet: Fleet, releases: dict[str, str]) -> list[k8s.Manifest]
     scheduler, release, resources = ENGINES[owner]
     namespaces = sorted({ns for t in cfg.tenants for ns in t.namespaces})
     gpu = " || ".join(f"'{r}' in c.resources.limits" for r in resources)
+    if mig.partition_geometry(fleet):
+        # MIG instances are GPUs too (both engines count nvidia.com/mig-<profile>: KAI as
+        # its compute slices, kai.py), whatever the profile a pod names.
+        gpu += f" || c.resources.limits.exists(r, r.startsWith('{mig.MIG_RESOURCE}'))"
     # Extended resources must be set in limits (requests alone are refused by the API
     # server). Init containers and native sidecars hold their GPUs as containers do.
     has_gpu = f"has(c.resources) && has(c.resources.limits) && ({gpu})"

@@ -32,6 +32,22 @@
   GPUs of one node. Kueue counts those claims as ``nvidia.com/gpu`` against the same
   ClusterQueues (``resources.deviceClassMappings``, Kueue 0.18+: the ``quota-engine-coverage``
   rule refuses DRA GPUs under an engine whose quota cannot count them).
+* **MIG partitions under ``dra.gpus``** (#46): the GPU Operator's MIG manager still makes
+  each node's geometry (the ``nvidia.com/mig.config`` label, render/kubernetes/mig.py); the
+  driver publishes a GPU in MIG mode as its instances only, never the whole GPU
+  (cmd/gpu-kubelet-plugin/nvlib.go: "Process statically pre-configured MIG devices"), each
+  with ``type: mig`` and ``profile`` beside the parent's ``architecture`` and
+  ``productName`` (cmd/gpu-kubelet-plugin/mig.go ``CommonAttributesMig``). fleetspec writes
+  a DeviceClass per partition and profile (``<partition>-<profile>``: ``type == 'mig' &&
+  profile == '1g.18gb'`` and the model), a ResourceClaimTemplate per tenant namespace for
+  one instance of each, and maps each class to the profile's ``nvidia.com/mig-<profile>``
+  in Kueue, the resource the ClusterQueues already count instances in: a claim is counted
+  as the instance it is, never as a GPU. The chart's own ``mig.nvidia.com`` class selects
+  every instance of every model and profile, so Kueue could map it to one resource only.
+  The plugin finds static MIG devices when it starts (device_state.go ``NewDeviceState``
+  enumerates them once), so on MIG nodes it is scheduled only where the MIG manager reports
+  the geometry applied (``nvidia.com/mig.config.state=success``); a new geometry takes that
+  label away while it is applied, which moves the plugin off the node until it is back.
 """
 
 from __future__ import annotations
@@ -41,6 +57,7 @@ from typing import Any
 from fleetspec.compile.ir import Fleet, Partition
 from fleetspec.layout.kubernetes import KUEUE_DEFAULT_VERSION, kubernetes_nodes, kubernetes_partitions
 from fleetspec.render.kubernetes import common as k8s
+from fleetspec.render.kubernetes import mig
 from fleetspec.versions import at_least
 
 DRA_CHART = "oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu"
@@ -82,6 +99,21 @@ def dra_gpu_partitions(fleet: Fleet) -> tuple[Partition, ...]:
     return tuple(p for p in kubernetes_partitions(fleet) if p.vendor == "nvidia")
 
 
+def mig_classes(fleet: Fleet) -> dict[str, tuple[tuple[str, str], ...]]:
+    """Per DRA partition with MIG nodes: (profile, DeviceClass name) for each profile of
+    its geometry (one per partition: compile/mig.py)."""
+    parts = {p.name for p in dra_gpu_partitions(fleet)}
+    return {name: tuple((profile, mig_class_name(name, profile)) for profile, _ in geometry)
+            for name, geometry in sorted(mig.partition_geometry(fleet).items()) if name in parts}
+
+
+def mig_class_name(partition: str, profile: str) -> str:
+    """The DeviceClass (and ResourceClaimTemplate) of one MIG profile on ``partition``:
+    nvidia-hopper-1g.18gb (a DNS subdomain: ``+`` of ``+me`` becomes ``.``, as in the
+    profile's resource name)."""
+    return f"{partition}-{profile.replace('+', '.')}"
+
+
 def with_dra_labels(fleet: Fleet, labels: tuple[k8s.NodeLabels, ...]) -> tuple[k8s.NodeLabels, ...]:
     """With DRA allocating GPUs, the Kubernetes-owned NVIDIA nodes carry the GPU Operator's
     operand label ``nvidia.com/gpu.deploy.device-plugin=false``: no device plugin there, one
@@ -111,9 +143,15 @@ def kueue_device_class_mappings(fleet: Fleet) -> list[dict[str, Any]]:
     channel class counts as ``nvidia.com/compute-domain-channel``, which the NVLink
     partitions' ClusterQueues cover (layer.py)."""
     out = []
-    classes = [p.name for p in dra_gpu_partitions(fleet)]
+    instances = mig_classes(fleet)
+    classes = [p.name for p in dra_gpu_partitions(fleet) if p.name not in instances]
     if classes:
         out.append({"name": k8s.GPU_RESOURCE["nvidia"], "deviceClassNames": classes})
+    by_resource: dict[str, list[str]] = {}
+    for _, profiles in sorted(instances.items()):
+        for profile, name in profiles:
+            by_resource.setdefault(mig.resource_name(profile), []).append(name)
+    out.extend({"name": resource, "deviceClassNames": names} for resource, names in sorted(by_resource.items()))
     if channel_partitions(fleet):
         out.append({"name": CHANNEL_RESOURCE, "deviceClassNames": [CHANNEL_CLASS]})
     return out
@@ -138,10 +176,8 @@ def dra(fleet: Fleet, label_keys: tuple[str, ...]):
         # which in Slinky mode includes the Slurm-owned hosts: a second allocator for GPUs
         # slurmd owns. Only the Kubernetes-owned NVIDIA partitions instead.
         "kubeletPlugin": {"affinity": {"nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{
-                "matchExpressions": [{"key": k8s.PARTITION_LABEL, "operator": "In",
-                                      "values": sorted({n.partition for n in nvidia_nodes})}],
-            }]}}}},
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": _plugin_terms(
+                fleet, sorted({n.partition for n in nvidia_nodes}))}}}},
     }
     release = k8s.HelmRelease(
         name="dra-driver-nvidia-gpu",
@@ -157,37 +193,69 @@ def dra(fleet: Fleet, label_keys: tuple[str, ...]):
     )
     objs: list[k8s.Manifest] = []
     class_keys: dict[str, str] = {}
+    instances = mig_classes(fleet)
     for p in dra_gpu_partitions(fleet):
-        arch = ARCHITECTURE.get(p.generation or "", (p.generation or "").capitalize())
-        attrs = f"device.attributes['{GPU_DRIVER}']"
-        expression = (f"device.driver == '{GPU_DRIVER}' && {attrs}.type == 'gpu' && "
-                      f"{attrs}.architecture == '{arch}'")
-        if p.device_names:  # the model: B200 and GB200 share an architecture
-            names = ", ".join(f"'{n}'" for n in p.device_names)
-            expression += f" && {attrs}.productName in [{names}]"
-        m = k8s.Manifest(
-            k8s.obj(RESOURCE_API, "DeviceClass", p.name,
-                     {"selectors": [{"cel": {"expression": expression}}]},
-                     labels={k8s.PARTITION_LABEL: p.name}),
-            "12-dra-deviceclasses", (release.key,))
-        class_keys[p.name] = m.key
-        objs.append(m)
+        for name, selector in _classes(p, instances.get(p.name, ())):
+            m = k8s.Manifest(
+                k8s.obj(RESOURCE_API, "DeviceClass", name,
+                         {"selectors": [{"cel": {"expression": selector}}]},
+                         labels={k8s.PARTITION_LABEL: p.name}),
+                "12-dra-deviceclasses", (release.key,))
+            class_keys[name] = m.key
+            objs.append(m)
     per_node = _gpus_per_node(fleet)
     for tenant in sorted(cfg.tenants, key=lambda t: t.name):
         for partition, _ in tenant.quota:
-            if partition not in class_keys:
-                continue
-            for ns in sorted(tenant.namespaces):
-                objs.append(k8s.Manifest(
-                    k8s.obj(RESOURCE_API, "ResourceClaimTemplate", claim_template(partition),
-                             {"spec": {"devices": {"requests": [{
-                                 "name": "gpus",
-                                 "exactly": {"deviceClassName": partition,
-                                             "allocationMode": "ExactCount",
-                                             "count": per_node[partition]}}]}}},
-                             namespace=ns, labels={k8s.PARTITION_LABEL: partition}),
-                    "13-dra-claimtemplates", (class_keys[partition], k8s.namespace_key(ns))))
+            # A MIG partition: a template per profile claiming one instance (the unit its
+            # quota counts); whole GPUs: all GPUs of one node.
+            claims = ([(name, name, "instance", 1) for _, name in instances[partition]]
+                      if partition in instances else
+                      [(claim_template(partition), partition, "gpus", per_node.get(partition, 0))])
+            for template, device_class, request, count in claims:
+                if device_class not in class_keys:
+                    continue
+                for ns in sorted(tenant.namespaces):
+                    objs.append(k8s.Manifest(
+                        k8s.obj(RESOURCE_API, "ResourceClaimTemplate", template,
+                                 {"spec": {"devices": {"requests": [{
+                                     "name": request,
+                                     "exactly": {"deviceClassName": device_class,
+                                                 "allocationMode": "ExactCount",
+                                                 "count": count}}]}}},
+                                 namespace=ns, labels={k8s.PARTITION_LABEL: partition}),
+                        "13-dra-claimtemplates", (class_keys[device_class], k8s.namespace_key(ns))))
     return [release], objs
+
+
+def _classes(p: Partition, profiles: tuple[tuple[str, str], ...]) -> list[tuple[str, str]]:
+    """(DeviceClass name, CEL selector) for a partition: its whole GPUs, or one per MIG
+    profile (the driver's ``type: mig`` devices of that ``profile``)."""
+    arch = ARCHITECTURE.get(p.generation or "", (p.generation or "").capitalize())
+    attrs = f"device.attributes['{GPU_DRIVER}']"
+    model = f"{attrs}.architecture == '{arch}'"
+    if p.device_names:  # the model: B200 and GB200 share an architecture
+        names = ", ".join(f"'{n}'" for n in p.device_names)
+        model += f" && {attrs}.productName in [{names}]"
+    if not profiles:
+        return [(p.name, f"device.driver == '{GPU_DRIVER}' && {attrs}.type == 'gpu' && {model}")]
+    return [(name, f"device.driver == '{GPU_DRIVER}' && {attrs}.type == 'mig' && "
+                   f"{attrs}.profile == '{profile}' && {model}") for profile, name in profiles]
+
+
+def _plugin_terms(fleet: Fleet, partitions: list[str]) -> list[dict[str, Any]]:
+    """Where the kubelet plugin runs: the Kubernetes-owned NVIDIA partitions; a MIG partition
+    whose GPUs DRA allocates only once the MIG manager has applied the node's geometry (the
+    plugin enumerates static MIG devices when it starts)."""
+    gated = sorted(p for p in mig_classes(fleet) if p in partitions)
+    plain = [p for p in partitions if p not in gated]
+    terms: list[dict[str, Any]] = []
+    if plain:
+        terms.append({"matchExpressions": [{"key": k8s.PARTITION_LABEL, "operator": "In", "values": plain}]})
+    if gated:
+        terms.append({"matchExpressions": [
+            {"key": k8s.PARTITION_LABEL, "operator": "In", "values": gated},
+            {"key": mig.MIG_STATE_LABEL, "operator": "In", "values": [mig.MIG_STATE_APPLIED]}]})
+    return terms
 
 
 def claim_template(partition: str) -> str:

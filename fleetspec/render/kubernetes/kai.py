@@ -24,14 +24,23 @@ KAI queue quota counts ``nvidia.com/gpu`` (and MIG) only: its Queue has fixed cp
 fields (docs/queues/README.md; arbitrary resources are only a proposal,
 docs/developer/designs/accounted-resource-api.md). AMD partitions therefore get no KAI
 queue, and the ``quota-engine-coverage`` rule refuses tenant quota on them under KAI.
+
+**MIG and time-slicing** (#46): KAI's ``gpu`` is not a count of boards. A MIG instance
+counts as its compute slices (``nvidia.com/mig-3g.71gb`` is 3: catalog/mig.py
+``kai_gpus`` cites KAI's code), a time-sliced replica as one ``nvidia.com/gpu``. A tenant's
+quota of N GPUs on such a partition is therefore N times what one of its GPUs counts (7
+for an H200 of all-balanced, 6 for all-3g.71gb, 4 replicas for time_slicing: 4), the same
+GPUs Kueue and Volcano give it in instances. A partition with a ``+me`` profile, which
+KAI counts as 0, gets no queue and the rule refuses its quota.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from fleetspec.catalog import mig as catalog_mig
 from fleetspec.compile.ir import Fleet, Partition
-from fleetspec.layout.kubernetes import kubernetes_partitions
+from fleetspec.layout.kubernetes import kubernetes_nodes, kubernetes_partitions
 from fleetspec.render.kubernetes import common as k8s
 
 KAI_CHART = "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler"  # README, Installation
@@ -45,8 +54,24 @@ UNLIMITED = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
 
 
 def kai_partitions(fleet: Fleet) -> tuple[Partition, ...]:
-    """The partitions KAI can hold quota on: Kubernetes-owned and NVIDIA."""
-    return tuple(p for p in kubernetes_partitions(fleet) if p.vendor == "nvidia")
+    """The partitions KAI can hold quota on: Kubernetes-owned, NVIDIA, and GPUs KAI can count."""
+    units = gpu_units(fleet)
+    return tuple(p for p in kubernetes_partitions(fleet) if p.vendor == "nvidia" and units.get(p.name))
+
+
+def gpu_units(fleet: Fleet) -> dict[str, int | None]:
+    """Per Kubernetes-owned partition: what one of its GPUs counts in a KAI queue's ``gpu``
+    quota (1 whole, the time-slicing replicas, or the MIG geometry's compute slices); None
+    where KAI cannot count its instances. One geometry per partition (compile/mig.py)."""
+    by_host = {n.hostname: n for n in kubernetes_nodes(fleet)}
+    out: dict[str, int | None] = {}
+    for p in kubernetes_partitions(fleet):
+        node = next((by_host[h] for h in p.nodes if h in by_host), None)
+        if node is not None and node.mig:
+            out[p.name] = catalog_mig.kai_gpus(node.mig)
+        else:
+            out[p.name] = node.time_slicing if node is not None and node.time_slicing else 1
+    return out
 
 
 def parent_queue_name(fleet: Fleet, partition: str) -> str:
@@ -92,10 +117,11 @@ def kai(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
                      {"partitionLabelValue": name},
                      labels={k8s.PARTITION_LABEL: name}),
             "21-kai-shards", (rk, *label_keys)))
-    rows = _rows(fleet, parts)
+    units = gpu_units(fleet)
+    rows = _rows(fleet, parts, units)
     parent_keys: dict[str, str] = {}
     for name in sorted({r[1] for r in rows}):
-        gpus = parts[name].gpus
+        gpus = parts[name].gpus * (units[name] or 0)
         parent = k8s.Manifest(
             k8s.obj(QUEUE_API, "Queue", parent_queue_name(fleet, name), {
                 "displayName": f"{name} (all tenants)",
@@ -117,20 +143,25 @@ def kai(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
     return [release], objs
 
 
-def _rows(fleet: Fleet, parts: dict[str, Partition]) -> list[tuple[str, str, dict[str, int], str]]:
+def _rows(fleet: Fleet, parts: dict[str, Partition], units: dict[str, int | None]
+          ) -> list[tuple[str, str, dict[str, int], str]]:
     """(leaf queue, partition, gpu terms, who) per tenant and KAI partition it has quota on
-    (the names of ``queue_rows``), or per partition without tenants."""
+    (the names of ``queue_rows``), or per partition without tenants. The spec's GPUs times
+    what one GPU of the partition counts to KAI (``gpu_units``)."""
     cfg = fleet.kubernetes
     assert cfg is not None
     if not cfg.tenants:
-        return [(p, p, {"quota": parts[p].gpus, "limit": -1, "overQuotaWeight": 1}, "all")
+        return [(p, p, {"quota": parts[p].gpus * (units[p] or 0), "limit": -1, "overQuotaWeight": 1}, "all")
                 for p in sorted(parts)]
     rows = []
     for t in sorted(cfg.tenants, key=lambda t: t.name):
         limits = dict(t.limit)
         for p, gpus in t.quota:
             if p in parts:
-                rows.append((f"{t.name}-{p}", p, {"quota": gpus, "limit": limits.get(p, -1),
+                per_gpu = units[p] or 0
+                limit = limits.get(p, -1)
+                rows.append((f"{t.name}-{p}", p, {"quota": gpus * per_gpu,
+                                                   "limit": limit * per_gpu if limit >= 0 else -1,
                                                    "overQuotaWeight": t.over_quota_weight},
                              t.name))
     return rows

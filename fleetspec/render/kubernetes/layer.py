@@ -457,17 +457,6 @@ def _gpu_resources(partition: Partition, mig_resources: Mapping[str, tuple[tuple
     return mig_resources.get(partition.name) or ((GPU_RESOURCE[partition.vendor or "nvidia"], 1),)
 
 
-def _mig_resources(fleet: Fleet) -> dict[str, tuple[tuple[str, int], ...]]:
-    """Per Kubernetes partition with MIG nodes: its instance resources (render/kubernetes/mig.py)."""
-    by_host = {n.hostname: n for n in kubernetes_nodes(fleet)}
-    out = {}
-    for p in kubernetes_partitions(fleet):
-        found = mig.resources(by_host[h] for h in p.nodes if h in by_host)
-        if found:
-            out[p.name] = found
-    return out
-
-
 def _kueue(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
     k8s = fleet.kubernetes
     assert k8s is not None
@@ -519,7 +508,7 @@ def _kueue(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
         flavor_keys[name] = m.key
         objs.append(m)
     rows = queue_rows(fleet)
-    migs = _mig_resources(fleet)
+    migs = mig.partition_resources(fleet)
     # Whatever no tenant holds stays in the cohort, for every queue to borrow.
     spare = {p: parts[p].gpus - sum(r.gpus for r in rows if r.partition == p) for p in parts}
     spare = {p: g for p, g in spare.items() if g > 0}
@@ -722,7 +711,7 @@ def _volcano(fleet: Fleet, holds_quota: bool, label_keys: tuple[str, ...]):
     objs = [Manifest(m.body, m.file, (rk, *label_keys, *m.depends_on)) for m in hypernodes]
     if holds_quota:
         parts = {p.name: p for p in kubernetes_partitions(fleet)}
-        migs = _mig_resources(fleet)
+        migs = mig.partition_resources(fleet)
         for row in queue_rows(fleet):
             resources = _gpu_resources(parts[row.partition], migs)
             # The same declaration as Kueue's: the tenant's GPUs are its own (deserved,

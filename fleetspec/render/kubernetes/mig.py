@@ -19,10 +19,18 @@ from collections.abc import Iterable
 from typing import Any
 
 from fleetspec.catalog import mig as catalog_mig
-from fleetspec.compile.ir import Node
+from fleetspec.compile.ir import Fleet, Node
+from fleetspec.layout.kubernetes import kubernetes_nodes, kubernetes_partitions
 from fleetspec.render.kubernetes.common import Manifest, dump, namespace_key, obj
 
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+# What the MIG manager reports on the node while and after it applies the label's geometry:
+# ``pending`` (``rebooting`` with WITH_REBOOT), then ``success`` or ``failed`` (GPU Operator
+# docs, gpu-operator-mig.html, "Configuring MIG Profiles": "MIG Manager ... sets the
+# nvidia.com/mig.config.state label"). ``success`` is the only state in which the node's
+# instances are the declared ones.
+MIG_STATE_LABEL = "nvidia.com/mig.config.state"
+MIG_STATE_APPLIED = "success"
 CONFIGMAP = "fleetspec-mig-parted"
 MIG_RESOURCE = "nvidia.com/mig-"
 # The device plugin's per-node configuration (GPU Operator docs, gpu-sharing.html: the
@@ -104,12 +112,44 @@ def _mig_parted(nodes: list[Node], namespace: str) -> list[Manifest]:
     return [Manifest(body, "10-nvidia-mig", (namespace_key(namespace),))]
 
 
+def resource_name(profile: str) -> str:
+    """The extended resource the device plugin advertises a MIG profile's instances as under
+    the mixed strategy: ``nvidia.com/mig-<profile>`` with ``+`` as ``.`` (a resource name is
+    a DNS subdomain), so 1g.10gb+me is nvidia.com/mig-1g.10gb.me (NVIDIA/k8s-device-plugin
+    internal/rm/rm.go AddDefaultResourcesToConfig: ``strings.ReplaceAll("mig-"+p.String(),
+    "+", ".")``)."""
+    return MIG_RESOURCE + profile.replace("+", ".")
+
+
 def resources(nodes: Iterable[Node]) -> tuple[tuple[str, int], ...]:
     """(resource, instances per GPU) the nodes expose under the mixed strategy; () when
     they are whole GPUs. The compiler keeps one geometry per Kubernetes partition."""
     for n in nodes:
         if n.mig:
-            return tuple((MIG_RESOURCE + profile, count) for profile, count in n.mig)
+            return tuple((resource_name(profile), count) for profile, count in n.mig)
         if n.time_slicing:  # each GPU is advertised as that many nvidia.com/gpu
             return (("nvidia.com/gpu", n.time_slicing),)
     return ()
+
+
+def partition_resources(fleet: Fleet) -> dict[str, tuple[tuple[str, int], ...]]:
+    """Per Kubernetes partition with MIG or time-sliced nodes: ``resources`` of its nodes."""
+    by_host = {n.hostname: n for n in kubernetes_nodes(fleet)}
+    out = {}
+    for p in kubernetes_partitions(fleet):
+        found = resources(by_host[h] for h in p.nodes if h in by_host)
+        if found:
+            out[p.name] = found
+    return out
+
+
+def partition_geometry(fleet: Fleet) -> dict[str, tuple[tuple[str, int], ...]]:
+    """Per Kubernetes partition with MIG nodes: one GPU's instances ((profile, count), ...)
+    as nvidia-smi names the profiles."""
+    by_host = {n.hostname: n for n in kubernetes_nodes(fleet)}
+    out: dict[str, tuple[tuple[str, int], ...]] = {}
+    for p in kubernetes_partitions(fleet):
+        geometry = next((by_host[h].mig for h in p.nodes if h in by_host and by_host[h].mig), ())
+        if geometry:
+            out[p.name] = geometry
+    return out

@@ -20,7 +20,7 @@ from typing import Any
 from fleetspec.compile.ir import Fleet
 from fleetspec.layout.kubernetes import kubernetes_nodes, kubernetes_partitions, mirrored_values
 from fleetspec.render.kubernetes import common as k8s
-from fleetspec.render.kubernetes import dra, kai, operators
+from fleetspec.render.kubernetes import dra, kai, mig, operators
 
 RAY_IMAGE = "docker.io/rayproject/ray:2.50.1-gpu"  # fully named: a registry mirror can take it
 # Marks the workers of one example job's ComputeDomain, for their rack affinity.
@@ -38,9 +38,12 @@ def example_objects(fleet: Fleet) -> dict[str, list[dict[str, Any]]]:
     per_node = {n.partition: n.gpu.count for n in kubernetes_nodes(fleet)}
     nvl = set(dra.nvl_partitions(fleet)) if cfg.dra_nvidia_version else set()
     dra_gpus = {p.name for p in dra.dra_gpu_partitions(fleet)}
+    # The example's workers take whole GPUs; a MIG or time-sliced partition's GPUs are
+    # instances or replicas (docs/mig.md), so it gets no example.
+    shared = set(mig.partition_resources(fleet))
     out: dict[str, list[dict[str, Any]]] = {}
     for row in k8s.queue_rows(fleet):
-        if row.partition not in parts or row.gpus == 0:
+        if row.partition not in parts or row.gpus == 0 or row.partition in shared:
             continue
         ns = row.namespaces[0]
         gpus = per_node[row.partition]
