@@ -72,6 +72,20 @@ def test_xid_faults_latch_until_reboot(config, tmp_path, monkeypatch, capsys) ->
     assert (rc, after["status"]) == (0, "healthy")
 
 
+def test_xids_on_mig_instances_latch_per_instance(config, tmp_path, monkeypatch, capsys) -> None:
+    """#46: the driver's MIG-attributed Xid lines (kmsg-mig-xids.txt) are read, each instance's
+    fault latches on its own and keeps naming its instance across checks."""
+    root = make_node(tmp_path / "h200-01", kmsg="kmsg-mig-xids.txt")
+    rc, first = check(config, root, "h200-01", monkeypatch, capsys)
+    assert rc == 1 and first["action"] == "quarantine-device"
+    named = {f["detail"].split(":", 1)[0]: f.get("instance") for f in first["faults"] if f["source"] == "kernel-log"}
+    assert named["Xid 13 on GPU-I 1 GPU-CI 0"] == {"gi": 1, "ci": 0}
+    assert named["Xid 13 on GPU-I 2 GPU-CI 0"] == {"gi": 2, "ci": 0}
+    assert named["Xid 109 on GPU-I 3 GPU-CI 0"] == {"gi": 3, "ci": 0}
+    rc, again = check(config, root, "h200-01", monkeypatch, capsys)
+    assert rc == 1 and again["faults"] == first["faults"]
+
+
 def test_clear_forgets_latched_faults(config, tmp_path, monkeypatch, capsys) -> None:
     root = make_node(tmp_path / "h200-01", kmsg="kmsg-xids.txt")
     assert check(config, root, "h200-01", monkeypatch, capsys)[0] == 1
