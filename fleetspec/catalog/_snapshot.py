@@ -3,7 +3,7 @@
 this is used only while CHECKSUM matches the YAML's bytes (fleetspec.catalog.catalog_data).
 """
 
-CHECKSUM = 0x9904d047
+CHECKSUM = 0x37c24d7e
 
 DATA = {'sources': {'CUDA_RN': 'https://docs.nvidia.com/cuda/archive/13.2.2/cuda-toolkit-release-notes/index.html',
                     'CUDA_FEAT': 'https://docs.nvidia.com/cuda/cuda-features-archive/index.html',
@@ -115,7 +115,8 @@ DATA = {'sources': {'CUDA_RN': 'https://docs.nvidia.com/cuda/archive/13.2.2/cuda
                                           'interconnect': 'nvlink3',
                                           'nvswitch': True,
                                           'memory_gb': 40,
-                                          'gres': 'a100-sxm4-40gb',
+                                          'gres': 'a100',
+                                          'split_from': 'a100',
                                           'smi_names': ['NVIDIA A100-SXM4-40GB'],
                                           'min_cuda': '11.0',
                                           'min_driver': '450.36.06',
@@ -136,7 +137,8 @@ DATA = {'sources': {'CUDA_RN': 'https://docs.nvidia.com/cuda/archive/13.2.2/cuda
                                                'compute_capability': '8.0',
                                                'interconnect': 'pcie',
                                                'memory_gb': 40,
-                                               'gres': 'a100-pcie-40gb',
+                                               'gres': 'a100_pcie',
+                                               'split_from': 'a100-pcie',
                                                'smi_names': ['NVIDIA A100-PCIE-40GB'],
                                                'min_cuda': '11.0',
                                                'min_driver': '450.36.06',

@@ -361,9 +361,8 @@ def test_slinky_gres_autodetect_needs_no_vendor_library_and_sees_each_nodesets_t
     assert undetected_type_names("h100", "h100-sxm") == ()
     assert undetected_type_names("mi300x", "mi300x") == ()
     assert undetected_type_names("a100_pcie", "a100-pcie") == ("nvidia_a100_80gb_pcie",)
-    # the 40GB boards' types are the detected names themselves (catalog/data/gpus.yaml)
-    assert undetected_type_names("a100-sxm4-40gb", "a100-40gb") == ()
-    assert undetected_type_names("a100-pcie-40gb", "a100-pcie-40gb") == ()
+    assert undetected_type_names("a100_pcie", "a100-pcie-40gb") == ("nvidia_a100-pcie-40gb",)
+    assert undetected_type_names("a100", "a100-40gb") == ()
 
 
 # --- Slurm on an RDMA fabric: memlock, PMIx, GPU-local cores, DefaultTime everywhere ---
