@@ -77,7 +77,7 @@ AMDGPU_FIRMWARE: dict[str, str] = {"30.10.2": "30.10.2.0.30100200-2226257"}
 _PROPRIETARY_ONLY = frozenset({"maxwell", "pascal", "volta"})
 _OPEN_REQUIRED = frozenset({"blackwell", "blackwell-ultra", "grace-hopper", "grace-blackwell"})
 # HGX baseboards with NVSwitch (8 GPUs): the nodes run nvidia-fabricmanager.
-_HGX_NVSWITCH_MODELS = frozenset({"a100", "a100-sxm", "a800", "h100-sxm", "h800", "h200", "h20", "b200", "b300"})
+_HGX_NVSWITCH_MODELS = frozenset({"a100", "a100-40gb", "a100-sxm", "a800", "h100-sxm", "h800", "h200", "h20", "b200", "b300"})
 _NVLINK5_MODELS = frozenset({"b200", "b300"})
 # Grace-Blackwell rack-scale systems: NVLink switch trays run the fabric manager, the
 # compute nodes run IMEX for cross-node NVLink memory.

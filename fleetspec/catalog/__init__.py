@@ -54,6 +54,9 @@ class GpuModel(NamedTuple):
     unconfirmed: tuple[str, ...] = ()
     max_gpus_per_node: int | None = None  # the most one node carries (its largest baseboard); None unknown
     ambiguous_aliases: tuple[tuple[str, tuple[str, ...]], ...] = ()  # alias -> other models it also names
+    # the catalog id this model's boards resolved to before it had its own (a100-40gb: a100):
+    # the same hardware, so a plan from a state written then does not replace them
+    split_from: str | None = None
 
     def confirmed(self, fact: str) -> bool:
         return fact not in self.unconfirmed
@@ -439,6 +442,7 @@ def _gpu_model(gpu_id: str, vendor: str, e: dict[str, Any]) -> GpuModel:
         unconfirmed=tuple(e.get("unconfirmed", ())),
         max_gpus_per_node=e.get("max_gpus_per_node"),
         ambiguous_aliases=tuple((a, tuple(o)) for a, o in (e.get("ambiguous_aliases") or {}).items()),
+        split_from=e.get("split_from"),
     )
 
 

@@ -7,9 +7,13 @@ without MIG never parses it.
 A geometry here is one GPU's instances: ``((profile, count), ...)`` sorted by profile,
 the same on every GPU of a node group. ``check`` proves what can be proved without a GPU:
 the profiles exist on the model, no profile is asked for more often than one GPU holds
-it, and the instances fit the GPU's 7 compute and 8 memory slices. Placement (which slice
-each instance starts at) is the driver's: a geometry that passes can still be one that
-NVIDIA's placement diagrams do not allow, which only a MIG-capable GPU shows (docs/mig.md).
+it, the instances fit the GPU's 7 compute and 8 memory slices, and they can be placed
+together: each GPU instance occupies the memory slices ``start .. start + size - 1`` for
+one of its profile's fixed starts (``nvidia-smi mig -lgipp``), and no two overlap.
+``placement`` searches every assignment, as mig-parted tries every creation order until
+one succeeds (``iteratePermutationsUntilSuccess``), so a geometry that only places in some
+order passes. Combinations the driver refused before a release (4g + 3g before R510) are
+refused where the node's driver is older.
 """
 
 from __future__ import annotations
@@ -43,8 +47,9 @@ KAI_MIG_PROFILE = re.compile(r"^([0-9]+)g\.([0-9]+)gb$")
 class Profile(NamedTuple):
     name: str
     compute: int
-    memory: int
+    memory: int  # memory slices: also the size of its placement
     max: int
+    at: tuple[int, ...]  # the memory slices a GPU instance of it may start at
 
 
 class ModelMig(NamedTuple):
@@ -54,6 +59,9 @@ class ModelMig(NamedTuple):
     profiles: dict[str, Profile]
     balanced: Geometry
     sources: tuple[str, ...]
+    unconfirmed: tuple[str, ...] = ()  # fields that rest on another board's data (``at``)
+    # driver major -> profile combinations the driver refused below it
+    refused_before_driver: tuple[tuple[int, tuple[str, ...]], ...] = ()
 
 
 @functools.cache
@@ -70,11 +78,15 @@ def model_mig(model: str) -> ModelMig | None:
     entry = data["models"].get(model)
     if entry is None:
         return None
-    profiles = {name: Profile(name, p["compute"], p["memory"], p["max"]) for name, p in entry["profiles"].items()}
+    profiles = {name: Profile(name, p["compute"], p["memory"], p["max"], tuple(p["at"]))
+                for name, p in entry["profiles"].items()}
     from fleetspec.catalog import load_catalog
 
+    refused = tuple((int(major), tuple(combo)) for major, combos in (entry.get("refused_before_driver") or {}).items()
+                    for combo in combos)
     return ModelMig(model, profiles, tuple(sorted(entry["balanced"].items())),
-                    tuple(load_catalog().source_urls(tuple(entry["source"]))))
+                    tuple(load_catalog().source_urls(tuple(entry["source"]))),
+                    tuple(entry.get("unconfirmed") or ()), refused)
 
 
 def mig_models() -> tuple[str, ...]:
@@ -94,8 +106,9 @@ def named(mig: ModelMig, name: str) -> Geometry | None:
     return ((profile.name, profile.max),) if profile else None
 
 
-def check(mig: ModelMig, geometry: Geometry) -> str | None:
-    """Why ``geometry`` cannot be made on one GPU of this model, or None when it can."""
+def check(mig: ModelMig, geometry: Geometry, driver: str | None = None) -> str | None:
+    """Why ``geometry`` cannot be made on one GPU of this model (under ``driver``, the node's
+    driver version where known), or None when it can."""
     compute = memory = 0
     for name, count in geometry:
         profile = mig.profiles.get(name)
@@ -109,11 +122,63 @@ def check(mig: ModelMig, geometry: Geometry) -> str | None:
         memory += profile.memory * count
     if sum(c for n, c in geometry if n.endswith("+me")) > 1:
         return "one GPU has one set of media engines: give at most one +me instance"
-    if compute > COMPUTE_SLICES or memory > MEMORY_SLICES:
-        return (f"the instances take {compute} of {COMPUTE_SLICES} compute slices and {memory} of "
-                f"{MEMORY_SLICES} memory slices of one {mig.model} GPU. Drop instances or use smaller "
-                f"profiles (source: {mig.sources[0]})")
+    if compute > COMPUTE_SLICES or placement(mig, geometry) is None:
+        starts = "; ".join(f"{n} at {' or '.join(map(str, mig.profiles[n].at))}" for n, _ in geometry)
+        return (f"{_spelled(geometry)} cannot be placed together on one {mig.model} GPU: they take {compute} of "
+                f"{COMPUTE_SLICES} compute slices and {memory} of {MEMORY_SLICES} memory slices, and each GPU "
+                f"instance starts only at fixed memory slices ({starts}: nvidia-smi mig -lgipp) with no two "
+                f"overlapping. Drop instances or use smaller profiles (sources: {mig.sources[0]} ; "
+                f"{_placement_source(mig)})")
+    major = _major(driver)
+    for below, combo in mig.refused_before_driver:
+        if major is not None and major < below and all(dict(geometry).get(p) for p in combo):
+            return (f"{' with '.join(combo)} on one GPU: drivers before R{below} refuse that combination "
+                    f"(this group's driver is {driver}). Use driver R{below} or later, or another geometry "
+                    f"(source: {_source('MIG_CONCEPTS')})")
     return None
+
+
+def placement(mig: ModelMig, geometry: Geometry) -> tuple[tuple[str, int], ...] | None:
+    """One way to place ``geometry``'s GPU instances on one GPU: ``((profile, start memory
+    slice), ...)`` in an order nvidia-smi can create them (each start among its profile's
+    ``at``, no two overlapping), or None where there is none. A depth-first search, largest
+    instances first (they have the fewest starts); at most 7 instances, so it is instant."""
+    wanted = sorted((mig.profiles[n] for n, c in geometry for _ in range(c)), key=lambda p: (-p.memory, p.name))
+
+    def place(i: int, used: int) -> tuple[tuple[str, int], ...] | None:
+        if i == len(wanted):
+            return ()
+        profile = wanted[i]
+        for start in profile.at:
+            slices = ((1 << profile.memory) - 1) << start
+            if start + profile.memory <= MEMORY_SLICES and not used & slices:
+                rest = place(i + 1, used | slices)
+                if rest is not None:
+                    return ((profile.name, start), *rest)
+        return None
+
+    return place(0, 0)
+
+
+def _spelled(geometry: Geometry) -> str:
+    return ", ".join(f"{count} x {name}" for name, count in geometry)
+
+
+def _major(driver: str | None) -> int | None:
+    head = (driver or "").split(".", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def _source(key: str) -> str:
+    from fleetspec.catalog import load_catalog
+
+    return load_catalog().source_urls((key,))[0]
+
+
+def _placement_source(mig: ModelMig) -> str:
+    where = _source("MIG_START")
+    return where + (" (placements as published for the H100; not yet confirmed on this board)"
+                    if "at" in mig.unconfirmed else "")
 
 
 def instances(geometry: Geometry) -> int:

@@ -91,7 +91,8 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
             gpu_spec = gpu_spec_of(gpu, group.gpu.count, group.gpu)
             other_gpus = _other_gpus(group, gpu, body, catalog, group_path, findings)
             mig, mig_config = mig_geometry.resolve(group, gpu, group_path, findings,
-                                                   slinky=body.slurm is not None and body.slurm.mode == "slinky")
+                                                   slinky=body.slurm is not None and body.slurm.mode == "slinky",
+                                                   driver=stack_index[group.stack].driver)
             replicas = mig_geometry.time_slicing(group, gpu, group_path, findings,
                                                  dra_gpus=bool(body.kubernetes and body.kubernetes.dra
                                                                and body.kubernetes.dra.gpus))

@@ -12,15 +12,12 @@ from fleetspec.catalog import mig as catalog_mig
 from fleetspec.findings import Finding, Severity, SpecPath
 from fleetspec.spec import model as m
 
-# Aliases the catalog folds into an 80GB model whose MIG profiles differ (the 40GB boards
-# split 40GB: 1g.5gb .. 7g.40gb; catalog/data/mig.yaml lists the 80GB ones only).
-_OTHER_MEMORY = ("40gb",)
-
 
 def resolve(group: m.NodeGroup, gpu: GpuModel, path: SpecPath, findings: list[Finding],
-            slinky: bool = False) -> tuple[catalog_mig.Geometry, str]:
+            slinky: bool = False, driver: str | None = None) -> tuple[catalog_mig.Geometry, str]:
     """(one GPU's instances, the mig-parted config name) for the group; ((), "") without MIG
-    or after a finding."""
+    or after a finding. ``driver``: the group's stack's driver version, for combinations
+    older drivers refuse."""
     for i, ref in enumerate(group.other_gpus):
         if ref.mig is not None:
             findings.append(Finding("mig-geometry", Severity.ERROR,
@@ -31,7 +28,7 @@ def resolve(group: m.NodeGroup, gpu: GpuModel, path: SpecPath, findings: list[Fi
         return (), ""
     where = path + ("gpu", "mig")
     model = catalog_mig.model_mig(gpu.id)
-    if model is None or any(group.gpu.model.lower().endswith(s) for s in _OTHER_MEMORY):
+    if model is None:
         known = ", ".join(catalog_mig.mig_models())
         findings.append(Finding("mig-geometry", Severity.ERROR,
                                 f"the catalog has no MIG profiles for {group.gpu.model}: MIG is known for {known}. "
@@ -82,7 +79,7 @@ def resolve(group: m.NodeGroup, gpu: GpuModel, path: SpecPath, findings: list[Fi
                                 "(gres.conf(5) Type=), so Slurm could not name it. Use the profile without +me",
                                 where))
         return (), ""
-    problem = catalog_mig.check(model, geometry)
+    problem = catalog_mig.check(model, geometry, driver)
     if problem is not None:
         findings.append(Finding("mig-geometry", Severity.ERROR, problem, where))
         return (), ""

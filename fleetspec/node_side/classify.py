@@ -57,7 +57,14 @@ Fault = Dict[str, Any]
 # one): a line that only mentions the form (a program's own log message quoting an Xid, a
 # job printing one) is not the driver's record.
 _DMESG_TIME = r"(?:\[\s*[0-9]+\.[0-9]+\]\s*)?"
-_XID = re.compile(_DMESG_TIME + r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): ([0-9]{1,9})(?:,\s*(.*))?$")
+# On a GPU in MIG mode the driver attributes an Xid to the GPU instance, and the compute
+# instance where it knows it: NVIDIA's open kernel modules, src/nvidia/src/kernel/gpu/rc/
+# kernel_rc.c (krcReportXid), print "NVRM: Xid (PCI:%04x:%02x:%02x GPU-I:%02u GPU-CI:%02u): %d,
+# pid=%s, name=%s, %s", or with " GPU-I:%02u" alone, or neither; the memory error guide's Xid 94
+# example: "NVRM: Xid (PCI:0000:01:00 GPU-I:05): 94, pid=7194, Contained: CE User Channel (0x9).
+# RST: No, D-RST: No" (https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/index.html).
+_XID = re.compile(_DMESG_TIME + r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)(?: GPU-I:([0-9]{1,4})(?: GPU-CI:([0-9]{1,4}))?)?\): "
+                  r"([0-9]{1,9})(?:,\s*(.*))?$")
 # nvidia-nvswitch3: SXid (PCI:0000:c3:00.0): 12028, Non-fatal, Link 44 egress non-posted PRIV error
 _SXID = re.compile(_DMESG_TIME + r"(nvidia-nvswitch[0-9]*): SXid \((?:PCI:)?([0-9A-Fa-f:.]+)\): ([0-9]{1,9}), (Fatal|Non-fatal)[^,]*,?\s*(.*)$",
                    re.IGNORECASE)
@@ -143,9 +150,29 @@ def xid_class(number: int, rest: str) -> str:
     return XID_CLASSES.get(number, "xid-unknown")
 
 
+def mig_instance(gi: Optional[str], ci: Optional[str]) -> Optional[Dict[str, int]]:
+    """The MIG instance an Xid line names: {"gi": GPU instance id, "ci": compute instance id}
+    (``ci`` only where the driver printed GPU-CI), or None for a line about the whole GPU."""
+    if gi is None:
+        return None
+    instance = {"gi": int(gi)}
+    if ci is not None:
+        instance["ci"] = int(ci)
+    return instance
+
+
+def instance_text(instance: Optional[Dict[str, int]]) -> str:
+    """``GPU-I 5 GPU-CI 0`` (nvidia-smi's GI/CI ids, as ``nvidia-smi mig -lgi`` lists them)."""
+    if not instance:
+        return ""
+    return "GPU-I %d" % instance["gi"] + (" GPU-CI %d" % instance["ci"] if "ci" in instance else "")
+
+
 def kernel_log_faults(messages: Iterable[str], counts: Optional[Dict[Tuple[str, str, str], int]] = None) -> List[Fault]:
-    """Faults from NVRM Xid and NVSwitch SXid lines; one fault per (class, device, Xid), the
-    first line's. Xid 154 is a state, not an event: per GPU only its newest line counts (the
+    """Faults from NVRM Xid and NVSwitch SXid lines; one fault per (class, device, Xid, MIG
+    instance), the first line's. An Xid the driver attributes to a MIG instance names it in its
+    detail ("Xid 13 on GPU-I 1 GPU-CI 0: ...") and in ``instance``; its class and so its action
+    are the Xid's, as on a whole GPU (docs/health.md, "MIG"). Xid 154 is a state, not an event: per GPU only its newest line counts (the
     recovery action it changed to is the current one). ``counts`` gets how many lines each
     fault stands for (by ``latch_key``)."""
     faults = []  # type: List[Fault]
@@ -154,11 +181,13 @@ def kernel_log_faults(messages: Iterable[str], counts: Optional[Dict[Tuple[str, 
     for message in messages:
         xid = _XID.match(message)
         if xid:
-            bus, number, rest = xid.group(1), int(xid.group(2)), _PID_NAME.sub("", (xid.group(3) or "").strip())
+            bus, gi, ci = xid.group(1), xid.group(2), xid.group(3)
+            number, rest = int(xid.group(4)), _PID_NAME.sub("", (xid.group(5) or "").strip())
             cls = xid_class(number, rest)
-            key = (cls, bus, number)
+            instance = mig_instance(gi, ci)
+            key = (cls, bus, number, instance_text(instance))
             if number == 154:  # the newest transition replaces the ones before it on this GPU
-                older = [f for f in faults if f["_key"][1:] == (bus, 154)]  # type: ignore[index]
+                older = [f for f in faults if f["_key"][1:3] == (bus, 154)]  # type: ignore[index]
                 for fault in older:
                     faults.remove(fault)
                     seen.discard(fault["_key"])
@@ -166,7 +195,11 @@ def kernel_log_faults(messages: Iterable[str], counts: Optional[Dict[Tuple[str, 
             lines[key] = lines.get(key, 0) + 1
             if key not in seen:
                 seen.add(key)
-                faults.append(_fault(cls, bus, ("Xid %d: %s" % (number, rest)).strip().rstrip(":"), "kernel-log"))
+                where = " on %s" % instance_text(instance) if instance else ""
+                faults.append(_fault(cls, bus, ("Xid %d%s: %s" % (number, where, rest)).strip().rstrip(":"),
+                                     "kernel-log"))
+                if instance:
+                    faults[-1]["instance"] = instance
                 faults[-1]["_key"] = key  # type: ignore[assignment]
             continue
         sxid = _SXID.match(message)

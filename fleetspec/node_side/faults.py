@@ -514,6 +514,7 @@ CHECK_ITSELF = ("check-crashed",)
 # max_link_width is the reference, so a board in a narrower slot is caught too.
 PCIE_GENERATION = {
     "a100": 4,
+    "a100-40gb": 4,
     "h100-sxm": 5,
     "h100-pcie": 5,
     "h200": 5,

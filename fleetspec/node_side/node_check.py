@@ -83,6 +83,10 @@ from fleetspec.node_side.faults import (
 from fleetspec.node_side.hostlist import expand
 
 LEADER = "fleetspec-health:"
+# A node the mig_geometry role split into MIG instances (playbooks/roles/mig_geometry: the
+# mig-parted config it writes and the unit that applies it before slurmd).
+MIG_CONFIG = "/etc/fleetspec/mig-parted.yaml"
+MIG_UNIT = "fleetspec-mig.service"
 STATE_FILE = "/var/lib/fleetspec/health/state.json"
 LOCK_FILE = "/var/lib/fleetspec/health/check.lock"
 # One deadline for the whole check, tools and scontrol together. slurmd kills a
@@ -373,6 +377,9 @@ def run_check(config: Dict[str, Any], node: str, host: Host, clear: bool = False
         done = host.run(argv, timeout=60)
         if done.ok:
             reset.add(pci_key(gpu_reset))
+            remade = remake_mig(host)
+            if remade:
+                errors.append(remade)
         else:
             errors.append(done.describe(argv)[:200])
     if "gpu-memory" in config.get("checks", list(CHECKS)) or "gpu-count" in config.get("checks", list(CHECKS)):
@@ -671,10 +678,27 @@ def reset_when_idle(result: Dict[str, Any], scontrol: str, config: Dict[str, Any
         (done if out.ok else failed).append(bus if out.ok else out.describe(argv)[:150])
     if done:
         _mark_reset(host, done)
+        remade = remake_mig(host)
+        if remade:
+            failed.append(remade)
     if failed or not buses:
         return "drained: %s (GPU reset failed: %s; retried at the next check)" % (
             wanted, "; ".join(failed) or "no GPU address to reset")
     return "drained while idle and reset %s (nvidia-smi -r); the next passing check resumes the node" % ", ".join(done)
+
+
+def remake_mig(host: Host) -> Optional[str]:
+    """After a GPU reset on a node whose GPUs run a fleetspec MIG geometry: make the instances
+    again. NVIDIA's MIG user guide (Getting Started): "the created MIG devices are not persistent
+    across system reboots. Thus, the user or system administrator needs to recreate the desired
+    MIG configurations if the GPU or system is reset". The mig_geometry role's unit does it
+    (nvidia-mig-parted apply, idempotent); slurmd, which Requires= it, restarts with it and
+    detects the instances anew. The error, or None (also on a node without the role's config)."""
+    if not os.path.exists(host.path(MIG_CONFIG)):
+        return None
+    argv = ["systemctl", "restart", MIG_UNIT]
+    done = host.run(argv, timeout=180)
+    return None if done.ok else "MIG instances not remade after the GPU reset: %s" % done.describe(argv)[:160]
 
 
 def pci_bus_id(device: str) -> Optional[str]:

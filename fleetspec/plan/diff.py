@@ -98,16 +98,31 @@ def _updated(old: Node, old_versions: dict[str, str], new: Node, new_versions: d
 FieldChange = tuple[str, Any, Any, Disruption, str]
 
 
+def _split_from(model: str) -> str | None:
+    """The catalog id ``model``'s boards had before the catalog named them apart (a100-40gb: a100)."""
+    from fleetspec.catalog import load_catalog
+
+    gpu = load_catalog().gpu(model)
+    return gpu.split_from if gpu is not None and gpu.id == model else None
+
+
 def _field_changes(old: Node, old_v: dict[str, str], new: Node, new_v: dict[str, str]) -> Iterator[FieldChange]:
     slurm = new.scheduler == "slurm"
-    if (old.gpu.model, old.gpu.count, old.gpu.vendor) != (new.gpu.model, new.gpu.count, new.gpu.vendor):
+    renamed = old.gpu.model != new.gpu.model and _split_from(new.gpu.model) == old.gpu.model
+    if (old.gpu.count, old.gpu.vendor) != (new.gpu.count, new.gpu.vendor) or \
+            (old.gpu.model != new.gpu.model and not renamed):
         b, a = f"{old.gpu.count}x {old.gpu.model}", f"{new.gpu.count}x {new.gpu.model}"
         yield "gpu", b, a, D.REPLACE, f"GPU {b} -> {a}: different hardware, the node is replaced " \
                                       f"(drain, remove, provision anew)"
-    elif old.gpu.gres_type != new.gpu.gres_type:
-        yield ("gres", old.gpu.gres_type, new.gpu.gres_type, D.RESTART_DAEMON if slurm else D.NONE,
-               f"GRES type {old.gpu.gres_type} -> {new.gpu.gres_type}: gres.conf and slurm.conf change, "
-               f"slurmctld and slurmd restart")
+    else:
+        if renamed:
+            yield ("gpu", old.gpu.model, new.gpu.model, D.RECONFIGURE if slurm else D.NONE,
+                   f"GPU {old.gpu.model} -> {new.gpu.model}: the same boards under the catalog's own id for "
+                   f"them (#46 named them apart from {old.gpu.model}): labels and features change, the node stays")
+        if old.gpu.gres_type != new.gpu.gres_type:
+            yield ("gres", old.gpu.gres_type, new.gpu.gres_type, D.RESTART_DAEMON if slurm else D.NONE,
+                   f"GRES type {old.gpu.gres_type} -> {new.gpu.gres_type}: gres.conf and slurm.conf change, "
+                   f"slurmctld and slurmd restart")
     if old.mig != new.mig and (old.gpu.model, old.gpu.count) == (new.gpu.model, new.gpu.count):
         yield _mig_change(old, new, slurm)
     if old.time_slicing != new.time_slicing:

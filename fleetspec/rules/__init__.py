@@ -23,7 +23,8 @@ RULES: tuple[Rule, ...] = (
     Rule("duplicate-host", E, "a host listed in two node groups", stage="compile"),
     Rule("unknown-gpu-model", E, "a GPU model the catalog does not know", stage="compile"),
     Rule("gpu-count", E, "more GPUs in a node than its GPU's baseboard carries", stage="compile", warns=True),
-    Rule("mig-geometry", E, "a MIG geometry the GPU model cannot hold (unknown profile, too many instances)",
+    Rule("mig-geometry", E, "a MIG geometry the GPU model cannot hold (unknown profile, too many instances, "
+         "instances that cannot be placed together, a combination the driver refuses)",
          stage="compile"),
     Rule("ambiguous-gpu-model", W, "a GPU alias that names more than one form factor (h100-80gb: SXM5 or PCIe)",
          stage="compile", warns=True),

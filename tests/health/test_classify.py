@@ -261,3 +261,50 @@ def test_fabric_health_values_nvidia_smi_does_not_report_are_not_faults() -> Non
         ["fabric incorrect configuration: Insufficient Nvlinks"], [])
     assert fabric_health({"route_recovery_in_progress": "True"}) == ([], ["fabric route recovery in progress: True"])
     assert fabric_health({"summary": "Something New"}) == (["fabric summary: Something New"], [])  # refused
+
+
+# --- MIG (#46): the driver attributes an Xid to a GPU instance (and compute instance) ---
+
+
+def test_xids_on_mig_instances_are_read_and_name_their_instance() -> None:
+    """Before #46 a line with GPU-I in its parenthesis was not read at all: an Xid 109 on a MIG
+    GPU went unseen. Each instance's Xid is its own fault; its class is the Xid's."""
+    counts: dict = {}
+    faults = kernel_log_faults(_messages("kmsg-mig-xids.txt"), counts)
+    by = {(f["device"], f["detail"].split(":", 1)[0]): f for f in faults}
+    assert set(by) == {("0000:3b:00", "Xid 13 on GPU-I 1 GPU-CI 0"), ("0000:3b:00", "Xid 13 on GPU-I 2 GPU-CI 0"),
+                       ("0000:3b:00", "Xid 94 on GPU-I 5"), ("0000:5d:00", "Xid 109 on GPU-I 3 GPU-CI 0"),
+                       ("0000:5d:00", "Xid 95")}
+    assert by[("0000:3b:00", "Xid 13 on GPU-I 1 GPU-CI 0")]["instance"] == {"gi": 1, "ci": 0}
+    assert by[("0000:3b:00", "Xid 94 on GPU-I 5")]["instance"] == {"gi": 5}  # the driver named no compute instance
+    assert "instance" not in by[("0000:5d:00", "Xid 95")]
+    assert by[("0000:3b:00", "Xid 94 on GPU-I 5")]["detail"].endswith("Contained: CE User Channel (0x9). RST: No, D-RST: No")
+    assert counts[("xid-application", "0000:3b:00", "Xid 13 on GPU-I 1 GPU-CI 0")] == 2  # two lines, one fault
+    classes = {key: f["class"] for key, f in by.items()}
+    assert classes[("0000:3b:00", "Xid 94 on GPU-I 5")] == "ecc-contained"
+    assert classes[("0000:5d:00", "Xid 109 on GPU-I 3 GPU-CI 0")] == "gpu-reset-required"
+
+
+def test_an_instance_xid_takes_its_classes_action_and_the_reason_names_the_instance() -> None:
+    """NVIDIA documents no recovery narrower than the GPU: nvidia-smi -r resets the whole GPU,
+    and its instances must be made again after it (MIG guide, Getting Started). So an Xid on one
+    instance asks what it asks on a whole GPU: an application Xid or a contained ECC error
+    nothing, a context-switch timeout (109, RESET_GPU) the GPU's quarantine, not a node drain."""
+    result = verdict("h100-mig-01", kernel_log_faults(_messages("kmsg-mig-xids.txt")))
+    actions = {f["detail"].split(":", 1)[0]: f["action"] for f in result["faults"]}
+    assert actions["Xid 13 on GPU-I 1 GPU-CI 0"] == actions["Xid 13 on GPU-I 2 GPU-CI 0"] == "none"
+    assert actions["Xid 94 on GPU-I 5"] == "none"
+    assert actions["Xid 109 on GPU-I 3 GPU-CI 0"] == actions["Xid 95"] == "quarantine-device"
+    assert result["action"] == "quarantine-device"
+    assert reason(result).startswith("quarantine-device ecc-uncorrectable: 0000:5d:00 Xid 95")
+    assert reason(result).endswith("(+1 more)")  # the Xid 109 on GPU-I 3
+    alone = verdict("h100-mig-01", [f for f in kernel_log_faults(_messages("kmsg-mig-xids.txt"))
+                                    if f["detail"].startswith("Xid 109")])
+    assert reason(alone).startswith("quarantine-device gpu-reset-required: 0000:5d:00 Xid 109 on GPU-I 3 GPU-CI 0: "
+                                    "Ch 00000008, errorString CTX SWITCH TIMEOUT")
+
+
+def test_a_line_that_only_looks_like_an_attributed_xid_is_not_one() -> None:
+    assert kernel_log_faults(["NVRM: Xid (PCI:0000:3b:00 GPU-I:xx): 13, x"]) == []
+    assert kernel_log_faults(["NVRM: Xid (PCI:0000:3b:00 GPU-CI:00): 13, x"]) == []
+    assert kernel_log_faults(["job said: NVRM: Xid (PCI:0000:3b:00 GPU-I:01): 79, x"]) == []

@@ -72,6 +72,20 @@ def test_xid_faults_latch_until_reboot(config, tmp_path, monkeypatch, capsys) ->
     assert (rc, after["status"]) == (0, "healthy")
 
 
+def test_xids_on_mig_instances_latch_per_instance(config, tmp_path, monkeypatch, capsys) -> None:
+    """#46: the driver's MIG-attributed Xid lines (kmsg-mig-xids.txt) are read, each instance's
+    fault latches on its own and keeps naming its instance across checks."""
+    root = make_node(tmp_path / "h200-01", kmsg="kmsg-mig-xids.txt")
+    rc, first = check(config, root, "h200-01", monkeypatch, capsys)
+    assert rc == 1 and first["action"] == "quarantine-device"
+    named = {f["detail"].split(":", 1)[0]: f.get("instance") for f in first["faults"] if f["source"] == "kernel-log"}
+    assert named["Xid 13 on GPU-I 1 GPU-CI 0"] == {"gi": 1, "ci": 0}
+    assert named["Xid 13 on GPU-I 2 GPU-CI 0"] == {"gi": 2, "ci": 0}
+    assert named["Xid 109 on GPU-I 3 GPU-CI 0"] == {"gi": 3, "ci": 0}
+    rc, again = check(config, root, "h200-01", monkeypatch, capsys)
+    assert rc == 1 and again["faults"] == first["faults"]
+
+
 def test_clear_forgets_latched_faults(config, tmp_path, monkeypatch, capsys) -> None:
     root = make_node(tmp_path / "h200-01", kmsg="kmsg-xids.txt")
     assert check(config, root, "h200-01", monkeypatch, capsys)[0] == 1
@@ -338,6 +352,57 @@ def test_gpu_reset_option_resets_and_keeps_reboot_faults(config, tmp_path, monke
     set_boot_id(root, "boot-2")  # a reboot: a new boot id, a fresh kernel log
     (root / "dev" / "kmsg").write_text((FIXTURES / "kmsg-healthy.txt").read_text())
     assert check(config, root, "h200-01", monkeypatch, capsys)[0] == 0
+
+
+def test_a_gpu_reset_on_a_mig_node_remakes_its_instances(config, tmp_path, monkeypatch, capsys) -> None:
+    """#46: a GPU reset takes a MIG GPU's instances with it (MIG guide: "the user or system
+    administrator needs to recreate the desired MIG configurations if the GPU or system is
+    reset"). On a node the mig_geometry role set up (its /etc/fleetspec/mig-parted.yaml) the
+    check restarts fleetspec-mig.service after the reset; where that fails it says so."""
+    root = make_node(tmp_path / "h200-01")
+    reset_out = tmp_path / "reset.txt"
+    reset_out.write_text("GPU 00000000:00:06.0 was successfully reset.\n")
+    set_tool_output(root, "nvidia-smi", reset_out, "-r -i 00000000:00:06.0")
+    calls = tmp_path / "systemctl.calls"
+    systemctl = root / "bin" / "systemctl"  # a stand-in: records its arguments, exits with the rc file's code
+    systemctl.write_text(f'#!/bin/sh\necho "$*" >> "{calls}"\nexit $(cat "{tmp_path / "systemctl.rc"}")\n')
+    systemctl.chmod(0o755)
+    (tmp_path / "systemctl.rc").write_text("0\n")
+    rc, plain = check(config, root, "h200-01", monkeypatch, capsys, "--gpu-reset", "00000000:00:06.0")
+    assert (rc, plain["errors"]) == (0, []) and not calls.exists()  # no MIG geometry here: nothing to remake
+    (root / "etc" / "fleetspec").mkdir(parents=True)
+    (root / "etc" / "fleetspec" / "mig-parted.yaml").write_text("version: v1\n")
+    rc, mig = check(config, root, "h200-01", monkeypatch, capsys, "--gpu-reset", "00000000:00:06.0")
+    assert (rc, mig["errors"]) == (0, []) and calls.read_text() == "restart fleetspec-mig.service\n"
+    (tmp_path / "systemctl.rc").write_text("1\n")
+    rc, failed = check(config, root, "h200-01", monkeypatch, capsys, "--gpu-reset", "00000000:00:06.0")
+    assert any(e.startswith("MIG instances not remade after the GPU reset") for e in failed["errors"]), failed
+
+
+def test_reset_when_idle_on_a_mig_node_remakes_the_instances_or_stays_drained(tmp_path, monkeypatch) -> None:
+    """The row-remap reset of an idle, drained MIG node (reset_when_idle) remakes the instances
+    after nvidia-smi -r; where that fails the node stays drained with the reason."""
+    root = make_node(tmp_path / "h200-01")
+    reset_out = tmp_path / "reset.txt"
+    reset_out.write_text("GPU 00000000:00:06.0 was successfully reset.\n")
+    set_tool_output(root, "nvidia-smi", reset_out, "-r -i 00000000:00:06.0")
+    (root / "etc" / "fleetspec").mkdir(parents=True)
+    (root / "etc" / "fleetspec" / "mig-parted.yaml").write_text("version: v1\n")
+    rc_file = tmp_path / "systemctl.rc"
+    systemctl = root / "bin" / "systemctl"
+    systemctl.write_text(f'#!/bin/sh\nexit $(cat "{rc_file}")\n')
+    systemctl.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{root / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    fault = {"class": "row-remap-pending", "scope": "device", "device": "GPU 0 00000000:00:06.0",
+             "detail": "remapped rows pending", "source": "nvidia-smi", "action": "reset-when-idle"}
+    result = {"node": "h200-01", "action": "reset-when-idle", "faults": [fault]}
+    host = node_check.BoundedHost(str(root))
+    rc_file.write_text("0\n")
+    said = node_check.reset_when_idle(result, str(tmp_path / "none"), {}, host, ["IDLE", "DRAIN"], True)
+    assert said.startswith("drained while idle and reset 00000000:00:06.0"), said
+    rc_file.write_text("1\n")
+    said = node_check.reset_when_idle(result, str(tmp_path / "none"), {}, host, ["IDLE", "DRAIN"], True)
+    assert said.startswith("drained: ") and "MIG instances not remade after the GPU reset" in said, said
 
 
 def h200_xml(tmp_path: Path, recovery: str, dram_unc: int = 0, remap_unc: int = 0, pending: str = "No") -> Path:

@@ -63,3 +63,23 @@ def test_what_the_files_and_facts_cannot_say_stops_at_the_node_line(tmp_path: Pa
     with pytest.raises(ImportRefused) as refused:
         import_slurm(conf, gres, None, _facts(**facts) if facts else {}, "25.11.8", None)
     assert any(says in p.message for p in refused.value.problems), [p.message for p in refused.value.problems]
+
+
+def test_an_a100_40gb_node_imports_its_own_profiles(tmp_path: Path):
+    """The 40GB A100 is its own catalog model (#46): its 1g.5gb instances import where the
+    nodes' facts name the board ("NVIDIA A100-SXM4-40GB"), and the 80GB board's name does not
+    take them."""
+    (tmp_path / "slurm.conf").write_text(
+        "ClusterName=inference\nSlurmctldHost=ctl-01\nGresTypes=gpu\n"
+        "NodeName=a100-mig-01 CPUs=128 RealMemory=1031894 Gres=gpu:1g.5gb:16,gpu:2g.10gb:8,gpu:3g.20gb:8\n"
+        "PartitionName=inference Nodes=a100-mig-01 Default=YES MaxTime=INFINITE State=UP\n")
+    (tmp_path / "gres.conf").write_text(GRES_CONF)
+    conf, gres = tmp_path / "slurm.conf", tmp_path / "gres.conf"
+    facts = {"a100-mig-01": nvidia_facts("a100-mig-01", "NVIDIA A100-SXM4-40GB", 8)}
+    node = import_slurm(conf, gres, None, facts, "25.11.8", None).fleet.nodes[0]
+    assert (node.gpu.model, node.gpu.count) == ("a100-40gb", 8)
+    assert node.mig == (("1g.5gb", 2), ("2g.10gb", 1), ("3g.20gb", 1))
+    with pytest.raises(ImportRefused) as refused:
+        import_slurm(conf, gres, None, {"a100-mig-01": nvidia_facts("a100-mig-01", "NVIDIA A100-SXM4-80GB", 8)},
+                     "25.11.8", None)
+    assert any("has no MIG profile 1g.5gb" in p.message for p in refused.value.problems)

@@ -55,3 +55,23 @@ def test_a_time_slicing_change_is_planned_without_disruption() -> None:
     change = _nodes(make_plan(new, old))["a100-train-01"]
     assert change.disruption is D.NONE
     assert change.before == {"sharing": "not shared"} and change.after == {"sharing": "4 replicas"}
+
+
+def _model(model: str) -> Fleet:
+    text = QUICKSTART.read_text().replace("gpu: {model: h100-sxm, count: 8}", f"gpu: {{model: {model}, count: 8}}")
+    return compiled_text(text if model.startswith("h100") else text.replace("nvidia-hopper: {", "nvidia-ampere: {"))
+
+
+def test_a_state_from_before_the_a100_40gb_was_its_own_model_plans_no_replacement() -> None:
+    """Before #46 `model: a100-40gb` resolved to the catalog's a100, so a state applied then
+    says a100 for those boards. The same spec now compiles to a100-40gb: the same boards, whose
+    GRES type (a100) stays; the plan changes their labels and features and replaces nothing."""
+    old, new = _model("a100"), _model("a100-40gb")
+    plan = make_plan(new, old)
+    change = _nodes(plan)["h100-001"]
+    assert change.before == {"gpu": "a100"} and change.after == {"gpu": "a100-40gb"}
+    assert change.disruption is D.RECONFIGURE and "the node stays" in change.reason
+    assert "replace" not in plan.summary()["nodes"]
+    # a different board is still new hardware
+    assert _nodes(make_plan(_model("a100-40gb"), _model("h100-sxm")))["h100-001"].disruption is D.REPLACE
+    assert _nodes(make_plan(_model("a100"), _model("a100-40gb")))["h100-001"].disruption is D.REPLACE

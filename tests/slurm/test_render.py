@@ -360,7 +360,9 @@ def test_slinky_gres_autodetect_needs_no_vendor_library_and_sees_each_nodesets_t
     assert "nvidia_h100_80gb_hbm3" in detected_gpu_names("h100-sxm")
     assert undetected_type_names("h100", "h100-sxm") == ()
     assert undetected_type_names("mi300x", "mi300x") == ()
-    assert undetected_type_names("a100_pcie", "a100-pcie") == ("nvidia_a100-pcie-40gb", "nvidia_a100_80gb_pcie")
+    assert undetected_type_names("a100_pcie", "a100-pcie") == ("nvidia_a100_80gb_pcie",)
+    assert undetected_type_names("a100_pcie", "a100-pcie-40gb") == ("nvidia_a100-pcie-40gb",)
+    assert undetected_type_names("a100", "a100-40gb") == ()
 
 
 # --- Slurm on an RDMA fabric: memlock, PMIx, GPU-local cores, DefaultTime everywhere ---
