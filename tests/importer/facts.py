@@ -60,9 +60,9 @@ def with_tuple(data: dict[str, Any], tup: dict[str, str]) -> dict[str, Any]:
     data["nvidia"]["driver_version"] = data["nvidia"]["smi_driver_version"] = tup["driver"]
     data["cuda"]["toolkits"] = [{"components": {}, "path": "/usr/local/cuda", "version": tup["cuda"]}]
     data["cuda"]["default_toolkit"] = "/usr/local/cuda"
-    for key in ("nccl", "cudnn"):
+    for key in ("nccl", "cudnn"):  # a tuple without cuDNN: no cuDNN library on the node
         data[key]["libraries"] = [{"origin": "system", "environment": None, "version": tup[key],
-                                   "path": f"/usr/lib/x86_64-linux-gnu/lib{key}.so.{tup[key]}"}]
+                                   "path": f"/usr/lib/x86_64-linux-gnu/lib{key}.so.{tup[key]}"}] if key in tup else []
     return data
 
 
