@@ -175,19 +175,40 @@ def declines(fleet: Fleet, default: str) -> bool:
 def _adopt_conf(text: str, adopted: Adoption | None) -> str:
     """slurm.conf with the adopted cluster's values: each replaces fleetspec's line of that
     key in place, a key the site leaves unset (None) is not written, and the site's keys
-    fleetspec does not write follow under a comment."""
+    fleetspec does not write follow under a comment. A comment says why the settings below
+    it (up to the next comment or blank line) are there: when none of them is written, the
+    comment goes too (an adopted cluster without ``SwitchType=switch/nvidia_imex`` gets no
+    "one IMEX channel per job")."""
     if adopted is None or not adopted.conf:
         return text
     pinned = {k.lower(): (k, v) for k, v in adopted.conf}
-    lines = []
+    rows: list[tuple[str, str | None]] = []  # (kind: comment, blank, setting, dropped; the line)
     for line in text.splitlines():
         key = line.split("=", 1)[0] if "=" in line and not line.startswith("#") else None
-        if key is not None and " " not in key and key.lower() in pinned:
+        if line.startswith("#") or not line.strip():
+            rows.append(("comment" if line.strip() else "blank", line))
+        elif key is not None and " " not in key and key.lower() in pinned:
             k, v = pinned.pop(key.lower())
-            if v is not None:
-                lines.append(f"{k}={v}")
+            rows.append(("dropped", None) if v is None else ("setting", f"{k}={v}"))
         else:
-            lines.append(line)
+            rows.append(("setting", line))
+    lines: list[str] = []
+    i = 0
+    while i < len(rows):
+        j = i
+        while j < len(rows) and rows[j][0] == "comment":
+            j += 1
+        k = j
+        while k < len(rows) and rows[k][0] in ("setting", "dropped"):
+            k += 1
+        under = [kind for kind, _ in rows[j:k]]
+        if j > i and under and "setting" not in under:  # a comment whose settings all went
+            if lines and not lines[-1].strip() and (k == len(rows) or rows[k][0] == "blank"):
+                lines.pop()  # and its paragraph with it
+            i = k
+            continue
+        lines += [line for kind, line in rows[i:max(k, i + 1)] if kind != "dropped" and line is not None]
+        i = max(k, i + 1)
     rest = [f"{k}={v}" for k, v in pinned.values() if v is not None]
     if rest:
         lines += ["", "# The adopted cluster's own values (spec.slurm.adopted.conf)", *rest]
