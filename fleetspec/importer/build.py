@@ -35,7 +35,7 @@ from fleetspec.importer.slurm_files import (
     read_topology_yaml,
 )
 from fleetspec.node_side.hostlist import compress, expand, is_valid_hostname
-from fleetspec.spec.model import SLURM_CLUSTER, SLURM_FEATURE, SLURM_PARTITION
+from fleetspec.spec.model import SITE_GRES, SLURM_CLUSTER, SLURM_FEATURE, SLURM_PARTITION
 
 _DNS = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 _FEATURE = re.compile(SLURM_FEATURE)
@@ -234,6 +234,7 @@ class _Builder:
         self.site_models: dict[str, dict[str, Any]] = {}
         self.blocks: list[Block] = []
         self.other_gres: dict[str, dict[str, int]] = {}  # host -> mps/shard counts
+        self.site_gres: dict[str, list[str]] = {}  # host -> GPU GRES no catalog model describes (_site_gres)
         self.kept: dict[str, str] = {}  # keys fleetspec manages, at the site's value (keep.py)
         self.dropped: set[str] = set()  # keys the target release no longer takes
         self._declared_warned: set[str] = set()
@@ -364,6 +365,8 @@ class _Builder:
                 entries.append((parts[1], 1))
             else:
                 self.problems.append(Problem(pair.value_at, f"Gres={item}: not 'gpu:COUNT' or 'gpu:TYPE:COUNT'"))
+        if entries and self._site_gres(rec, entries, pair):  # type: ignore[arg-type]
+            return None  # a CPU node group that keeps the site's GRES
         if not entries and rec.name in self.other_gres:
             self.problems.append(Problem(pair.value_at, f"{rec.name} has {pair.value} but no GPU: MPS and shards "  # type: ignore[union-attr]
                                          "share GPUs. Declare its GPUs (gpu:TYPE:N)"))
@@ -501,6 +504,26 @@ class _Builder:
                                          f"{arch}, {entry['memory_gb']} GB); no sourced facts check its stack "
                                          "(rule site-gpu-model)", "warning"))
         return gpu_id
+
+    def _site_gres(self, rec: NodeRecord, entries: list[tuple[str | None, int]], pair: Pair) -> bool:
+        """Whether the node's GPU GRES are a GPU no catalog model describes and its facts
+        cannot see (HAL9000's Intel iGPU, ``gpu:iris:1``: the collector reads NVIDIA and AMD
+        GPUs only). Real Slurm schedules it, so the import keeps it as the site's own
+        (``cpu_nodes[].site_gres``), written back as is, with a warning: fleetspec installs
+        and verifies no stack on it. An untyped GPU, a catalog type or a MIG profile is none."""
+        facts = self.facts.get(rec.name)
+        if facts is None or factdoc.gpu_names(facts) or rec.name in self.other_gres:
+            return False
+        if any(t is None or self.catalog.gpu(t) is not None or catalog_mig.PROFILE.match(t)
+               or not re.match(SITE_GRES, f"gpu:{t}:{n}") for t, n in entries):
+            return False
+        self.site_gres[rec.name] = [f"gpu:{t}:{n}" for t, n in entries]
+        self.warnings.append(Problem(pair.value_at, f"{rec.name}: Gres={pair.value} names a GPU no catalog model "
+                                     "describes, and the node's facts report no NVIDIA or AMD GPU (the collector "
+                                     "reads those only): kept as the site's own GRES (cpu_nodes site_gres) and "
+                                     "written back as is. fleetspec manages no driver or stack on it, and verify "
+                                     "does not check it", "warning"))
+        return True
 
     def _gpu_gres(self, host: str) -> list[GresLine]:
         """gres.conf's ``Name=gpu`` lines that apply to ``host`` (its own and those for every
@@ -660,6 +683,8 @@ class _Builder:
                 out["other_gres"] = dict(sorted(self.other_gres[rec.name].items()))
             if rec.name in self.group_partition:
                 out["partition"] = self.group_partition[rec.name]
+        elif rec.name in self.site_gres:
+            out["site_gres"] = list(self.site_gres[rec.name])
         cpus = a.get("CPUs") or a.get("Procs")
         if "CPUs" in a and "Procs" in a:
             self.warnings.append(Problem(a["Procs"].key_at, f"Procs={a['Procs'].value} beside CPUs={a['CPUs'].value}"

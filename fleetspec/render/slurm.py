@@ -370,7 +370,8 @@ def render_slurm_conf(fleet: Fleet, topology: TopologyPlan | None = None) -> str
         f"SchedulerParameters={','.join(scheduler_parameters(fleet) + _prolog_requeue(fleet))}",
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core_Memory",
-        *([f"GresTypes={','.join(gres_types(fleet))}"] if slurm_nodes(fleet) else []),  # none: CPU nodes only
+        *([f"GresTypes={','.join(gres_types(fleet))}"]  # none: CPU nodes only, without a site's GPU GRES
+          if slurm_nodes(fleet) or any(n.site_gres for n in fleet.cpu_nodes) else []),
         "EnforcePartLimits=ALL",
         "ReturnToService=1",
         f"MpiDefault={MPI_DEFAULT}",
@@ -482,7 +483,10 @@ def _node_lines(fleet: Fleet) -> list[str]:
         fields = " ".join(f"{k}={v}" for k, v in attrs)  # type: ignore[union-attr]
         lines.append(f"NodeName={compress(hosts)} {fields}{_unknown_state(attrs)}")
     if fleet.cpu_nodes:
-        lines.append("# Nodes without GPUs (login, service, CPU partitions): no GRES.")
+        lines.append("# Nodes without GPUs (login, service, CPU partitions): no GRES."
+                     if not any(n.site_gres for n in fleet.cpu_nodes) else
+                     "# Nodes without GPUs fleetspec manages (login, service, CPU partitions); a GPU no catalog\n"
+                     "# model describes keeps the site's GRES (site_gres), with no stack from fleetspec.")
     for attrs, hosts in grouped(fleet.cpu_nodes, lambda n: _cpu_attributes(n, own) + extra.get(n.hostname, ())):
         fields = " ".join(f"{k}={v}" for k, v in attrs)  # type: ignore[union-attr]
         lines.append(f"NodeName={compress(hosts)} {fields}{_unknown_state(attrs)}".replace("  ", " "))
@@ -503,6 +507,8 @@ def _cpu_attributes(node: CpuNode, site_features: bool = False) -> tuple[tuple[s
         real_memory_mb(node.memory_gb) if node.memory_gb is not None else None)
     if memory is not None:
         attrs.append(("RealMemory", str(memory)))
+    if node.site_gres:
+        attrs.append(("Gres", ",".join(node.site_gres)))
     features = node.features if site_features else tuple(dict.fromkeys((node.rack, *node.features)))
     if features:
         attrs.append(("Features", ",".join(features)))
