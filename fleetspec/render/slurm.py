@@ -914,7 +914,10 @@ def render_slinky_values(fleet: Fleet) -> str:
         config.update(dict(site.partition_settings(fleet, p.name)))
         partitions[p.name] = {"enabled": True, "nodesets": [m[0] for m in members], "configMap": config}
     values: dict[str, object] = {
-        "clusterName": fleet.name,
+        # The chart's clusterName becomes the Controller's spec.clusterName (slinky.slurm.net
+        # Controller CRD v1beta1: "The Slurm ClusterName"); unset, the chart derives one from
+        # the Controller object, so it is always written: the spec's cluster name, as native.
+        "clusterName": cluster_name(fleet),
         "configFiles": _slinky_config_files(fleet),
         "controller": {
             # Every Slurm image at the spec's series (the chart defaults to its own).

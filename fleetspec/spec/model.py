@@ -640,7 +640,8 @@ class Slurm(_Model):
     controllers: Hostlist
     cluster_name: SlurmClusterName | None = Field(
         default=None, description="ClusterName as the site wrote it (HAL9000_v2), where it is no DNS label; "
-                                  "default metadata.name. slurmctld and slurmdbd see it lower-cased")
+                                  "default metadata.name. slurmctld and slurmdbd see it lower-cased; in Slinky "
+                                  "mode the slurm chart's clusterName (the Controller's spec.clusterName)")
     accounting: Accounting | None = None
     containers: Literal["none", "pyxis"] = "none"
     pyxis: Pyxis | None = None
@@ -673,16 +674,6 @@ class Slurm(_Model):
         problem = state_path_problem(value)
         if problem:
             raise ValueError(problem)
-        return value
-
-    @field_validator("cluster_name")
-    @classmethod
-    def _native_cluster_name(cls, value: str | None, info: ValidationInfo) -> str | None:
-        # Slinky's chart takes metadata.name as its clusterName; an adopted name is for
-        # native Slurm's slurm.conf only (import writes it there).
-        if value is not None and info.data.get("mode") == "slinky":
-            raise ValueError("cluster_name is for native Slurm (slurm.conf's ClusterName); Slinky's chart "
-                             "names the cluster after metadata.name: remove cluster_name")
         return value
 
 
