@@ -203,12 +203,12 @@ def _adopt_conf(text: str, adopted: Adoption | None) -> str:
             k += 1
         under = [kind for kind, _ in rows[j:k]]
         if j > i and under and "setting" not in under:  # a comment whose settings all went
-            if lines and not lines[-1].strip() and (k == len(rows) or rows[k][0] == "blank"):
-                lines.pop()  # and its paragraph with it
             i = k
             continue
         lines += [line for kind, line in rows[i:max(k, i + 1)] if kind != "dropped" and line is not None]
         i = max(k, i + 1)
+    # A paragraph left empty leaves one blank line, not two (the render writes no two in a row).
+    lines = [line for n, line in enumerate(lines) if line.strip() or not n or lines[n - 1].strip()]
     rest = [f"{k}={v}" for k, v in pinned.values() if v is not None]
     if rest:
         lines += ["", "# The adopted cluster's own values (spec.slurm.adopted.conf)", *rest]

@@ -534,6 +534,12 @@ def test_an_adopted_render_without_the_imex_switch_has_no_imex_comment():
     gone = own.splitlines()[at - 2:at + 1]
     assert gone[0] == "" and gone[1].startswith("# NVL72 racks")
     assert adopted.splitlines() == own.splitlines()[:at - 2] + own.splitlines()[at + 1:]
+    # A paragraph whose only setting went (quickstart's lone TopologyPlugin line) leaves one
+    # blank line, not two.
+    quick = fleets.quickstart()
+    assert "\nTopologyPlugin=topology/tree\n\n" in render_slurm_conf(quick)
+    flat = dataclasses.replace(quick.site or SiteSettings(), adoption=Adoption(conf=(("TopologyPlugin", None),)))
+    assert "\n\n\n" not in render_slurm_conf(dataclasses.replace(quick, site=flat))
     # A key the site keeps at its own value keeps fleetspec's comment above it.
     kept = render_slurm_conf(dataclasses.replace(fleet, site=dataclasses.replace(
         site, adoption=Adoption(conf=(("SwitchType", "switch/nvidia_imex"),)))))
