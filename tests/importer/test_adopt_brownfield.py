@@ -439,7 +439,7 @@ def test_taking_a_proposal_plans_as_a_change_with_its_disruption(tmp_path: Path)
 def test_a_jetsons_render_device_a_node_without_gres_conf_lines_and_the_cluster_name_stay_as_written(
         tmp_path: Path) -> None:
     """A home lab modelled on brownfield/hal9000-homelab-2026 (its ClusterName, slurm.conf and
-    gres.conf, without the Intel iGPU node, which no facts describe): gres.conf names only the
+    gres.conf, without the Intel iGPU node: the case itself adopts above, the iGPU as site_gres): gres.conf names only the
     Orin's /dev/dri/renderD128 and nothing for the Nano, and ClusterName=HAL9000_v2 is no DNS
     label. The render keeps all three as written (fleetspec's own would invent /dev/nvidia0 for
     both GPUs); a real slurmctld knows the cluster as hal9000_v2, as on the site's file, and the
