@@ -104,7 +104,7 @@ def test_schema_is_json_schema_for_editors():
 def test_catalog_lists_required_models():
     data = json.loads(run("catalog", "--format", "json").stdout)
     ids = {g["id"] for g in data["gpus"]} | {a for g in data["gpus"] for a in g["aliases"]}
-    for model in ["v100", "a100", "h100", "h100-sxm", "h200", "gh200", "b200", "gb200", "b300", "gb300", "l40s", "mi250x", "mi300x", "mi325x", "mi350x", "mi355x"]:
+    for model in ["v100", "a100", "h100", "h100-sxm", "h200", "gh200", "b200", "gb200", "b300", "gb300", "l40", "l40s", "mi250x", "mi300x", "mi325x", "mi350x", "mi355x"]:
         assert model in ids
     assert all(g["sources"] for g in data["gpus"])
 

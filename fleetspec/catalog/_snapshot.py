@@ -3,13 +3,14 @@
 this is used only while CHECKSUM matches the YAML's bytes (fleetspec.catalog.catalog_data).
 """
 
-CHECKSUM = 0xfeeaff3b
+CHECKSUM = 0xa73b9fa1
 
 DATA = {'sources': {'CUDA_RN': 'https://docs.nvidia.com/cuda/archive/13.2.2/cuda-toolkit-release-notes/index.html',
                     'CUDA_FEAT': 'https://docs.nvidia.com/cuda/cuda-features-archive/index.html',
                     'MINORCOMPAT': 'https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html',
                     'CC': 'https://developer.nvidia.com/cuda-gpus',
                     'CC_LEGACY': 'https://developer.nvidia.com/cuda-legacy-gpus',
+                    'L40_DS': 'https://www.nvidia.com/en-us/data-center/l40/',
                     'ARCHMAT': 'https://docs.nvidia.com/datacenter/tesla/drivers/cuda-toolkit-driver-and-architecture-matrix.html',
                     'MIG': 'https://docs.nvidia.com/datacenter/tesla/mig-user-guide/610/supported-gpus.html',
                     'MIG_PROFILES': 'https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html',
@@ -186,6 +187,16 @@ DATA = {'sources': {'CUDA_RN': 'https://docs.nvidia.com/cuda/archive/13.2.2/cuda
                                      'min_driver': '520.61.05',
                                      'unconfirmed': ['memory_gb'],
                                      'source': ['CC', 'ARCHMAT', 'CUDA_RN']},
+                            'l40': {'name': 'L40',
+                                    'generation': 'ada',
+                                    'compute_capability': '8.9',
+                                    'interconnect': 'pcie',
+                                    'memory_gb': 48,
+                                    'gres': 'l40',
+                                    'smi_names': ['NVIDIA L40'],
+                                    'min_cuda': '11.8',
+                                    'min_driver': '520.61.05',
+                                    'source': ['L40_DS', 'CC', 'ARCHMAT', 'CUDA_RN']},
                             'h100-sxm': {'name': 'H100 SXM5',
                                          'aliases': ['h100', 'h100-sxm5', 'h100-80gb', 'h100-sxm5-80gb'],
                                          'ambiguous_aliases': {'h100-80gb': ['h100-pcie']},

@@ -140,13 +140,21 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
                 ))
         for g_i, cpu_group in enumerate(rack.cpu_nodes):
             group_path = rack_path + ("cpu_nodes", g_i)
+            for s_i, item in enumerate(cpu_group.site_gres):
+                known = catalog.gpu(item.split(":")[1])
+                if known is not None:  # a GPU fleetspec models is a GPU node group, stack and all
+                    findings.append(Finding(
+                        "schema", Severity.ERROR,
+                        f"site_gres {item} names the catalog's {known.id}: declare these nodes as a GPU node group "
+                        f"(nodes: with gpu: {{model: {known.id}}}) so fleetspec installs and verifies their stack",
+                        group_path + ("site_gres", s_i)))
             for host in _expand(cpu_group.hosts, group_path + ("hosts",), findings, budget) or ():
                 if not _claim(host, group_path, first_seen, findings):
                     continue
                 cpu_nodes.append(ir.CpuNode(
                     host, rack.name, cpu_group.cpus, cpu_group.sockets, cpu_group.cores_per_socket,
                     cpu_group.threads_per_core, cpu_group.memory_gb, cpu_group.real_memory_mb,
-                    tuple(cpu_group.features), group_path))
+                    tuple(cpu_group.features), group_path, tuple(cpu_group.site_gres)))
         racks.append(ir.Rack(rack.name, rack.leaf, rack.nvlink_domain == "rack", tuple(rack_nodes), rack_path))
 
     site_types = {ref.gres for r in body.racks for g in r.nodes for ref in (g.gpu, *g.other_gpus) if ref.gres}

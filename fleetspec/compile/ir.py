@@ -143,6 +143,7 @@ class CpuNode:
     real_memory_mb: int | None = None
     features: tuple[str, ...] = ()
     path: SpecPath = _loc()
+    site_gres: tuple[str, ...] = _optional(())  # GPUs no catalog model describes, as the site wrote them
 
 
 @dataclass(frozen=True, slots=True)

@@ -118,7 +118,7 @@ def check_partitions(nodes: tuple, partitions: tuple, findings: list[Finding]) -
     need no such rule: a job asks for a type, and any node with it serves.)"""
     by_host = {n.hostname: n for n in nodes}
     for p in partitions:
-        if p.scheduler != "kubernetes" or not p.generated:  # quotas are per generated partition
+        if p.scheduler != "kubernetes":  # quotas are per Kubernetes partition
             continue
         members = [by_host[h] for h in p.nodes if h in by_host]
         geometries = {(n.mig, n.time_slicing) for n in members}

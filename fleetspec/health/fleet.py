@@ -50,9 +50,12 @@ class FleetHealth:
         return not self.quarantined and not self.unknown
 
     def rows(self) -> list[dict[str, Any]]:
+        # superseded: kernel-log lines a live reading overrules (classify.supersede), shown as
+        # the evidence they are: they give no action.
         rows = [{"node": h, "status": v.get("status", "unknown"), "action": v.get("action", "none"),
-                 "faults": v.get("faults", []), "errors": v.get("errors", [])} for h, v in self.verdicts.items()]
-        rows += [{"node": h, "status": "unknown", "action": "none", "faults": [], "errors": [why]}
+                 "faults": v.get("faults", []), "errors": v.get("errors", []),
+                 "superseded": v.get("superseded", [])} for h, v in self.verdicts.items()]
+        rows += [{"node": h, "status": "unknown", "action": "none", "faults": [], "errors": [why], "superseded": []}
                  for h, why in self.unknown.items()]
         return sorted(rows, key=lambda r: (STATUS_ORDER.index(r["status"]) if r["status"] in STATUS_ORDER else 9,
                                            r["node"]))
@@ -61,6 +64,7 @@ class FleetHealth:
 MAX_VERDICT_BYTES = 16 * 1024 * 1024  # one node's verdict is a few kilobytes
 MAX_REPORT_BYTES = 1024 * 1024 * 1024  # a fleet's report (plan --health): as a state or a saved plan
 FAULT_TEXT = ("class", "device", "detail", "action")
+SUPERSEDED_TEXT = ("class", "device", "detail", "by")  # a fault a live reading overrules, and that reading
 
 
 def verdict_problem(data: Any) -> str | None:
@@ -78,6 +82,10 @@ def verdict_problem(data: Any) -> str | None:
         return "faults must be a list of records with class, device, detail and action strings"
     if not isinstance(errors, list) or not all(isinstance(e, str) for e in errors):
         return "errors must be a list of strings"
+    superseded = data.get("superseded", [])
+    if not isinstance(superseded, list) or not all(
+            isinstance(f, dict) and all(isinstance(f.get(k), str) for k in SUPERSEDED_TEXT) for f in superseded):
+        return "superseded must be a list of records with class, device, detail and by strings"
     return None
 
 
@@ -216,6 +224,7 @@ def to_text(health: FleetHealth) -> str:
         if row["errors"] and row["status"] == "unknown":
             faults = row["errors"][0]
         lines.append(f"{row['node']:<20} {row['status']:<9} {row['action']:<18} {faults}")
+        lines += [f"{'':<20} {'':<9} {'superseded':<18} {_superseded(f)}" for f in row["superseded"]]
     q = health.quarantined
     lines.append(f"{len(health.verdicts) + len(health.unknown)} nodes: {len(q)} quarantined"
                  f"{' (' + ', '.join(sorted(q)) + ')' if q else ''}, {len(health.unknown)} without a verdict")
@@ -229,7 +238,8 @@ def to_junit(health: FleetHealth) -> str:
                        errors=str(sum(r["status"] == "unknown" for r in rows)))
     for row in rows:
         case = ET.SubElement(suite, "testcase", classname=f"health.{health.fleet}", name=row["node"])
-        detail = "\n".join(f"{f['action']} {f['class']} {f['device']}: {f['detail']}" for f in row["faults"])
+        detail = "\n".join([*(f"{f['action']} {f['class']} {f['device']}: {f['detail']}" for f in row["faults"]),
+                            *(f"superseded {_superseded(f)}" for f in row["superseded"])])
         if row["status"] == "unknown":
             ET.SubElement(case, "error", message="; ".join(row["errors"]) or "no verdict")
         elif row["action"] != "none":
@@ -239,3 +249,8 @@ def to_junit(health: FleetHealth) -> str:
             ET.SubElement(case, "system-out").text = detail
     xml_safe_tree(suite)  # a control character from a node would make the report unreadable XML
     return ET.tostring(suite, encoding="unicode") + "\n"
+
+
+def _superseded(fault: dict[str, Any]) -> str:
+    """A superseded kernel-log line and the live reading that overrules it."""
+    return f"{fault['class']} {fault['device']}: {fault['detail']} [{fault['by']}]"

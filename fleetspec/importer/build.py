@@ -35,7 +35,7 @@ from fleetspec.importer.slurm_files import (
     read_topology_yaml,
 )
 from fleetspec.node_side.hostlist import compress, expand, is_valid_hostname
-from fleetspec.spec.model import SLURM_CLUSTER, SLURM_FEATURE, SLURM_PARTITION
+from fleetspec.spec.model import SITE_GRES, SLURM_CLUSTER, SLURM_FEATURE, SLURM_PARTITION
 
 _DNS = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 _FEATURE = re.compile(SLURM_FEATURE)
@@ -234,10 +234,12 @@ class _Builder:
         self.site_models: dict[str, dict[str, Any]] = {}
         self.blocks: list[Block] = []
         self.other_gres: dict[str, dict[str, int]] = {}  # host -> mps/shard counts
+        self.site_gres: dict[str, list[str]] = {}  # host -> GPU GRES no catalog model describes (_site_gres)
         self.kept: dict[str, str] = {}  # keys fleetspec manages, at the site's value (keep.py)
         self.dropped: set[str] = set()  # keys the target release no longer takes
         self._declared_warned: set[str] = set()
         self.site_cluster_name: str | None = None  # ClusterName where it is no DNS label (_cluster_name)
+        self.group_partition: dict[str, str] = {}  # host -> a site partition with a generated name (_named_like_generated)
         # gres.conf's GPU lines by host, in file order: a node's lines are looked up per node,
         # and scanning every line's hosts for each node grew as nodes x lines (#45 item 3).
         self._gpu_gres_for: dict[str, list[int]] = {}
@@ -263,6 +265,7 @@ class _Builder:
         stacks, stack_of = self._stacks([h for h, g in gpus.items() if g is not None])
         os_name = self._one_of("OS", factdoc.os_name, "nothing else: the OS comes from the facts (os.id, os.version_id)")
         version = slurm_version or self._one_of("Slurm release", factdoc.slurm_version, "--slurm-version")
+        self.group_partition = self._named_like_generated(stack_of)
         racks = self._racks(gpus, stack_of)
         slurm: dict[str, Any] = {"version": version or "0", "controllers": self._controllers()}
         if self.site_cluster_name:
@@ -362,6 +365,8 @@ class _Builder:
                 entries.append((parts[1], 1))
             else:
                 self.problems.append(Problem(pair.value_at, f"Gres={item}: not 'gpu:COUNT' or 'gpu:TYPE:COUNT'"))
+        if entries and self._site_gres(rec, entries, pair):  # type: ignore[arg-type]
+            return None  # a CPU node group that keeps the site's GRES
         if not entries and rec.name in self.other_gres:
             self.problems.append(Problem(pair.value_at, f"{rec.name} has {pair.value} but no GPU: MPS and shards "  # type: ignore[union-attr]
                                          "share GPUs. Declare its GPUs (gpu:TYPE:N)"))
@@ -499,6 +504,26 @@ class _Builder:
                                          f"{arch}, {entry['memory_gb']} GB); no sourced facts check its stack "
                                          "(rule site-gpu-model)", "warning"))
         return gpu_id
+
+    def _site_gres(self, rec: NodeRecord, entries: list[tuple[str | None, int]], pair: Pair) -> bool:
+        """Whether the node's GPU GRES are a GPU no catalog model describes and its facts
+        cannot see (HAL9000's Intel iGPU, ``gpu:iris:1``: the collector reads NVIDIA and AMD
+        GPUs only). Real Slurm schedules it, so the import keeps it as the site's own
+        (``cpu_nodes[].site_gres``), written back as is, with a warning: fleetspec installs
+        and verifies no stack on it. An untyped GPU, a catalog type or a MIG profile is none."""
+        facts = self.facts.get(rec.name)
+        if facts is None or factdoc.gpu_names(facts) or rec.name in self.other_gres:
+            return False
+        if any(t is None or self.catalog.gpu(t) is not None or catalog_mig.PROFILE.match(t)
+               or not re.match(SITE_GRES, f"gpu:{t}:{n}") for t, n in entries):
+            return False
+        self.site_gres[rec.name] = [f"gpu:{t}:{n}" for t, n in entries]
+        self.warnings.append(Problem(pair.value_at, f"{rec.name}: Gres={pair.value} names a GPU no catalog model "
+                                     "describes, and the node's facts report no NVIDIA or AMD GPU (the collector "
+                                     "reads those only): kept as the site's own GRES (cpu_nodes site_gres) and "
+                                     "written back as is. fleetspec manages no driver or stack on it, and verify "
+                                     "does not check it", "warning"))
+        return True
 
     def _gpu_gres(self, host: str) -> list[GresLine]:
         """gres.conf's ``Name=gpu`` lines that apply to ``host`` (its own and those for every
@@ -656,6 +681,10 @@ class _Builder:
                 out["other_gpus"] = [_gpu_ref(m, c, g) for m, c, g in gpu.others]
             if rec.name in self.other_gres:
                 out["other_gres"] = dict(sorted(self.other_gres[rec.name].items()))
+            if rec.name in self.group_partition:
+                out["partition"] = self.group_partition[rec.name]
+        elif rec.name in self.site_gres:
+            out["site_gres"] = list(self.site_gres[rec.name])
         cpus = a.get("CPUs") or a.get("Procs")
         if "CPUs" in a and "Procs" in a:
             self.warnings.append(Problem(a["Procs"].key_at, f"Procs={a['Procs'].value} beside CPUs={a['CPUs'].value}"
@@ -763,7 +792,7 @@ class _Builder:
                 continue
             entry: dict[str, Any] = {}
             members = [h for h in (part.nodes or []) if h in imported]
-            if members:
+            if members and name not in self.group_partition.values():  # else its node groups name it
                 entry["nodes"] = compress(members)
             default = part.attrs.get("Default")
             if default is not None and default.value.upper() == "YES":
@@ -780,6 +809,42 @@ class _Builder:
                 entry["allow_mixed_generations"] = True
             out[name] = entry
         return out
+
+    def _named_like_generated(self, stack_of: dict[str, str]) -> dict[str, str]:
+        """host -> X for a site partition X that bears the name fleetspec generates for its
+        GPU nodes (``nvidia-hopper``: a cluster fleetspec rendered, or a site that chose the
+        same name). Its node groups name it (``partition: X``), as the generated one would
+        otherwise be built from them and clash with the site's. A partition with that name
+        but other members is a problem at its line: fleetspec would build its own X too."""
+        generated: dict[str, set[str]] = defaultdict(set)
+        for host in stack_of:
+            name = self._generated_name(host)
+            if name:
+                generated[name].add(host)
+        out: dict[str, str] = {}
+        for name, part in self.conf.partitions.items():
+            hosts = generated.get(name)
+            if not hosts:
+                continue
+            members = set(part.nodes or [])
+            if members == hosts:
+                out.update(dict.fromkeys(sorted(hosts), name))
+                continue
+            self.problems.append(Problem(part.at, f"partition {name} has the name fleetspec generates for the "
+                                         f"{compress(sorted(hosts))} nodes (vendor-generation), but other members "
+                                         f"({compress(sorted(members)) or 'none'}): the spec would hold two partitions "
+                                         f"{name}. Rename the partition (and the jobs' --partition), or make its "
+                                         "members exactly those nodes"))
+        return out
+
+    def _generated_name(self, host: str) -> str | None:
+        """The partition fleetspec would generate for ``host`` (compile.partitions.generated_name):
+        vendor-generation, with the CPU architecture where it is not x86_64."""
+        base = self._generation(host)
+        gpu = self.gpus.get(host)
+        model = self.catalog.gpu(gpu.model) if gpu is not None and gpu.model not in self.site_models else None
+        arch = model.cpu_arch if model is not None else "x86_64"
+        return base if base is None or arch == "x86_64" else f"{base}-{arch}"
 
     def _generation(self, host: str) -> str | None:
         gpu = self.gpus.get(host)

@@ -89,8 +89,10 @@ def cluster_gpu_nodes(fleet: Fleet) -> tuple[Node, ...]:
 
 
 def kubernetes_partitions(fleet: Fleet) -> tuple[Partition, ...]:
-    """Partitions whose GPUs Kubernetes allocates: the generated, Kubernetes-owned ones."""
-    return tuple(p for p in fleet.partitions if p.scheduler == "kubernetes" and p.generated)
+    """Partitions whose GPUs Kubernetes allocates: every Kubernetes-owned one, generated
+    (``nvidia-blackwell``) or named by its node groups (``partition: b200-pool``). Extra
+    partitions (``slurm.partitions.<name>.nodes``) are Slurm's only."""
+    return tuple(p for p in fleet.partitions if p.scheduler == "kubernetes")
 
 
 def slinky_mode(fleet: Fleet) -> bool:

@@ -175,19 +175,40 @@ def declines(fleet: Fleet, default: str) -> bool:
 def _adopt_conf(text: str, adopted: Adoption | None) -> str:
     """slurm.conf with the adopted cluster's values: each replaces fleetspec's line of that
     key in place, a key the site leaves unset (None) is not written, and the site's keys
-    fleetspec does not write follow under a comment."""
+    fleetspec does not write follow under a comment. A comment says why the settings below
+    it (up to the next comment or blank line) are there: when none of them is written, the
+    comment goes too (an adopted cluster without ``SwitchType=switch/nvidia_imex`` gets no
+    "one IMEX channel per job")."""
     if adopted is None or not adopted.conf:
         return text
     pinned = {k.lower(): (k, v) for k, v in adopted.conf}
-    lines = []
+    rows: list[tuple[str, str | None]] = []  # (kind: comment, blank, setting, dropped; the line)
     for line in text.splitlines():
         key = line.split("=", 1)[0] if "=" in line and not line.startswith("#") else None
-        if key is not None and " " not in key and key.lower() in pinned:
+        if line.startswith("#") or not line.strip():
+            rows.append(("comment" if line.strip() else "blank", line))
+        elif key is not None and " " not in key and key.lower() in pinned:
             k, v = pinned.pop(key.lower())
-            if v is not None:
-                lines.append(f"{k}={v}")
+            rows.append(("dropped", None) if v is None else ("setting", f"{k}={v}"))
         else:
-            lines.append(line)
+            rows.append(("setting", line))
+    lines: list[str] = []
+    i = 0
+    while i < len(rows):
+        j = i
+        while j < len(rows) and rows[j][0] == "comment":
+            j += 1
+        k = j
+        while k < len(rows) and rows[k][0] in ("setting", "dropped"):
+            k += 1
+        under = [kind for kind, _ in rows[j:k]]
+        if j > i and under and "setting" not in under:  # a comment whose settings all went
+            i = k
+            continue
+        lines += [line for kind, line in rows[i:max(k, i + 1)] if kind != "dropped" and line is not None]
+        i = max(k, i + 1)
+    # A paragraph left empty leaves one blank line, not two (the render writes no two in a row).
+    lines = [line for n, line in enumerate(lines) if line.strip() or not n or lines[n - 1].strip()]
     rest = [f"{k}={v}" for k, v in pinned.values() if v is not None]
     if rest:
         lines += ["", "# The adopted cluster's own values (spec.slurm.adopted.conf)", *rest]
@@ -349,7 +370,8 @@ def render_slurm_conf(fleet: Fleet, topology: TopologyPlan | None = None) -> str
         f"SchedulerParameters={','.join(scheduler_parameters(fleet) + _prolog_requeue(fleet))}",
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core_Memory",
-        *([f"GresTypes={','.join(gres_types(fleet))}"] if slurm_nodes(fleet) else []),  # none: CPU nodes only
+        *([f"GresTypes={','.join(gres_types(fleet))}"]  # none: CPU nodes only, without a site's GPU GRES
+          if slurm_nodes(fleet) or any(n.site_gres for n in fleet.cpu_nodes) else []),
         "EnforcePartLimits=ALL",
         "ReturnToService=1",
         f"MpiDefault={MPI_DEFAULT}",
@@ -461,7 +483,10 @@ def _node_lines(fleet: Fleet) -> list[str]:
         fields = " ".join(f"{k}={v}" for k, v in attrs)  # type: ignore[union-attr]
         lines.append(f"NodeName={compress(hosts)} {fields}{_unknown_state(attrs)}")
     if fleet.cpu_nodes:
-        lines.append("# Nodes without GPUs (login, service, CPU partitions): no GRES.")
+        lines.append("# Nodes without GPUs (login, service, CPU partitions): no GRES."
+                     if not any(n.site_gres for n in fleet.cpu_nodes) else
+                     "# Nodes without GPUs fleetspec manages (login, service, CPU partitions); a GPU no catalog\n"
+                     "# model describes keeps the site's GRES (site_gres), with no stack from fleetspec.")
     for attrs, hosts in grouped(fleet.cpu_nodes, lambda n: _cpu_attributes(n, own) + extra.get(n.hostname, ())):
         fields = " ".join(f"{k}={v}" for k, v in attrs)  # type: ignore[union-attr]
         lines.append(f"NodeName={compress(hosts)} {fields}{_unknown_state(attrs)}".replace("  ", " "))
@@ -482,6 +507,8 @@ def _cpu_attributes(node: CpuNode, site_features: bool = False) -> tuple[tuple[s
         real_memory_mb(node.memory_gb) if node.memory_gb is not None else None)
     if memory is not None:
         attrs.append(("RealMemory", str(memory)))
+    if node.site_gres:
+        attrs.append(("Gres", ",".join(node.site_gres)))
     features = node.features if site_features else tuple(dict.fromkeys((node.rack, *node.features)))
     if features:
         attrs.append(("Features", ",".join(features)))
@@ -887,7 +914,10 @@ def render_slinky_values(fleet: Fleet) -> str:
         config.update(dict(site.partition_settings(fleet, p.name)))
         partitions[p.name] = {"enabled": True, "nodesets": [m[0] for m in members], "configMap": config}
     values: dict[str, object] = {
-        "clusterName": fleet.name,
+        # The chart's clusterName becomes the Controller's spec.clusterName (slinky.slurm.net
+        # Controller CRD v1beta1: "The Slurm ClusterName"); unset, the chart derives one from
+        # the Controller object, so it is always written: the spec's cluster name, as native.
+        "clusterName": cluster_name(fleet),
         "configFiles": _slinky_config_files(fleet),
         "controller": {
             # Every Slurm image at the spec's series (the chart defaults to its own).

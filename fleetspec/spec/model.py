@@ -374,9 +374,17 @@ class NodeGroup(_Model):
         return self
 
 
+# A GPU the site schedules that fleetspec models no stack for (an Intel iGPU: gpu:iris:1),
+# as slurm.conf(5) writes a typed GRES: gpu:TYPE:COUNT. Only gpu: other GRES names need
+# gres.conf lines fleetspec does not write, and mps/shard share GPUs it manages.
+SITE_GRES = r"^gpu:[a-z0-9][a-z0-9_.-]{0,62}:[1-9][0-9]{0,5}$"
+
+
 class CpuNodeGroup(_Model):
-    """Nodes without GPUs that Slurm schedules (login, service and CPU partitions): no stack,
-    no GPU roles, never in a generated GPU partition; in Slurm only through ``slurm.partitions``."""
+    """Nodes without GPUs that fleetspec manages (login, service and CPU partitions): no
+    stack, no GPU roles, never in a generated GPU partition; in Slurm only through
+    ``slurm.partitions``. ``site_gres`` carries a GPU the site schedules that the catalog
+    cannot model, as the site wrote it."""
 
     hosts: Hostlist
     scheduler: Literal["slurm"] = "slurm"
@@ -392,6 +400,11 @@ class CpuNodeGroup(_Model):
     slurm_state: SlurmNodeState | None = Field(
         default=None, description="Slurm State and Reason written on these nodes' NodeName line (an adopted "
                                   "cluster's drained or down nodes: import); without it, State=UNKNOWN")
+    site_gres: list[strict(str, pattern=SITE_GRES)] = Field(  # type: ignore[valid-type]
+        default_factory=empty_list, max_length=8,
+        description="GPUs Slurm schedules here that no catalog model describes (gpu:TYPE:COUNT, an Intel iGPU: "
+                    "gpu:iris:1): written on the NodeName line as is; fleetspec installs and verifies no stack "
+                    "for them")
 
     @model_validator(mode="after")
     def _one_memory(self) -> "CpuNodeGroup":
@@ -627,7 +640,8 @@ class Slurm(_Model):
     controllers: Hostlist
     cluster_name: SlurmClusterName | None = Field(
         default=None, description="ClusterName as the site wrote it (HAL9000_v2), where it is no DNS label; "
-                                  "default metadata.name. slurmctld and slurmdbd see it lower-cased")
+                                  "default metadata.name. slurmctld and slurmdbd see it lower-cased; in Slinky "
+                                  "mode the slurm chart's clusterName (the Controller's spec.clusterName)")
     accounting: Accounting | None = None
     containers: Literal["none", "pyxis"] = "none"
     pyxis: Pyxis | None = None
@@ -660,16 +674,6 @@ class Slurm(_Model):
         problem = state_path_problem(value)
         if problem:
             raise ValueError(problem)
-        return value
-
-    @field_validator("cluster_name")
-    @classmethod
-    def _native_cluster_name(cls, value: str | None, info: ValidationInfo) -> str | None:
-        # Slinky's chart takes metadata.name as its clusterName; an adopted name is for
-        # native Slurm's slurm.conf only (import writes it there).
-        if value is not None and info.data.get("mode") == "slinky":
-            raise ValueError("cluster_name is for native Slurm (slurm.conf's ClusterName); Slinky's chart "
-                             "names the cluster after metadata.name: remove cluster_name")
         return value
 
 

@@ -66,10 +66,9 @@ CAPTURES = {
                          "Video.Slot.2-1 (RelatedItem), so its running image cannot be told"),
     # Systems/1: Processors 1, 2 (32 cores, 64 threads), GPU1..8 (ProcessorType GPU);
     # Managers/1 -> BMC-Primary 42S-2.83 (beside BMC-Primary-Pending, BMC-Backup StandbySpare);
-    # Bios -> UEFI (beside UEFI-Pending). The catalog has no L40 (the capture's GPUs); its
-    # sibling L40S stands in: the BMC check compares the count, and Lenovo's GPU Processors
-    # name no model.
-    "lenovo-sr670v2-l40": Capture("lenovo-sr670v2-l40", None, "l40s", 8, 1024, 32, 2, "U8E122J", "42S-2.83",
+    # Bios -> UEFI (beside UEFI-Pending). The GPUs are the catalog's L40 (PCIeDevices slot_1..8
+    # Name "NVIDIA L40"; Lenovo's GPU Processors name no model, so the BMC check compares the count).
+    "lenovo-sr670v2-l40": Capture("lenovo-sr670v2-l40", None, "l40", 8, 1024, 32, 2, "U8E122J", "42S-2.83",
                                   "95.02.39.00.01", ("Processors_SWGuardExtensions", "Disabled"),
                                   f"{INVENTORY}/UEFI", f"{INVENTORY}/BMC-Primary",
                                   "the FirmwareInventory items of the GPUs are not Updateable"),

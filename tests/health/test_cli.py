@@ -162,3 +162,35 @@ def test_a_malformed_verdict_is_unknown_not_a_traceback(tmp_path, config, monkey
     assert row.split()[1] == "unknown" and "h200-02.json:" in row, row
     case = next(c for c in ET.parse(junit).getroot() if c.get("name") == "h200-02")
     assert case.find("error") is not None
+
+
+def test_superseded_log_lines_show_in_the_table_the_json_and_the_junit(tmp_path, config, monkeypatch,
+                                                                       capsys) -> None:
+    """h200-02 logged Xid 63 (a row remap pending) earlier in this boot; nvidia-smi now says the
+    GPU was reset and the remap is active: healthy, and the line is kept as evidence with the
+    reading that overrules it. The fleet report shows that evidence; a malformed one is unknown."""
+    facts = verdicts(tmp_path, config, monkeypatch, capsys)
+    root = make_node(tmp_path / "h200-02-remapped", kmsg="kmsg-row-remap-reset.txt",
+                     nvidia_xml=FIXTURES / "nvidia-smi-q-remap-after-reset.xml")
+    _, result = check(config, root, "h200-02", monkeypatch, capsys)
+    [evidence] = result["superseded"]
+    (facts / "h200-02.json").write_text(json.dumps(result))
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(SPEC)
+    runner = CliRunner()
+    table = runner.invoke(app, ["health", str(spec), "--facts", str(facts)]).output.splitlines()
+    at = next(i for i, line in enumerate(table) if line.startswith("h200-02 "))
+    assert table[at].split()[1:3] == ["healthy", "none"]
+    assert table[at + 1].split()[:2] == ["superseded", "row-remap-pending"]
+    assert evidence["detail"][:30] in table[at + 1] and f"[{evidence['by']}]" in table[at + 1]
+    junit = tmp_path / "health.xml"
+    data = json.loads(runner.invoke(app, ["health", str(spec), "--facts", str(facts), "--format", "json",
+                                          "--junit", str(junit)]).output)
+    assert next(n for n in data["nodes"] if n["node"] == "h200-02")["superseded"] == [evidence]
+    case = next(c for c in ET.parse(junit).getroot() if c.get("name") == "h200-02")
+    assert case.find("system-out").text.startswith("superseded row-remap-pending ")
+    result["superseded"] = [{"class": "row-remap-pending", "device": 3}]
+    (facts / "h200-02.json").write_text(json.dumps(result))
+    row = next(line for line in runner.invoke(app, ["health", str(spec), "--facts", str(facts)]).output.splitlines()
+               if line.startswith("h200-02"))
+    assert row.split()[1] == "unknown" and "superseded must be a list" in row

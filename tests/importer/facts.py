@@ -35,7 +35,10 @@ BOARDS = {"NVIDIA GeForce RTX 2080 Ti": {"architecture": "Turing", "memory_mib":
           "Tesla K40m": {"architecture": "Kepler", "memory_mib": 11520, "compute_capability": "3.5"},
           "Tesla K20m": {"architecture": "Kepler", "memory_mib": 5120, "compute_capability": "3.5"},
           "Tesla M2070-Q": {"architecture": "Fermi", "memory_mib": 6144, "compute_capability": "2.0"},
-          "Tesla V100-PCIE-32GB": {"architecture": "Volta", "memory_mib": 32768, "compute_capability": "7.0"}}
+          "Tesla V100-PCIE-32GB": {"architecture": "Volta", "memory_mib": 32768, "compute_capability": "7.0"},
+          # Jetsons (brownfield/hal9000-homelab-2026): the GPU shares the module's memory.
+          "Orin (nvgpu)": {"architecture": "Ampere", "memory_mib": 7619, "compute_capability": "8.7"},
+          "NVIDIA Tegra X1": {"architecture": "Maxwell", "memory_mib": 1979, "compute_capability": "5.3"}}
 
 # A tuple Volta-to-Ada boards run (CUDA 13 dropped Volta and older: the catalog's
 # cuda-unsupported-gpu): driver R535 with CUDA 12.2, NCCL 2.18.3, cuDNN 8.9.7.
@@ -60,9 +63,9 @@ def with_tuple(data: dict[str, Any], tup: dict[str, str]) -> dict[str, Any]:
     data["nvidia"]["driver_version"] = data["nvidia"]["smi_driver_version"] = tup["driver"]
     data["cuda"]["toolkits"] = [{"components": {}, "path": "/usr/local/cuda", "version": tup["cuda"]}]
     data["cuda"]["default_toolkit"] = "/usr/local/cuda"
-    for key in ("nccl", "cudnn"):
+    for key in ("nccl", "cudnn"):  # a tuple without cuDNN: no cuDNN library on the node
         data[key]["libraries"] = [{"origin": "system", "environment": None, "version": tup[key],
-                                   "path": f"/usr/lib/x86_64-linux-gnu/lib{key}.so.{tup[key]}"}]
+                                   "path": f"/usr/lib/x86_64-linux-gnu/lib{key}.so.{tup[key]}"}] if key in tup else []
     return data
 
 

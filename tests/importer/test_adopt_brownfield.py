@@ -31,16 +31,19 @@ BOARDS = {"volta": "Tesla V100-PCIE-32GB", "tesla_v100-sxm2-32gb": "Tesla V100-S
           "titan_xp": "NVIDIA TITAN Xp", "titanx": "NVIDIA GeForce GTX TITAN X", "gtx1080": "NVIDIA GeForce GTX 1080",
           "teslak40": "Tesla K40m", "teslak20": "Tesla K20m", "titanrtx": "NVIDIA TITAN RTX",
           "m2070q": "Tesla M2070-Q", "gtx970": "NVIDIA GeForce GTX 970", "gtx1060": "NVIDIA GeForce GTX 1060 6GB",
-          "rtx2080": "NVIDIA GeForce RTX 2080"}
+          "rtx2080": "NVIDIA GeForce RTX 2080", "orin": "Orin (nvgpu)", "nano": "NVIDIA Tegra X1"}
+# GRES types of GPUs the collector cannot see (it reads NVIDIA and AMD only): HAL9000's Intel
+# iGPU. Their nodes' facts show no GPU, and the import keeps the GRES as the site's own.
+UNSEEN = {"iris"}
 # Untyped GPUs: the board each case's SOURCE.md names (biomedia names none: a board of its era).
 UNTYPED = {"biomedia-imperial-2018": "NVIDIA TITAN Xp", "llmjp-sakura-2024": "NVIDIA H100 80GB HBM3",
            "dgx1-cluster-2017": "Tesla V100-SXM2-32GB", "janelia-turaga-2017": "NVIDIA GeForce GTX 1080 Ti",
            "panda-cluster-2026": "NVIDIA GeForce RTX 3090"}
 # The cases that adopt today, at 22.05.8 or the site's own release (RELEASES; ocotillo's
 # MaxTime=7-0:00:99 is kept: slurmctld carries the seconds over; BNL's quoted
-# InteractiveStepOptions renders back quoted). Not here: hal9000 (ClusterName=HAL9000_v2).
-CASES = ["biomedia-imperial-2018", "bnl-nsls2-2025", "dgx1-cluster-2017", "diku-ku-2021", "hpclab3-2026",
-         "janelia-turaga-2017", "llmjp-sakura-2024", "nju-amd7763-2026", "nvidia-circe-2020", "ocotillo-2020", "pal-sussex-2021",
+# InteractiveStepOptions renders back quoted; hal9000's Intel iGPU keeps its gpu:iris:1).
+CASES = ["biomedia-imperial-2018", "bnl-nsls2-2025", "dgx1-cluster-2017", "diku-ku-2021", "hal9000-homelab-2026",
+         "hpclab3-2026", "janelia-turaga-2017", "llmjp-sakura-2024", "nju-amd7763-2026", "nvidia-circe-2020", "ocotillo-2020", "pal-sussex-2021",
          "panda-cluster-2026", "rainey-r2labs-2026", "slac-sdf-2020", "unibo-cesia-2025"]
 VERSION = "22.05.8"  # the release of the slurmctld the tests start (Debian 12)
 # A site's own release where its files need it. SLAC built slurm-19-05-4-1 (slaclab/slurm-docker,
@@ -66,7 +69,7 @@ def case_facts(case: str, source: SlurmConf) -> dict[str, dict[str, Any]]:
     for host, rec in source.nodes.items():
         gres = rec.attrs.get("Gres")
         items = [i.split("(")[0].split(":") for i in (gres.value.split(",") if gres else []) if i.startswith("gpu")]
-        if not items:
+        if not items or all(len(i) == 3 and i[1] in UNSEEN for i in items):
             out[host] = cpu_facts(host)
             continue
         boards = [(BOARDS[i[1]] if len(i) == 3 else UNTYPED[case], int(i[-1])) for i in items]
@@ -116,7 +119,9 @@ def test_the_site_gres_types_and_counts_render_back_as_written(adopted: dict[str
     site_types = {i.split(":")[1] for rec in a.source.nodes.values() for i in _gpus(
         rec.attrs["Gres"].value if "Gres" in rec.attrs else None) if i.count(":") == 2}
     fleet = a.result.fleet  # the spec's own GRES types (what plan and the generated gres.conf use)
-    assert {g.gres_type for n in fleet.nodes for g in (n.gpu, *n.other_gpus)} - {""} == site_types
+    carried = {i.split(":")[1] for n in fleet.cpu_nodes for i in n.site_gres}  # GPUs no catalog model describes
+    assert {g.gres_type for n in fleet.nodes for g in (n.gpu, *n.other_gpus)} - {""} | carried == site_types
+    assert carried <= UNSEEN
 
 
 def test_a_site_type_is_an_alias_of_the_model_the_facts_name(adopted: dict[str, Adopted]) -> None:
@@ -434,7 +439,7 @@ def test_taking_a_proposal_plans_as_a_change_with_its_disruption(tmp_path: Path)
 def test_a_jetsons_render_device_a_node_without_gres_conf_lines_and_the_cluster_name_stay_as_written(
         tmp_path: Path) -> None:
     """A home lab modelled on brownfield/hal9000-homelab-2026 (its ClusterName, slurm.conf and
-    gres.conf, without the Intel iGPU node, which no facts describe): gres.conf names only the
+    gres.conf, without the Intel iGPU node: the case itself adopts above, the iGPU as site_gres): gres.conf names only the
     Orin's /dev/dri/renderD128 and nothing for the Nano, and ClusterName=HAL9000_v2 is no DNS
     label. The render keeps all three as written (fleetspec's own would invent /dev/nvidia0 for
     both GPUs); a real slurmctld knows the cluster as hal9000_v2, as on the site's file, and the
@@ -492,3 +497,27 @@ def test_a_jetsons_render_device_a_node_without_gres_conf_lines_and_the_cluster_
     assert imported.exit_code == 0, imported.output
     code, output = _plan(out, state)
     assert code == 0, output
+
+
+def test_a_gpu_no_catalog_model_describes_is_the_sites_own_gres_with_a_warning(adopted: dict[str, Adopted]) -> None:
+    """HAL9000's head node declares its Intel iGPU (Gres=gpu:iris:1), which the collector
+    cannot see: the import keeps it on a cpu_nodes group as site_gres, with a warning at the
+    value that fleetspec manages no stack on it, and the render writes the same Gres back.
+    A site_gres naming a catalog GPU is refused: those nodes are a GPU node group."""
+    from fleetspec.pipeline import compile_text
+
+    a = _get(adopted, "hal9000-homelab-2026")
+    [head] = [n for n in a.result.fleet.cpu_nodes if n.hostname == "intel-head"]
+    assert head.site_gres == ("gpu:iris:1",)
+    assert a.back.nodes["intel-head"].attrs["Gres"].value == "gpu:iris:1"
+    pair = a.source.nodes["intel-head"].attrs["Gres"]
+    [warning] = [w for w in a.result.warnings if "gpu:iris:1" in w.message]
+    assert warning.where == pair.value_at and "manages no driver or stack" in warning.message
+    assert "site_gres:\n      - gpu:iris:1\n" in a.result.spec_text
+    spec = a.result.spec_text.replace("- gpu:iris:1", "- gpu:h100:1")
+    result = compile_text(spec, "fleet.yaml")
+    assert not result.valid
+    [error] = [f for f in result.findings if "site_gres gpu:h100:1" in f.message]
+    assert error.path[-2:] == ("site_gres", 0) and "GPU node group" in error.message
+    junk = compile_text(a.result.spec_text.replace("- gpu:iris:1", "- gpu:iris:1 File=/dev/mem"), "fleet.yaml")
+    assert not junk.valid and any(f.rule == "schema" and "site_gres" in f.path for f in junk.findings)

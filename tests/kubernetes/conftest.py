@@ -26,6 +26,8 @@ VARIANTS = {
     "kai": lambda: fleets.kai(fleets.museum()),
     "dra-gpus": lambda: fleets.dra_gpus(fleets.museum()),
     "rdma-sriov": lambda: fleets.rdma_sriov(fleets.museum()),
+    "named-pool": lambda: fleets.named_pool(),
+    "named-pool-volcano": lambda: fleets.volcano(fleets.named_pool()),
 }
 
 

@@ -27,6 +27,22 @@ def museum() -> Fleet:
     return compiled("museum")
 
 
+def named_pool() -> Fleet:
+    """museum with its B200 node group in a partition it names (``partition: b200-pool``)
+    and the inference tenant's Blackwell quota moved onto it: a Kubernetes partition that
+    is not generated, written as a user would (compiled from the YAML, not edited)."""
+    from fleetspec.pipeline import compile_text
+
+    text = (EXAMPLES / "museum.yaml").read_text()
+    group = "          stack: blackwell-cu13\n          scheduler: kubernetes\n          cpus: 224\n"
+    assert text.count(group) == 1 and text.count("quota: {nvidia-blackwell: 32,") == 1
+    text = text.replace(group, group + "          partition: b200-pool\n").replace(
+        "quota: {nvidia-blackwell: 32,", "quota: {b200-pool: 32,")
+    result = compile_text(text, "museum-named-pool.yaml")
+    assert result.valid and result.fleet is not None, [f.message for f in result.findings]
+    return result.fleet
+
+
 def _k8s(fleet: Fleet, **changes) -> Fleet:
     assert fleet.kubernetes is not None
     return dataclasses.replace(fleet, kubernetes=dataclasses.replace(fleet.kubernetes,

@@ -117,6 +117,38 @@ def test_each_kueue_queue_holds_one_partition() -> None:
     assert any(len(t.quota) > 1 for t in fleet.kubernetes.tenants)
 
 
+def test_a_partition_a_node_group_names_gets_its_flavor_and_every_quota() -> None:
+    """A Kubernetes node group with ``partition:`` is a Kueue flavor of the generated
+    flavors' shape (its nodes' partition label, the fabric topology), and a tenant's quota
+    on it becomes that tenant's ClusterQueue and LocalQueues: no quota is dropped."""
+    fleet = fleets.named_pool()
+    layer = kubernetes_resources(fleet)
+    flavors = {m.name: m.body["spec"] for m in _kinds(layer, "ResourceFlavor")}
+    generated = flavors["amd-cdna4"]
+    assert flavors["b200-pool"] == {**generated, "nodeLabels": {"fleetspec.io/partition": "b200-pool"}}
+    labels = {n.hostname: n.labels for n in layer.node_labels}
+    assert {h for h, lab in labels.items() if lab.get("fleetspec.io/partition") == "b200-pool"} \
+        == {f"b200-0{i}" for i in range(1, 5)}
+    cqs = {m.name: m.body["spec"]["resourceGroups"] for m in _kinds(layer, "ClusterQueue")}
+    quotas = {f"{t.name}-{p}": g for t in fleet.kubernetes.tenants for p, g in t.quota}
+    assert "inference-b200-pool" in quotas
+    assert {n: g[0]["flavors"][0]["resources"][0]["nominalQuota"] for n, g in cqs.items()} == quotas
+    assert cqs["inference-b200-pool"][0]["flavors"][0]["name"] == "b200-pool"
+    volcano = kubernetes_resources(fleets.volcano(fleet))
+    queues = {m.name: m.body["spec"] for m in _kinds(volcano, "Queue")}
+    assert queues["inference-b200-pool"]["deserved"] == {"nvidia.com/gpu": 32}
+
+
+def test_no_variant_drops_a_tenant_quota(variant) -> None:
+    """Every tenant quota of a valid fleet is some engine's queue (Kueue ClusterQueue,
+    Volcano or KAI Queue, named ``<tenant>-<partition>``): what cannot be placed is a
+    validation finding (tenant-quota, double-allocation-owner, quota-engine-coverage)."""
+    name, fleet = variant
+    queues = {m.name for m in kubernetes_resources(fleet).manifests if m.kind in ("ClusterQueue", "Queue")}
+    wanted = {f"{t.name}-{p}" for t in fleet.kubernetes.tenants for p, _ in t.quota}
+    assert wanted <= queues, (name, sorted(wanted - queues))
+
+
 def test_each_volcano_queue_holds_one_node_group() -> None:
     fleet = fleets.volcano(fleets.museum())
     layer = kubernetes_resources(fleet)

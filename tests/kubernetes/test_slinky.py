@@ -111,3 +111,29 @@ def test_museum_slinky_golden(golden) -> None:
     files = {p: t for p, t in render_kubernetes(_fleet()).items()
              if str(p) != "kubernetes/helm/slurm.values.yaml"}
     golden.check_tree("kubernetes/museum-slinky", files)
+
+
+def test_the_chart_and_its_controller_carry_the_specs_cluster_name(crd_index) -> None:
+    """The slurm chart's clusterName is the spec's cluster name: metadata.name, or
+    slurm.cluster_name where the site keeps one (HAL9000_v2, no DNS label). The chart hands it
+    to the Controller's spec.clusterName, which the real Controller CRD takes as is."""
+    from fleetspec.pipeline import compile_text
+    from tests.k8s_schema import validate_object
+
+    fleet = _fleet()
+    assert yaml.safe_load(render_slinky_values(fleet))["clusterName"] == fleet.name
+    text = (fleets.EXAMPLES / "museum.yaml").read_text()
+    text = text.replace("    mode: native\n", "    mode: slinky\n    slinky: {version: \"1.2.1\"}\n"
+                        "    cluster_name: HAL9000_v2\n")
+    text = text.replace('      debug: {nodes: "h100-[001-002]", max_time: "00:30:00"}\n', "")
+    compiled = compile_text(text, "museum-slinky.yaml")
+    assert not [f for f in compiled.located() if "cluster_name" in str(f.path) or "cluster_name" in f.message]
+    assert compiled.fleet is not None and compiled.fleet.slurm.cluster_name == "HAL9000_v2"
+    values = yaml.safe_load(render_slinky_values(compiled.fleet))
+    assert values["clusterName"] == "HAL9000_v2"
+    controller = {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "Controller",
+                  "metadata": {"name": "slurm", "namespace": "slurm"},
+                  "spec": {"clusterName": values["clusterName"]}}  # what the chart sets from its value
+    assert validate_object(controller, crd_index, compiled.fleet.kubernetes.version) == []
+    assert validate_object({**controller, "spec": {**controller["spec"], "clusterName": 7}}, crd_index,
+                           compiled.fleet.kubernetes.version) != []  # the check can fail

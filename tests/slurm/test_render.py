@@ -517,3 +517,32 @@ def test_a_fabric_without_leaf_switches_renders_a_flat_topology(version: str):
     conf = _text(files, "slurm.conf")
     assert "TopologyPlugin" not in conf and "# No leaf switches in the spec: flat topology." in conf
     assert topology_problems(fleet) == []
+
+
+def test_an_adopted_render_without_the_imex_switch_has_no_imex_comment():
+    """The comment follows the setting: an adopted NVL72 cluster that runs without
+    SwitchType (spec.slurm.adopted.conf: {SwitchType: null}) gets neither the line nor the
+    "one IMEX channel per job" comment above it; the rest of the file is the same."""
+    from fleetspec.compile.ir import Adoption, SiteSettings
+    from fleetspec.render.slurm import render_slurm_conf
+
+    fleet = fleets.nvl72()
+    own = render_slurm_conf(fleet)
+    assert "SwitchType=switch/nvidia_imex" in own.splitlines() and "one IMEX channel per job" in own
+    site = dataclasses.replace(fleet.site or SiteSettings(), adoption=Adoption(conf=(("SwitchType", None),)))
+    adopted = render_slurm_conf(dataclasses.replace(fleet, site=site))
+    assert "SwitchType" not in adopted and "IMEX" not in adopted
+    at = own.splitlines().index("SwitchType=switch/nvidia_imex")
+    gone = own.splitlines()[at - 2:at + 1]
+    assert gone[0] == "" and gone[1].startswith("# NVL72 racks")
+    assert adopted.splitlines() == own.splitlines()[:at - 2] + own.splitlines()[at + 1:]
+    # A paragraph whose only setting went (quickstart's lone TopologyPlugin line) leaves one
+    # blank line, not two.
+    quick = fleets.quickstart()
+    assert "\nTopologyPlugin=topology/tree\n\n" in render_slurm_conf(quick)
+    flat = dataclasses.replace(quick.site or SiteSettings(), adoption=Adoption(conf=(("TopologyPlugin", None),)))
+    assert "\n\n\n" not in render_slurm_conf(dataclasses.replace(quick, site=flat))
+    # A key the site keeps at its own value keeps fleetspec's comment above it.
+    kept = render_slurm_conf(dataclasses.replace(fleet, site=dataclasses.replace(
+        site, adoption=Adoption(conf=(("SwitchType", "switch/nvidia_imex"),)))))
+    assert kept == own
