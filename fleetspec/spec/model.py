@@ -457,7 +457,7 @@ class Slinky(_Model):
     # Slinky's slurmdbd runs in a pod and reaches the accounting host's MariaDB over the
     # network: its database user is made for these networks only, never for any host ('%').
     database_clients: list[Ipv4Cidr] = Field(
-        default_factory=list, max_length=16,
+        default_factory=empty_list, max_length=16,
         description="CIDRs slurmdbd pods connect to the accounting database from: the pod "
                     "network, or the nodes' addresses where pod traffic leaving the cluster is "
                     "masqueraded (/1 to /32)")
@@ -951,7 +951,7 @@ class Pxe(_Model):
     image_url: strict(str, pattern=r"^https?://[^\s@'\"]+$", max_length=1024) = Field(
         description="where the golden images are served: <image_url>/<stack>/{vmlinuz,initrd.img,rootfs.squashfs}")
     dns: list[IPv4] = Field(
-        default_factory=list, max_length=3,
+        default_factory=empty_list, max_length=3,
         description="the site's DNS servers, handed out with each lease (DHCP option 6): a golden image's slurmd "
                     "finds slurm.controllers by name (configless)")
 
