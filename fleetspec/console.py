@@ -91,13 +91,18 @@ class _LazyConsole:
         spec prints one such line). That line is one string holding no markup (no ``[``,
         or ``markup=False``) and no tab (Rich expands tabs by cell width): on these
         consoles (no highlighting, no emoji, soft wrap, so never wrapped) Rich writes its
-        ``printable`` text and a newline to the stream it looks up at each print.
-        tests/test_console.py holds the two to the same bytes."""
+        ``printable`` text and a newline to the stream it looks up at each print, and
+        flushes it. tests/test_console.py holds the two to the same bytes."""
         if self._console is None and _plain_line(objects, kwargs):
             from fleetspec.text import printable
 
-            (sys.stderr if self._stderr else sys.stdout).write(printable(objects[0]) + "\n")
-            return
+            stream = sys.stderr if self._stderr else sys.stdout
+            try:
+                stream.write(printable(objects[0]) + "\n")
+                stream.flush()  # as Rich does: what a child process writes to the stream comes after
+                return
+            except BrokenPipeError:
+                pass  # Rich's own handling below (it writes again: exit 1, no traceback)
         self.__getattr__("print")(*objects, **kwargs)
 
     # Special methods are looked up on the type, not through __getattr__: Rich's Live

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import io
 import os
+import subprocess
 import sys
 
 import pytest
 
 from fleetspec import console as fleet_console
+from tests.conftest import ROOT
 
 PLAIN = [
     "examples/quickstart.yaml: valid (no findings)",
@@ -89,3 +91,45 @@ def test_once_rich_has_printed_every_line_goes_through_it(monkeypatch):
     monkeypatch.setattr(lazy._console, "print", lambda *objects, **kwargs: printed.append((objects, kwargs)))
     lazy.print("then a plain line", markup=False)
     assert printed == [(("then a plain line",), {"markup": False})]
+
+
+class _Flushes(io.StringIO):
+    """A stream that records what it held at each flush."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.flushed: list[str] = []
+
+    def flush(self) -> None:
+        self.flushed.append(self.getvalue())
+
+
+def test_a_plain_line_is_flushed_as_rich_flushes_it(monkeypatch):
+    # a child process writing to the same stream next (an Ansible run) comes after the line
+    for rich in (True, False):
+        stream = _Flushes()
+        monkeypatch.setattr(sys, "stderr", stream)
+        lazy = fleet_console._LazyConsole(stderr=True)
+        (lazy.__getattr__("print") if rich else lazy.print)("wave 1: 4 nodes", markup=False)
+        assert stream.flushed[:1] == ["wave 1: 4 nodes\n"]
+
+
+BROKEN_PIPE = """
+import sys
+from fleetspec.console import _LazyConsole
+out = _LazyConsole(stderr=False)
+if sys.argv[1] == "rich":
+    out.__getattr__("print")  # the console made first: Rich prints the line
+for _ in range(100):  # past the pipe's buffer
+    out.print("x" * 1000, markup=False)
+"""
+
+
+@pytest.mark.parametrize("path", ["rich", "plain"])
+def test_a_closed_pipe_ends_the_command_as_rich_ends_it(path):
+    read, write = os.pipe()
+    os.close(read)
+    with os.fdopen(write, "wb") as stdout:
+        proc = subprocess.run([sys.executable, "-c", BROKEN_PIPE, path], stdout=stdout, capture_output=False,
+                              stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert (proc.returncode, proc.stderr) == (1, "")  # exit 1, no traceback
