@@ -144,7 +144,7 @@ def _print_findings(compiled: CompileResult, fmt: FindingsFormat = FindingsForma
     summary = f"{errors} error(s), {warnings} warning(s)"
     if compiled.suppressed:
         summary += f", {len(compiled.suppressed)} suppressed"
-    err.print(summary if located else f"{compiled.source.file}: valid (no findings)")
+    err.print(summary if located else f"{compiled.source.file}: valid (no findings)", markup=False)
 
 
 def _annotation_property(value: object) -> str:

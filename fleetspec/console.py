@@ -85,6 +85,26 @@ class _LazyConsole:
             self._console = console(self._stderr)
         return getattr(self._console, name)
 
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        """A line Rich would print as it is, before any Rich output, is written without
+        making the console (importing Rich costs a start ~8 ms: `validate` of a valid
+        spec prints one such line). That line is one string holding no markup (no ``[``,
+        or ``markup=False``) and no tab (Rich expands tabs by cell width): on these
+        consoles (no highlighting, no emoji, soft wrap, so never wrapped) Rich writes its
+        ``printable`` text and a newline to the stream it looks up at each print, and
+        flushes it. tests/test_console.py holds the two to the same bytes."""
+        if self._console is None and _plain_line(objects, kwargs):
+            from fleetspec.text import printable
+
+            stream = sys.stderr if self._stderr else sys.stdout
+            try:
+                stream.write(printable(objects[0]) + "\n")
+                stream.flush()  # as Rich does: what a child process writes to the stream comes after
+                return
+            except BrokenPipeError:
+                pass  # Rich's own handling below (it writes again: exit 1, no traceback)
+        self.__getattr__("print")(*objects, **kwargs)
+
     # Special methods are looked up on the type, not through __getattr__: Rich's Live
     # redraws inside ``with console:``.
     def __enter__(self) -> Console:
@@ -92,6 +112,14 @@ class _LazyConsole:
 
     def __exit__(self, *exc: object) -> None:
         self.__getattr__("__exit__")(*exc)
+
+
+def _plain_line(objects: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    if len(objects) != 1 or type(objects[0]) is not str or "\t" in objects[0]:
+        return False
+    if kwargs.get("markup", True) is not False and "[" in objects[0]:
+        return False
+    return set(kwargs) <= {"markup"}
 
 
 def lazy_consoles() -> tuple[Console, Console]:

@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from fleetspec.catalog import DriverPackaging, load_catalog
-from fleetspec.catalog.el import ElRelease, Nevra, el_release
 from fleetspec.compile.ir import GpuSpec, StackTuple
 from fleetspec.versions import version_key
+
+if TYPE_CHECKING:  # the EL catalog is read for EL nodes only (_el_rows): a start without them skips it
+    from fleetspec.catalog.el import ElRelease, Nevra
 
 APT_OS: tuple[str, ...] = ("ubuntu-22.04", "ubuntu-24.04", "debian-12")
 # The EL family by major release: pins come only from catalog/data/el_packages.yaml (#42).
@@ -550,6 +552,8 @@ def _el_rows(stack: StackTuple, el: int, gpus: tuple[GpuSpec, ...]) -> list[tupl
 
     Only what a row of catalog/data/el_packages.yaml names: a component at a release without
     a row is an error naming the file, never a literal made from the apt shape or the OS."""
+    from fleetspec.catalog.el import el_release
+
     if gpus and stack.vendor == "nvidia" and kernel_module_flavor(gpus) != "open":
         raise PackageError(f"stack {stack.name}: the EL catalog has NVIDIA's open DKMS flavour only "
                            "(kmod-nvidia-open-dkms, stream <branch>-open); pre-Turing GPUs need the proprietary one, "

@@ -27,6 +27,14 @@ def test_validate_ok_and_json_shape():
     assert json.loads(result.stdout) == {"valid": True, "findings": []}
 
 
+def test_validate_names_the_spec_as_written(tmp_path):
+    # Rich markup would take '[prod]' for a tag and drop it from the line
+    spec = tmp_path / "fleet[prod].yaml"
+    spec.write_text(open(QUICKSTART).read())
+    result = run("validate", str(spec))
+    assert (result.exit_code, result.stderr) == (0, f"{spec}: valid (no findings)\n")
+
+
 def test_validate_error_formats(tmp_path):
     bad = tmp_path / "fleet.yaml"
     bad.write_text(open(QUICKSTART).read().replace("model: h100-sxm", "model: h100-sxn", 1))

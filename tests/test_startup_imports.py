@@ -95,6 +95,10 @@ def test_validate_imports_only_what_validation_needs():
     # quickstart has no site Slurm settings: no hatch module is loaded, no parameter list read
     assert unwanted(report["modules"], SITE_HATCHES) == []
     assert report["slurm_parameters_read"] == 0
+    # a valid spec prints one plain line, written without Rich (fleetspec/console.py)
+    assert [m for m in report["modules"] if m == "rich" or m.startswith("rich.")] == []
+    # quickstart's nodes run Ubuntu: the EL package catalog is not read (fleetspec/packages.py)
+    assert "fleetspec.catalog.el" not in report["modules"]
     # the catalog comes from its snapshot, not from parsing its YAML (tests/test_catalog_snapshot.py)
     assert report["catalog_from_snapshot"]
     # no pydantic plugin scan over every installed distribution (fleetspec/spec/model.py, _Model)

@@ -4,15 +4,19 @@ that make exactly what the models themselves would."""
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import os
 import subprocess
 import sys
+import types
 import typing
 from pathlib import Path
 
 import pydantic
 import pytest
+import yaml
 from pydantic import Field, TypeAdapter, ValidationError
 
 from fleetspec.spec import model as m
@@ -138,3 +142,122 @@ def test_the_spec_model_is_built_without_pydantic_plugins_and_the_environment_is
     seen = recorded.read_text().split() if recorded.exists() else []
     assert "Elsewhere" in seen  # the plugin is installed and works for other models
     assert not set(seen) & {"FleetSpec", "Secrets", "ServiceAccount"}, seen
+
+
+# Sections built when a spec gives them (model.WHEN_GIVEN): the same checks, errors and JSON
+# schema as pydantic's own model with every such section built in place, the reference below.
+def _in_place(annotation: typing.Any) -> typing.Any:
+    if typing.get_origin(annotation) is typing.Annotated:
+        inner = _in_place(typing.get_args(annotation)[0])
+        kept = tuple(meta for meta in annotation.__metadata__ if meta is not m.WHEN_GIVEN)
+        return typing.Annotated[(inner, *kept)] if kept else inner
+    if isinstance(annotation, type) and issubclass(annotation, m._Model):
+        return _reference(annotation)
+    args = typing.get_args(annotation)
+    if not args or typing.get_origin(annotation) is typing.Literal:
+        return annotation
+    built = tuple(_in_place(a) for a in args)
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return typing.Union[built]  # noqa: UP007 - a union of computed members
+    return typing.get_origin(annotation)[built]
+
+
+def _field_in_place(field: typing.Any) -> typing.Any:
+    """The field without WHEN_GIVEN (pydantic keeps an outermost Annotated's metadata on the field)."""
+    if m.WHEN_GIVEN not in field.metadata:
+        return field
+    field = copy.copy(field)
+    field.metadata = [meta for meta in field.metadata if meta is not m.WHEN_GIVEN]
+    return field
+
+
+@functools.cache
+def _reference(cls: type[m._Model]) -> type[m._Model]:
+    changed = {name: (_in_place(field.annotation), _field_in_place(field)) for name, field in cls.model_fields.items()
+               if _in_place(field.annotation) != field.annotation or _field_in_place(field) is not field}
+    if not changed:
+        return cls
+    return pydantic.create_model(cls.__name__, __base__=cls, __module__=cls.__module__, __doc__=cls.__doc__, **changed)
+
+
+SECTION_VALUES = ["text", 3, [1], {"nope": 1}, None, {}]
+GIVEN = {  # sections no example gives, written here to be checked too
+    "health": {"interval": 60, "checks": ["kernel-log", "dcgm"], "min_healthy": "40%", "actions": {"nvlink-down": "drain"}},
+    "packages": {"mirror": {"uri": "https://mirror.example.com/debian", "trusted": True},
+                 "registry_mirror": "registry.example.com/mirror"},
+    "secrets": {"munge_key": "env:MUNGE", "registry_password": "file:registry.txt"},
+}
+SPECS = [*sorted(ROOT.glob("examples/*.yaml")),
+         *(ROOT / "tests" / "rules" / "fixtures" / case / f"{kind}.yaml" for case in
+           ("baremetal", "site-gpu-model", "firmware-unconfirmed", "site-settings") for kind in ("pass", "fail")),
+         ROOT / "tests" / "apply" / "specs" / "v2-hooks.yaml"]
+
+
+def _sections(spec: dict) -> typing.Iterator[tuple[str | int, ...]]:
+    """Where a spec gives (or could give) a section built when given."""
+    yield from (("spec", name) for name in ("kubernetes", "baremetal", "health", "ansible", "packages", "secrets",
+                                             "gpu_models"))
+    for name, stack in spec["spec"].get("stacks", {}).items():
+        yield from (("spec", "stacks", name, key) for key in ("firmware", "secure_boot") if isinstance(stack, dict))
+    for r, rack in enumerate(spec["spec"]["racks"]):
+        yield ("spec", "racks", r, "bmc")
+        yield from (("spec", "racks", r, "nodes", g, "bmc") for g in range(len(rack["nodes"])))
+
+
+def _variants() -> typing.Iterator[dict]:
+    for path in SPECS:
+        spec = yaml.safe_load(path.read_text())
+        yield spec
+        yield {**spec, "spec": {**spec["spec"], **GIVEN}}
+        for where in _sections(spec):
+            *parents, key = where
+            given = functools.reduce(lambda node, part: node[part], parents, spec).get(key)
+            changes = [(where, value) for value in SECTION_VALUES]
+            if isinstance(given, dict):
+                changes += [((*where, inner), value) for inner in given for value in SECTION_VALUES]
+            for at, value in changes:
+                changed = copy.deepcopy(spec)
+                *parents, last = at
+                functools.reduce(lambda node, part: node[part], parents, changed)[last] = value
+                yield changed
+
+
+def _validated(model: type[m._Model], data: dict) -> typing.Any:
+    try:
+        return ("ok", repr(model.model_validate(data)))
+    except ValidationError as exc:
+        return ("error", [{**e, "ctx": {k: repr(v) for k, v in e.get("ctx", {}).items()}}  # a ValueError: by repr
+                          for e in exc.errors(include_url=False)], str(exc))
+
+
+def test_a_section_built_when_given_checks_as_if_built_in_place():
+    reference = _reference(m.FleetSpec)
+    assert reference is not m.FleetSpec
+    variants = list(_variants())
+    assert len(variants) > 1000
+    outcomes = [(_validated(m.FleetSpec, data), _validated(reference, data)) for data in variants]
+    assert {ours[0] for ours, _ in outcomes} == {"ok", "error"}
+    assert [ours for ours, _ in outcomes] == [theirs for _, theirs in outcomes]
+    assert m.FleetSpec.model_json_schema() == reference.model_json_schema()
+
+
+SECTIONS = {"Kubernetes", "BareMetal", "Health", "AnsibleSite", "Packages", "Secrets", "SiteGpuModel", "Bmc",
+            "Firmware", "SecureBoot"}
+
+
+def _models_in(schema: typing.Any) -> set[str]:
+    """The models a core schema validates in place."""
+    if isinstance(schema, dict):
+        here = {schema["cls"].__name__} if schema.get("type") == "model" else set()
+        return here.union(*(_models_in(value) for value in schema.values()))
+    if isinstance(schema, list | tuple):
+        return set().union(*(_models_in(value) for value in schema))
+    return set()
+
+
+def test_the_validator_every_start_builds_holds_none_of_those_sections():
+    ours, reference = m.FleetSpec, _reference(m.FleetSpec)
+    ours.model_rebuild(), reference.model_rebuild()  # built (deferred until first used)
+    assert _models_in(ours.__pydantic_core_schema__) & SECTIONS == set()
+    assert "Rack" in _models_in(ours.__pydantic_core_schema__)
+    assert _models_in(reference.__pydantic_core_schema__) >= SECTIONS
