@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 from collections.abc import Iterable
+from typing import NamedTuple
 
 from fleetspec.catalog import Catalog, GpuModel
 from fleetspec.compile import ir
@@ -43,10 +44,47 @@ def _claim(host: str, group_path: SpecPath, first_seen: dict[str, SpecPath], fin
     return True
 
 
-def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Finding]]:
+class Built(NamedTuple):
+    """What :func:`build_fleet` made of a spec, kept to build another revision of it beside
+    (``plan --base``): the spec, the fleet, and the findings after the stacks' own."""
+
+    spec: m.FleetSpec
+    fleet: ir.Fleet
+    findings: tuple[Finding, ...]
+
+
+def build_stacks(body: m.FleetBody, catalog: Catalog) -> tuple[tuple[ir.StackTuple, ...], list[Finding]]:
+    """The stack tuples, sorted by name, and their findings: the one place that reads what a
+    stack pins (the rest of the build reads only the stacks' names)."""
     findings: list[Finding] = []
-    body = spec.spec
     stacks = tuple(sorted((_stack(name, s, catalog, findings) for name, s in body.stacks.items()), key=lambda s: s.name))
+    return stacks, findings
+
+
+def built(spec: m.FleetSpec, catalog: Catalog, fleet: ir.Fleet, findings: list[Finding]) -> Built:
+    """:func:`build_fleet`'s answer for ``spec`` as :func:`build_beside` reuses it."""
+    return Built(spec, fleet, tuple(findings[len(build_stacks(spec.spec, catalog)[1]):]))
+
+
+def build_beside(spec: m.FleetSpec, catalog: Catalog, beside: Built) -> tuple[ir.Fleet, list[Finding]] | None:
+    """``build_fleet(spec)`` from another revision's build when the two specs differ only in
+    what their stacks pin (a tuple bump, the usual pull request): the same stack names and
+    every other key equal, so all but the stacks is the same input, and the build reads only
+    the stacks' names beyond :func:`build_stacks`. None when they differ elsewhere."""
+    other = beside.spec
+    if any(getattr(spec, key) != getattr(other, key) for key in type(spec).model_fields if key != "spec"):
+        return None
+    if list(spec.spec.stacks) != list(other.spec.stacks):
+        return None
+    if any(getattr(spec.spec, key) != getattr(other.spec, key) for key in type(spec.spec).model_fields if key != "stacks"):
+        return None
+    stacks, findings = build_stacks(spec.spec, catalog)
+    return dataclasses.replace(beside.fleet, stacks=stacks), findings + list(beside.findings)
+
+
+def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Finding]]:
+    body = spec.spec
+    stacks, findings = build_stacks(body, catalog)
     stack_index = {s.name: s for s in stacks}
 
     nodes: list[ir.Node] = []
