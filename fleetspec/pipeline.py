@@ -82,7 +82,7 @@ def compile_loaded(loaded: LoadedSpec, catalog: Catalog | None = None,
     from pydantic import ValidationError
 
     from fleetspec.catalog import load_catalog
-    from fleetspec.compile.compiler import build_beside, build_fleet, built
+    from fleetspec.compile.compiler import build_beside, build_fleet, build_kept
     from fleetspec.rules import run_rules
     from fleetspec.spec.model import FleetSpec
     from fleetspec.spec.plain_text import text_findings
@@ -104,9 +104,12 @@ def compile_loaded(loaded: LoadedSpec, catalog: Catalog | None = None,
     site_gpus: list[Finding] = []
     if spec.spec.gpu_models:
         catalog = _with_site_gpus(spec, catalog, site_gpus)
-    reused = build_beside(spec, catalog, beside) if beside is not None else None
-    fleet, findings = reused if reused is not None else build_fleet(spec, catalog)
-    kept_build = built(spec, catalog, fleet, findings) if keep else None
+    kept_build = None
+    if keep:
+        fleet, findings, kept_build = build_kept(spec, catalog)
+    else:
+        reused = build_beside(spec, catalog, beside) if beside is not None else None
+        fleet, findings = reused if reused is not None else build_fleet(spec, catalog)
     findings[:0] = site_gpus
     fleet = _with_site_settings(spec, fleet, loaded, findings)
     findings.extend(run_rules(fleet, catalog))

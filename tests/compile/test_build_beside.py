@@ -88,3 +88,29 @@ def test_a_base_that_moves_anything_else_is_built_whole() -> None:
         beside = compile_text(text, "base.yaml", beside=spec.built)
         whole = compile_text(text, "base.yaml")
         assert (beside.fleet, beside.findings) == (whole.fleet, whole.findings)
+
+
+def test_the_stack_index_notes_the_stacks_taken_out_not_the_names_asked() -> None:
+    from fleetspec.compile.compiler import _StackIndex
+    from fleetspec.compile.ir import StackTuple
+
+    a, b, c = (StackTuple(name, "nvidia", driver="580.95.05") for name in ("a", "b", "c"))
+    index = _StackIndex((a, b, c))
+    assert "a" in index and "z" not in index and sorted(index) == ["a", "b", "c"] and index.opened == set()
+    assert index["a"] is a and index.get("b") is b and index.get("z") is None
+    assert index.opened == {"a", "b"}
+    assert list(index.values()) == [a, b, c] and index.opened == {"a", "b", "c"}
+
+
+def test_a_build_that_looked_into_a_moved_stack_is_not_reused() -> None:
+    """A build step that reads what a stack pins (through the index) makes the base's build
+    depend on it: moving that stack's pins then builds the base whole."""
+    data = yaml.safe_load((EXAMPLES / "museum.yaml").read_text())
+    spec = compile_text(yaml.safe_dump(data, sort_keys=False), "spec.yaml", keep=True)
+    assert spec.built is not None and spec.built.opened == frozenset()  # names only, today
+    changed = copy.deepcopy(data)
+    changed["spec"]["stacks"]["hopper-cu13"]["driver"] = OTHER["driver"]
+    base = FleetSpec.model_validate(changed)
+    catalog = load_catalog()
+    assert build_beside(base, catalog, spec.built._replace(opened=frozenset({"ampere-cu12"}))) is not None
+    assert build_beside(base, catalog, spec.built._replace(opened=frozenset({"hopper-cu13"}))) is None
