@@ -225,8 +225,9 @@ def build_plan(spec: Path, state: str | None, base: str | None, canary: int, max
     if canary < 0:
         raise PlanError("--canary must be 0 or more nodes")
     compiled = _compiled(spec, errors, charts=charts, keep=base is not None)
-    new = compiled.fleet
+    new, built = compiled.fleet, compiled.built
     assert new is not None  # _compiled refuses a spec without one
+    del compiled  # its source map is not needed past here (memory at 100,000 nodes)
     try:
         if base is not None:
             found = resolve_base(spec, base)
@@ -235,8 +236,9 @@ def build_plan(spec: Path, state: str | None, base: str | None, canary: int, max
                                  base=f"nothing ({found.name} does not exist: a new fleet)", quarantined=quarantined)
             # Beside the spec: a base that differs only in what its stacks pin reuses the
             # spec's build (compile/compiler.py build_beside).
-            old = _compiled(found.path, errors, found, beside=compiled.built).fleet
+            old = _compiled(found.path, errors, found, beside=built).fleet
             assert old is not None
+            del built  # nor the spec's build
             return make_plan(new, old, canary=canary, max_unavailable=max_unavailable, base=found.name,
                              quarantined=quarantined)
         location = state_location(spec, state)
