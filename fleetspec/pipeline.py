@@ -21,6 +21,7 @@ from fleetspec.findings import Finding, LocatedFinding, Severity, locate
 
 if TYPE_CHECKING:
     from fleetspec.catalog import Catalog
+    from fleetspec.compile.compiler import Built
     from fleetspec.spec.loader import LoadedSpec, SourceMap, SpecLoadError
     from fleetspec.spec.model import FleetSpec
 
@@ -36,6 +37,7 @@ class CompileResult(NamedTuple):
     findings: tuple[Finding, ...]
     source: SourceMap
     suppressed: tuple[Finding, ...] = ()
+    built: Built | None = None  # with ``keep=True``: for compiling another revision beside (plan --base)
 
     @property
     def valid(self) -> bool:
@@ -47,34 +49,40 @@ class CompileResult(NamedTuple):
 
 
 def compile_file(path: str | os.PathLike[str], catalog: Catalog | None = None,
-                 charts: str | os.PathLike[str] | None = None) -> CompileResult:
+                 charts: str | os.PathLike[str] | None = None, *, keep: bool = False,
+                 beside: Built | None = None) -> CompileResult:
     """Compile the spec at ``path``; with ``charts`` (a folder of Helm charts), also check
-    each release's values against its chart's values.schema.json (fleetspec/charts/values_schema.py)."""
+    each release's values against its chart's values.schema.json (fleetspec/charts/values_schema.py).
+    ``keep``: the result carries what the build made (``built``); ``beside``: such a build of
+    another revision of the spec, whose fleet is reused when only the stacks' pins differ
+    (``compiler.build_beside``): ``plan --base`` compiles the base beside the spec."""
     from fleetspec.spec.loader import SpecLoadError, load_file
 
     try:
         loaded = load_file(path)
     except SpecLoadError as exc:
         return _load_failure(exc)
-    return compile_loaded(loaded, catalog, charts)
+    return compile_loaded(loaded, catalog, charts, keep=keep, beside=beside)
 
 
-def compile_text(text: str, name: str = "<input>", catalog: Catalog | None = None) -> CompileResult:
+def compile_text(text: str, name: str = "<input>", catalog: Catalog | None = None, *, keep: bool = False,
+                 beside: Built | None = None) -> CompileResult:
     from fleetspec.spec.loader import SpecLoadError, load_text
 
     try:
         loaded = load_text(text, name)
     except SpecLoadError as exc:
         return _load_failure(exc)
-    return compile_loaded(loaded, catalog)
+    return compile_loaded(loaded, catalog, keep=keep, beside=beside)
 
 
 def compile_loaded(loaded: LoadedSpec, catalog: Catalog | None = None,
-                   charts: str | os.PathLike[str] | None = None) -> CompileResult:
+                   charts: str | os.PathLike[str] | None = None, *, keep: bool = False,
+                   beside: Built | None = None) -> CompileResult:
     from pydantic import ValidationError
 
     from fleetspec.catalog import load_catalog
-    from fleetspec.compile.compiler import build_fleet
+    from fleetspec.compile.compiler import build_beside, build_fleet, build_kept
     from fleetspec.rules import run_rules
     from fleetspec.spec.model import FleetSpec
     from fleetspec.spec.plain_text import text_findings
@@ -96,14 +104,19 @@ def compile_loaded(loaded: LoadedSpec, catalog: Catalog | None = None,
     site_gpus: list[Finding] = []
     if spec.spec.gpu_models:
         catalog = _with_site_gpus(spec, catalog, site_gpus)
-    fleet, findings = build_fleet(spec, catalog)
+    kept_build = None
+    if keep:
+        fleet, findings, kept_build = build_kept(spec, catalog)
+    else:
+        reused = build_beside(spec, catalog, beside) if beside is not None else None
+        fleet, findings = reused if reused is not None else build_fleet(spec, catalog)
     findings[:0] = site_gpus
     fleet = _with_site_settings(spec, fleet, loaded, findings)
     findings.extend(run_rules(fleet, catalog))
     if charts is not None:
         findings.extend(_chart_findings(fleet, Path(charts)))
     kept, suppressed = _apply_suppressions(fleet, findings)
-    return CompileResult(fleet, tuple(kept), loaded.source, tuple(suppressed))
+    return CompileResult(fleet, tuple(kept), loaded.source, tuple(suppressed), kept_build)
 
 
 def _with_site_gpus(spec: FleetSpec, catalog: Catalog, findings: list[Finding]) -> Catalog:

@@ -65,16 +65,17 @@ class RenderResult(NamedTuple):
 
 def render(spec: str | os.PathLike[str], out: str | os.PathLike[str],
            charts: str | os.PathLike[str] | None = None) -> RenderResult:
-    from fleetspec.render import render_all
-    from fleetspec.render.writer import write_tree
+    from fleetspec.render import renderers
+    from fleetspec.render.writer import write_parts
 
     compiled = compile_file(spec, charts=charts)
     out_path = Path(out)
     if not compiled.valid or compiled.fleet is None:
         return RenderResult(compiled, out_path, [])
-    files = render_all(compiled.fleet)
-    write_tree(files, out_path)
-    return RenderResult(compiled, out_path, [str(p) for p in files], written=True)
+    fleet = compiled.fleet
+    # Each renderer's files are written before the next renderer runs (peak memory).
+    paths = write_parts((renderer(fleet) for renderer in renderers()), out_path)
+    return RenderResult(compiled, out_path, [str(p) for p in paths], written=True)
 
 
 def spec_json_schema() -> dict[str, Any]:

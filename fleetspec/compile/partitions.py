@@ -11,6 +11,7 @@ rules to say; this module only builds them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections import defaultdict
 
@@ -24,8 +25,13 @@ K8S_SUFFIX = "-k8s"
 def generated_name(node: ir.Node) -> str:
     """``nvidia-hopper``; ``nvidia-blackwell-arm64`` for Grace systems: a job does not span
     CPU architectures (other packages, other container images)."""
-    suffix = "" if node.gpu.cpu_arch == "x86_64" else f"-{node.gpu.cpu_arch}"
-    return f"{node.gpu.vendor}-{node.gpu.generation}{suffix}"
+    return _generated(node.gpu.vendor, node.gpu.generation, node.gpu.cpu_arch)
+
+
+@functools.lru_cache(maxsize=256)  # one string per partition, not one per node (memory)
+def _generated(vendor: str, generation: str, cpu_arch: str) -> str:
+    suffix = "" if cpu_arch == "x86_64" else f"-{cpu_arch}"
+    return f"{vendor}-{generation}{suffix}"
 
 
 def _replacer(field_name: str):  # type: ignore[no-untyped-def]

@@ -214,8 +214,12 @@ def _split(host: str) -> tuple[tuple[str, str, int], int] | tuple[None, tuple[st
         return None
     prefix, digits, suffix = m.groups()
     if digits.startswith("0") and len(digits) > 1:
-        return (prefix, suffix, len(digits)), int(digits)
+        key = (prefix, suffix, len(digits))
+        return _KEYS.setdefault(key, key), int(digits)  # one key per rack, not per host (memory)
     return None, (prefix, digits, suffix)
+
+
+_KEYS: dict[tuple[str, str, int], tuple[str, str, int]] = {}
 
 
 def _ranges(numbers: list[int], width: int) -> str:

@@ -38,7 +38,8 @@ from fleetspec.safe_io import STDOUT, UnsafePathError
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from fleetspec.compile.ir import Fleet
+    from fleetspec.compile.compiler import Built
+    from fleetspec.pipeline import CompileResult
     from fleetspec.plan.model import Plan
 
 
@@ -223,14 +224,21 @@ def build_plan(spec: Path, state: str | None, base: str | None, canary: int, max
         raise PlanError(str(exc)) from None
     if canary < 0:
         raise PlanError("--canary must be 0 or more nodes")
-    new = _compiled(spec, errors, charts=charts)
+    compiled = _compiled(spec, errors, charts=charts, keep=base is not None)
+    new, built = compiled.fleet, compiled.built
+    assert new is not None  # _compiled refuses a spec without one
+    del compiled  # its source map is not needed past here (memory at 100,000 nodes)
     try:
         if base is not None:
             found = resolve_base(spec, base)
             if found.path is None and found.text is None:
                 return make_plan(new, None, canary=canary, max_unavailable=max_unavailable,
                                  base=f"nothing ({found.name} does not exist: a new fleet)", quarantined=quarantined)
-            old = _compiled(found.path, errors, found)
+            # Beside the spec: a base that differs only in what its stacks pin reuses the
+            # spec's build (compile/compiler.py build_beside).
+            old = _compiled(found.path, errors, found, beside=built).fleet
+            assert old is not None
+            del built  # nor the spec's build
             return make_plan(new, old, canary=canary, max_unavailable=max_unavailable, base=found.name,
                              quarantined=quarantined)
         location = state_location(spec, state)
@@ -246,7 +254,8 @@ def build_plan(spec: Path, state: str | None, base: str | None, canary: int, max
         raise PlanError(str(exc)) from None
 
 
-def _compiled(path: Path | None, errors: Console, base: object = None, charts: Path | None = None) -> Fleet:
+def _compiled(path: Path | None, errors: Console, base: object = None, charts: Path | None = None,
+              keep: bool = False, beside: Built | None = None) -> CompileResult:
     from rich.markup import escape
 
     from fleetspec.findings import Severity
@@ -254,15 +263,15 @@ def _compiled(path: Path | None, errors: Console, base: object = None, charts: P
     from fleetspec.plan.base import BaseSpec
 
     if isinstance(base, BaseSpec) and base.text is not None:
-        result = compile_text(base.text, base.name)
+        result = compile_text(base.text, base.name, beside=beside)
         path = Path(base.name)
     else:
         assert path is not None
-        result = compile_file(path, charts=charts)
+        result = compile_file(path, charts=charts, keep=keep, beside=beside)
     if not result.valid or result.fleet is None:
         for f in result.located():
             if f.severity >= Severity.ERROR:
                 errors.print(f"{escape(f.file)}:{f.line}:{f.column}: [red]{f.severity}[/] "
                              f"{escape(f'[{f.rule}]')} {escape(f.message)}")
         raise PlanError(f"{path} has errors: fix them, then plan again")
-    return result.fleet
+    return result

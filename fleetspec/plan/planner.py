@@ -176,14 +176,17 @@ def layout_drift(fleet: Fleet, facts: Mapping[str, Mapping[str, Any]]) -> list[s
 
 def _rendered_changes(new: Fleet, old: Fleet | None, old_files: Mapping[PurePosixPath, str] | None = None,
                       converged: Mapping[str, str] | None = None) -> list[Change]:
-    from fleetspec.render import render_all
+    from fleetspec.render.traced import files_of, render_beside, render_traced
 
     # fleet.json is not planned (node and partition changes describe it): not rendered.
-    files = render_all(new, fleet_json=False)
+    # The old side, when not at hand, reuses the files of each renderer whose inputs did
+    # not move (fleetspec/render/traced.py): a driver bump renders Slurm's files once.
+    traced = render_traced(new, fleet_json=False)
+    files = files_of(traced)
     if old is None:
         before: dict[PurePosixPath, str] = {}
     else:
-        before = dict(old_files) if old_files is not None else render_all(old, fleet_json=False)
+        before = dict(old_files) if old_files is not None else render_beside(old, new, traced)
     for path, text in files.items():  # converged by a limited apply and still the same: no change
         if converged and converged.get(str(path)) == file_digest(text):
             before[path] = text

@@ -215,7 +215,7 @@ def _inventory(fleet: Fleet, members: dict[str, set[str]], host_vars: dict[str, 
 
     ``host_vars`` (the kubelet's registration labels) sit on the hosts of ``k8s_node``, each
     value double-quoted (JSON is YAML), so a long label list stays on one line."""
-    if not all(map(_plain, set(members).union(*members.values()))):
+    if not _all_plain(set(members).union(*members.values())):
         children = {g: {"hosts": {h: (host_vars.get(h) if g == "k8s_node" else None) for h in sorted(hosts)}}
                     for g, hosts in members.items()}
         return _dump(fleet, {"all": {"children": children}})
@@ -225,8 +225,11 @@ def _inventory(fleet: Fleet, members: dict[str, set[str]], host_vars: dict[str, 
         if group == "k8s_node" and host_vars:
             lines.append("".join(_host_entry(h, host_vars.get(h)) for h in sorted(hosts)))
         else:
-            lines.append("".join(f"        {h}: null\n" for h in sorted(hosts)))
+            lines.append(f"        {_NULL_HOSTS.join(sorted(hosts))}: null\n")
     return "".join(lines)
+
+
+_NULL_HOSTS = ": null\n        "  # between two hosts without variables
 
 
 def _host_entry(host: str, variables: dict[str, str] | None) -> str:
@@ -239,6 +242,21 @@ def _host_entry(host: str, variables: dict[str, str] | None) -> str:
 
 _PLAIN_CANDIDATE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,127}")
 _STR_TAG = "tag:yaml.org,2002:str"
+
+
+# Every name a candidate, tested in one match over the names one a line.
+_PLAIN_LINES = re.compile(r"(?:[A-Za-z_][A-Za-z0-9_-]{0,127}\n)*")
+
+
+def _all_plain(names: Iterable[str]) -> bool:
+    """``all(map(_plain, names))`` in one regular-expression match: only the names whose first
+    character has an implicit resolver (y, n, t, f, o, ...) are checked one by one."""
+    names = list(names)
+    lines = "\n".join(names) + "\n"
+    if names and (lines.count("\n") != len(names) or not _PLAIN_LINES.fullmatch(lines)):
+        return False  # a name with a newline in it, or a name that is not a candidate
+    firsts = yaml.resolver.Resolver.yaml_implicit_resolvers
+    return all(_plain(n) for n in names if n[:1] in firsts)
 
 
 def _plain(name: str) -> bool:

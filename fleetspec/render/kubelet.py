@@ -23,6 +23,8 @@ namespaces; :func:`kubelet_may_set` keeps it that way should one ever be added t
 
 from __future__ import annotations
 
+import functools
+
 from fleetspec.compile.ir import Fleet
 
 NODE_RESTRICTION_NAMESPACE = "node-restriction.kubernetes.io"
@@ -40,6 +42,7 @@ def _in(namespace: str, domain: str) -> bool:
     return namespace == domain or namespace.endswith("." + domain)
 
 
+@functools.lru_cache(maxsize=1024)  # a few dozen keys, asked once per node and label
 def kubelet_may_set(key: str) -> bool:
     """True when a kubelet under NodeRestriction may register its Node with label ``key``."""
     namespace = key.split("/", 1)[0] if "/" in key else ""

@@ -43,3 +43,10 @@ def test_the_museum_inventory_is_emitted_directly_and_matches() -> None:
     assert ansible._inventory(fleet, members, host_vars) == _pyyaml(fleet, members, host_vars)
     renamed = dataclasses.replace(fleet, name="museum")
     assert ansible._inventory(renamed, members, host_vars) == _pyyaml(renamed, members, host_vars)
+
+
+@pytest.mark.parametrize("name", [*TRICKY, "", "a\nb", "h100-001\n", "x" * 129, "é1"])
+def test_all_plain_agrees_with_plain_name_by_name(name: str) -> None:
+    names = {name, "h100-001", "rack_r01"}
+    assert ansible._all_plain(names) == all(map(ansible._plain, names))
+    assert ansible._all_plain([name]) == ansible._plain(name)

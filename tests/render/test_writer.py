@@ -99,3 +99,41 @@ def test_the_swap_is_one_exchange_on_linux(tmp_path):
     (a / "x").write_text("a")
     assert _exchange(a, b)
     assert (b / "x").read_text() == "a" and not (a / "x").exists()
+
+
+class _Part(dict):  # a dict that a weak reference can follow
+    pass
+
+
+def test_parts_are_written_one_at_a_time_and_let_go(tmp_path):
+    import weakref
+
+    from fleetspec.render.writer import write_parts
+
+    out = tmp_path / "out"
+    seen = []
+
+    def parts():
+        first = _Part({PurePosixPath("fleet.json"): "{}\n"})
+        gone = weakref.ref(first)
+        yield first
+        del first
+        seen.append(gone() is None)  # the writer holds no part while the next is made
+        yield {PurePosixPath("slurm/slurm.conf"): "ClusterName=a\n", PurePosixPath("ansible/x.yml"): ""}
+
+    assert write_parts(parts(), out) == [PurePosixPath("ansible/x.yml"), PurePosixPath("fleet.json"),
+                                         PurePosixPath("slurm/slurm.conf")]
+    assert seen == [True]
+    assert (out / "fleet.json").read_text() == "{}\n" and (out / "ansible" / "x.yml").read_text() == ""
+
+
+@pytest.mark.parametrize("second", [{PurePosixPath("a.txt"): "again"}, {PurePosixPath("../b.txt"): "out"}])
+def test_a_later_part_that_clashes_or_escapes_leaves_the_old_tree(tmp_path, second):
+    from fleetspec.render.writer import write_parts
+
+    out = tmp_path / "out"
+    write_tree({PurePosixPath("old.txt"): "old"}, out)
+    with pytest.raises((ValueError, RenderWriteError)):
+        write_parts([{PurePosixPath("a.txt"): "a"}, second], out)
+    assert sorted(p.name for p in out.iterdir()) == [MARKER, "old.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no staging left behind
