@@ -430,6 +430,9 @@ def test_verify_reads_rpm_the_versionlock_and_the_stream_and_reports_each_as_dri
     assert by_name["libnccl"]["version"] == "2.26.2-1+cuda12.8" and by_name["libnccl"]["held"]
     assert {k: v[0] for k, v in el_checks(trees, facts).items()} == {
         "el-packages": "ok", "package-holds": "ok", "driver-stream": "ok"}
+    from fleetspec.verify.testinfra_checks import COMPONENTS  # the testinfra module's tests, one per id
+
+    assert {"el-packages", "package-holds", "driver-stream"} <= set(COMPONENTS)
     # A lock dropped, another changed, a package moved off its build, another stream enabled.
     lock = files["hopper-cu12.versionlock"].replace("libnccl-devel-0:2.26.2-1+cuda12.8.*\n", "").replace(
         "libnccl-0:2.26.2-1+cuda12.8.*", "libnccl-0:2.26.2-2+cuda12.8.*")
