@@ -43,6 +43,7 @@ class StandInRpm(NamedTuple):
     nevra: Nevra
     arch: str = "x86_64"
     requires: tuple[str, ...] = ()  # rpm dependency strings: "name = 3:580.82.07-1.el9"
+    files: tuple[tuple[str, str], ...] = ()  # (absolute path, text) the package lays down
 
     @property
     def label(self) -> str:
@@ -60,11 +61,16 @@ def _spec(evr: tuple[int, str, str], rpms: list[StandInRpm]) -> str:
     head = [f"Name: fleetspec-standin\nVersion: {version}\nRelease: {release}\n"
             + (f"Epoch: {epoch}\n" if epoch else "")
             + "Summary: stand-in\nLicense: none\n%description\nstand-in\n"]
+    install = [f"mkdir -p %{{buildroot}}{path.rsplit('/', 1)[0]}\ncat > %{{buildroot}}{path} <<'FLEETSPEC_EOF'\n"
+               f"{text}FLEETSPEC_EOF\n" for r in rpms for path, text in r.files]
     for r in rpms:
         head.append(f"%package -n {r.nevra.name}\nSummary: fleetspec test stand-in: not the vendor package\n"
                     + (f"BuildArch: {r.arch}\n" if r.arch == "noarch" else "")
                     + "".join(f"Requires: {q}\n" for q in r.requires)
-                    + f"%description -n {r.nevra.name}\nstand-in\n%files -n {r.nevra.name}\n")
+                    + f"%description -n {r.nevra.name}\nstand-in\n%files -n {r.nevra.name}\n"
+                    + "".join(f"{path}\n" for path, _ in r.files))
+    if install:
+        head.append("%install\n" + "".join(install))
     return "\n".join(head)
 
 

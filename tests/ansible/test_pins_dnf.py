@@ -30,10 +30,15 @@ AMD_REPO = "rocm-el9"
 MISSING = "kmod-nvidia-open-dkms-3:580.95.05-1.el9"  # what the pruned repository lacks
 # The distribution's packages the role installs unpinned: the kernel's development files
 # (the release an EL9.4 kernel carries: 5.14.0-427.28.1.el9_4.x86_64, as the AMD GPU
-# Operator's DeviceConfig CRD names it, tests/data/crds/amd-gpu-operator) and the RDMA user
-# space (rdma-core, libibverbs: EL names; their versions here are modelled, none is pinned).
+# Operator's DeviceConfig CRD names it, tests/data/crds/amd-gpu-operator), kernel-devel-matched
+# needing kernel-core and kernel-devel at its own EVR (its purpose: the devel files matching the
+# kernel; the exact Requires are modelled), kernel-headers, and the RDMA user space (rdma-core,
+# libibverbs: EL names). Their versions are modelled on that kernel's; none is pinned.
 KERNEL = "5.14.0-427.28.1.el9_4.x86_64"
-BASEOS = [StandInRpm(parse_nevra("kernel-devel-5.14.0-427.28.1.el9_4")), StandInRpm(parse_nevra("rdma-core-48.0-1.el9")),
+_K = "5.14.0-427.28.1.el9_4"
+BASEOS = [StandInRpm(parse_nevra(f"kernel-core-{_K}")), StandInRpm(parse_nevra(f"kernel-devel-{_K}")),
+          StandInRpm(parse_nevra(f"kernel-devel-matched-{_K}"), requires=(f"kernel-core = {_K}", f"kernel-devel = {_K}")),
+          StandInRpm(parse_nevra(f"kernel-headers-{_K}")), StandInRpm(parse_nevra("rdma-core-48.0-1.el9")),
           StandInRpm(parse_nevra("libibverbs-48.0-1.el9"), requires=("rdma-core",))]
 
 
@@ -61,7 +66,24 @@ def repos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     amd = [r for t in trees.values() for r in t.rpms]
     return {"nvidia": full, "pruned": index(pruned, modulemd("nvidia-driver", nvidia.streams)),
             "amd": index(build_rpms(amd, tmp / "amd/rocm/el9/7.1/main")),
-            "baseos": index(build_rpms(BASEOS, tmp / "baseos/x86_64/os"))}
+            "baseos": index(build_rpms(BASEOS, tmp / "baseos/x86_64/os")),
+            **_epel(tmp)}
+
+
+# EPEL and CRB as a Rocky 9 node meets them: CRB defined in the distribution's repo file but
+# disabled (Rocky's rocky.repo [crb] enabled=0, turned on by `dnf config-manager
+# --set-enabled crb`), EPEL reached only once its release package is installed: epel-release
+# lays down /etc/yum.repos.d/epel.repo ([epel], name "Extra Packages for Enterprise Linux
+# $releasever - $basearch"; a metalink and a gpgkey in the real file, the stand-in tree's
+# baseurl here). dkms in EPEL's tree (EPEL 9 carries dkms 3.x; the build is modelled).
+def _epel(tmp: Path) -> dict[str, Path]:
+    epel = index(build_rpms([StandInRpm(parse_nevra("dkms-3.1.0-1.el9"), "noarch")], tmp / "epel/9/Everything/x86_64"))
+    (tmp / "crb/x86_64/os").mkdir(parents=True)
+    repo = (f"[epel]\nname=Extra Packages for Enterprise Linux $releasever - $basearch\nbaseurl=file://{epel}\n"
+            "enabled=1\ngpgcheck=0\n")
+    release = build_rpms([StandInRpm(parse_nevra("epel-release-9-8.el9"), "noarch",
+                                     files=(("/etc/yum.repos.d/epel.repo", repo),))], tmp / "epel-release")
+    return {"epel": epel, "crb": index(tmp / "crb/x86_64/os"), "epel_release": next(release.rglob("*.rpm"))}
 
 
 def _tree(driver: str) -> dict[PurePosixPath, str]:
@@ -190,7 +212,7 @@ PLAY = """- hosts: h100-001
 
 
 def role_run(tmp: Path, root: DnfRoot, files: dict[PurePosixPath, str], repo: Path,
-             kernel: str = KERNEL) -> subprocess.CompletedProcess[str]:
+             kernel: str = KERNEL, **extra: object) -> subprocess.CompletedProcess[str]:
     tree = tmp / f"tree-{len(list(tmp.glob('tree-*')))}"
     for rel, text in files.items():
         (tree / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -204,7 +226,7 @@ def role_run(tmp: Path, root: DnfRoot, files: dict[PurePosixPath, str], repo: Pa
         "fleetspec_dnf_options": ["--releasever=9", "--setopt=module_platform_id=platform:el9",
                                   f"--setopt=pluginconfpath={root.plugins}", f"--setopt=cachedir={root.root.parent}/cache",
                                   "--setopt=install_weak_deps=0"],
-        "fleetspec_dnf_environment": root.env(), "fleetspec_kernel_release": kernel}))
+        "fleetspec_dnf_environment": root.env(), "fleetspec_kernel_release": kernel, **extra}))
     exe = shutil.which("ansible-playbook")
     assert exe, "ansible-playbook is required (pip install ansible-core)"
     env = {"ANSIBLE_CONFIG": str(ROOT / "playbooks/ansible.cfg"), "ANSIBLE_HOME": str(tmp / ".ansible"),
@@ -256,6 +278,61 @@ def test_the_node_role_changes_a_node_in_one_transaction_and_stops_on_a_missing_
     assert "Nothing to do." in root.dnf("upgrade").stdout
 
 
+def _rocky_node(tmp: Path, repos: dict[str, Path]) -> DnfRoot:
+    """A Rocky 9 node with nothing of the stack: BaseOS enabled, CRB disabled, no EPEL."""
+    root = DnfRoot(tmp / "node", None)
+    (root.root / "etc/yum.repos.d/rocky.repo").write_text(
+        f"[baseos]\nname=Rocky Linux $releasever - BaseOS\nbaseurl=file://{repos['baseos']}\ngpgcheck=0\nenabled=1\n\n"
+        f"[crb]\nname=Rocky Linux $releasever - CRB\nbaseurl=file://{repos['crb']}\ngpgcheck=0\nenabled=0\n")
+    return root
+
+
+def _dkms_node(repos: dict[str, Path], **gpu: object) -> dict[str, object]:
+    """A GPU node whose driver DKMS builds (gpu_facts' answers), EPEL's release package the stand-in."""
+    return {"fleetspec_gpu": {"kernel_modules": True, "nvidia_pci": True, "nouveau_module": True, "secure_boot": False,
+                              **gpu},
+            "fleetspec_el": {"major": 9, "crb_repo": "crb", "epel_release": str(repos["epel_release"]),
+                             "versionlock_package": "python3-dnf-plugin-versionlock"}}
+
+
+def test_a_dkms_driver_node_gets_crb_epel_dkms_and_the_kernels_devel_files_then_a_reboot_marker(
+        repos, trees, tmp_path) -> None:
+    root = _rocky_node(tmp_path, repos)
+    done = role_run(tmp_path, root, trees["580.82.07"], repos["nvidia"], **_dkms_node(repos))
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
+    enabled = root.dnf("-q", "repolist", "--enabled").stdout
+    assert {line.split()[0] for line in enabled.splitlines() if line.strip()} >= {"baseos", "crb", "epel"}, enabled
+    have = root.installed()
+    assert {n: have.get(n) for n in ("epel-release", "dkms", "kernel-devel", "kernel-devel-matched", "kernel-headers",
+                                     "kernel-core")} == {
+        "epel-release": "0:9-8.el9", "dkms": "0:3.1.0-1.el9", "kernel-devel": f"0:{_K}",
+        "kernel-devel-matched": f"0:{_K}", "kernel-headers": f"0:{_K}", "kernel-core": f"0:{_K}"}
+    assert have["kmod-nvidia-open-dkms"] == "3:580.82.07-1.el9"
+    # A first install over nouveau: the new module runs only after a reboot (apply --allow-reboot).
+    marker = (root.root / "var/lib/fleetspec/reboot-required").read_text()
+    assert "kmod-nvidia-open-dkms" in marker and "nvidia-driver-cuda" in marker, marker
+    assert "datacenter-gpu-manager" not in marker
+    # Applied again: nothing to enable or install, and no driver change recorded.
+    (root.root / "var/lib/fleetspec/reboot-required").unlink()
+    again = role_run(tmp_path, root, trees["580.82.07"], repos["nvidia"], **_dkms_node(repos, nouveau_module=False))
+    assert again.returncode == 0, again.stdout[-6000:]
+    assert "changed=" in again.stdout and not (root.root / "var/lib/fleetspec/reboot-required").exists()
+    for task in ("Enable CRB", "Install EPEL's release package"):
+        assert f"TASK [stack_packages : {task}" in again.stdout
+        assert "skipping: [h100-001]" in again.stdout.split(f"TASK [stack_packages : {task}", 1)[1].split("TASK [", 1)[0]
+
+
+def test_secure_boot_without_an_enrolled_key_stops_an_el_node_before_epel_or_any_package(repos, trees, tmp_path):
+    """No mokutil answer is no enrollment (tests/ansible/test_secure_boot_role.py); on EL DKMS's own
+    key is /var/lib/dkms/mok.pub (dkms's default mok_certificate outside Ubuntu)."""
+    root = _rocky_node(tmp_path, repos)
+    done = role_run(tmp_path, root, trees["580.82.07"], repos["nvidia"], **_dkms_node(repos, secure_boot=True))
+    out = " ".join(done.stdout.split())
+    assert done.returncode != 0 and "Secure Boot is enabled" in out and "Nothing was installed" in out, out[-3000:]
+    assert "mokutil --import /var/lib/dkms/mok.pub" in out
+    assert root.installed() == {} and not (root.root / "etc/yum.repos.d/epel.repo").exists()
+
+
 # Rocky Linux 9's /etc/os-release (rocky-release 9.6: NAME="Rocky Linux", ID="rocky",
 # ID_LIKE="rhel centos fedora", VERSION_ID="9.6"; fleetspec/importer/facts.py maps it to rocky-9).
 ROCKY_OS_RELEASE = ('NAME="Rocky Linux"\nVERSION="9.6 (Blue Onyx)"\nID="rocky"\nID_LIKE="rhel centos fedora"\n'
@@ -293,6 +370,9 @@ def test_verify_reads_rpm_the_versionlock_and_the_stream_and_reports_each_as_dri
     assert by_name["libnccl"]["version"] == "2.26.2-1+cuda12.8" and by_name["libnccl"]["held"]
     assert {k: v[0] for k, v in el_checks(trees, facts).items()} == {
         "el-packages": "ok", "package-holds": "ok", "driver-stream": "ok"}
+    from fleetspec.verify.testinfra_checks import COMPONENTS  # the testinfra module's tests, one per id
+
+    assert {"el-packages", "package-holds", "driver-stream"} <= set(COMPONENTS)
     # A lock dropped, another changed, a package moved off its build, another stream enabled.
     lock = files["hopper-cu12.versionlock"].replace("libnccl-devel-0:2.26.2-1+cuda12.8.*\n", "").replace(
         "libnccl-0:2.26.2-1+cuda12.8.*", "libnccl-0:2.26.2-2+cuda12.8.*")
