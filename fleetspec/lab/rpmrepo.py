@@ -32,7 +32,18 @@ from pathlib import Path
 from typing import NamedTuple
 from urllib.parse import urlsplit
 
-from fleetspec.catalog.el import Nevra, el_data, el_repo
+from fleetspec.catalog.el import ElRelease, Nevra, el_data, el_repo
+from fleetspec.lab.repo import (
+    LIBDIR,
+    STANDIN_NOTE,
+    StandInPackage,
+    _cuda,
+    _cudnn,
+    _nccl,
+    _nvidia,
+    _rocm,
+    _rocm_from_int,
+)
 
 R590 = "590.48.01"  # the other branch's build in the 590-open stream
 # Host tools: command -> Debian package providing it.
@@ -43,7 +54,9 @@ class StandInRpm(NamedTuple):
     nevra: Nevra
     arch: str = "x86_64"
     requires: tuple[str, ...] = ()  # rpm dependency strings: "name = 3:580.82.07-1.el9"
-    files: tuple[tuple[str, str], ...] = ()  # (absolute path, text) the package lays down
+    # (absolute path, content) the package lays down; content starting "#!" is installed 0755
+    files: tuple[tuple[str, str | bytes], ...] = ()
+    symlinks: tuple[tuple[str, str], ...] = ()  # (absolute path, target)
 
     @property
     def label(self) -> str:
@@ -57,21 +70,37 @@ def missing_tools() -> list[str]:
 
 
 def _spec(evr: tuple[int, str, str], rpms: list[StandInRpm]) -> str:
+    """One spec per EVR, a subpackage per name; every file comes from ``%{_sourcedir}/tree``
+    (``_tree``), so binary payloads (the stand-in libraries) go in as built. No automatic
+    Requires/Provides: an EL lab host's rpmdb has no glibc to satisfy libc.so.6()(64bit)."""
     epoch, version, release = evr
     head = [f"Name: fleetspec-standin\nVersion: {version}\nRelease: {release}\n"
             + (f"Epoch: {epoch}\n" if epoch else "")
-            + "Summary: stand-in\nLicense: none\n%description\nstand-in\n"]
-    install = [f"mkdir -p %{{buildroot}}{path.rsplit('/', 1)[0]}\ncat > %{{buildroot}}{path} <<'FLEETSPEC_EOF'\n"
-               f"{text}FLEETSPEC_EOF\n" for r in rpms for path, text in r.files]
+            + "Summary: stand-in\nLicense: none\nAutoReqProv: no\n%description\nstand-in\n"]
     for r in rpms:
-        head.append(f"%package -n {r.nevra.name}\nSummary: fleetspec test stand-in: not the vendor package\n"
+        paths = sorted({path for path, _ in (*r.files, *r.symlinks)})
+        head.append(f"%package -n {r.nevra.name}\nSummary: {STANDIN_NOTE}\nAutoReqProv: no\n"
                     + (f"BuildArch: {r.arch}\n" if r.arch == "noarch" else "")
                     + "".join(f"Requires: {q}\n" for q in r.requires)
-                    + f"%description -n {r.nevra.name}\nstand-in\n%files -n {r.nevra.name}\n"
-                    + "".join(f"{path}\n" for path, _ in r.files))
-    if install:
-        head.append("%install\n" + "".join(install))
+                    + f"%description -n {r.nevra.name}\n{STANDIN_NOTE}\n%files -n {r.nevra.name}\n"
+                    + "".join(f"{path}\n" for path in paths))
+    if any(r.files or r.symlinks for r in rpms):
+        head.append("%install\ncp -a %{_sourcedir}/tree/. %{buildroot}/\n")
     return "\n".join(head)
+
+
+def _tree(rpms: list[StandInRpm], root: Path) -> None:
+    for r in rpms:
+        for path, content in r.files:
+            dest = root / path.lstrip("/")
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            data = content.encode() if isinstance(content, str) else content
+            dest.write_bytes(data)
+            dest.chmod(0o755 if data.startswith(b"#!") else 0o644)
+        for path, target in r.symlinks:
+            dest = root / path.lstrip("/")
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.symlink_to(target)
 
 
 def modulemd(name: str, streams: Mapping[str, Iterable[StandInRpm]]) -> str:
@@ -99,8 +128,12 @@ def build_rpms(rpms: Iterable[StandInRpm], dest: Path) -> Path:
         spec = work / f"s{i}.spec"
         spec.parent.mkdir(parents=True, exist_ok=True)
         spec.write_text(_spec(evr, members))
+        _tree(members, work / f"src{i}" / "tree")
+        # Payloads go in as built: no strip, no debuginfo split (brp scripts), no build-id links.
         subprocess.run(["rpmbuild", "-bb", "--quiet", "--target", "x86_64", "--define", f"_topdir {work}/top",
-                        "--define", f"_rpmdir {dest}", "--define", "_build_id_links none", str(spec)],
+                        "--define", f"_sourcedir {work}/src{i}", "--define", f"_rpmdir {dest}",
+                        "--define", "_build_id_links none", "--define", "__os_install_post %{nil}",
+                        "--define", "debug_package %{nil}", str(spec)],
                        check=True, capture_output=True, text=True, timeout=120)
     shutil.rmtree(work, ignore_errors=True)
     return dest
@@ -128,8 +161,11 @@ def newer(n: Nevra) -> Nevra:
     return n._replace(release=f"{int(m[1]) + 1}{m[2]}")
 
 
-def standin(n: Nevra) -> StandInRpm:
-    """``n`` as a stand-in RPM with its arch and the vendors' exact-EVR Requires (module docstring)."""
+def standin(n: Nevra, row: ElRelease | None = None) -> StandInRpm:
+    """``n`` as a stand-in RPM with its arch, the vendors' exact-EVR Requires (module docstring),
+    the stand-in marker (/usr/share/doc/<name>/fleetspec-standin: verify then knows a lab host)
+    and, for the packages that report a version, the payload of the apt stand-in of the same
+    role (``payload``) so that the collector reads the tuple on an EL lab host as on an apt one."""
     arch = "noarch" if n.name.startswith(("kmod-nvidia", "amdgpu-dkms")) else "x86_64"
     evr = n.evr if n.epoch else f"{n.version}-{n.release}"
     requires: tuple[str, ...] = ()
@@ -139,7 +175,44 @@ def standin(n: Nevra) -> StandInRpm:
         requires = (f"nvidia-kmod-common = {evr}",)
     elif n.name == "rocm":
         requires = (f"rocm-core = {evr}",)
-    return StandInRpm(n, arch, requires)
+    made = payload(row, n) if row is not None else None
+    marker = (f"/usr/share/doc/{n.name}/fleetspec-standin", f"{STANDIN_NOTE}\n{n.name} {evr}\n")
+    files = (marker, *sorted((made.files if made else {}).items()))
+    links = tuple(sorted((made.symlinks if made else {}).items()))
+    return StandInRpm(n, arch, requires, tuple((_el_path(p), c) for p, c in files),
+                      tuple((_el_path(p), t) for p, t in links))
+
+
+def _el_path(path: str) -> str:
+    """An apt stand-in's path where EL keeps it: /usr/lib64 for Debian's multiarch libdir,
+    /usr/include for its multiarch include dir."""
+    return path.replace(LIBDIR + "/", "/usr/lib64/").replace("/usr/include/x86_64-linux-gnu/", "/usr/include/")
+
+
+def payload(row: ElRelease, n: Nevra) -> StandInPackage | None:
+    """The apt stand-in (fleetspec.lab.repo) whose files report what ``n`` reports on a node:
+    NVIDIA's EL packaging puts nvidia-smi in nvidia-driver-cuda (the apt stand-in's
+    nvidia-driver-<branch>), the toolkit's version.json in cuda-toolkit-<M>-<m>, cuDNN's header
+    and library in libcudnn<major>-cuda-<cuda major>, NCCL's in libnccl/libnccl-devel (Debian's
+    libnccl2/libnccl-dev), ROCm's .info/version in rocm-core, librccl in rccl. None for the rest."""
+    version = n.version
+    if row.component in ("driver", "driver-tools"):
+        compute, driver, fabric = _nvidia(version, None)
+        return {"nvidia-driver-cuda": driver, "nvidia-fabricmanager": fabric}.get(n.name)
+    if row.component == "cuda" and n.name == "cuda-toolkit-" + "-".join(row.release.split(".")[:2]):
+        return _cuda(row.release)
+    if row.component == "cudnn" and re.fullmatch(r"libcudnn[0-9]+-cuda-[0-9]+", n.name):
+        return _cudnn(version, n.name.rsplit("-", 1)[1])
+    if row.component == "nccl" and n.name in ("libnccl", "libnccl-devel"):
+        lib, dev = _nccl(row.release, row.cuda)
+        return lib if n.name == "libnccl" else dev
+    rocm = re.fullmatch(r"(?P<v>[0-9]+\.[0-9]+\.[0-9]+)\.(?P<rint>[0-9]{5,})", version)
+    if rocm and n.name in ("rocm-core", "rccl"):
+        build = n.release.split(".")[0]  # 20.el8 -> 20, as /opt/rocm/.info/version reads "7.1.0-20"
+        if n.name == "rocm-core":
+            return _rocm(rocm["v"], None, build)[0]
+        return _rocm(_rocm_from_int(rocm["rint"]), rocm["v"], build)[1]
+    return None
 
 
 def _stream_member(n: Nevra) -> bool:
@@ -169,14 +242,14 @@ def el_trees(el: int) -> list[ElTree]:
         tree = trees[url]
         for n in row.packages:
             for build in (n._replace(condition=None), newer(n._replace(condition=None))):
-                tree[build] = standin(build)
+                tree[build] = standin(build, row)
                 if el < 10 and row.component == "driver" and _stream_member(build):
                     streams[url][f"{build.version.split('.')[0]}-open"].append(tree[build])
         if other_branch and row.component == "driver" and nvidia is not None and url == nvidia.baseurl.rstrip("/"):
             other_branch = False
             for n in row.packages:
                 if _stream_member(n):
-                    r590 = standin(n._replace(version=R590, condition=None))
+                    r590 = standin(n._replace(version=R590, condition=None), row._replace(release=R590))
                     tree[r590.nevra] = r590
                     streams[url]["590-open"].append(r590)
     return [ElTree(url, tuple(tree.values()), {s: tuple(m) for s, m in sorted(streams[url].items())})

@@ -17,10 +17,12 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 import yaml
+from typer.testing import CliRunner
 
 from fleetspec.apply.ansible import PLAYBOOKS, run_playbook
 from fleetspec.catalog.el import parse_nevra
-from fleetspec.lab.fleet import LabHandle, LabSetupError, lab_down, lab_up
+from fleetspec.cli import app
+from fleetspec.lab.fleet import LabHandle, lab_down, lab_up
 from fleetspec.pipeline import compile_file
 from fleetspec.render.ansible import render_ansible
 from tests.conftest import EXAMPLES
@@ -69,20 +71,28 @@ def test_ansible_sees_rocky_9_with_dnf_on_an_el_lab_host(el_lab: LabHandle) -> N
         "rocky-release-9.7-1.3.el9.noarch\n"
 
 
-def test_each_stack_installs_its_rendered_pins_with_dnf_and_holds_them(el_lab: LabHandle, tmp_path: Path) -> None:
-    fleet_tree = render_ansible(compile_file(el_lab.spec).fleet, el_lab.package_mirror)
-    for rel, text in fleet_tree.items():
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text(text)
-    (tmp_path / "play").mkdir()
-    (tmp_path / "play" / "stack.yml").write_text(PLAY)
-    result = run_playbook([tmp_path / "ansible" / "inventory.yml", el_lab.inventory_overlay], playbook="stack.yml",
-                          project_dir=tmp_path / "play", limit=[NVIDIA, AMD], work_dir=tmp_path / "runs",
+@pytest.fixture(scope="module")
+def installed(el_lab: LabHandle, tmp_path_factory: pytest.TempPathFactory) -> dict[PurePosixPath, str]:
+    """The real gpu_facts + stack_packages roles on both hosts, from the rendered tree (the
+    lab's mirror given to render as apply --lab does); returns that tree."""
+    out = tmp_path_factory.mktemp("el-render")
+    tree = render_ansible(compile_file(el_lab.spec).fleet, el_lab.package_mirror)
+    for rel, text in tree.items():
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        (out / rel).write_text(text)
+    (out / "play").mkdir()
+    (out / "play" / "stack.yml").write_text(PLAY)
+    result = run_playbook([out / "ansible" / "inventory.yml", el_lab.inventory_overlay], playbook="stack.yml",
+                          project_dir=out / "play", limit=[NVIDIA, AMD], work_dir=out / "runs",
                           envvars={"ANSIBLE_ROLES_PATH": str(PLAYBOOKS / "roles")})
     assert result.ok, result.hosts
+    return tree
+
+
+def test_each_stack_installs_its_rendered_pins_with_dnf_and_holds_them(el_lab: LabHandle, installed) -> None:
     overlay = yaml.safe_load(el_lab.inventory_overlay.read_text())
     for host, stack in ((NVIDIA, "hopper-cu12"), (AMD, "cdna3-rocm71")):
-        pins = [parse_nevra(line) for line in fleet_tree[PurePosixPath(f"ansible/pins/{stack}.dnf")].split()]
+        pins = [parse_nevra(line) for line in installed[PurePosixPath(f"ansible/pins/{stack}.dnf")].split()]
         have = dict(line.split(" ", 1) for line in ssh(el_lab, host, "rpm", "-qa", "--qf",
                                                        "%{NAME} %{EPOCHNUM}:%{VERSION}-%{RELEASE}\\n").splitlines())
         wanted = {n.name: f"{n.epoch}:{n.version}-{n.release}" for n in pins if n.name in have or not n.condition}
@@ -98,26 +108,20 @@ def test_each_stack_installs_its_rendered_pins_with_dnf_and_holds_them(el_lab: L
     assert "kmod-nvidia-open-dkms-3:580.82.07-1.el9.*" in locks, locks
 
 
-# An EL10 fleet the catalog can pin (its EL10 rows: driver 580.167.08, CUDA 13.0.2, NCCL 2.28.3).
-EL10 = """apiVersion: fleetspec.io/v1alpha1
-kind: Fleet
-metadata: {name: el10}
-spec:
-  os: rocky-10
-  stacks:
-    hopper: {driver: "580.167.08", cuda: "13.0.2", nccl: "2.28.3"}
-  racks:
-    - name: r01
-      leaf: leaf-01
-      nodes:
-        - {hosts: "h100-[001-002]", gpu: {model: h100-sxm, count: 8}, stack: hopper, scheduler: kubernetes}
-"""
-
-
-def test_an_el10_fleet_is_refused_with_its_reason(tmp_path: Path) -> None:
-    spec = tmp_path / "fleet.yaml"
-    spec.write_text(EL10)
-    with pytest.raises(LabSetupError, match=r"fleet.yaml:5:7: spec.os is rocky-10: the lab's EL hosts are shaped as "
-                                            "Rocky Linux 9 .*no module streams"):
-        lab_up(spec, lab_dir=tmp_path / "lab")
-    assert not (tmp_path / "lab").exists()  # refused before anything was made
+def test_verify_reads_the_tuple_from_rpm_and_the_stand_ins_files(el_lab: LabHandle, installed) -> None:
+    """`fleetspec verify --lab` (the collector over Ansible): rpm -q with epochs, the versionlock,
+    the enabled stream, and what the stand-ins report (nvidia-smi, version.json, the libraries).
+    The AMD host does not conform as a whole: verify counts its GPUs (gpu-count drift, "no GPU
+    tool on the node") where it says "stand-in host" for NVIDIA, on apt lab hosts too."""
+    done = CliRunner().invoke(app, ["verify", str(el_lab.spec), "--lab", str(el_lab.dir), "--format", "json"])
+    report = json.loads(done.stdout)
+    checks = {n["hostname"]: {c["component"]: (c["status"], c["found"]) for c in n["checks"]} for n in report["nodes"]}
+    assert {k: checks[NVIDIA][k] for k in ("driver", "cuda", "cudnn", "nccl", "el-packages", "package-holds",
+                                           "driver-stream")} == {
+        "driver": ("ok", "580.82.07"), "cuda": ("ok", "12.8.1"), "cudnn": ("ok", "9.10.2"), "nccl": ("ok", "2.26.2"),
+        "el-packages": ("ok", "21 at their EVR"), "package-holds": ("ok", "21 locked"),
+        "driver-stream": ("ok", "580-open")}
+    assert {n["hostname"]: n["conforms"] for n in report["nodes"]}[NVIDIA] is True, checks[NVIDIA]
+    assert {k: checks[AMD][k] for k in ("rocm", "rccl", "el-packages", "package-holds")} == {
+        "rocm": ("ok", "7.1.0"), "rccl": ("ok", "2.27.7"), "el-packages": ("ok", "3 at their EVR"),
+        "package-holds": ("ok", "3 locked")}
