@@ -9,7 +9,7 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from fleetspec.catalog.el import el_data, parse_nevra
+from fleetspec.catalog.el import el_data, el_site_built, parse_nevra
 from fleetspec.findings import Severity
 from fleetspec.pipeline import compile_file, compile_text
 from fleetspec.render.ansible import render_ansible
@@ -98,7 +98,7 @@ def test_modelled_literals_are_warned_with_the_el_check() -> None:
 
 # docs/packaging.md's EL table is the data, row for row.
 def table_rows() -> list[list[str]]:
-    section = (ROOT / "docs/packaging.md").read_text().split("\n## EL nodes ", 1)[1].split("\n## ", 1)[0]
+    section = (ROOT / "docs/packaging.md").read_text().split("\n## EL nodes ", 1)[1].split("\n#", 1)[0]
     lines = [ln for ln in section.splitlines() if ln.startswith("| ")]
     assert lines[0] == "| EL | component | release | packages | source | seen | unconfirmed |"
     return [[c.strip() for c in ln.strip("|").split(" | ")] for ln in lines[1:]]
@@ -111,6 +111,17 @@ def test_the_docs_el_table_is_the_catalog_data() -> None:
                                                                                  else "") for n in r.packages)
         rows.append([str(r.el), r.component, r.release, packages, r.source, r.seen, r.unconfirmed or "-"])
     assert table_rows() == rows
+
+
+def test_the_docs_site_built_table_is_the_catalog_data() -> None:
+    section = (ROOT / "docs/packaging.md").read_text().split("\n### EL site-built packages ", 1)[1].split("\n#", 1)[0]
+    lines = [ln for ln in section.splitlines() if ln.startswith("| ")]
+    assert lines[0] == "| EL | component | packages | release | source | seen | unconfirmed |"
+    assert [[c.strip() for c in ln.strip("|").split(" | ")] for ln in lines[1:]] == [
+        [str(r.el), r.component, "; ".join(f"{k}: {', '.join(v)}" for k, v in r.names.items()), r.release, r.source,
+         r.seen, r.unconfirmed or "-"] for r in el_site_built()]
+    assert {(r.el, r.component) for r in el_site_built()} == {(el, c) for el in (9, 10)
+                                                               for c in ("slurm", "enroot", "pyxis")}
 
 
 def test_every_row_cites_a_source_and_parses() -> None:

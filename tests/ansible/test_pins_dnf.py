@@ -16,6 +16,7 @@ import sys
 from pathlib import Path, PurePosixPath
 
 import pytest
+import yaml
 
 from fleetspec.catalog.el import el_repo, parse_nevra
 from fleetspec.findings import Severity
@@ -212,7 +213,7 @@ PLAY = """- hosts: h100-001
 
 
 def role_run(tmp: Path, root: DnfRoot, files: dict[PurePosixPath, str], repo: Path,
-             kernel: str = KERNEL, **extra: object) -> subprocess.CompletedProcess[str]:
+             kernel: str = KERNEL, play: str = PLAY, **extra: object) -> subprocess.CompletedProcess[str]:
     tree = tmp / f"tree-{len(list(tmp.glob('tree-*')))}"
     for rel, text in files.items():
         (tree / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -220,7 +221,7 @@ def role_run(tmp: Path, root: DnfRoot, files: dict[PurePosixPath, str], repo: Pa
     repo_file = tree / "ansible/pins/hopper-cu12.repo"
     repo_file.write_text(re.sub(r"(?m)^baseurl=.*$", f"baseurl=file://{repo}", repo_file.read_text())
                          .replace("gpgcheck=1", "gpgcheck=0"))
-    (tree / "play.yml").write_text(PLAY)
+    (tree / "play.yml").write_text(play)
     (tree / "vars.json").write_text(json.dumps({
         "ansible_python_interpreter": sys.executable, "fleetspec_el_root": str(root.root),
         "fleetspec_dnf_options": ["--releasever=9", "--setopt=module_platform_id=platform:el9",
@@ -331,6 +332,76 @@ def test_secure_boot_without_an_enrolled_key_stops_an_el_node_before_epel_or_any
     assert done.returncode != 0 and "Secure Boot is enabled" in out and "Nothing was installed" in out, out[-3000:]
     assert "mokutil --import /var/lib/dkms/mok.pub" in out
     assert root.installed() == {} and not (root.root / "etc/yum.repos.d/epel.repo").exists()
+
+
+# The Slurm and Enroot/Pyxis roles' install step on EL, the task itself read from the role (so the
+# run takes whatever path the role takes), run into a DnfRoot whose site repository holds
+# SchedMD-shaped RPMs (slurm.spec: slurm-slurmd and slurm-slurmctld `Requires: slurm = %{version}-%{release}`),
+# NVIDIA/enroot's .el8 release assets and a pyxis.spec build (nvslurm-plugin-pyxis `Requires: enroot`),
+# each beside a newer build, as a site repository keeps older builds.
+SITE_BUILT = ("slurm-25.11.8-1.el9", "slurm-slurmd-25.11.8-1.el9", "slurm-slurmctld-25.11.8-1.el9",
+              "enroot-3.5.0-1.el8", "enroot+caps-3.5.0-1.el8", "nvslurm-plugin-pyxis-0.20.0-1.el9")
+
+
+def _site_rpm(n: Nevra) -> StandInRpm:
+    evr = f"{n.version}-{n.release}"
+    requires = {"slurm-slurmd": (f"slurm = {evr}",), "slurm-slurmctld": (f"slurm = {evr}",),
+                "nvslurm-plugin-pyxis": ("enroot >= 3.1.0",)}.get(n.name, ())
+    return StandInRpm(n, "x86_64", requires)
+
+
+@pytest.fixture(scope="module")
+def site_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    rpms = []
+    for text in SITE_BUILT:
+        n = parse_nevra(text)
+        rpms += [_site_rpm(n), _site_rpm(n._replace(version=n.version.replace("25.11.8", "25.11.9")
+                                                    .replace("3.5.0", "3.6.0").replace("0.20.0", "0.21.0")))]
+    return index(build_rpms(rpms, tmp_path_factory.mktemp("site") / "el9/x86_64"))
+
+
+def _role_task(role: str, name: str) -> dict:
+    tasks = yaml.safe_load((ROOT / f"playbooks/roles/{role}/tasks/main.yml").read_text())
+    return next(t for t in tasks if t.get("name") == name)
+
+
+def test_slurm_and_enroot_pyxis_install_exactly_from_the_site_repository_and_are_locked(site_repo, trees, tmp_path):
+    el = trees["580.82.07"]
+    el = {**el, PurePosixPath("ansible/group_vars/slurm_node.yml"): el[PurePosixPath(
+        "ansible/group_vars/slurm_node.yml")] + "fleetspec_container_packages:\n" + "".join(
+        f"- {{name: {n.name}, version: {n.version}-{n.release}, role: enroot_pyxis, condition: null}}\n"
+        for n in map(parse_nevra, SITE_BUILT[3:]))}
+    tasks = [_role_task("slurm", "Install and hold the pinned Slurm packages"),
+             _role_task("enroot_pyxis", "Install and hold Enroot and Pyxis")]
+    root = DnfRoot(tmp_path / "node", None)
+    (root.root / "etc/yum.repos.d/site.repo").write_text(f"[site]\nname=site\nbaseurl=file://{site_repo}\ngpgcheck=0\n")
+    root.locklist.write_text("# fleetspec: stack hopper-cu12 (ansible/pins/hopper-cu12.versionlock)\n"
+                             "libnccl-0:2.26.2-1+cuda12.8.*\nslurm-0:25.11.9-1.el9.*\n")
+    done = role_run(tmp_path, root, el, site_repo, play=yaml.safe_dump(
+        [{"hosts": "h100-001", "connection": "local", "gather_facts": False, "tasks": tasks}], sort_keys=False))
+    assert done.returncode == 0, done.stdout[-6000:]
+    have = root.installed()
+    assert {n: have.get(n) for n in ("slurm", "slurm-slurmd", "enroot", "enroot+caps", "nvslurm-plugin-pyxis")} == {
+        "slurm": "0:25.11.8-1.el9", "slurm-slurmd": "0:25.11.8-1.el9", "enroot": "0:3.5.0-1.el8",
+        "enroot+caps": "0:3.5.0-1.el8", "nvslurm-plugin-pyxis": "0:0.20.0-1.el9"}
+    assert "slurm-slurmctld" not in have  # a compute node gets slurmd only
+    locks = root.locklist.read_text()
+    assert "slurm-0:25.11.9" not in locks and "libnccl-0:2.26.2-1+cuda12.8.*" in locks, locks
+    for line in ("# fleetspec: stack hopper-cu12 (ansible/pins/hopper-cu12.versionlock)", "# fleetspec: slurm (site-built)", "slurm-0:25.11.8-1.el9.*",
+                 "slurm-slurmd-0:25.11.8-1.el9.*", "# fleetspec: enroot_pyxis (site-built)",
+                 "enroot+caps-0:3.5.0-1.el8.*", "nvslurm-plugin-pyxis-0:0.20.0-1.el9.*"):
+        assert line in locks.splitlines(), locks
+    assert "Nothing to do." in root.dnf("upgrade").stdout and root.installed() == have
+    # A Slurm release the site repository lacks: the test transaction stops, naming it and how to build it.
+    missing = {**el, PurePosixPath("ansible/group_vars/all.yml"): el[PurePosixPath("ansible/group_vars/all.yml")]
+               .replace("25.11.8-1.el9", "25.11.7-1.el9")}
+    stopped = role_run(tmp_path, root, missing, site_repo, play=yaml.safe_dump(
+        [{"hosts": "h100-001", "connection": "local", "gather_facts": False, "tasks": tasks[:1]}], sort_keys=False))
+    out = " ".join(stopped.stdout.split())
+    assert stopped.returncode != 0
+    assert ("slurm-25.11.7-1.el9 is not in the enabled repositories: the site's repository should carry it "
+            "(SchedMD's slurm.spec: rpmbuild -ta slurm-<version>.tar.bz2)") in out, out[-3000:]
+    assert root.installed() == have
 
 
 # Rocky Linux 9's /etc/os-release (rocky-release 9.6: NAME="Rocky Linux", ID="rocky",
