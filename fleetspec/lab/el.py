@@ -88,6 +88,9 @@ EL_DBPATH = "/var/lib/rpm"
 # lab repository's tree laid out as dl.rockylinux.org's ($contentdir/$releasever/<Repo>/$basearch/os).
 EL_DISTRO_TREES = {"baseos": "BaseOS", "appstream": "AppStream", "crb": "CRB"}
 EL_TREES = "el"  # under the lab repository: the stand-in RPM repositories of an EL fleet
+# The site's own repository (what a site builds: SchedMD's Slurm RPMs, Enroot/Pyxis; the catalog's
+# site_built rows), in the hosts' /etc/yum.repos.d/fleetspec-lab-site.repo as a site's node has it.
+SITE_TREE = "site.fleetspec.invalid/el9"
 
 
 def distro_tree(repo: str, major: int = 9) -> str:
@@ -102,6 +105,12 @@ def rocky_repo_file(major: int = 9) -> str:
         out.append(f"\n[{rid}]\nname=Rocky Linux $releasever - {name}\nbaseurl=file://{REPO_MOUNT}/{EL_TREES}/{distro_tree(rid, major)}\n"
                    f"gpgcheck=0\nenabled={0 if rid == 'crb' else 1}\nmetadata_expire=0\n")
     return "".join(out)
+
+
+def site_repo_file() -> str:
+    return ("# fleetspec lab: the site's own repository (Slurm, Enroot/Pyxis built by the site), served by the lab\n"
+            f"[fleetspec-lab-site]\nname=site packages\nbaseurl=file://{REPO_MOUNT}/{EL_TREES}/{SITE_TREE}\n"
+            "gpgcheck=0\nenabled=1\nmetadata_expire=0\n")
 
 
 def _release_spec() -> str:
@@ -136,13 +145,13 @@ def build_release_rpm(work: Path) -> Path:
 def el_key() -> str:
     """Cache key of the EL base: the package list, the release package, repo file and hook texts."""
     text = "\n".join((base_key(EL_PACKAGES), _release_spec(), *ROCKY_FILES.values(), rocky_repo_file(),
-                      _el_hook(Path("release.rpm"), Path("rocky.repo"))))
+                      site_repo_file(), _el_hook(Path("release.rpm"), Path("repos"))))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _el_hook(release_rpm: Path, repo_file: Path) -> str:
+def _el_hook(release_rpm: Path, repo_dir: Path) -> str:
     """After the common hook: EL's rpmdb path, rocky-release installed into it with rpm (its files
-    replace Debian's /etc/os-release), rocky.repo, and dpkg's identity files gone (an EL node has
+    replace Debian's /etc/os-release), rocky.repo and the site's repository, dpkg's identity files gone (an EL node has
     no /etc/debian_version, which Ansible's and others' distribution checks read)."""
     return (
         # Debian's dnf-plugins-core enables the `local` plugin (a _dnf_local repository of every
@@ -153,7 +162,7 @@ def _el_hook(release_rpm: Path, repo_file: Path) -> str:
         f'printf "%%_dbpath {EL_DBPATH}\\n" > "$1/etc/rpm/macros"; '
         'rm -f "$1/etc/os-release" "$1/usr/lib/os-release" "$1/etc/debian_version" "$1/etc/lsb-release"; '
         f'rpm --root "$1" --dbpath {EL_DBPATH} --nodeps -i "{release_rpm}"; '
-        f'cp "{repo_file}" "$1/etc/yum.repos.d/rocky.repo"'
+        f'cp "{repo_dir}/rocky.repo" "{repo_dir}/fleetspec-lab-site.repo" "$1/etc/yum.repos.d/"'
     )
 
 
@@ -174,9 +183,9 @@ def ensure_el_base(cache_dir: Path | None = None, mirror: str | None = None,
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".el-release-", dir=cache) as tmp:
         release_rpm = build_release_rpm(Path(tmp))
-        repo_file = Path(tmp) / "rocky.repo"
-        repo_file.write_text(rocky_repo_file())
-        hook = customize_hook() + "; " + _el_hook(release_rpm, repo_file)
+        (Path(tmp) / "rocky.repo").write_text(rocky_repo_file())
+        (Path(tmp) / "fleetspec-lab-site.repo").write_text(site_repo_file())
+        hook = customize_hook() + "; " + _el_hook(release_rpm, Path(tmp))
         options = ["--variant=apt", "--mode=root", "--include=" + ",".join(EL_PACKAGES), "--customize-hook=" + hook]
         say(f"building the lab's EL-shaped base image (Debian {SUITE} with dnf and rpm, Rocky Linux 9's release "
             f"files; a few minutes; cached in {cache})")

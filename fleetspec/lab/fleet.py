@@ -35,12 +35,12 @@ from fleetspec.compile.ir import Fleet, PackageSource
 from fleetspec.findings import Finding, Severity, locate
 from fleetspec.lab import DEFAULT_PER_PARTITION, STATE_FILE
 from fleetspec.lab.base import REPO_MOUNT, LabUnavailable, ensure_base, ensure_host_packages
-from fleetspec.lab.el import EL_TREES, distro_tree, ensure_el_base
+from fleetspec.lab.el import EL_TREES, SITE_TREE, distro_tree, ensure_el_base
 from fleetspec.lab.hosts import CGROUP_GONE, Lab, validate_name
 from fleetspec.lab.repo import StandInPackage, build_repo, evidence_standins, pin_standins, stack_standins
-from fleetspec.lab.rpmrepo import ElTree, StandInRpm, build_el_repos, el_trees, missing_tools, tree_path
+from fleetspec.lab.rpmrepo import ElTree, StandInRpm, build_el_repos, el_trees, missing_tools, standin, tree_path
 from fleetspec.lab.slurm import Cluster, ensure_slurm, restrict_slurm_files
-from fleetspec.packages import EL_OS, container_packages, packages_for, rdma_packages, slurm_packages
+from fleetspec.packages import EL_OS, PackagePin, container_packages, packages_for, rdma_packages, slurm_packages
 from fleetspec.pipeline import compile_file
 from fleetspec.render.ansible import mirror_var, render_ansible
 from fleetspec.render.slurm import render_slurm
@@ -122,12 +122,19 @@ def fleet_pins(fleet: Fleet) -> list[tuple[str, str]]:
     for stack in fleet.stacks:
         gpus = {(n.gpu.model, n.gpu.count): n.gpu for n in fleet.nodes if n.stack == stack.name}
         pins.update((p.name, p.version) for p in packages_for(stack, fleet.os, [gpus[k] for k in sorted(gpus)]))
-    if fleet.slurm is not None and fleet.slurm.mode == "native":
-        pins.update((p.name, p.version) for p in slurm_packages(fleet.slurm.version, SLURM_ROLES))
-        if fleet.slurm.enroot_version and fleet.slurm.pyxis_version:
-            pins.update((p.name, p.version)
-                        for p in container_packages(fleet.slurm.enroot_version, fleet.slurm.pyxis_version))
+    pins.update((p.name, p.version) for p in site_pins(fleet))
     return sorted(pins)
+
+
+def site_pins(fleet: Fleet) -> list[PackagePin]:
+    """What a site builds into a repository of its own (SchedMD's Slurm packages for each
+    Slurm role, Enroot/Pyxis), named for the fleet's OS (on EL: the catalog's site_built rows)."""
+    if fleet.slurm is None or fleet.slurm.mode != "native":
+        return []
+    pins = slurm_packages(fleet.slurm.version, SLURM_ROLES, fleet.os)
+    if fleet.slurm.enroot_version and fleet.slurm.pyxis_version:
+        pins += container_packages(fleet.slurm.enroot_version, fleet.slurm.pyxis_version, fleet.os)
+    return pins
 
 
 def repo_packages(fleet: Fleet, evidence: bool = True) -> list[StandInPackage]:
@@ -208,8 +215,9 @@ def el_repo_options(fleet: Fleet) -> list[str]:
 def el_repo_trees(fleet: Fleet) -> tuple[list[ElTree], dict[str, list[StandInRpm]]]:
     """What the lab serves to an EL fleet's hosts: the catalog's stand-in tree of every vendor
     repository the fleet's .repo files name (every catalog build and a newer one, the driver
-    streams: fleetspec.lab.rpmrepo), and the distribution's trees (BaseOS: the RDMA user space
-    of an InfiniBand/RoCE fleet; AppStream and CRB empty, present as on a Rocky node)."""
+    streams: fleetspec.lab.rpmrepo), the distribution's trees (BaseOS: the RDMA user space of
+    an InfiniBand/RoCE fleet; AppStream and CRB empty, present as on a Rocky node) and the
+    site's own (``site_pins``: Slurm, Enroot/Pyxis)."""
     wanted = {url.rstrip("/") for url in rendered_repos(fleet).values()}
     trees = [t for t in el_trees(EL_OS[fleet.os]) if t.baseurl in wanted]
     have = {r.nevra for t in trees for r in t.rpms}
@@ -220,11 +228,16 @@ def el_repo_trees(fleet: Fleet) -> tuple[list[ElTree], dict[str, list[StandInRpm
                 raise LabSetupError(f"stack {stack.name}: {pin.name}-{pin.version} is in none of the catalog's EL "
                                     "repositories the lab serves (fleetspec/catalog/data/el_packages.yaml)")
     rdma = rdma_packages(fleet.fabric.type if fleet.fabric else None, fleet.os)
-    baseos = [StandInRpm(parse_nevra(f"{name}-{EL_DISTRO_BUILD[name]}"), requires=EL_DISTRO_REQUIRES.get(name, ()))
+    baseos = [standin(parse_nevra(f"{name}-{EL_DISTRO_BUILD[name]}"))._replace(requires=EL_DISTRO_REQUIRES.get(name, ()))
               for name in rdma]
     major = EL_OS[fleet.os]
     distro = {distro_tree(r, major): list(baseos if r == "baseos" else [])
               for r in ("baseos", "appstream", "crb")}
+    # The site's own repository (SITE_TREE, in the EL hosts' fleetspec-lab-site.repo): SchedMD's
+    # slurm.spec makes each daemon package require slurm at its own version-release.
+    site = [standin(n)._replace(requires=(f"slurm = {n.version}-{n.release}",) if n.name.startswith("slurm-") else ())
+            for n in (parse_nevra(f"{p.name}-{p.version}") for p in site_pins(fleet))]
+    distro[SITE_TREE] = site
     return trees, distro
 
 

@@ -18,7 +18,7 @@ from pathlib import Path, PurePosixPath
 import pytest
 import yaml
 
-from fleetspec.catalog.el import el_repo, parse_nevra
+from fleetspec.catalog.el import Nevra, el_repo, parse_nevra
 from fleetspec.findings import Severity
 from fleetspec.lab.rpmrepo import R590, StandInRpm, build_rpms, el_trees, index, modulemd
 from fleetspec.pipeline import compile_text

@@ -69,6 +69,12 @@ def test_ansible_sees_rocky_9_with_dnf_on_an_el_lab_host(el_lab: LabHandle) -> N
     # dnf finds $releasever and the modular platform from the rpmdb, as on a Rocky node.
     assert ssh(el_lab, NVIDIA, "rpm", "-q", "--whatprovides", "system-release(releasever)") == \
         "rocky-release-9.7-1.3.el9.noarch\n"
+    # The distribution's and the site's repositories as the node has them in yum.repos.d: the
+    # RDMA user space in BaseOS, SchedMD's Slurm RPMs (the site builds them) at the spec's version.
+    listed = ssh(el_lab, NVIDIA, "dnf", "-q", "repoquery", "--qf", "%{name}-%{version}-%{release} %{repoid}",
+                 "slurm-slurmd", "rdma-core")
+    assert sorted(listed.split("\n")[:-1]) == ["rdma-core-48.0-1.el9 baseos",
+                                               "slurm-slurmd-25.11.8-1.el9 fleetspec-lab-site"], listed
 
 
 @pytest.fixture(scope="module")
