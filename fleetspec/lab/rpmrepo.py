@@ -23,9 +23,12 @@ What the stand-ins model (and from where):
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 import shutil
 import subprocess
+import tempfile
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -33,6 +36,7 @@ from typing import NamedTuple
 from urllib.parse import urlsplit
 
 from fleetspec.catalog.el import ElRelease, Nevra, el_data, el_repo
+from fleetspec.lab.base import default_cache_dir
 from fleetspec.lab.repo import (
     LIBDIR,
     STANDIN_NOTE,
@@ -117,24 +121,67 @@ def modulemd(name: str, streams: Mapping[str, Iterable[StandInRpm]]) -> str:
     return "".join(docs)
 
 
-def build_rpms(rpms: Iterable[StandInRpm], dest: Path) -> Path:
-    """Every RPM under ``dest/<arch>/``: one rpmbuild per EVR (its names as subpackages)."""
+def _group_key(spec: str, members: list[StandInRpm]) -> str:
+    h = hashlib.sha256(spec.encode())
+    for r in members:
+        for path, content in (*r.files, *r.symlinks):
+            h.update(f"\0{path}\0".encode() + (content.encode() if isinstance(content, str) else content))
+    return h.hexdigest()[:20]
+
+
+def _store(built: Path, cached: Path) -> None:
+    """Copy a build into the cache, whole or not at all (renamed into place)."""
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        partial = Path(tempfile.mkdtemp(prefix=".partial-", dir=cached.parent))
+    except OSError:
+        return  # a cache this process cannot write: it builds every time
+    try:
+        shutil.copytree(built, partial, dirs_exist_ok=True)
+        partial.rename(cached)
+    except OSError:
+        shutil.rmtree(partial, ignore_errors=True)  # another builder renamed first, or the disk is full
+
+
+def build_rpms(rpms: Iterable[StandInRpm], dest: Path, cache_dir: Path | None = None) -> Path:
+    """Every RPM under ``dest/<arch>/``: one rpmbuild per EVR (its names as subpackages).
+
+    Each EVR's RPMs are cached under ``cache_dir`` (default: the lab cache's ``standin-rpms/``)
+    by the hash of their spec and payload, and linked (or copied) from there: the catalog's
+    trees are the same for every lab and test on the machine, and ~50 rpmbuild runs cost
+    ~10 s on two busy cores. The same input gives the same RPMs either way."""
     groups: dict[tuple[int, str, str], list[StandInRpm]] = defaultdict(list)
     for r in rpms:
         groups[(r.nevra.epoch, r.nevra.version, r.nevra.release)].append(r)
     dest.mkdir(parents=True, exist_ok=True)
+    cache = (Path(cache_dir) if cache_dir is not None else default_cache_dir()) / "standin-rpms"
     work = dest.parent / f".{dest.name}-build"
     for i, (evr, members) in enumerate(sorted(groups.items())):
-        spec = work / f"s{i}.spec"
-        spec.parent.mkdir(parents=True, exist_ok=True)
-        spec.write_text(_spec(evr, members))
-        _tree(members, work / f"src{i}" / "tree")
-        # Payloads go in as built: no strip, no debuginfo split (brp scripts), no build-id links.
-        subprocess.run(["rpmbuild", "-bb", "--quiet", "--target", "x86_64", "--define", f"_topdir {work}/top",
-                        "--define", f"_sourcedir {work}/src{i}", "--define", f"_rpmdir {dest}",
-                        "--define", "_build_id_links none", "--define", "__os_install_post %{nil}",
-                        "--define", "debug_package %{nil}", str(spec)],
-                       check=True, capture_output=True, text=True, timeout=120)
+        text = _spec(evr, members)
+        cached = cache / _group_key(text, members)
+        if not cached.is_dir():
+            spec = work / f"s{i}.spec"
+            spec.parent.mkdir(parents=True, exist_ok=True)
+            spec.write_text(text)
+            _tree(members, work / f"src{i}" / "tree")
+            built = work / f"rpms{i}"
+            # Payloads go in as built: no strip, no debuginfo split (brp scripts), no build-id links.
+            subprocess.run(["rpmbuild", "-bb", "--quiet", "--target", "x86_64", "--define", f"_topdir {work}/top",
+                            "--define", f"_sourcedir {work}/src{i}", "--define", f"_rpmdir {built}",
+                            "--define", "_build_id_links none", "--define", "__os_install_post %{nil}",
+                            "--define", "debug_package %{nil}", str(spec)],
+                           check=True, capture_output=True, text=True, timeout=120)
+            _store(built, cached)
+            source = cached if cached.is_dir() else built
+        else:
+            source = cached
+        for rpm in source.rglob("*.rpm"):
+            target = dest / rpm.relative_to(source)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(rpm, target)
+            except OSError:
+                shutil.copy2(rpm, target)
     shutil.rmtree(work, ignore_errors=True)
     return dest
 
