@@ -45,6 +45,7 @@ from fleetspec.lab.repo import (
     _cudnn,
     _nccl,
     _nvidia,
+    _pin_standin,
     _rocm,
     _rocm_from_int,
 )
@@ -241,8 +242,11 @@ def payload(row: ElRelease, n: Nevra) -> StandInPackage | None:
     NVIDIA's EL packaging puts nvidia-smi in nvidia-driver-cuda (the apt stand-in's
     nvidia-driver-<branch>), the toolkit's version.json in cuda-toolkit-<M>-<m>, cuDNN's header
     and library in libcudnn<major>-cuda-<cuda major>, NCCL's in libnccl/libnccl-devel (Debian's
-    libnccl2/libnccl-dev), ROCm's .info/version in rocm-core, librccl in rccl. None for the rest."""
+    libnccl2/libnccl-dev), ROCm's .info/version in rocm-core, librccl in rccl, DCGM's host engine
+    and unit in datacenter-gpu-manager-4-core (one name on both). None for the rest."""
     version = n.version
+    if n.name == "datacenter-gpu-manager-4-core":  # nv-hostengine and its nvidia-dcgm.service unit
+        return _pin_standin(n.name, f"{n.version}-{n.release}", {})
     if row.component in ("driver", "driver-tools"):
         compute, driver, fabric = _nvidia(version, None)
         return {"nvidia-driver-cuda": driver, "nvidia-fabricmanager": fabric}.get(n.name)
