@@ -1,23 +1,8 @@
 """The rendered EL pins, proven with dnf and rpm themselves (#42): ``dnf install $(cat S.dnf)``
-under ``S.module`` and ``S.versionlock`` in an installroot, against stand-in repositories
-generated from the catalog's EL rows, each build beside a newer one, with the driver family
-in modulemd streams as NVIDIA's rhel9 tree carries it.
-
-What the stand-ins model (and from where):
-- every catalog NEVRA, plus the same name at the next release (``-1`` -> ``-2``): a repository
-  that holds newer builds of everything, as NVIDIA's and AMD's trees do (modelled, not seen);
-- the driver family (the driver rows' packages with a dist tag) as artifacts of the
-  ``nvidia-driver`` stream of its branch, ``580-open``; a 590 build (590.48.01, the R590 build
-  tests/ansible/test_pins_apt.py uses) in ``590-open``: on EL8/9 the branch is a module stream
-  and another stream's packages are filtered out (NVIDIA driver installation guide; issue #42).
-  The fabric manager and IMEX are left outside the streams: no artefact read shows them in one;
-- exact-EVR ``Requires`` inside the driver family (``nvidia-driver-cuda`` needs its
-  ``-libs`` and ``nvidia-kmod-common`` at ``%{epoch}:%{version}-%{release}``; the versioned
-  Requires of negativo17's / terrapkg's NVIDIA specs) and ``rocm`` needing ``rocm-core`` at its
-  EVR (ROCm/rocm-install-on-linux#628: ``rocm-7.1.0.70100-20.el8 requires rocm-developer-tools
-  = 7.1.0.70100-20.el8``);
-- ``kmod-nvidia-open-dkms`` and ``amdgpu-dkms`` noarch (the catalog rows' ``.noarch.rpm``
-  and dnf capture), everything else x86_64.
+under ``S.module`` and ``S.versionlock`` in an installroot, against the stand-in repositories
+generated from the catalog's EL rows (fleetspec.lab.rpmrepo: each build beside a newer one,
+the driver family in modulemd streams as NVIDIA's rhel9 tree carries it, a 590 build in
+``590-open``; what they model and from where is in that module's docstring).
 """
 
 from __future__ import annotations
@@ -33,16 +18,16 @@ from pathlib import Path, PurePosixPath
 import pytest
 import yaml
 
-from fleetspec.catalog.el import Nevra, el_data, parse_nevra
+from fleetspec.catalog.el import Nevra, el_repo, parse_nevra
 from fleetspec.findings import Severity
+from fleetspec.lab.rpmrepo import R590, StandInRpm, build_rpms, el_trees, index, modulemd
 from fleetspec.pipeline import compile_text
 from fleetspec.render.ansible import render_ansible
-from tests.ansible.dnfsim import DnfRoot, StandInRpm, build_rpms, index, modulemd
+from tests.ansible.dnfsim import DnfRoot
 from tests.conftest import EXAMPLES, ROOT, unavailable
 
 NVIDIA_REPO = "cuda-rhel9-x86_64"
 AMD_REPO = "rocm-el9"
-R590 = "590.48.01"
 MISSING = "kmod-nvidia-open-dkms-3:580.95.05-1.el9"  # what the pruned repository lacks
 # The distribution's packages the role installs unpinned: the kernel's development files
 # (the release an EL9.4 kernel carries: 5.14.0-427.28.1.el9_4.x86_64, as the AMD GPU
@@ -65,59 +50,12 @@ def _dnf_tools() -> None:
             unavailable(f"needs {tool} (Debian: dnf python3-dnf dnf-plugins-core rpm createrepo-c)")
 
 
-def _newer(n: Nevra) -> Nevra:
-    """The same package at the next release: 1.el9 -> 2.el9, 20.el8 -> 21.el8, 1+cuda12.8 -> 2+cuda12.8."""
-    m = re.match(r"^([0-9]+)(.*)$", n.release)
-    assert m, n
-    return n._replace(release=f"{int(m[1]) + 1}{m[2]}")
-
-
-def _rpm(n: Nevra) -> StandInRpm:
-    arch = "noarch" if n.name.startswith(("kmod-nvidia", "amdgpu-dkms")) else "x86_64"
-    evr = n.evr if n.epoch else f"{n.version}-{n.release}"
-    requires: tuple[str, ...] = ()
-    if n.name == "nvidia-driver-cuda":
-        requires = (f"nvidia-driver-cuda-libs = {evr}", f"nvidia-kmod-common = {evr}")
-    elif n.name == "kmod-nvidia-open-dkms":
-        requires = (f"nvidia-kmod-common = {evr}",)
-    elif n.name == "rocm":
-        requires = (f"rocm-core = {evr}",)
-    return StandInRpm(n, arch, requires)
-
-
-def _stream_member(n: Nevra) -> bool:
-    return ".el" in n.release and not n.name.startswith(("nvidia-fabricmanager", "nvidia-imex"))
-
-
-def _standins() -> tuple[list[StandInRpm], list[StandInRpm], dict[str, list[StandInRpm]]]:
-    """(NVIDIA's tree, AMD's el9 tree, the nvidia-driver streams), from the catalog's EL9 rows."""
-    nvidia: dict[Nevra, StandInRpm] = {}
-    amd: dict[Nevra, StandInRpm] = {}
-    streams: dict[str, list[StandInRpm]] = {"580-open": [], "590-open": []}
-    for row in el_data()[0]:
-        if row.el != 9:
-            continue
-        tree = amd if row.component in ("rocm", "rccl", "amdgpu") else nvidia
-        for n in row.packages:
-            for build in (n._replace(condition=None), _newer(n._replace(condition=None))):
-                tree[build] = _rpm(build)
-                if row.component == "driver" and _stream_member(build):
-                    streams["580-open"].append(tree[build])
-        if row.component == "driver" and row.release == "580.82.07":
-            for n in row.packages:
-                if _stream_member(n):
-                    r590 = _rpm(n._replace(version=R590, condition=None))
-                    nvidia[r590.nevra] = r590
-                    streams["590-open"].append(r590)
-    return list(nvidia.values()), list(amd.values()), streams
-
-
 @pytest.fixture(scope="module")
 def repos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     tmp = tmp_path_factory.mktemp("el-repos")
-    nvidia, amd, streams = _standins()
-    modules = modulemd("nvidia-driver", streams)
-    full = index(build_rpms(nvidia, tmp / "nvidia/rhel9/x86_64"), modules)
+    trees = {t.baseurl: t for t in el_trees(9)}
+    nvidia = trees.pop(el_repo(9, "nvidia").baseurl)
+    full = index(build_rpms(nvidia.rpms, tmp / "nvidia/rhel9/x86_64"), modulemd("nvidia-driver", nvidia.streams))
     # The same tree with one build gone (a vendor pruned it, or a mirror lags): hard links, re-indexed.
     pruned = tmp / "pruned/rhel9/x86_64"
     for rpm in full.rglob("*.rpm"):
@@ -125,7 +63,9 @@ def repos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             (pruned / rpm.parent.relative_to(full)).mkdir(parents=True, exist_ok=True)
             os.link(rpm, pruned / rpm.relative_to(full))
     assert len(list(pruned.rglob("*.rpm"))) == len(list(full.rglob("*.rpm"))) - 1
-    return {"nvidia": full, "pruned": index(pruned, modules),
+    # AMD's trees (each ROCm/amdgpu release's own baseurl) together, as one node enables them.
+    amd = [r for t in trees.values() for r in t.rpms]
+    return {"nvidia": full, "pruned": index(pruned, modulemd("nvidia-driver", nvidia.streams)),
             "amd": index(build_rpms(amd, tmp / "amd/rocm/el9/7.1/main")),
             "baseos": index(build_rpms(BASEOS, tmp / "baseos/x86_64/os")),
             **_epel(tmp)}
