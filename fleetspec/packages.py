@@ -31,7 +31,7 @@ from fleetspec.compile.ir import GpuSpec, StackTuple
 from fleetspec.versions import version_key
 
 if TYPE_CHECKING:  # the EL catalog is read for EL nodes only (_el_rows): a start without them skips it
-    from fleetspec.catalog.el import ElRelease, Nevra
+    from fleetspec.catalog.el import ElRelease, ElSiteBuilt, Nevra
 
 APT_OS: tuple[str, ...] = ("ubuntu-22.04", "ubuntu-24.04", "debian-12")
 # The EL family by major release: pins come only from catalog/data/el_packages.yaml (#42).
@@ -516,24 +516,46 @@ def rocm_apt_path(rocm: str) -> str:
     return f"{parts[0]}.{parts[1]}" if len(parts) == 3 and parts[2] == 0 else rocm
 
 
-def slurm_packages(version: str, roles: Iterable[str]) -> list[PackagePin]:
-    """SchedMD's own Debian packaging (``slurm-smd-*`` at ``<version>-1``) for the given roles.
+def slurm_packages(version: str, roles: Iterable[str], os: str | None = None) -> list[PackagePin]:
+    """SchedMD's own packaging for the given roles: the Debian one (``slurm-smd-*`` at
+    ``<version>-1``), or on EL the RPMs SchedMD's slurm.spec builds (``slurm``,
+    ``slurm-slurmctld``, ... at ``<version>-<release>``, catalog/data/el_packages.yaml).
 
-    Roles: ``slurm_controller``, ``slurm_node``, ``slurmdbd``. Debian's slurm-wlm trails
-    upstream by years, so sites build SchedMD's packages into a repository of their own.
+    Roles: ``slurm_controller``, ``slurm_node``, ``slurmdbd``; none gives the packages every
+    Slurm host gets. Debian's slurm-wlm trails upstream by years, and SchedMD publishes no
+    repository of either: sites build SchedMD's packages into a repository of their own.
     """
+    if os in EL_OS:
+        row = _site_built(os, "slurm")
+        names = [*row.names["common"], *(n for r in sorted(set(roles)) for n in row.names[r])]
+        return [PackagePin(n, f"{version}-{row.release}", "slurm") for n in names]
     daemon = {"slurm_controller": "slurm-smd-slurmctld", "slurm_node": "slurm-smd-slurmd",
               "slurmdbd": "slurm-smd-slurmdbd"}  # fmt: skip
     names = ["slurm-smd", "slurm-smd-client"] + [daemon[r] for r in sorted(set(roles))]
     return [PackagePin(n, f"{version}-1", "slurm") for n in names]
 
 
-def container_packages(enroot: str, pyxis: str) -> list[PackagePin]:
-    """Enroot's own .deb packages (``enroot``, ``enroot+caps`` at ``<version>-1``, as NVIDIA
-    publishes them) and Pyxis built with its ``make deb`` (``nvslurm-plugin-pyxis``)."""
+def container_packages(enroot: str, pyxis: str, os: str | None = None) -> list[PackagePin]:
+    """Enroot's own packages (``enroot``, ``enroot+caps`` at ``<version>-1``, as NVIDIA
+    publishes them; on EL its ``.el8`` RPMs) and Pyxis built with its ``make deb``
+    (``nvslurm-plugin-pyxis``) or, on EL, its pyxis.spec."""
+    if os in EL_OS:
+        rows = (_site_built(os, "enroot"), _site_built(os, "pyxis"))
+        return [PackagePin(n, f"{v}-{row.release}", "enroot_pyxis")
+                for row, v in zip(rows, (enroot, pyxis), strict=True) for n in row.names["slurm_node"]]
     return [PackagePin("enroot", f"{enroot}-1", "enroot_pyxis"),
             PackagePin("enroot+caps", f"{enroot}-1", "enroot_pyxis"),
             PackagePin("nvslurm-plugin-pyxis", f"{pyxis}-1", "enroot_pyxis")]  # fmt: skip
+
+
+def _site_built(os: str, component: str) -> ElSiteBuilt:
+    from fleetspec.catalog.el import el_site_package
+
+    row = el_site_package(EL_OS[os], component)
+    if row is None:
+        raise PackageError(f"no EL{EL_OS[os]} packaging of {component} is in the catalog "
+                           "(fleetspec/catalog/data/el_packages.yaml, site_built)", component)
+    return row
 
 
 def _mm(version: str) -> tuple[int, int]:

@@ -58,6 +58,20 @@ class ElRepo(NamedTuple):
     source: str
 
 
+class ElSiteBuilt(NamedTuple):
+    """Packages a site builds into its own repository (Slurm, Enroot, Pyxis): names per host
+    group (``common``, ``slurm_controller``, ``slurm_node``, ``slurmdbd``), the release the
+    project's spec gives them; the version is the spec's."""
+
+    el: int
+    component: str
+    names: dict[str, tuple[str, ...]]
+    release: str
+    source: str
+    seen: str
+    unconfirmed: str
+
+
 def parse_nevra(text: str, condition: str | None = None) -> Nevra:
     """``kmod-nvidia-open-dkms-3:580.82.07-1.el9`` -> its parts; ValueError for anything else."""
     m = _NEVRA.match(text)
@@ -67,8 +81,24 @@ def parse_nevra(text: str, condition: str | None = None) -> Nevra:
 
 
 @functools.cache
+def _raw() -> dict:
+    return yaml.safe_load(resources.files("fleetspec.catalog").joinpath("data/el_packages.yaml").read_text())
+
+
+@functools.cache
+def el_site_built() -> tuple[ElSiteBuilt, ...]:
+    return tuple(ElSiteBuilt(int(r["el"]), r["component"], {k: tuple(v) for k, v in r["names"].items()},
+                             str(r["release"]), r["source"], str(r["seen"]), r.get("unconfirmed") or "")
+                 for r in _raw()["site_built"])
+
+
+def el_site_package(el: int, component: str) -> ElSiteBuilt | None:
+    return next((r for r in el_site_built() if r.el == el and r.component == component), None)
+
+
+@functools.cache
 def el_data() -> tuple[tuple[ElRelease, ...], tuple[ElRepo, ...]]:
-    raw = yaml.safe_load(resources.files("fleetspec.catalog").joinpath("data/el_packages.yaml").read_text())
+    raw = _raw()
     releases = []
     for r in raw["releases"]:
         pkgs = tuple(parse_nevra(p) if isinstance(p, str) else parse_nevra(p["nevra"], p.get("condition"))

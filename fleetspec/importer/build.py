@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import yaml
 
@@ -35,7 +35,7 @@ from fleetspec.importer.slurm_files import (
     read_topology_yaml,
 )
 from fleetspec.node_side.hostlist import compress, expand, is_valid_hostname
-from fleetspec.spec.model import SITE_GRES, SLURM_CLUSTER, SLURM_FEATURE, SLURM_PARTITION
+from fleetspec.spec.model import SITE_GRES, SLURM_CLUSTER, SLURM_FEATURE, SLURM_PARTITION, NodeOs
 
 _DNS = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 _FEATURE = re.compile(SLURM_FEATURE)
@@ -263,7 +263,10 @@ class _Builder:
                                          "remove the line and import again"))
         gpus = self.gpus = {host: self._gpu(rec) for host, rec in self.conf.nodes.items()}
         stacks, stack_of = self._stacks([h for h, g in gpus.items() if g is not None])
-        os_name = self._one_of("OS", factdoc.os_name, "nothing else: the OS comes from the facts (os.id, os.version_id)")
+        # Never a default: spec.os decides every package name and the package manager (apt or
+        # dnf, #42), so an OS no fact names refuses the import rather than adopt a guess.
+        os_name = self._one_of("OS", factdoc.os_name, "nothing else: the OS comes from the facts (os.id, os.version_id)",
+                               f" (spec.os is one of {', '.join(get_args(NodeOs))}; fleetspec never assumes one)")
         version = slurm_version or self._one_of("Slurm release", factdoc.slurm_version, "--slurm-version")
         self.group_partition = self._named_like_generated(stack_of)
         racks = self._racks(gpus, stack_of)
@@ -285,7 +288,7 @@ class _Builder:
         settings = self._settings(version)
         if settings:
             slurm["settings"] = settings
-        body: dict[str, Any] = {"os": os_name or "ubuntu-24.04"}
+        body: dict[str, Any] = {"os": os_name}
         if stacks:
             body["stacks"] = stacks
         if self.site_models:
@@ -325,8 +328,8 @@ class _Builder:
                                      f"a DNS label, is {label}", "warning"))
         return label
 
-    def _one_of(self, what: str, read: Any, supply: str) -> str | None:
-        """A value every node's facts agree on (the OS, the Slurm release)."""
+    def _one_of(self, what: str, read: Any, supply: str, hint: str = "") -> str | None:
+        """A value every node's facts agree on (the OS, the Slurm release); else a problem."""
         values = {h: read(f) for h, f in self.facts.items()}
         distinct = sorted({v for v in values.values() if v})
         if len(distinct) == 1:
@@ -334,10 +337,10 @@ class _Builder:
         if not distinct:
             self.problems.append(Problem(None, f"the {what} is not in Slurm's files and no facts say it: collect "
                                          f"the nodes' facts (python3 collector.py > HOST.json) into --facts"
-                                         + (f", or give {supply}" if supply.startswith("--") else "")))
+                                         + (f", or give {supply}" if supply.startswith("--") else "") + hint))
         else:
             self.problems.append(Problem(None, f"the nodes' facts disagree on the {what} ({', '.join(distinct)}); "
-                                         "a fleet has one: bring the nodes to one, or import them separately"))
+                                         "a fleet has one: bring the nodes to one, or import them separately" + hint))
         return None
 
     # -- nodes ------------------------------------------------------------------------

@@ -94,7 +94,7 @@ def ensure_host_packages() -> list[str]:
     return missing
 
 
-def _customize_hook() -> str:
+def customize_hook() -> str:
     """Shell run by mmdebstrap on the finished tree ("$1" is the root); fixed text, no user values."""
     masks = " ".join(MASKED_UNITS)
     return (
@@ -138,7 +138,7 @@ def ensure_base(
     if shutil.which("mmdebstrap") is None:
         raise LabUnavailable("mmdebstrap is not installed (see ensure_host_packages)")
     options = ["--variant=apt", "--mode=root", "--include=" + ",".join(packages),
-               "--customize-hook=" + _customize_hook()]
+               "--customize-hook=" + customize_hook()]
     say(f"building the lab's base image (Debian {SUITE}, about 260 MB, a few minutes; cached in {cache} for "
         "every later lab)")
     return build_root(final, options, SUITE, mirror or os.environ.get("FLEETSPEC_LAB_MIRROR", DEFAULT_MIRROR),

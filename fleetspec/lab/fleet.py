@@ -10,13 +10,15 @@ Layout of a lab directory (default `.fleetspec/lab/` beside the spec):
   lab.json                 what `lab up` made: spec, hosts, mode, paths, pids
   inventory-overlay.yml    Ansible host vars: connection through the lab, packages from its repo
   env                      `export SLURM_CONF=...` for a shell
-  repo/                    the flat apt repository (bind-mounted read-only into every host)
+  repo/                    the flat apt repository (bind-mounted read-only into every host);
+                           on an EL fleet repo/el/<host>/<path>: the stand-in RPM repositories
   hosts/                   the hosts' work dir (fleetspec.lab.hosts.Lab: ssh key, node layers)
   slurm/                   the cluster's config, state, logs and fake GPU devices
 """
 
 from __future__ import annotations
 
+import configparser
 import json
 import os
 import shutil
@@ -28,16 +30,19 @@ from typing import Any
 
 import yaml
 
+from fleetspec.catalog.el import parse_nevra
 from fleetspec.compile.ir import Fleet, PackageSource
 from fleetspec.findings import Finding, Severity, locate
 from fleetspec.lab import DEFAULT_PER_PARTITION, STATE_FILE
-from fleetspec.lab.base import REPO_MOUNT, ensure_base, ensure_host_packages
+from fleetspec.lab.base import REPO_MOUNT, LabUnavailable, ensure_base, ensure_host_packages
+from fleetspec.lab.el import EL_TREES, SITE_TREE, distro_tree, ensure_el_base
 from fleetspec.lab.hosts import CGROUP_GONE, Lab, validate_name
 from fleetspec.lab.repo import StandInPackage, build_repo, evidence_standins, pin_standins, stack_standins
+from fleetspec.lab.rpmrepo import ElTree, StandInRpm, build_el_repos, el_trees, missing_tools, standin, tree_path
 from fleetspec.lab.slurm import Cluster, ensure_slurm, restrict_slurm_files
-from fleetspec.packages import APT_OS, container_packages, packages_for, slurm_packages
+from fleetspec.packages import EL_OS, PackagePin, container_packages, packages_for, rdma_packages, slurm_packages
 from fleetspec.pipeline import compile_file
-from fleetspec.render.ansible import mirror_var
+from fleetspec.render.ansible import mirror_var, render_ansible
 from fleetspec.render.slurm import render_slurm
 
 OVERLAY_FILE = "inventory-overlay.yml"
@@ -48,6 +53,11 @@ _OWNED = ("state",  # apply --lab keeps the rehearsal's state here; it dies with
 # The lab repository as the playbooks see it on every host (a file: source, no signature).
 LAB_MIRROR = PackageSource(f"file:{REPO_MOUNT}", trusted=True)
 SLURM_ROLES = ("slurm_controller", "slurm_node", "slurmdbd")
+# The distribution's RDMA user space on EL (rdma-core, libibverbs: EL names, no
+# ibverbs-providers; issue #42) at a modelled build: none is pinned, the roles install them by
+# name from BaseOS (tests/ansible/test_pins_dnf.py's BASEOS models the same).
+EL_DISTRO_BUILD = {"rdma-core": "48.0-1.el9", "libibverbs": "48.0-1.el9"}
+EL_DISTRO_REQUIRES = {"libibverbs": ("rdma-core",)}
 
 
 class LabSetupError(RuntimeError):
@@ -112,12 +122,19 @@ def fleet_pins(fleet: Fleet) -> list[tuple[str, str]]:
     for stack in fleet.stacks:
         gpus = {(n.gpu.model, n.gpu.count): n.gpu for n in fleet.nodes if n.stack == stack.name}
         pins.update((p.name, p.version) for p in packages_for(stack, fleet.os, [gpus[k] for k in sorted(gpus)]))
-    if fleet.slurm is not None and fleet.slurm.mode == "native":
-        pins.update((p.name, p.version) for p in slurm_packages(fleet.slurm.version, SLURM_ROLES))
-        if fleet.slurm.enroot_version and fleet.slurm.pyxis_version:
-            pins.update((p.name, p.version)
-                        for p in container_packages(fleet.slurm.enroot_version, fleet.slurm.pyxis_version))
+    pins.update((p.name, p.version) for p in site_pins(fleet))
     return sorted(pins)
+
+
+def site_pins(fleet: Fleet) -> list[PackagePin]:
+    """What a site builds into a repository of its own (SchedMD's Slurm packages for each
+    Slurm role, Enroot/Pyxis), named for the fleet's OS (on EL: the catalog's site_built rows)."""
+    if fleet.slurm is None or fleet.slurm.mode != "native":
+        return []
+    pins = slurm_packages(fleet.slurm.version, SLURM_ROLES, fleet.os)
+    if fleet.slurm.enroot_version and fleet.slurm.pyxis_version:
+        pins += container_packages(fleet.slurm.enroot_version, fleet.slurm.pyxis_version, fleet.os)
+    return pins
 
 
 def repo_packages(fleet: Fleet, evidence: bool = True) -> list[StandInPackage]:
@@ -151,16 +168,77 @@ def lab_slurm_files(fleet: Fleet, nodes: tuple[str, ...]) -> dict[PurePosixPath,
     return restrict_slurm_files(render_slurm(fleet), nodes)
 
 
-def overlay_inventory(host_vars: Mapping[str, Mapping[str, Any]], mirror: PackageSource = LAB_MIRROR) -> dict:
+def overlay_inventory(host_vars: Mapping[str, Mapping[str, Any]], mirror: PackageSource = LAB_MIRROR,
+                      dnf_options: list[str] | None = None) -> dict:
     """The Ansible inventory overlay: each lab host's connection vars plus the lab mirror.
 
     The mirror goes into host vars, not `all.vars`: an inventory file's group vars lose to
     the rendered `group_vars/all.yml` (which sets `fleetspec_package_mirror: null`), while
     inventory host vars win over every group var. With the mirror set, the playbooks
     configure only the lab repository and drop the vendors' sources.
+
+    On an EL fleet (``dnf_options``, from ``el_repo_options``) the mirror is apt-shaped and
+    means nothing to dnf: the hosts instead get ``fleetspec_dnf_options``, which point each
+    vendor repository of the rendered ``.repo`` files at the lab's copy (the files themselves
+    stay as rendered, as on a datacenter node), the same host-var route.
     """
-    hosts = {name: {**dict(v), "fleetspec_package_mirror": mirror_var(mirror)} for name, v in sorted(host_vars.items())}
+    if dnf_options is not None:
+        hosts = {name: {**dict(v), "fleetspec_dnf_options": list(dnf_options)} for name, v in sorted(host_vars.items())}
+    else:
+        hosts = {name: {**dict(v), "fleetspec_package_mirror": mirror_var(mirror)}
+                 for name, v in sorted(host_vars.items())}
     return {"all": {"hosts": hosts}}
+
+
+def rendered_repos(fleet: Fleet) -> dict[str, str]:
+    """{repository id: baseurl} of every ``ansible/pins/<stack>.repo`` the fleet renders (EL)."""
+    repos: dict[str, str] = {}
+    for path, text in render_ansible(fleet).items():
+        if path.suffix == ".repo":
+            parser = configparser.ConfigParser(interpolation=None)
+            parser.read_string(text)
+            repos.update({rid: parser[rid]["baseurl"] for rid in parser.sections()})
+    return dict(sorted(repos.items()))
+
+
+def el_repo_options(fleet: Fleet) -> list[str]:
+    """dnf ``--setopt`` arguments that point each rendered vendor repository at the lab's copy
+    (``file:`` under the lab repository's mount, laid out as the vendor's URL) with no
+    signature check: the lab's stand-ins are unsigned, as the apt mirror is ``trusted``."""
+    options = []
+    for rid, url in rendered_repos(fleet).items():
+        options += [f"--setopt={rid}.baseurl=file://{REPO_MOUNT}/{EL_TREES}/{tree_path(url)}",
+                    f"--setopt={rid}.gpgcheck=0"]
+    return options
+
+
+def el_repo_trees(fleet: Fleet) -> tuple[list[ElTree], dict[str, list[StandInRpm]]]:
+    """What the lab serves to an EL fleet's hosts: the catalog's stand-in tree of every vendor
+    repository the fleet's .repo files name (every catalog build and a newer one, the driver
+    streams: fleetspec.lab.rpmrepo), the distribution's trees (BaseOS: the RDMA user space of
+    an InfiniBand/RoCE fleet; AppStream and CRB empty, present as on a Rocky node) and the
+    site's own (``site_pins``: Slurm, Enroot/Pyxis)."""
+    wanted = {url.rstrip("/") for url in rendered_repos(fleet).values()}
+    trees = [t for t in el_trees(EL_OS[fleet.os]) if t.baseurl in wanted]
+    have = {r.nevra for t in trees for r in t.rpms}
+    for stack in fleet.stacks:
+        gpus = {(n.gpu.model, n.gpu.count): n.gpu for n in fleet.nodes if n.stack == stack.name}
+        for pin in packages_for(stack, fleet.os, [gpus[k] for k in sorted(gpus)]) if gpus else ():
+            if parse_nevra(f"{pin.name}-{pin.version}") not in have:
+                raise LabSetupError(f"stack {stack.name}: {pin.name}-{pin.version} is in none of the catalog's EL "
+                                    "repositories the lab serves (fleetspec/catalog/data/el_packages.yaml)")
+    rdma = rdma_packages(fleet.fabric.type if fleet.fabric else None, fleet.os)
+    baseos = [standin(parse_nevra(f"{name}-{EL_DISTRO_BUILD[name]}"))._replace(requires=EL_DISTRO_REQUIRES.get(name, ()))
+              for name in rdma]
+    major = EL_OS[fleet.os]
+    distro = {distro_tree(r, major): list(baseos if r == "baseos" else [])
+              for r in ("baseos", "appstream", "crb")}
+    # The site's own repository (SITE_TREE, in the EL hosts' fleetspec-lab-site.repo): SchedMD's
+    # slurm.spec makes each daemon package require slurm at its own version-release.
+    site = [standin(n)._replace(requires=(f"slurm = {n.version}-{n.release}",) if n.name.startswith("slurm-") else ())
+            for n in (parse_nevra(f"{p.name}-{p.version}") for p in site_pins(fleet))]
+    distro[SITE_TREE] = site
+    return trees, distro
 
 
 def env_snippet(slurm_conf: Path | None) -> str:
@@ -273,13 +351,35 @@ class LabHandle:
         """Rebuild the repository in place for `fleet`'s pins; returns the package count.
 
         In place because every host bind-mounts the directory read-only: new contents are
-        visible to them at once (after `apt-get update`, which the playbooks run).
+        visible to them at once (after `apt-get update`, which the playbooks run). An EL
+        fleet's RPM trees are built beside the live ones and swapped in by rename, so a host
+        never reads a half-indexed tree (dnf reads repodata afresh: metadata_expire=0 in the
+        lab's rocky.repo; the vendor repositories' caches expire as the .repo files say).
         """
-        build_repo(repo_packages(fleet), self.repo_dir)
+        if fleet.os not in EL_OS:
+            build_repo(repo_packages(fleet), self.repo_dir)
+            return self.package_count()
+        if missing := missing_tools():
+            raise LabUnavailable(f"the lab's EL repositories need {', '.join(missing)} (Debian packages)")
+        trees, distro = el_repo_trees(fleet)
+        live, new, old = (self.repo_dir / name for name in (EL_TREES, f".{EL_TREES}-new", f".{EL_TREES}-old"))
+        for stale in (new, old):
+            shutil.rmtree(stale, ignore_errors=True)
+        build_el_repos(trees, new, distro)
+        if live.exists():
+            live.rename(old)
+        new.rename(live)
+        shutil.rmtree(old, ignore_errors=True)
         return self.package_count()
 
+    def write_overlay(self, fleet: Fleet) -> None:
+        """The inventory overlay for the running hosts (``overlay_inventory``)."""
+        options = el_repo_options(fleet) if fleet.os in EL_OS else None
+        overlay = overlay_inventory(self.lab().ansible_vars(), dnf_options=options)
+        self.inventory_overlay.write_text(yaml.safe_dump(overlay, sort_keys=False))
+
     def package_count(self) -> int:
-        return len(list(self.repo_dir.glob("*.deb")))
+        return len(list(self.repo_dir.glob("*.deb"))) + len(list((self.repo_dir / EL_TREES).rglob("*.rpm")))
 
 
 @dataclass(frozen=True)
@@ -296,12 +396,11 @@ def _compile(spec: Path) -> Fleet:
         errors = "\n".join(f"  {f.file}:{f.line}:{f.column}: {f.severity} [{f.rule}] {f.message}"
                            for f in compiled.located() if f.severity >= Severity.ERROR)
         raise LabSetupError(f"{spec} has errors: fix them, then run lab up again\n{errors}")
-    if compiled.fleet.os not in APT_OS:
+    if EL_OS.get(compiled.fleet.os, 9) != 9:
         at = locate(Finding("lab", Severity.ERROR, "", ("spec", "os")), compiled.source)
-        raise LabSetupError(f"{at.file}:{at.line}:{at.column}: spec.os is {compiled.fleet.os}: the lab's hosts are "
-                            "Debian with apt and its repository is an apt one; an EL-shaped lab host (dnf, rpm, "
-                            "stand-in RPM repositories) is issue #42 item 5, not built yet. Rehearse on an "
-                            "ubuntu-24.04 copy of the spec")
+        raise LabSetupError(f"{at.file}:{at.line}:{at.column}: spec.os is {compiled.fleet.os}: the lab's EL hosts are "
+                            "shaped as Rocky Linux 9 (dnf 4.14 with modularity, EL9's own dnf line); EL10's dnf has "
+                            "no module streams and its lab host is not built. Rehearse on a rocky-9 copy of the spec")
     return compiled.fleet
 
 
@@ -326,11 +425,13 @@ def lab_up(spec: Path, per_partition: int = DEFAULT_PER_PARTITION, lab_dir: Path
         handle.spec = spec
         say("rebuilding the lab's package repository for the spec")
         handle.refresh_repo(fleet)
+        handle.write_overlay(fleet)  # an EL fleet's repository ids follow its tuples (rocm-<release>)
         handle.save()
         return handle, False
     say("checking the host's packages (mmdebstrap, systemd-nspawn, ...)")
     ensure_host_packages()
-    base = ensure_base(progress=say)
+    el = fleet.os in EL_OS
+    base = ensure_el_base(progress=say) if el else ensure_base(progress=say)
     if selection.slurm_nodes:
         ensure_slurm()
     handle = LabHandle(lab_dir, spec, selection.hosts, selection.slurm_nodes, mode or default_mode(), base,
@@ -348,7 +449,7 @@ def lab_up(spec: Path, per_partition: int = DEFAULT_PER_PARTITION, lab_dir: Path
         say(f"starting {len(selection.hosts)} host(s): {', '.join(selection.hosts)}")
         nodes = lab.up(list(selection.hosts))
         handle.pids["hosts"] = {n.name: n.pid for n in nodes}
-        handle.inventory_overlay.write_text(yaml.safe_dump(overlay_inventory(lab.ansible_vars()), sort_keys=False))
+        handle.write_overlay(fleet)
         if selection.slurm_nodes:
             say(f"starting slurmctld and {len(selection.slurm_nodes)} slurmd")
             cluster = Cluster(handle.slurm_root, lab_slurm_files(fleet, selection.slurm_nodes))

@@ -262,7 +262,8 @@ class Lab:
         _put(upper, self.base, "/etc/hostname", name + "\n", 0o644)
         _put(upper, self.base, "/etc/hosts", hosts, 0o644)
         _put(upper, self.base, "/root/.ssh/authorized_keys", pubkey, 0o600)
-        if self.repo_dir is not None:
+        if self.repo_dir is not None and not (self.base / "etc/redhat-release").exists():
+            # An EL-shaped host (fleetspec.lab.el) reads its repositories from yum.repos.d, not apt.
             _put(upper, self.base, APT_SOURCE, f"deb [trusted=yes] file:{REPO_MOUNT} ./\n", 0o644)
         return node_dir
 

@@ -313,7 +313,8 @@ def _group_vars(fleet: Fleet, members: dict[str, set[str]], mirror: PackageSourc
                            ("slurm_controller", "fleetspec_slurmctld_packages"),
                            ("slurmdbd", "fleetspec_slurmdbd_packages")):  # fmt: skip
             if group in members:
-                daemon = [p for p in slurm_packages(version, [group]) if p.name not in _SLURM_COMMON]
+                common = slurm_packages(version, [], fleet.os)
+                daemon = [p for p in slurm_packages(version, [group], fleet.os) if p not in common]
                 data: dict[str, Any] = {var: _pins(daemon)}
                 if group == "slurm_node":
                     data["fleetspec_components"] = list(NVIDIA_COMPONENTS + AMD_COMPONENTS)
@@ -322,12 +323,9 @@ def _group_vars(fleet: Fleet, members: dict[str, set[str]], mirror: PackageSourc
                                                       "results": fleet.slurm.converge.results}
                     if fleet.slurm.enroot_version and fleet.slurm.pyxis_version:
                         data["fleetspec_container_packages"] = _pins(
-                            container_packages(fleet.slurm.enroot_version, fleet.slurm.pyxis_version))
+                            container_packages(fleet.slurm.enroot_version, fleet.slurm.pyxis_version, fleet.os))
                 out[group] = data
     return {g: out[g] for g in sorted(out)}
-
-
-_SLURM_COMMON = ("slurm-smd", "slurm-smd-client")
 
 
 def _all_vars(fleet: Fleet, mirror: PackageSource | None) -> dict[str, Any]:
@@ -367,8 +365,7 @@ def _all_vars(fleet: Fleet, mirror: PackageSource | None) -> dict[str, Any]:
             # The hosts of the network database user of Slinky's slurmdbd (slinky_database).
             data["fleetspec_slurm"]["slinky_database_clients"] = [
                 mariadb_host(c) for c in slurm.slinky_database_clients]
-        common = [p for p in slurm_packages(slurm.version, []) if p.name in _SLURM_COMMON]
-        data["fleetspec_slurm_common_packages"] = _pins(common)
+        data["fleetspec_slurm_common_packages"] = _pins(slurm_packages(slurm.version, [], fleet.os))
     return data
 
 

@@ -19,8 +19,10 @@ from fleetspec.verify.compare import NodeReport, compare
 from fleetspec.verify.run import COLLECTOR
 
 # The components a node can be checked on, in report order; "<x>-shadow" checks belong to x.
+# EL nodes (#42): el-packages (every pin at its EVR, rpm -q), driver-stream (the enabled
+# nvidia-driver module stream); their versionlock entries are package-holds, as dpkg holds are.
 COMPONENTS = ("facts", "driver", "kernel-module", "gpu-model", "gpu-count", "fabric-manager", "container-toolkit",
-              "cuda", "cudnn", "nccl", "amdgpu", "rocm", "rccl", "package-holds")
+              "cuda", "cudnn", "nccl", "amdgpu", "rocm", "rccl", "package-holds", "el-packages", "driver-stream")
 
 
 class CommandResult(Protocol):

@@ -7,88 +7,20 @@ rpm's record alone. dnf 4.14/libdnf 0.69 from Debian (EL9's own dnf generation) 
 running system: the rpmdb, the module state (``etc/dnf/modules.d``) and the versionlock list
 all live under the root, where an EL node keeps them.
 
-The repositories: empty RPMs built by the real ``rpmbuild`` (one spec per EVR, one
-subpackage per name), indexed by ``createrepo_c``, with a modulemd ``modules.yaml`` added by
-``modifyrepo_c``, the three steps by which a vendor's RPM tree carries module streams.
+The repositories: fleetspec.lab.rpmrepo's stand-ins (``rpmbuild``, ``createrepo_c``,
+``modifyrepo_c``), the ones ``fleetspec lab`` serves to its EL hosts.
 """
 
 from __future__ import annotations
 
 import subprocess
-from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import NamedTuple
-
-from fleetspec.catalog.el import Nevra
 
 # EL's rpmdb path (rpm 4.16+ on EL9: /var/lib/rpm, sqlite). Debian's rpm keeps its own
 # database under ~/.rpmdb; a macros file in the private HOME puts it where an EL node has it.
 EL_DBPATH = "/var/lib/rpm"
 _QF = "%{NAME} %{EPOCHNUM}:%{VERSION}-%{RELEASE}\\n"
-
-
-class StandInRpm(NamedTuple):
-    nevra: Nevra
-    arch: str = "x86_64"
-    requires: tuple[str, ...] = ()  # rpm dependency strings: "name = 3:580.82.07-1.el9"
-
-    @property
-    def label(self) -> str:
-        n = self.nevra
-        return f"{n.name}-{n.epoch}:{n.version}-{n.release}.{self.arch}"
-
-
-def _spec(evr: tuple[int, str, str], rpms: list[StandInRpm]) -> str:
-    epoch, version, release = evr
-    head = [f"Name: fleetspec-standin\nVersion: {version}\nRelease: {release}\n"
-            + (f"Epoch: {epoch}\n" if epoch else "")
-            + "Summary: stand-in\nLicense: none\n%description\nstand-in\n"]
-    for r in rpms:
-        head.append(f"%package -n {r.nevra.name}\nSummary: stand-in for {r.nevra.name}\n"
-                    + (f"BuildArch: {r.arch}\n" if r.arch == "noarch" else "")
-                    + "".join(f"Requires: {q}\n" for q in r.requires)
-                    + f"%description -n {r.nevra.name}\nstand-in\n%files -n {r.nevra.name}\n")
-    return "\n".join(head)
-
-
-def modulemd(name: str, streams: Mapping[str, Iterable[StandInRpm]]) -> str:
-    """modulemd v2 documents, one per stream, listing its artifacts as N-E:V-R.A (the shape of a
-    vendor's modules.yaml: document/version/data with name, stream, version, context, arch,
-    profiles, artifacts.rpms; e.g. EuroLinux/eurolinux-8-modules-md modules.md)."""
-    docs = []
-    for stream, rpms in streams.items():
-        artifacts = "".join(f"    - {r.label}\n" for r in rpms)
-        docs.append(f"---\ndocument: modulemd\nversion: 2\ndata:\n  name: {name}\n  stream: \"{stream}\"\n"
-                    f"  version: 1\n  context: \"00000000\"\n  arch: x86_64\n  summary: {name} {stream}\n"
-                    f"  description: stand-in stream\n  license:\n    module: [MIT]\n  profiles:\n    default:\n"
-                    f"      rpms: []\n  artifacts:\n    rpms:\n{artifacts}...\n")
-    return "".join(docs)
-
-
-def build_rpms(rpms: Iterable[StandInRpm], dest: Path) -> Path:
-    """Every RPM under ``dest/<arch>/``: one rpmbuild per EVR (its names as subpackages)."""
-    groups: dict[tuple[int, str, str], list[StandInRpm]] = defaultdict(list)
-    for r in rpms:
-        groups[(r.nevra.epoch, r.nevra.version, r.nevra.release)].append(r)
-    work = dest.parent / f".{dest.name}-build"
-    for i, (evr, members) in enumerate(sorted(groups.items())):
-        spec = work / f"s{i}.spec"
-        spec.parent.mkdir(parents=True, exist_ok=True)
-        spec.write_text(_spec(evr, members))
-        subprocess.run(["rpmbuild", "-bb", "--quiet", "--target", "x86_64", "--define", f"_topdir {work}/top",
-                        "--define", f"_rpmdir {dest}", "--define", "_build_id_links none", str(spec)],
-                       check=True, capture_output=True, text=True, timeout=120)
-    return dest
-
-
-def index(repo: Path, modules: str | None = None) -> Path:
-    subprocess.run(["createrepo_c", "-q", str(repo)], check=True, capture_output=True, text=True, timeout=120)
-    if modules:
-        (repo.parent / "modules.yaml").write_text(modules)
-        subprocess.run(["modifyrepo_c", "--mdtype=modules", str(repo.parent / "modules.yaml"), str(repo / "repodata")],
-                       check=True, capture_output=True, text=True, timeout=120)
-    return repo
 
 
 class DnfRoot:

@@ -3,13 +3,16 @@ table is that data, and the apt-only node roles refuse an EL inventory before to
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path, PurePosixPath
 
 import pytest
+import yaml
 
-from fleetspec.catalog.el import el_data, parse_nevra
+from fleetspec.catalog.el import el_data, el_site_built, parse_nevra
 from fleetspec.findings import Severity
 from fleetspec.pipeline import compile_file, compile_text
 from fleetspec.render.ansible import render_ansible
@@ -98,7 +101,7 @@ def test_modelled_literals_are_warned_with_the_el_check() -> None:
 
 # docs/packaging.md's EL table is the data, row for row.
 def table_rows() -> list[list[str]]:
-    section = (ROOT / "docs/packaging.md").read_text().split("\n## EL nodes ", 1)[1].split("\n## ", 1)[0]
+    section = (ROOT / "docs/packaging.md").read_text().split("\n## EL nodes ", 1)[1].split("\n#", 1)[0]
     lines = [ln for ln in section.splitlines() if ln.startswith("| ")]
     assert lines[0] == "| EL | component | release | packages | source | seen | unconfirmed |"
     return [[c.strip() for c in ln.strip("|").split(" | ")] for ln in lines[1:]]
@@ -113,6 +116,17 @@ def test_the_docs_el_table_is_the_catalog_data() -> None:
     assert table_rows() == rows
 
 
+def test_the_docs_site_built_table_is_the_catalog_data() -> None:
+    section = (ROOT / "docs/packaging.md").read_text().split("\n### EL site-built packages ", 1)[1].split("\n#", 1)[0]
+    lines = [ln for ln in section.splitlines() if ln.startswith("| ")]
+    assert lines[0] == "| EL | component | packages | release | source | seen | unconfirmed |"
+    assert [[c.strip() for c in ln.strip("|").split(" | ")] for ln in lines[1:]] == [
+        [str(r.el), r.component, "; ".join(f"{k}: {', '.join(v)}" for k, v in r.names.items()), r.release, r.source,
+         r.seen, r.unconfirmed or "-"] for r in el_site_built()]
+    assert {(r.el, r.component) for r in el_site_built()} == {(el, c) for el in (9, 10)
+                                                               for c in ("slurm", "enroot", "pyxis")}
+
+
 def test_every_row_cites_a_source_and_parses() -> None:
     releases, repos = el_data()
     for r in releases:
@@ -125,9 +139,10 @@ def test_every_row_cites_a_source_and_parses() -> None:
     assert (n.name, n.epoch, n.version, n.release) == ("amdgpu-dkms", 1, "6.1.5.50601", "1649308.el9")
 
 
-def test_site_yml_refuses_an_el_inventory_before_any_node_task(tmp_path: Path) -> None:
-    """Real ansible-playbook: the first play's assert (an action on the controller) fails every
-    host; no later play runs, so no apt task reaches an EL node."""
+def test_site_yml_refuses_a_node_whose_package_manager_is_not_the_spec_oss(tmp_path: Path) -> None:
+    """Real ansible-playbook: the first play gathers the node's facts and refuses a node whose
+    package manager is not the one spec.os names (this Debian machine, pkg_mgr apt, as an EL
+    fleet's h100-001); no later play runs, so no task changes the node."""
     compiled = compile_file(EXAMPLES / "rocky9.yaml")
     for rel, text in render_ansible(compiled.fleet).items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -137,19 +152,46 @@ def test_site_yml_refuses_an_el_inventory_before_any_node_task(tmp_path: Path) -
     env = {"ANSIBLE_CONFIG": str(ROOT / "playbooks/ansible.cfg"), "ANSIBLE_HOME": str(tmp_path / ".ansible"),
            "PATH": "/usr/bin:/bin:" + str(Path(exe).parent)}  # fmt: skip
     proc = subprocess.run([exe, "-i", str(tmp_path / "ansible/inventory.yml"), "--limit", "h100-001",
+                           "-e", "ansible_connection=local", "-e", f"ansible_python_interpreter={sys.executable}",
                            str(ROOT / "playbooks/site.yml")], capture_output=True, text=True, env=env, timeout=120)
-    out = proc.stdout + proc.stderr
+    out = " ".join((proc.stdout + proc.stderr).split())
     assert proc.returncode != 0, out
-    assert "spec.os is rocky-9" in out and "issue #42 item 4" in out, out
-    assert "Gathering Facts" not in out, out  # nothing connected to the node
+    assert ("h100-001: spec.os is rocky-9, whose packages install with dnf, but the node's package manager is apt"
+            in out), out
+    assert "Node runtime (pinned stack tuple)" not in out, out
 
 
-def test_apply_refuses_an_el_fleet_before_state_lock_or_drain(tmp_path: Path) -> None:
+def test_apply_takes_an_el_fleet_to_the_plan_and_its_confirmation(tmp_path: Path) -> None:
+    """No EL refusal before the plan any more: with no terminal to confirm on, apply shows the
+    plan of the rocky9 fleet and stops there, as for any fleet."""
     from typer.testing import CliRunner
 
     from fleetspec.cli import app
 
-    result = CliRunner().invoke(app, ["apply", str(EXAMPLES / "rocky9.yaml"), "--yes", "--state", str(tmp_path / "s")])
+    result = CliRunner().invoke(app, ["apply", str(EXAMPLES / "rocky9.yaml"), "--state", str(tmp_path / "s")])
     assert result.exit_code == 1, result.output
-    assert "spec.os is rocky-9" in result.output and "nothing was drained or changed" in result.output
-    assert not (tmp_path / "s").exists()
+    assert "refusing to apply without confirmation" in result.output and "spec.os" not in result.output
+    assert "6 new node(s)" in result.output  # the plan: every node of the fleet, new
+
+
+def test_the_cudnn_roles_cuda_major_check_takes_the_el_names(tmp_path: Path) -> None:
+    """The cudnn role checks each cuDNN pin belongs to the tuple's CUDA major; the rocky9 stack's
+    EL names (libcudnn9-cuda-12, libcudnn9-devel-cuda-12) pass, another major stops."""
+    stack = yaml.safe_load(render_ansible(compile_file(EXAMPLES / "rocky9.yaml").fleet)[
+        PurePosixPath("ansible/group_vars/stack_hopper_cu12.yml")].split("---\n", 1)[1])
+    exe = shutil.which("ansible-playbook")
+    assert exe, "ansible-playbook is required (pip install ansible-core)"
+    play = tmp_path / "play.yml"
+    play.write_text("- hosts: localhost\n  connection: local\n  gather_facts: false\n  tasks:\n"
+                    "    - ansible.builtin.include_role: {name: cudnn}\n")
+    env = {"ANSIBLE_ROLES_PATH": str(ROOT / "playbooks/roles"), "ANSIBLE_HOME": str(tmp_path / ".ansible"),
+           "ANSIBLE_LOCALHOST_WARNING": "false", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
+           "PATH": "/usr/bin:/bin:" + str(Path(exe).parent)}
+    for cuda, ok in (("12.8.1", True), ("13.0.2", False)):
+        (tmp_path / "vars.json").write_text(json.dumps({
+            "fleetspec_packages": stack["fleetspec_packages"], "fleetspec_stack": {**stack["fleetspec_stack"], "cuda": cuda},
+            "ansible_python_interpreter": sys.executable}))
+        done = subprocess.run([exe, "-i", "localhost,", str(play), "-e", f"@{tmp_path / 'vars.json'}"],
+                              capture_output=True, text=True, env=env, timeout=120)
+        assert (done.returncode == 0) is ok, done.stdout[-3000:]
+    assert "libcudnn9-cuda-12 does not belong to CUDA 13.0.2" in done.stdout

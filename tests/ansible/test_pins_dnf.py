@@ -1,23 +1,8 @@
 """The rendered EL pins, proven with dnf and rpm themselves (#42): ``dnf install $(cat S.dnf)``
-under ``S.module`` and ``S.versionlock`` in an installroot, against stand-in repositories
-generated from the catalog's EL rows, each build beside a newer one, with the driver family
-in modulemd streams as NVIDIA's rhel9 tree carries it.
-
-What the stand-ins model (and from where):
-- every catalog NEVRA, plus the same name at the next release (``-1`` -> ``-2``): a repository
-  that holds newer builds of everything, as NVIDIA's and AMD's trees do (modelled, not seen);
-- the driver family (the driver rows' packages with a dist tag) as artifacts of the
-  ``nvidia-driver`` stream of its branch, ``580-open``; a 590 build (590.48.01, the R590 build
-  tests/ansible/test_pins_apt.py uses) in ``590-open``: on EL8/9 the branch is a module stream
-  and another stream's packages are filtered out (NVIDIA driver installation guide; issue #42).
-  The fabric manager and IMEX are left outside the streams: no artefact read shows them in one;
-- exact-EVR ``Requires`` inside the driver family (``nvidia-driver-cuda`` needs its
-  ``-libs`` and ``nvidia-kmod-common`` at ``%{epoch}:%{version}-%{release}``; the versioned
-  Requires of negativo17's / terrapkg's NVIDIA specs) and ``rocm`` needing ``rocm-core`` at its
-  EVR (ROCm/rocm-install-on-linux#628: ``rocm-7.1.0.70100-20.el8 requires rocm-developer-tools
-  = 7.1.0.70100-20.el8``);
-- ``kmod-nvidia-open-dkms`` and ``amdgpu-dkms`` noarch (the catalog rows' ``.noarch.rpm``
-  and dnf capture), everything else x86_64.
+under ``S.module`` and ``S.versionlock`` in an installroot, against the stand-in repositories
+generated from the catalog's EL rows (fleetspec.lab.rpmrepo: each build beside a newer one,
+the driver family in modulemd streams as NVIDIA's rhel9 tree carries it, a 590 build in
+``590-open``; what they model and from where is in that module's docstring).
 """
 
 from __future__ import annotations
@@ -31,24 +16,30 @@ import sys
 from pathlib import Path, PurePosixPath
 
 import pytest
+import yaml
 
-from fleetspec.catalog.el import Nevra, el_data, parse_nevra
+from fleetspec.catalog.el import Nevra, el_repo, parse_nevra
 from fleetspec.findings import Severity
+from fleetspec.lab.rpmrepo import R590, StandInRpm, build_rpms, el_trees, index, modulemd
 from fleetspec.pipeline import compile_text
 from fleetspec.render.ansible import render_ansible
-from tests.ansible.dnfsim import DnfRoot, StandInRpm, build_rpms, index, modulemd
+from tests.ansible.dnfsim import DnfRoot
 from tests.conftest import EXAMPLES, ROOT, unavailable
 
 NVIDIA_REPO = "cuda-rhel9-x86_64"
 AMD_REPO = "rocm-el9"
-R590 = "590.48.01"
 MISSING = "kmod-nvidia-open-dkms-3:580.95.05-1.el9"  # what the pruned repository lacks
 # The distribution's packages the role installs unpinned: the kernel's development files
 # (the release an EL9.4 kernel carries: 5.14.0-427.28.1.el9_4.x86_64, as the AMD GPU
-# Operator's DeviceConfig CRD names it, tests/data/crds/amd-gpu-operator) and the RDMA user
-# space (rdma-core, libibverbs: EL names; their versions here are modelled, none is pinned).
+# Operator's DeviceConfig CRD names it, tests/data/crds/amd-gpu-operator), kernel-devel-matched
+# needing kernel-core and kernel-devel at its own EVR (its purpose: the devel files matching the
+# kernel; the exact Requires are modelled), kernel-headers, and the RDMA user space (rdma-core,
+# libibverbs: EL names). Their versions are modelled on that kernel's; none is pinned.
 KERNEL = "5.14.0-427.28.1.el9_4.x86_64"
-BASEOS = [StandInRpm(parse_nevra("kernel-devel-5.14.0-427.28.1.el9_4")), StandInRpm(parse_nevra("rdma-core-48.0-1.el9")),
+_K = "5.14.0-427.28.1.el9_4"
+BASEOS = [StandInRpm(parse_nevra(f"kernel-core-{_K}")), StandInRpm(parse_nevra(f"kernel-devel-{_K}")),
+          StandInRpm(parse_nevra(f"kernel-devel-matched-{_K}"), requires=(f"kernel-core = {_K}", f"kernel-devel = {_K}")),
+          StandInRpm(parse_nevra(f"kernel-headers-{_K}")), StandInRpm(parse_nevra("rdma-core-48.0-1.el9")),
           StandInRpm(parse_nevra("libibverbs-48.0-1.el9"), requires=("rdma-core",))]
 
 
@@ -59,59 +50,12 @@ def _dnf_tools() -> None:
             unavailable(f"needs {tool} (Debian: dnf python3-dnf dnf-plugins-core rpm createrepo-c)")
 
 
-def _newer(n: Nevra) -> Nevra:
-    """The same package at the next release: 1.el9 -> 2.el9, 20.el8 -> 21.el8, 1+cuda12.8 -> 2+cuda12.8."""
-    m = re.match(r"^([0-9]+)(.*)$", n.release)
-    assert m, n
-    return n._replace(release=f"{int(m[1]) + 1}{m[2]}")
-
-
-def _rpm(n: Nevra) -> StandInRpm:
-    arch = "noarch" if n.name.startswith(("kmod-nvidia", "amdgpu-dkms")) else "x86_64"
-    evr = n.evr if n.epoch else f"{n.version}-{n.release}"
-    requires: tuple[str, ...] = ()
-    if n.name == "nvidia-driver-cuda":
-        requires = (f"nvidia-driver-cuda-libs = {evr}", f"nvidia-kmod-common = {evr}")
-    elif n.name == "kmod-nvidia-open-dkms":
-        requires = (f"nvidia-kmod-common = {evr}",)
-    elif n.name == "rocm":
-        requires = (f"rocm-core = {evr}",)
-    return StandInRpm(n, arch, requires)
-
-
-def _stream_member(n: Nevra) -> bool:
-    return ".el" in n.release and not n.name.startswith(("nvidia-fabricmanager", "nvidia-imex"))
-
-
-def _standins() -> tuple[list[StandInRpm], list[StandInRpm], dict[str, list[StandInRpm]]]:
-    """(NVIDIA's tree, AMD's el9 tree, the nvidia-driver streams), from the catalog's EL9 rows."""
-    nvidia: dict[Nevra, StandInRpm] = {}
-    amd: dict[Nevra, StandInRpm] = {}
-    streams: dict[str, list[StandInRpm]] = {"580-open": [], "590-open": []}
-    for row in el_data()[0]:
-        if row.el != 9:
-            continue
-        tree = amd if row.component in ("rocm", "rccl", "amdgpu") else nvidia
-        for n in row.packages:
-            for build in (n._replace(condition=None), _newer(n._replace(condition=None))):
-                tree[build] = _rpm(build)
-                if row.component == "driver" and _stream_member(build):
-                    streams["580-open"].append(tree[build])
-        if row.component == "driver" and row.release == "580.82.07":
-            for n in row.packages:
-                if _stream_member(n):
-                    r590 = _rpm(n._replace(version=R590, condition=None))
-                    nvidia[r590.nevra] = r590
-                    streams["590-open"].append(r590)
-    return list(nvidia.values()), list(amd.values()), streams
-
-
 @pytest.fixture(scope="module")
 def repos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     tmp = tmp_path_factory.mktemp("el-repos")
-    nvidia, amd, streams = _standins()
-    modules = modulemd("nvidia-driver", streams)
-    full = index(build_rpms(nvidia, tmp / "nvidia/rhel9/x86_64"), modules)
+    trees = {t.baseurl: t for t in el_trees(9)}
+    nvidia = trees.pop(el_repo(9, "nvidia").baseurl)
+    full = index(build_rpms(nvidia.rpms, tmp / "nvidia/rhel9/x86_64"), modulemd("nvidia-driver", nvidia.streams))
     # The same tree with one build gone (a vendor pruned it, or a mirror lags): hard links, re-indexed.
     pruned = tmp / "pruned/rhel9/x86_64"
     for rpm in full.rglob("*.rpm"):
@@ -119,9 +63,28 @@ def repos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             (pruned / rpm.parent.relative_to(full)).mkdir(parents=True, exist_ok=True)
             os.link(rpm, pruned / rpm.relative_to(full))
     assert len(list(pruned.rglob("*.rpm"))) == len(list(full.rglob("*.rpm"))) - 1
-    return {"nvidia": full, "pruned": index(pruned, modules),
+    # AMD's trees (each ROCm/amdgpu release's own baseurl) together, as one node enables them.
+    amd = [r for t in trees.values() for r in t.rpms]
+    return {"nvidia": full, "pruned": index(pruned, modulemd("nvidia-driver", nvidia.streams)),
             "amd": index(build_rpms(amd, tmp / "amd/rocm/el9/7.1/main")),
-            "baseos": index(build_rpms(BASEOS, tmp / "baseos/x86_64/os"))}
+            "baseos": index(build_rpms(BASEOS, tmp / "baseos/x86_64/os")),
+            **_epel(tmp)}
+
+
+# EPEL and CRB as a Rocky 9 node meets them: CRB defined in the distribution's repo file but
+# disabled (Rocky's rocky.repo [crb] enabled=0, turned on by `dnf config-manager
+# --set-enabled crb`), EPEL reached only once its release package is installed: epel-release
+# lays down /etc/yum.repos.d/epel.repo ([epel], name "Extra Packages for Enterprise Linux
+# $releasever - $basearch"; a metalink and a gpgkey in the real file, the stand-in tree's
+# baseurl here). dkms in EPEL's tree (EPEL 9 carries dkms 3.x; the build is modelled).
+def _epel(tmp: Path) -> dict[str, Path]:
+    epel = index(build_rpms([StandInRpm(parse_nevra("dkms-3.1.0-1.el9"), "noarch")], tmp / "epel/9/Everything/x86_64"))
+    (tmp / "crb/x86_64/os").mkdir(parents=True)
+    repo = (f"[epel]\nname=Extra Packages for Enterprise Linux $releasever - $basearch\nbaseurl=file://{epel}\n"
+            "enabled=1\ngpgcheck=0\n")
+    release = build_rpms([StandInRpm(parse_nevra("epel-release-9-8.el9"), "noarch",
+                                     files=(("/etc/yum.repos.d/epel.repo", repo),))], tmp / "epel-release")
+    return {"epel": epel, "crb": index(tmp / "crb/x86_64/os"), "epel_release": next(release.rglob("*.rpm"))}
 
 
 def _tree(driver: str) -> dict[PurePosixPath, str]:
@@ -250,7 +213,7 @@ PLAY = """- hosts: h100-001
 
 
 def role_run(tmp: Path, root: DnfRoot, files: dict[PurePosixPath, str], repo: Path,
-             kernel: str = KERNEL) -> subprocess.CompletedProcess[str]:
+             kernel: str = KERNEL, play: str = PLAY, **extra: object) -> subprocess.CompletedProcess[str]:
     tree = tmp / f"tree-{len(list(tmp.glob('tree-*')))}"
     for rel, text in files.items():
         (tree / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -258,13 +221,13 @@ def role_run(tmp: Path, root: DnfRoot, files: dict[PurePosixPath, str], repo: Pa
     repo_file = tree / "ansible/pins/hopper-cu12.repo"
     repo_file.write_text(re.sub(r"(?m)^baseurl=.*$", f"baseurl=file://{repo}", repo_file.read_text())
                          .replace("gpgcheck=1", "gpgcheck=0"))
-    (tree / "play.yml").write_text(PLAY)
+    (tree / "play.yml").write_text(play)
     (tree / "vars.json").write_text(json.dumps({
         "ansible_python_interpreter": sys.executable, "fleetspec_el_root": str(root.root),
         "fleetspec_dnf_options": ["--releasever=9", "--setopt=module_platform_id=platform:el9",
                                   f"--setopt=pluginconfpath={root.plugins}", f"--setopt=cachedir={root.root.parent}/cache",
                                   "--setopt=install_weak_deps=0"],
-        "fleetspec_dnf_environment": root.env(), "fleetspec_kernel_release": kernel}))
+        "fleetspec_dnf_environment": root.env(), "fleetspec_kernel_release": kernel, **extra}))
     exe = shutil.which("ansible-playbook")
     assert exe, "ansible-playbook is required (pip install ansible-core)"
     env = {"ANSIBLE_CONFIG": str(ROOT / "playbooks/ansible.cfg"), "ANSIBLE_HOME": str(tmp / ".ansible"),
@@ -316,6 +279,131 @@ def test_the_node_role_changes_a_node_in_one_transaction_and_stops_on_a_missing_
     assert "Nothing to do." in root.dnf("upgrade").stdout
 
 
+def _rocky_node(tmp: Path, repos: dict[str, Path]) -> DnfRoot:
+    """A Rocky 9 node with nothing of the stack: BaseOS enabled, CRB disabled, no EPEL."""
+    root = DnfRoot(tmp / "node", None)
+    (root.root / "etc/yum.repos.d/rocky.repo").write_text(
+        f"[baseos]\nname=Rocky Linux $releasever - BaseOS\nbaseurl=file://{repos['baseos']}\ngpgcheck=0\nenabled=1\n\n"
+        f"[crb]\nname=Rocky Linux $releasever - CRB\nbaseurl=file://{repos['crb']}\ngpgcheck=0\nenabled=0\n")
+    return root
+
+
+def _dkms_node(repos: dict[str, Path], **gpu: object) -> dict[str, object]:
+    """A GPU node whose driver DKMS builds (gpu_facts' answers), EPEL's release package the stand-in."""
+    return {"fleetspec_gpu": {"kernel_modules": True, "nvidia_pci": True, "nouveau_module": True, "secure_boot": False,
+                              **gpu},
+            "fleetspec_el": {"major": 9, "crb_repo": "crb", "epel_release": str(repos["epel_release"]),
+                             "versionlock_package": "python3-dnf-plugin-versionlock"}}
+
+
+def test_a_dkms_driver_node_gets_crb_epel_dkms_and_the_kernels_devel_files_then_a_reboot_marker(
+        repos, trees, tmp_path) -> None:
+    root = _rocky_node(tmp_path, repos)
+    done = role_run(tmp_path, root, trees["580.82.07"], repos["nvidia"], **_dkms_node(repos))
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
+    enabled = root.dnf("-q", "repolist", "--enabled").stdout
+    assert {line.split()[0] for line in enabled.splitlines() if line.strip()} >= {"baseos", "crb", "epel"}, enabled
+    have = root.installed()
+    assert {n: have.get(n) for n in ("epel-release", "dkms", "kernel-devel", "kernel-devel-matched", "kernel-headers",
+                                     "kernel-core")} == {
+        "epel-release": "0:9-8.el9", "dkms": "0:3.1.0-1.el9", "kernel-devel": f"0:{_K}",
+        "kernel-devel-matched": f"0:{_K}", "kernel-headers": f"0:{_K}", "kernel-core": f"0:{_K}"}
+    assert have["kmod-nvidia-open-dkms"] == "3:580.82.07-1.el9"
+    # A first install over nouveau: the new module runs only after a reboot (apply --allow-reboot).
+    marker = (root.root / "var/lib/fleetspec/reboot-required").read_text()
+    assert "kmod-nvidia-open-dkms" in marker and "nvidia-driver-cuda" in marker, marker
+    assert "datacenter-gpu-manager" not in marker
+    # Applied again: nothing to enable or install, and no driver change recorded.
+    (root.root / "var/lib/fleetspec/reboot-required").unlink()
+    again = role_run(tmp_path, root, trees["580.82.07"], repos["nvidia"], **_dkms_node(repos, nouveau_module=False))
+    assert again.returncode == 0, again.stdout[-6000:]
+    assert "changed=" in again.stdout and not (root.root / "var/lib/fleetspec/reboot-required").exists()
+    for task in ("Enable CRB", "Install EPEL's release package"):
+        assert f"TASK [stack_packages : {task}" in again.stdout
+        assert "skipping: [h100-001]" in again.stdout.split(f"TASK [stack_packages : {task}", 1)[1].split("TASK [", 1)[0]
+
+
+def test_secure_boot_without_an_enrolled_key_stops_an_el_node_before_epel_or_any_package(repos, trees, tmp_path):
+    """No mokutil answer is no enrollment (tests/ansible/test_secure_boot_role.py); on EL DKMS's own
+    key is /var/lib/dkms/mok.pub (dkms's default mok_certificate outside Ubuntu)."""
+    root = _rocky_node(tmp_path, repos)
+    done = role_run(tmp_path, root, trees["580.82.07"], repos["nvidia"], **_dkms_node(repos, secure_boot=True))
+    out = " ".join(done.stdout.split())
+    assert done.returncode != 0 and "Secure Boot is enabled" in out and "Nothing was installed" in out, out[-3000:]
+    assert "mokutil --import /var/lib/dkms/mok.pub" in out
+    assert root.installed() == {} and not (root.root / "etc/yum.repos.d/epel.repo").exists()
+
+
+# The Slurm and Enroot/Pyxis roles' install step on EL, the task itself read from the role (so the
+# run takes whatever path the role takes), run into a DnfRoot whose site repository holds
+# SchedMD-shaped RPMs (slurm.spec: slurm-slurmd and slurm-slurmctld `Requires: slurm = %{version}-%{release}`),
+# NVIDIA/enroot's .el8 release assets and a pyxis.spec build (nvslurm-plugin-pyxis `Requires: enroot`),
+# each beside a newer build, as a site repository keeps older builds.
+SITE_BUILT = ("slurm-25.11.8-1.el9", "slurm-slurmd-25.11.8-1.el9", "slurm-slurmctld-25.11.8-1.el9",
+              "enroot-3.5.0-1.el8", "enroot+caps-3.5.0-1.el8", "nvslurm-plugin-pyxis-0.20.0-1.el9")
+
+
+def _site_rpm(n: Nevra) -> StandInRpm:
+    evr = f"{n.version}-{n.release}"
+    requires = {"slurm-slurmd": (f"slurm = {evr}",), "slurm-slurmctld": (f"slurm = {evr}",),
+                "nvslurm-plugin-pyxis": ("enroot >= 3.1.0",)}.get(n.name, ())
+    return StandInRpm(n, "x86_64", requires)
+
+
+@pytest.fixture(scope="module")
+def site_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    rpms = []
+    for text in SITE_BUILT:
+        n = parse_nevra(text)
+        rpms += [_site_rpm(n), _site_rpm(n._replace(version=n.version.replace("25.11.8", "25.11.9")
+                                                    .replace("3.5.0", "3.6.0").replace("0.20.0", "0.21.0")))]
+    return index(build_rpms(rpms, tmp_path_factory.mktemp("site") / "el9/x86_64"))
+
+
+def _role_task(role: str, name: str) -> dict:
+    tasks = yaml.safe_load((ROOT / f"playbooks/roles/{role}/tasks/main.yml").read_text())
+    return next(t for t in tasks if t.get("name") == name)
+
+
+def test_slurm_and_enroot_pyxis_install_exactly_from_the_site_repository_and_are_locked(site_repo, trees, tmp_path):
+    el = trees["580.82.07"]
+    el = {**el, PurePosixPath("ansible/group_vars/slurm_node.yml"): el[PurePosixPath(
+        "ansible/group_vars/slurm_node.yml")] + "fleetspec_container_packages:\n" + "".join(
+        f"- {{name: {n.name}, version: {n.version}-{n.release}, role: enroot_pyxis, condition: null}}\n"
+        for n in map(parse_nevra, SITE_BUILT[3:]))}
+    tasks = [_role_task("slurm", "Install and hold the pinned Slurm packages"),
+             _role_task("enroot_pyxis", "Install and hold Enroot and Pyxis")]
+    root = DnfRoot(tmp_path / "node", None)
+    (root.root / "etc/yum.repos.d/site.repo").write_text(f"[site]\nname=site\nbaseurl=file://{site_repo}\ngpgcheck=0\n")
+    root.locklist.write_text("# fleetspec: stack hopper-cu12 (ansible/pins/hopper-cu12.versionlock)\n"
+                             "libnccl-0:2.26.2-1+cuda12.8.*\nslurm-0:25.11.9-1.el9.*\n")
+    done = role_run(tmp_path, root, el, site_repo, play=yaml.safe_dump(
+        [{"hosts": "h100-001", "connection": "local", "gather_facts": False, "tasks": tasks}], sort_keys=False))
+    assert done.returncode == 0, done.stdout[-6000:]
+    have = root.installed()
+    assert {n: have.get(n) for n in ("slurm", "slurm-slurmd", "enroot", "enroot+caps", "nvslurm-plugin-pyxis")} == {
+        "slurm": "0:25.11.8-1.el9", "slurm-slurmd": "0:25.11.8-1.el9", "enroot": "0:3.5.0-1.el8",
+        "enroot+caps": "0:3.5.0-1.el8", "nvslurm-plugin-pyxis": "0:0.20.0-1.el9"}
+    assert "slurm-slurmctld" not in have  # a compute node gets slurmd only
+    locks = root.locklist.read_text()
+    assert "slurm-0:25.11.9" not in locks and "libnccl-0:2.26.2-1+cuda12.8.*" in locks, locks
+    for line in ("# fleetspec: stack hopper-cu12 (ansible/pins/hopper-cu12.versionlock)", "# fleetspec: slurm (site-built)", "slurm-0:25.11.8-1.el9.*",
+                 "slurm-slurmd-0:25.11.8-1.el9.*", "# fleetspec: enroot_pyxis (site-built)",
+                 "enroot+caps-0:3.5.0-1.el8.*", "nvslurm-plugin-pyxis-0:0.20.0-1.el9.*"):
+        assert line in locks.splitlines(), locks
+    assert "Nothing to do." in root.dnf("upgrade").stdout and root.installed() == have
+    # A Slurm release the site repository lacks: the test transaction stops, naming it and how to build it.
+    missing = {**el, PurePosixPath("ansible/group_vars/all.yml"): el[PurePosixPath("ansible/group_vars/all.yml")]
+               .replace("25.11.8-1.el9", "25.11.7-1.el9")}
+    stopped = role_run(tmp_path, root, missing, site_repo, play=yaml.safe_dump(
+        [{"hosts": "h100-001", "connection": "local", "gather_facts": False, "tasks": tasks[:1]}], sort_keys=False))
+    out = " ".join(stopped.stdout.split())
+    assert stopped.returncode != 0
+    assert ("slurm-25.11.7-1.el9 is not in the enabled repositories: the site's repository should carry it "
+            "(SchedMD's slurm.spec: rpmbuild -ta slurm-<version>.tar.bz2)") in out, out[-3000:]
+    assert root.installed() == have
+
+
 # Rocky Linux 9's /etc/os-release (rocky-release 9.6: NAME="Rocky Linux", ID="rocky",
 # ID_LIKE="rhel centos fedora", VERSION_ID="9.6"; fleetspec/importer/facts.py maps it to rocky-9).
 ROCKY_OS_RELEASE = ('NAME="Rocky Linux"\nVERSION="9.6 (Blue Onyx)"\nID="rocky"\nID_LIKE="rhel centos fedora"\n'
@@ -353,6 +441,9 @@ def test_verify_reads_rpm_the_versionlock_and_the_stream_and_reports_each_as_dri
     assert by_name["libnccl"]["version"] == "2.26.2-1+cuda12.8" and by_name["libnccl"]["held"]
     assert {k: v[0] for k, v in el_checks(trees, facts).items()} == {
         "el-packages": "ok", "package-holds": "ok", "driver-stream": "ok"}
+    from fleetspec.verify.testinfra_checks import COMPONENTS  # the testinfra module's tests, one per id
+
+    assert {"el-packages", "package-holds", "driver-stream"} <= set(COMPONENTS)
     # A lock dropped, another changed, a package moved off its build, another stream enabled.
     lock = files["hopper-cu12.versionlock"].replace("libnccl-devel-0:2.26.2-1+cuda12.8.*\n", "").replace(
         "libnccl-0:2.26.2-1+cuda12.8.*", "libnccl-0:2.26.2-2+cuda12.8.*")

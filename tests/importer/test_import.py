@@ -414,3 +414,20 @@ def test_keys_defunct_at_the_target_release_or_owned_by_fleetspec_are_warnings_n
     assert "PluginDir" not in said  # kept by the adoption (#39 item 3); validate proposes fleetspec's
     assert "\n        PluginDir: /usr/lib64/slurm\n" in result.spec_text.split("adopted:")[1]
     assert "JobCredentialPrivateKey" not in result.spec_text
+
+
+def test_the_os_comes_from_the_facts_or_the_import_stops_never_a_default() -> None:
+    """spec.os picks apt or dnf for every role (#42): an OS no fact names is no reason to adopt
+    Ubuntu; a Rocky 9.6 node's os-release (ID=rocky, VERSION_ID=9.6) adopts as rocky-9, whose
+    pins come only from the EL catalog rows (the H200 node's driver has none: a located stop)."""
+    facts = _facts(**{"gpu0(1-2)": (A100, 8)})
+    for host in facts.values():
+        host.pop("os", None)
+    with pytest.raises(ImportRefused, match=r"the OS is not in Slurm's files and no facts say it.*spec.os is one of "
+                                            r"ubuntu-22.04, .*rocky-9.*fleetspec never assumes one"):
+        _import("cpu-beside-gpu", facts=facts)
+    for host in facts.values():
+        host["os"] = {"id": "rocky", "version_id": "9.6"}
+    with pytest.raises(ImportRefused, match=r"spec.stacks.imported-1.driver: no published EL9 package literal for "
+                                            r"driver 580.159.04"):
+        _import("cpu-beside-gpu", facts=facts)

@@ -1,5 +1,5 @@
 """EL node operating systems in spec.os (#42): accepted, EL8 refused with its reason, the
-parts that cannot handle EL yet (baremetal.pxe, the lab) refuse it at a location, and
+parts that cannot handle EL yet (baremetal.pxe, the lab on EL10) refuse it at a location, and
 import names an EL node by its major release."""
 
 from __future__ import annotations
@@ -42,12 +42,30 @@ def test_pxe_on_an_el_fleet_is_refused_with_the_reason() -> None:
     assert "debootstrap" in found[0].message and "kickstart" in found[0].message
 
 
-def test_lab_up_refuses_an_el_spec_at_spec_os(tmp_path: Path) -> None:
+# An EL10 fleet the catalog can pin (its EL10 rows: driver 580.167.08, CUDA 13.0.2, NCCL 2.28.3).
+EL10 = """apiVersion: fleetspec.io/v1alpha1
+kind: Fleet
+metadata: {name: el10}
+spec:
+  os: rocky-10
+  stacks:
+    hopper: {driver: "580.167.08", cuda: "13.0.2", nccl: "2.28.3"}
+  racks:
+    - name: r01
+      leaf: leaf-01
+      nodes:
+        - {hosts: "h100-[001-002]", gpu: {model: h100-sxm, count: 8}, stack: hopper, scheduler: kubernetes}
+"""
+
+
+def test_lab_up_refuses_an_el10_spec_at_spec_os(tmp_path: Path) -> None:
+    """The lab's EL hosts are Rocky 9-shaped (tests/lab/test_el_host.py runs an EL9 fleet's lab)."""
     spec = tmp_path / "fleet.yaml"
-    spec.write_text(ROCKY9)
+    spec.write_text(EL10)
     with pytest.raises(LabSetupError) as exc:
         lab_up(spec, lab_dir=tmp_path / "lab")
-    assert str(exc.value).startswith(f"{spec}:9:7: spec.os is rocky-9") and "#42 item 5" in str(exc.value)
+    assert str(exc.value).startswith(f"{spec}:5:7: spec.os is rocky-10: the lab's EL hosts are shaped as Rocky Linux 9")
+    assert "no module streams" in str(exc.value) and "rocky-9 copy" in str(exc.value)
     assert not (tmp_path / "lab").exists()  # refused before anything was made
 
 
