@@ -120,7 +120,6 @@ def apply(
     from fleetspec.apply.rollout import ApplyError, ApplyEvent, ApplyOptions, apply_plan, wave_name
     from fleetspec.lab.fleet import LabSetupError
     from fleetspec.node_side.hostlist import HostlistError
-    from fleetspec.packages import EL_OS
     from fleetspec.pipeline import compile_file
     from fleetspec.plan import plan_against_state
     from fleetspec.plan.render_text import print_plan
@@ -148,11 +147,6 @@ def apply(
                     err.print(f"{f.file}:{f.line}:{f.column}: {f.severity} [{f.rule}] {f.message}", markup=False)
                 raise typer.Exit(ERROR)
             fleet = compiled.fleet
-        if fleet.os in EL_OS:  # #42 item 4: before the state, a lock or a drain
-            raise ApplyError(f"{target}: spec.os is {fleet.os}: only the stack pins install with dnf so far; the "
-                             "driver, DKMS, Slurm and enroot roles install with apt (issue #42 item 4); nothing was "
-                             "drained or changed. 'fleetspec render' writes the EL pins (ansible/pins/<stack>.dnf, "
-                             ".versionlock, .module, .repo) for review")
         if lab is not None and state is None:
             state = str(lab / "state")  # a rehearsal keeps its own state, never the fleet's
         location = state_location(target, state)
