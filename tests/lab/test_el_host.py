@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 from fleetspec.apply.ansible import PLAYBOOKS, run_playbook
 from fleetspec.catalog.el import parse_nevra
 from fleetspec.cli import app
-from fleetspec.lab.fleet import LabHandle, lab_down, lab_up
+from fleetspec.lab.fleet import LabHandle, LabSetupError, lab_down, lab_up
 from fleetspec.pipeline import compile_file
 from fleetspec.render.ansible import render_ansible
 from tests.conftest import EXAMPLES
@@ -134,6 +134,16 @@ def test_verify_reads_the_tuple_from_rpm_and_the_stand_ins_files(el_lab: LabHand
     assert {k: checks[AMD][k] for k in ("rocm", "rccl", "el-packages", "package-holds")} == {
         "rocm": ("ok", "7.1.0"), "rccl": ("ok", "2.27.7"), "el-packages": ("ok", "3 at their EVR"),
         "package-holds": ("ok", "3 locked")}
+
+
+def test_lab_up_of_an_apt_spec_on_the_el_lab_is_refused(el_lab: LabHandle) -> None:
+    """Same hosts, another OS family: the hosts cannot change their base, so lab up stops."""
+    ubuntu = el_lab.spec.with_name("ubuntu.yaml")
+    ubuntu.write_text(el_lab.spec.read_text().replace("os: rocky-9", "os: ubuntu-24.04"))
+    with pytest.raises(LabSetupError, match=r"runs EL-shaped hosts and .*ubuntu.yaml has spec.os ubuntu-24.04: "
+                                            "run `fleetspec lab down` first"):
+        lab_up(ubuntu, per_partition=1, lab_dir=el_lab.dir)
+    assert LabHandle.load(el_lab.dir).spec == el_lab.spec  # nothing recorded
 
 
 def fleetspec(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
