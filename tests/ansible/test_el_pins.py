@@ -3,12 +3,14 @@ table is that data, and the apt-only node roles refuse an EL inventory before to
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path, PurePosixPath
 
 import pytest
+import yaml
 
 from fleetspec.catalog.el import el_data, el_site_built, parse_nevra
 from fleetspec.findings import Severity
@@ -170,3 +172,26 @@ def test_apply_takes_an_el_fleet_to_the_plan_and_its_confirmation(tmp_path: Path
     assert result.exit_code == 1, result.output
     assert "refusing to apply without confirmation" in result.output and "spec.os" not in result.output
     assert "6 new node(s)" in result.output  # the plan: every node of the fleet, new
+
+
+def test_the_cudnn_roles_cuda_major_check_takes_the_el_names(tmp_path: Path) -> None:
+    """The cudnn role checks each cuDNN pin belongs to the tuple's CUDA major; the rocky9 stack's
+    EL names (libcudnn9-cuda-12, libcudnn9-devel-cuda-12) pass, another major stops."""
+    stack = yaml.safe_load(render_ansible(compile_file(EXAMPLES / "rocky9.yaml").fleet)[
+        PurePosixPath("ansible/group_vars/stack_hopper_cu12.yml")].split("---\n", 1)[1])
+    exe = shutil.which("ansible-playbook")
+    assert exe, "ansible-playbook is required (pip install ansible-core)"
+    play = tmp_path / "play.yml"
+    play.write_text("- hosts: localhost\n  connection: local\n  gather_facts: false\n  tasks:\n"
+                    "    - ansible.builtin.include_role: {name: cudnn}\n")
+    env = {"ANSIBLE_ROLES_PATH": str(ROOT / "playbooks/roles"), "ANSIBLE_HOME": str(tmp_path / ".ansible"),
+           "ANSIBLE_LOCALHOST_WARNING": "false", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
+           "PATH": "/usr/bin:/bin:" + str(Path(exe).parent)}
+    for cuda, ok in (("12.8.1", True), ("13.0.2", False)):
+        (tmp_path / "vars.json").write_text(json.dumps({
+            "fleetspec_packages": stack["fleetspec_packages"], "fleetspec_stack": {**stack["fleetspec_stack"], "cuda": cuda},
+            "ansible_python_interpreter": sys.executable}))
+        done = subprocess.run([exe, "-i", "localhost,", str(play), "-e", f"@{tmp_path / 'vars.json'}"],
+                              capture_output=True, text=True, env=env, timeout=120)
+        assert (done.returncode == 0) is ok, done.stdout[-3000:]
+    assert "libcudnn9-cuda-12 does not belong to CUDA 13.0.2" in done.stdout
