@@ -291,6 +291,11 @@ class LabHandle:
         tmp.rename(self.dir / STATE_FILE)
 
     @property
+    def el(self) -> bool:
+        """Whether the hosts are EL-shaped (fleetspec.lab.el): their base carries Rocky's release files."""
+        return (self.base / "etc/redhat-release").exists()
+
+    @property
     def repo_dir(self) -> Path:
         return self.dir / "repo"
 
@@ -422,6 +427,9 @@ def lab_up(spec: Path, per_partition: int = DEFAULT_PER_PARTITION, lab_dir: Path
         if handle.hosts != selection.hosts:
             raise LabSetupError(f"the lab at {lab_dir} is up with hosts {', '.join(handle.hosts)}, not "
                                 f"{', '.join(selection.hosts)}: run `fleetspec lab down` first")  # fmt: skip
+        if handle.el != (fleet.os in EL_OS):
+            raise LabSetupError(f"the lab at {lab_dir} runs {'EL' if handle.el else 'Debian'}-shaped hosts and "
+                                f"{spec} has spec.os {fleet.os}: run `fleetspec lab down` first")
         handle.spec = spec
         say("rebuilding the lab's package repository for the spec")
         handle.refresh_repo(fleet)

@@ -223,30 +223,36 @@ def standin(n: Nevra, row: ElRelease | None = None) -> StandInRpm:
         requires = (f"nvidia-kmod-common = {evr}",)
     elif n.name == "rocm":
         requires = (f"rocm-core = {evr}",)
-    made = payload(row, n) if row is not None else None
+    made = payload(row, n)
     marker = (f"/usr/share/doc/{n.name}/fleetspec-standin", f"{STANDIN_NOTE}\n{n.name} {evr}\n")
     files = (marker, *sorted((made.files if made else {}).items()))
     links = tuple(sorted((made.symlinks if made else {}).items()))
-    return StandInRpm(n, arch, requires, tuple((_el_path(p), c) for p, c in files),
+    return StandInRpm(n, arch, requires,
+                      tuple((_el_path(p), _el_path(c) if isinstance(c, str) else c) for p, c in files),
                       tuple((_el_path(p), t) for p, t in links))
 
 
 def _el_path(path: str) -> str:
-    """An apt stand-in's path where EL keeps it: /usr/lib64 for Debian's multiarch libdir,
-    /usr/include for its multiarch include dir."""
+    """An apt stand-in's path (or a text naming one) where EL keeps it: /usr/lib64 for Debian's
+    multiarch libdir, /usr/include for its multiarch include dir."""
     return path.replace(LIBDIR + "/", "/usr/lib64/").replace("/usr/include/x86_64-linux-gnu/", "/usr/include/")
 
 
-def payload(row: ElRelease, n: Nevra) -> StandInPackage | None:
+def payload(row: ElRelease | None, n: Nevra) -> StandInPackage | None:
     """The apt stand-in (fleetspec.lab.repo) whose files report what ``n`` reports on a node:
     NVIDIA's EL packaging puts nvidia-smi in nvidia-driver-cuda (the apt stand-in's
     nvidia-driver-<branch>), the toolkit's version.json in cuda-toolkit-<M>-<m>, cuDNN's header
     and library in libcudnn<major>-cuda-<cuda major>, NCCL's in libnccl/libnccl-devel (Debian's
     libnccl2/libnccl-dev), ROCm's .info/version in rocm-core, librccl in rccl, DCGM's host engine
-    and unit in datacenter-gpu-manager-4-core (one name on both). None for the rest."""
+    and unit in datacenter-gpu-manager-4-core, Pyxis's plugstack line in nvslurm-plugin-pyxis (one
+    name on both; paths and that line's library path moved to EL's). None for the rest."""
     version = n.version
-    if n.name == "datacenter-gpu-manager-4-core":  # nv-hostengine and its nvidia-dcgm.service unit
+    if n.name in ("datacenter-gpu-manager-4-core", "nvslurm-plugin-pyxis"):
+        # nv-hostengine and its nvidia-dcgm.service unit; Pyxis's plugstack line
+        # (/usr/share/pyxis/pyxis.conf, %{_datadir}/pyxis/pyxis.conf in pyxis.spec)
         return _pin_standin(n.name, f"{n.version}-{n.release}", {})
+    if row is None:
+        return None
     if row.component in ("driver", "driver-tools"):
         compute, driver, fabric = _nvidia(version, None)
         return {"nvidia-driver-cuda": driver, "nvidia-fabricmanager": fabric}.get(n.name)

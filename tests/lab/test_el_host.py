@@ -10,8 +10,11 @@ through the rendered .repo files (vendor URLs) that the lab's overlay points at 
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
@@ -22,7 +25,7 @@ from typer.testing import CliRunner
 from fleetspec.apply.ansible import PLAYBOOKS, run_playbook
 from fleetspec.catalog.el import parse_nevra
 from fleetspec.cli import app
-from fleetspec.lab.fleet import LabHandle, lab_down, lab_up
+from fleetspec.lab.fleet import LabHandle, LabSetupError, lab_down, lab_up
 from fleetspec.pipeline import compile_file
 from fleetspec.render.ansible import render_ansible
 from tests.conftest import EXAMPLES
@@ -131,3 +134,52 @@ def test_verify_reads_the_tuple_from_rpm_and_the_stand_ins_files(el_lab: LabHand
     assert {k: checks[AMD][k] for k in ("rocm", "rccl", "el-packages", "package-holds")} == {
         "rocm": ("ok", "7.1.0"), "rccl": ("ok", "2.27.7"), "el-packages": ("ok", "3 at their EVR"),
         "package-holds": ("ok", "3 locked")}
+
+
+def test_lab_up_of_an_apt_spec_on_the_el_lab_is_refused(el_lab: LabHandle) -> None:
+    """Same hosts, another OS family: the hosts cannot change their base, so lab up stops."""
+    ubuntu = el_lab.spec.with_name("ubuntu.yaml")
+    ubuntu.write_text(el_lab.spec.read_text().replace("os: rocky-9", "os: ubuntu-24.04"))
+    with pytest.raises(LabSetupError, match=r"runs EL-shaped hosts and .*ubuntu.yaml has spec.os ubuntu-24.04: "
+                                            "run `fleetspec lab down` first"):
+        lab_up(ubuntu, per_partition=1, lab_dir=el_lab.dir)
+    assert LabHandle.load(el_lab.dir).spec == el_lab.spec  # nothing recorded
+
+
+def fleetspec(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The CLI as a user types it (this environment's console script, this checkout's code)."""
+    exe = Path(sys.executable).parent / "fleetspec"
+    return subprocess.run([str(exe), *args], cwd=cwd, capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "COLUMNS": "200"})
+
+
+def test_the_readme_loop_on_rocky_9(el_lab: LabHandle, installed) -> None:
+    """The README's loop on the module's lab, last (it changes the spec): plan, apply --lab,
+    verify; a driver build change published by lab up, planned as drain-reboot, applied
+    (drain, one dnf transaction, the versionlock replaced, verify, resume) and verified. The
+    NVIDIA host only (--limit): verify does not yet waive gpu-count on a stand-in AMD host."""
+    cwd, lab = el_lab.spec.parent, str(el_lab.dir)
+    state = str(el_lab.dir / "state")
+    assert fleetspec(cwd, "secrets", "init", el_lab.spec.name).returncode == 0
+    plan = fleetspec(cwd, "plan", el_lab.spec.name, "--state", state, "--format", "json", "--detailed-exitcode")
+    assert plan.returncode == 2, plan.stderr
+    first = fleetspec(cwd, "apply", el_lab.spec.name, "--lab", lab, "--limit", NVIDIA, "--yes")
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr
+    assert re.search(rf"^\S.*: {NVIDIA}: done \(ok \d+, changed [1-9]\d*", first.stdout, re.M), first.stdout[-3000:]
+
+    el_lab.spec.write_text(el_lab.spec.read_text().replace('driver: "580.82.07"', 'driver: "580.95.05"'))
+    assert fleetspec(cwd, "lab", "up", el_lab.spec.name, "--nodes", "1", "--dir", lab).returncode == 0
+    planned = json.loads(fleetspec(cwd, "plan", el_lab.spec.name, "--state", state, "--format", "json").stdout)
+    assert [c["target"] for c in planned["changes"] if c["disruption"] == "drain-reboot"] == [f"node:{NVIDIA}"]
+    second = fleetspec(cwd, "apply", el_lab.spec.name, "--lab", lab, "--limit", NVIDIA, "--yes", "--format", "json")
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr
+    events = [json.loads(line) for line in second.stdout.splitlines() if line.startswith("{")]
+    assert any(e["event"] == "drain" and "driver 580.82.07 -> 580.95.05" in e["message"] for e in events), events
+    verify = fleetspec(cwd, "verify", el_lab.spec.name, "--lab", lab, "--format", "json")
+    node = next(n for n in json.loads(verify.stdout)["nodes"] if n["hostname"] == NVIDIA)
+    assert node["conforms"], node["checks"]
+    checks = {c["component"]: (c["status"], c["found"]) for c in node["checks"]}
+    assert checks["driver"] == ("ok", "580.95.05") and checks["el-packages"][0] == "ok", checks
+    locks = ssh(el_lab, NVIDIA, "cat", "/etc/dnf/plugins/versionlock.list")
+    assert "kmod-nvidia-open-dkms-3:580.95.05-1.el9.*" in locks and "580.82.07" not in locks, locks
+
