@@ -60,6 +60,16 @@ def test_rocm_71_on_el9_pins_the_el8_builds_of_its_el9_tree(rocky9) -> None:
     assert PurePosixPath("ansible/pins/cdna3-rocm71.module") not in rocky9
 
 
+def test_rccl_is_pinned_from_its_rocm_releases_tree(rocky9) -> None:
+    """RCCL 2.27.7 ships with ROCm 7.1.0 and 7.1.1, each in its own tree: a 7.1.1 stack pins the
+    7.1.1 tree's build (the one its .repo enables), never 7.1.0's from rocm/el9/7.1."""
+    files = render_ansible(compile_text((EXAMPLES / "rocky9.yaml").read_text().replace('rocm: "7.1.0"',
+                                                                                       'rocm: "7.1.1"')).fleet)
+    assert pins(files, "cdna3-rocm71.dnf").splitlines()[-1] == "rccl-2.27.7.70101-38.el8"
+    assert "baseurl=https://repo.radeon.com/rocm/rhel9/7.1.1/main\n" in pins(files, "cdna3-rocm71.repo")
+    assert pins(rocky9, "cdna3-rocm71.dnf").splitlines()[-1] == "rccl-2.27.7.70100-20.el8"
+
+
 def spec(os: str, driver: str) -> str:
     text = (EXAMPLES / "rocky9.yaml").read_text().replace("os: rocky-9", f"os: {os}")
     return text.replace('driver: "580.82.07"', f'driver: "{driver}"')
