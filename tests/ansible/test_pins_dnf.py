@@ -293,7 +293,9 @@ def test_the_amd_stack_installs_its_trees_builds_el8_in_el9_el10_in_el10(world, 
     want = wanted(files[f"{s}.dnf"])
     assert {n: root.installed()[n] for n in want} == want
     assert all(v.endswith(world.amd_dist) for v in want.values()), want
+    assert root.dnf("check-update").returncode == 100  # newer builds are there to take, until the lock
     root.locklist.write_text(files[f"{s}.versionlock"])
+    assert root.dnf("check-update").returncode == 0
     before = root.installed()
     assert "Nothing to do." in root.dnf("upgrade").stdout and root.installed() == before
 
