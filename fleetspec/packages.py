@@ -584,6 +584,7 @@ def _el_rows(stack: StackTuple, el: int, gpus: tuple[GpuSpec, ...]) -> list[tupl
         raise PackageError(f"stack {stack.name}: nvlsm (HGX B200/B300) has no EL row in the catalog", "driver")
     versions = stack.versions()
     out: list[tuple[str, Nevra, tuple[str, ElRelease]]] = []
+    rocm_tree: str | None = None  # RCCL ships in its ROCm release's tree (rocm/el9/7.1/main, rocm/rhel10/7.1.1/main)
     for key, component, role in _EL_COMPONENTS:
         release = versions.get(key)
         if not release:
@@ -593,10 +594,14 @@ def _el_rows(stack: StackTuple, el: int, gpus: tuple[GpuSpec, ...]) -> list[tupl
             if not stack.cuda:
                 raise PackageError(f"stack {stack.name}: {key} packages are built per CUDA release; give cuda", key)
             cuda = "{}.{}".format(*_mm(stack.cuda))
-        row = el_release(el, component, release, cuda)
+        tree = rocm_tree if key == "rccl" else None
+        row = el_release(el, component, release, cuda, tree)
+        if key == "rocm" and row is not None:
+            rocm_tree = row.repo
         if row is None:
             raise PackageError(f"no published EL{el} package literal for {key} {release}"
                                + (f" (CUDA {cuda})" if key == "nccl" else "")
+                               + (f" in ROCm {versions.get('rocm')}'s tree {tree}" if tree else "")
                                + " is in the catalog (fleetspec/catalog/data/el_packages.yaml); EL versions are never "
                                "derived from the apt ones: add a row with its source, or pin a release that has one", key)
         # As on apt: the fabric manager only for NVSwitch boards, IMEX only for NVL72 nodes.

@@ -110,10 +110,13 @@ def el_data() -> tuple[tuple[ElRelease, ...], tuple[ElRepo, ...]]:
     return tuple(releases), repos
 
 
-def el_release(el: int, component: str, release: str, cuda: str | None = None) -> ElRelease | None:
-    """The row for ``component`` at ``release`` on EL ``el`` (NCCL: for the CUDA major.minor ``cuda``)."""
+def el_release(el: int, component: str, release: str, cuda: str | None = None,
+               repo: str | None = None) -> ElRelease | None:
+    """The row for ``component`` at ``release`` on EL ``el`` (NCCL: for the CUDA major.minor
+    ``cuda``; with ``repo``, only a row of that repository: RCCL from its ROCm release's tree)."""
     for r in el_data()[0]:
-        if r.el == el and r.component == component and r.release == release and (r.cuda is None or r.cuda == cuda):
+        if (r.el == el and r.component == component and r.release == release and (r.cuda is None or r.cuda == cuda)
+                and (repo is None or r.repo == repo)):
             return r
     return None
 

@@ -26,9 +26,12 @@ _QF = "%{NAME} %{EPOCHNUM}:%{VERSION}-%{RELEASE}\\n"
 class DnfRoot:
     """An EL node's package state in a directory: rpmdb, module state, versionlock list."""
 
-    def __init__(self, root: Path, repos: Mapping[str, Path] | None) -> None:
+    def __init__(self, root: Path, repos: Mapping[str, Path] | None, el: int = 9) -> None:
         """``repos``: {id: directory} in a private reposdir; None: dnf reads the root's own
-        etc/yum.repos.d, as a node's dnf does (what the role writes there)."""
+        etc/yum.repos.d, as a node's dnf does (what the role writes there). ``el``: the EL major
+        dnf runs as (``--releasever``, ``module_platform_id=platform:el<N>``, the PLATFORM_ID of
+        EL's /etc/os-release)."""
+        self.el = el
         self.root = root / "root"
         self.home = root / "home"
         self.reposd = root / "yum.repos.d"
@@ -54,10 +57,10 @@ class DnfRoot:
         return {"LC_ALL": "C.UTF-8", "HOME": str(self.home), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
 
     def dnf(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["dnf", "-y", f"--installroot={self.root}", "--releasever=9", "--nogpgcheck",
+        return subprocess.run(["dnf", "-y", f"--installroot={self.root}", f"--releasever={self.el}", "--nogpgcheck",
                                *([f"--setopt=reposdir={self.reposd}"] if self.own_repos else []),
                                f"--setopt=pluginconfpath={self.plugins}",
-                               f"--setopt=cachedir={self.root.parent}/cache", "--setopt=module_platform_id=platform:el9",
+                               f"--setopt=cachedir={self.root.parent}/cache", f"--setopt=module_platform_id=platform:el{self.el}",
                                "--setopt=install_weak_deps=0", *args],
                               capture_output=True, text=True, timeout=180, env=self.env())
 

@@ -60,29 +60,45 @@ def test_rocm_71_on_el9_pins_the_el8_builds_of_its_el9_tree(rocky9) -> None:
     assert PurePosixPath("ansible/pins/cdna3-rocm71.module") not in rocky9
 
 
+def test_rccl_is_pinned_from_its_rocm_releases_tree(rocky9) -> None:
+    """RCCL 2.27.7 ships with ROCm 7.1.0 and 7.1.1, each in its own tree: a 7.1.1 stack pins the
+    7.1.1 tree's build (the one its .repo enables), never 7.1.0's from rocm/el9/7.1."""
+    files = render_ansible(compile_text((EXAMPLES / "rocky9.yaml").read_text().replace('rocm: "7.1.0"',
+                                                                                       'rocm: "7.1.1"')).fleet)
+    assert pins(files, "cdna3-rocm71.dnf").splitlines()[-1] == "rccl-2.27.7.70101-38.el8"
+    assert "baseurl=https://repo.radeon.com/rocm/rhel9/7.1.1/main\n" in pins(files, "cdna3-rocm71.repo")
+    assert pins(rocky9, "cdna3-rocm71.dnf").splitlines()[-1] == "rccl-2.27.7.70100-20.el8"
+
+
 def spec(os: str, driver: str) -> str:
     text = (EXAMPLES / "rocky9.yaml").read_text().replace("os: rocky-9", f"os: {os}")
     return text.replace('driver: "580.82.07"', f'driver: "{driver}"')
 
 
-def _nvidia_only(text: str) -> str:
-    """The example without its AMD stack and rack (no EL10 ROCm row in the catalog yet)."""
-    head, rest = text.split("    cdna3-rocm71:\n", 1)
-    rest = rest.split("\n", 1)[1]
-    racks, slurm = rest.split("    - name: r02\n", 1)
-    return head + racks + "  slurm:" + slurm.split("  slurm:", 1)[1]
-
-
 def test_el10_has_no_module_stream_and_other_literals() -> None:
     text = spec("almalinux-10", "580.167.08").replace(
         '      cuda: "12.8.1"\n      cudnn: "9.10.2"\n      nccl: "2.26.2"\n      dcgm: "4.5.2"\n',
-        '      cuda: "13.0.2"\n      nccl: "2.28.3"\n')
-    compiled = compile_text(_nvidia_only(text))
+        '      cuda: "13.0.2"\n      nccl: "2.28.3"\n').replace('rocm: "7.1.0"', 'rocm: "7.1.1"\n      amdgpu: "30.20.1"')
+    compiled = compile_text(text)
     assert not [f for f in compiled.located() if f.severity >= Severity.ERROR], [f.message for f in compiled.located()]
     files = render_ansible(compiled.fleet)
     assert "kmod-nvidia-open-dkms-3:580.167.08-1.el10" in pins(files, "hopper-cu12.dnf").splitlines()
-    assert PurePosixPath("ansible/pins/hopper-cu12.module") not in files
+    assert not [p for p in files if p.suffix == ".module"]
     assert "repos/rhel10/x86_64\n" in pins(files, "hopper-cu12.repo")
+    # ROCm 7.1.1's rhel10 tree holds EL10 builds (not the el9 tree's .el8 ones), amdgpu-dkms at epoch 1.
+    assert pins(files, "cdna3-rocm71.dnf").splitlines() == [
+        "amdgpu-dkms-1:6.16.6-2255209.el10", "rocm-core-7.1.1.70101-38.el10", "rocm-7.1.1.70101-38.el10",
+        "rccl-2.27.7.70101-38.el10"]
+    assert "baseurl=https://repo.radeon.com/rocm/rhel10/7.1.1/main\n" in pins(files, "cdna3-rocm71.repo")
+
+
+def test_a_rocm_release_without_rhel_10_in_amds_table_is_a_located_error_on_el10() -> None:
+    """ROCm 7.0.x's install docs list RHEL 9.6, 9.4 and 8.10 only (rocm-install-on-linux docs/conf.py
+    at 7.0.0): no EL10 row, so an AMD stack at 7.0.2 on rocky-10 stops at its rocm line."""
+    compiled = compile_text(spec("rocky-10", "580.167.08").replace('rocm: "7.1.0"', 'rocm: "7.0.2"'), "fleet.yaml")
+    errors = [f for f in compiled.located() if f.rule == "package-pin" and f.severity >= Severity.ERROR]
+    assert any(f.line == 18 and "no published EL10 package literal for rocm 7.0.2" in f.message for f in errors), [
+        (f.line, f.message) for f in errors]
 
 
 def test_a_release_without_an_el_row_is_a_located_error_never_a_made_up_literal() -> None:

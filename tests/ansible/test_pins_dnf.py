@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path, PurePosixPath
+from typing import NamedTuple
 
 import pytest
 import yaml
@@ -26,8 +27,6 @@ from fleetspec.render.ansible import render_ansible
 from tests.ansible.dnfsim import DnfRoot
 from tests.conftest import EXAMPLES, ROOT, unavailable
 
-NVIDIA_REPO = "cuda-rhel9-x86_64"
-AMD_REPO = "rocm-el9"
 MISSING = "kmod-nvidia-open-dkms-3:580.95.05-1.el9"  # what the pruned repository lacks
 # The distribution's packages the role installs unpinned: the kernel's development files
 # (the release an EL9.4 kernel carries: 5.14.0-427.28.1.el9_4.x86_64, as the AMD GPU
@@ -37,10 +36,66 @@ MISSING = "kmod-nvidia-open-dkms-3:580.95.05-1.el9"  # what the pruned repositor
 # libibverbs: EL names). Their versions are modelled on that kernel's; none is pinned.
 KERNEL = "5.14.0-427.28.1.el9_4.x86_64"
 _K = "5.14.0-427.28.1.el9_4"
-BASEOS = [StandInRpm(parse_nevra(f"kernel-core-{_K}")), StandInRpm(parse_nevra(f"kernel-devel-{_K}")),
-          StandInRpm(parse_nevra(f"kernel-devel-matched-{_K}"), requires=(f"kernel-core = {_K}", f"kernel-devel = {_K}")),
-          StandInRpm(parse_nevra(f"kernel-headers-{_K}")), StandInRpm(parse_nevra("rdma-core-48.0-1.el9")),
-          StandInRpm(parse_nevra("libibverbs-48.0-1.el9"), requires=("rdma-core",))]
+
+
+def _baseos(k: str, rdma: str) -> list[StandInRpm]:
+    return [StandInRpm(parse_nevra(f"kernel-core-{k}")), StandInRpm(parse_nevra(f"kernel-devel-{k}")),
+            StandInRpm(parse_nevra(f"kernel-devel-matched-{k}"), requires=(f"kernel-core = {k}", f"kernel-devel = {k}")),
+            StandInRpm(parse_nevra(f"kernel-headers-{k}")), StandInRpm(parse_nevra(f"rdma-core-{rdma}")),
+            StandInRpm(parse_nevra(f"libibverbs-{rdma}"), requires=("rdma-core",))]
+
+
+BASEOS = _baseos(_K, "48.0-1.el9")
+# EL10: the RHEL 10.1 kernel 6.12.0-124.20.1.el10_1 (the kernel of RHEL's precompiled
+# kmod-nvidia-open-580.105.08-6.12.0-124.20.1-580.105.08-3.el10_1 in NVIDIA/yum-packaging-precompiled-kmod
+# DISTROS.md); the RDMA user space's build is modelled (unpinned, as on EL9).
+KERNEL10 = "6.12.0-124.20.1.el10_1.x86_64"
+BASEOS10 = _baseos("6.12.0-124.20.1.el10_1", "57.0-1.el10")
+MISSING10 = "kmod-nvidia-open-dkms-3:580.167.08-1.el10"
+
+# A held-out EL10 fleet (no example renders it): an HGX H200 partition and an MI325X partition on
+# Rocky Linux 10, each stack at the catalog's EL10 rows; the driver at either EL10 build.
+EL10_FLEET = """apiVersion: fleetspec.io/v1alpha1
+kind: Fleet
+metadata:
+  name: vega10
+spec:
+  os: rocky-10
+  stacks:
+    hgx-cu13:
+      driver: "{driver}"
+      cuda: "13.0.2"
+      nccl: "2.28.3"
+    instinct-rocm711:
+      rocm: "7.1.1"
+      amdgpu: "30.20.1"
+  fabric:
+    type: infiniband
+    spines: [sp-1]
+  racks:
+    - name: a
+      leaf: lf-1
+      nodes:
+        - hosts: hgx-[01-02]
+          gpu: {{model: h200-sxm, count: 8}}
+          stack: hgx-cu13
+          scheduler: slurm
+          cpus: 192
+          memory_gb: 2048
+    - name: b
+      leaf: lf-2
+      nodes:
+        - hosts: mi325-[01-02]
+          gpu: {{model: mi325x, count: 8}}
+          stack: instinct-rocm711
+          scheduler: slurm
+          cpus: 192
+          memory_gb: 2048
+  slurm:
+    version: "25.11.8"
+    mode: native
+    controllers: ctl-1
+"""
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -50,24 +105,29 @@ def _dnf_tools() -> None:
             unavailable(f"needs {tool} (Debian: dnf python3-dnf dnf-plugins-core rpm createrepo-c)")
 
 
-@pytest.fixture(scope="module")
-def repos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    tmp = tmp_path_factory.mktemp("el-repos")
-    trees = {t.baseurl: t for t in el_trees(9)}
-    nvidia = trees.pop(el_repo(9, "nvidia").baseurl)
-    full = index(build_rpms(nvidia.rpms, tmp / "nvidia/rhel9/x86_64"), modulemd("nvidia-driver", nvidia.streams))
+def _vendor_repos(tmp: Path, el: int, missing: str) -> dict[str, Path]:
+    """NVIDIA's rhel<el> stand-in (its streams as modulemd where the catalog has them: EL9), the
+    same tree with ``missing`` gone, and AMD's trees of that EL together."""
+    trees = {t.baseurl: t for t in el_trees(el)}
+    nvidia = trees.pop(el_repo(el, "nvidia").baseurl)
+    modules = modulemd("nvidia-driver", nvidia.streams) if nvidia.streams else None
+    full = index(build_rpms(nvidia.rpms, tmp / f"nvidia/rhel{el}/x86_64"), modules)
     # The same tree with one build gone (a vendor pruned it, or a mirror lags): hard links, re-indexed.
-    pruned = tmp / "pruned/rhel9/x86_64"
+    pruned = tmp / f"pruned/rhel{el}/x86_64"
     for rpm in full.rglob("*.rpm"):
-        if not rpm.name.startswith(MISSING.replace("3:", "", 1)):
+        if not rpm.name.startswith(missing.replace("3:", "", 1)):
             (pruned / rpm.parent.relative_to(full)).mkdir(parents=True, exist_ok=True)
             os.link(rpm, pruned / rpm.relative_to(full))
     assert len(list(pruned.rglob("*.rpm"))) == len(list(full.rglob("*.rpm"))) - 1
     # AMD's trees (each ROCm/amdgpu release's own baseurl) together, as one node enables them.
     amd = [r for t in trees.values() for r in t.rpms]
-    return {"nvidia": full, "pruned": index(pruned, modulemd("nvidia-driver", nvidia.streams)),
-            "amd": index(build_rpms(amd, tmp / "amd/rocm/el9/7.1/main")),
-            "baseos": index(build_rpms(BASEOS, tmp / "baseos/x86_64/os")),
+    return {"nvidia": full, "pruned": index(pruned, modules), "amd": index(build_rpms(amd, tmp / f"amd/el{el}/main"))}
+
+
+@pytest.fixture(scope="module")
+def repos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    tmp = tmp_path_factory.mktemp("el-repos")
+    return {**_vendor_repos(tmp, 9, MISSING), "baseos": index(build_rpms(BASEOS, tmp / "baseos/x86_64/os")),
             **_epel(tmp)}
 
 
@@ -87,11 +147,14 @@ def _epel(tmp: Path) -> dict[str, Path]:
     return {"epel": epel, "crb": index(tmp / "crb/x86_64/os"), "epel_release": next(release.rglob("*.rpm"))}
 
 
-def _tree(driver: str) -> dict[PurePosixPath, str]:
-    text = (EXAMPLES / "rocky9.yaml").read_text().replace('driver: "580.82.07"', f'driver: "{driver}"')
+def _render(text: str) -> dict[PurePosixPath, str]:
     compiled = compile_text(text)
     assert not [f for f in compiled.located() if f.severity >= Severity.ERROR], [f.message for f in compiled.located()]
     return render_ansible(compiled.fleet)
+
+
+def _tree(driver: str) -> dict[PurePosixPath, str]:
+    return _render((EXAMPLES / "rocky9.yaml").read_text().replace('driver: "580.82.07"', f'driver: "{driver}"'))
 
 
 @pytest.fixture(scope="module")
@@ -99,10 +162,54 @@ def trees() -> dict[str, dict[PurePosixPath, str]]:
     return {"580.82.07": _tree("580.82.07"), "580.95.05": _tree("580.95.05")}
 
 
-@pytest.fixture(scope="module")
-def pins(trees) -> dict[str, dict[str, str]]:
+def _pins(trees: dict[str, dict[PurePosixPath, str]]) -> dict[str, dict[str, str]]:
     return {build: {p.name: t for p, t in tree.items() if p.parent == PurePosixPath("ansible/pins")}
             for build, tree in trees.items()}
+
+
+@pytest.fixture(scope="module")
+def pins(trees) -> dict[str, dict[str, str]]:
+    return _pins(trees)
+
+
+class El(NamedTuple):
+    """One EL major's stand-in world: its vendor repositories, a fleet rendered at two driver
+    builds (``old``, ``new``), its stacks, a build beyond ``old`` the tree carries (``newest``),
+    the NEVRA the pruned tree lacks, and the dist tag of the AMD tree's builds."""
+
+    el: int
+    repos: dict[str, Path]
+    trees: dict[str, dict[PurePosixPath, str]]
+    nvidia: str
+    amd: str
+    old: str
+    new: str
+    newest: str
+    missing: str
+    amd_dist: str
+
+    @property
+    def pins(self) -> dict[str, dict[str, str]]:
+        return _pins(self.trees)
+
+
+@pytest.fixture(scope="module")
+def el10(tmp_path_factory: pytest.TempPathFactory) -> El:
+    tmp = tmp_path_factory.mktemp("el10-repos")
+    repos = {**_vendor_repos(tmp, 10, MISSING10), "baseos": index(build_rpms(BASEOS10, tmp / "baseos/x86_64/os"))}
+    trees = {b: _render(EL10_FLEET.format(driver=b)) for b in ("580.105.08", "580.167.08")}
+    return El(10, repos, trees, "hgx-cu13", "instinct-rocm711", "580.105.08", "580.167.08", "580.167.08",
+              MISSING10, ".el10")
+
+
+@pytest.fixture(scope="module", params=[9, 10], ids=["el9", "el10"])
+def world(request: pytest.FixtureRequest) -> El:
+    """EL9 (the rocky9 example, NVIDIA's streams, ROCm 7.1.0's .el8 builds in the el9 tree) and
+    EL10 (the held-out fleet above: no streams, locks by versionlock only, .el10 ROCm builds)."""
+    if request.param == 9:
+        return El(9, request.getfixturevalue("repos"), request.getfixturevalue("trees"), "hopper-cu12",
+                  "cdna3-rocm71", "580.82.07", "580.95.05", "580.178.04", MISSING, ".el8")
+    return request.getfixturevalue("el10")
 
 
 def wanted(dnf_list: str) -> dict[str, str]:
@@ -115,8 +222,8 @@ def wanted(dnf_list: str) -> dict[str, str]:
 
 
 def node(tmp: Path, repos: dict[str, Path], files: dict[str, str], stack: str = "hopper-cu12",
-         repo: str = "nvidia") -> DnfRoot:
-    root = DnfRoot(tmp, {NVIDIA_REPO if stack == "hopper-cu12" else AMD_REPO: repos[repo]})
+         repo: str = "nvidia", el: int = 9) -> DnfRoot:
+    root = DnfRoot(tmp, {repo: repos[repo]}, el)
     if f"{stack}.module" in files:
         root.write("etc/dnf/modules.d/nvidia-driver.module", files[f"{stack}.module"])
     return root
@@ -128,17 +235,17 @@ def install(root: DnfRoot, files: dict[str, str], stack: str = "hopper-cu12", *e
 
 
 def test_an_older_build_installs_exactly_while_newer_ones_exist_and_upgrade_changes_nothing_under_the_lock(
-        repos, pins, tmp_path) -> None:
-    files = pins["580.82.07"]
-    root = node(tmp_path, repos, files)
-    install(root, files)
-    want = wanted(files["hopper-cu12.dnf"])
+        world, tmp_path) -> None:
+    files, s = world.pins[world.old], world.nvidia
+    root = node(tmp_path, world.repos, files, s, el=world.el)
+    install(root, files, s)
+    want = wanted(files[f"{s}.dnf"])
     assert {n: root.installed()[n] for n in want} == want
-    assert root.installed()["nvidia-driver-cuda"] == "3:580.82.07-1.el9"
-    # Without the lock, newer builds are there to take (580.178.04 in the stream; never 590).
+    assert root.installed()["nvidia-driver-cuda"] == f"3:{world.old}-1.el{world.el}"
+    # Without the lock, newer builds are there to take (EL9: 580.178.04 in the stream, never 590).
     free = root.dnf("check-update")
-    assert free.returncode == 100 and "580.178.04" in free.stdout and R590 not in free.stdout, free.stdout
-    root.locklist.write_text(files["hopper-cu12.versionlock"])
+    assert free.returncode == 100 and world.newest in free.stdout and R590 not in free.stdout, free.stdout
+    root.locklist.write_text(files[f"{s}.versionlock"])
     assert root.dnf("check-update").returncode == 0
     before = root.installed()
     done = root.dnf("upgrade")
@@ -160,43 +267,47 @@ def test_a_590_build_is_filtered_out_under_the_580_open_stream(repos, pins, tmp_
     assert ok.returncode == 0, ok.stdout + ok.stderr
 
 
-def test_a_tuple_change_and_its_rollback_in_one_transaction_each(repos, pins, tmp_path) -> None:
-    old, new = pins["580.82.07"], pins["580.95.05"]
-    root = node(tmp_path, repos, old)
-    install(root, old)
-    root.locklist.write_text(old["hopper-cu12.versionlock"])
+def test_a_tuple_change_and_its_rollback_in_one_transaction_each(world, tmp_path) -> None:
+    old, new, s = world.pins[world.old], world.pins[world.new], world.nvidia
+    root = node(tmp_path, world.repos, old, s, el=world.el)
+    install(root, old, s)
+    root.locklist.write_text(old[f"{s}.versionlock"])
     # The old lock hides the new build: the lock entries are replaced with the install, never left behind.
-    held = root.dnf("install", *new["hopper-cu12.dnf"].split())
-    assert held.returncode == 1 and "nvidia-driver-cuda-3:580.95.05-1.el9" in held.stdout + held.stderr
-    for files, build in ((new, "580.95.05"), (old, "580.82.07")):
-        install(root, files, "hopper-cu12", "--disableplugin=versionlock")
-        root.locklist.write_text(files["hopper-cu12.versionlock"])
-        want = wanted(files["hopper-cu12.dnf"])
+    held = root.dnf("install", *new[f"{s}.dnf"].split())
+    assert held.returncode == 1 and f"nvidia-driver-cuda-3:{world.new}-1.el{world.el}" in held.stdout + held.stderr
+    for files, build in ((new, world.new), (old, world.old)):
+        install(root, files, s, "--disableplugin=versionlock")
+        root.locklist.write_text(files[f"{s}.versionlock"])
+        want = wanted(files[f"{s}.dnf"])
         assert {n: root.installed()[n] for n in want} == want
-        assert root.installed()["kmod-nvidia-open-dkms"] == f"3:{build}-1.el9"
+        assert root.installed()["kmod-nvidia-open-dkms"] == f"3:{build}-1.el{world.el}"
         assert root.dnf("upgrade").stdout.count("Nothing to do.") == 1
 
 
-def test_rocm_71_el8_builds_install_from_the_el9_tree(repos, pins, tmp_path) -> None:
-    files = pins["580.82.07"]
-    root = node(tmp_path, repos, files, "cdna3-rocm71", "amd")
-    install(root, files, "cdna3-rocm71")
-    want = wanted(files["cdna3-rocm71.dnf"])
+def test_the_amd_stack_installs_its_trees_builds_el8_in_el9_el10_in_el10(world, tmp_path) -> None:
+    """ROCm 7.1.x's el9 tree ships .el8 builds (rocm-install-on-linux#628, #644); its rhel10 tree
+    EL10-built ones (legacy-rocm-build#5617), amdgpu-dkms at epoch 1 beside them."""
+    files, s = world.pins[world.old], world.amd
+    root = node(tmp_path, world.repos, files, s, "amd", world.el)
+    install(root, files, s)
+    want = wanted(files[f"{s}.dnf"])
     assert {n: root.installed()[n] for n in want} == want
-    assert all(v.endswith(".el8") for v in want.values()), want
-    root.locklist.write_text(files["cdna3-rocm71.versionlock"])
+    assert all(v.endswith(world.amd_dist) for v in want.values()), want
+    assert root.dnf("check-update").returncode == 100  # newer builds are there to take, until the lock
+    root.locklist.write_text(files[f"{s}.versionlock"])
+    assert root.dnf("check-update").returncode == 0
     before = root.installed()
     assert "Nothing to do." in root.dnf("upgrade").stdout and root.installed() == before
 
 
-def test_a_missing_nevra_stops_the_test_transaction_before_anything_changes_naming_it(repos, pins, tmp_path) -> None:
-    old, new = pins["580.82.07"], pins["580.95.05"]
-    root = node(tmp_path, repos, old, repo="pruned")
-    install(root, old)
+def test_a_missing_nevra_stops_the_test_transaction_before_anything_changes_naming_it(world, tmp_path) -> None:
+    old, new, s = world.pins[world.old], world.pins[world.new], world.nvidia
+    root = node(tmp_path, world.repos, old, s, "pruned", world.el)
+    install(root, old, s)
     before = root.installed()
-    done = root.dnf("--setopt=tsflags=test", "--disableplugin=versionlock", "install", *new["hopper-cu12.dnf"].split())
+    done = root.dnf("--setopt=tsflags=test", "--disableplugin=versionlock", "install", *new[f"{s}.dnf"].split())
     assert done.returncode == 1
-    assert f"No match for argument: {MISSING}" in done.stdout + done.stderr, done.stdout + done.stderr
+    assert f"No match for argument: {world.missing}" in done.stdout + done.stderr, done.stdout + done.stderr
     assert root.installed() == before
 
 
@@ -212,19 +323,19 @@ PLAY = """- hosts: h100-001
 """
 
 
-def role_run(tmp: Path, root: DnfRoot, files: dict[PurePosixPath, str], repo: Path,
-             kernel: str = KERNEL, play: str = PLAY, **extra: object) -> subprocess.CompletedProcess[str]:
+def role_run(tmp: Path, root: DnfRoot, files: dict[PurePosixPath, str], repo: Path, kernel: str = KERNEL,
+             play: str = PLAY, stack: str = "hopper-cu12", **extra: object) -> subprocess.CompletedProcess[str]:
     tree = tmp / f"tree-{len(list(tmp.glob('tree-*')))}"
     for rel, text in files.items():
         (tree / rel).parent.mkdir(parents=True, exist_ok=True)
         (tree / rel).write_text(text)
-    repo_file = tree / "ansible/pins/hopper-cu12.repo"
+    repo_file = tree / f"ansible/pins/{stack}.repo"
     repo_file.write_text(re.sub(r"(?m)^baseurl=.*$", f"baseurl=file://{repo}", repo_file.read_text())
                          .replace("gpgcheck=1", "gpgcheck=0"))
     (tree / "play.yml").write_text(play)
     (tree / "vars.json").write_text(json.dumps({
         "ansible_python_interpreter": sys.executable, "fleetspec_el_root": str(root.root),
-        "fleetspec_dnf_options": ["--releasever=9", "--setopt=module_platform_id=platform:el9",
+        "fleetspec_dnf_options": [f"--releasever={root.el}", f"--setopt=module_platform_id=platform:el{root.el}",
                                   f"--setopt=pluginconfpath={root.plugins}", f"--setopt=cachedir={root.root.parent}/cache",
                                   "--setopt=install_weak_deps=0"],
         "fleetspec_dnf_environment": root.env(), "fleetspec_kernel_release": kernel, **extra}))
@@ -276,6 +387,31 @@ def test_the_node_role_changes_a_node_in_one_transaction_and_stops_on_a_missing_
     assert [ln for ln in locks.splitlines() if not ln.startswith(("#", "bash-"))] == [
         ln for ln in trees["580.95.05"][PurePosixPath("ansible/pins/hopper-cu12.versionlock")].splitlines()
         if not ln.startswith("#")]
+    assert "Nothing to do." in root.dnf("upgrade").stdout
+
+
+def test_the_node_role_on_el10_installs_and_locks_the_pins_with_no_module_stream(el10, tmp_path) -> None:
+    """EL10 (NVIDIA's rhel10 tree has no module streams): the role writes no module file and runs
+    no `dnf module`; the HGX node's pins install in one transaction and the versionlock holds them."""
+    root = DnfRoot(tmp_path / "node", None, 10)
+    (root.root / "etc/yum.repos.d/baseos.repo").write_text(f"[baseos]\nname=baseos\nbaseurl=file://{el10.repos['baseos']}"
+                                                           "\ngpgcheck=0\n")
+    root.locklist.write_text("bash-0:5.2.26-6.el10.*\n")  # a site's own lock line, kept
+    tree = el10.trees[el10.old]
+    done = role_run(tmp_path, root, tree, el10.repos["nvidia"], kernel=KERNEL10, play=PLAY.replace("h100-001", "hgx-01"),
+                    stack=el10.nvidia)
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
+    for task in ("Read the enabled nvidia-driver stream", "Reset another enabled nvidia-driver stream",
+                 "Enable the stack's nvidia-driver stream"):
+        ran = done.stdout.split(f"TASK [stack_packages : {task}]", 1)[1].split("TASK [", 1)[0]
+        assert "skipping: [hgx-01]" in ran, done.stdout
+    assert list((root.root / "etc/dnf/modules.d").iterdir()) == []
+    want = wanted(tree[PurePosixPath(f"ansible/pins/{el10.nvidia}.dnf")])
+    assert {n: root.installed()[n] for n in want} == want and want["kmod-nvidia-open-dkms"] == "3:580.105.08-1.el10"
+    assert root.installed()["kernel-devel"] == "0:6.12.0-124.20.1.el10_1"
+    locks = [ln for ln in root.locklist.read_text().splitlines() if not ln.startswith("#")]
+    assert locks == ["bash-0:5.2.26-6.el10.*"] + [ln for ln in tree[PurePosixPath(
+        f"ansible/pins/{el10.nvidia}.versionlock")].splitlines() if not ln.startswith("#")], locks
     assert "Nothing to do." in root.dnf("upgrade").stdout
 
 
