@@ -939,28 +939,45 @@ class LibraryIndex(object):
 
 
 class PackageOwners(object):
-    """Which OS package owns a file (dpkg -S, rpm -qf), cached per file."""
+    """Which OS package owns a file, cached per file: rpm -qf on an EL node (its epoch
+    included, as collect_rpm_packages reads it; Debian's dpkg on the same host is not the
+    node's package manager), dpkg -S elsewhere, rpm -qf where dpkg is missing."""
 
     def __init__(self, host: Host) -> None:
         self.host = host
         self.errors: List[str] = []
         self._versions: Dict[str, str] = {}
+        self._el: Optional[bool] = None
 
     def owner(self, paths: Iterable[str]) -> Any:
         if not self.host.commands:
             return NOT_COLLECTED
+        if self._el is None:
+            self._el = is_el(self.host)
         for path in paths:
+            if self._el:
+                found = self._rpm_owner(path)
+                if found:
+                    return found
+                continue
             result = self.host.run(["dpkg", "-S", path])
             if result.ok:
                 names = parse_dpkg_search(result.stdout)
                 if names:
                     return {"manager": "dpkg", "name": names[0], "version": self._dpkg_version(names[0])}
             elif result.state == "missing":
-                rpm = self.host.run(["rpm", "-qf", "--qf", "%{NAME}\t%{VERSION}-%{RELEASE}\n", path])
-                packages = parse_rpm_query(rpm.stdout) if rpm.ok else []
-                if packages:
-                    return {"manager": "rpm", "name": packages[0]["name"], "version": packages[0]["version"]}
+                found = self._rpm_owner(path)
+                if found:
+                    return found
         return ABSENT
+
+    def _rpm_owner(self, path: str) -> Optional[Dict[str, str]]:
+        root = ["--root", self.host.root] if self.host.root != "/" else []
+        rpm = self.host.run(["rpm"] + root + ["-qf", "--qf", RPM_QF, path])
+        packages = parse_rpm_query(rpm.stdout) if rpm.ok else []
+        if packages:
+            return {"manager": "rpm", "name": packages[0]["name"], "version": packages[0]["version"]}
+        return None
 
     def _dpkg_version(self, name: str) -> str:
         if name not in self._versions:
