@@ -976,7 +976,15 @@ def _amd_checks(fleet: Fleet, node: Node, stack: StackTuple, facts: Mapping[str,
     checks = []
     if stack.amdgpu:
         checks.append(_amdgpu_check(stack.amdgpu, amd, facts, found))
-    checks += _gpu_checks(node, amd.get("gpus"), amd.get("gpu_source"), catalog, dict(fleet.site_gpu_names))
+    if facts.get("standin") and amd.get("driver_version") == "absent":
+        # As _standin_checks for NVIDIA: a lab host with stand-in packages has no amdgpu module
+        # (/sys/module/amdgpu) and no GPU, so amd-smi and rocm-smi have nothing to list; what
+        # the stand-ins carry (ROCm's .info/version, librccl, amdgpu-dkms's version) is checked.
+        checks.append(Check("gpus", Status.NOT_APPLICABLE, None, "stand-in host",
+                            "a lab host with fleetspec stand-in packages has no GPUs and no amdgpu module: model "
+                            "and count are not checked"))
+    else:
+        checks += _gpu_checks(node, amd.get("gpus"), amd.get("gpu_source"), catalog, dict(fleet.site_gpu_names))
     if node.scheduler == "kubernetes":
         for key in ("rocm", "rccl"):
             if getattr(stack, key):

@@ -500,3 +500,29 @@ def test_verify_reads_dcgm_the_cuda_components_rdma_and_library_owners_from_rpm(
     assert checks["cuda-components"][:2] == ("drift", "cuda-nvcc-12-8 12.8.93-2 (pin 12.8.93-1)")
     assert checks["rdma-userspace"][:2] == ("drift", "absent: libibverbs")
 
+
+def test_verify_passes_the_amd_stand_in_checking_its_packages_and_not_gpus_it_cannot_have(repos, pins, tmp_path):
+    """The lab's AMD host as verify sees it: the stand-in RPMs (marker files, ROCm's
+    .info/version, librccl), no amdgpu module and no amd-smi/rocm-smi, so no GPU to list. As
+    for the NVIDIA stand-in, GPU model and count are not-applicable there, and the node conforms
+    with every package check read from rpm; a real node (no stand-in marker) without GPUs drifts."""
+    from fleetspec.verify.compare import compare
+
+    files = pins["580.82.07"]
+    root = node(tmp_path, repos, files, "cdna3-rocm71", "amd")
+    root.repos({AMD_REPO: repos["amd"], "baseos": repos["baseos"]})
+    install(root, files, "cdna3-rocm71")
+    assert root.dnf("install", "rdma-core", "libibverbs").returncode == 0
+    root.locklist.write_text(files["cdna3-rocm71.versionlock"])
+    (root.root / "etc/os-release").write_text(ROCKY_OS_RELEASE)
+    facts = collected(root)
+    assert facts["amd"]["driver_version"] == "absent" and facts["amd"]["gpus"] == [] and facts["standin"]
+    fleet = compile_text((EXAMPLES / "rocky9.yaml").read_text()).fleet
+    report = compare(fleet, {"mi300x-001": facts}, hosts=["mi300x-001"]).nodes[0]
+    checks = {c.component: (c.status.value, c.found) for c in report.checks}
+    assert report.conforms, [c for c in report.checks if c.status.value == "drift"]
+    assert checks["gpus"] == ("not-applicable", "stand-in host") and "gpu-count" not in checks
+    assert {k: checks[k][0] for k in ("rocm", "el-packages", "package-holds", "rdma-userspace")} == {
+        "rocm": "ok", "el-packages": "ok", "package-holds": "ok", "rdma-userspace": "ok"}
+    real = compare(fleet, {"mi300x-001": {**facts, "standin": []}}, hosts=["mi300x-001"]).nodes[0]
+    assert {c.component: (c.status.value, c.found) for c in real.checks}["gpu-count"] == ("drift", "0")
