@@ -1563,6 +1563,13 @@ _SECURE_BOOT_VAR = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d
 _DKMS_SETTING = re.compile(r"^\s*(mok_certificate|mok_signing_key)=(.*)$")
 _DKMS_PLAIN = re.compile(r"^([\"']?)([A-Za-z0-9._+/:-]*)\1\s*(?:#.*)?$")
 SIGNED_MODULES = ("nvidia", "amdgpu")
+# Where `dkms install` puts what it builds, under /lib/modules/<release>: DKMS overrides every
+# dkms.conf's DEST_MODULE_LOCATION by the distribution os-release names (ID, else ID_LIKE):
+# /extra on fedora*/rhel* (Rocky's and AlmaLinux's ID_LIKE "rhel centos fedora", RHEL's
+# "fedora"), /updates/dkms on debian*/ubuntu* (override_dest_module_location in Debian 12's
+# DKMS 3.0.10 and in dell/dkms' dkms.in; NVIDIA's own /kernel/drivers/video is overridden too).
+DKMS_DEST_EL = "/extra/"
+DKMS_DEST_DEBIAN = "/updates/dkms/"
 
 
 @_safe(dict)
@@ -1665,6 +1672,7 @@ def collect_secure_boot(host: Host, kernel_release: Optional[str] = None) -> Dic
             identity = UNKNOWN
             errors.append("%s: %s" % (certificate, exc.strerror))
     release = kernel_release or collect_kernel(host)
+    dest = DKMS_DEST_EL if is_el(host) else DKMS_DEST_DEBIAN
     modules: Dict[str, Any] = {}
     for name in SIGNED_MODULES:
         base = [] if host.root == "/" else ["-b", host.root]
@@ -1680,13 +1688,14 @@ def collect_secure_boot(host: Host, kernel_release: Optional[str] = None) -> Dic
         filename = host.run(["modinfo"] + base + ["-k", release, "-F", "filename", name])
         path = filename.stdout.strip() if filename.ok else ""
         taint = host.read("/sys/module/%s/taint" % name)
-        # DKMS installs into updates/dkms (DEST_MODULE_LOCATION, overridden so on Debian and
-        # Ubuntu); the kernel's own amdgpu, signed by the kernel's build key, is not DKMS's.
+        # DKMS installs into ``dest`` of the kernel's tree; the kernel's own amdgpu, signed by
+        # the kernel's build key, is not DKMS's.
         modules[name] = {"signer": signer.stdout.strip(), "sig_key": key.stdout.strip().upper() if key.ok else UNKNOWN,
-                         "filename": path, "dkms": "/updates/dkms/" in path,
+                         "filename": path, "dkms": ("/%s%s" % (release, dest)) in path,
                          "loaded": taint is not None, "unsigned_loaded": taint is not None and "E" in taint}
     return {"enabled": enabled, "dkms_mok_certificate": certificate, "certificate": identity,
-            "kernel": release, "modules": modules, "errors": errors}
+            "kernel": release, "dkms_modules_dir": "/lib/modules/%s%s" % (release, dest.rstrip("/")),
+            "modules": modules, "errors": errors}
 
 
 def collect(host: Host) -> Dict[str, Any]:

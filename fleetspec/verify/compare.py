@@ -488,7 +488,7 @@ def secure_boot_checks(stack: StackTuple, facts: Mapping[str, Any]) -> list[Chec
                       + ("" if certificate == "absent" else " (not an X.509 certificate in DER form)"))]
     want = f"{certificate.get('signer')} ({certificate.get('sig_key')})"
     found = section.get("modules")
-    # DKMS's builds (updates/dkms); a module the collector could not read counts too.
+    # DKMS's builds (the collector's dkms: updates/dkms, extra on EL); a module it could not read counts too.
     modules = {name: module for name, module in (found.items() if isinstance(found, Mapping) else ())
                if not isinstance(module, Mapping) or module.get("dkms") is not False}
     if not modules:
