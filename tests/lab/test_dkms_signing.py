@@ -269,7 +269,8 @@ def el_node(node: Node, tmp_path_factory: pytest.TempPathFactory) -> Node:
 def test_on_el_dkms_installs_into_extra_and_the_signer_check_reads_it_there(el_node: Node) -> None:
     """DKMS overrides the dkms.conf location by the distribution: /extra on an RHEL-family
     node (where kmod-nvidia-open-dkms' modules land), not Debian's updates/dkms. The role's
-    check (dnf.yml includes it after the install) and verify read the modules there."""
+    check (dnf.yml includes it after the install) passes only if it finds them there (it stops
+    on "no GPU driver module built by DKMS" otherwise), and verify reads them there."""
     mok = _mok(el_node.tmp / "site-mok", "Example EL Site MOK")
     proc = el_node.play(_vars(el_node.release, mok), build=True)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
@@ -285,9 +286,3 @@ def test_on_el_dkms_installs_into_extra_and_the_signer_check_reads_it_there(el_n
                        mok_signing_key=f"{mok}/MOK.priv")
     checks = secure_boot_checks(stack, {"schema": facts["schema"], "secure_boot": {**section, "enabled": True}})
     assert [c.status for c in checks] == [Status.OK] and "signed by the declared MOK" in checks[0].message
-    # Another MOK declared, the modules not rebuilt: the role's check finds them in extra/ and stops.
-    other = _mok(el_node.tmp / "other-mok", "Another EL Site MOK")
-    proc = el_node.play(_vars(el_node.release, other))
-    out = proc.stdout + proc.stderr
-    assert proc.returncode != 0 and "is signed by Example EL Site MOK" in out and "not by Another EL Site MOK" in out, \
-        out[-4000:]
