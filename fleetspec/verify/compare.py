@@ -815,7 +815,8 @@ def _rdma_checks(fleet: Fleet, facts: Mapping[str, Any]) -> list[Check]:
 
 def _cuda_components_check(fleet: Fleet, cuda: str, facts: Mapping[str, Any]) -> Check:
     """cuda-toolkit-X-Y depends on its components with >=: the ones fleetspec knows the
-    release's versions of (``CUDA_COMPONENTS``) must be installed at them; for a release
+    release's versions of (``cuda_components``: apt's CUDA_COMPONENTS, or the EL ``cuda`` row's
+    packages read from rpm on an EL fleet) must be installed at them; for a release
     without a known component manifest, say that its components are not held."""
     major, minor = (version_key(cuda) + (0, 0))[:2]
     toolkit = f"cuda-toolkit-{major}-{minor}"
