@@ -271,6 +271,40 @@ def dcgm_packages(dcgm: str, driver: str | None, cuda: str | None) -> list[tuple
     return [("datacenter-gpu-manager-4-core", version), (f"datacenter-gpu-manager-4-cuda{major}", version)]
 
 
+def dcgm_pins(stack: StackTuple, os: str) -> list[tuple[str, str]]:
+    """DCGM's packages of ``stack`` on ``os`` as the package manager shows them installed
+    (name, version): on apt ``dcgm_packages``; on EL the catalog's EL row, names and EVRs as
+    ``rpm -q`` prints them (``datacenter-gpu-manager-4-core``, ``1:4.5.2-1``)."""
+    if os in EL_OS:
+        return [(n.name, n.evr) for n in _el_component(os, "dcgm", stack.dcgm or "").packages]
+    return dcgm_packages(stack.dcgm or "", stack.driver, stack.cuda)
+
+
+def cuda_components(cuda: str, os: str) -> dict[str, str] | None:
+    """The CUDA toolkit's components fleetspec holds at the release's own versions, {name:
+    version}, or None where it knows none: on apt ``CUDA_COMPONENTS``; on EL the packages of
+    the catalog's EL ``cuda`` row other than ``cuda-toolkit-X-Y`` itself (its EL names:
+    ``cuda-cudart-devel-12-8``, not apt's ``cuda-cudart-dev-12-8``)."""
+    if os not in EL_OS:
+        return CUDA_COMPONENTS.get(cuda)
+    from fleetspec.catalog.el import el_release
+
+    row = el_release(EL_OS[os], "cuda", cuda)
+    major, minor = _mm(cuda)
+    held = {n.name: n.evr for n in row.packages if n.name != f"cuda-toolkit-{major}-{minor}"} if row else {}
+    return held or None
+
+
+def _el_component(os: str, component: str, release: str) -> ElRelease:
+    from fleetspec.catalog.el import el_release
+
+    row = el_release(EL_OS[os], component, release)
+    if row is None:
+        raise PackageError(f"no published EL{EL_OS[os]} package literal for {component} {release} is in the catalog "
+                           "(fleetspec/catalog/data/el_packages.yaml)", component)
+    return row
+
+
 def compute_only_unconfirmed(stack: StackTuple, os: str, gpus: Iterable[GpuSpec]) -> str | None:
     """Why a node of this stack with these GPUs gets the desktop driver metapackage rather than
     a compute-only set, or None where the compute-only set is used (Debian's ``nvidia-driver-cuda``)."""

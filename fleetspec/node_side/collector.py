@@ -939,28 +939,45 @@ class LibraryIndex(object):
 
 
 class PackageOwners(object):
-    """Which OS package owns a file (dpkg -S, rpm -qf), cached per file."""
+    """Which OS package owns a file, cached per file: rpm -qf on an EL node (its epoch
+    included, as collect_rpm_packages reads it; Debian's dpkg on the same host is not the
+    node's package manager), dpkg -S elsewhere, rpm -qf where dpkg is missing."""
 
     def __init__(self, host: Host) -> None:
         self.host = host
         self.errors: List[str] = []
         self._versions: Dict[str, str] = {}
+        self._el: Optional[bool] = None
 
     def owner(self, paths: Iterable[str]) -> Any:
         if not self.host.commands:
             return NOT_COLLECTED
+        if self._el is None:
+            self._el = is_el(self.host)
         for path in paths:
+            if self._el:
+                found = self._rpm_owner(path)
+                if found:
+                    return found
+                continue
             result = self.host.run(["dpkg", "-S", path])
             if result.ok:
                 names = parse_dpkg_search(result.stdout)
                 if names:
                     return {"manager": "dpkg", "name": names[0], "version": self._dpkg_version(names[0])}
             elif result.state == "missing":
-                rpm = self.host.run(["rpm", "-qf", "--qf", "%{NAME}\t%{VERSION}-%{RELEASE}\n", path])
-                packages = parse_rpm_query(rpm.stdout) if rpm.ok else []
-                if packages:
-                    return {"manager": "rpm", "name": packages[0]["name"], "version": packages[0]["version"]}
+                found = self._rpm_owner(path)
+                if found:
+                    return found
         return ABSENT
+
+    def _rpm_owner(self, path: str) -> Optional[Dict[str, str]]:
+        root = ["--root", self.host.root] if self.host.root != "/" else []
+        rpm = self.host.run(["rpm"] + root + ["-qf", "--qf", RPM_QF, path])
+        packages = parse_rpm_query(rpm.stdout) if rpm.ok else []
+        if packages:
+            return {"manager": "rpm", "name": packages[0]["name"], "version": packages[0]["version"]}
+        return None
 
     def _dpkg_version(self, name: str) -> str:
         if name not in self._versions:
@@ -1546,6 +1563,13 @@ _SECURE_BOOT_VAR = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d
 _DKMS_SETTING = re.compile(r"^\s*(mok_certificate|mok_signing_key)=(.*)$")
 _DKMS_PLAIN = re.compile(r"^([\"']?)([A-Za-z0-9._+/:-]*)\1\s*(?:#.*)?$")
 SIGNED_MODULES = ("nvidia", "amdgpu")
+# Where `dkms install` puts what it builds, under /lib/modules/<release>: DKMS overrides every
+# dkms.conf's DEST_MODULE_LOCATION by the distribution os-release names (ID, else ID_LIKE):
+# /extra on fedora*/rhel* (Rocky's and AlmaLinux's ID_LIKE "rhel centos fedora", RHEL's
+# "fedora"), /updates/dkms on debian*/ubuntu* (override_dest_module_location in Debian 12's
+# DKMS 3.0.10 and in dell/dkms' dkms.in; NVIDIA's own /kernel/drivers/video is overridden too).
+DKMS_DEST_EL = "/extra/"
+DKMS_DEST_DEBIAN = "/updates/dkms/"
 
 
 @_safe(dict)
@@ -1648,6 +1672,7 @@ def collect_secure_boot(host: Host, kernel_release: Optional[str] = None) -> Dic
             identity = UNKNOWN
             errors.append("%s: %s" % (certificate, exc.strerror))
     release = kernel_release or collect_kernel(host)
+    dest = DKMS_DEST_EL if is_el(host) else DKMS_DEST_DEBIAN
     modules: Dict[str, Any] = {}
     for name in SIGNED_MODULES:
         base = [] if host.root == "/" else ["-b", host.root]
@@ -1663,13 +1688,14 @@ def collect_secure_boot(host: Host, kernel_release: Optional[str] = None) -> Dic
         filename = host.run(["modinfo"] + base + ["-k", release, "-F", "filename", name])
         path = filename.stdout.strip() if filename.ok else ""
         taint = host.read("/sys/module/%s/taint" % name)
-        # DKMS installs into updates/dkms (DEST_MODULE_LOCATION, overridden so on Debian and
-        # Ubuntu); the kernel's own amdgpu, signed by the kernel's build key, is not DKMS's.
+        # DKMS installs into ``dest`` of the kernel's tree; the kernel's own amdgpu, signed by
+        # the kernel's build key, is not DKMS's.
         modules[name] = {"signer": signer.stdout.strip(), "sig_key": key.stdout.strip().upper() if key.ok else UNKNOWN,
-                         "filename": path, "dkms": "/updates/dkms/" in path,
+                         "filename": path, "dkms": ("/%s%s" % (release, dest)) in path,
                          "loaded": taint is not None, "unsigned_loaded": taint is not None and "E" in taint}
     return {"enabled": enabled, "dkms_mok_certificate": certificate, "certificate": identity,
-            "kernel": release, "modules": modules, "errors": errors}
+            "kernel": release, "dkms_modules_dir": "/lib/modules/%s%s" % (release, dest.rstrip("/")),
+            "modules": modules, "errors": errors}
 
 
 def collect(host: Host) -> Dict[str, Any]:

@@ -28,11 +28,11 @@ from fleetspec.catalog import Catalog, load_catalog
 from fleetspec.compile.ir import Fleet, Node, StackTuple
 from fleetspec.node_side.collector import NVLINK5_BRIDGE_VPD
 from fleetspec.packages import (
-    CUDA_COMPONENTS,
     EL_OS,
     PackageError,
     compute_only_unconfirmed,
-    dcgm_packages,
+    cuda_components,
+    dcgm_pins,
     driver_module_stream,
     has_nvswitch,
     kernel_module_flavor,
@@ -322,7 +322,7 @@ def _nvidia_checks(fleet: Fleet, node: Node, stack: StackTuple, facts: Mapping[s
         return checks
     if stack.cuda:
         checks.append(_cuda_check(stack.cuda, _section(facts, "cuda"), found))
-        checks.append(_cuda_components_check(stack.cuda, facts))
+        checks.append(_cuda_components_check(fleet, stack.cuda, facts))
     if stack.cudnn:
         cudnn = _section(facts, "cudnn")
         checks += _library_checks("cudnn", "libcudnn", stack.cudnn, cudnn.get("libraries"), facts, found,
@@ -488,7 +488,7 @@ def secure_boot_checks(stack: StackTuple, facts: Mapping[str, Any]) -> list[Chec
                       + ("" if certificate == "absent" else " (not an X.509 certificate in DER form)"))]
     want = f"{certificate.get('signer')} ({certificate.get('sig_key')})"
     found = section.get("modules")
-    # DKMS's builds (updates/dkms); a module the collector could not read counts too.
+    # DKMS's builds (the collector's dkms: updates/dkms, extra on EL); a module it could not read counts too.
     modules = {name: module for name, module in (found.items() if isinstance(found, Mapping) else ())
                if not isinstance(module, Mapping) or module.get("dkms") is not False}
     if not modules:
@@ -780,8 +780,12 @@ def _nvlsm_check(fleet: Fleet, node: Node, facts: Mapping[str, Any], catalog: Ca
     if node.scheduler == "kubernetes" and operator is not None and operator.driver == "operator":
         return Check("nvlsm", Status.NOT_APPLICABLE, wanted, None,
                      f"the GPU Operator {operator.version} runs the driver, and nvlsm with it, in its driver container")
-    if _section(facts, "packages").get("manager") != "dpkg":
-        return Check("nvlsm", Status.NOT_APPLICABLE, wanted, None, "nvlsm's version is read from dpkg only")
+    if fleet.os in EL_OS:
+        return Check("nvlsm", Status.NOT_APPLICABLE, wanted, None, "no EL package of nvlsm is in the catalog "
+                     "(fleetspec/catalog/data/el_packages.yaml): its version is not checked")
+    unread = _unread_packages(fleet, facts)
+    if unread:
+        return Check("nvlsm", Status.NOT_APPLICABLE, wanted, None, f"nvlsm's version {unread}")
     found = [str(p.get("version")) for p in _installed(facts) if p.get("name") == "nvlsm"]
     if not found:
         return Check("nvlsm", Status.DRIFT, wanted, "absent", "an NVLink 5 board needs the NVLink Subnet Manager "
@@ -794,12 +798,12 @@ def _nvlsm_check(fleet: Fleet, node: Node, facts: Mapping[str, Any], catalog: Ca
 def _rdma_checks(fleet: Fleet, facts: Mapping[str, Any]) -> list[Check]:
     """On an InfiniBand/RoCE fabric the node needs the RDMA user space (libibverbs and a
     provider), or NCCL/RCCL fall back to sockets without a word."""
-    wanted = rdma_packages(fleet.fabric.type if fleet.fabric else None)
+    wanted = rdma_packages(fleet.fabric.type if fleet.fabric else None, fleet.os)
     if not wanted:
         return []
-    if _section(facts, "packages").get("manager") != "dpkg":
-        return [Check("rdma-userspace", Status.NOT_APPLICABLE, " ".join(wanted), None,
-                      "the RDMA packages are read from dpkg only")]
+    unread = _unread_packages(fleet, facts)
+    if unread:
+        return [Check("rdma-userspace", Status.NOT_APPLICABLE, " ".join(wanted), None, f"the RDMA packages {unread}")]
     installed = {str(p.get("name")) for p in _installed(facts)}
     missing = [n for n in wanted if n not in installed]
     if missing:
@@ -809,20 +813,22 @@ def _rdma_checks(fleet: Fleet, facts: Mapping[str, Any]) -> list[Check]:
     return [Check("rdma-userspace", Status.OK, " ".join(wanted), "installed", "the RDMA user space is installed")]
 
 
-def _cuda_components_check(cuda: str, facts: Mapping[str, Any]) -> Check:
+def _cuda_components_check(fleet: Fleet, cuda: str, facts: Mapping[str, Any]) -> Check:
     """cuda-toolkit-X-Y depends on its components with >=: the ones fleetspec knows the
-    release's versions of (``CUDA_COMPONENTS``) must be installed at them; for a release
+    release's versions of (``cuda_components``: apt's CUDA_COMPONENTS, or the EL ``cuda`` row's
+    packages read from rpm on an EL fleet) must be installed at them; for a release
     without a known component manifest, say that its components are not held."""
     major, minor = (version_key(cuda) + (0, 0))[:2]
     toolkit = f"cuda-toolkit-{major}-{minor}"
-    held = CUDA_COMPONENTS.get(cuda)
+    held = cuda_components(cuda, fleet.os)
     if held is None:
         return Check("cuda-components", Status.WARNING, f"CUDA {cuda}'s component versions", "not held",
                      f"{toolkit} depends on its components with >= and fleetspec knows no published component "
                      f"manifest of CUDA {cuda}: the components are not held, a later update of one can come in")
-    if _section(facts, "packages").get("manager") != "dpkg":
+    unread = _unread_packages(fleet, facts)
+    if unread:
         return Check("cuda-components", Status.NOT_APPLICABLE, f"{len(held)} components", None,
-                     "component versions are read from dpkg only")
+                     f"component versions {unread}")
     installed = {str(p.get("name")): str(p.get("version")) for p in _installed(facts)}
     off = [f"{n} {installed[n]} (pin {v})" for n, v in held.items() if n in installed and installed[n] != v]
     if off:
@@ -841,10 +847,11 @@ def _dcgm_check(fleet: Fleet, node: Node, stack: StackTuple, facts: Mapping[str,
     if node.scheduler == "kubernetes" and operator is not None and operator.driver == "operator":
         return Check("dcgm", Status.NOT_APPLICABLE, stack.dcgm, None,
                      f"the GPU Operator {operator.version} runs DCGM in its own containers")
-    if _section(facts, "packages").get("manager") != "dpkg":
-        return Check("dcgm", Status.NOT_APPLICABLE, stack.dcgm, None, "DCGM's version is read from dpkg only")
+    unread = _unread_packages(fleet, facts)
+    if unread:
+        return Check("dcgm", Status.NOT_APPLICABLE, stack.dcgm, None, f"DCGM's version {unread}")
     try:
-        wanted = dict(dcgm_packages(stack.dcgm or "", stack.driver, stack.cuda))
+        wanted = dict(dcgm_pins(stack, fleet.os))
     except PackageError as exc:
         return Check("dcgm", Status.NOT_APPLICABLE, stack.dcgm, None, f"DCGM packages unknown: {exc}")
     installed = {str(p.get("name")): str(p.get("version")) for p in _installed(facts)}
@@ -970,7 +977,15 @@ def _amd_checks(fleet: Fleet, node: Node, stack: StackTuple, facts: Mapping[str,
     checks = []
     if stack.amdgpu:
         checks.append(_amdgpu_check(stack.amdgpu, amd, facts, found))
-    checks += _gpu_checks(node, amd.get("gpus"), amd.get("gpu_source"), catalog, dict(fleet.site_gpu_names))
+    if facts.get("standin") and amd.get("driver_version") == "absent":
+        # As _standin_checks for NVIDIA: a lab host with stand-in packages has no amdgpu module
+        # (/sys/module/amdgpu) and no GPU, so amd-smi and rocm-smi have nothing to list; what
+        # the stand-ins carry (ROCm's .info/version, librccl, amdgpu-dkms's version) is checked.
+        checks.append(Check("gpus", Status.NOT_APPLICABLE, None, "stand-in host",
+                            "a lab host with fleetspec stand-in packages has no GPUs and no amdgpu module: model "
+                            "and count are not checked"))
+    else:
+        checks += _gpu_checks(node, amd.get("gpus"), amd.get("gpu_source"), catalog, dict(fleet.site_gpu_names))
     if node.scheduler == "kubernetes":
         for key in ("rocm", "rccl"):
             if getattr(stack, key):
@@ -1012,6 +1027,17 @@ def _amdgpu_release(version: str) -> str | None:
 
 
 # --- package holds ----------------------------------------------------------------------
+
+
+def _unread_packages(fleet: Fleet, facts: Mapping[str, Any]) -> str | None:
+    """Why the node's package versions cannot be compared, or None: an EL fleet's are read
+    from rpm (the collector's ``rpm -q``, epoch included), an apt fleet's from dpkg; a node
+    whose collector read the other manager, or none, is not what the spec names."""
+    want = "rpm" if fleet.os in EL_OS else "dpkg"
+    manager = _section(facts, "packages").get("manager")
+    if manager == want:
+        return None
+    return f"are read from {want} on a {fleet.os} fleet; the node's facts come from {manager}"
 
 
 def _installed(facts: Mapping[str, Any]) -> list[Mapping[str, Any]]:

@@ -593,3 +593,72 @@ def test_verify_reads_rpm_the_versionlock_and_the_stream_and_reports_each_as_dri
     assert "missing libnccl-devel-0:2.26.2-1+cuda12.8.*" in checks["package-holds"][1]
     assert "locked at libnccl-0:2.26.2-2+cuda12.8.*" in checks["package-holds"][1]
     assert checks["driver-stream"][:2] == ("drift", "590-open")
+
+
+def node_checks(facts: dict) -> dict[str, tuple[str, str | None, str]]:
+    from fleetspec.verify.compare import compare
+
+    compiled = compile_text((EXAMPLES / "rocky9.yaml").read_text())
+    node = next(n for n in compare(compiled.fleet, {"h100-001": facts}, hosts=["h100-001"]).nodes)
+    return {c.component: (c.status.value, c.found, c.message) for c in node.checks}
+
+
+def test_verify_reads_dcgm_the_cuda_components_rdma_and_library_owners_from_rpm(repos, pins, tmp_path) -> None:
+    """Every package-version check of an EL node reads rpm (names from the catalog's EL rows,
+    EVRs with their epoch), never dpkg: each is ok at the pins and drift once rpm shows a move."""
+    files = pins["580.82.07"]
+    root = node(tmp_path, repos, files)
+    root.repos({NVIDIA_REPO: repos["nvidia"], "baseos": repos["baseos"]})
+    install(root, files, "hopper-cu12", "--setopt=install_weak_deps=False")
+    assert root.dnf("install", "rdma-core", "libibverbs").returncode == 0
+    root.locklist.write_text(files["hopper-cu12.versionlock"])
+    (root.root / "etc/os-release").write_text(ROCKY_OS_RELEASE)
+    facts = collected(root)
+    checks = node_checks(facts)
+    assert {k: checks[k][:2] for k in ("dcgm", "cuda-components", "rdma-userspace")} == {
+        "dcgm": ("ok", "1:4.5.2-1"), "cuda-components": ("ok", "6 at the pin"),
+        "rdma-userspace": ("ok", "installed")}
+    assert checks["rdma-userspace"][2] == "the RDMA user space is installed"
+    # The system libnccl's owner, from rpm -qf in the node's rpmdb (the library is not loaded: --no-load).
+    assert checks["nccl"][:2] == ("ok", "2.26.2-1+cuda12.8") and "package libnccl" in checks["nccl"][2], checks["nccl"]
+    # A node of an EL fleet whose facts come from dpkg is not read as if they were rpm's.
+    as_dpkg = {**facts, "packages": {**facts["packages"], "manager": "dpkg"}}
+    assert {k: node_checks(as_dpkg)[k][0] for k in ("dcgm", "cuda-components", "rdma-userspace")} == {
+        "dcgm": "not-applicable", "cuda-components": "not-applicable", "rdma-userspace": "not-applicable"}
+    # DCGM and a CUDA component moved to their newer builds, libibverbs removed: three drifts from rpm.
+    moved = root.dnf("--disableplugin=versionlock", "upgrade", "datacenter-gpu-manager-4-core", "cuda-nvcc-12-8")
+    assert moved.returncode == 0, moved.stdout + moved.stderr
+    gone = subprocess.run(["rpm", "--root", str(root.root), "-e", "--nodeps", "libibverbs"], capture_output=True,
+                          text=True, env=root.env())
+    assert gone.returncode == 0, gone.stderr
+    checks = node_checks(collected(root))
+    assert checks["dcgm"][:2] == ("drift", "datacenter-gpu-manager-4-core 1:4.5.2-2")
+    assert checks["cuda-components"][:2] == ("drift", "cuda-nvcc-12-8 12.8.93-2 (pin 12.8.93-1)")
+    assert checks["rdma-userspace"][:2] == ("drift", "absent: libibverbs")
+
+
+def test_verify_passes_the_amd_stand_in_checking_its_packages_and_not_gpus_it_cannot_have(repos, pins, tmp_path):
+    """The lab's AMD host as verify sees it: the stand-in RPMs (marker files, ROCm's
+    .info/version, librccl), no amdgpu module and no amd-smi/rocm-smi, so no GPU to list. As
+    for the NVIDIA stand-in, GPU model and count are not-applicable there, and the node conforms
+    with every package check read from rpm; a real node (no stand-in marker) without GPUs drifts."""
+    from fleetspec.verify.compare import compare
+
+    files = pins["580.82.07"]
+    root = node(tmp_path, repos, files, "cdna3-rocm71", "amd")
+    root.repos({AMD_REPO: repos["amd"], "baseos": repos["baseos"]})
+    install(root, files, "cdna3-rocm71")
+    assert root.dnf("install", "rdma-core", "libibverbs").returncode == 0
+    root.locklist.write_text(files["cdna3-rocm71.versionlock"])
+    (root.root / "etc/os-release").write_text(ROCKY_OS_RELEASE)
+    facts = collected(root)
+    assert facts["amd"]["driver_version"] == "absent" and facts["amd"]["gpus"] == [] and facts["standin"]
+    fleet = compile_text((EXAMPLES / "rocky9.yaml").read_text()).fleet
+    report = compare(fleet, {"mi300x-001": facts}, hosts=["mi300x-001"]).nodes[0]
+    checks = {c.component: (c.status.value, c.found) for c in report.checks}
+    assert report.conforms, [c for c in report.checks if c.status.value == "drift"]
+    assert checks["gpus"] == ("not-applicable", "stand-in host") and "gpu-count" not in checks
+    assert {k: checks[k][0] for k in ("rocm", "el-packages", "package-holds", "rdma-userspace")} == {
+        "rocm": "ok", "el-packages": "ok", "package-holds": "ok", "rdma-userspace": "ok"}
+    real = compare(fleet, {"mi300x-001": {**facts, "standin": []}}, hosts=["mi300x-001"]).nodes[0]
+    assert {c.component: (c.status.value, c.found) for c in real.checks}["gpu-count"] == ("drift", "0")

@@ -40,12 +40,26 @@ PACKAGE = "fleetspec-standin"
 VENV = Path(sys.executable).parent.parent  # bind-mounted into the node at the same path
 BASE_PYTHON = Path(os.path.realpath(sys.executable)).parent.parent
 
-DKMS_CONF = "\n".join(
-    [f'PACKAGE_NAME="{PACKAGE}"', f'PACKAGE_VERSION="{BUILD}"',
-     'MAKE[0]="make -C ${kernel_source_dir} M=${dkms_tree}/${PACKAGE_NAME}/${PACKAGE_VERSION}/build modules"',
-     'CLEAN="true"', 'AUTOINSTALL="yes"']
-    + [line for i, name in enumerate(MODULES) for line in
-       (f'BUILT_MODULE_NAME[{i}]="{name}"', f'DEST_MODULE_LOCATION[{i}]="/updates/dkms"')]) + "\n"
+
+
+def dkms_conf(dest: str) -> str:
+    """The stand-in driver's dkms.conf; ``dest`` its DEST_MODULE_LOCATION, which DKMS then
+    overrides by the node's os-release (dkms override_dest_module_location)."""
+    return "\n".join(
+        [f'PACKAGE_NAME="{PACKAGE}"', f'PACKAGE_VERSION="{BUILD}"',
+         'MAKE[0]="make -C ${kernel_source_dir} M=${dkms_tree}/${PACKAGE_NAME}/${PACKAGE_VERSION}/build modules"',
+         'CLEAN="true"', 'AUTOINSTALL="yes"']
+        + [line for i, name in enumerate(MODULES) for line in
+           (f'BUILT_MODULE_NAME[{i}]="{name}"', f'DEST_MODULE_LOCATION[{i}]="{dest}"')]) + "\n"
+
+
+# NVIDIA's own dkms.conf names /kernel/drivers/video for every module (its __DKMS_MODULES
+# lines, as distribution packages fill them: BUILT_MODULE_NAME[0]="nvidia" ...
+# DEST_MODULE_LOCATION[0]="/kernel/drivers/video"); DKMS puts them in /extra on EL.
+NVIDIA_DEST = "/kernel/drivers/video"
+# Rocky Linux 9's /etc/os-release (rocky-release 9.6), as tests/ansible/test_pins_dnf.py has it.
+ROCKY_OS_RELEASE = ('NAME="Rocky Linux"\nVERSION="9.6 (Blue Onyx)"\nID="rocky"\nID_LIKE="rhel centos fedora"\n'
+                    'VERSION_ID="9.6"\nPLATFORM_ID="platform:el9"\nPRETTY_NAME="Rocky Linux 9.6 (Blue Onyx)"\n')
 
 PLAY = """\
 - hosts: localhost
@@ -107,7 +121,8 @@ def _mok(directory: Path, name: str) -> Path:
 class Node:
     """The image's tree under an overlay of its own, entered for one command at a time."""
 
-    def __init__(self, rootfs: Path, tmp: Path, release: str) -> None:
+    def __init__(self, rootfs: Path, tmp: Path, release: str, dest: str = "/updates/dkms",
+                 os_release: str | None = None) -> None:
         self.rootfs, self.tmp, self.release = rootfs, tmp, release
         self.upper, self.work, self.mount = tmp / "upper", tmp / "work", tmp / "node"
         for path in (self.upper, self.work, self.mount):
@@ -120,7 +135,10 @@ class Node:
         src.mkdir(parents=True)
         for name, text in module_sources(BUILD).items():
             (src / name).write_text(text)
-        (src / "dkms.conf").write_text(DKMS_CONF)
+        (src / "dkms.conf").write_text(dkms_conf(dest))
+        if os_release is not None:  # a regular file in the overlay hides bookworm's symlink
+            (self.upper / "etc").mkdir(exist_ok=True)
+            (self.upper / "etc/os-release").write_text(os_release)
 
     def run(self, *argv: str, binds: tuple[Path, ...] = ()) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -239,3 +257,32 @@ def test_secure_boot_without_a_confirmed_enrollment_stops_with_how_to_enroll(nod
     assert proc.returncode != 0, out[-3000:]
     assert "Secure Boot is enabled" in out and "Nothing was installed" in out
     assert f"mokutil --import {mok}/MOK.der" in out and "MokManager" in out
+
+
+@pytest.fixture(scope="module")
+def el_node(node: Node, tmp_path_factory: pytest.TempPathFactory) -> Node:
+    """The same image under an overlay of its own whose os-release is Rocky Linux 9's: DKMS
+    (the same 3.0.10) and the collector both decide by it, as on an EL node."""
+    return Node(node.rootfs, tmp_path_factory.mktemp("dkms-el-node"), node.release, NVIDIA_DEST, ROCKY_OS_RELEASE)
+
+
+def test_on_el_dkms_installs_into_extra_and_the_signer_check_reads_it_there(el_node: Node) -> None:
+    """DKMS overrides the dkms.conf location by the distribution: /extra on an RHEL-family
+    node (where kmod-nvidia-open-dkms' modules land), not Debian's updates/dkms. The role's
+    check (dnf.yml includes it after the install) passes only if it finds them there (it stops
+    on "no GPU driver module built by DKMS" otherwise), and verify reads them there."""
+    mok = _mok(el_node.tmp / "site-mok", "Example EL Site MOK")
+    proc = el_node.play(_vars(el_node.release, mok), build=True)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    extra = el_node.file(f"/lib/modules/{el_node.release}/extra")
+    assert sorted(p.name.split(".")[0] for p in extra.glob("*.ko*")) == sorted(MODULES)
+    assert not el_node.file(f"/lib/modules/{el_node.release}/updates/dkms").exists()
+    assert not el_node.file(f"/lib/modules/{el_node.release}{NVIDIA_DEST}").exists()
+    facts = json.loads(el_node.file("/tmp/signatures.json").read_text())
+    section = facts["secure_boot"]
+    assert section["dkms_modules_dir"] == f"/lib/modules/{el_node.release}/extra"
+    assert section["modules"]["nvidia"]["dkms"] is True and "/extra/nvidia.ko" in section["modules"]["nvidia"]["filename"]
+    stack = StackTuple(name="hopper", vendor="nvidia", driver=BUILD, mok_certificate=f"{mok}/MOK.der",
+                       mok_signing_key=f"{mok}/MOK.priv")
+    checks = secure_boot_checks(stack, {"schema": facts["schema"], "secure_boot": {**section, "enabled": True}})
+    assert [c.status for c in checks] == [Status.OK] and "signed by the declared MOK" in checks[0].message
