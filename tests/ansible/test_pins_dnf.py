@@ -608,7 +608,7 @@ def test_verify_reads_dcgm_the_cuda_components_rdma_and_library_owners_from_rpm(
     EVRs with their epoch), never dpkg: each is ok at the pins and drift once rpm shows a move."""
     files = pins["580.82.07"]
     root = node(tmp_path, repos, files)
-    root.repos({NVIDIA_REPO: repos["nvidia"], "baseos": repos["baseos"]})
+    root.repos({"nvidia": repos["nvidia"], "baseos": repos["baseos"]})
     install(root, files, "hopper-cu12", "--setopt=install_weak_deps=False")
     assert root.dnf("install", "rdma-core", "libibverbs").returncode == 0
     root.locklist.write_text(files["hopper-cu12.versionlock"])
@@ -646,7 +646,7 @@ def test_verify_passes_the_amd_stand_in_checking_its_packages_and_not_gpus_it_ca
 
     files = pins["580.82.07"]
     root = node(tmp_path, repos, files, "cdna3-rocm71", "amd")
-    root.repos({AMD_REPO: repos["amd"], "baseos": repos["baseos"]})
+    root.repos({"amd": repos["amd"], "baseos": repos["baseos"]})
     install(root, files, "cdna3-rocm71")
     assert root.dnf("install", "rdma-core", "libibverbs").returncode == 0
     root.locklist.write_text(files["cdna3-rocm71.versionlock"])
