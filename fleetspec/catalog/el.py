@@ -50,12 +50,26 @@ class ElRelease(NamedTuple):
 
 
 class ElRepo(NamedTuple):
+    """A vendor's EL repository (``amd``: every repo.radeon.com tree, whose baseurls are the
+    release rows' own) and the URL of the key that signs its packages, as its own ``.repo``
+    names it: dnf with ``gpgcheck=1`` and no ``gpgkey`` refuses every package of it."""
+
     el: int
     vendor: str
     id: str
     baseurl: str
-    gpgkey: str | None
+    gpgkey: str
     source: str
+
+
+def _signing_key(row: dict) -> str:
+    """A repository row's key URL; a row without one is refused (never ``gpgcheck=0``, never
+    a URL made from a pattern: the key is the one the vendor's ``.repo`` names)."""
+    key = row.get("gpgkey")
+    if not isinstance(key, str) or not key.startswith("https://"):
+        raise ValueError(f"el_packages.yaml: repository {row.get('id')!r} (EL{row.get('el')}) names no https:// "
+                         "gpgkey: add the key URL the vendor's own .repo file names, with its source")
+    return key
 
 
 class ElSiteBuilt(NamedTuple):
@@ -105,7 +119,7 @@ def el_data() -> tuple[tuple[ElRelease, ...], tuple[ElRepo, ...]]:
                      for p in r["packages"])
         releases.append(ElRelease(int(r["el"]), r["component"], str(r["release"]), r.get("cuda"), pkgs, r["repo"],
                                   r["source"], str(r["seen"]), r.get("unconfirmed") or ""))
-    repos = tuple(ElRepo(int(r["el"]), r["vendor"], r["id"], r["baseurl"], r.get("gpgkey"), r["source"])
+    repos = tuple(ElRepo(int(r["el"]), r["vendor"], r["id"], r["baseurl"], _signing_key(r), r["source"])
                   for r in raw["repos"])
     return tuple(releases), repos
 

@@ -131,32 +131,33 @@ def _el_pins(stack: StackTuple, el: int, pins: list[PackagePin], gpus: list) -> 
         base.with_suffix(".versionlock"): (f"# fleetspec: stack {stack.name} on EL{el}, every pin held at its build "
                                            "(/etc/dnf/plugins/versionlock.list)\n"
                                            + "".join(f"{versionlock_line(p)}\n" for p in pins)),
-        base.with_suffix(".repo"): _el_repo_file(stack, el),
+        base.with_suffix(".repo"): el_repo_file(stack, el),
     }
     if stack.vendor == "nvidia" and stack.driver and el == 9:
         files[base.with_suffix(".module")] = dnf_module_file(stack.driver, kernel_module_flavor(gpus))
     return files
 
 
-def _el_repo_file(stack: StackTuple, el: int) -> str:
+def el_repo_file(stack: StackTuple, el: int) -> str:
     """The ``/etc/yum.repos.d`` text of the repositories that carry the stack's rows: NVIDIA's
     rhel<el> tree, or each ROCm/amdgpu release's own baseurl (a catalog fact per row: ROCm 7.1
-    is served from rocm/el9/7.1, its el9 tree holding .el8 builds)."""
+    is served from rocm/el9/7.1, its el9 tree holding .el8 builds). Every section checks
+    signatures with the key the vendor's own ``.repo`` names (the catalog's repository rows,
+    which refuse a row without one)."""
+    vendor = el_repo(el, stack.vendor)
+    assert vendor is not None, "every EL major has each vendor's repository key in the catalog"
     sections = []
     if stack.vendor == "nvidia":
-        repo = el_repo(el, "nvidia")
-        assert repo is not None, "every EL major has NVIDIA's repository in the catalog"
-        sections.append((repo.id, repo.baseurl, repo.gpgkey))
+        sections.append((vendor.id, vendor.baseurl))
     else:
         for key in ("amdgpu", "rocm"):
             release = stack.versions().get(key)
             row = el_release(el, key, release) if release else None
             if row is not None:
-                sections.append((f"{key}-{release}", row.repo, _ROCM_KEY_URL))
+                sections.append((f"{key}-{release}", row.repo))
     out = [f"# fleetspec: the vendor repositories of stack {stack.name} on EL{el}.\n"]
-    for rid, url, key in sections:
-        sign = f"gpgcheck=1\ngpgkey={key}\n" if key else "gpgcheck=1\n# the signing key's URL is not in the catalog\n"
-        out.append(f"\n[{rid}]\nname={rid}\nbaseurl={url}\nenabled=1\n{sign}")
+    for rid, url in sections:
+        out.append(f"\n[{rid}]\nname={rid}\nbaseurl={url}\nenabled=1\ngpgcheck=1\ngpgkey={vendor.gpgkey}\n")
     return "".join(out)
 
 

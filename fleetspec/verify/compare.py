@@ -66,6 +66,21 @@ class Status(str, Enum):
 
 _RANK = {Status.OK: 0, Status.NOT_APPLICABLE: 1, Status.WARNING: 2, Status.DRIFT: 3}
 
+# Every check id a node's report can carry (docs/verify.md "What is checked" lists each, the
+# testinfra module has one test per id but the "-shadow" ones, which belong to their library).
+# "module-signer" also stands for "module-signer:<module>"; bmc.py adds the Redfish
+# "<component>-firmware" ids and "bmc", health.py "health" (--local). tests/verify/
+# test_check_ids.py derives every id the verify modules can emit from their Check(...) calls
+# and fails on one missing here.
+NODE_CHECK_IDS = (
+    "facts", "driver", "kernel-module", "gpu-model", "gpu-count", "gpus", "mig", "fabric-manager", "loaded-module",
+    "persistence-mode", "nvswitch", "nvlink5-bridge", "nvlsm", "dcgm", "cuda-components", "driver-set",
+    "rdma-userspace", "gpu-binding", "slurm-layout", "imex-peers", "imex-service", "imex-channel", "gpu-fabric",
+    "gpu-clique", "container-toolkit", "cuda", "cudnn", "cudnn-shadow", "nccl", "nccl-shadow", "amdgpu", "rocm", "rccl",
+    "rccl-shadow", "package-holds", "el-packages", "driver-stream", "module-signer", "vbios-firmware",
+    "connectx-firmware", "nvswitch-firmware", "bmc-firmware", "bios-firmware", "bmc", "health")
+PARTITION_CHECK_IDS = ("consistency",)
+
 
 @dataclass(frozen=True, slots=True)
 class Check:

@@ -32,7 +32,8 @@ def fleet_node(host, fleet: Fleet, fleet_node_override: str | None) -> NodeRepor
 
 @pytest.mark.parametrize("component", COMPONENTS)
 def test_component(fleet_node: NodeReport, component: str) -> None:
-    checks = [c for c in fleet_node.checks if c.component in (component, f"{component}-shadow")]
+    checks = [c for c in fleet_node.checks
+              if c.component in (component, f"{component}-shadow") or c.component.startswith(f"{component}:")]
     if not checks:
         pytest.skip(f"{fleet_node.hostname}: {component} is not checked on this node "
                     f"(stack {fleet_node.stack}, {fleet_node.scheduler})")

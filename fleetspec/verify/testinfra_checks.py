@@ -15,14 +15,12 @@ import zlib
 from typing import Any, Protocol
 
 from fleetspec.compile.ir import Fleet
-from fleetspec.verify.compare import NodeReport, compare
+from fleetspec.verify.compare import NODE_CHECK_IDS, NodeReport, compare
 from fleetspec.verify.run import COLLECTOR
 
-# The components a node can be checked on, in report order; "<x>-shadow" checks belong to x.
-# EL nodes (#42): el-packages (every pin at its EVR, rpm -q), driver-stream (the enabled
-# nvidia-driver module stream); their versionlock entries are package-holds, as dpkg holds are.
-COMPONENTS = ("facts", "driver", "kernel-module", "gpu-model", "gpu-count", "fabric-manager", "container-toolkit",
-              "cuda", "cudnn", "nccl", "amdgpu", "rocm", "rccl", "package-holds", "el-packages", "driver-stream")
+# The components a node can be checked on: every node check id of compare.py's table, in its
+# order; "<x>-shadow" checks belong to x, "module-signer:<module>" to module-signer.
+COMPONENTS = tuple(c for c in NODE_CHECK_IDS if not c.endswith("-shadow"))
 
 
 class CommandResult(Protocol):

@@ -3,6 +3,7 @@ table is that data, and the apt-only node roles refuse an EL inventory before to
 
 from __future__ import annotations
 
+import configparser
 import json
 import shutil
 import subprocess
@@ -12,10 +13,11 @@ from pathlib import Path, PurePosixPath
 import pytest
 import yaml
 
-from fleetspec.catalog.el import el_data, el_site_built, parse_nevra
+from fleetspec.catalog.el import _signing_key, el_data, el_site_built, parse_nevra
+from fleetspec.compile.ir import StackTuple
 from fleetspec.findings import Severity
 from fleetspec.pipeline import compile_file, compile_text
-from fleetspec.render.ansible import render_ansible
+from fleetspec.render.ansible import el_repo_file, render_ansible
 from tests.conftest import EXAMPLES, ROOT
 
 
@@ -148,7 +150,7 @@ def test_every_row_cites_a_source_and_parses() -> None:
     for r in releases:
         assert r.source and r.seen and r.packages and r.repo.startswith("https://"), r
         assert r.el in (9, 10)
-    assert {(r.el, r.vendor) for r in repos} == {(9, "nvidia"), (10, "nvidia")}
+    assert {(r.el, r.vendor) for r in repos} == {(el, v) for el in (9, 10) for v in ("nvidia", "amd")}
     with pytest.raises(ValueError):
         parse_nevra("nvidia-driver-cuda")
     n = parse_nevra("amdgpu-dkms-1:6.1.5.50601-1649308.el9")
@@ -211,3 +213,34 @@ def test_the_cudnn_roles_cuda_major_check_takes_the_el_names(tmp_path: Path) -> 
                               capture_output=True, text=True, env=env, timeout=120)
         assert (done.returncode == 0) is ok, done.stdout[-3000:]
     assert "libcudnn9-cuda-12 does not belong to CUDA 13.0.2" in done.stdout
+
+
+def test_every_el_repo_of_every_catalogued_release_names_its_signing_key() -> None:
+    """Every .repo section fleetspec renders, for every EL release of every vendor row, checks
+    signatures with a key URL (dnf refuses a gpgcheck=1 repository without one: "Public key ...
+    is not installed"); the keys are the vendors' own .repo files' (the catalog's sources)."""
+    sections = {}
+    for row in el_data()[0]:
+        if row.component == "driver":
+            stack = StackTuple("s", "nvidia", driver=row.release)
+        elif row.component in ("rocm", "amdgpu"):
+            stack = StackTuple("s", "amd", **{row.component: row.release})
+        else:
+            continue  # CUDA, cuDNN, NCCL, DCGM: NVIDIA's tree, rendered with the driver rows'
+        parser = configparser.ConfigParser(interpolation=None)
+        parser.read_string(el_repo_file(stack, row.el))
+        assert parser.sections(), (row.el, row.component, row.release)
+        sections.update({(row.el, rid): dict(parser[rid]) for rid in parser.sections()})
+    unsigned = [k for k, s in sections.items() if s.get("gpgcheck") != "1" or not s.get("gpgkey", "").startswith("https://")]
+    assert not unsigned, unsigned
+    assert sections[(10, "cuda-rhel10-x86_64")]["gpgkey"] == (
+        "https://developer.download.nvidia.com/compute/cuda/repos/rhel10/x86_64/CDF6BA43.pub")
+    assert sections[(9, "cuda-rhel9-x86_64")]["gpgkey"].endswith("/rhel9/x86_64/D42D0685.pub")
+    assert {s["gpgkey"] for (el, rid), s in sections.items() if not rid.startswith("cuda-")} == {
+        "https://repo.radeon.com/rocm/rocm.gpg.key"}
+    assert {el for el, _ in sections} == {9, 10}
+
+
+def test_a_repository_row_without_a_key_is_refused_never_rendered_unsigned() -> None:
+    with pytest.raises(ValueError, match="names no https:// gpgkey"):
+        _signing_key({"el": 10, "id": "cuda-rhel10-x86_64", "gpgkey": None})
