@@ -186,36 +186,55 @@ MIG_MANAGER_SELECTOR = "app=nvidia-mig-manager"  # the GPU Operator's mig-manage
 MIG_REAPPLY = "fleetspec.io/mig-reapply"  # on the node while we wait: the mig-manager pod we restarted
 
 
+def mig_step(meta: Dict[str, Any]) -> Tuple[str, str]:
+    """Where a MIG node we cordoned, now healthy, stands (its metadata): ``restart`` (no
+    re-apply asked yet), ``wait``, ``release`` (the MIG manager reported success) or
+    ``failed``; and the line that says so. Both remediators decide with this."""
+    state = (meta.get("labels") or {}).get(MIG_STATE_LABEL, "")
+    config = (meta.get("labels") or {}).get(MIG_CONFIG_LABEL, "")
+    if MIG_REAPPLY not in (meta.get("annotations") or {}):
+        return "restart", ""
+    if state == "success":
+        return "release", "MIG geometry %s re-applied by the MIG manager (%s=success)" % (config, MIG_STATE_LABEL)
+    if state == "failed":
+        return "failed", ("the MIG manager failed to re-apply %s (%s=failed): left cordoned, see its pod's log"
+                          % (config, MIG_STATE_LABEL))
+    return "wait", "left cordoned: waiting for the MIG manager to re-apply %s (%s=%s)" % (
+        config, MIG_STATE_LABEL, state or "unset")
+
+
+def no_mig_manager(namespace: str) -> str:
+    return ("no nvidia-mig-manager pod (%s) in namespace %s on this MIG node: nothing would re-apply its geometry "
+            "after the GPU reset; left cordoned" % (MIG_MANAGER_SELECTOR, namespace))
+
+
+def restarted(pods: List[str], config: str) -> str:
+    return "left cordoned: MIG manager pod %s restarted to re-apply %s; uncordoned at %s=success" % (
+        ", ".join(pods), config, MIG_STATE_LABEL)
+
+
 def remake_mig(api: Api, node: Dict[str, Any], namespace: str) -> Tuple[bool, str]:
     """Before a MIG node we cordoned is released: (may it be uncordoned now, what was done).
     First pass: MIG_STATE_LABEL to pending, the node's mig-manager pod deleted, MIG_REAPPLY
     set. Later passes: ``success`` releases it; ``failed`` keeps it cordoned (RuntimeError: the
     pass fails, a human looks); anything else waits."""
     meta = node["metadata"]
-    name = meta["name"]
-    state = (meta.get("labels") or {}).get(MIG_STATE_LABEL, "")
-    if MIG_REAPPLY in (meta.get("annotations") or {}):
-        if state == "success":
-            return True, "MIG geometry %s re-applied by the MIG manager (%s=success)" % (
-                meta["labels"][MIG_CONFIG_LABEL], MIG_STATE_LABEL)
-        if state == "failed":
-            raise RuntimeError("the MIG manager failed to re-apply %s (%s=failed): left cordoned, see its pod's log"
-                               % (meta["labels"][MIG_CONFIG_LABEL], MIG_STATE_LABEL))
-        return False, "left cordoned: waiting for the MIG manager to re-apply %s (%s=%s)" % (
-            meta["labels"][MIG_CONFIG_LABEL], MIG_STATE_LABEL, state or "unset")
-    query = urllib.parse.urlencode({"labelSelector": MIG_MANAGER_SELECTOR, "fieldSelector": "spec.nodeName=" + name})
+    step, line = mig_step(meta)
+    if step == "failed":
+        raise RuntimeError(line)
+    if step != "restart":
+        return step == "release", line
+    query = urllib.parse.urlencode({"labelSelector": MIG_MANAGER_SELECTOR, "fieldSelector": "spec.nodeName=" + meta["name"]})
     pods = api.get("/api/v1/namespaces/%s/pods?%s" % (urllib.parse.quote(namespace), query)).get("items", [])
     if not pods:
-        raise RuntimeError("no nvidia-mig-manager pod (%s) in namespace %s on this MIG node: nothing would re-apply "
-                           "its geometry after the GPU reset; left cordoned" % (MIG_MANAGER_SELECTOR, namespace))
-    restarted = sorted(p["metadata"]["name"] for p in pods)
-    api.patch_node(name, {"metadata": {"labels": {MIG_STATE_LABEL: "pending"},
-                                       "annotations": {MIG_REAPPLY: ",".join(restarted)}}})
-    for pod in restarted:
+        raise RuntimeError(no_mig_manager(namespace))
+    names = sorted(p["metadata"]["name"] for p in pods)
+    api.patch_node(meta["name"], {"metadata": {"labels": {MIG_STATE_LABEL: "pending"},
+                                               "annotations": {MIG_REAPPLY: ",".join(names)}}})
+    for pod in names:
         api.ok("DELETE", "/api/v1/namespaces/%s/pods/%s" % (urllib.parse.quote(namespace), urllib.parse.quote(pod)),
                accept=(404,))
-    return False, "left cordoned: MIG manager pod %s restarted to re-apply %s; uncordoned at %s=success" % (
-        ", ".join(restarted), meta["labels"][MIG_CONFIG_LABEL], MIG_STATE_LABEL)
+    return False, restarted(names, meta["labels"][MIG_CONFIG_LABEL])
 
 
 def reconcile(api: Api, selector: str, dra_partitions: Tuple[str, ...] = (), taint_api: Optional[str] = None,
