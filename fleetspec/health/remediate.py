@@ -19,6 +19,11 @@ The blast-radius limit (``spec.health.min_healthy``, ``fleetspec.node_side.min_h
 in-cluster remediator's decision): while fewer of the fleet's Kubernetes-owned nodes than
 that have a healthy verdict and some need an action, no node is acted on but to release a
 recovered one; the run says so in one line and fails.
+
+A MIG node (``nvidia.com/mig.config``, where the fleet has Kubernetes-owned MIG nodes) that the
+check cordoned is released only after the GPU Operator's MIG manager re-applied its geometry
+(a GPU reset destroys the instances): the in-cluster remediator's steps
+(``k8s_remediator.mig_step``) through kubectl.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from dataclasses import dataclass
 from fleetspec.apply.control import ControlError, KubernetesControl, Runner, checked
 from fleetspec.compile.ir import Fleet
 from fleetspec.health.fleet import FleetHealth
-from fleetspec.node_side import device_taints, min_healthy
+from fleetspec.node_side import device_taints, k8s_remediator, min_healthy
 from fleetspec.node_side.classify import reason
 from fleetspec.node_side.contract import DRAIN_REASON
 from fleetspec.node_side.faults import strongest
@@ -60,9 +65,12 @@ def _acts(verdict: dict) -> bool:
 
 
 def remediate_kubernetes(fleet: Fleet, health: FleetHealth, run: Runner, deadline_s: float = 1800) -> Remediation:
+    from fleetspec.render.kubernetes.common import NAMESPACES
     from fleetspec.render.kubernetes.dra import dra_gpu_partitions
 
     control = KubernetesControl(run)
+    k8s_mig = any(n.mig for n in fleet.nodes if n.scheduler == "kubernetes")
+    mig_namespace = NAMESPACES["gpu-operator"] if k8s_mig else None
     dra = {p.name for p in dra_gpu_partitions(fleet)}
     api = device_taints.api_version(fleet.kubernetes.version) if fleet.kubernetes else None
     # the pool the in-cluster remediator selects: every Kubernetes-owned node; one without a
@@ -82,7 +90,8 @@ def remediate_kubernetes(fleet: Fleet, health: FleetHealth, run: Runner, deadlin
             continue  # the limit: nothing new on a sick node, and what is in place stays
         done: list[str] = []
         try:  # one node the API refuses (RBAC, an admission webhook, gone) never stops the others
-            _remediate_node(control, run, host, verdict, api if node.partition in dra else None, deadline_s, done)
+            _remediate_node(control, run, host, verdict, api if node.partition in dra else None, deadline_s, done,
+                            mig_namespace)
         except (ControlError, ValueError) as exc:
             out += [Remedy(host, line) for line in done]
             out.append(Remedy(host, f"{'stopped' if done else 'not acted on'}: {exc}", ok=False))
@@ -92,7 +101,7 @@ def remediate_kubernetes(fleet: Fleet, health: FleetHealth, run: Runner, deadlin
 
 
 def _remediate_node(control: KubernetesControl, run: Runner, host: str, verdict: dict, api: str | None,
-                    deadline_s: float, out: list[str]) -> None:
+                    deadline_s: float, out: list[str], mig_namespace: str | None = None) -> None:
     """One Kubernetes node: device taints on a DRA pool (``api`` given), then cordon and drain,
     or uncordon what this cordoned; what was done goes to ``out`` as it happens. Raises
     ControlError when kubectl fails."""
@@ -113,12 +122,40 @@ def _remediate_node(control: KubernetesControl, run: Runner, host: str, verdict:
             return
         node_verdict = dict(verdict, faults=acting, action=strongest([f["action"] for f in acting]))
         control.drain([host], f"{LEADER} {reason(node_verdict)}")
+        if k8s_remediator.MIG_REAPPLY in (obj["metadata"].get("annotations") or {}):  # sick again: a new re-apply later
+            checked(run, ["kubectl", "annotate", "node", host, f"{k8s_remediator.MIG_REAPPLY}-"])
         busy = control.wait_drained([host], deadline_s)
         out.append("cordoned, eviction blocked (a PodDisruptionBudget or a timeout): retried on the next run"
                    if busy else "cordoned and drained")
     elif cordoned and ours:
+        if mig_namespace and (obj["metadata"].get("labels") or {}).get(k8s_remediator.MIG_CONFIG_LABEL):
+            if not _mig_released(run, host, obj["metadata"], mig_namespace, out):
+                return
+            checked(run, ["kubectl", "annotate", "node", host, f"{k8s_remediator.MIG_REAPPLY}-"])
         control.resume([host])
         out.append(f"uncordoned (was: {current})")
+
+
+def _mig_released(run: Runner, host: str, meta: dict, namespace: str, out: list[str]) -> bool:
+    """The MIG re-apply before a MIG node is released (k8s_remediator.mig_step) through
+    kubectl: True once the MIG manager reported success. ControlError when it failed, or when
+    no mig-manager pod runs there."""
+    step, line = k8s_remediator.mig_step(meta)
+    if step == "failed":
+        raise ControlError(line)
+    if step != "restart":
+        out.append(line)
+        return step == "release"
+    listed = json.loads(checked(run, ["kubectl", "get", "pods", "-n", namespace, "-l", k8s_remediator.MIG_MANAGER_SELECTOR,
+                                      "--field-selector", f"spec.nodeName={host}", "-o", "json"]))
+    names = sorted(p["metadata"]["name"] for p in listed.get("items", []))
+    if not names:
+        raise ControlError(k8s_remediator.no_mig_manager(namespace))
+    checked(run, ["kubectl", "label", "--overwrite", "node", host, f"{k8s_remediator.MIG_STATE_LABEL}=pending"])
+    checked(run, ["kubectl", "annotate", "--overwrite", "node", host, f"{k8s_remediator.MIG_REAPPLY}={','.join(names)}"])
+    checked(run, ["kubectl", "delete", "pod", "-n", namespace, *names])
+    out.append(k8s_remediator.restarted(names, meta["labels"][k8s_remediator.MIG_CONFIG_LABEL]))
+    return False
 
 
 def _device_taints(run: Runner, api: str, host: str, acting: list[dict]) -> tuple[list[dict], list[str]]:

@@ -408,7 +408,9 @@ class _Builder:
         """A MIG node (Gres=gpu:1g.18gb:16,gpu:3g.71gb:8, the types NVML gives MIG instances):
         the GPUs and their model come from the node's facts (slurm.conf counts instances, and
         a profile name such as 1g.10gb fits several models); the instances split evenly over
-        the GPUs are the group's ``gpu.mig``, checked against the catalog (docs/mig.md)."""
+        the GPUs are the group's ``gpu.mig``, checked against the catalog under the node's
+        driver from its facts (4g + 3g refused before R510: docs/mig.md), as the compile of
+        the imported spec checks it, so the import stops where that compile would."""
         names = factdoc.gpu_names(self.facts[rec.name]) if rec.name in self.facts else []
         models = {m.id for m in (self.catalog.gpu(n) for n in names) if m is not None}
         if not names or len(models) != 1 or any(self.catalog.gpu(n) is None for n in names):
@@ -427,7 +429,7 @@ class _Builder:
         geometry = tuple(sorted((t, c // count) for t, c in per_node.items()))
         catalogued = catalog_mig.model_mig(model)
         problem = (f"the catalog has no MIG profiles for {model}" if catalogued is None
-                   else catalog_mig.check(catalogued, geometry))
+                   else catalog_mig.check(catalogued, geometry, factdoc.nvidia_driver(self.facts[rec.name])))
         if problem is not None:
             self._defer("gpu-mig", rec, pair, f"Gres={pair.value}: {problem}")
             return None

@@ -90,13 +90,19 @@ def _libraries(facts: Mapping[str, Any], section: str) -> list[str]:
     return out
 
 
+def nvidia_driver(facts: Mapping[str, Any]) -> str | None:
+    """The node's NVIDIA driver version (the kernel module's, else nvidia-smi's), or None."""
+    nvidia = _section(facts, "nvidia")
+    return _version(nvidia.get("driver_version")) or _version(nvidia.get("smi_driver_version"))
+
+
 def stack_tuple(facts: Mapping[str, Any]) -> tuple[dict[str, str], list[str]]:
     """The node's tuple in the spec's ``stacks`` form, and what could not be read."""
     missing: list[str] = []
     nvidia, amd = _section(facts, "nvidia"), _section(facts, "amd")
     if nvidia.get("present") is True:
         out: dict[str, str] = {}
-        driver = _version(nvidia.get("driver_version")) or _version(nvidia.get("smi_driver_version"))
+        driver = nvidia_driver(facts)
         if driver:
             out["driver"] = driver
         else:

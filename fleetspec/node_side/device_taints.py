@@ -4,9 +4,10 @@ Pure. A ``quarantine-device`` fault names its GPU by PCI address (the kernel log
 ``PCI:0000:5d:00``, nvidia-smi's ``00000000:18:00.0``); the NVIDIA DRA driver publishes
 each full GPU in its node's ResourceSlice as device ``gpu-<minor>`` with attribute
 ``pcieBusID`` (kubernetes-sigs/dra-driver-nvidia-gpu, cmd/gpu-kubelet-plugin/deviceinfo.go:
-``CanonicalName``, ``PartDevAttributes``). The rule selects exactly that device by driver,
-pool and name, and taints it ``NoSchedule``: no new claim gets it, claims already on it keep
-running (their pods finish or checkpoint; ``NoExecute`` would delete them, ignoring
+``CanonicalName``, ``PartDevAttributes``); a GPU in MIG mode is published as its MIG
+devices only, and a fault on it taints each of them (``find_devices``). The rule selects
+exactly that device by driver, pool and name, and taints it ``NoSchedule``: no new claim gets
+it, claims already on it keep running (their pods finish or checkpoint; ``NoExecute`` would delete them, ignoring
 PodDisruptionBudgets). The effect is not user-settable; NoSchedule is one the API accepts in
 every supported release: DeviceTaint.Effect's own documentation (kubernetes
 staging/src/k8s.io/api/resource/*/types.go, in each release's OpenAPI) lists "NoSchedule and
@@ -60,27 +61,37 @@ def _same_gpu(a: tuple[int | None, str, str], b: tuple[int | None, str, str]) ->
     return a[1:] == b[1:] and (a[0] is None or b[0] is None or a[0] == b[0])
 
 
-def find_device(slices: list[dict[str, Any]], node: str, address: str) -> tuple[str, str] | None:
-    """(pool, device) of the full GPU at PCI ``address`` in ``node``'s ResourceSlices of the
-    NVIDIA driver, or None when no published device has that address, or when more than one
-    could (an address without its domain on a multi-domain node): never a guess."""
+def find_devices(slices: list[dict[str, Any]], node: str, address: str) -> list[tuple[str, str]]:
+    """(pool, device) of every device ``node``'s ResourceSlices of the NVIDIA driver publish
+    for the GPU at PCI ``address``: the full GPU (``type: gpu``), or, for a GPU in MIG mode,
+    which the driver publishes as its MIG devices only, every one of them (``type: mig``,
+    named ``gpu-<minor>-mig-<profile>-<profileID>-<placementStart>``, carrying the parent's
+    ``parentUUID`` and standard ``resource.kubernetes.io/pciBusID``: kubernetes-sigs/
+    dra-driver-nvidia-gpu cmd/gpu-kubelet-plugin/mig.go ``ToCanonicalName``,
+    ``CommonAttributesMig``). A fault on a GPU is a fault on all its instances: the reset it
+    needs takes them all (docs/health.md, *Xids on MIG instances*). Empty when no published
+    GPU has that address, or when more than one could (an address without its domain on a
+    multi-domain node): never a guess."""
     want = pci_address(address)
     if want is None:
-        return None
-    matches = []
+        return []
+    gpus: dict[tuple[str, str], list[tuple[str, str]]] = {}  # one GPU (pool, full device or parent UUID) -> devices
     for item in slices:
         spec = item.get("spec", {})
         if spec.get("driver") != DRIVER or spec.get("nodeName") != node:
             continue
+        pool = spec["pool"]["name"]
         for device in spec.get("devices") or []:
             attrs = device.get("attributes") or {}
-            if (attrs.get("type") or {}).get("string", "gpu") != "gpu":
-                continue  # a MIG device shares its parent's address: taint the full GPU
+            kind = (attrs.get("type") or {}).get("string", "gpu")
+            parent = (attrs.get("parentUUID") or {}).get("string") if kind == "mig" else device["name"]
+            if kind not in ("gpu", "mig") or not parent:
+                continue  # another kind of device (a VFIO passthrough GPU, a channel): not ours to taint
             found = (attrs.get("resource.kubernetes.io/pciBusID") or attrs.get("pcieBusID") or {}).get("string")
             published = pci_address(found) if found else None
             if published is not None and _same_gpu(published, want):
-                matches.append((spec["pool"]["name"], device["name"]))
-    return matches[0] if len(set(matches)) == 1 else None
+                gpus.setdefault((pool, parent), []).append((pool, device["name"]))
+    return sorted(set(next(iter(gpus.values())))) if len(gpus) == 1 else []
 
 
 def rule_name(node: str, device: str) -> str:
@@ -109,12 +120,13 @@ def plan(api: str, node: str, slices: list[dict[str, Any]], faults: list[dict[st
     wanted: dict[str, dict[str, Any]] = {}
     rest: list[dict[str, Any]] = []
     for fault in faults:
-        found = find_device(slices, node, fault["device"]) if fault["action"] in DEVICE_ACTIONS else None
-        if found is None:
+        found = find_devices(slices, node, fault["device"]) if fault["action"] in DEVICE_ACTIONS else []
+        if not found:
             rest.append(fault)
             continue
-        rule = device_taint_rule(api, node, found[0], found[1], fault["class"])
-        wanted.setdefault(rule["metadata"]["name"], rule)
+        for pool, device in found:
+            rule = device_taint_rule(api, node, pool, device, fault["class"])
+            wanted.setdefault(rule["metadata"]["name"], rule)
     return wanted, rest
 
 

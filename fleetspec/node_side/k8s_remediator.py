@@ -23,6 +23,13 @@ may read and patch Nodes, list Pods and create ``pods/eviction``. Each run:
   only for what is left: a node-level fault, or a GPU its ResourceSlices do not show. A
   rule whose device is no longer listed (the condition ``False``, or other devices) is
   deleted; ``Unknown`` changes nothing;
+- a MIG node (``nvidia.com/mig.config`` set: the GPU Operator's MIG manager owns its
+  geometry) that we cordoned is released only after the MIG manager has re-applied its
+  geometry (``--mig-manager-namespace``, the GPU Operator's namespace): a GPU reset destroys
+  the instances (NVIDIA MIG user guide, *Getting Started*: "the created MIG devices are not
+  persistent ... recreate the desired MIG configurations if the GPU or system is reset"), and
+  the node's fault ends (GPUProblem False) exactly when a reset, a reboot or ``--clear`` ended
+  it. See ``remake_mig``;
 - the blast-radius limit (``--min-healthy``, spec.health.min_healthy, ``min_healthy``): while
   fewer of the selected nodes than that are healthy (``GPUProblem`` False) and some are sick,
   no sick node is acted on (cordons and taints in place stay, nothing new is evicted), a
@@ -165,9 +172,74 @@ def taint_devices(api: Api, taint_api: str, node: str, faults: List[Dict[str, An
 
 NOT_ACTED = "not acted on: "
 
+# The GPU Operator's MIG manager (NVIDIA/mig-parted, cmd/nvidia-mig-manager/main.go): it applies
+# the node's nvidia.com/mig.config when it starts (the informer's AddFunc) and afterwards only
+# when the label's VALUE changes (UpdateFunc compares old and new): setting the same value again
+# re-applies nothing. Its script (deployments/gpu-operator/reconfigure-mig.sh) ends every run by
+# setting nvidia.com/mig.config.state to success (also when `nvidia-mig-parted assert` finds the
+# geometry already applied) or failed. So a re-apply is: state to pending (ours, so an old
+# success is never read as the new one), then delete the node's mig-manager pod; its DaemonSet
+# starts a new one, which applies the geometry and reports.
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+MIG_STATE_LABEL = "nvidia.com/mig.config.state"
+MIG_MANAGER_SELECTOR = "app=nvidia-mig-manager"  # the GPU Operator's mig-manager DaemonSet's pod label
+MIG_REAPPLY = "fleetspec.io/mig-reapply"  # on the node while we wait: the mig-manager pod we restarted
+
+
+def mig_step(meta: Dict[str, Any]) -> Tuple[str, str]:
+    """Where a MIG node we cordoned, now healthy, stands (its metadata): ``restart`` (no
+    re-apply asked yet), ``wait``, ``release`` (the MIG manager reported success) or
+    ``failed``; and the line that says so. Both remediators decide with this."""
+    state = (meta.get("labels") or {}).get(MIG_STATE_LABEL, "")
+    config = (meta.get("labels") or {}).get(MIG_CONFIG_LABEL, "")
+    if MIG_REAPPLY not in (meta.get("annotations") or {}):
+        return "restart", ""
+    if state == "success":
+        return "release", "MIG geometry %s re-applied by the MIG manager (%s=success)" % (config, MIG_STATE_LABEL)
+    if state == "failed":
+        return "failed", ("the MIG manager failed to re-apply %s (%s=failed): left cordoned, see its pod's log"
+                          % (config, MIG_STATE_LABEL))
+    return "wait", "left cordoned: waiting for the MIG manager to re-apply %s (%s=%s)" % (
+        config, MIG_STATE_LABEL, state or "unset")
+
+
+def no_mig_manager(namespace: str) -> str:
+    return ("no nvidia-mig-manager pod (%s) in namespace %s on this MIG node: nothing would re-apply its geometry "
+            "after the GPU reset; left cordoned" % (MIG_MANAGER_SELECTOR, namespace))
+
+
+def restarted(pods: List[str], config: str) -> str:
+    return "left cordoned: MIG manager pod %s restarted to re-apply %s; uncordoned at %s=success" % (
+        ", ".join(pods), config, MIG_STATE_LABEL)
+
+
+def remake_mig(api: Api, node: Dict[str, Any], namespace: str) -> Tuple[bool, str]:
+    """Before a MIG node we cordoned is released: (may it be uncordoned now, what was done).
+    First pass: MIG_STATE_LABEL to pending, the node's mig-manager pod deleted, MIG_REAPPLY
+    set. Later passes: ``success`` releases it; ``failed`` keeps it cordoned (RuntimeError: the
+    pass fails, a human looks); anything else waits."""
+    meta = node["metadata"]
+    step, line = mig_step(meta)
+    if step == "failed":
+        raise RuntimeError(line)
+    if step != "restart":
+        return step == "release", line
+    query = urllib.parse.urlencode({"labelSelector": MIG_MANAGER_SELECTOR, "fieldSelector": "spec.nodeName=" + meta["name"]})
+    pods = api.get("/api/v1/namespaces/%s/pods?%s" % (urllib.parse.quote(namespace), query)).get("items", [])
+    if not pods:
+        raise RuntimeError(no_mig_manager(namespace))
+    names = sorted(p["metadata"]["name"] for p in pods)
+    api.patch_node(meta["name"], {"metadata": {"labels": {MIG_STATE_LABEL: "pending"},
+                                               "annotations": {MIG_REAPPLY: ",".join(names)}}})
+    for pod in names:
+        api.ok("DELETE", "/api/v1/namespaces/%s/pods/%s" % (urllib.parse.quote(namespace), urllib.parse.quote(pod)),
+               accept=(404,))
+    return False, restarted(names, meta["labels"][MIG_CONFIG_LABEL])
+
 
 def reconcile(api: Api, selector: str, dra_partitions: Tuple[str, ...] = (), taint_api: Optional[str] = None,
-              partition_label: str = PARTITION_LABEL, healthy_floor: str = min_healthy.DEFAULT) -> List[str]:
+              partition_label: str = PARTITION_LABEL, healthy_floor: str = min_healthy.DEFAULT,
+              mig_namespace: Optional[str] = None) -> List[str]:
     """One pass over the GPU nodes; returns what was done, one line per action. A node the
     API refuses (deleted since the list, a webhook, RBAC) gets a ``NODE: not acted on: ...``
     line and the pass goes on with the others; one that does not answer at all (OSError)
@@ -186,7 +258,7 @@ def reconcile(api: Api, selector: str, dra_partitions: Tuple[str, ...] = (), tai
             continue  # the limit: nothing new on a sick node, and what is in place stays
         lines = []  # type: List[str]
         try:
-            _reconcile_node(api, node, dra_partitions, taint_api, partition_label, lines)
+            _reconcile_node(api, node, dra_partitions, taint_api, partition_label, lines, mig_namespace)
         except (RuntimeError, ValueError) as exc:
             lines.append(NOT_ACTED + str(exc))
         except OSError as exc:  # no answer at all (a restart, a reset, a timeout): the pass stops
@@ -202,7 +274,7 @@ def reconcile(api: Api, selector: str, dra_partitions: Tuple[str, ...] = (), tai
 
 
 def _reconcile_node(api: Api, node: Dict[str, Any], dra_partitions: Tuple[str, ...], taint_api: Optional[str],
-                    partition_label: str, out: List[str]) -> None:
+                    partition_label: str, out: List[str], mig_namespace: Optional[str] = None) -> None:
     """One node; what was done goes to ``out`` as it happens (RuntimeError when the API refuses)."""
     name = node["metadata"]["name"]
     cond = condition(node)
@@ -228,15 +300,23 @@ def _reconcile_node(api: Api, node: Dict[str, Any], dra_partitions: Tuple[str, .
             out.append("left cordoned by someone else (%s)" % (current or "no reason given"))
             return
         wanted = "%s %s" % (LEADER, message[:200])
-        if not cordoned or current != wanted:
-            api.patch_node(name, {"spec": {"unschedulable": True}, "metadata": {"annotations": {ANNOTATION: wanted}}})
+        waiting = MIG_REAPPLY in (node["metadata"].get("annotations") or {})  # sick again meanwhile: a new re-apply later
+        if not cordoned or current != wanted or waiting:
+            api.patch_node(name, {"spec": {"unschedulable": True},
+                                  "metadata": {"annotations": {ANNOTATION: wanted, MIG_REAPPLY: None}}})
         done, held = drain(api, name)
         line = "cordoned (%s); %d pod(s) evicted" % (wanted, done)
         if held:
             line += "; held until the next run: " + "; ".join(held)
         out.append(line)
     elif cordoned and ours and status in ("True", "False"):
-        api.patch_node(name, {"spec": {"unschedulable": False}, "metadata": {"annotations": {ANNOTATION: None}}})
+        if mig_namespace and (node["metadata"].get("labels") or {}).get(MIG_CONFIG_LABEL):
+            release, line = remake_mig(api, node, mig_namespace)
+            out.append(line)
+            if not release:
+                return
+        api.patch_node(name, {"spec": {"unschedulable": False},
+                              "metadata": {"annotations": {ANNOTATION: None, MIG_REAPPLY: None}}})
         out.append("uncordoned (was: %s)" % current)
 
 
@@ -260,12 +340,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--min-healthy", default=min_healthy.DEFAULT,
                         help="act on sick nodes only while at least this many of the selected nodes are healthy: "
                              "a count or a percentage (default %(default)s, spec.health.min_healthy)")
+    parser.add_argument("--mig-manager-namespace",
+                        help="the GPU Operator's namespace: a MIG node we cordoned is released only after its "
+                             "MIG manager re-applied the geometry (a GPU reset destroys the instances)")
     args = parser.parse_args(argv)
     try:
         min_healthy.needed(args.min_healthy, 0)  # a bad value is refused before anything is read
         api = Api(args.server) if args.server else in_cluster()
         dra = tuple(p for p in args.dra_partitions.split(",") if p)
-        lines = reconcile(api, args.selector, dra, args.taint_api, healthy_floor=args.min_healthy)
+        lines = reconcile(api, args.selector, dra, args.taint_api, healthy_floor=args.min_healthy,
+                          mig_namespace=args.mig_manager_namespace)
     except (RuntimeError, OSError, ValueError) as exc:
         sys.stderr.write("fleetspec-health-remediator: %s\n" % exc)
         return 1

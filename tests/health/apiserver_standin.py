@@ -11,7 +11,10 @@ kube-apiserver does:
   patch, as a scale-down does) 404 with kube-apiserver's NotFound Status (``nodes "NAME" not
   found``); a node in ``dropped``: the connection closes with no answer (an API server
   restarting mid-pass, a load balancer in front of it resetting the connection);
-- ``GET /api/v1/pods?fieldSelector=spec.nodeName=NAME`` -> a PodList;
+- ``GET /api/v1/pods?fieldSelector=spec.nodeName=NAME`` -> a PodList; ``GET
+  /api/v1/namespaces/NS/pods?labelSelector=K=V&fieldSelector=spec.nodeName=NAME`` -> that
+  namespace's pods matching both; ``DELETE /api/v1/namespaces/NS/pods/NAME`` -> 200 and the pod
+  is gone (what its DaemonSet does next is the test's to play), or 404;
 - ``POST /api/v1/namespaces/NS/pods/NAME/eviction`` (policy/v1 Eviction) -> 201 and the pod
   is gone, or, for a pod a PodDisruptionBudget protects, 429 with the Status body
   kube-apiserver returns (pkg/registry/core/pod/storage/eviction.go: "Cannot evict pod as
@@ -45,8 +48,8 @@ def _merge(target: dict, patch: dict) -> dict:
     for key, value in patch.items():
         if value is None:
             target.pop(key, None)
-        elif isinstance(value, dict) and isinstance(target.get(key), dict):
-            _merge(target[key], value)
+        elif isinstance(value, dict):  # RFC 7386: a null inside a new object is dropped too
+            target[key] = _merge(target[key] if isinstance(target.get(key), dict) else {}, value)
         else:
             target[key] = value
     return target
@@ -113,6 +116,13 @@ class ApiServer:
                     node = query["fieldSelector"].split("=", 1)[1]
                     items = [p for p in server.pods if p["spec"].get("nodeName") == node]
                     return self._send(200, {"kind": "PodList", "apiVersion": "v1", "items": items})
+                listed = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods", url.path)
+                if listed:
+                    node = query["fieldSelector"].split("=", 1)[1]
+                    items = [p for p in server.pods if p["spec"].get("nodeName") == node
+                             and p["metadata"]["namespace"] == listed.group(1)
+                             and _selected(p["metadata"].get("labels", {}), query.get("labelSelector", ""))]
+                    return self._send(200, {"kind": "PodList", "apiVersion": "v1", "items": items})
                 if url.path == f"/apis/{RESOURCE_GROUP}":
                     versions = [{"groupVersion": f"{RESOURCE_GROUP}/{v}", "version": v}
                                 for v in dict.fromkeys(SLICE_VERSIONS + TAINT_VERSIONS)]
@@ -141,6 +151,13 @@ class ApiServer:
 
             def do_DELETE(self) -> None:
                 server.calls.append(("DELETE", self.path))
+                pod = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)", self.path)
+                if pod:
+                    kept = [p for p in server.pods if (p["metadata"]["namespace"], p["metadata"]["name"]) != pod.groups()]
+                    if len(kept) == len(server.pods):
+                        return self._send(404, _status(404, "NotFound", f'pods "{pod.group(2)}" not found'))
+                    server.pods[:] = kept
+                    return self._send(200, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 200})
                 found = self._taint_rule_path()
                 if found is None or not found[1]:
                     return self._send(404, _status(404, "NotFound", "the server could not find the requested resource"))

@@ -17,6 +17,11 @@ the state's ``resourceslices`` (ResourceSlice objects, resource.k8s.io/v1, as th
 driver publishes them) that match; ``get devicetaintrules -o json -l k=v``, ``apply -f FILE``
 (kubectl's "devicetaintrule.resource.k8s.io/NAME created|unchanged") and ``delete
 devicetaintrule NAME`` keep the state's ``devicetaintrules``.
+
+MIG re-apply: ``get node`` prints the node's ``labels`` too; ``label --overwrite node N k=v``;
+``get pods -n NS -l k=v --field-selector spec.nodeName=N -o json`` lists the node's pods of
+that namespace and label (a pod's ``namespace``/``labels`` in the state); ``delete pod -n NS
+NAME...`` removes them ("pod "NAME" deleted", NotFound for one not there).
 """
 
 import json
@@ -52,7 +57,8 @@ if target is not None and verb in state["nodes"].get(target, {}).get("forbid", [
     sys.exit(1)
 if verb == "get" and args[1] == "node":
     n = node(args[2])
-    obj = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": args[2], "annotations": n.get("annotations", {})},
+    obj = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": args[2], "annotations": n.get("annotations", {}),
+                                                           "labels": n.get("labels", {})},
            "spec": {"unschedulable": True} if n.get("unschedulable") else {}}
     print(json.dumps(obj))
 elif verb in ("cordon", "uncordon"):
@@ -85,6 +91,34 @@ elif verb == "drain":
         save()
         sys.exit(1)
     print(f"node/{args[1]} drained")
+elif verb == "label":
+    rest = [a for a in args[1:] if a != "--overwrite"]
+    n = node(rest[1])
+    for item in rest[2:]:
+        key, value = item.split("=", 1)
+        n.setdefault("labels", {})[key] = value
+    print(f"node/{rest[1]} labeled")
+elif verb == "get" and args[1] == "pods":
+    ns, (key, value) = args[args.index("-n") + 1], args[args.index("-l") + 1].split("=", 1)
+    name = args[args.index("--field-selector") + 1].split("=", 1)[1]
+    items = [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": p["name"], "namespace": ns,
+                                                              "labels": p.get("labels", {})},
+              "spec": {"nodeName": name}}
+             for p in node(name).get("pods", []) if p.get("namespace") == ns and p.get("labels", {}).get(key) == value]
+    print(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+elif verb == "delete" and args[1] == "pod":
+    ns = args[args.index("-n") + 1]
+    names = [a for i, a in enumerate(args[2:], 2) if a != "-n" and args[i - 1] != "-n"]
+    for name in names:
+        owners = [n for n in state["nodes"].values()
+                  if any(p["name"] == name and p.get("namespace") == ns for p in n.get("pods", []))]
+        if not owners:
+            sys.stderr.write(f'Error from server (NotFound): pods "{name}" not found\n')
+            save()
+            sys.exit(1)
+        for n in owners:
+            n["pods"] = [p for p in n["pods"] if not (p["name"] == name and p.get("namespace") == ns)]
+        print(f'pod "{name}" deleted')
 elif verb == "get" and args[1] == "resourceslices":
     wanted = dict(item.split("=", 1) for item in args[args.index("--field-selector") + 1].split(","))
     items = [s for s in state.get("resourceslices", [])

@@ -122,10 +122,10 @@ def test_the_resource_slice_stand_in_is_a_valid_resource_slice(crd_index) -> Non
 
 def test_pci_addresses_match_across_kernel_log_nvidia_smi_and_dra() -> None:
     slices = [resource_slice("k-1")]
-    assert device_taints.find_device(slices, "k-1", "0000:5d:00") == ("k-1", "gpu-0")  # the kernel log's form
-    assert device_taints.find_device(slices, "k-1", "00000000:5D:00.0") == ("k-1", "gpu-0")  # nvidia-smi's
-    assert device_taints.find_device(slices, "k-2", "0000:5d:00") is None  # another node's slice
-    assert device_taints.find_device(slices, "k-1", "0000:9a:00") is None  # not published
+    assert device_taints.find_devices(slices, "k-1", "0000:5d:00") == [("k-1", "gpu-0")]  # the kernel log's form
+    assert device_taints.find_devices(slices, "k-1", "00000000:5D:00.0") == [("k-1", "gpu-0")]  # nvidia-smi's
+    assert device_taints.find_devices(slices, "k-2", "0000:5d:00") == []  # another node's slice
+    assert device_taints.find_devices(slices, "k-1", "0000:9a:00") == []  # not published
 
 
 # A GB200 compute tray: four GPUs, one PCI domain each, every one at bus 01 device 00 (its
@@ -154,14 +154,65 @@ def test_the_pci_domain_tells_a_gb200_trays_gpus_apart(crd_index) -> None:
     address without a domain there matches four devices: no guess, the node path."""
     slices = [gb200_slice("gb-1")]
     assert validate_object(slices[0], crd_index, "1.36") == []
-    assert device_taints.find_device(slices, "gb-1", "0018:01:00") == ("gb-1", "gpu-2")  # the kernel log's form
-    assert device_taints.find_device(slices, "gb-1", "00000019:01:00.0") == ("gb-1", "gpu-3")  # nvidia-smi's, DCGM's
-    assert device_taints.find_device(slices, "gb-1", "00000008:01:00.0") == ("gb-1", "gpu-0")
-    assert device_taints.find_device(slices, "gb-1", "0001:01:00") is None  # no GPU in that domain
-    assert device_taints.find_device(slices, "gb-1", "01:00") is None  # ambiguous: never a guess
+    assert device_taints.find_devices(slices, "gb-1", "0018:01:00") == [("gb-1", "gpu-2")]  # the kernel log's form
+    assert device_taints.find_devices(slices, "gb-1", "00000019:01:00.0") == [("gb-1", "gpu-3")]  # nvidia-smi's, DCGM's
+    assert device_taints.find_devices(slices, "gb-1", "00000008:01:00.0") == [("gb-1", "gpu-0")]
+    assert device_taints.find_devices(slices, "gb-1", "0001:01:00") == []  # no GPU in that domain
+    assert device_taints.find_devices(slices, "gb-1", "01:00") == []  # ambiguous: never a guess
     wanted, rest = device_taints.plan("resource.k8s.io/v1beta2", "gb-1", slices, [
         {"action": "quarantine-device", "device": "0019:01:00", "class": "ecc-uncorrectable"}])
     assert [r["spec"]["deviceSelector"]["device"] for r in wanted.values()] == ["gpu-3"] and rest == []
+
+
+def mig_slice(node: str) -> dict:
+    """An H200 node whose two GPUs run MIG (1g.18gb x2 + 2g.35gb + 3g.71gb) as the DRA driver
+    publishes them: no full-GPU device, one device per instance named
+    gpu-<minor>-mig-<profile without dots>-<GI profile ID>-<placement start>, type mig, the
+    parent's UUID and standard PCI bus id (kubernetes-sigs/dra-driver-nvidia-gpu
+    cmd/gpu-kubelet-plugin/mig.go: ToCanonicalName, CommonAttributesMig). Profile IDs and
+    placements as `nvidia-smi mig -lgip` / `-lgipp` list them for the H100/H200 family (1g 19,
+    2g 14, 3g 9)."""
+    item = resource_slice(node)
+    item["spec"]["devices"] = []
+    for minor, bus in enumerate(("0000:5d:00.0", "0000:18:00.0")):
+        parent = f"GPU-1f1e2c3d-0000-4a5b-8c9d-00000000000{minor}"
+        for profile, profile_id, start in (("1g.18gb", 19, 0), ("1g.18gb", 19, 1), ("2g.35gb", 14, 2),
+                                           ("3g.71gb", 9, 4)):
+            item["spec"]["devices"].append({
+                "name": f"gpu-{minor}-mig-{profile.replace('.', '')}-{profile_id}-{start}",
+                "attributes": {"type": {"string": "mig"}, "parentUUID": {"string": parent},
+                               "profile": {"string": profile}, "productName": {"string": "NVIDIA H200"},
+                               "architecture": {"string": "Hopper"},
+                               "resource.kubernetes.io/pciBusID": {"string": bus}}})
+    return item
+
+
+def test_a_fault_on_a_mig_gpu_taints_every_instance_of_that_gpu_only(crd_index) -> None:
+    """A GPU in MIG mode is published as its instances only: before #46 a device fault there
+    found no full GPU and cordoned the whole node. Now each instance of that GPU is tainted
+    (the reset the fault needs takes them all), the other GPU's instances are not, and every
+    rule passes the 1.36 schema."""
+    slices = [mig_slice("k-1")]
+    assert validate_object(slices[0], crd_index, "1.36") == []
+    assert device_taints.find_devices(slices, "k-1", "0000:5d:00") == [
+        ("k-1", "gpu-0-mig-1g18gb-19-0"), ("k-1", "gpu-0-mig-1g18gb-19-1"), ("k-1", "gpu-0-mig-2g35gb-14-2"),
+        ("k-1", "gpu-0-mig-3g71gb-9-4")]
+    faults = device_taints.npd_faults("quarantine-device ecc-uncorrectable: 0000:5d:00 Xid 48 on GPU-I 1 GPU-CI 0: "
+                                      "DBE [devices: 0000:5d:00=ecc-uncorrectable]")
+    wanted, rest = device_taints.plan("resource.k8s.io/v1beta2", "k-1", slices, faults)
+    assert rest == []
+    assert sorted(r["spec"]["deviceSelector"]["device"] for r in wanted.values()) == [
+        "gpu-0-mig-1g18gb-19-0", "gpu-0-mig-1g18gb-19-1", "gpu-0-mig-2g35gb-14-2", "gpu-0-mig-3g71gb-9-4"]
+    for rule in wanted.values():
+        assert validate_object(rule, crd_index, "1.36") == []
+        assert rule["spec"]["taint"] == {"key": device_taints.TAINT_KEY, "value": "ecc-uncorrectable",
+                                         "effect": "NoSchedule"}
+    # two parents answer an address without its domain only if they share bus and device: here they
+    # do not, and an unknown parent UUID is never a device of ours
+    orphan = copy.deepcopy(slices[0])
+    for device in orphan["spec"]["devices"]:
+        device["attributes"].pop("parentUUID")
+    assert device_taints.find_devices([orphan], "k-1", "0000:5d:00") == []
 
 
 def test_remediate_taints_the_device_not_the_node(crd_index, tmp_path, monkeypatch, kubectl_state, capsys) -> None:

@@ -295,3 +295,64 @@ def test_a_bad_min_healthy_is_refused_before_anything_is_read(capsys) -> None:
     assert k8s_remediator.main(["--selector", SELECTOR, "--server", "http://127.0.0.1:1", "--min-healthy", "150%"]) == 1
     assert capsys.readouterr().err == ("fleetspec-health-remediator: min_healthy '150%': give a count of nodes (3) "
                                        "or a percentage (51%)\n")
+
+
+GPU_OPERATOR = ["--mig-manager-namespace", "gpu-operator"]
+
+
+def mig_manager(name: str, node_name: str) -> dict:
+    """The GPU Operator's mig-manager pod as its DaemonSet makes it (label app=nvidia-mig-manager,
+    NVIDIA/mig-parted deployments/gpu-operator/nvidia-mig-manager-example.yaml)."""
+    return pod(name, node_name, owner="DaemonSet", ns="gpu-operator", labels={"app": "nvidia-mig-manager"})
+
+
+def test_a_mig_node_is_released_only_after_the_mig_manager_reapplied_its_geometry(capsys) -> None:
+    """The fault on a MIG node ended (a GPU reset, which destroys the MIG instances): the
+    node stays cordoned, its mig-manager pod is restarted (the only thing that makes it apply
+    the same nvidia.com/mig.config again) with the state set to pending, and it is uncordoned
+    once the MIG manager reports success; failed keeps it cordoned and fails the run."""
+    def mig_node(name: str) -> dict:
+        n = node(name, "False", cordoned=True, annotation="fleetspec-health: quarantine-device ecc-uncorrectable: x")
+        n["metadata"]["labels"] |= {"nvidia.com/mig.config": "all-1g.18gb", "nvidia.com/mig.config.state": "success"}
+        return n
+
+    nodes = [mig_node("k-1"), mig_node("k-2"), node("k-3", "False", cordoned=True, annotation="fleetspec-health: drain x")]
+    pods = [mig_manager("nvidia-mig-manager-a1", "k-1"), mig_manager("nvidia-mig-manager-b2", "k-2"),
+            pod("nvidia-device-plugin-c3", "k-1", owner="DaemonSet", ns="gpu-operator")]
+    with ApiServer(nodes, pods) as api:
+        args = ["--selector", SELECTOR, "--server", api.url] + NO_LIMIT + GPU_OPERATOR
+        assert k8s_remediator.main(args) == 0
+        out = capsys.readouterr().out
+        k = api.nodes
+        for name, pod_name in (("k-1", "nvidia-mig-manager-a1"), ("k-2", "nvidia-mig-manager-b2")):
+            assert k[name]["spec"]["unschedulable"] is True
+            assert k[name]["metadata"]["labels"]["nvidia.com/mig.config.state"] == "pending"
+            assert f"{name}: left cordoned: MIG manager pod {pod_name} restarted to re-apply all-1g.18gb" in out
+        assert [p["metadata"]["name"] for p in api.pods] == ["nvidia-device-plugin-c3"]
+        assert k["k-3"]["spec"]["unschedulable"] is False  # no MIG: released at once, as before
+
+        # the next pass while the new pods work: nothing restarted again, still cordoned
+        api.calls.clear()
+        assert k8s_remediator.main(args) == 0
+        assert "k-1: left cordoned: waiting for the MIG manager to re-apply all-1g.18gb" in capsys.readouterr().out
+        assert [c for c in api.calls if c[0] != "GET"] == []
+
+        # the new pods' reconfigure-mig ends: success on k-1, failed on k-2
+        k["k-1"]["metadata"]["labels"]["nvidia.com/mig.config.state"] = "success"
+        k["k-2"]["metadata"]["labels"]["nvidia.com/mig.config.state"] = "failed"
+        assert k8s_remediator.main(args) == 1
+        out = capsys.readouterr().out
+        assert k["k-1"]["spec"]["unschedulable"] is False
+        assert "fleetspec.io/mig-reapply" not in k["k-1"]["metadata"]["annotations"]
+        assert "k-1: MIG geometry all-1g.18gb re-applied by the MIG manager" in out and "k-1: uncordoned" in out
+        assert k["k-2"]["spec"]["unschedulable"] is True
+        assert "k-2: not acted on: the MIG manager failed to re-apply all-1g.18gb" in out
+
+
+def test_a_mig_node_without_a_mig_manager_stays_cordoned(capsys) -> None:
+    n = node("k-1", "False", cordoned=True, annotation="fleetspec-health: drain x")
+    n["metadata"]["labels"]["nvidia.com/mig.config"] = "all-balanced"
+    with ApiServer([n], []) as api:
+        assert k8s_remediator.main(["--selector", SELECTOR, "--server", api.url] + NO_LIMIT + GPU_OPERATOR) == 1
+        assert "no nvidia-mig-manager pod (app=nvidia-mig-manager) in namespace gpu-operator" in capsys.readouterr().out
+        assert api.nodes["k-1"]["spec"]["unschedulable"] is True

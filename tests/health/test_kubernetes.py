@@ -266,3 +266,35 @@ def test_the_cronjob_runs_with_the_specs_blast_radius_limit(tmp_path) -> None:
         assert ran.stdout.startswith("remediation held back: 3 of 4 GPU nodes look sick, 1 healthy, below "
                                      "min_healthy 51% (3 healthy needed)"), ran.stdout
         assert not any(n["spec"].get("unschedulable") for n in api.nodes.values())
+
+
+def test_with_kubernetes_mig_nodes_the_remediator_may_restart_the_mig_manager(crd_index) -> None:
+    """Kubernetes-owned MIG nodes: the CronJob is told the GPU Operator's namespace (a MIG node
+    is released only after its MIG manager re-applied the geometry) and may list and delete
+    pods there only (a Role, not its ClusterRole); every object passes the schemas."""
+    from fleetspec.pipeline import compile_text
+    from tests.kubernetes.test_mig import SPEC
+
+    compiled = compile_text(SPEC.replace("  kubernetes:\n", "  health: {interval: 60}\n  kubernetes:\n"))
+    assert compiled.valid, [f.message for f in compiled.findings]
+    fleet = compiled.fleet
+    cron, code, role = _remediator(fleet)
+    (container,) = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    command = container["command"]
+    assert command[command.index("--mig-manager-namespace") + 1] == "gpu-operator"
+    assert not any("delete" in r["verbs"] and "pods" in r["resources"] for r in role["rules"])
+    objs = objects(fleet)
+    mig_role = next(o for o in objs if o["kind"] == "Role" and o["metadata"]["name"] == "fleetspec-health-remediator-mig")
+    assert mig_role["metadata"]["namespace"] == "gpu-operator"
+    assert mig_role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "delete"]}]
+    binding = next(o for o in objs if o["kind"] == "RoleBinding" and o["metadata"]["name"] == mig_role["metadata"]["name"])
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "fleetspec-health-remediator",
+                                    "namespace": cron["metadata"]["namespace"]}]
+    for obj in objs:
+        assert validate_object(obj, crd_index, fleet.kubernetes.version) == [], obj["kind"]
+
+
+def test_without_kubernetes_mig_nodes_no_mig_manager_restarts(museum) -> None:
+    cron, _, _ = _remediator(museum)
+    assert "--mig-manager-namespace" not in cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert not any(o["kind"] == "Role" for o in objects(museum))

@@ -200,3 +200,57 @@ def test_editors_see_the_same_limit_in_the_json_schema() -> None:
     for bad in ("101%", -1, "half", "05%"):
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(bad, schema)
+
+
+def test_a_mig_node_is_released_after_its_mig_manager_reapplied_the_geometry(tmp_path, monkeypatch, kubectl_state,
+                                                                               capsys) -> None:
+    """The same steps as the in-cluster remediator (k8s_remediator.mig_step) through kubectl:
+    a healthy MIG node the check cordoned has its mig-manager pod restarted with the state
+    set to pending, stays cordoned until the MIG manager reports success, then is released;
+    failed keeps it cordoned and the run exits 1."""
+    from fleetspec.pipeline import compile_text
+    from fleetspec.render.health import node_config
+
+    mig_spec = SPEC.replace('hosts: "k-[1-4]", gpu: {model: h200, count: 1}',
+                            'hosts: "k-1", gpu: {model: h200, count: 1, mig: {1g.18gb: 7}}')
+    compiled = compile_text(mig_spec)
+    assert compiled.valid, [f.message for f in compiled.findings]
+    config = tmp_path / "health.json"
+    config.write_text(json.dumps(node_config(compiled.fleet)))
+    facts = tmp_path / "verdicts"
+    facts.mkdir()
+    _, verdict = check(config, make_node(tmp_path / "k-1", kmsg="kmsg-healthy.txt"), "k-1", monkeypatch, capsys)
+    (facts / "k-1.json").write_text(json.dumps(verdict))
+    kubectl_state.write_text(json.dumps({"nodes": {"k-1": {
+        "unschedulable": True, "annotations": {"fleetspec.io/drain-reason": "fleetspec-health: quarantine-device x"},
+        "labels": {"nvidia.com/mig.config": "fleetspec-7x1g.18gb", "nvidia.com/mig.config.state": "success"},
+        "pods": [{"name": "nvidia-mig-manager-x7k2p", "namespace": "gpu-operator",
+                  "labels": {"app": "nvidia-mig-manager"}},
+                 {"name": "nvidia-device-plugin-q9", "namespace": "gpu-operator",
+                  "labels": {"app": "nvidia-device-plugin-daemonset"}}]}}}))
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(mig_spec)
+
+    def remediate() -> tuple[dict, str]:
+        result = CliRunner().invoke(app, ["health", str(spec), "--facts", str(facts), "--remediate"])
+        return json.loads(kubectl_state.read_text())["nodes"]["k-1"], result
+
+    node, result = remediate()
+    assert result.exit_code == 0, result.output
+    assert node["unschedulable"] and node["labels"]["nvidia.com/mig.config.state"] == "pending"
+    assert [p["name"] for p in node["pods"]] == ["nvidia-device-plugin-q9"]
+    assert "k-1: left cordoned: MIG manager pod nvidia-mig-manager-x7k2p restarted" in result.output, result.output
+    node, result = remediate()  # the new pod still works
+    assert node["unschedulable"] and "waiting for the MIG manager" in result.output
+    state = json.loads(kubectl_state.read_text())
+    state["nodes"]["k-1"]["labels"]["nvidia.com/mig.config.state"] = "failed"
+    kubectl_state.write_text(json.dumps(state))
+    node, result = remediate()
+    assert node["unschedulable"] and result.exit_code == 1
+    assert "k-1: not acted on: the MIG manager failed to re-apply fleetspec-7x1g.18gb" in result.output
+    state = json.loads(kubectl_state.read_text())
+    state["nodes"]["k-1"]["labels"]["nvidia.com/mig.config.state"] = "success"
+    kubectl_state.write_text(json.dumps(state))
+    node, result = remediate()
+    assert not node["unschedulable"] and node["annotations"] == {}, result.output
+    assert "k-1: uncordoned" in result.output and result.exit_code == 0

@@ -83,3 +83,29 @@ def test_an_a100_40gb_node_imports_its_own_profiles(tmp_path: Path):
         import_slurm(conf, gres, None, {"a100-mig-01": nvidia_facts("a100-mig-01", "NVIDIA A100-SXM4-80GB", 8)},
                      "25.11.8", None)
     assert any("has no MIG profile 1g.5gb" in p.message for p in refused.value.problems)
+
+
+def test_an_old_driver_refuses_4g_with_3g_at_import(tmp_path: Path):
+    """An A100 40GB with 4g.20gb + 3g.20gb (which places) under a driver before R510 (which
+    refused that combination: the MIG guide's Concepts) stops at the node line, as the
+    imported spec's compile would refuse it; the same node on R535 imports."""
+    from tests.importer.facts import with_tuple
+
+    (tmp_path / "slurm.conf").write_text(
+        "ClusterName=inference\nSlurmctldHost=ctl-01\nGresTypes=gpu\n"
+        "NodeName=a100-mig-01 CPUs=128 RealMemory=1031894 Gres=gpu:4g.20gb:8,gpu:3g.20gb:8\n"
+        "PartitionName=inference Nodes=a100-mig-01 Default=YES MaxTime=INFINITE State=UP\n")
+    (tmp_path / "gres.conf").write_text(GRES_CONF)
+    conf, gres = tmp_path / "slurm.conf", tmp_path / "gres.conf"
+    board = nvidia_facts("a100-mig-01", "NVIDIA A100-SXM4-40GB", 8)
+
+    def facts(driver: str) -> dict:
+        return {"a100-mig-01": with_tuple(board, {"driver": driver, "cuda": "11.4.4", "nccl": "2.11.4"})}
+
+    with pytest.raises(ImportRefused) as refused:
+        import_slurm(conf, gres, None, facts("470.256.02"), "25.11.8", None)
+    (problem,) = [p for p in refused.value.problems if "R510" in p.message]
+    assert "drivers before R510 refuse that combination (this group's driver is 470.256.02)" in problem.message
+    assert problem.where.line == 4, problem.where  # the NodeName line's Gres=
+    node = import_slurm(conf, gres, None, facts("535.261.03"), "25.11.8", None).fleet.nodes[0]
+    assert node.mig == (("3g.20gb", 1), ("4g.20gb", 1))

@@ -99,6 +99,7 @@ def with_health(fleet: Fleet, releases: list, manifests: list, namespaces: dict[
     extra: list[Manifest] = []
     amd: list[Manifest] = []  # the AMD operator's workflow ConfigMap, once
     vendors = {n.gpu.vendor for n in k8s_nodes}
+    mig_namespace: str | None = None  # the GPU Operator's, where MIG nodes are Kubernetes-owned
     gpu_operator = next((r for r in releases if r.name == "gpu-operator"), None)
     if "nvidia" in vendors and gpu_operator is not None:
         values = dict(gpu_operator.values)
@@ -108,6 +109,9 @@ def with_health(fleet: Fleet, releases: list, manifests: list, namespaces: dict[
         extra.append(Manifest(obj("monitoring.coreos.com/v1", "PrometheusRule", RULE_NAME,
                                    prometheus_rule_spec(fleet), namespace=ns),
                               "30-health", (gpu_operator.key,)))
+        if any(n.mig for n in k8s_nodes):
+            mig_namespace = ns
+            extra += [Manifest(body, "30-health", (gpu_operator.key,)) for body in mig_reapply_rbac(ns)]
     for i, m in enumerate(manifests):
         if m.kind == "DeviceConfig":
             body = json.loads(json.dumps(m.body))  # a deep copy of plain data
@@ -120,7 +124,7 @@ def with_health(fleet: Fleet, releases: list, manifests: list, namespaces: dict[
                     m.depends_on))
     extra.append(Manifest(obj("v1", "ConfigMap", NPD_CONFIGMAP, namespace="kube-system") | {
         "data": {"fleetspec-health.json": json.dumps(npd_custom_plugin(fleet), indent=2) + "\n"}}, "30-health"))
-    extra += [Manifest(body, "30-health") for body in npd_daemonset(fleet) + remediator(fleet)]
+    extra += [Manifest(body, "30-health") for body in npd_daemonset(fleet) + remediator(fleet, mig_namespace)]
     return releases, manifests + extra + amd
 
 
@@ -312,13 +316,30 @@ REMEDIATOR_MODULES = (
 )
 
 
-def remediator(fleet: Fleet) -> list[dict[str, Any]]:
+def mig_reapply_rbac(namespace: str) -> list[dict[str, Any]]:
+    """What the remediator needs in the GPU Operator's namespace to have a MIG node's geometry
+    re-applied before it releases the node (k8s_remediator.remake_mig): list and delete the
+    mig-manager pods there, nothing elsewhere."""
+    name = REMEDIATOR_NAME + "-mig"
+    return [
+        obj("rbac.authorization.k8s.io/v1", "Role", name, namespace=namespace) | {
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "delete"]}]},
+        obj("rbac.authorization.k8s.io/v1", "RoleBinding", name, namespace=namespace) | {
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": REMEDIATOR_NAME, "namespace": NAMESPACE}]},
+    ]
+
+
+def remediator(fleet: Fleet, mig_namespace: str | None = None) -> list[dict[str, Any]]:
     """The continuous half of Kubernetes remediation: a CronJob, every health interval
     (rounded up to cron's minute), running ``fleetspec.node_side.k8s_remediator`` (stdlib
     modules, shipped in a ConfigMap) against the NPD condition. Its RBAC is what ``kubectl
     drain`` needs and no more: nodes get/list/patch, pods list, pods/eviction create; on a
     fleet with DRA-managed GPU pools (Kubernetes 1.33+) also what device taints need:
-    resourceslices list, devicetaintrules list/create/delete (resource.k8s.io)."""
+    resourceslices list, devicetaintrules list/create/delete (resource.k8s.io). With
+    ``mig_namespace`` (Kubernetes-owned MIG nodes: the GPU Operator's namespace) the remediator
+    has their MIG manager re-apply the geometry before it releases such a node (the Role is
+    ``mig_reapply_rbac``)."""
     from pathlib import Path
 
     import fleetspec
@@ -346,6 +367,8 @@ def remediator(fleet: Fleet) -> list[dict[str, Any]]:
             {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"], "verbs": ["list"]},
             {"apiGroups": ["resource.k8s.io"], "resources": ["devicetaintrules"], "verbs": ["list", "create", "delete"]},
         ]
+    if mig_namespace:
+        command += ["--mig-manager-namespace", mig_namespace]
     labels = {"app.kubernetes.io/name": REMEDIATOR_NAME}
     pod = {
         "serviceAccountName": REMEDIATOR_NAME,
