@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from fleetspec.state import LockHeld, StateLock, StateStore, open_state, parse_location
+from fleetspec.state.backend import locked
 from fleetspec.state.lock import current_holder, read_holder
 from tests.state.conftest import ROOT
 
@@ -59,7 +60,9 @@ def test_second_process_is_refused_with_the_holders_name(store, holder: subproce
 def test_lock_of_a_killed_holder_is_taken_over(store, holder: subprocess.Popen) -> None:
     holder.send_signal(signal.SIGKILL)
     holder.wait()
-    with store.lock("fleetspec apply") as lock:
+    # PostgreSQL ends the dead client's session (and its advisory lock) when its backend sees
+    # the closed socket: a moment later on a busy machine. Wait as `--lock-timeout` does.
+    with locked(store, "fleetspec apply", timeout=30, poll=0.2) as lock:
         assert lock.took_over is not None and lock.took_over.pid == holder.pid
         assert store.holder() == lock.holder
     assert store.holder() is None  # released on exit
